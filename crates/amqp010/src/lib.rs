@@ -1,0 +1,1 @@
+//! AMQP 0-10 codec (placeholder until the codec lands).
