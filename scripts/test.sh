@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, Rust unit and integration tests, the generated
+# protocol tables' freshness check, a short fuzz run, and the interop tests with the real
+# Apache Qpid JMS (AMQP 0-10) client. Installs what it needs (Java and Maven via apt-get).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+section() { printf '\n== %s ==\n' "$*"; }
+
+need_apt=()
+command -v java >/dev/null || need_apt+=(default-jdk-headless)
+command -v mvn >/dev/null || need_apt+=(maven)
+if ((${#need_apt[@]})); then
+  section "installing ${need_apt[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+
+section "cargo fmt"
+cargo fmt --all -- --check
+
+section "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+section "cargo build"
+cargo build --workspace --locked
+
+section "cargo test"
+cargo test --workspace --locked
+
+if [[ -x scripts/fuzz-smoke.sh ]]; then
+  section "fuzz smoke run"
+  scripts/fuzz-smoke.sh
+fi
+
+section "interop: Apache Qpid JMS client (AMQP 0-10)"
+interop/qpid-jms/run.sh target/debug/ferryd
+
+section "all tests passed"
