@@ -1,1 +1,38 @@
-//! Broker core (placeholder).
+//! Protocol-neutral broker core: exchanges, bindings, queues, messages, consumers, credit and
+//! settlement.
+//!
+//! Protocol layers (AMQP 0-10 now, 0-9-1 later) translate their commands into calls on
+//! [`Broker`] and [`Queue`], and drain each connection's [`Outbox`] to write deliveries. The core
+//! never parses protocol headers: a [`Message`] carries its encoded header opaquely so a
+//! delivery can be written back without re-encoding.
+//!
+//! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox.
+//! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
+//! one exchange read lock, then each target queue's mutex in turn (never two at once).
+
+mod broker;
+mod error;
+mod exchange;
+mod limits;
+mod message;
+mod outbox;
+mod queue;
+mod route;
+mod value;
+
+pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
+pub use error::BrokerError;
+pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+pub use limits::{LimitPolicy, QueueLimits};
+pub use message::{now_ms, Message, ProtocolHeader};
+pub use outbox::{Delivery, Outbox, OutboxItem};
+pub use queue::{release_deliveries, ConsumerSpec, Queue, QueueInfo, QueueOptions};
+pub use value::{Arguments, HeaderValue, Headers};
+
+/// Identifies a consumer (subscription) across the broker; allocate with
+/// [`Broker::next_consumer_id`].
+pub type ConsumerId = u64;
+
+/// Identifies the session (0-10) or connection (0-9-1) that owns exclusive queues and consumers.
+/// Opaque to the core; allocate with [`Broker::next_owner_id`].
+pub type OwnerId = u64;

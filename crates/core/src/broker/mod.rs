@@ -1,0 +1,538 @@
+//! The broker: registry of exchanges and queues, declarations, and the publish entry point.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::error::BrokerError;
+use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+use crate::limits::QueueLimits;
+use crate::message::{now_ms, Message};
+use crate::queue::{Drained, OwnerGone, Queue, QueueInfo, QueueOptions};
+use crate::route;
+use crate::value::Arguments;
+use crate::{ConsumerId, OwnerId};
+
+#[derive(Debug, Clone, Default)]
+pub struct BrokerConfig {
+    /// Applied to queues declared without any limit of their own.
+    pub default_limits: QueueLimits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublishOutcome {
+    /// Queues that stored the message; 0 means it was dropped as unroutable (after trying the
+    /// alternate exchange) or expired on arrival.
+    pub queues: usize,
+}
+
+/// 0-10 exchange.bound result flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BoundResult {
+    pub exchange_not_found: bool,
+    pub queue_not_found: bool,
+    pub queue_not_matched: bool,
+    pub key_not_matched: bool,
+    pub args_not_matched: bool,
+}
+
+/// Besides the default (nameless direct) exchange.
+const BUILTIN_EXCHANGES: [(&str, ExchangeKind); 4] = [
+    ("amq.direct", ExchangeKind::Direct),
+    ("amq.fanout", ExchangeKind::Fanout),
+    ("amq.topic", ExchangeKind::Topic),
+    ("amq.match", ExchangeKind::Headers),
+];
+
+#[derive(Default)]
+struct Registry {
+    exchanges: HashMap<String, Arc<Exchange>>,
+    queues: HashMap<String, Arc<Queue>>,
+}
+
+impl Registry {
+    fn alternate_users(&self, ex: &Exchange) -> Option<String> {
+        let is_it = |alt: Option<&Arc<Exchange>>| alt.is_some_and(|a| std::ptr::eq(&**a, ex));
+        self.exchanges
+            .values()
+            .find(|e| is_it(e.alternate()))
+            .map(|e| format!("exchange {}", e.name()))
+            .or_else(|| {
+                self.queues
+                    .values()
+                    .find(|q| is_it(q.alternate_exchange()))
+                    .map(|q| format!("queue {}", q.name()))
+            })
+    }
+
+    fn resolve_alternate(&self, name: Option<&str>) -> Result<Option<Arc<Exchange>>, BrokerError> {
+        match name.filter(|n| !n.is_empty()) {
+            None => Ok(None),
+            Some(n) => self.exchanges.get(n).cloned().map(Some).ok_or_else(|| {
+                BrokerError::NotFound(format!("alternate exchange {n} does not exist"))
+            }),
+        }
+    }
+
+    fn exchange(&self, name: &str) -> Result<&Arc<Exchange>, BrokerError> {
+        self.exchanges
+            .get(name)
+            .ok_or_else(|| BrokerError::NotFound(format!("exchange {name} does not exist")))
+    }
+
+    fn queue(&self, name: &str) -> Result<&Arc<Queue>, BrokerError> {
+        self.queues
+            .get(name)
+            .ok_or_else(|| BrokerError::NotFound(format!("queue {name} does not exist")))
+    }
+}
+
+/// Declares and deletes are rare, so the registry is one `RwLock`ed pair of maps, and every
+/// mutation takes it for writing, which serialises admin operations against each other (no
+/// binding can be added to a queue being deleted). Publishing never touches it: sessions hold
+/// `Arc<Exchange>` handles.
+pub struct Broker {
+    config: BrokerConfig,
+    registry: RwLock<Registry>,
+    default_exchange: Arc<Exchange>,
+    next_consumer: AtomicU64,
+    next_owner: AtomicU64,
+}
+
+impl Broker {
+    pub fn new(config: BrokerConfig) -> Arc<Broker> {
+        let builtin_opts = ExchangeOptions {
+            durable: true,
+            ..ExchangeOptions::default()
+        };
+        let mut reg = Registry::default();
+        for (name, kind) in BUILTIN_EXCHANGES {
+            let ex = Exchange::new(name.to_owned(), kind, &builtin_opts, None, true);
+            reg.exchanges.insert(name.to_owned(), ex);
+        }
+        let default_exchange = Exchange::new(
+            String::new(),
+            ExchangeKind::Direct,
+            &builtin_opts,
+            None,
+            true,
+        );
+        reg.exchanges
+            .insert(String::new(), default_exchange.clone());
+        Arc::new(Broker {
+            config,
+            registry: RwLock::new(reg),
+            default_exchange,
+            next_consumer: AtomicU64::new(1),
+            next_owner: AtomicU64::new(1),
+        })
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    pub fn next_consumer_id(&self) -> ConsumerId {
+        self.next_consumer.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn next_owner_id(&self) -> OwnerId {
+        self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The nameless direct exchange every queue is implicitly bound to by its name.
+    pub fn default_exchange(&self) -> &Arc<Exchange> {
+        &self.default_exchange
+    }
+
+    pub fn exchange(&self, name: &str) -> Option<Arc<Exchange>> {
+        self.registry.read().exchanges.get(name).cloned()
+    }
+
+    pub fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.registry.read().queues.get(name).cloned()
+    }
+
+    pub fn queue_names(&self) -> Vec<String> {
+        self.registry.read().queues.keys().cloned().collect()
+    }
+
+    pub fn exchange_names(&self) -> Vec<String> {
+        self.registry.read().exchanges.keys().cloned().collect()
+    }
+
+    pub fn queue_info(&self, name: &str) -> Option<QueueInfo> {
+        self.queue(name).map(|q| q.info())
+    }
+
+    pub fn exchange_info(&self, name: &str) -> Option<ExchangeInfo> {
+        self.exchange(name).map(|e| e.info())
+    }
+
+    /// Declares (or, with `passive`, looks up) an exchange. Redeclaring with another type is
+    /// `NotAllowed`, as is a differing alternate exchange; other options of an existing exchange
+    /// are ignored (0-10: durable and auto-delete are "sticky"). The default exchange can only
+    /// be declared passively; `amq.*` names cannot be created, only redeclared identically.
+    pub fn declare_exchange(
+        &self,
+        name: &str,
+        kind: ExchangeKind,
+        opts: ExchangeOptions,
+        passive: bool,
+    ) -> Result<Arc<Exchange>, BrokerError> {
+        let mut reg = self.registry.write();
+        if let Some(ex) = reg.exchanges.get(name) {
+            if passive {
+                return Ok(ex.clone());
+            }
+            if name.is_empty() {
+                return Err(BrokerError::NotAllowed(
+                    "the default exchange cannot be declared".into(),
+                ));
+            }
+            if ex.kind() != kind {
+                return Err(BrokerError::NotAllowed(format!(
+                    "exchange {name} exists with type {}",
+                    ex.kind().name()
+                )));
+            }
+            if let Some(alt) = opts.alternate_exchange.as_deref().filter(|a| !a.is_empty()) {
+                if ex.alternate().map(|a| a.name()) != Some(alt) {
+                    return Err(BrokerError::NotAllowed(format!(
+                        "exchange {name} exists with a different alternate exchange"
+                    )));
+                }
+            }
+            return Ok(ex.clone());
+        }
+        if passive {
+            return Err(BrokerError::NotFound(format!(
+                "exchange {name} does not exist"
+            )));
+        }
+        if name.is_empty() || name.starts_with("amq.") {
+            return Err(BrokerError::NotAllowed(format!(
+                "exchange name {name:?} is reserved"
+            )));
+        }
+        let alternate = reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
+        let ex = Exchange::new(name.to_owned(), kind, &opts, alternate, false);
+        reg.exchanges.insert(name.to_owned(), ex.clone());
+        Ok(ex)
+    }
+
+    pub fn delete_exchange(&self, name: &str, if_unused: bool) -> Result<(), BrokerError> {
+        let mut reg = self.registry.write();
+        let ex = reg.exchange(name)?.clone();
+        if ex.is_builtin() {
+            return Err(BrokerError::NotAllowed(format!(
+                "exchange {name:?} is built in"
+            )));
+        }
+        if if_unused && ex.binding_count() > 0 {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "exchange {name} has bindings"
+            )));
+        }
+        if let Some(user) = reg.alternate_users(&ex) {
+            return Err(BrokerError::NotAllowed(format!(
+                "exchange {name} is the alternate exchange of {user}"
+            )));
+        }
+        Self::unlink_exchange(&mut reg, &ex);
+        Ok(())
+    }
+
+    fn unlink_exchange(reg: &mut Registry, ex: &Arc<Exchange>) {
+        if reg
+            .exchanges
+            .get(ex.name())
+            .is_some_and(|e| Arc::ptr_eq(e, ex))
+        {
+            reg.exchanges.remove(ex.name());
+        }
+        ex.mark_deleted();
+        for (q, key) in ex.clear() {
+            q.remove_binding(ex, &key);
+        }
+    }
+
+    /// Declares (or, with `passive`, looks up) a queue on behalf of session `requester`.
+    /// Returns the queue and whether it was created.
+    ///
+    /// An existing queue exclusively owned by another session is `ResourceLocked` for any
+    /// declare, passive or not (0-10 queue.declare exclusive/in-use). A non-passive exclusive
+    /// declare of an existing unowned queue makes the requester its owner, as qpidd does.
+    /// Durable and auto-delete of an existing queue are kept (0-10: ignored on redeclare).
+    pub fn declare_queue(
+        &self,
+        name: &str,
+        opts: QueueOptions,
+        passive: bool,
+        requester: OwnerId,
+    ) -> Result<(Arc<Queue>, bool), BrokerError> {
+        if name.is_empty() {
+            return Err(BrokerError::InvalidArgument(
+                "queue name must not be empty".into(),
+            ));
+        }
+        let mut reg = self.registry.write();
+        if let Some(q) = reg.queues.get(name) {
+            q.check_access(requester)?;
+            if !passive {
+                if let Some(alt) = opts.alternate_exchange.as_deref().filter(|a| !a.is_empty()) {
+                    if q.alternate_exchange().map(|a| a.name()) != Some(alt) {
+                        return Err(BrokerError::NotAllowed(format!(
+                            "queue {name} exists with a different alternate exchange"
+                        )));
+                    }
+                }
+                if let Some(owner) = opts.exclusive_owner {
+                    q.claim(owner)?;
+                }
+            }
+            return Ok((q.clone(), false));
+        }
+        if passive {
+            return Err(BrokerError::NotFound(format!(
+                "queue {name} does not exist"
+            )));
+        }
+        if name.starts_with("amq.") {
+            return Err(BrokerError::NotAllowed(format!(
+                "queue name {name} is reserved"
+            )));
+        }
+        let alternate = reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
+        let limits = if opts.limits.is_unlimited() {
+            self.config.default_limits
+        } else {
+            opts.limits
+        };
+        let q = Queue::new(name.to_owned(), &opts, alternate, limits);
+        self.default_exchange
+            .bind(&q, name, &Arguments::new())
+            .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
+        reg.queues.insert(name.to_owned(), q.clone());
+        Ok((q, true))
+    }
+
+    /// Deletes a queue. Its messages go to its alternate exchange if it has one, else are
+    /// dropped; its consumers receive [`crate::OutboxItem::ConsumerCancelled`]. Returns how many
+    /// messages it held.
+    pub fn delete_queue(
+        &self,
+        name: &str,
+        if_unused: bool,
+        if_empty: bool,
+        requester: OwnerId,
+    ) -> Result<u64, BrokerError> {
+        if name.is_empty() {
+            return Err(BrokerError::InvalidArgument(
+                "queue name must not be empty".into(),
+            ));
+        }
+        let (q, drained) = {
+            let mut reg = self.registry.write();
+            let q = reg.queue(name)?.clone();
+            let drained = q.drain_for_explicit_delete(if_unused, if_empty, requester)?;
+            self.unlink_queue(&mut reg, &q);
+            (q, drained)
+        };
+        Ok(q.finish_delete(drained))
+    }
+
+    /// Removes a drained queue from the registry and from every exchange; auto-delete
+    /// exchanges left without bindings go too.
+    fn unlink_queue(&self, reg: &mut Registry, q: &Arc<Queue>) {
+        if reg.queues.get(q.name()).is_some_and(|e| Arc::ptr_eq(e, q)) {
+            reg.queues.remove(q.name());
+        }
+        self.default_exchange.unbind(q.id(), q.name());
+        for (ex, key) in q.take_bindings() {
+            if let Some(ex) = ex.upgrade() {
+                ex.unbind(q.id(), &key);
+                Self::auto_delete_exchange(reg, &ex);
+            }
+        }
+    }
+
+    fn auto_delete_exchange(reg: &mut Registry, ex: &Arc<Exchange>) {
+        if ex.auto_delete_due() && !ex.is_deleted() && reg.alternate_users(ex).is_none() {
+            Self::unlink_exchange(reg, ex);
+        }
+    }
+
+    pub fn purge_queue(&self, name: &str) -> Result<u64, BrokerError> {
+        let q = self.registry.read().queue(name)?.clone();
+        Ok(q.purge())
+    }
+
+    /// Binds; idempotent for an existing (queue, exchange, key). Headers bindings need a valid
+    /// `x-match` (`all`, the default, or `any`).
+    pub fn bind(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        if exchange.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be bound explicitly".into(),
+            ));
+        }
+        let reg = self.registry.write();
+        let ex = reg.exchange(exchange)?;
+        let q = reg.queue(queue)?;
+        if ex.bind(q, binding_key, arguments)? {
+            q.add_binding(ex, binding_key);
+        }
+        Ok(())
+    }
+
+    /// Unbinds; unbinding a binding that does not exist is not an error (qpidd).
+    pub fn unbind(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+    ) -> Result<(), BrokerError> {
+        if exchange.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be unbound".into(),
+            ));
+        }
+        let mut reg = self.registry.write();
+        let ex = reg.exchange(exchange)?.clone();
+        let q = reg.queue(queue)?.clone();
+        if ex.unbind(q.id(), binding_key) {
+            q.remove_binding(&ex, binding_key);
+            Self::auto_delete_exchange(&mut reg, &ex);
+        }
+        Ok(())
+    }
+
+    /// 0-10 exchange.bound. Given criteria (`None` = not asked; empty arguments count as not
+    /// asked) are first checked together; if no single binding satisfies them all, each
+    /// criterion is reported separately, as qpidd does: the queue against any binding to it,
+    /// the key and the arguments against any binding of the exchange.
+    pub fn bound(
+        &self,
+        exchange: &str,
+        queue: Option<&str>,
+        binding_key: Option<&str>,
+        arguments: Option<&Arguments>,
+    ) -> BoundResult {
+        let reg = self.registry.read();
+        let q = queue.and_then(|n| reg.queues.get(n));
+        let queue_not_found = queue.is_some() && q.is_none();
+        let Some(ex) = reg.exchanges.get(exchange) else {
+            return BoundResult {
+                exchange_not_found: true,
+                queue_not_found,
+                ..BoundResult::default()
+            };
+        };
+        if queue_not_found {
+            return BoundResult {
+                queue_not_found,
+                ..BoundResult::default()
+            };
+        }
+        let q = q.map(|q| &**q);
+        let args = arguments.filter(|a| !a.is_empty());
+        if ex.has_binding(q, binding_key, args) {
+            return BoundResult::default();
+        }
+        BoundResult {
+            queue_not_matched: q.is_some_and(|q| !ex.has_binding(Some(q), None, None)),
+            key_not_matched: binding_key.is_some_and(|k| !ex.has_binding(None, Some(k), None)),
+            args_not_matched: args.is_some_and(|a| !ex.has_binding(None, None, Some(a))),
+            ..BoundResult::default()
+        }
+    }
+
+    /// The session `owner` ended: its exclusive auto-delete queues are deleted (0-10: "MUST be
+    /// deleted when the session closes"); its other exclusive queues stay but lose their owner
+    /// (qpidd's behaviour; 0-10 only requires exclusivity until the declaring session closes).
+    /// Consumers must be cancelled and unsettled deliveries released separately.
+    pub fn release_owner(&self, owner: OwnerId) {
+        let mut deleted: Vec<(Arc<Queue>, Drained)> = Vec::new();
+        {
+            let mut reg = self.registry.write();
+            let doomed: Vec<Arc<Queue>> = reg
+                .queues
+                .values()
+                .filter(|q| matches!(q.owner_gone(owner), OwnerGone::Delete))
+                .cloned()
+                .collect();
+            for q in doomed {
+                if let Ok(d) = q.drain_if(|_, _| Ok(())) {
+                    self.unlink_queue(&mut reg, &q);
+                    deleted.push((q, d));
+                }
+            }
+        }
+        for (q, d) in deleted {
+            q.finish_delete(d);
+        }
+    }
+
+    /// Cancels a consumer; returns whether it existed. A non-exclusive auto-delete queue is
+    /// deleted when its last consumer goes, if it ever had one (0-10 queue.declare
+    /// auto-delete).
+    pub fn cancel_consumer(&self, queue: &Arc<Queue>, consumer: ConsumerId) -> bool {
+        let (removed, auto_delete) = queue.remove_consumer(consumer);
+        if auto_delete {
+            let drained = {
+                let mut reg = self.registry.write();
+                match queue.drain_if_auto_delete_due() {
+                    Ok(d) => {
+                        self.unlink_queue(&mut reg, queue);
+                        Some(d)
+                    }
+                    Err(_) => None,
+                }
+            };
+            if let Some(d) = drained {
+                queue.finish_delete(d);
+            }
+        }
+        removed
+    }
+
+    /// Drops expired messages from every queue; returns how many. Called periodically so
+    /// memory stays bounded on queues nobody consumes from.
+    pub fn purge_expired(&self) -> u64 {
+        let queues: Vec<Arc<Queue>> = self.registry.read().queues.values().cloned().collect();
+        let now = now_ms();
+        queues.iter().map(|q| q.purge_expired(now)).sum()
+    }
+
+    /// Routes and enqueues. A message already expired is dropped (`queues: 0`). If some target
+    /// queue refuses the message for its limit, the others still store it and the call returns
+    /// `ResourceLimitExceeded` naming the first refusing queue, so the publisher learns of the
+    /// loss even though delivery was partial.
+    pub fn publish(
+        &self,
+        exchange: &Exchange,
+        msg: Arc<Message>,
+    ) -> Result<PublishOutcome, BrokerError> {
+        if exchange.is_deleted() {
+            return Err(BrokerError::NotFound(format!(
+                "exchange {} was deleted",
+                exchange.name()
+            )));
+        }
+        if msg.expires_at.is_some_and(|at| at <= now_ms()) {
+            return Ok(PublishOutcome { queues: 0 });
+        }
+        route::deliver(exchange, &msg).map(|queues| PublishOutcome { queues })
+    }
+}

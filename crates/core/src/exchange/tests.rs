@@ -1,0 +1,293 @@
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::limits::QueueLimits;
+use crate::queue::QueueOptions;
+use crate::value::{HeaderValue as V, Headers};
+
+fn queue(name: &str) -> Arc<Queue> {
+    Queue::new(
+        name.to_owned(),
+        &QueueOptions::default(),
+        None,
+        QueueLimits::default(),
+    )
+}
+
+fn exchange(kind: ExchangeKind) -> Arc<Exchange> {
+    Exchange::new("x".into(), kind, &ExchangeOptions::default(), None, false)
+}
+
+fn msg(key: &str) -> Message {
+    Message::new("x", key.to_owned(), Bytes::new())
+}
+
+fn routed(ex: &Exchange, m: &Message) -> Vec<String> {
+    let mut out = Vec::new();
+    ex.route(m, &mut out);
+    let mut names: Vec<String> = out.iter().map(|q| q.name().to_owned()).collect();
+    names.sort();
+    names
+}
+
+fn no_args() -> Arguments {
+    Arguments::new()
+}
+
+#[test]
+fn direct_routes_exact_key_only() {
+    let ex = exchange(ExchangeKind::Direct);
+    let (a, b, c) = (queue("a"), queue("b"), queue("c"));
+    ex.bind(&a, "k", &no_args()).unwrap();
+    ex.bind(&b, "k", &no_args()).unwrap();
+    ex.bind(&c, "other", &no_args()).unwrap();
+    assert_eq!(routed(&ex, &msg("k")), ["a", "b"]);
+    assert_eq!(routed(&ex, &msg("K")), Vec::<String>::new());
+    assert!(ex.unbind(a.id(), "k"));
+    assert!(!ex.unbind(a.id(), "k"));
+    assert_eq!(routed(&ex, &msg("k")), ["b"]);
+}
+
+#[test]
+fn rebinding_is_idempotent() {
+    let ex = exchange(ExchangeKind::Direct);
+    let a = queue("a");
+    assert!(ex.bind(&a, "k", &no_args()).unwrap());
+    assert!(!ex.bind(&a, "k", &no_args()).unwrap());
+    assert_eq!(ex.binding_count(), 1);
+    assert_eq!(routed(&ex, &msg("k")), ["a"]);
+}
+
+#[test]
+fn fanout_delivers_once_per_queue_even_with_several_keys() {
+    let ex = exchange(ExchangeKind::Fanout);
+    let (a, b) = (queue("a"), queue("b"));
+    ex.bind(&a, "one", &no_args()).unwrap();
+    ex.bind(&a, "two", &no_args()).unwrap();
+    ex.bind(&b, "", &no_args()).unwrap();
+    assert_eq!(routed(&ex, &msg("anything")), ["a", "b"]);
+    ex.unbind(a.id(), "one");
+    assert_eq!(routed(&ex, &msg("")), ["a", "b"]);
+    ex.unbind(a.id(), "two");
+    assert_eq!(routed(&ex, &msg("")), ["b"]);
+}
+
+fn topic_matches(pattern: &str, key: &str) -> bool {
+    let ex = exchange(ExchangeKind::Topic);
+    let q = queue("q");
+    ex.bind(&q, pattern, &no_args()).unwrap();
+    !routed(&ex, &msg(key)).is_empty()
+}
+
+#[test]
+fn topic_wildcard_edge_cases() {
+    let cases: &[(&str, &str, bool)] = &[
+        ("#", "", true),
+        ("#", "a", true),
+        ("#", "a.b.c", true),
+        ("*", "", false),
+        ("*", "a", true),
+        ("*", "a.b", false),
+        ("*.*", "a.b", true),
+        ("*.*", "a", false),
+        ("*.*", "a.b.c", false),
+        ("a.#.b", "a.b", true),
+        ("a.#.b", "a.x.b", true),
+        ("a.#.b", "a.x.y.b", true),
+        ("a.#.b", "a.x.y", false),
+        ("a.#.b", "b.a.b", false),
+        ("#.#", "", true),
+        ("#.#", "a.b", true),
+        ("a.#", "a", true),
+        ("a.#", "ab", false),
+        ("#.a", "x.y.a", true),
+        ("#.a", "x.y.ab", false),
+        ("#.*", "", false),
+        ("#.*", "a", true),
+        ("*.#.*", "a", false),
+        ("*.#.*", "a.b", true),
+        ("a..b", "a..b", true),
+        ("a.*.b", "a..b", true),
+        ("a.*", "a.", true),
+        ("a", "a.", false),
+        ("", "", true),
+        ("", "a", false),
+        ("a.b", "a.b", true),
+        ("a.b", "a.c", false),
+    ];
+    for (pattern, key, want) in cases {
+        assert_eq!(
+            topic_matches(pattern, key),
+            *want,
+            "pattern {pattern:?} key {key:?}"
+        );
+    }
+}
+
+#[test]
+fn topic_reaches_a_queue_once_when_several_patterns_match() {
+    let ex = exchange(ExchangeKind::Topic);
+    let (a, b) = (queue("a"), queue("b"));
+    ex.bind(&a, "#", &no_args()).unwrap();
+    ex.bind(&a, "x.*", &no_args()).unwrap();
+    ex.bind(&a, "#.#", &no_args()).unwrap();
+    ex.bind(&b, "x.y", &no_args()).unwrap();
+    let mut out = Vec::new();
+    ex.route(&msg("x.y"), &mut out);
+    assert_eq!(out.len(), 2);
+    // "#" and "#.#" normalise alike; removing one must leave the other working.
+    ex.unbind(a.id(), "#");
+    ex.unbind(a.id(), "x.*");
+    assert_eq!(routed(&ex, &msg("z")), ["a"]);
+    ex.unbind(a.id(), "#.#");
+    ex.unbind(b.id(), "x.y");
+    assert!(ex.topic_index_is_empty(), "trie nodes pruned");
+}
+
+/// Reference matcher: direct recursion over words, no normalisation.
+fn naive(pattern: &[&str], key: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => key.is_empty(),
+        Some((&"#", rest)) => (0..=key.len()).any(|i| naive(rest, &key[i..])),
+        Some((&"*", rest)) => !key.is_empty() && naive(rest, &key[1..]),
+        Some((w, rest)) => key.first() == Some(w) && naive(rest, &key[1..]),
+    }
+}
+
+fn words(s: &str) -> Vec<&str> {
+    if s.is_empty() {
+        Vec::new()
+    } else {
+        s.split('.').collect()
+    }
+}
+
+#[test]
+fn topic_with_ten_thousand_bindings_agrees_with_reference() {
+    // Deterministic pseudo-random patterns over a small vocabulary so many overlap.
+    let mut seed: u64 = 0x1234_5678;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let vocab = ["a", "b", "c", "d", "*", "#"];
+    let ex = exchange(ExchangeKind::Topic);
+    let mut patterns = Vec::new();
+    let queues: Vec<Arc<Queue>> = (0..10_000).map(|i| queue(&format!("q{i}"))).collect();
+    for q in &queues {
+        let len = next(5) + 1;
+        let p: Vec<&str> = (0..len).map(|_| vocab[next(6) as usize]).collect();
+        let p = p.join(".");
+        ex.bind(q, &p, &no_args()).unwrap();
+        patterns.push(p);
+    }
+    for _ in 0..300 {
+        let len = next(6);
+        let k: Vec<&str> = (0..len).map(|_| vocab[next(4) as usize]).collect();
+        let key = k.join(".");
+        let mut want: Vec<String> = patterns
+            .iter()
+            .zip(&queues)
+            .filter(|(p, _)| naive(&words(p), &words(&key)))
+            .map(|(_, q)| q.name().to_owned())
+            .collect();
+        want.sort();
+        assert_eq!(routed(&ex, &msg(&key)), want, "key {key:?}");
+    }
+}
+
+fn headers(entries: &[(&str, V)]) -> Headers {
+    entries.iter().map(|(k, v)| (*k, v.clone())).collect()
+}
+
+fn hmsg(entries: &[(&str, V)]) -> Message {
+    let mut m = msg("");
+    m.headers = Some(Arc::new(headers(entries)));
+    m
+}
+
+#[test]
+fn headers_all_and_any() {
+    let ex = exchange(ExchangeKind::Headers);
+    assert!(ex.needs_headers());
+    let (all, any) = (queue("all"), queue("any"));
+    let crit = [("a", V::Int(1)), ("b", V::Str("x".into()))];
+    let mut all_args = headers(&crit);
+    all_args.push("x-match", V::Str("all".into()));
+    let mut any_args = headers(&crit);
+    any_args.push("x-match", V::Str("any".into()));
+    ex.bind(&all, "k1", &all_args).unwrap();
+    ex.bind(&any, "k2", &any_args).unwrap();
+
+    let both = hmsg(&[("b", V::Str("x".into())), ("a", V::UInt(1)), ("c", V::Void)]);
+    assert_eq!(routed(&ex, &both), ["all", "any"]);
+    let one = hmsg(&[("a", V::Int(1))]);
+    assert_eq!(routed(&ex, &one), ["any"]);
+    let wrong = hmsg(&[("a", V::Int(2)), ("b", V::Str("y".into()))]);
+    assert!(routed(&ex, &wrong).is_empty());
+    assert!(routed(&ex, &msg("no headers")).is_empty());
+}
+
+#[test]
+fn headers_defaults_void_presence_and_x_keys() {
+    let ex = exchange(ExchangeKind::Headers);
+    let q = queue("q");
+    // No x-match: all. Void: presence only. x- keys are not criteria.
+    ex.bind(&q, "", &headers(&[("p", V::Void), ("x-other", V::Int(9))]))
+        .unwrap();
+    assert_eq!(routed(&ex, &hmsg(&[("p", V::Bool(false))])), ["q"]);
+    assert!(routed(&ex, &hmsg(&[("x-other", V::Int(9))])).is_empty());
+}
+
+#[test]
+fn headers_rebind_replaces_criteria_and_bad_x_match_is_rejected() {
+    let ex = exchange(ExchangeKind::Headers);
+    let q = queue("q");
+    ex.bind(&q, "k", &headers(&[("a", V::Int(1))])).unwrap();
+    ex.bind(&q, "k", &headers(&[("a", V::Int(2))])).unwrap();
+    assert!(routed(&ex, &hmsg(&[("a", V::Int(1))])).is_empty());
+    assert_eq!(routed(&ex, &hmsg(&[("a", V::Int(2))])), ["q"]);
+    let err = ex.bind(&q, "j", &headers(&[("x-match", V::Str("some".into()))]));
+    assert!(matches!(err, Err(BrokerError::InvalidArgument(_))));
+    assert_eq!(ex.binding_count(), 1);
+}
+
+#[test]
+fn has_binding_checks_each_criterion() {
+    let ex = exchange(ExchangeKind::Headers);
+    let (a, b) = (queue("a"), queue("b"));
+    let args = headers(&[("h", V::Int(1))]);
+    ex.bind(&a, "k", &args).unwrap();
+    assert!(ex.has_binding(Some(&a), Some("k"), Some(&args)));
+    assert!(ex.has_binding(None, Some("k"), None));
+    assert!(!ex.has_binding(Some(&b), None, None));
+    assert!(!ex.has_binding(Some(&a), Some("j"), None));
+    assert!(!ex.has_binding(None, None, Some(&headers(&[("h", V::Int(2))]))));
+}
+
+#[test]
+fn clear_removes_everything() {
+    let ex = exchange(ExchangeKind::Direct);
+    let a = queue("a");
+    ex.bind(&a, "k", &no_args()).unwrap();
+    let removed = ex.clear();
+    assert_eq!(removed.len(), 1);
+    assert!(routed(&ex, &msg("k")).is_empty());
+}
+
+#[test]
+fn kind_names_round_trip() {
+    for k in [
+        ExchangeKind::Direct,
+        ExchangeKind::Fanout,
+        ExchangeKind::Topic,
+        ExchangeKind::Headers,
+    ] {
+        assert_eq!(ExchangeKind::from_name(k.name()), Some(k));
+    }
+    assert_eq!(ExchangeKind::from_name("x-custom"), None);
+}

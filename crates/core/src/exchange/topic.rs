@@ -1,0 +1,225 @@
+//! Topic matching: a trie over `.`-separated words with `*` (exactly one word) and `#` (zero
+//! or more words).
+//!
+//! Words: an empty routing or binding key has zero words; otherwise the key splits on every
+//! `.`, so `a..b` has an empty middle word and `a.` ends with one. Hence `#` matches the empty
+//! key while `*` does not.
+//!
+//! Patterns are normalised on insert: runs of wildcards become their `*`s followed by at most
+//! one `#` (`#.#` → `#`, `#.*` → `*.#`). That keeps matching from revisiting the same suffixes
+//! through adjacent `#`s.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::queue::Queue;
+
+/// Binding keys longer than this (in words) are refused: matching and trie edits recurse once
+/// per pattern word, and real protocols cap keys at 255 bytes anyway.
+pub(crate) const MAX_PATTERN_WORDS: usize = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Word<'a> {
+    Lit(&'a [u8]),
+    Star,
+    Hash,
+}
+
+fn normalize(key: &str) -> Vec<Word<'_>> {
+    let mut out = Vec::new();
+    if key.is_empty() {
+        return out;
+    }
+    let (mut stars, mut hash) = (0usize, false);
+    let flush = |out: &mut Vec<Word<'_>>, stars: &mut usize, hash: &mut bool| {
+        out.extend(std::iter::repeat(Word::Star).take(*stars));
+        if *hash {
+            out.push(Word::Hash);
+        }
+        *stars = 0;
+        *hash = false;
+    };
+    for w in key.split('.') {
+        match w {
+            "*" => stars += 1,
+            "#" => hash = true,
+            lit => {
+                flush(&mut out, &mut stars, &mut hash);
+                out.push(Word::Lit(lit.as_bytes()));
+            }
+        }
+    }
+    flush(&mut out, &mut stars, &mut hash);
+    out
+}
+
+/// Splits off the first word of what remains of a routing key. `None` means no words remain.
+fn next_word(rest: Option<&[u8]>) -> Option<(&[u8], Option<&[u8]>)> {
+    let s = rest?;
+    Some(match s.iter().position(|&b| b == b'.') {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    })
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    words: HashMap<Box<[u8]>, Node>,
+    star: Option<Box<Node>>,
+    hash: Option<Box<Node>>,
+    /// Queues whose pattern ends here; may repeat when two keys normalise alike.
+    queues: Vec<Arc<Queue>>,
+}
+
+impl Node {
+    fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+            && self.words.is_empty()
+            && self.star.is_none()
+            && self.hash.is_none()
+    }
+
+    fn insert(&mut self, pattern: &[Word<'_>], queue: Arc<Queue>) {
+        match pattern.split_first() {
+            None => self.queues.push(queue),
+            Some((Word::Lit(w), rest)) => self
+                .words
+                .entry((*w).into())
+                .or_default()
+                .insert(rest, queue),
+            Some((Word::Star, rest)) => self
+                .star
+                .get_or_insert_with(Box::default)
+                .insert(rest, queue),
+            Some((Word::Hash, rest)) => self
+                .hash
+                .get_or_insert_with(Box::default)
+                .insert(rest, queue),
+        }
+    }
+
+    /// Removes one occurrence; prunes nodes left empty.
+    fn remove(&mut self, pattern: &[Word<'_>], queue_id: u64) -> bool {
+        match pattern.split_first() {
+            None => match self.queues.iter().position(|q| q.id() == queue_id) {
+                Some(i) => {
+                    self.queues.swap_remove(i);
+                    true
+                }
+                None => false,
+            },
+            Some((Word::Lit(w), rest)) => {
+                let Some(child) = self.words.get_mut(*w) else {
+                    return false;
+                };
+                let removed = child.remove(rest, queue_id);
+                if child.is_empty() {
+                    self.words.remove(*w);
+                }
+                removed
+            }
+            Some((Word::Star, rest)) => Self::remove_boxed(&mut self.star, rest, queue_id),
+            Some((Word::Hash, rest)) => Self::remove_boxed(&mut self.hash, rest, queue_id),
+        }
+    }
+
+    fn remove_boxed(slot: &mut Option<Box<Node>>, rest: &[Word<'_>], queue_id: u64) -> bool {
+        let Some(child) = slot else {
+            return false;
+        };
+        let removed = child.remove(rest, queue_id);
+        if child.is_empty() {
+            *slot = None;
+        }
+        removed
+    }
+
+    fn route(&self, rest: Option<&[u8]>, out: &mut Vec<Arc<Queue>>) {
+        if let Some(hash) = &self.hash {
+            // `#` consumes zero or more words: try every remaining suffix.
+            let mut r = rest;
+            loop {
+                hash.route(r, out);
+                match next_word(r) {
+                    Some((_, tail)) => r = tail,
+                    None => break,
+                }
+            }
+        }
+        match next_word(rest) {
+            None => out.extend(self.queues.iter().cloned()),
+            Some((word, tail)) => {
+                if let Some(child) = self.words.get(word) {
+                    child.route(tail, out);
+                }
+                if let Some(star) = &self.star {
+                    star.route(tail, out);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct TopicTrie {
+    root: Node,
+}
+
+impl TopicTrie {
+    pub(crate) fn insert(&mut self, key: &str, queue: Arc<Queue>) {
+        self.root.insert(&normalize(key), queue);
+    }
+
+    pub(crate) fn remove(&mut self, key: &str, queue_id: u64) -> bool {
+        self.root.remove(&normalize(key), queue_id)
+    }
+
+    /// Appends matching queues; may append a queue more than once (the caller dedups).
+    pub(crate) fn route(&self, routing_key: &[u8], out: &mut Vec<Arc<Queue>>) {
+        let rest = if routing_key.is_empty() {
+            None
+        } else {
+            Some(routing_key)
+        };
+        self.root.route(rest, out);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.root.is_empty()
+    }
+}
+
+pub(crate) fn pattern_words(key: &str) -> usize {
+    if key.is_empty() {
+        0
+    } else {
+        key.split('.').count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_collapses_wildcard_runs() {
+        use Word::*;
+        assert_eq!(normalize("#.#"), vec![Hash]);
+        assert_eq!(normalize("#.*.#.*"), vec![Star, Star, Hash]);
+        assert_eq!(normalize("a.#.*.b"), vec![Lit(b"a"), Star, Hash, Lit(b"b")]);
+        assert_eq!(normalize(""), Vec::<Word<'_>>::new());
+        assert_eq!(normalize("a..b"), vec![Lit(b"a"), Lit(b""), Lit(b"b")]);
+    }
+
+    #[test]
+    fn word_splitting_keeps_empty_words() {
+        let mut words = Vec::new();
+        let mut r = Some(&b"a..b."[..]);
+        while let Some((w, tail)) = next_word(r) {
+            words.push(w);
+            r = tail;
+        }
+        assert_eq!(words, vec![&b"a"[..], b"", b"b", b""]);
+    }
+}

@@ -1,0 +1,117 @@
+//! Consumer records kept inside a queue's state, so dispatch needs only the queue lock.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::outbox::{Outbox, OutboxItem};
+use crate::{ConsumerId, OwnerId};
+
+/// What a protocol layer supplies to subscribe.
+#[derive(Debug, Clone)]
+pub struct ConsumerSpec {
+    pub id: ConsumerId,
+    pub outbox: Arc<Outbox>,
+    pub owner: OwnerId,
+    /// Destination (0-10) or consumer tag (0-9-1), echoed in each delivery.
+    pub tag: Bytes,
+    /// False browses: the consumer sees messages without removing them.
+    pub acquire: bool,
+    pub exclusive: bool,
+}
+
+/// `u32::MAX` is unlimited credit, as 0-10's 0xFFFFFFFF.
+pub(crate) const UNLIMITED: u32 = u32::MAX;
+
+#[derive(Debug)]
+pub(crate) struct Consumer {
+    pub(crate) spec: ConsumerSpec,
+    pub(crate) credit_messages: u32,
+    pub(crate) credit_bytes: u32,
+    /// Browsers: highest position already shown.
+    pub(crate) cursor: u64,
+    /// Deliveries made during one dispatch pass, handed to the outbox in one push. Kept here so
+    /// its capacity is reused across passes.
+    pub(crate) staged: Vec<OutboxItem>,
+}
+
+impl Consumer {
+    pub(crate) fn new(spec: ConsumerSpec) -> Consumer {
+        Consumer {
+            spec,
+            credit_messages: 0,
+            credit_bytes: 0,
+            cursor: 0,
+            staged: Vec::new(),
+        }
+    }
+
+    pub(crate) fn has_credit_for(&self, size: u64) -> bool {
+        self.credit_messages > 0
+            && (self.credit_bytes == UNLIMITED || size <= u64::from(self.credit_bytes))
+    }
+
+    pub(crate) fn charge(&mut self, size: u64) {
+        if self.credit_messages != UNLIMITED {
+            self.credit_messages = self.credit_messages.saturating_sub(1);
+        }
+        if self.credit_bytes != UNLIMITED {
+            let size = u32::try_from(size).unwrap_or(UNLIMITED);
+            self.credit_bytes = self.credit_bytes.saturating_sub(size);
+        }
+    }
+
+    /// Saturating: reaching `u32::MAX` makes the credit unlimited, which is the 0-10 arithmetic.
+    pub(crate) fn add_credit(&mut self, messages: u32, bytes: u32) {
+        self.credit_messages = self.credit_messages.saturating_add(messages);
+        self.credit_bytes = self.credit_bytes.saturating_add(bytes);
+    }
+
+    pub(crate) fn stop(&mut self) {
+        self.credit_messages = 0;
+        self.credit_bytes = 0;
+    }
+
+    pub(crate) fn flush_staged(&mut self) {
+        self.spec.outbox.push_batch(&mut self.staged);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn consumer() -> Consumer {
+        Consumer::new(ConsumerSpec {
+            id: 1,
+            outbox: Outbox::new(),
+            owner: 1,
+            tag: Bytes::new(),
+            acquire: true,
+            exclusive: false,
+        })
+    }
+
+    #[test]
+    fn byte_credit_limits_and_is_charged() {
+        let mut c = consumer();
+        assert!(!c.has_credit_for(0));
+        c.add_credit(2, 100);
+        assert!(c.has_credit_for(100));
+        assert!(!c.has_credit_for(101));
+        c.charge(60);
+        assert_eq!((c.credit_messages, c.credit_bytes), (1, 40));
+        assert!(!c.has_credit_for(41));
+    }
+
+    #[test]
+    fn unlimited_credit_is_never_charged_and_adding_saturates() {
+        let mut c = consumer();
+        c.add_credit(UNLIMITED, 10);
+        c.add_credit(5, UNLIMITED);
+        c.charge(1 << 40);
+        assert_eq!((c.credit_messages, c.credit_bytes), (UNLIMITED, UNLIMITED));
+        c.stop();
+        assert!(!c.has_credit_for(0));
+    }
+}

@@ -1,0 +1,557 @@
+//! Queues: FIFO storage, consumers, credit and settlement.
+
+mod consumer;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::error::BrokerError;
+use crate::exchange::Exchange;
+use crate::limits::QueueLimits;
+use crate::message::Message;
+use crate::outbox::{Delivery, OutboxItem};
+use crate::route;
+use crate::value::Arguments;
+use crate::{ConsumerId, OwnerId};
+
+pub(crate) use consumer::Consumer;
+pub use consumer::ConsumerSpec;
+use state::{Clock, Entry, QueueState};
+
+/// Unique across the process so bindings can key queues without hashing names.
+static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Debug, Clone, Default)]
+pub struct QueueOptions {
+    pub durable: bool,
+    /// `Some(session)` declares an exclusive queue owned by that session.
+    pub exclusive_owner: Option<OwnerId>,
+    pub auto_delete: bool,
+    pub alternate_exchange: Option<String>,
+    pub limits: QueueLimits,
+    pub arguments: Arguments,
+}
+
+/// Answer data for queue.query / queue.declare-ok.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueInfo {
+    pub name: String,
+    pub durable: bool,
+    pub exclusive: bool,
+    pub auto_delete: bool,
+    pub alternate_exchange: Option<String>,
+    pub arguments: Arguments,
+    pub message_count: u64,
+    pub consumer_count: u64,
+}
+
+pub struct Queue {
+    name: String,
+    id: u64,
+    durable: bool,
+    auto_delete: bool,
+    alternate: Option<Arc<Exchange>>,
+    arguments: Arguments,
+    limits: QueueLimits,
+    state: Mutex<QueueState>,
+    /// Explicit bindings (exchange, key), so deleting the queue can remove them without
+    /// scanning every exchange. Weak: an exchange's bindings already own the queue.
+    bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("name", &self.name)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What deleting a queue removed; the broker finishes the job outside its registry lock.
+pub(crate) struct Drained {
+    messages: Vec<Arc<Message>>,
+    consumers: Vec<Consumer>,
+}
+
+/// What a session's end means for one queue.
+pub(crate) enum OwnerGone {
+    NotOwned,
+    Released,
+    Delete,
+}
+
+impl Queue {
+    pub(crate) fn new(
+        name: String,
+        opts: &QueueOptions,
+        alternate: Option<Arc<Exchange>>,
+        limits: QueueLimits,
+    ) -> Arc<Queue> {
+        Arc::new(Queue {
+            name,
+            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            durable: opts.durable,
+            auto_delete: opts.auto_delete,
+            alternate,
+            arguments: opts.arguments.clone(),
+            limits,
+            state: Mutex::new(QueueState::new(opts.exclusive_owner)),
+            bindings: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Messages available on the queue (not counting acquired-but-unsettled ones).
+    pub fn message_count(&self) -> u64 {
+        self.state.lock().entries.len() as u64
+    }
+
+    /// Bytes of the messages available on the queue.
+    pub fn byte_count(&self) -> u64 {
+        self.state.lock().queued_bytes()
+    }
+
+    /// Messages acquired by consumers and not yet accepted, released or rejected.
+    pub fn unsettled_count(&self) -> u64 {
+        self.state.lock().unsettled_count() as u64
+    }
+
+    pub fn consumer_count(&self) -> usize {
+        self.state.lock().consumers.len()
+    }
+
+    pub fn is_exclusive(&self) -> bool {
+        self.state.lock().owner.is_some()
+    }
+
+    pub fn owner(&self) -> Option<OwnerId> {
+        self.state.lock().owner
+    }
+
+    pub fn is_auto_delete(&self) -> bool {
+        self.auto_delete
+    }
+
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.state.lock().deleted
+    }
+
+    pub fn alternate_exchange(&self) -> Option<&Arc<Exchange>> {
+        self.alternate.as_ref()
+    }
+
+    pub fn arguments(&self) -> &Arguments {
+        &self.arguments
+    }
+
+    pub fn limits(&self) -> QueueLimits {
+        self.limits
+    }
+
+    /// 0-10 forbids other sessions to declare, bind, consume from or get from an exclusive
+    /// queue; protocol layers call this for the operations whose core call has no requester.
+    pub fn check_access(&self, requester: OwnerId) -> Result<(), BrokerError> {
+        match self.state.lock().owner {
+            Some(owner) if owner != requester => Err(self.locked()),
+            _ => Ok(()),
+        }
+    }
+
+    fn locked(&self) -> BrokerError {
+        BrokerError::ResourceLocked(format!(
+            "queue {} is exclusive to another session",
+            self.name
+        ))
+    }
+
+    pub fn info(&self) -> QueueInfo {
+        let st = self.state.lock();
+        QueueInfo {
+            name: self.name.clone(),
+            durable: self.durable,
+            exclusive: st.owner.is_some(),
+            auto_delete: self.auto_delete,
+            alternate_exchange: self.alternate.as_ref().map(|e| e.name().to_owned()),
+            arguments: self.arguments.clone(),
+            message_count: st.entries.len() as u64,
+            consumer_count: st.consumers.len() as u64,
+        }
+    }
+
+    /// Stores the message and dispatches. `Ok(false)` if the queue was deleted meanwhile (the
+    /// publisher routed with a stale handle; the message is simply not stored here).
+    pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
+        let mut st = self.state.lock();
+        if st.deleted {
+            return Ok(false);
+        }
+        let (count, bytes) = st.depth();
+        if !self.limits.admits(count, bytes, msg.size) {
+            return Err(BrokerError::ResourceLimitExceeded(format!(
+                "queue {} is full",
+                self.name
+            )));
+        }
+        st.push(msg);
+        st.dispatch(self);
+        Ok(true)
+    }
+
+    /// Adds a consumer with no credit (0-10 subscriptions start stopped; grant with
+    /// [`Queue::add_credit`]).
+    pub fn subscribe(self: &Arc<Self>, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        let mut st = self.state.lock();
+        if st.deleted {
+            return Err(BrokerError::NotFound(format!(
+                "queue {} was deleted",
+                self.name
+            )));
+        }
+        if st.owner.is_some_and(|o| o != spec.owner) {
+            return Err(self.locked());
+        }
+        if spec.exclusive && !st.consumers.is_empty() {
+            return Err(BrokerError::ResourceLocked(format!(
+                "queue {} has consumers; exclusive subscription refused",
+                self.name
+            )));
+        }
+        if st.consumers.iter().any(|c| c.spec.exclusive) {
+            return Err(BrokerError::ResourceLocked(format!(
+                "queue {} has an exclusive consumer",
+                self.name
+            )));
+        }
+        if st.consumers.iter().any(|c| c.spec.id == spec.id) {
+            return Err(BrokerError::InvalidArgument(format!(
+                "consumer {} already subscribed to {}",
+                spec.id, self.name
+            )));
+        }
+        st.consumers.push(Consumer::new(spec));
+        st.had_consumers = true;
+        Ok(())
+    }
+
+    /// Removes a consumer; returns whether it existed and whether the queue should now be
+    /// auto-deleted (auto-delete, not exclusively owned, had consumers, has none left).
+    pub(crate) fn remove_consumer(&self, id: ConsumerId) -> (bool, bool) {
+        let mut st = self.state.lock();
+        let before = st.consumers.len();
+        st.consumers.retain(|c| c.spec.id != id);
+        let removed = st.consumers.len() != before;
+        (removed, removed && self.auto_delete_due(&st))
+    }
+
+    fn auto_delete_due(&self, st: &QueueState) -> bool {
+        self.auto_delete
+            && !st.deleted
+            && st.owner.is_none()
+            && st.had_consumers
+            && st.consumers.is_empty()
+    }
+
+    fn with_consumer<R>(
+        &self,
+        st: &mut QueueState,
+        id: ConsumerId,
+        f: impl FnOnce(&mut Consumer) -> R,
+    ) -> Result<R, BrokerError> {
+        match st.consumer_mut(id) {
+            Some(c) => Ok(f(c)),
+            None => Err(BrokerError::NotFound(format!(
+                "no consumer {id} on queue {}",
+                self.name
+            ))),
+        }
+    }
+
+    /// Grants credit (`u32::MAX` = unlimited; additions saturate) and dispatches.
+    pub fn add_credit(
+        self: &Arc<Self>,
+        consumer: ConsumerId,
+        messages: u32,
+        bytes: u32,
+    ) -> Result<(), BrokerError> {
+        let mut st = self.state.lock();
+        self.with_consumer(&mut st, consumer, |c| c.add_credit(messages, bytes))?;
+        st.dispatch(self);
+        Ok(())
+    }
+
+    /// Sets the consumer's credit to zero.
+    pub fn stop(&self, consumer: ConsumerId) -> Result<(), BrokerError> {
+        let mut st = self.state.lock();
+        self.with_consumer(&mut st, consumer, Consumer::stop)
+    }
+
+    /// Delivers what the consumer's credit allows now, then zeroes its credit (0-10
+    /// message.flush).
+    pub fn flush(self: &Arc<Self>, consumer: ConsumerId) -> Result<(), BrokerError> {
+        let mut st = self.state.lock();
+        self.with_consumer(&mut st, consumer, |_| ())?;
+        st.dispatch(self);
+        self.with_consumer(&mut st, consumer, Consumer::stop)
+    }
+
+    /// The consumer accepted the message: it leaves the queue for good. Returns false if the
+    /// position was not acquired-and-unsettled (double accept is harmless).
+    pub fn accept(&self, position: u64) -> bool {
+        self.state.lock().settle(position).is_some()
+    }
+
+    /// [`Queue::accept`] for many positions under one lock; returns how many were settled.
+    pub fn accept_all(&self, positions: impl IntoIterator<Item = u64>) -> usize {
+        let mut st = self.state.lock();
+        positions
+            .into_iter()
+            .filter(|p| st.settle(*p).is_some())
+            .count()
+    }
+
+    /// Puts acquired messages back at their original place (ahead of newer messages), marks them
+    /// redelivered if asked (or if they already were), and re-dispatches. Positions that are
+    /// not acquired-and-unsettled are ignored, so a duplicate release cannot duplicate a message.
+    /// On a deleted queue the messages are orphans and go to the alternate exchange, if any.
+    /// Returns how many were released.
+    pub fn release(
+        self: &Arc<Self>,
+        entries: impl IntoIterator<Item = (u64, Arc<Message>)>,
+        set_redelivered: bool,
+    ) -> usize {
+        let mut entries: Vec<(u64, Arc<Message>)> = entries.into_iter().collect();
+        // Newest first, so each insert lands at or near the front of the deque (cheap) when
+        // the released messages are older than everything still queued (the usual case).
+        entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+        let mut orphans = Vec::new();
+        let mut released = 0;
+        {
+            let mut st = self.state.lock();
+            for (position, message) in entries {
+                let Some(u) = st.settle(position) else {
+                    continue;
+                };
+                released += 1;
+                if st.deleted {
+                    orphans.push(message);
+                } else {
+                    st.insert_sorted(Entry {
+                        position,
+                        message,
+                        redelivered: u.redelivered || set_redelivered,
+                    });
+                }
+            }
+            st.dispatch(self);
+        }
+        for m in orphans {
+            self.to_alternate(&m);
+        }
+        released
+    }
+
+    /// The consumer rejected the message: it leaves the queue and goes to the alternate
+    /// exchange if there is one, else it is dropped. False if the position was not acquired.
+    pub fn reject(&self, position: u64, msg: Arc<Message>) -> bool {
+        if self.state.lock().settle(position).is_none() {
+            return false;
+        }
+        self.to_alternate(&msg);
+        true
+    }
+
+    /// Acquires browsed messages (0-10 message.acquire); returns the positions that were still
+    /// queued and are now acquired by the caller.
+    pub fn acquire(&self, positions: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        let mut st = self.state.lock();
+        let mut clock = Clock::default();
+        positions
+            .into_iter()
+            .filter(|p| st.acquire_at(*p, &mut clock))
+            .collect()
+    }
+
+    /// Drops every available message (acquired ones are unaffected); returns how many.
+    pub fn purge(&self) -> u64 {
+        self.state.lock().purge()
+    }
+
+    pub(crate) fn purge_expired(&self, now: u64) -> u64 {
+        self.state.lock().purge_expired(now)
+    }
+
+    fn to_alternate(&self, msg: &Arc<Message>) {
+        if let Some(alt) = &self.alternate {
+            if let Err(e) = route::deliver(alt, msg) {
+                tracing::debug!(queue = %self.name, error = %e, "alternate exchange refused message");
+            }
+        }
+    }
+
+    /// Bodies of the queued messages, front first.
+    #[cfg(test)]
+    pub(crate) fn queued_bodies(&self) -> Vec<bytes::Bytes> {
+        let st = self.state.lock();
+        st.entries.iter().map(|e| e.message.body.clone()).collect()
+    }
+
+    pub(crate) fn add_binding(&self, exchange: &Arc<Exchange>, key: &str) {
+        self.bindings
+            .lock()
+            .push((Arc::downgrade(exchange), key.to_owned()));
+    }
+
+    pub(crate) fn remove_binding(&self, exchange: &Exchange, key: &str) {
+        self.bindings
+            .lock()
+            .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
+    }
+
+    pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {
+        std::mem::take(&mut *self.bindings.lock())
+    }
+
+    /// Checks and empties the queue under one lock, so no consumer can slip in between the
+    /// check and the deletion.
+    pub(crate) fn drain_if(
+        &self,
+        check: impl FnOnce(&Queue, &QueueState) -> Result<(), BrokerError>,
+    ) -> Result<Drained, BrokerError> {
+        let mut st = self.state.lock();
+        if st.deleted {
+            return Err(BrokerError::NotFound(format!(
+                "queue {} was deleted",
+                self.name
+            )));
+        }
+        check(self, &st)?;
+        let (messages, consumers) = st.drain_for_delete();
+        Ok(Drained {
+            messages,
+            consumers,
+        })
+    }
+
+    pub(crate) fn drain_for_explicit_delete(
+        &self,
+        if_unused: bool,
+        if_empty: bool,
+        requester: OwnerId,
+    ) -> Result<Drained, BrokerError> {
+        self.drain_if(|q, st| {
+            if st.owner.is_some_and(|o| o != requester) {
+                return Err(q.locked());
+            }
+            if if_unused && !st.consumers.is_empty() {
+                return Err(BrokerError::PreconditionFailed(format!(
+                    "queue {} has consumers",
+                    q.name
+                )));
+            }
+            if if_empty && !st.entries.is_empty() {
+                return Err(BrokerError::PreconditionFailed(format!(
+                    "queue {} is not empty",
+                    q.name
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    pub(crate) fn drain_if_auto_delete_due(&self) -> Result<Drained, BrokerError> {
+        self.drain_if(|q, st| {
+            if q.auto_delete_due(st) {
+                Ok(())
+            } else {
+                Err(BrokerError::PreconditionFailed(format!(
+                    "queue {} is in use again",
+                    q.name
+                )))
+            }
+        })
+    }
+
+    /// The owning session ended. Exclusive auto-delete queues go away; other exclusive queues
+    /// lose their owner and become usable by any session (qpidd does the same; 0-10 only
+    /// requires exclusivity "until the declaring session closes").
+    pub(crate) fn owner_gone(&self, owner: OwnerId) -> OwnerGone {
+        let mut st = self.state.lock();
+        if st.deleted || st.owner != Some(owner) {
+            return OwnerGone::NotOwned;
+        }
+        if self.auto_delete {
+            OwnerGone::Delete
+        } else {
+            st.owner = None;
+            OwnerGone::Released
+        }
+    }
+
+    /// A non-passive exclusive declare of an existing unowned queue claims it, as in qpidd.
+    pub(crate) fn claim(&self, owner: OwnerId) -> Result<(), BrokerError> {
+        let mut st = self.state.lock();
+        match st.owner {
+            None => {
+                st.owner = Some(owner);
+                Ok(())
+            }
+            Some(o) if o == owner => Ok(()),
+            Some(_) => Err(self.locked()),
+        }
+    }
+
+    /// Tells the consumers they are gone and sends remaining messages to the alternate exchange.
+    /// Returns how many messages the queue held.
+    pub(crate) fn finish_delete(&self, drained: Drained) -> u64 {
+        for c in drained.consumers {
+            c.spec.outbox.push(OutboxItem::ConsumerCancelled {
+                consumer: c.spec.id,
+                tag: c.spec.tag.clone(),
+                queue: self.name.clone(),
+            });
+        }
+        let n = drained.messages.len() as u64;
+        for m in &drained.messages {
+            self.to_alternate(m);
+        }
+        n
+    }
+}
+
+/// Releases a session's unsettled deliveries when it ends (or on a bulk message.release),
+/// grouping them per queue so each queue is locked once.
+pub fn release_deliveries(deliveries: impl IntoIterator<Item = Delivery>, set_redelivered: bool) {
+    let mut all: Vec<Delivery> = deliveries.into_iter().filter(|d| d.acquired).collect();
+    all.sort_unstable_by_key(|d| Arc::as_ptr(&d.queue) as usize);
+    let mut rest = all.as_slice();
+    while let Some(first) = rest.first() {
+        let n = rest
+            .iter()
+            .take_while(|d| Arc::ptr_eq(&d.queue, &first.queue))
+            .count();
+        let (group, tail) = rest.split_at(n);
+        first.queue.release(
+            group.iter().map(|d| (d.position, d.message.clone())),
+            set_redelivered,
+        );
+        rest = tail;
+    }
+}

@@ -1,0 +1,309 @@
+//! Everything a queue guards with its one mutex: the FIFO, settlement records, consumers and
+//! their credit. Dispatch runs here, under that lock, so a publish or a credit grant never needs
+//! a second lock to hand messages to a consumer.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use crate::message::{now_ms, Message};
+use crate::outbox::{Delivery, OutboxItem};
+use crate::queue::consumer::Consumer;
+use crate::queue::Queue;
+use crate::OwnerId;
+
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) position: u64,
+    pub(crate) message: Arc<Message>,
+    pub(crate) redelivered: bool,
+}
+
+/// An acquired message not yet accepted, released or rejected. Tracked so that settling twice,
+/// or releasing something never acquired, cannot corrupt counters or duplicate a message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unsettled {
+    pub(crate) size: u64,
+    pub(crate) redelivered: bool,
+}
+
+/// Positions are broker-assigned integers, not peer-chosen keys, so a multiplicative hash is
+/// safe from collision attacks and much cheaper than SipHash on the per-message path.
+#[derive(Default)]
+pub(crate) struct PositionHasher(u64);
+
+impl Hasher for PositionHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// Reads the clock at most once per pass, and only if some message has a TTL.
+#[derive(Default)]
+pub(crate) struct Clock(Option<u64>);
+
+impl Clock {
+    pub(crate) fn expired(&mut self, m: &Message) -> bool {
+        match m.expires_at {
+            None => false,
+            Some(at) => at <= *self.0.get_or_insert_with(now_ms),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct QueueState {
+    pub(crate) entries: VecDeque<Entry>,
+    /// Starts at 1 so a browse cursor of 0 means "seen nothing".
+    next_position: u64,
+    queued_bytes: u64,
+    unsettled: HashMap<u64, Unsettled, BuildHasherDefault<PositionHasher>>,
+    unsettled_bytes: u64,
+    /// Queued entries carrying a TTL; lets the periodic expiry sweep skip TTL-free queues.
+    expiring: usize,
+    pub(crate) consumers: Vec<Consumer>,
+    next_rr: usize,
+    pub(crate) owner: Option<OwnerId>,
+    pub(crate) had_consumers: bool,
+    pub(crate) deleted: bool,
+}
+
+impl QueueState {
+    pub(crate) fn new(owner: Option<OwnerId>) -> QueueState {
+        QueueState {
+            entries: VecDeque::new(),
+            next_position: 1,
+            queued_bytes: 0,
+            unsettled: HashMap::default(),
+            unsettled_bytes: 0,
+            expiring: 0,
+            consumers: Vec::new(),
+            next_rr: 0,
+            owner,
+            had_consumers: false,
+            deleted: false,
+        }
+    }
+
+    /// Messages and bytes counted against limits: queued plus acquired-but-unsettled.
+    pub(crate) fn depth(&self) -> (u64, u64) {
+        (
+            (self.entries.len() + self.unsettled.len()) as u64,
+            self.queued_bytes + self.unsettled_bytes,
+        )
+    }
+
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.queued_bytes
+    }
+
+    pub(crate) fn unsettled_count(&self) -> usize {
+        self.unsettled.len()
+    }
+
+    pub(crate) fn push(&mut self, message: Arc<Message>) {
+        let position = self.next_position;
+        self.next_position += 1;
+        self.account_in(&message);
+        self.entries.push_back(Entry {
+            position,
+            message,
+            redelivered: false,
+        });
+    }
+
+    fn account_in(&mut self, m: &Message) {
+        self.queued_bytes += m.size;
+        if m.expires_at.is_some() {
+            self.expiring += 1;
+        }
+    }
+
+    fn account_out(&mut self, m: &Message) {
+        self.queued_bytes = self.queued_bytes.saturating_sub(m.size);
+        if m.expires_at.is_some() {
+            self.expiring = self.expiring.saturating_sub(1);
+        }
+    }
+
+    fn remove_at(&mut self, idx: usize) -> Option<Entry> {
+        let e = self.entries.remove(idx)?;
+        self.account_out(&e.message);
+        Some(e)
+    }
+
+    /// Puts a message back in position order, ahead of anything newer.
+    pub(crate) fn insert_sorted(&mut self, entry: Entry) {
+        let idx = self
+            .entries
+            .partition_point(|e| e.position < entry.position);
+        self.account_in(&entry.message);
+        self.entries.insert(idx, entry);
+    }
+
+    fn mark_unsettled(&mut self, e: &Entry) {
+        self.unsettled_bytes += e.message.size;
+        self.unsettled.insert(
+            e.position,
+            Unsettled {
+                size: e.message.size,
+                redelivered: e.redelivered,
+            },
+        );
+    }
+
+    /// Forgets an acquired message; `None` if it was not acquired (or already settled).
+    pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
+        let u = self.unsettled.remove(&position)?;
+        self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
+        Some(u)
+    }
+
+    /// Browse-then-acquire: succeeds only while the message is still queued.
+    pub(crate) fn acquire_at(&mut self, position: u64, clock: &mut Clock) -> bool {
+        let Ok(idx) = self.entries.binary_search_by_key(&position, |e| e.position) else {
+            return false;
+        };
+        let Some(e) = self.remove_at(idx) else {
+            return false;
+        };
+        if clock.expired(&e.message) {
+            return false;
+        }
+        self.mark_unsettled(&e);
+        true
+    }
+
+    pub(crate) fn purge(&mut self) -> u64 {
+        let n = self.entries.len() as u64;
+        self.entries.clear();
+        self.queued_bytes = 0;
+        self.expiring = 0;
+        n
+    }
+
+    pub(crate) fn purge_expired(&mut self, now: u64) -> u64 {
+        if self.expiring == 0 {
+            return 0;
+        }
+        let before = self.entries.len();
+        self.entries.retain(|e| !e.message.is_expired_at(now));
+        self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
+        self.expiring = self
+            .entries
+            .iter()
+            .filter(|e| e.message.expires_at.is_some())
+            .count();
+        (before - self.entries.len()) as u64
+    }
+
+    /// Empties the queue for deletion; acquired messages stay tracked so their later release
+    /// can still be routed to the alternate exchange.
+    pub(crate) fn drain_for_delete(&mut self) -> (Vec<Arc<Message>>, Vec<Consumer>) {
+        self.deleted = true;
+        self.queued_bytes = 0;
+        self.expiring = 0;
+        let messages = self.entries.drain(..).map(|e| e.message).collect();
+        (messages, std::mem::take(&mut self.consumers))
+    }
+
+    pub(crate) fn consumer_mut(&mut self, id: u64) -> Option<&mut Consumer> {
+        self.consumers.iter_mut().find(|c| c.spec.id == id)
+    }
+
+    /// Hands out what credit allows. Browsers go first so they see messages before competing
+    /// acquirers take them; acquirers share round-robin, starting after the last one served.
+    pub(crate) fn dispatch(&mut self, queue: &Arc<Queue>) {
+        if self.consumers.is_empty() || self.deleted {
+            return;
+        }
+        let mut clock = Clock::default();
+        for ci in 0..self.consumers.len() {
+            if self.consumers.get(ci).is_some_and(|c| !c.spec.acquire) {
+                self.dispatch_browser(ci, queue, &mut clock);
+            }
+        }
+        self.dispatch_acquirers(queue, &mut clock);
+        for c in &mut self.consumers {
+            c.flush_staged();
+        }
+    }
+
+    fn dispatch_browser(&mut self, ci: usize, queue: &Arc<Queue>, clock: &mut Clock) {
+        let entries = &self.entries;
+        let Some(c) = self.consumers.get_mut(ci) else {
+            return;
+        };
+        let start = entries.partition_point(|e| e.position <= c.cursor);
+        for e in entries.range(start..) {
+            if clock.expired(&e.message) {
+                c.cursor = e.position;
+                continue;
+            }
+            if !c.has_credit_for(e.message.size) {
+                break;
+            }
+            c.charge(e.message.size);
+            c.cursor = e.position;
+            c.staged.push(OutboxItem::Deliver(Delivery {
+                consumer: c.spec.id,
+                tag: c.spec.tag.clone(),
+                queue: queue.clone(),
+                message: e.message.clone(),
+                position: e.position,
+                redelivered: e.redelivered,
+                acquired: false,
+            }));
+        }
+    }
+
+    fn dispatch_acquirers(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
+        while let Some(front) = self.entries.front() {
+            if clock.expired(&front.message) {
+                self.remove_at(0);
+                continue;
+            }
+            let size = front.message.size;
+            let Some(ci) = self.next_acquirer(size) else {
+                break;
+            };
+            let Some(entry) = self.remove_at(0) else {
+                break;
+            };
+            self.mark_unsettled(&entry);
+            self.next_rr = ci + 1;
+            let Some(c) = self.consumers.get_mut(ci) else {
+                break;
+            };
+            c.charge(size);
+            c.staged.push(OutboxItem::Deliver(Delivery {
+                consumer: c.spec.id,
+                tag: c.spec.tag.clone(),
+                queue: queue.clone(),
+                message: entry.message,
+                position: entry.position,
+                redelivered: entry.redelivered,
+                acquired: true,
+            }));
+        }
+    }
+
+    fn next_acquirer(&self, size: u64) -> Option<usize> {
+        let n = self.consumers.len();
+        (0..n).map(|k| (self.next_rr + k) % n).find(|&i| {
+            self.consumers
+                .get(i)
+                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size))
+        })
+    }
+}

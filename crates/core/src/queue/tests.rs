@@ -1,0 +1,418 @@
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::outbox::Outbox;
+
+fn queue_with(limits: QueueLimits, owner: Option<OwnerId>) -> Arc<Queue> {
+    let opts = QueueOptions {
+        exclusive_owner: owner,
+        ..QueueOptions::default()
+    };
+    Queue::new("q".into(), &opts, None, limits)
+}
+
+fn queue() -> Arc<Queue> {
+    queue_with(QueueLimits::default(), None)
+}
+
+fn msg(body: &'static str) -> Arc<Message> {
+    Arc::new(Message::new("", "q", Bytes::from_static(body.as_bytes())))
+}
+
+fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
+    ConsumerSpec {
+        id,
+        outbox: outbox.clone(),
+        owner: 1,
+        tag: Bytes::from(format!("c{id}")),
+        acquire,
+        exclusive: false,
+    }
+}
+
+fn deliveries(outbox: &Outbox) -> Vec<Delivery> {
+    let mut buf = Vec::new();
+    outbox.take(&mut buf);
+    buf.into_iter()
+        .filter_map(|i| match i {
+            OutboxItem::Deliver(d) => Some(d),
+            OutboxItem::ConsumerCancelled { .. } => None,
+        })
+        .collect()
+}
+
+fn bodies(ds: &[Delivery]) -> Vec<&[u8]> {
+    ds.iter().map(|d| &d.message.body[..]).collect()
+}
+
+fn bs(v: &[&'static str]) -> Vec<Bytes> {
+    v.iter().map(|s| Bytes::from_static(s.as_bytes())).collect()
+}
+
+fn publish(q: &Arc<Queue>, bodies: &[&'static str]) {
+    for b in bodies {
+        assert!(q.enqueue(msg(b)).unwrap());
+    }
+}
+
+#[test]
+fn nothing_is_delivered_without_credit() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["a", "b"]);
+    assert!(ob.is_empty());
+    assert_eq!(q.message_count(), 2);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(bodies(&ds), [b"a"]);
+    assert_eq!(ds[0].tag, Bytes::from_static(b"c1"));
+    assert!(ds[0].acquired && !ds[0].redelivered);
+    assert_eq!(q.message_count(), 1);
+    assert_eq!(q.unsettled_count(), 1);
+}
+
+#[test]
+fn byte_credit_blocks_messages_larger_than_remaining() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["aaaa", "bbbb", "cc"]);
+    q.add_credit(1, u32::MAX, 6).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"aaaa"]);
+    // 2 bytes left: "bbbb" (4) blocks the head of the queue, so "cc" waits too (FIFO).
+    assert!(deliveries(&ob).is_empty());
+    q.add_credit(1, 0, 2).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"bbbb"]);
+}
+
+#[test]
+fn round_robin_across_consumers_with_credit() {
+    let q = queue();
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    q.subscribe(spec(1, &o1, true)).unwrap();
+    q.subscribe(spec(2, &o2, true)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    q.add_credit(2, u32::MAX, u32::MAX).unwrap();
+    publish(&q, &["1", "2", "3", "4", "5"]);
+    let (d1, d2) = (deliveries(&o1), deliveries(&o2));
+    assert_eq!(bodies(&d1), [b"1"]);
+    assert_eq!(bodies(&d2), [b"2", b"3", b"4", b"5"]);
+}
+
+#[test]
+fn round_robin_alternates_when_both_have_credit() {
+    let q = queue();
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    q.subscribe(spec(1, &o1, true)).unwrap();
+    q.subscribe(spec(2, &o2, true)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    q.add_credit(2, u32::MAX, u32::MAX).unwrap();
+    publish(&q, &["1", "2", "3", "4"]);
+    assert_eq!(bodies(&deliveries(&o1)), [b"1", b"3"]);
+    assert_eq!(bodies(&deliveries(&o2)), [b"2", b"4"]);
+}
+
+#[test]
+fn stop_and_flush_zero_the_credit() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 5, u32::MAX).unwrap();
+    q.stop(1).unwrap();
+    publish(&q, &["a"]);
+    assert!(ob.is_empty());
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(deliveries(&ob).len(), 1);
+    publish(&q, &["b", "c"]);
+    q.stop(1).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    q.flush(1).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"b"]);
+    publish(&q, &["d"]);
+    assert!(ob.is_empty(), "flush leaves no credit");
+    assert!(matches!(q.stop(99), Err(BrokerError::NotFound(_))));
+}
+
+#[test]
+fn browser_sees_everything_without_removing_and_keeps_its_cursor() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, false)).unwrap();
+    publish(&q, &["a", "b", "c"]);
+    q.add_credit(1, 2, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(bodies(&ds), [b"a", b"b"]);
+    assert!(ds.iter().all(|d| !d.acquired));
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    publish(&q, &["d"]);
+    assert_eq!(bodies(&deliveries(&ob)), [b"c", b"d"]);
+    assert_eq!(q.message_count(), 4);
+}
+
+#[test]
+fn browsers_and_acquirers_share_a_queue() {
+    let q = queue();
+    let (ob, oa) = (Outbox::new(), Outbox::new());
+    q.subscribe(spec(1, &ob, false)).unwrap();
+    q.subscribe(spec(2, &oa, true)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    q.add_credit(2, u32::MAX, u32::MAX).unwrap();
+    publish(&q, &["a", "b"]);
+    assert_eq!(bodies(&deliveries(&ob)), [b"a", b"b"]);
+    assert_eq!(bodies(&deliveries(&oa)), [b"a", b"b"]);
+    assert_eq!(q.message_count(), 0);
+}
+
+#[test]
+fn release_restores_original_order_and_sets_redelivered() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["1", "2", "3", "4"]);
+    q.add_credit(1, 3, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(ds.len(), 3);
+    // Release out of order; "4" is still queued and must stay behind them.
+    let back = [&ds[2], &ds[0]].map(|d| (d.position, d.message.clone()));
+    assert_eq!(q.release(back, true), 2);
+    assert_eq!(q.queued_bodies(), bs(&["1", "3", "4"]));
+    // Releasing again (or something never acquired) does nothing.
+    assert_eq!(
+        q.release([(ds[0].position, ds[0].message.clone())], true),
+        0
+    );
+    q.add_credit(1, 3, u32::MAX).unwrap();
+    let again = deliveries(&ob);
+    assert_eq!(bodies(&again), [b"1", b"3", b"4"]);
+    assert_eq!(
+        again.iter().map(|d| d.redelivered).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    assert_eq!(again[0].position, ds[0].position);
+}
+
+#[test]
+fn release_without_redelivered_keeps_earlier_flag() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["1"]);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let d = deliveries(&ob).remove(0);
+    q.release([(d.position, d.message.clone())], false);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let d = deliveries(&ob).remove(0);
+    assert!(!d.redelivered);
+    q.release([(d.position, d.message.clone())], true);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let d = deliveries(&ob).remove(0);
+    q.release([(d.position, d.message.clone())], false);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert!(deliveries(&ob)[0].redelivered, "once redelivered, always");
+}
+
+#[test]
+fn accept_settles_once() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["1", "2"]);
+    q.add_credit(1, 2, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert!(q.accept(ds[0].position));
+    assert!(!q.accept(ds[0].position));
+    assert_eq!(q.accept_all([ds[0].position, ds[1].position, 999]), 1);
+    assert_eq!(q.unsettled_count(), 0);
+    // Settled messages cannot be released back.
+    assert_eq!(
+        q.release([(ds[1].position, ds[1].message.clone())], true),
+        0
+    );
+    assert_eq!(q.message_count(), 0);
+}
+
+#[test]
+fn acquire_after_browse_only_while_still_queued() {
+    let q = queue();
+    let (ob, oa) = (Outbox::new(), Outbox::new());
+    q.subscribe(spec(1, &ob, false)).unwrap();
+    publish(&q, &["a", "b"]);
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    let seen = deliveries(&ob);
+    let got = q.acquire([seen[0].position, 12345]);
+    assert_eq!(got, [seen[0].position]);
+    assert_eq!(q.message_count(), 1);
+    assert!(q.acquire([seen[0].position]).is_empty(), "already acquired");
+    // An acquiring consumer takes "b"; acquiring it afterwards fails.
+    q.subscribe(spec(2, &oa, true)).unwrap();
+    q.add_credit(2, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&oa)), [b"b"]);
+    assert!(q.acquire([seen[1].position]).is_empty());
+    assert!(q.accept(seen[0].position));
+}
+
+fn expiring(body: &'static str, at: u64) -> Arc<Message> {
+    let mut m = Message::new("", "q", Bytes::from_static(body.as_bytes()));
+    m.expires_at = Some(at);
+    Arc::new(m)
+}
+
+#[test]
+fn expired_messages_are_never_delivered_and_are_purged() {
+    let q = queue();
+    let past = crate::now_ms().saturating_sub(1000);
+    let future = crate::now_ms() + 3_600_000;
+    q.enqueue(expiring("old", past)).unwrap();
+    q.enqueue(expiring("fresh", future)).unwrap();
+    q.enqueue(expiring("old2", past)).unwrap();
+    q.enqueue(msg("forever")).unwrap();
+    assert_eq!(q.purge_expired(crate::now_ms()), 2);
+    assert_eq!(q.queued_bodies(), bs(&["fresh", "forever"]));
+    assert_eq!(q.byte_count(), 12);
+
+    q.enqueue(expiring("old3", past)).unwrap();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [&b"fresh"[..], b"forever"]);
+    assert_eq!(
+        q.message_count(),
+        0,
+        "old3 reached the head and was dropped"
+    );
+    assert_eq!(q.purge_expired(crate::now_ms()), 0);
+}
+
+#[test]
+fn expired_messages_are_skipped_by_browsers() {
+    let q = queue();
+    let past = crate::now_ms().saturating_sub(1000);
+    q.enqueue(expiring("old", past)).unwrap();
+    q.enqueue(msg("new")).unwrap();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, false)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"new"]);
+}
+
+#[test]
+fn limits_reject_and_count_unsettled_messages() {
+    let limits = QueueLimits {
+        max_count: Some(2),
+        max_size: None,
+        ..QueueLimits::default()
+    };
+    let q = queue_with(limits, None);
+    publish(&q, &["1", "2"]);
+    assert!(matches!(
+        q.enqueue(msg("3")),
+        Err(BrokerError::ResourceLimitExceeded(_))
+    ));
+    assert_eq!(q.message_count(), 2);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let d = deliveries(&ob).remove(0);
+    assert!(q.enqueue(msg("3")).is_err(), "acquired still counts");
+    q.accept(d.position);
+    assert!(q.enqueue(msg("3")).unwrap());
+}
+
+#[test]
+fn byte_limit_rejects() {
+    let limits = QueueLimits {
+        max_count: None,
+        max_size: Some(5),
+        ..QueueLimits::default()
+    };
+    let q = queue_with(limits, None);
+    publish(&q, &["abc"]);
+    assert!(q.enqueue(msg("abc")).is_err());
+    publish(&q, &["ab"]);
+    assert_eq!(q.byte_count(), 5);
+}
+
+#[test]
+fn exclusive_subscription_rules() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    let mut ex = spec(2, &ob, true);
+    ex.exclusive = true;
+    assert!(matches!(
+        q.subscribe(ex.clone()),
+        Err(BrokerError::ResourceLocked(_))
+    ));
+    assert!(matches!(
+        q.subscribe(spec(1, &ob, true)),
+        Err(BrokerError::InvalidArgument(_))
+    ));
+    let (removed, _) = q.remove_consumer(1);
+    assert!(removed);
+    q.subscribe(ex).unwrap();
+    assert!(matches!(
+        q.subscribe(spec(3, &ob, false)),
+        Err(BrokerError::ResourceLocked(_))
+    ));
+}
+
+#[test]
+fn exclusive_queue_refuses_other_owners() {
+    let q = queue_with(QueueLimits::default(), Some(7));
+    let ob = Outbox::new();
+    assert!(matches!(
+        q.subscribe(spec(1, &ob, true)),
+        Err(BrokerError::ResourceLocked(_))
+    ));
+    let mut mine = spec(1, &ob, true);
+    mine.owner = 7;
+    q.subscribe(mine).unwrap();
+    assert!(q.check_access(7).is_ok());
+    assert!(q.check_access(8).is_err());
+}
+
+#[test]
+fn purge_drops_available_but_not_acquired() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["1", "2", "3"]);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let d = deliveries(&ob).remove(0);
+    assert_eq!(q.purge(), 2);
+    assert_eq!(q.byte_count(), 0);
+    assert_eq!(q.release([(d.position, d.message)], true), 1);
+    assert_eq!(q.message_count(), 1);
+}
+
+#[test]
+fn release_deliveries_groups_per_queue() {
+    let (q1, q2) = (queue(), queue());
+    let ob = Outbox::new();
+    q1.subscribe(spec(1, &ob, true)).unwrap();
+    q2.subscribe(spec(2, &ob, true)).unwrap();
+    publish(&q1, &["a", "b"]);
+    publish(&q2, &["c"]);
+    q1.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    q2.add_credit(2, u32::MAX, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(ds.len(), 3);
+    q1.stop(1).unwrap();
+    q2.stop(2).unwrap();
+    release_deliveries(ds, true);
+    assert_eq!(q1.queued_bodies(), bs(&["a", "b"]));
+    assert_eq!(q2.queued_bodies(), bs(&["c"]));
+}
+
+#[test]
+fn one_wakeup_per_burst() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["1", "2", "3"]);
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    assert_eq!(ob.len(), 3);
+}

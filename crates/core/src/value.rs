@@ -1,0 +1,216 @@
+//! Protocol-neutral header and argument values.
+
+use bytes::Bytes;
+
+/// A typed value from an application-headers table or a declare/bind argument table.
+///
+/// Protocol layers convert their wire types into the nearest variant; anything without a
+/// counterpart (arrays, nested maps, decimals, ...) becomes `Other`, which the core stores but
+/// never matches.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderValue {
+    Void,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Str(String),
+    Bytes(Bytes),
+    Other,
+}
+
+impl HeaderValue {
+    /// Loose equality used by the headers exchange.
+    ///
+    /// Clients rarely agree on wire widths or on string-versus-binary encodings, so:
+    /// integers compare by numeric value whatever their width or signedness; strings and binary
+    /// compare by bytes; a float equals an integer only when it is exactly that integer; a string
+    /// equals a number when it parses (as a decimal integer) to that number, which covers
+    /// qpidd's "compare string forms" in the common case without allocating. `Other` matches
+    /// nothing because the core cannot see its content.
+    pub fn matches(&self, other: &HeaderValue) -> bool {
+        use HeaderValue as V;
+        match (self, other) {
+            (V::Void, V::Void) => true,
+            (V::Bool(a), V::Bool(b)) => a == b,
+            (V::Float(a), V::Float(b)) => a == b,
+            (V::Str(_) | V::Bytes(_), V::Str(_) | V::Bytes(_)) => {
+                self.raw_bytes() == other.raw_bytes()
+            }
+            (V::Float(f), _) => other.as_i128().is_some_and(|i| float_is_int(*f, i)),
+            (_, V::Float(f)) => self.as_i128().is_some_and(|i| float_is_int(*f, i)),
+            (V::Str(s), _) => parse_int(s).is_some_and(|i| other.as_i128() == Some(i)),
+            (_, V::Str(s)) => parse_int(s).is_some_and(|i| self.as_i128() == Some(i)),
+            _ => match (self.as_i128(), other.as_i128()) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            },
+        }
+    }
+
+    /// The value as text: a `Str`, or a `Bytes` holding valid UTF-8 (0-10 peers often send
+    /// strings as binary).
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            HeaderValue::Str(s) => Some(s),
+            HeaderValue::Bytes(b) => std::str::from_utf8(b).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as a non-negative integer, accepting decimal strings because configuration
+    /// tools send numeric arguments either way.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            HeaderValue::Int(i) => u64::try_from(*i).ok(),
+            HeaderValue::UInt(u) => Some(*u),
+            HeaderValue::Str(_) | HeaderValue::Bytes(_) => self.as_str()?.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    fn as_i128(&self) -> Option<i128> {
+        match self {
+            HeaderValue::Int(i) => Some(i128::from(*i)),
+            HeaderValue::UInt(u) => Some(i128::from(*u)),
+            _ => None,
+        }
+    }
+
+    fn raw_bytes(&self) -> &[u8] {
+        match self {
+            HeaderValue::Str(s) => s.as_bytes(),
+            HeaderValue::Bytes(b) => b,
+            _ => &[],
+        }
+    }
+}
+
+fn float_is_int(f: f64, i: i128) -> bool {
+    f.is_finite() && f.fract() == 0.0 && f == i as f64 && f as i128 == i
+}
+
+fn parse_int(s: &str) -> Option<i128> {
+    s.parse().ok()
+}
+
+/// Ordered name/value table: message application headers, or declare/bind arguments.
+///
+/// A `Vec` rather than a map because tables are small, order is kept for faithful queries, and
+/// lookups by scan are cheaper than hashing at these sizes. With duplicate names, the first wins.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Headers(pub Vec<(String, HeaderValue)>);
+
+/// Declare and bind arguments use the same representation as headers.
+pub type Arguments = Headers;
+
+impl Headers {
+    pub fn new() -> Headers {
+        Headers(Vec::new())
+    }
+
+    pub fn get(&self, key: &str) -> Option<&HeaderValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn push(&mut self, key: impl Into<String>, value: HeaderValue) {
+        self.0.push((key.into(), value));
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(String, HeaderValue)> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Same entries regardless of order (what exchange.bound means by "the arguments match").
+    pub fn same_entries(&self, other: &Headers) -> bool {
+        self.len() == other.len()
+            && self.iter().all(|e| other.iter().any(|o| o == e))
+            && other.iter().all(|o| self.iter().any(|e| e == o))
+    }
+}
+
+impl FromIterator<(String, HeaderValue)> for Headers {
+    fn from_iter<I: IntoIterator<Item = (String, HeaderValue)>>(iter: I) -> Self {
+        Headers(iter.into_iter().collect())
+    }
+}
+
+impl<'a> FromIterator<(&'a str, HeaderValue)> for Headers {
+    fn from_iter<I: IntoIterator<Item = (&'a str, HeaderValue)>>(iter: I) -> Self {
+        Headers(iter.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeaderValue as V;
+    use super::*;
+
+    #[test]
+    fn integers_match_across_widths_and_signedness() {
+        assert!(V::Int(7).matches(&V::UInt(7)));
+        assert!(V::UInt(7).matches(&V::Int(7)));
+        assert!(!V::Int(-1).matches(&V::UInt(u64::MAX)));
+        assert!(!V::Int(7).matches(&V::Int(8)));
+    }
+
+    #[test]
+    fn strings_and_binary_compare_by_bytes() {
+        assert!(V::Str("abc".into()).matches(&V::Bytes(Bytes::from_static(b"abc"))));
+        assert!(!V::Str("abc".into()).matches(&V::Str("abd".into())));
+    }
+
+    #[test]
+    fn numeric_strings_match_numbers_but_text_does_not() {
+        assert!(V::Str("42".into()).matches(&V::Int(42)));
+        assert!(V::UInt(42).matches(&V::Str("42".into())));
+        assert!(!V::Str("forty-two".into()).matches(&V::Int(42)));
+    }
+
+    #[test]
+    fn floats_match_only_exact_integers() {
+        assert!(V::Float(3.0).matches(&V::Int(3)));
+        assert!(!V::Float(3.5).matches(&V::Int(3)));
+        assert!(!V::Float(f64::NAN).matches(&V::Float(f64::NAN)));
+    }
+
+    #[test]
+    fn other_and_mismatched_kinds_never_match() {
+        assert!(!V::Other.matches(&V::Other));
+        assert!(!V::Bool(true).matches(&V::Int(1)));
+        assert!(!V::Void.matches(&V::Str(String::new())));
+    }
+
+    #[test]
+    fn as_u64_accepts_numeric_strings_rejects_negative() {
+        assert_eq!(V::Str(" 12 ".into()).as_u64(), Some(12));
+        assert_eq!(V::Int(-3).as_u64(), None);
+        assert_eq!(V::UInt(5).as_u64(), Some(5));
+        assert_eq!(V::Bool(true).as_u64(), None);
+    }
+
+    #[test]
+    fn headers_get_first_and_same_entries_ignores_order() {
+        let a: Headers = [("k", V::Int(1)), ("k", V::Int(2)), ("j", V::Void)]
+            .into_iter()
+            .collect();
+        assert_eq!(a.get("k"), Some(&V::Int(1)));
+        assert_eq!(a.get("missing"), None);
+        let b: Headers = [("j", V::Void), ("k", V::Int(1)), ("k", V::Int(2))]
+            .into_iter()
+            .collect();
+        assert!(a.same_entries(&b));
+        let c: Headers = [("j", V::Void), ("k", V::Int(3)), ("k", V::Int(2))]
+            .into_iter()
+            .collect();
+        assert!(!a.same_entries(&c));
+    }
+}
