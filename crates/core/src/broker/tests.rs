@@ -1,1 +1,716 @@
+use std::sync::Arc;
 
+use bytes::Bytes;
+
+use super::*;
+use crate::outbox::{Outbox, OutboxItem};
+use crate::queue::ConsumerSpec;
+use crate::value::HeaderValue as V;
+
+const ME: OwnerId = 1;
+const OTHER: OwnerId = 2;
+
+fn broker() -> Arc<Broker> {
+    Broker::new(BrokerConfig::default())
+}
+
+fn declare(b: &Broker, name: &str) -> Arc<Queue> {
+    b.declare_queue(name, QueueOptions::default(), false, ME)
+        .unwrap()
+        .0
+}
+
+fn msg(exchange: &str, key: &str, body: &'static str) -> Arc<Message> {
+    Arc::new(Message::new(
+        exchange.to_owned(),
+        key.to_owned(),
+        Bytes::from_static(body.as_bytes()),
+    ))
+}
+
+fn publish(b: &Broker, exchange: &str, key: &str, body: &'static str) -> usize {
+    let ex = b.exchange(exchange).unwrap();
+    b.publish(&ex, msg(exchange, key, body)).unwrap().queues
+}
+
+fn bodies(q: &Queue) -> Vec<Bytes> {
+    q.queued_bodies()
+}
+
+fn bs(s: &'static str) -> Bytes {
+    Bytes::from_static(s.as_bytes())
+}
+
+fn subscribe(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, owner: OwnerId) -> ConsumerId {
+    let id = b.next_consumer_id();
+    q.subscribe(ConsumerSpec {
+        id,
+        outbox: ob.clone(),
+        owner,
+        tag: b_tag(id),
+        acquire: true,
+        exclusive: false,
+    })
+    .unwrap();
+    id
+}
+
+fn b_tag(id: u64) -> Bytes {
+    Bytes::from(format!("t{id}"))
+}
+
+fn alt_opts(alt: &str) -> QueueOptions {
+    QueueOptions {
+        alternate_exchange: Some(alt.to_owned()),
+        ..QueueOptions::default()
+    }
+}
+
+#[test]
+fn builtin_exchanges_exist_with_their_types() {
+    let b = broker();
+    for (name, kind) in [
+        ("", ExchangeKind::Direct),
+        ("amq.direct", ExchangeKind::Direct),
+        ("amq.fanout", ExchangeKind::Fanout),
+        ("amq.topic", ExchangeKind::Topic),
+        ("amq.match", ExchangeKind::Headers),
+    ] {
+        let ex = b.exchange(name).unwrap();
+        assert_eq!(ex.kind(), kind, "{name:?}");
+        assert!(ex.is_builtin());
+    }
+    assert!(Arc::ptr_eq(b.default_exchange(), &b.exchange("").unwrap()));
+}
+
+#[test]
+fn default_exchange_routes_by_queue_name() {
+    let b = broker();
+    let q = declare(&b, "orders");
+    assert_eq!(publish(&b, "", "orders", "x"), 1);
+    assert_eq!(publish(&b, "", "nobody", "y"), 0);
+    assert_eq!(bodies(&q), [bs("x")]);
+    b.delete_queue("orders", false, false, ME).unwrap();
+    assert_eq!(publish(&b, "", "orders", "z"), 0);
+}
+
+#[test]
+fn default_exchange_cannot_be_bound_declared_or_deleted() {
+    let b = broker();
+    declare(&b, "q");
+    assert!(matches!(
+        b.bind("q", "", "k", &Arguments::new()),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(matches!(
+        b.unbind("q", "", "q"),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(matches!(
+        b.declare_exchange("", ExchangeKind::Direct, ExchangeOptions::default(), false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(b
+        .declare_exchange("", ExchangeKind::Direct, ExchangeOptions::default(), true)
+        .is_ok());
+    assert!(matches!(
+        b.delete_exchange("", false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+}
+
+#[test]
+fn exchange_declare_rules() {
+    let b = broker();
+    let opts = ExchangeOptions::default;
+    let e = b
+        .declare_exchange("e", ExchangeKind::Topic, opts(), false)
+        .unwrap();
+    let again = b
+        .declare_exchange("e", ExchangeKind::Topic, opts(), false)
+        .unwrap();
+    assert!(Arc::ptr_eq(&e, &again));
+    assert!(matches!(
+        b.declare_exchange("e", ExchangeKind::Direct, opts(), false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(b
+        .declare_exchange("e", ExchangeKind::Direct, opts(), true)
+        .is_ok());
+    assert!(matches!(
+        b.declare_exchange("missing", ExchangeKind::Direct, opts(), true),
+        Err(BrokerError::NotFound(_))
+    ));
+    assert!(matches!(
+        b.declare_exchange("amq.custom", ExchangeKind::Direct, opts(), false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(b
+        .declare_exchange("amq.direct", ExchangeKind::Direct, opts(), false)
+        .is_ok());
+    assert!(matches!(
+        b.declare_exchange("amq.direct", ExchangeKind::Fanout, opts(), false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    let with_alt = |alt: &str| ExchangeOptions {
+        alternate_exchange: Some(alt.to_owned()),
+        ..ExchangeOptions::default()
+    };
+    assert!(matches!(
+        b.declare_exchange("f", ExchangeKind::Fanout, with_alt("nope"), false),
+        Err(BrokerError::NotFound(_))
+    ));
+    let f = b
+        .declare_exchange("f", ExchangeKind::Fanout, with_alt("e"), false)
+        .unwrap();
+    assert_eq!(f.alternate().map(|a| a.name()), Some("e"));
+    assert!(matches!(
+        b.declare_exchange("f", ExchangeKind::Fanout, with_alt("amq.topic"), false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    let info = b.exchange_info("f").unwrap();
+    assert_eq!(info.kind.name(), "fanout");
+    assert_eq!(info.alternate_exchange.as_deref(), Some("e"));
+}
+
+#[test]
+fn exchange_delete_rules() {
+    let b = broker();
+    let opts = ExchangeOptions::default;
+    assert!(matches!(
+        b.delete_exchange("amq.topic", false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(matches!(
+        b.delete_exchange("missing", false),
+        Err(BrokerError::NotFound(_))
+    ));
+    let e = b
+        .declare_exchange("e", ExchangeKind::Direct, opts(), false)
+        .unwrap();
+    declare(&b, "q");
+    b.bind("q", "e", "k", &Arguments::new()).unwrap();
+    assert!(matches!(
+        b.delete_exchange("e", true),
+        Err(BrokerError::PreconditionFailed(_))
+    ));
+    b.declare_queue("alt-user", alt_opts("e"), false, ME)
+        .unwrap();
+    assert!(matches!(
+        b.delete_exchange("e", false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    b.delete_queue("alt-user", false, false, ME).unwrap();
+    b.delete_exchange("e", false).unwrap();
+    assert!(b.exchange("e").is_none());
+    assert!(matches!(
+        b.publish(&e, msg("e", "k", "x")),
+        Err(BrokerError::NotFound(_))
+    ));
+    // The queue forgot the binding: deleting it later does not touch the dead exchange.
+    assert_eq!(b.delete_queue("q", false, false, ME).unwrap(), 0);
+}
+
+#[test]
+fn exchange_used_as_exchange_alternate_cannot_be_deleted() {
+    let b = broker();
+    b.declare_exchange(
+        "alt",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let opts = ExchangeOptions {
+        alternate_exchange: Some("alt".into()),
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("main", ExchangeKind::Direct, opts, false)
+        .unwrap();
+    assert!(matches!(
+        b.delete_exchange("alt", false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    b.delete_exchange("main", false).unwrap();
+    b.delete_exchange("alt", false).unwrap();
+}
+
+#[test]
+fn auto_delete_exchange_goes_with_its_last_binding() {
+    let b = broker();
+    let opts = ExchangeOptions {
+        auto_delete: true,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("ad", ExchangeKind::Direct, opts, false)
+        .unwrap();
+    declare(&b, "q1");
+    declare(&b, "q2");
+    b.bind("q1", "ad", "k", &Arguments::new()).unwrap();
+    b.bind("q2", "ad", "k", &Arguments::new()).unwrap();
+    b.unbind("q1", "ad", "k").unwrap();
+    assert!(b.exchange("ad").is_some());
+    b.delete_queue("q2", false, false, ME).unwrap();
+    assert!(b.exchange("ad").is_none());
+}
+
+#[test]
+fn queue_declare_rules() {
+    let b = broker();
+    let (q, created) = b
+        .declare_queue("q", QueueOptions::default(), false, ME)
+        .unwrap();
+    assert!(created);
+    let (q2, created) = b
+        .declare_queue("q", QueueOptions::default(), false, OTHER)
+        .unwrap();
+    assert!(!created && Arc::ptr_eq(&q, &q2));
+    assert!(matches!(
+        b.declare_queue("missing", QueueOptions::default(), true, ME),
+        Err(BrokerError::NotFound(_))
+    ));
+    assert!(matches!(
+        b.declare_queue("amq.q", QueueOptions::default(), false, ME),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(matches!(
+        b.declare_queue("", QueueOptions::default(), false, ME),
+        Err(BrokerError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        b.declare_queue("a", alt_opts("nope"), false, ME),
+        Err(BrokerError::NotFound(_))
+    ));
+    b.declare_queue("a", alt_opts("amq.fanout"), false, ME)
+        .unwrap();
+    assert!(matches!(
+        b.declare_queue("a", alt_opts("amq.topic"), false, ME),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    // Durable / auto-delete are sticky on redeclare.
+    let durable = QueueOptions {
+        durable: true,
+        auto_delete: true,
+        ..QueueOptions::default()
+    };
+    let (q, _) = b.declare_queue("q", durable, false, ME).unwrap();
+    assert!(!q.is_durable() && !q.is_auto_delete());
+}
+
+#[test]
+fn exclusive_queues_are_locked_to_their_session() {
+    let b = broker();
+    let excl = QueueOptions {
+        exclusive_owner: Some(ME),
+        ..QueueOptions::default()
+    };
+    let (q, _) = b.declare_queue("x", excl.clone(), false, ME).unwrap();
+    assert!(q.is_exclusive());
+    for passive in [false, true] {
+        assert!(matches!(
+            b.declare_queue("x", QueueOptions::default(), passive, OTHER),
+            Err(BrokerError::ResourceLocked(_))
+        ));
+    }
+    assert!(b.declare_queue("x", excl, false, ME).is_ok());
+    assert!(matches!(
+        b.delete_queue("x", false, false, OTHER),
+        Err(BrokerError::ResourceLocked(_))
+    ));
+    let info = b.queue_info("x").unwrap();
+    assert!(info.exclusive);
+
+    // An exclusive declare of an unowned queue claims it.
+    declare(&b, "shared");
+    let claim = QueueOptions {
+        exclusive_owner: Some(OTHER),
+        ..QueueOptions::default()
+    };
+    let (s, _) = b.declare_queue("shared", claim, false, OTHER).unwrap();
+    assert_eq!(s.owner(), Some(OTHER));
+}
+
+#[test]
+fn release_owner_deletes_exclusive_auto_delete_and_frees_the_rest() {
+    let b = broker();
+    let opts = |auto_delete| QueueOptions {
+        exclusive_owner: Some(ME),
+        auto_delete,
+        ..QueueOptions::default()
+    };
+    let (temp, _) = b.declare_queue("temp", opts(true), false, ME).unwrap();
+    let (kept, _) = b.declare_queue("kept", opts(false), false, ME).unwrap();
+    let ob = Outbox::new();
+    subscribe(&b, &temp, &ob, ME);
+    b.release_owner(OTHER);
+    assert!(b.queue("temp").is_some());
+    b.release_owner(ME);
+    assert!(b.queue("temp").is_none());
+    assert!(temp.is_deleted());
+    assert!(!kept.is_exclusive());
+    assert!(b
+        .declare_queue("kept", QueueOptions::default(), true, OTHER)
+        .is_ok());
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    assert!(matches!(items[..], [OutboxItem::ConsumerCancelled { .. }]));
+}
+
+#[test]
+fn auto_delete_queue_goes_with_its_last_consumer_only_if_it_had_one() {
+    let b = broker();
+    let opts = QueueOptions {
+        auto_delete: true,
+        ..QueueOptions::default()
+    };
+    let (q, _) = b.declare_queue("ad", opts.clone(), false, ME).unwrap();
+    let ob = Outbox::new();
+    let c1 = subscribe(&b, &q, &ob, ME);
+    let c2 = subscribe(&b, &q, &ob, OTHER);
+    assert!(b.cancel_consumer(&q, c1));
+    assert!(!b.cancel_consumer(&q, c1));
+    assert!(b.queue("ad").is_some());
+    assert!(b.cancel_consumer(&q, c2));
+    assert!(b.queue("ad").is_none());
+    assert!(q.is_deleted());
+
+    // Never consumed: stays. Exclusive: stays until its session ends.
+    let (never, _) = b.declare_queue("never", opts.clone(), false, ME).unwrap();
+    assert_eq!(never.consumer_count(), 0);
+    assert!(b.queue("never").is_some());
+    let excl = QueueOptions {
+        exclusive_owner: Some(ME),
+        ..opts
+    };
+    let (x, _) = b.declare_queue("xad", excl, false, ME).unwrap();
+    let c = subscribe(&b, &x, &ob, ME);
+    b.cancel_consumer(&x, c);
+    assert!(b.queue("xad").is_some());
+}
+
+#[test]
+fn queue_delete_rules_and_orphans_go_to_alternate() {
+    let b = broker();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
+    let (q, _) = b
+        .declare_queue("q", alt_opts("amq.fanout"), false, ME)
+        .unwrap();
+    b.bind("q", "amq.direct", "k", &Arguments::new()).unwrap();
+    publish(&b, "", "q", "1");
+    publish(&b, "", "q", "2");
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    assert!(matches!(
+        b.delete_queue("q", true, false, ME),
+        Err(BrokerError::PreconditionFailed(_))
+    ));
+    b.cancel_consumer(&q, c);
+    assert!(matches!(
+        b.delete_queue("q", false, true, ME),
+        Err(BrokerError::PreconditionFailed(_))
+    ));
+    let c = subscribe(&b, &q, &ob, ME);
+    assert_eq!(b.delete_queue("q", false, false, ME).unwrap(), 2);
+    assert_eq!(bodies(&dead), [bs("1"), bs("2")]);
+    assert_eq!(b.exchange("amq.direct").unwrap().binding_count(), 0);
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    assert!(matches!(
+        &items[..],
+        [OutboxItem::ConsumerCancelled { consumer, queue, .. }] if *consumer == c && queue == "q"
+    ));
+    assert!(matches!(
+        b.delete_queue("q", false, false, ME),
+        Err(BrokerError::NotFound(_))
+    ));
+    assert!(matches!(
+        b.delete_queue("", false, false, ME),
+        Err(BrokerError::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn release_after_queue_delete_routes_to_alternate() {
+    let b = broker();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
+    let (q, _) = b
+        .declare_queue("q", alt_opts("amq.fanout"), false, ME)
+        .unwrap();
+    publish(&b, "", "q", "held");
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    q.add_credit(c, 1, u32::MAX).unwrap();
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    let Some(OutboxItem::Deliver(d)) = items.pop() else {
+        panic!("expected a delivery")
+    };
+    assert_eq!(b.delete_queue("q", false, false, ME).unwrap(), 0);
+    assert_eq!(q.release([(d.position, d.message.clone())], true), 1);
+    assert_eq!(bodies(&dead), [bs("held")]);
+}
+
+#[test]
+fn reject_goes_to_alternate_or_is_dropped() {
+    let b = broker();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
+    let (q, _) = b
+        .declare_queue("q", alt_opts("amq.fanout"), false, ME)
+        .unwrap();
+    let plain = declare(&b, "plain");
+    publish(&b, "", "q", "r");
+    publish(&b, "", "plain", "p");
+    let ob = Outbox::new();
+    let c1 = subscribe(&b, &q, &ob, ME);
+    let c2 = subscribe(&b, &plain, &ob, ME);
+    q.add_credit(c1, 1, u32::MAX).unwrap();
+    plain.add_credit(c2, 1, u32::MAX).unwrap();
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    for item in items {
+        let OutboxItem::Deliver(d) = item else {
+            panic!("expected deliveries")
+        };
+        assert!(d.queue.reject(d.position, d.message.clone()));
+        assert!(!d.queue.reject(d.position, d.message.clone()));
+    }
+    assert_eq!(bodies(&dead), [bs("r")]);
+    assert_eq!(plain.message_count() + plain.unsettled_count(), 0);
+}
+
+#[test]
+fn unroutable_goes_to_exchange_alternate_else_dropped() {
+    let b = broker();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
+    let opts = ExchangeOptions {
+        alternate_exchange: Some("amq.fanout".into()),
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("e", ExchangeKind::Direct, opts, false)
+        .unwrap();
+    let live = declare(&b, "live");
+    b.bind("live", "e", "hit", &Arguments::new()).unwrap();
+    assert_eq!(publish(&b, "e", "miss", "m"), 1);
+    assert_eq!(publish(&b, "e", "hit", "h"), 1);
+    assert_eq!(bodies(&dead), [bs("m")]);
+    assert_eq!(bodies(&live), [bs("h")]);
+    assert_eq!(publish(&b, "amq.direct", "miss", "x"), 0);
+}
+
+#[test]
+fn fanout_shares_one_body_across_many_queues() {
+    let b = broker();
+    let queues: Vec<Arc<Queue>> = (0..200)
+        .map(|i| {
+            let name = format!("f{i}");
+            let q = declare(&b, &name);
+            b.bind(&name, "amq.fanout", "", &Arguments::new()).unwrap();
+            q
+        })
+        .collect();
+    let body = Bytes::from(vec![7u8; 4096]);
+    let m = Arc::new(Message::new("amq.fanout", "", body.clone()));
+    let ex = b.exchange("amq.fanout").unwrap();
+    assert_eq!(b.publish(&ex, m).unwrap().queues, 200);
+    for q in &queues {
+        let got = bodies(q);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].as_ptr(), body.as_ptr(), "body was copied");
+    }
+}
+
+#[test]
+fn limit_refusal_still_delivers_elsewhere() {
+    let b = broker();
+    let small = QueueOptions {
+        limits: QueueLimits {
+            max_count: Some(1),
+            ..QueueLimits::default()
+        },
+        ..QueueOptions::default()
+    };
+    let (full, _) = b.declare_queue("full", small, false, ME).unwrap();
+    let roomy = declare(&b, "roomy");
+    for q in ["full", "roomy"] {
+        b.bind(q, "amq.fanout", "", &Arguments::new()).unwrap();
+    }
+    let ex = b.exchange("amq.fanout").unwrap();
+    assert_eq!(
+        b.publish(&ex, msg("amq.fanout", "", "1")).unwrap().queues,
+        2
+    );
+    let err = b.publish(&ex, msg("amq.fanout", "", "2")).unwrap_err();
+    assert!(matches!(&err, BrokerError::ResourceLimitExceeded(s) if s.contains("full")));
+    assert_eq!(full.message_count(), 1);
+    assert_eq!(bodies(&roomy), [bs("1"), bs("2")]);
+}
+
+#[test]
+fn default_limits_apply_to_unlimited_declares() {
+    let b = Broker::new(BrokerConfig {
+        default_limits: QueueLimits {
+            max_count: Some(1),
+            ..QueueLimits::default()
+        },
+    });
+    let q = declare(&b, "q");
+    assert_eq!(q.limits().max_count, Some(1));
+    publish(&b, "", "q", "1");
+    let ex = b.default_exchange().clone();
+    assert!(b.publish(&ex, msg("", "q", "2")).is_err());
+}
+
+#[test]
+fn expired_messages_are_dropped_on_arrival_and_by_the_sweep() {
+    let b = broker();
+    let q = declare(&b, "q");
+    let ex = b.default_exchange().clone();
+    let mut m = Message::new("", "q", bs("gone"));
+    m.expires_at = Some(1);
+    assert_eq!(b.publish(&ex, Arc::new(m)).unwrap().queues, 0);
+    let mut m = Message::new("", "q", bs("soon"));
+    m.expires_at = Some(now_ms() + 30);
+    assert_eq!(b.publish(&ex, Arc::new(m)).unwrap().queues, 1);
+    publish(&b, "", "q", "keep");
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    assert_eq!(b.purge_expired(), 1);
+    assert_eq!(bodies(&q), [bs("keep")]);
+}
+
+#[test]
+fn headers_exchange_through_the_broker() {
+    let b = broker();
+    let q = declare(&b, "h");
+    let args: Arguments = [("x-match", V::Str("any".into())), ("k", V::Int(1))]
+        .into_iter()
+        .collect();
+    b.bind("h", "amq.match", "b1", &args).unwrap();
+    let bad: Arguments = [("x-match", V::Str("most".into()))].into_iter().collect();
+    assert!(matches!(
+        b.bind("h", "amq.match", "b2", &bad),
+        Err(BrokerError::InvalidArgument(_))
+    ));
+    let ex = b.exchange("amq.match").unwrap();
+    let mut m = Message::new("amq.match", "", bs("yes"));
+    m.headers = Some(Arc::new([("k", V::UInt(1))].into_iter().collect()));
+    assert_eq!(b.publish(&ex, Arc::new(m)).unwrap().queues, 1);
+    assert_eq!(bodies(&q), [bs("yes")]);
+}
+
+#[test]
+fn bind_and_unbind_error_paths() {
+    let b = broker();
+    declare(&b, "q");
+    let none = Arguments::new();
+    assert!(matches!(
+        b.bind("q", "nope", "k", &none),
+        Err(BrokerError::NotFound(_))
+    ));
+    assert!(matches!(
+        b.bind("nope", "amq.direct", "k", &none),
+        Err(BrokerError::NotFound(_))
+    ));
+    b.bind("q", "amq.direct", "k", &none).unwrap();
+    b.bind("q", "amq.direct", "k", &none).unwrap();
+    assert_eq!(b.exchange("amq.direct").unwrap().binding_count(), 1);
+    b.unbind("q", "amq.direct", "k").unwrap();
+    b.unbind("q", "amq.direct", "k").unwrap();
+    assert!(matches!(
+        b.unbind("q", "nope", "k"),
+        Err(BrokerError::NotFound(_))
+    ));
+    assert!(matches!(
+        b.purge_queue("nope"),
+        Err(BrokerError::NotFound(_))
+    ));
+}
+
+#[test]
+fn bound_reports_each_criterion() {
+    let b = broker();
+    declare(&b, "used");
+    declare(&b, "unused");
+    b.bind("used", "amq.direct", "key", &Arguments::new())
+        .unwrap();
+    let ok = BoundResult::default();
+    assert_eq!(b.bound("amq.direct", Some("used"), None, None), ok);
+    assert_eq!(b.bound("amq.direct", None, Some("key"), None), ok);
+    assert_eq!(b.bound("amq.direct", Some("used"), Some("key"), None), ok);
+    assert!(
+        b.bound("amq.direct", Some("unused"), None, None)
+            .queue_not_matched
+    );
+    let r = b.bound("amq.direct", Some("used"), Some("other"), None);
+    assert!(!r.queue_not_matched && r.key_not_matched);
+    let r = b.bound("amq.direct", Some("unused"), Some("key"), None);
+    assert!(r.queue_not_matched && !r.key_not_matched);
+    let r = b.bound("amq.direct", Some("unused"), Some("other"), None);
+    assert!(r.queue_not_matched && r.key_not_matched);
+    let r = b.bound("amq.direct", Some("unknown"), None, None);
+    assert!(r.queue_not_found && !r.exchange_not_found);
+    let r = b.bound("unknown", Some("used"), None, None);
+    assert!(r.exchange_not_found && !r.queue_not_found);
+    let r = b.bound("unknown", Some("unknown"), None, None);
+    assert!(r.exchange_not_found && r.queue_not_found);
+    // The default exchange reports its implicit bindings.
+    assert_eq!(b.bound("", Some("used"), Some("used"), None), ok);
+    assert!(
+        !b.bound("", Some("used"), Some("unused"), None)
+            .queue_not_matched
+    );
+}
+
+#[test]
+fn bound_matches_arguments() {
+    let b = broker();
+    declare(&b, "q");
+    let args: Arguments = [("a", V::Int(1))].into_iter().collect();
+    let other: Arguments = [("a", V::Int(2))].into_iter().collect();
+    b.bind("q", "amq.match", "k", &args).unwrap();
+    assert_eq!(
+        b.bound("amq.match", Some("q"), None, Some(&args)),
+        BoundResult::default()
+    );
+    let r = b.bound("amq.match", Some("q"), None, Some(&other));
+    assert!(r.args_not_matched && !r.queue_not_matched);
+    // Empty arguments mean "not asked".
+    assert_eq!(
+        b.bound("amq.match", Some("q"), None, Some(&Arguments::new())),
+        BoundResult::default()
+    );
+}
+
+#[test]
+fn queue_info_reports_counts() {
+    let b = broker();
+    let q = declare(&b, "q");
+    publish(&b, "", "q", "1");
+    let ob = Outbox::new();
+    subscribe(&b, &q, &ob, ME);
+    let info = b.queue_info("q").unwrap();
+    assert_eq!((info.message_count, info.consumer_count), (1, 1));
+    assert!(!info.exclusive && !info.durable);
+    assert_eq!(b.purge_queue("q").unwrap(), 1);
+    assert_eq!(b.queue_info("q").unwrap().message_count, 0);
+}
+
+#[test]
+fn subscribe_on_a_deleted_queue_fails() {
+    let b = broker();
+    let q = declare(&b, "q");
+    b.delete_queue("q", false, false, ME).unwrap();
+    let ob = Outbox::new();
+    let err = q.subscribe(ConsumerSpec {
+        id: 1,
+        outbox: ob,
+        owner: ME,
+        tag: Bytes::new(),
+        acquire: true,
+        exclusive: false,
+    });
+    assert!(matches!(err, Err(BrokerError::NotFound(_))));
+}
