@@ -9,7 +9,8 @@
 //! one `#` (`#.#` → `#`, `#.*` → `*.#`). That keeps matching from revisiting the same suffixes
 //! through adjacent `#`s.
 
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::queue::Queue;
@@ -134,12 +135,16 @@ impl Node {
         removed
     }
 
-    fn route(&self, rest: Option<&[u8]>, out: &mut Vec<Arc<Queue>>) {
+    fn route(&self, rest: Option<&[u8]>, walk: &mut Walk<'_>) {
         if let Some(hash) = &self.hash {
-            // `#` consumes zero or more words: try every remaining suffix.
+            // `#` consumes zero or more words: try every remaining suffix, once per (node,
+            // suffix). Without that memo, patterns with several `#`s make matching exponential
+            // in the number of words, which any client able to bind could exploit.
             let mut r = rest;
             loop {
-                hash.route(r, out);
+                if walk.first_visit(hash, r) {
+                    hash.route(r, walk);
+                }
                 match next_word(r) {
                     Some((_, tail)) => r = tail,
                     None => break,
@@ -147,17 +152,37 @@ impl Node {
             }
         }
         match next_word(rest) {
-            None => out.extend(self.queues.iter().cloned()),
+            None => walk.out.extend(self.queues.iter().cloned()),
             Some((word, tail)) => {
                 if let Some(child) = self.words.get(word) {
-                    child.route(tail, out);
+                    child.route(tail, walk);
                 }
                 if let Some(star) = &self.star {
-                    star.route(tail, out);
+                    star.route(tail, walk);
                 }
             }
         }
     }
+}
+
+/// One routing walk: the output, plus which `#` nodes were already tried at which suffix.
+struct Walk<'a> {
+    out: &'a mut Vec<Arc<Queue>>,
+    key_len: usize,
+    seen: &'a mut HashSet<(usize, usize)>,
+}
+
+impl Walk<'_> {
+    fn first_visit(&mut self, node: &Node, rest: Option<&[u8]>) -> bool {
+        // Suffixes of one key are identified by their length; "no words left" by key_len + 1.
+        let suffix = rest.map_or(self.key_len + 1, <[u8]>::len);
+        self.seen.insert((node as *const Node as usize, suffix))
+    }
+}
+
+thread_local! {
+    /// Reused across routes so the memo does not allocate per message.
+    static SEEN: Cell<HashSet<(usize, usize)>> = Cell::new(HashSet::new());
 }
 
 #[derive(Debug, Default)]
@@ -181,7 +206,15 @@ impl TopicTrie {
         } else {
             Some(routing_key)
         };
-        self.root.route(rest, out);
+        let mut seen = SEEN.with(Cell::take);
+        seen.clear();
+        let mut walk = Walk {
+            out,
+            key_len: routing_key.len(),
+            seen: &mut seen,
+        };
+        self.root.route(rest, &mut walk);
+        SEEN.with(|c| c.set(seen));
     }
 
     #[cfg(test)]
@@ -210,6 +243,26 @@ mod tests {
         assert_eq!(normalize("a.#.*.b"), vec![Lit(b"a"), Star, Hash, Lit(b"b")]);
         assert_eq!(normalize(""), Vec::<Word<'_>>::new());
         assert_eq!(normalize("a..b"), vec![Lit(b"a"), Lit(b""), Lit(b"b")]);
+    }
+
+    #[test]
+    fn many_hashes_match_in_polynomial_time() {
+        // Without the memo this pattern against a 120-word key takes C(120, 20) steps.
+        let q = Queue::new(
+            "q".into(),
+            &crate::queue::QueueOptions::default(),
+            None,
+            crate::limits::QueueLimits::default(),
+        );
+        let mut trie = TopicTrie::default();
+        let pattern = vec!["#.a"; 20].join(".") + ".b";
+        trie.insert(&pattern, q);
+        let key = vec!["a"; 120].join(".");
+        let mut out = Vec::new();
+        trie.route(key.as_bytes(), &mut out);
+        assert!(out.is_empty());
+        trie.route((key + ".b").as_bytes(), &mut out);
+        assert_eq!(out.len(), 1);
     }
 
     #[test]
