@@ -157,7 +157,9 @@ impl Assembler {
         }
         let max_message_size = self.max_message_size;
         let max_command_size = self.max_command_size;
-        let track = &mut self.tracks[usize::from(h.track)];
+        let Some(track) = self.tracks.get_mut(usize::from(h.track)) else {
+            return Err(FrameError::Track(h.track).into());
+        };
 
         match &track.partial {
             None => {

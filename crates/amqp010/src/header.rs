@@ -72,7 +72,9 @@ pub fn with_redelivered(segment: &Bytes) -> Result<Bytes, DecodeError> {
                 return Ok(segment.clone());
             }
             let mut copy = BytesMut::from(&segment[..]);
-            copy[flag_at] = flags | REDELIVERED_FLAG;
+            if let Some(octet) = copy.get_mut(flag_at) {
+                *octet = flags | REDELIVERED_FLAG;
+            }
             return Ok(copy.freeze());
         }
     }

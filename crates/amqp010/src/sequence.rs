@@ -185,14 +185,15 @@ impl SequenceSet {
             }
             raw.push((lo, hi));
         }
-        Ok(Self::normalize(raw))
+        Self::normalize(raw)
     }
 
     /// Sorts and merges ranges in O(n log n): adding a peer's ranges one by one could
-    /// be quadratic.
-    fn normalize(mut raw: Vec<(u32, u32)>) -> SequenceSet {
+    /// be quadratic. Members must lie within half the number space of each other, or
+    /// serial order is not an order at all (and re-encoding would not be stable).
+    fn normalize(mut raw: Vec<(u32, u32)>) -> Result<SequenceSet, DecodeError> {
         let Some(&(first, _)) = raw.first() else {
-            return SequenceSet::new();
+            return Ok(SequenceSet::new());
         };
         // Offsets from half the space below the first member order every member that
         // lies within half the space of it, wrap or no wrap.
@@ -201,6 +202,12 @@ impl SequenceSet {
         raw.sort_unstable_by_key(|&(lo, _)| key(lo));
         let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(raw.len());
         for (lo, hi) in raw {
+            if key(hi) < key(lo) {
+                return Err(DecodeError::InvalidRange {
+                    lower: lo.into(),
+                    upper: hi.into(),
+                });
+            }
             match ranges.last_mut() {
                 Some(last) if key(lo) <= key(last.1) + 1 => {
                     if key(hi) > key(last.1) {
@@ -210,7 +217,15 @@ impl SequenceSet {
                 _ => ranges.push((lo, hi)),
             }
         }
-        SequenceSet { ranges }
+        if let (Some(&(lo, _)), Some(&(_, hi))) = (ranges.first(), ranges.last()) {
+            if key(hi) - key(lo) >= 1 << 31 {
+                return Err(DecodeError::InvalidRange {
+                    lower: lo.into(),
+                    upper: hi.into(),
+                });
+            }
+        }
+        Ok(SequenceSet { ranges })
     }
 }
 
@@ -419,11 +434,35 @@ mod tests {
             SequenceSet::decode(&mut Reader::new(backwards)),
             Err(DecodeError::InvalidRange { .. })
         ));
+        // Members more than half the number space apart have no serial order.
+        let mut wide = BytesMut::new();
+        wide.put_u16(16);
+        for n in [0u32, 0, 0x8000_0000, 0x8000_0000] {
+            wide.put_u32(n);
+        }
+        assert!(matches!(
+            SequenceSet::decode(&mut Reader::new(wide.freeze())),
+            Err(DecodeError::InvalidRange { .. })
+        ));
         let truncated = Bytes::from_static(&[0, 8, 0, 0, 0, 5]);
         assert_eq!(
             SequenceSet::decode(&mut Reader::new(truncated)),
             Err(DecodeError::Truncated)
         );
+    }
+
+    /// Found by fuzzing: members spread over more than half the number space sorted
+    /// differently on each decode, so re-encoding was not stable.
+    #[test]
+    fn fuzz_regression_unstable_order() {
+        let wire = Bytes::from_static(&[
+            0x00, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x30, 0x30, 0x30, 0x30,
+            0x98, 0x98, 0x30, 0x98, 0x98, 0x98, 0x98, 0x98, 0x98, 0x98, 0x98, 0x98,
+        ]);
+        assert!(matches!(
+            SequenceSet::decode(&mut Reader::new(wire)),
+            Err(DecodeError::InvalidRange { .. })
+        ));
     }
 
     #[test]
