@@ -1,1 +1,153 @@
-fn main() {}
+//! ferryd: the Ferry broker daemon.
+
+mod options;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ferry_core::{Broker, BrokerConfig};
+use ferry_server::{AuthMode, Server, ServerConfig, Shutdown};
+use options::Options;
+use tracing::{error, info, warn};
+
+fn main() -> ExitCode {
+    let args = match options::merged_args(std::env::args().collect()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = match Options::try_parse_from(args) {
+        Ok(o) => o,
+        Err(e) => {
+            // clap prints help/version to stdout with success, errors to stderr.
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    if let Err(message) = init_logging(&options) {
+        eprintln!("ferryd: {message}");
+        return ExitCode::from(2);
+    }
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(n) = options.worker_threads {
+        runtime.worker_threads(n.max(1));
+    }
+    let runtime = match runtime.build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ferryd: cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(serve(options))
+}
+
+async fn serve(options: Options) -> ExitCode {
+    if options.mgmt_enable.on() {
+        warn!("--mgmt-enable yes accepted, but management is not implemented yet");
+    }
+    let config = ServerConfig {
+        interface: options.interface,
+        port: options.port,
+        tcp_nodelay: options.tcp_nodelay.on(),
+        auth: if options.auth.on() {
+            AuthMode::GuestOnly
+        } else {
+            AuthMode::None
+        },
+        max_connections: options.max_connections.max(1),
+        max_message_size: options.max_message_size,
+        ..ServerConfig::default()
+    };
+    let broker = Broker::new(BrokerConfig::default());
+    let server = match Server::bind(config, broker).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "ferryd: cannot listen on {}:{}: {e}",
+                options.interface, options.port
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let addr = match server.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if options.port == 0 {
+        // As qpidd does: scripts and tests read the chosen port from the first stdout line.
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "{}", addr.port());
+        let _ = out.flush();
+    }
+    if options.auth.on() {
+        warn!("--auth yes: only the default guest/guest user may connect, and only from loopback");
+    }
+    info!("ferryd listening on {addr}");
+    let (stop, shutdown) = Shutdown::new();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        info!("shutting down");
+        let _ = stop.send(true);
+    });
+    server.run(shutdown).await;
+    ExitCode::SUCCESS
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(i)) => (t, i),
+        _ => {
+            error!("cannot install signal handlers; stop ferryd with SIGKILL");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+fn init_logging(options: &Options) -> Result<(), String> {
+    use tracing_subscriber::{fmt, EnvFilter};
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(f) if !f.is_empty() => f,
+        _ => options::log_filter(&options.log_enable),
+    };
+    let filter = EnvFilter::try_new(&filter).map_err(|e| format!("bad --log-enable: {e}"))?;
+    if let Some(path) = &options.log_to_file {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
+        fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .init();
+    } else if options.log_to_stderr.on() {
+        fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::sink)
+            .init();
+    }
+    Ok(())
+}

@@ -1,1 +1,10 @@
-//! Server (placeholder).
+//! ferryd's server: listeners, connections, and the protocol layers that map AMQP onto
+//! `ferry-core`.
+
+mod amqp010;
+mod config;
+mod connection;
+mod listener;
+
+pub use config::{AuthMode, ServerConfig};
+pub use listener::{Server, Shutdown};

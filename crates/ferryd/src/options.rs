@@ -1,0 +1,259 @@
+//! ferryd's command line, named after qpidd's options so the papers' command lines work.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{ArgAction, Parser};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum YesNo {
+    Yes,
+    No,
+}
+
+impl YesNo {
+    pub fn on(self) -> bool {
+        self == YesNo::Yes
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "ferryd", version, about = "Ferry AMQP 0-10 message broker")]
+pub struct Options {
+    /// TCP port to listen on; 0 picks a free port and prints it on stdout.
+    #[arg(long, default_value_t = 5672)]
+    pub port: u16,
+
+    /// Address to listen on (loopback until authentication is mandatory).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub interface: IpAddr,
+
+    /// Threads serving connections (default: one per CPU).
+    #[arg(long)]
+    pub worker_threads: Option<usize>,
+
+    /// Disable Nagle's algorithm on accepted sockets (on by default: replies are already
+    /// batched, so Nagle only adds latency).
+    #[arg(long, value_enum, num_args = 0..=1, default_value = "yes", default_missing_value = "yes")]
+    pub tcp_nodelay: YesNo,
+
+    /// Require authentication. Until the users database exists, `yes` admits only
+    /// guest/guest over PLAIN from loopback.
+    #[arg(long, value_enum, default_value = "no")]
+    pub auth: YesNo,
+
+    /// Accepted for qpidd compatibility; management is not implemented yet.
+    #[arg(long, value_enum, default_value = "no")]
+    pub mgmt_enable: YesNo,
+
+    /// Most simultaneous connections; further ones are refused.
+    #[arg(long, default_value_t = 500)]
+    pub max_connections: usize,
+
+    /// Largest message a client may send, in bytes.
+    #[arg(long, default_value_t = 100 * 1024 * 1024)]
+    pub max_message_size: usize,
+
+    /// Log filter, qpidd-style (`info+`, `debug+`, `trace+`, `error`) or a tracing filter
+    /// (`ferry_server=debug`). May be repeated.
+    #[arg(long = "log-enable", action = ArgAction::Append)]
+    pub log_enable: Vec<String>,
+
+    /// Write logs to stderr.
+    #[arg(long, value_enum, default_value = "yes")]
+    pub log_to_stderr: YesNo,
+
+    /// Write logs to this file (appended).
+    #[arg(long)]
+    pub log_to_file: Option<PathBuf>,
+
+    /// Read options from a qpidd.conf-style file of `name=value` lines; the command line wins.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: expected name=value")]
+    Syntax { path: PathBuf, line: usize },
+}
+
+/// Finds `--config FILE` (or `--config=FILE`) in the raw arguments before clap runs, so the
+/// file's settings can be placed ahead of the real arguments and be overridden by them.
+pub fn config_path(args: &[String]) -> Option<PathBuf> {
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == "--config" {
+            return iter.next().map(PathBuf::from);
+        }
+        if let Some(path) = arg.strip_prefix("--config=") {
+            return Some(PathBuf::from(path));
+        }
+    }
+    None
+}
+
+/// Turns `name=value` lines into `--name=value` arguments. `#` starts a comment; a bare
+/// `name` (or `name=`) is a switch. `yes`/`no`/`true`/`false` values are accepted as in qpidd.
+pub fn config_file_args(path: &Path, text: &str) -> Result<Vec<String>, ConfigFileError> {
+    let mut args = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (name, value) = match line.split_once('=') {
+            Some((n, v)) => (n.trim(), v.trim()),
+            None => (line, ""),
+        };
+        if name.is_empty() || name.contains(char::is_whitespace) || name == "config" {
+            return Err(ConfigFileError::Syntax {
+                path: path.to_path_buf(),
+                line: index + 1,
+            });
+        }
+        let value = match value {
+            "true" => "yes",
+            "false" => "no",
+            other => other,
+        };
+        if value.is_empty() {
+            args.push(format!("--{name}"));
+        } else {
+            args.push(format!("--{name}={value}"));
+        }
+    }
+    Ok(args)
+}
+
+/// The full argument list: program name, config-file settings, then the command line.
+pub fn merged_args(args: Vec<String>) -> Result<Vec<String>, ConfigFileError> {
+    let Some(path) = config_path(&args) else {
+        return Ok(args);
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigFileError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let from_file = config_file_args(&path, &text)?;
+    let mut merged = Vec::with_capacity(args.len() + from_file.len());
+    let mut rest = args.into_iter();
+    merged.extend(rest.next());
+    merged.extend(from_file);
+    merged.extend(rest);
+    Ok(merged)
+}
+
+/// Maps qpidd's `--log-enable` rules (`info+`, `debug+:Broker`) to a tracing filter; anything
+/// that is not qpidd syntax is passed through as a tracing directive.
+pub fn log_filter(rules: &[String]) -> String {
+    if rules.is_empty() {
+        return "info".to_string();
+    }
+    let mut directives = Vec::new();
+    for rule in rules {
+        let level = rule.split(':').next().unwrap_or(rule).trim_end_matches('+');
+        let mapped = match level {
+            "trace" => Some("trace"),
+            "debug" => Some("debug"),
+            "info" | "notice" => Some("info"),
+            "warning" => Some("warn"),
+            "error" | "critical" => Some("error"),
+            _ => None,
+        };
+        match mapped {
+            Some(level) => directives.push(level.to_string()),
+            None => directives.push(rule.clone()),
+        }
+    }
+    directives.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_qpidd_style_options() {
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--port",
+            "0",
+            "--worker-threads",
+            "2",
+            "--tcp-nodelay",
+            "--auth",
+            "no",
+            "--mgmt-enable",
+            "yes",
+        ]))
+        .unwrap();
+        assert_eq!(o.port, 0);
+        assert_eq!(o.worker_threads, Some(2));
+        assert!(o.tcp_nodelay.on());
+        assert!(!o.auth.on());
+    }
+
+    #[test]
+    fn rejects_unknown_option() {
+        assert!(Options::try_parse_from(strings(&["ferryd", "--bogus"])).is_err());
+        assert!(Options::try_parse_from(strings(&["ferryd", "--port", "70000"])).is_err());
+    }
+
+    #[test]
+    fn config_file_lines_become_arguments() {
+        let text =
+            "# comment\nport=5673\n\nauth = false\ntcp-nodelay\nlog-enable=debug+ # trailing\n";
+        let args = config_file_args(Path::new("x.conf"), text).unwrap();
+        assert_eq!(
+            args,
+            strings(&[
+                "--port=5673",
+                "--auth=no",
+                "--tcp-nodelay",
+                "--log-enable=debug+"
+            ])
+        );
+        assert!(config_file_args(Path::new("x.conf"), "bad name=1").is_err());
+    }
+
+    #[test]
+    fn command_line_overrides_config_file() {
+        let dir = std::env::temp_dir().join(format!("ferryd-opt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ferryd.conf");
+        std::fs::write(&path, "port=6000\nmax-connections=7\n").unwrap();
+        let args = merged_args(strings(&[
+            "ferryd",
+            "--config",
+            path.to_str().unwrap(),
+            "--port",
+            "6001",
+        ]))
+        .unwrap();
+        let o = Options::try_parse_from(args).unwrap();
+        assert_eq!(o.port, 6001);
+        assert_eq!(o.max_connections, 7);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn qpidd_log_rules_map_to_tracing_levels() {
+        assert_eq!(log_filter(&[]), "info");
+        assert_eq!(log_filter(&strings(&["debug+"])), "debug");
+        assert_eq!(log_filter(&strings(&["warning+:Broker"])), "warn");
+        assert_eq!(
+            log_filter(&strings(&["ferry_server=trace"])),
+            "ferry_server=trace"
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! Starts a real ferryd process on a free loopback port for one test and stops it on drop.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub struct Ferryd {
+    child: Child,
+    pub addr: SocketAddr,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Ferryd {
+    pub fn start() -> Ferryd {
+        Ferryd::start_with(&[])
+    }
+
+    pub fn start_with(extra: &[&str]) -> Ferryd {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferryd"))
+            .args(["--port", "0", "--interface", "127.0.0.1", "--auth", "no"])
+            .args(extra)
+            .env("RUST_LOG", "ferry_server=debug,ferry_core=debug")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ferryd");
+        let stdout = child.stdout.take().expect("ferryd stdout");
+        let mut stderr = child.stderr.take().expect("ferryd stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("ferryd printed no port");
+        let port: u16 = line.trim().parse().expect("ferryd port line");
+        Ferryd {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            stderr: Some(stderr),
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends SIGTERM and waits for a clean exit; returns the exit status and stderr.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id() as i32;
+        send_sigterm(pid);
+        let status = wait_timeout(&mut self.child, Duration::from_secs(10));
+        let log = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        (status, log)
+    }
+}
+
+fn send_sigterm(pid: i32) {
+    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            return child.wait().expect("wait ferryd");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Ferryd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,474 @@
+//! Execution of 0-10 commands against the broker core.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferry_amqp010::{
+    AcceptMode, AcquireMode, Acquired, Command, CreditUnit, DeliveryMode, DeliveryProperties,
+    ErrorCode, ExchangeBoundResult, ExchangeQueryResult, ExecutionResult, FlowMode, Map,
+    MessageProperties, QueueQueryResult, SequenceSet, Str, Struct32,
+};
+use ferry_core::{
+    now_ms, Arguments, ConsumerSpec, ExchangeKind, ExchangeOptions, Message, ProtocolHeader,
+    QueueLimits, QueueOptions,
+};
+
+use super::convert::{headers_to_map, map_to_headers, optional_name, required_name, Exception};
+use super::session::{release_to_queues, Env, Session, Subscription};
+
+type Outcome = Result<(), Exception>;
+
+/// Runs one command. Results (execution.result) are written here; completion is the
+/// caller's job.
+pub fn execute(
+    session: &mut Session,
+    env: &mut Env,
+    id: u32,
+    command: Command,
+    header: Option<Bytes>,
+    body: Bytes,
+) -> Outcome {
+    match command {
+        Command::MessageTransfer(t) => transfer(session, env, t.destination, header, body),
+        Command::ExecutionSync(_) => Ok(()),
+        // A client reporting our error or answering us: nothing to do but log it.
+        Command::ExecutionResult(_) => Ok(()),
+        Command::ExecutionException(e) => {
+            tracing::debug!(?e, "peer reported an execution exception");
+            Ok(())
+        }
+        Command::MessageAccept(c) => {
+            settle(session, c.transfers, Settle::Accept);
+            Ok(())
+        }
+        Command::MessageReject(c) => {
+            settle(session, c.transfers, Settle::Reject);
+            Ok(())
+        }
+        Command::MessageRelease(c) => {
+            settle(session, c.transfers, Settle::Release(c.set_redelivered));
+            Ok(())
+        }
+        Command::MessageAcquire(c) => acquire(session, env, id, c.transfers),
+        Command::MessageSubscribe(s) => subscribe(session, env, s),
+        Command::MessageCancel(c) => {
+            let destination = c
+                .destination
+                .ok_or_else(|| Exception::missing("destination"))?;
+            let sub = session.remove_subscription(&destination).ok_or_else(|| {
+                Exception::new(
+                    ErrorCode::NotFound,
+                    format!("no subscription {destination}"),
+                )
+            })?;
+            env.consumers.remove(&sub.consumer);
+            env.broker.cancel_consumer(&sub.queue, sub.consumer);
+            Ok(())
+        }
+        Command::MessageSetFlowMode(c) => {
+            let destination = c
+                .destination
+                .ok_or_else(|| Exception::missing("destination"))?;
+            let mode = c.flow_mode.ok_or_else(|| Exception::missing("flow-mode"))?;
+            let sub = find_subscription(session, &destination)?;
+            sub.window = mode == FlowMode::Window;
+            // Changing mode starts from zero credit (0-10: set-flow-mode resets credit).
+            let _ = sub.queue.stop(sub.consumer);
+            Ok(())
+        }
+        Command::MessageFlow(c) => {
+            let destination = c
+                .destination
+                .ok_or_else(|| Exception::missing("destination"))?;
+            let unit = c.unit.ok_or_else(|| Exception::missing("unit"))?;
+            let value = c.value.unwrap_or(0);
+            let sub = find_subscription(session, &destination)?;
+            let (messages, bytes) = match unit {
+                CreditUnit::Message => (value, 0),
+                CreditUnit::Byte => (0, value),
+            };
+            sub.queue
+                .add_credit(sub.consumer, messages, bytes)
+                .map_err(Exception::from)
+        }
+        Command::MessageFlush(c) => {
+            let destination = c
+                .destination
+                .ok_or_else(|| Exception::missing("destination"))?;
+            let sub = find_subscription(session, &destination)?;
+            sub.queue.flush(sub.consumer).map_err(Exception::from)
+        }
+        Command::MessageStop(c) => {
+            let destination = c
+                .destination
+                .ok_or_else(|| Exception::missing("destination"))?;
+            let sub = find_subscription(session, &destination)?;
+            sub.queue.stop(sub.consumer).map_err(Exception::from)
+        }
+        Command::MessageResume(_) => Err(Exception::not_implemented("message.resume")),
+        Command::ExchangeDeclare(c) => {
+            let name = required_name(&c.exchange, "exchange")?;
+            let kind_name = optional_name(&c.r#type, "type")?;
+            let kind = if c.passive && kind_name.is_empty() {
+                // A passive declare need not name the type; it only checks existence.
+                env.broker
+                    .exchange(name)
+                    .map(|e| e.kind())
+                    .ok_or_else(|| not_found("exchange", name))?
+            } else {
+                ExchangeKind::from_name(kind_name).ok_or_else(|| {
+                    Exception::new(
+                        ErrorCode::NotFound,
+                        format!("unknown exchange type {kind_name}"),
+                    )
+                })?
+            };
+            let options = ExchangeOptions {
+                durable: c.durable,
+                auto_delete: c.auto_delete,
+                alternate_exchange: alternate(&c.alternate_exchange)?,
+                arguments: arguments(&c.arguments),
+            };
+            env.broker
+                .declare_exchange(name, kind, options, c.passive)
+                .map(|_| ())
+                .map_err(Exception::from)
+        }
+        Command::ExchangeDelete(c) => {
+            let name = required_name(&c.exchange, "exchange")?;
+            env.broker
+                .delete_exchange(name, c.if_unused)
+                .map_err(Exception::from)
+        }
+        Command::ExchangeQuery(c) => {
+            let name = optional_name(&c.name, "name")?;
+            let result = match env.broker.exchange_info(name) {
+                Some(info) => ExchangeQueryResult {
+                    r#type: Some(Str::from(info.kind.name())),
+                    durable: info.durable,
+                    not_found: false,
+                    arguments: Some(headers_to_map(&info.arguments)),
+                },
+                None => ExchangeQueryResult {
+                    not_found: true,
+                    ..Default::default()
+                },
+            };
+            session.write_result(env, result_of(id, &result));
+            Ok(())
+        }
+        Command::ExchangeBind(c) => {
+            let queue = required_name(&c.queue, "queue")?;
+            let exchange = required_name(&c.exchange, "exchange")?;
+            let key = optional_name(&c.binding_key, "binding-key")?;
+            check_queue_access(session, env, queue)?;
+            env.broker
+                .bind(queue, exchange, key, &arguments(&c.arguments))
+                .map_err(Exception::from)
+        }
+        Command::ExchangeUnbind(c) => {
+            let queue = required_name(&c.queue, "queue")?;
+            let exchange = required_name(&c.exchange, "exchange")?;
+            let key = optional_name(&c.binding_key, "binding-key")?;
+            check_queue_access(session, env, queue)?;
+            env.broker
+                .unbind(queue, exchange, key)
+                .map_err(Exception::from)
+        }
+        Command::ExchangeBound(c) => {
+            let exchange = optional_name(&c.exchange, "exchange")?;
+            let queue = c
+                .queue
+                .as_ref()
+                .map(|_| required_name(&c.queue, "queue"))
+                .transpose()?;
+            let key = c
+                .binding_key
+                .as_ref()
+                .map(|_| required_name(&c.binding_key, "binding-key"))
+                .transpose()?;
+            let args = c.arguments.as_ref().map(map_to_headers);
+            let bound = env.broker.bound(exchange, queue, key, args.as_ref());
+            let result = ExchangeBoundResult {
+                exchange_not_found: bound.exchange_not_found,
+                queue_not_found: bound.queue_not_found,
+                queue_not_matched: bound.queue_not_matched,
+                key_not_matched: bound.key_not_matched,
+                args_not_matched: bound.args_not_matched,
+            };
+            session.write_result(env, result_of(id, &result));
+            Ok(())
+        }
+        Command::QueueDeclare(c) => {
+            let name = required_name(&c.queue, "queue")?;
+            let args = arguments(&c.arguments);
+            let limits = QueueLimits::from_arguments(&args)?;
+            let options = QueueOptions {
+                durable: c.durable,
+                exclusive_owner: c.exclusive.then_some(session.owner),
+                auto_delete: c.auto_delete,
+                alternate_exchange: alternate(&c.alternate_exchange)?,
+                limits,
+                arguments: args,
+            };
+            env.broker
+                .declare_queue(name, options, c.passive, session.owner)
+                .map(|_| ())
+                .map_err(Exception::from)
+        }
+        Command::QueueDelete(c) => {
+            let name = required_name(&c.queue, "queue")?;
+            env.broker
+                .delete_queue(name, c.if_unused, c.if_empty, session.owner)
+                .map(|_| ())
+                .map_err(Exception::from)
+        }
+        Command::QueuePurge(c) => {
+            let name = required_name(&c.queue, "queue")?;
+            check_queue_access(session, env, name)?;
+            env.broker
+                .purge_queue(name)
+                .map(|_| ())
+                .map_err(Exception::from)
+        }
+        Command::QueueQuery(c) => {
+            let name = optional_name(&c.queue, "queue")?;
+            // qpidd answers a query for a missing queue with an empty result, not an error.
+            let result = match env.broker.queue_info(name) {
+                Some(info) => QueueQueryResult {
+                    queue: Some(Str::from(info.name.as_str())),
+                    alternate_exchange: info.alternate_exchange.as_deref().map(Str::from),
+                    durable: info.durable,
+                    exclusive: info.exclusive,
+                    auto_delete: info.auto_delete,
+                    arguments: Some(headers_to_map(&info.arguments)),
+                    message_count: Some(saturate(info.message_count)),
+                    subscriber_count: Some(saturate(info.consumer_count)),
+                },
+                None => QueueQueryResult::default(),
+            };
+            session.write_result(env, result_of(id, &result));
+            Ok(())
+        }
+        Command::TxSelect(_) | Command::TxCommit(_) | Command::TxRollback(_) => {
+            Err(Exception::not_implemented("transactions (tx class)"))
+        }
+        Command::DtxSelect(_)
+        | Command::DtxStart(_)
+        | Command::DtxEnd(_)
+        | Command::DtxCommit(_)
+        | Command::DtxForget(_)
+        | Command::DtxGetTimeout(_)
+        | Command::DtxPrepare(_)
+        | Command::DtxRecover(_)
+        | Command::DtxRollback(_)
+        | Command::DtxSetTimeout(_) => Err(Exception::not_implemented(
+            "distributed transactions (dtx class)",
+        )),
+        other => Err(Exception::not_implemented(other.name())),
+    }
+}
+
+fn transfer(
+    session: &mut Session,
+    env: &mut Env,
+    destination: Option<Str>,
+    header: Option<Bytes>,
+    body: Bytes,
+) -> Outcome {
+    let destination = destination.unwrap_or_default();
+    let exchange = session
+        .exchange_for(env.broker, &destination)
+        .ok_or_else(|| not_found("exchange", &destination.to_str_lossy()))?;
+    let header = header.unwrap_or_default();
+    let mut message = Message {
+        exchange: destination.into_bytes(),
+        size: (header.len() + body.len()) as u64,
+        body,
+        ..Message::default()
+    };
+    read_properties(&header, exchange.needs_headers(), &mut message)?;
+    message.header = ProtocolHeader::Amqp010(header);
+    env.broker
+        .publish(&exchange, Arc::new(message))
+        .map(|_| ())
+        .map_err(Exception::from)
+}
+
+/// Fills the routing fields from delivery-properties, and the application headers only
+/// when the exchange matches on them (decoding them costs an allocation per entry).
+fn read_properties(header: &Bytes, want_headers: bool, message: &mut Message) -> Outcome {
+    let mut reader = ferry_amqp010::codec::Reader::new(header.clone());
+    let malformed = |e: ferry_amqp010::DecodeError| {
+        Exception::new(
+            ErrorCode::InvalidArgument,
+            format!("malformed message header: {e}"),
+        )
+    };
+    while !reader.is_empty() {
+        let entry = Struct32::decode(&mut reader).map_err(malformed)?;
+        if entry.is::<DeliveryProperties>() {
+            let dp: DeliveryProperties = entry.decode_as().map_err(malformed)?;
+            if let Some(key) = dp.routing_key {
+                message.routing_key = key.into_bytes();
+            }
+            message.priority = dp.priority.map(|p| p as u8).unwrap_or(4);
+            message.persistent = dp.delivery_mode == Some(DeliveryMode::Persistent);
+            message.expires_at = match (dp.ttl, dp.expiration) {
+                (Some(ttl), _) if ttl > 0 => Some(now_ms().saturating_add(ttl)),
+                // 0-10 datetime: seconds since the epoch.
+                (_, Some(at)) if at > 0 => Some(at.saturating_mul(1000)),
+                _ => None,
+            };
+        } else if want_headers && entry.is::<MessageProperties>() {
+            let mp: MessageProperties = entry.decode_as().map_err(malformed)?;
+            if let Some(map) = mp.application_headers {
+                message.headers = Some(Arc::new(map_to_headers(&map)));
+            }
+        }
+    }
+    Ok(())
+}
+
+enum Settle {
+    Accept,
+    Reject,
+    Release(bool),
+}
+
+fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
+    let Some(transfers) = transfers else { return };
+    let mut released = Vec::new();
+    for id in transfers.iter() {
+        let Some((queue, position, message, acquired)) = session.outgoing.settle(id) else {
+            continue;
+        };
+        match how {
+            Settle::Accept => {
+                if acquired {
+                    queue.accept(position);
+                }
+            }
+            Settle::Reject => {
+                if acquired {
+                    queue.reject(position, message);
+                }
+            }
+            Settle::Release(_) => {
+                if acquired {
+                    released.push((queue, position, message));
+                }
+            }
+        }
+    }
+    if let Settle::Release(set_redelivered) = how {
+        release_to_queues(released, set_redelivered);
+    }
+    session.outgoing.trim();
+}
+
+fn acquire(
+    session: &mut Session,
+    env: &mut Env,
+    id: u32,
+    transfers: Option<SequenceSet>,
+) -> Outcome {
+    let mut acquired = SequenceSet::new();
+    for transfer in transfers.iter().flat_map(|t| t.iter()) {
+        let Some(record) = session.outgoing.get_mut(transfer) else {
+            continue;
+        };
+        if record.acquired || record.message.is_none() {
+            continue;
+        }
+        if !record.queue.acquire([record.position]).is_empty() {
+            record.acquired = true;
+            acquired.add(transfer);
+        }
+    }
+    let result = Acquired {
+        transfers: Some(acquired),
+    };
+    session.write_result(env, result_of(id, &result));
+    Ok(())
+}
+
+fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubscribe) -> Outcome {
+    let queue_name = required_name(&s.queue, "queue")?;
+    let destination = s.destination.unwrap_or_default();
+    if session.subscription(&destination).is_some() {
+        return Err(Exception::new(
+            ErrorCode::NotAllowed,
+            format!("destination {destination} is already subscribed"),
+        ));
+    }
+    let queue = env
+        .broker
+        .queue(queue_name)
+        .ok_or_else(|| not_found("queue", queue_name))?;
+    let accept_mode = s.accept_mode.unwrap_or(AcceptMode::Explicit);
+    let acquire_mode = s.acquire_mode.unwrap_or(AcquireMode::PreAcquired);
+    let consumer = env.broker.next_consumer_id();
+    queue.subscribe(ConsumerSpec {
+        id: consumer,
+        outbox: env.outbox.clone(),
+        owner: session.owner,
+        tag: destination.clone().into_bytes(),
+        acquire: acquire_mode == AcquireMode::PreAcquired,
+        exclusive: s.exclusive,
+    })?;
+    env.consumers.insert(consumer, session.channel);
+    session.add_subscription(Subscription {
+        consumer,
+        queue,
+        destination,
+        accept_mode,
+        acquire_mode,
+        window: false,
+    });
+    Ok(())
+}
+
+fn find_subscription<'a>(
+    session: &'a mut Session,
+    destination: &Str,
+) -> Result<&'a mut Subscription, Exception> {
+    session.subscription_mut(destination).ok_or_else(|| {
+        Exception::new(
+            ErrorCode::NotFound,
+            format!("no subscription {destination}"),
+        )
+    })
+}
+
+fn check_queue_access(session: &Session, env: &Env, queue: &str) -> Outcome {
+    match env.broker.queue(queue) {
+        Some(q) => q.check_access(session.owner).map_err(Exception::from),
+        // Let the core report the missing queue in its own words.
+        None => Ok(()),
+    }
+}
+
+fn alternate(field: &Option<Str>) -> Result<Option<String>, Exception> {
+    let name = optional_name(field, "alternate-exchange")?;
+    Ok((!name.is_empty()).then(|| name.to_owned()))
+}
+
+fn arguments(map: &Option<Map>) -> Arguments {
+    map.as_ref().map(map_to_headers).unwrap_or_default()
+}
+
+fn not_found(what: &str, name: &str) -> Exception {
+    Exception::new(ErrorCode::NotFound, format!("{what} {name} not found"))
+}
+
+fn saturate(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn result_of<T: ferry_amqp010::CodedStruct>(
+    command_id: u32,
+    value: &T,
+) -> Result<ExecutionResult, String> {
+    ExecutionResult::with_value(command_id, value).map_err(|e| e.to_string())
+}

@@ -1,0 +1,175 @@
+//! Translation between 0-10 wire values and the core's protocol-neutral ones.
+
+use ferry_amqp010::{ErrorCode, Map, Str, Value};
+use ferry_core::{Arguments, BrokerError, HeaderValue, Headers};
+
+/// A 0-10 map (arguments, application headers) in the core's neutral form.
+pub fn map_to_headers(map: &Map) -> Headers {
+    let mut headers = Headers::new();
+    for (key, value) in map.iter() {
+        headers.push(key.to_str_lossy().into_owned(), value_to_header(value));
+    }
+    headers
+}
+
+pub fn value_to_header(value: &Value) -> HeaderValue {
+    match value {
+        Value::Void => HeaderValue::Void,
+        Value::Bool(b) => HeaderValue::Bool(*b),
+        Value::Int8(v) => HeaderValue::Int(i64::from(*v)),
+        Value::Int16(v) => HeaderValue::Int(i64::from(*v)),
+        Value::Int32(v) => HeaderValue::Int(i64::from(*v)),
+        Value::Int64(v) => HeaderValue::Int(*v),
+        Value::Uint8(v) | Value::Char(v) => HeaderValue::UInt(u64::from(*v)),
+        Value::Uint16(v) => HeaderValue::UInt(u64::from(*v)),
+        Value::Uint32(v) => HeaderValue::UInt(u64::from(*v)),
+        Value::Uint64(v) | Value::Datetime(v) => HeaderValue::UInt(*v),
+        Value::Float(v) => HeaderValue::Float(f64::from(*v)),
+        Value::Double(v) => HeaderValue::Float(*v),
+        Value::Str8(s) | Value::Str16(s) => match s.as_str() {
+            Ok(text) => HeaderValue::Str(text.to_owned()),
+            Err(_) => HeaderValue::Bytes(s.clone().into_bytes()),
+        },
+        Value::Vbin8(b) | Value::Vbin16(b) | Value::Vbin32(b) => HeaderValue::Bytes(b.clone()),
+        _ => HeaderValue::Other,
+    }
+}
+
+/// Neutral values back to 0-10 for queries. `Other` has lost its content and is sent as void.
+pub fn headers_to_map(headers: &Arguments) -> Map {
+    let mut map = Map::new();
+    for (key, value) in headers.iter() {
+        map.insert(Str::from(key.as_str()), header_to_value(value));
+    }
+    map
+}
+
+fn header_to_value(value: &HeaderValue) -> Value {
+    match value {
+        HeaderValue::Void | HeaderValue::Other => Value::Void,
+        HeaderValue::Bool(b) => Value::Bool(*b),
+        HeaderValue::Int(v) => Value::Int64(*v),
+        HeaderValue::UInt(v) => Value::Uint64(*v),
+        HeaderValue::Float(v) => Value::Double(*v),
+        HeaderValue::Str(s) => Value::Str16(Str::from(s.as_str())),
+        HeaderValue::Bytes(b) => Value::Vbin32(b.clone()),
+    }
+}
+
+/// An execution exception to send for a failed command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exception {
+    pub code: ErrorCode,
+    pub description: String,
+    /// Which field of the command was at fault, when known.
+    pub field_index: Option<u8>,
+}
+
+impl Exception {
+    pub fn new(code: ErrorCode, description: impl Into<String>) -> Exception {
+        Exception {
+            code,
+            description: description.into(),
+            field_index: None,
+        }
+    }
+
+    pub fn not_implemented(what: &str) -> Exception {
+        Exception::new(
+            ErrorCode::NotImplemented,
+            format!("{what} is not implemented"),
+        )
+    }
+
+    pub fn missing(field: &str) -> Exception {
+        Exception::new(
+            ErrorCode::InvalidArgument,
+            format!("required field {field} is missing"),
+        )
+    }
+}
+
+impl From<BrokerError> for Exception {
+    fn from(e: BrokerError) -> Exception {
+        let code = match &e {
+            BrokerError::NotFound(_) => ErrorCode::NotFound,
+            BrokerError::ResourceLocked(_) => ErrorCode::ResourceLocked,
+            BrokerError::PreconditionFailed(_) => ErrorCode::PreconditionFailed,
+            BrokerError::NotAllowed(_) => ErrorCode::NotAllowed,
+            BrokerError::ResourceLimitExceeded(_) => ErrorCode::ResourceLimitExceeded,
+            BrokerError::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            BrokerError::NotImplemented(_) => ErrorCode::NotImplemented,
+        };
+        Exception::new(code, e.to_string())
+    }
+}
+
+/// A required string field as text; names on the wire must be UTF-8.
+pub fn required_name<'a>(field: &'a Option<Str>, name: &str) -> Result<&'a str, Exception> {
+    let value = field.as_ref().ok_or_else(|| Exception::missing(name))?;
+    value.as_str().map_err(|_| {
+        Exception::new(
+            ErrorCode::InvalidArgument,
+            format!("field {name} is not valid UTF-8"),
+        )
+    })
+}
+
+/// An optional string field as text; absent is the empty string (the 0-10 default).
+pub fn optional_name<'a>(field: &'a Option<Str>, name: &str) -> Result<&'a str, Exception> {
+    match field {
+        None => Ok(""),
+        Some(_) => required_name(field, name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_of_any_width_become_comparable() {
+        assert_eq!(value_to_header(&Value::Int8(-3)), HeaderValue::Int(-3));
+        assert_eq!(value_to_header(&Value::Uint16(7)), HeaderValue::UInt(7));
+        assert!(value_to_header(&Value::Int32(7)).matches(&value_to_header(&Value::Uint8(7))));
+    }
+
+    #[test]
+    fn strings_keep_text_and_invalid_utf8_stays_binary() {
+        assert_eq!(
+            value_to_header(&Value::Str16(Str::from("x"))),
+            HeaderValue::Str("x".into())
+        );
+        let bad = Str::from_bytes(bytes::Bytes::from_static(&[0xff, 0xfe]));
+        assert!(matches!(
+            value_to_header(&Value::Str8(bad)),
+            HeaderValue::Bytes(_)
+        ));
+    }
+
+    #[test]
+    fn maps_round_trip_through_neutral_form() {
+        let mut map = Map::new();
+        map.insert("a", Value::Int64(-1));
+        map.insert("b", Value::Str16(Str::from("text")));
+        map.insert("c", Value::Bool(true));
+        let back = headers_to_map(&map_to_headers(&map));
+        assert_eq!(back, map);
+    }
+
+    #[test]
+    fn broker_errors_map_to_spec_codes() {
+        let e: Exception = BrokerError::ResourceLimitExceeded("q".into()).into();
+        assert_eq!(e.code, ErrorCode::ResourceLimitExceeded);
+        let e: Exception = BrokerError::NotFound("q".into()).into();
+        assert_eq!(e.code as u16, 404);
+    }
+
+    #[test]
+    fn names_must_be_present_and_utf8() {
+        assert!(required_name(&None, "queue").is_err());
+        let bad = Some(Str::from_bytes(bytes::Bytes::from_static(&[0xc3])));
+        assert!(required_name(&bad, "queue").is_err());
+        assert_eq!(optional_name(&None, "exchange").unwrap(), "");
+    }
+}

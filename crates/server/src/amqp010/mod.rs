@@ -1,0 +1,744 @@
+//! The AMQP 0-10 connection: one task per socket running the connection, session and
+//! execution layers over the broker core.
+//!
+//! The task reads whatever the socket holds, processes every complete frame, appends all
+//! replies and deliveries to one outbound buffer, and writes it with as few system calls as
+//! the socket allows. Deliveries from queues arrive through the connection's `Outbox`.
+
+mod commands;
+mod convert;
+mod handshake;
+mod outgoing;
+mod session;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use ferry_amqp010::{
+    decode_frame, write_control_framed, Array, Assembler, AssemblyError, CloseCode, Command,
+    CommandErrorKind, ConnectionClose, ConnectionCloseOk, ConnectionHeartbeat, ConnectionOpenOk,
+    Control, DetachCode, ErrorCode, Incoming, SessionAttached, SessionDetached, SessionTimeout,
+    FRAME_HEADER_SIZE, MIN_MAX_FRAME_SIZE,
+};
+use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem};
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+use tracing::{debug, info, warn};
+
+use crate::config::ServerConfig;
+use crate::listener::Shutdown;
+use convert::Exception;
+use session::{Env, Session, SessionState};
+
+/// Read this much at a time; a full-size frame fits.
+const READ_CHUNK: usize = 64 * 1024;
+/// How long we wait for connection.close-ok after sending connection.close.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    AwaitStartOk,
+    AwaitTuneOk,
+    AwaitOpen,
+    Open,
+    /// We sent connection.close; only close-ok matters now.
+    Closing,
+    /// Done: flush what is buffered and drop the socket.
+    Finished,
+}
+
+/// A fault that ends the connection with connection.close.
+#[derive(Debug)]
+struct ConnectionFault {
+    code: CloseCode,
+    text: String,
+}
+
+impl ConnectionFault {
+    fn framing(text: impl Into<String>) -> ConnectionFault {
+        ConnectionFault {
+            code: CloseCode::FramingError,
+            text: text.into(),
+        }
+    }
+}
+
+struct Channel {
+    assembler: Assembler,
+    session: Option<Session>,
+}
+
+struct Connection {
+    broker: Arc<Broker>,
+    config: Arc<ServerConfig>,
+    peer: SocketAddr,
+    outbox: Arc<Outbox>,
+    out: BytesMut,
+    phase: Phase,
+    max_frame: usize,
+    channel_max: u16,
+    heartbeat: u16,
+    channels: Vec<Option<Box<Channel>>>,
+    consumers: HashMap<ConsumerId, u16>,
+    /// Channels whose sessions completed commands in the current read batch.
+    dirty: Vec<u16>,
+    closing_since: Option<Instant>,
+}
+
+/// Serves one connection whose 0-10 protocol header has been read and answered.
+pub async fn run(
+    stream: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    config: Arc<ServerConfig>,
+    mut shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let mut conn = Connection::new(broker, config, peer);
+    conn.write_control(0, handshake::start(&conn.config).into());
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut items = Vec::new();
+    let handshake_deadline = tokio::time::Instant::now() + conn.config.handshake_timeout;
+    let mut last_read = Instant::now();
+    let mut last_write = Instant::now();
+    let mut heartbeat_tick: Option<tokio::time::Interval> = None;
+    let result = loop {
+        // Deliveries first, then write as much as the socket takes without waiting.
+        if conn.out.len() < conn.config.write_high_water {
+            conn.outbox.take(&mut items);
+            for item in items.drain(..) {
+                conn.on_outbox_item(item);
+            }
+        }
+        if !conn.out.is_empty() {
+            match stream.try_write(&conn.out) {
+                Ok(n) => {
+                    conn.out.advance(n);
+                    last_write = Instant::now();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => break Err(e),
+            }
+        }
+        if conn.phase == Phase::Finished && conn.out.is_empty() {
+            break Ok(());
+        }
+        if conn.phase == Phase::Open && heartbeat_tick.is_none() && conn.heartbeat > 0 {
+            let period = Duration::from_secs(u64::from(conn.heartbeat));
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            heartbeat_tick = Some(tick);
+        }
+        let want_read =
+            conn.out.len() < conn.config.write_high_water && conn.phase != Phase::Finished;
+        let mut interest = None;
+        if want_read {
+            interest = Some(Interest::READABLE);
+        }
+        if !conn.out.is_empty() {
+            interest = Some(match interest {
+                Some(i) => i | Interest::WRITABLE,
+                None => Interest::WRITABLE,
+            });
+        }
+        let take_deliveries = conn.out.len() < conn.config.write_high_water;
+        let open = conn.phase == Phase::Open;
+        tokio::select! {
+            ready = async { match interest {
+                Some(i) => stream.ready(i).await,
+                None => std::future::pending().await,
+            }} => {
+                let ready = match ready { Ok(r) => r, Err(e) => break Err(e) };
+                if ready.is_readable() && want_read {
+                    match read_available(&stream, &mut inbuf) {
+                        Ok(ReadOutcome::Eof) => break Ok(()),
+                        Ok(ReadOutcome::Data) => {
+                            last_read = Instant::now();
+                            conn.process(&mut inbuf);
+                        }
+                        Ok(ReadOutcome::Nothing) => {}
+                        Err(e) => break Err(e),
+                    }
+                }
+            }
+            _ = conn.outbox.notified(), if take_deliveries => {}
+            _ = tokio::time::sleep_until(handshake_deadline), if !open && conn.closing_since.is_none() => {
+                debug!(peer = %conn.peer, "handshake timed out");
+                conn.fault(ConnectionFault { code: CloseCode::ConnectionForced, text: "handshake timed out".into() });
+            }
+            _ = async { match heartbeat_tick.as_mut() {
+                Some(t) => { t.tick().await; }
+                None => std::future::pending().await,
+            }} => {
+                let period = Duration::from_secs(u64::from(conn.heartbeat));
+                if last_read.elapsed() > period * 2 {
+                    debug!(peer = %conn.peer, "heartbeat timeout");
+                    break Ok(());
+                }
+                if last_write.elapsed() >= period {
+                    conn.write_control(0, ConnectionHeartbeat {}.into());
+                }
+            }
+            _ = shutdown.wait(), if conn.closing_since.is_none() => {
+                conn.fault(ConnectionFault { code: CloseCode::ConnectionForced, text: "broker shutting down".into() });
+            }
+            _ = async { match conn.closing_since {
+                Some(since) => tokio::time::sleep_until((since + CLOSE_GRACE).into()).await,
+                None => std::future::pending().await,
+            }} => {
+                break Ok(());
+            }
+        }
+    };
+    conn.teardown();
+    result
+}
+
+enum ReadOutcome {
+    Data,
+    Nothing,
+    Eof,
+}
+
+/// Drains the socket into `inbuf` (up to a bound, so one busy peer cannot starve the
+/// others or grow our buffer).
+fn read_available(stream: &TcpStream, inbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+    let mut got = false;
+    loop {
+        if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
+            inbuf.reserve(READ_CHUNK);
+        }
+        match stream.try_read_buf(inbuf) {
+            Ok(0) => {
+                return Ok(if got {
+                    ReadOutcome::Data
+                } else {
+                    ReadOutcome::Eof
+                })
+            }
+            Ok(_) => {
+                got = true;
+                if inbuf.len() >= 4 * READ_CHUNK {
+                    return Ok(ReadOutcome::Data);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Ok(if got {
+                    ReadOutcome::Data
+                } else {
+                    ReadOutcome::Nothing
+                })
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Connection {
+    fn new(broker: Arc<Broker>, config: Arc<ServerConfig>, peer: SocketAddr) -> Connection {
+        Connection {
+            max_frame: usize::from(config.max_frame_size),
+            channel_max: config.channel_max,
+            broker,
+            config,
+            peer,
+            outbox: Outbox::new(),
+            out: BytesMut::with_capacity(READ_CHUNK),
+            phase: Phase::AwaitStartOk,
+            heartbeat: 0,
+            channels: Vec::new(),
+            consumers: HashMap::new(),
+            dirty: Vec::new(),
+            closing_since: None,
+        }
+    }
+
+    fn write_control(&mut self, channel: u16, control: Control) {
+        if let Err(e) = write_control_framed(&mut self.out, channel, &control, self.max_frame) {
+            warn!("cannot encode {}: {e}", control.name());
+        }
+    }
+
+    /// Processes every complete frame in `inbuf`, then reports completions once per session.
+    fn process(&mut self, inbuf: &mut BytesMut) {
+        while matches!(
+            self.phase,
+            Phase::AwaitStartOk
+                | Phase::AwaitTuneOk
+                | Phase::AwaitOpen
+                | Phase::Open
+                | Phase::Closing
+        ) {
+            let frame = match decode_frame(inbuf, self.max_frame) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => {
+                    self.fault(ConnectionFault::framing(e.to_string()));
+                    break;
+                }
+            };
+            let channel = frame.header.channel;
+            if self.phase == Phase::Closing {
+                // Only close-ok (on channel 0) matters; decode it without session state.
+                if channel == 0 {
+                    if let Ok(Some(Incoming::Control(Control::ConnectionCloseOk(_)))) = self
+                        .channel_mut(0)
+                        .map(|c| c.assembler.push(frame))
+                        .transpose()
+                        .map(Option::flatten)
+                    {
+                        self.phase = Phase::Finished;
+                    }
+                }
+                continue;
+            }
+            if channel >= self.channel_max.max(1) {
+                self.fault(ConnectionFault::framing(format!(
+                    "channel {channel} exceeds channel-max {}",
+                    self.channel_max
+                )));
+                break;
+            }
+            let pushed = match self.channel_mut(channel) {
+                Some(c) => c.assembler.push(frame),
+                None => break,
+            };
+            match pushed {
+                Ok(None) => {}
+                Ok(Some(incoming)) => self.on_incoming(channel, incoming),
+                Err(AssemblyError::Command(e)) => {
+                    let codes = (e.class_code.unwrap_or(0), e.code.unwrap_or(0));
+                    let exception = match &e.error {
+                        CommandErrorKind::MessageTooLarge { .. } => {
+                            Exception::new(ErrorCode::ResourceLimitExceeded, e.error.to_string())
+                        }
+                        CommandErrorKind::Decode(d) => {
+                            let code = if matches!(
+                                d.root(),
+                                ferry_amqp010::DecodeError::UnknownCommand { .. }
+                            ) {
+                                ErrorCode::NotImplemented
+                            } else {
+                                ErrorCode::InvalidArgument
+                            };
+                            Exception {
+                                code,
+                                description: e.to_string(),
+                                field_index: d.field_index(),
+                            }
+                        }
+                    };
+                    self.command_failed(channel, codes, exception);
+                }
+                Err(e) => {
+                    self.fault(ConnectionFault::framing(e.to_string()));
+                    break;
+                }
+            }
+        }
+        for channel in std::mem::take(&mut self.dirty) {
+            let max_frame = self.max_frame;
+            if let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) {
+                if let Some(s) = c.session.as_mut() {
+                    s.flush_completion(&mut self.out, max_frame, false);
+                }
+            }
+        }
+    }
+
+    fn channel_mut(&mut self, channel: u16) -> Option<&mut Channel> {
+        let index = usize::from(channel);
+        if index >= self.channels.len() {
+            self.channels.resize_with(index + 1, || None);
+        }
+        let max_message = self.config.max_message_size;
+        let slot = self.channels.get_mut(index)?;
+        Some(slot.get_or_insert_with(|| {
+            Box::new(Channel {
+                assembler: Assembler::new(max_message),
+                session: None,
+            })
+        }))
+    }
+
+    fn on_incoming(&mut self, channel: u16, incoming: Incoming) {
+        match incoming {
+            Incoming::Control(control) => self.on_control(channel, control),
+            Incoming::Command {
+                header,
+                command,
+                message_header,
+                body,
+            } => self.on_command(channel, header.sync, command, message_header, body),
+        }
+    }
+
+    fn on_control(&mut self, channel: u16, control: Control) {
+        match control {
+            Control::ConnectionStartOk(c) if self.phase == Phase::AwaitStartOk && channel == 0 => {
+                match handshake::authenticate(&self.config, self.peer, &c) {
+                    Ok(user) => {
+                        debug!(peer = %self.peer, %user, "authenticated");
+                        self.write_control(0, handshake::tune(&self.config).into());
+                        self.phase = Phase::AwaitTuneOk;
+                    }
+                    Err(reason) => {
+                        info!(peer = %self.peer, "login refused: {reason}");
+                        self.fault(ConnectionFault {
+                            code: CloseCode::ConnectionForced,
+                            text: reason,
+                        });
+                    }
+                }
+            }
+            Control::ConnectionTuneOk(c) if self.phase == Phase::AwaitTuneOk && channel == 0 => {
+                let offered = usize::from(self.config.max_frame_size);
+                let frame = c.max_frame_size.map(usize::from).unwrap_or(offered);
+                if frame < MIN_MAX_FRAME_SIZE.min(offered) || frame > offered {
+                    self.fault(ConnectionFault::framing(format!(
+                        "tune-ok max-frame-size {frame} outside [{MIN_MAX_FRAME_SIZE}, {offered}]"
+                    )));
+                    return;
+                }
+                self.max_frame = frame.max(FRAME_HEADER_SIZE + 1);
+                self.channel_max = c
+                    .channel_max
+                    .filter(|&m| m > 0)
+                    .unwrap_or(self.config.channel_max)
+                    .min(self.config.channel_max);
+                self.heartbeat = c.heartbeat.unwrap_or(0).min(self.config.heartbeat_max);
+                self.phase = Phase::AwaitOpen;
+            }
+            Control::ConnectionOpen(_) if self.phase == Phase::AwaitOpen && channel == 0 => {
+                // One virtual host: any name is accepted, as qpidd does.
+                let open_ok = ConnectionOpenOk {
+                    known_hosts: Some(Array::of_str16(std::iter::empty::<&str>())),
+                };
+                self.write_control(0, open_ok.into());
+                self.phase = Phase::Open;
+            }
+            Control::ConnectionHeartbeat(_) => {}
+            Control::ConnectionClose(c) => {
+                debug!(peer = %self.peer, code = ?c.reply_code, "client closed the connection");
+                self.write_control(0, ConnectionCloseOk {}.into());
+                self.phase = Phase::Finished;
+            }
+            Control::ConnectionCloseOk(_) => self.phase = Phase::Finished,
+            c if c.class_code() == ConnectionClose::CLASS_CODE => {
+                self.fault(ConnectionFault::framing(format!(
+                    "unexpected {} on channel {channel}",
+                    c.name()
+                )));
+            }
+            _ if self.phase != Phase::Open => {
+                self.fault(ConnectionFault::framing(
+                    "session control before connection.open-ok",
+                ));
+            }
+            Control::SessionAttach(c) => self.attach(channel, c.name.unwrap_or_default()),
+            other => self.on_session_control(channel, other),
+        }
+    }
+
+    fn attach(&mut self, channel: u16, name: Bytes) {
+        let max_frame = self.max_frame;
+        let attached_elsewhere = self.channels.iter().enumerate().any(|(i, c)| {
+            i != usize::from(channel)
+                && c.as_ref()
+                    .and_then(|c| c.session.as_ref())
+                    .is_some_and(|s| s.name == name)
+        });
+        let owner = self.broker.next_owner_id();
+        let Some(c) = self.channel_mut(channel) else {
+            return;
+        };
+        let mut out = BytesMut::new();
+        match &c.session {
+            Some(s) if s.name == name => {
+                // Idempotent re-attach.
+                s.write_control(
+                    &mut out,
+                    max_frame,
+                    SessionAttached { name: Some(name) }.into(),
+                );
+            }
+            Some(_) | None if attached_elsewhere || c.session.is_some() => {
+                let detached = SessionDetached {
+                    name: Some(name),
+                    code: Some(DetachCode::SessionBusy),
+                };
+                let _ = write_control_framed(&mut out, channel, &detached.into(), max_frame);
+            }
+            _ => {
+                let session = Session::new(name.clone(), channel, owner);
+                session.write_control(
+                    &mut out,
+                    max_frame,
+                    SessionAttached { name: Some(name) }.into(),
+                );
+                session.write_attached_command_point(&mut out, max_frame);
+                c.session = Some(session);
+            }
+        }
+        self.out.unsplit(out);
+    }
+
+    fn on_session_control(&mut self, channel: u16, control: Control) {
+        let max_frame = self.max_frame;
+        let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) else {
+            return;
+        };
+        let Some(session) = c.session.as_mut() else {
+            // 0-10: controls for a session that is not attached get detached(not-attached).
+            if !matches!(control, Control::SessionDetached(_)) {
+                let detached = SessionDetached {
+                    name: None,
+                    code: Some(DetachCode::NotAttached),
+                };
+                let _ = write_control_framed(&mut self.out, channel, &detached.into(), max_frame);
+            }
+            return;
+        };
+        match control {
+            Control::SessionDetach(d) => {
+                let name = d.name.unwrap_or_default();
+                let code = if name == session.name {
+                    DetachCode::Normal
+                } else {
+                    DetachCode::NotAttached
+                };
+                let detached = SessionDetached {
+                    name: Some(name),
+                    code: Some(code),
+                };
+                session.write_control(&mut self.out, max_frame, detached.into());
+                self.end_session(channel);
+            }
+            Control::SessionDetached(_) => self.end_session(channel),
+            Control::SessionRequestTimeout(t) => {
+                // Sessions do not outlive their connection yet, so the timeout we grant is 0.
+                let _ = t;
+                session.write_control(
+                    &mut self.out,
+                    max_frame,
+                    SessionTimeout { timeout: Some(0) }.into(),
+                );
+            }
+            Control::SessionTimeout(_) => {}
+            Control::SessionCommandPoint(p) => {
+                session.set_command_point(p.command_id.unwrap_or(0));
+            }
+            Control::SessionCompleted(c) => {
+                if let Some(commands) = c.commands {
+                    session.peer_completed(&commands);
+                    if c.timely_reply {
+                        session.write_control(
+                            &mut self.out,
+                            max_frame,
+                            Session::known_completed_reply(commands),
+                        );
+                    }
+                }
+            }
+            Control::SessionKnownCompleted(k) => {
+                if let Some(commands) = k.commands {
+                    session.known_completed(&commands);
+                }
+            }
+            Control::SessionFlush(f) => {
+                if f.completed {
+                    session.flush_completion(&mut self.out, max_frame, true);
+                }
+                if f.expected || f.confirmed {
+                    // Without resumable sessions nothing is ever replayed: an empty set says
+                    // exactly that.
+                    let empty = ferry_amqp010::SequenceSet::new();
+                    if f.expected {
+                        let expected = ferry_amqp010::SessionExpected {
+                            commands: Some(empty.clone()),
+                            fragments: None,
+                        };
+                        session.write_control(&mut self.out, max_frame, expected.into());
+                    }
+                    if f.confirmed {
+                        let confirmed = ferry_amqp010::SessionConfirmed {
+                            commands: Some(empty),
+                            fragments: None,
+                        };
+                        session.write_control(&mut self.out, max_frame, confirmed.into());
+                    }
+                }
+            }
+            Control::SessionExpected(_) | Control::SessionConfirmed(_) => {}
+            Control::SessionGap(_) => {
+                let codes = (0, 0);
+                self.command_failed(channel, codes, Exception::not_implemented("session.gap"));
+            }
+            Control::SessionAttached(_) => {}
+            other => {
+                self.fault(ConnectionFault::framing(format!(
+                    "unexpected {} on channel {channel}",
+                    other.name()
+                )));
+            }
+        }
+    }
+
+    fn on_command(
+        &mut self,
+        channel: u16,
+        sync: bool,
+        command: Command,
+        header: Option<Bytes>,
+        body: Bytes,
+    ) {
+        let codes = (command.class_code(), command.code());
+        let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) else {
+            return;
+        };
+        let Some(session) = c.session.as_mut() else {
+            let detached = SessionDetached {
+                name: None,
+                code: Some(DetachCode::NotAttached),
+            };
+            let _ = write_control_framed(&mut self.out, channel, &detached.into(), self.max_frame);
+            return;
+        };
+        if session.state == SessionState::Failed {
+            return;
+        }
+        let id = session.next_command_id();
+        let mut env = Env {
+            broker: &self.broker,
+            outbox: &self.outbox,
+            out: &mut self.out,
+            max_frame: self.max_frame,
+            consumers: &mut self.consumers,
+        };
+        match commands::execute(session, &mut env, id, command, header, body) {
+            Ok(()) => {
+                session.complete(id);
+                if sync {
+                    session.flush_completion(env.out, env.max_frame, true);
+                } else if !self.dirty.contains(&channel) {
+                    self.dirty.push(channel);
+                }
+            }
+            Err(e) => session.fail(&mut env, id, codes, e),
+        }
+    }
+
+    /// A command that could not even be decoded still used an id; report it against that id.
+    fn command_failed(&mut self, channel: u16, codes: (u8, u8), exception: Exception) {
+        let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) else {
+            return;
+        };
+        let Some(session) = c.session.as_mut() else {
+            return;
+        };
+        if session.state == SessionState::Failed {
+            return;
+        }
+        let id = session.next_command_id();
+        let mut env = Env {
+            broker: &self.broker,
+            outbox: &self.outbox,
+            out: &mut self.out,
+            max_frame: self.max_frame,
+            consumers: &mut self.consumers,
+        };
+        session.fail(&mut env, id, codes, exception);
+    }
+
+    fn end_session(&mut self, channel: u16) {
+        let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) else {
+            return;
+        };
+        if let Some(mut session) = c.session.take() {
+            let mut env = Env {
+                broker: &self.broker,
+                outbox: &self.outbox,
+                out: &mut self.out,
+                max_frame: self.max_frame,
+                consumers: &mut self.consumers,
+            };
+            session.end(&mut env);
+        }
+        // A fresh assembler: leftovers of the old session's input must not leak into a new one.
+        c.assembler = Assembler::new(self.config.max_message_size);
+    }
+
+    fn on_outbox_item(&mut self, item: OutboxItem) {
+        match item {
+            OutboxItem::Deliver(d) => {
+                let session = self
+                    .consumers
+                    .get(&d.consumer)
+                    .and_then(|ch| self.channels.get_mut(usize::from(*ch)))
+                    .and_then(|c| c.as_mut())
+                    .and_then(|c| c.session.as_mut());
+                match session {
+                    Some(s) => {
+                        s.deliver(&mut self.out, self.max_frame, d);
+                    }
+                    None => {
+                        if d.acquired {
+                            d.queue.release([(d.position, d.message)], false);
+                        }
+                    }
+                }
+            }
+            OutboxItem::ConsumerCancelled { consumer, .. } => {
+                // The queue is gone; qpidd leaves the subscription to fail later. Forget it so
+                // its destination can be reused.
+                if let Some(ch) = self.consumers.remove(&consumer) {
+                    if let Some(Some(c)) = self.channels.get_mut(usize::from(ch)) {
+                        if let Some(s) = c.session.as_mut() {
+                            s.forget_consumer(consumer);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends connection.close and waits (briefly) for close-ok, ignoring everything else.
+    fn fault(&mut self, fault: ConnectionFault) {
+        if matches!(self.phase, Phase::Closing | Phase::Finished) {
+            return;
+        }
+        debug!(peer = %self.peer, code = ?fault.code, "closing connection: {}", fault.text);
+        let mut text = fault.text;
+        text.truncate(255);
+        let close = ConnectionClose {
+            reply_code: Some(fault.code),
+            reply_text: Some(text.into()),
+        };
+        self.write_control(0, close.into());
+        self.phase = Phase::Closing;
+        self.closing_since = Some(Instant::now());
+        // Nothing more will be processed: release the sessions' messages now.
+        self.teardown();
+    }
+
+    /// Ends every session: consumers cancelled, unsettled messages back on their queues.
+    fn teardown(&mut self) {
+        for channel in 0..self.channels.len() {
+            if let Ok(channel) = u16::try_from(channel) {
+                self.end_session(channel);
+            }
+        }
+        // Deliveries that raced with the teardown go back to their queues too.
+        let mut items = Vec::new();
+        self.outbox.take(&mut items);
+        for item in items {
+            if let OutboxItem::Deliver(d) = item {
+                if d.acquired {
+                    d.queue.release([(d.position, d.message)], false);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! One attached 0-10 session: command numbering and completion in both directions, the
+//! subscriptions it owns, and the transfers it has sent but the client has not yet settled.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use ferry_amqp010::{
+    with_redelivered, write_command, write_control_framed, write_transfer, AcceptMode, AcquireMode,
+    Command, Control, ExecutionException, ExecutionResult, MessageTransfer, SequenceSet,
+    SessionCommandPoint, SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
+};
+use ferry_core::{
+    Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
+};
+use tracing::{debug, warn};
+
+use super::convert::Exception;
+use super::outgoing::{DeliveryRecord, Outgoing};
+
+/// What a command handler needs besides its session.
+pub struct Env<'a> {
+    pub broker: &'a Arc<Broker>,
+    pub outbox: &'a Arc<Outbox>,
+    pub out: &'a mut BytesMut,
+    pub max_frame: usize,
+    /// Which channel each of this connection's consumers belongs to, for routing deliveries.
+    pub consumers: &'a mut HashMap<ConsumerId, u16>,
+}
+
+pub struct Subscription {
+    pub consumer: ConsumerId,
+    pub queue: Arc<Queue>,
+    pub destination: Str,
+    pub accept_mode: AcceptMode,
+    pub acquire_mode: AcquireMode,
+    pub window: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    Attached,
+    /// We sent an exception and session.detach; input is ignored until the peer detaches.
+    Failed,
+}
+
+pub struct Session {
+    pub name: Bytes,
+    pub channel: u16,
+    pub owner: OwnerId,
+    pub state: SessionState,
+    /// Id the next incoming command gets (set by the peer's session.command-point).
+    next_incoming: u32,
+    /// Completed incoming commands the peer has not yet acknowledged with known-completed.
+    completed: SequenceSet,
+    /// New completions since we last sent session.completed.
+    completion_pending: bool,
+    pub outgoing: Outgoing,
+    subscriptions: HashMap<ConsumerId, Subscription>,
+    by_destination: HashMap<Str, ConsumerId>,
+    /// The exchange of the last transfer: publishers nearly always reuse one destination.
+    last_exchange: Option<(Str, Arc<Exchange>)>,
+}
+
+/// session.completed asks for known-completed once the unacknowledged span gets this wide,
+/// as qpidd does, so the set we keep stays small.
+const TIMELY_REPLY_SPAN: u64 = 1000;
+
+impl Session {
+    pub fn new(name: Bytes, channel: u16, owner: OwnerId) -> Session {
+        Session {
+            name,
+            channel,
+            owner,
+            state: SessionState::Attached,
+            next_incoming: 0,
+            completed: SequenceSet::new(),
+            completion_pending: false,
+            outgoing: Outgoing::default(),
+            subscriptions: HashMap::new(),
+            by_destination: HashMap::new(),
+            last_exchange: None,
+        }
+    }
+
+    /// The broker sends commands too (transfers, results), numbered from zero: say so.
+    pub fn write_attached_command_point(&self, out: &mut BytesMut, max_frame: usize) {
+        let point = SessionCommandPoint {
+            command_id: Some(self.outgoing.next_id()),
+            command_offset: Some(0),
+        };
+        self.write_control(out, max_frame, point.into());
+    }
+
+    pub fn write_control(&self, out: &mut BytesMut, max_frame: usize, control: Control) {
+        if let Err(e) = write_control_framed(out, self.channel, &control, max_frame) {
+            warn!("cannot encode {}: {e}", control.name());
+        }
+    }
+
+    pub fn set_command_point(&mut self, id: u32) {
+        self.next_incoming = id;
+    }
+
+    /// Numbers the next incoming command.
+    pub fn next_command_id(&mut self) -> u32 {
+        let id = self.next_incoming;
+        self.next_incoming = id.wrapping_add(1);
+        id
+    }
+
+    pub fn complete(&mut self, id: u32) {
+        self.completed.add(id);
+        self.completion_pending = true;
+    }
+
+    pub fn known_completed(&mut self, commands: &SequenceSet) {
+        for &(lo, hi) in commands.ranges() {
+            self.completed.remove_range(lo, hi);
+        }
+    }
+
+    /// Sends session.completed if anything completed since the last one (once per read
+    /// batch, so a pipelining publisher gets one control per batch, not per message).
+    pub fn flush_completion(&mut self, out: &mut BytesMut, max_frame: usize, force: bool) {
+        if !(self.completion_pending || force) || self.state != SessionState::Attached {
+            return;
+        }
+        self.completion_pending = false;
+        let span = match (self.completed.first(), self.completed.last()) {
+            (Some(lo), Some(hi)) => u64::from(hi.wrapping_sub(lo)) + 1,
+            _ => 0,
+        };
+        let completed = SessionCompleted {
+            commands: Some(self.completed.clone()),
+            timely_reply: span > TIMELY_REPLY_SPAN,
+        };
+        self.write_control(out, max_frame, completed.into());
+    }
+
+    pub fn write_command(&mut self, env: &mut Env, command: Command) {
+        if let Err(e) = write_command(env.out, self.channel, &command, false, env.max_frame) {
+            warn!("cannot encode {}: {e}", command.name());
+            return;
+        }
+        self.outgoing.push_plain();
+    }
+
+    pub fn write_result(&mut self, env: &mut Env, result: Result<ExecutionResult, String>) {
+        match result {
+            Ok(r) => self.write_command(env, r.into()),
+            Err(e) => warn!("cannot encode result: {e}"),
+        }
+    }
+
+    /// Reports a failed command and detaches, as qpidd does; the session's consumers and
+    /// unsettled messages are released at once.
+    pub fn fail(&mut self, env: &mut Env, command_id: u32, codes: (u8, u8), e: Exception) {
+        debug!(session = %String::from_utf8_lossy(&self.name), ?e, "execution exception");
+        let exception = ExecutionException {
+            error_code: Some(e.code),
+            command_id: Some(command_id),
+            class_code: Some(codes.0),
+            command_code: Some(codes.1),
+            field_index: e.field_index,
+            description: Some(Str::from(truncate(&e.description, 255))),
+            error_info: None,
+        };
+        self.write_command(env, exception.into());
+        let detach = SessionDetach {
+            name: Some(self.name.clone()),
+        };
+        self.write_control(env.out, env.max_frame, detach.into());
+        self.state = SessionState::Failed;
+        self.end(env);
+    }
+
+    /// Releases everything the session holds: consumers, unsettled messages, exclusive
+    /// queues. Idempotent.
+    pub fn end(&mut self, env: &mut Env) {
+        for (id, sub) in self.subscriptions.drain() {
+            env.consumers.remove(&id);
+            env.broker.cancel_consumer(&sub.queue, id);
+        }
+        self.by_destination.clear();
+        let unsettled = self.outgoing.drain_unsettled();
+        release_to_queues(
+            unsettled
+                .into_iter()
+                .filter(|r| r.acquired)
+                .filter_map(|r| Some((r.queue, r.position, r.message?))),
+            true,
+        );
+        env.broker.release_owner(self.owner);
+        self.last_exchange = None;
+    }
+
+    pub fn exchange_for(&mut self, broker: &Broker, name: &Str) -> Option<Arc<Exchange>> {
+        if let Some((cached, exchange)) = &self.last_exchange {
+            if cached == name && !exchange.is_deleted() {
+                return Some(exchange.clone());
+            }
+        }
+        let exchange = broker.exchange(name.as_str().ok()?)?;
+        self.last_exchange = Some((name.clone(), exchange.clone()));
+        Some(exchange)
+    }
+
+    pub fn subscription(&self, destination: &Str) -> Option<&Subscription> {
+        self.by_destination
+            .get(destination)
+            .and_then(|id| self.subscriptions.get(id))
+    }
+
+    pub fn subscription_mut(&mut self, destination: &Str) -> Option<&mut Subscription> {
+        let id = self.by_destination.get(destination)?;
+        self.subscriptions.get_mut(id)
+    }
+
+    pub fn add_subscription(&mut self, sub: Subscription) {
+        self.by_destination
+            .insert(sub.destination.clone(), sub.consumer);
+        self.subscriptions.insert(sub.consumer, sub);
+    }
+
+    pub fn remove_subscription(&mut self, destination: &Str) -> Option<Subscription> {
+        let id = self.by_destination.remove(destination)?;
+        self.subscriptions.remove(&id)
+    }
+
+    pub fn forget_consumer(&mut self, consumer: ConsumerId) {
+        if let Some(sub) = self.subscriptions.remove(&consumer) {
+            self.by_destination.remove(&sub.destination);
+        }
+    }
+
+    /// Writes one delivery as a message.transfer and records it. Returns false (and puts
+    /// the message back) if the subscription no longer exists here.
+    pub fn deliver(&mut self, out: &mut BytesMut, max_frame: usize, d: Delivery) -> bool {
+        let Some(sub) = self.subscriptions.get(&d.consumer) else {
+            if d.acquired {
+                d.queue.release([(d.position, d.message)], false);
+            }
+            return false;
+        };
+        let transfer = MessageTransfer {
+            destination: Some(sub.destination.clone()),
+            accept_mode: Some(sub.accept_mode),
+            acquire_mode: Some(sub.acquire_mode),
+        };
+        let header = outgoing_header(&d.message, d.redelivered);
+        if let Err(e) = write_transfer(
+            out,
+            self.channel,
+            &transfer,
+            false,
+            &header,
+            &d.message.body,
+            max_frame,
+        ) {
+            warn!("cannot encode transfer: {e}");
+            if d.acquired {
+                d.queue.release([(d.position, d.message)], false);
+            }
+            return false;
+        }
+        // With accept-mode none the message is settled as soon as it is sent.
+        let settled_now = d.acquired && sub.accept_mode == AcceptMode::None;
+        if settled_now {
+            d.queue.accept(d.position);
+        }
+        self.outgoing.push_transfer(DeliveryRecord {
+            consumer: d.consumer,
+            queue: d.queue,
+            position: d.position,
+            message: (!settled_now).then_some(d.message.clone()),
+            acquired: d.acquired,
+            credit_bytes: u32::try_from(d.message.size).unwrap_or(u32::MAX),
+            window_credit: sub.window,
+            completed: false,
+        });
+        true
+    }
+
+    /// The peer completed some of our commands: refund window credit.
+    pub fn peer_completed(&mut self, commands: &SequenceSet) {
+        for id in commands.iter() {
+            if let Some((consumer, bytes)) = self.outgoing.complete(id) {
+                if let Some(sub) = self.subscriptions.get(&consumer) {
+                    let _ = sub.queue.add_credit(consumer, 1, bytes);
+                }
+            }
+        }
+        self.outgoing.trim();
+    }
+
+    /// Should the peer be asked for known-completed? (qpidd answers every timely-reply.)
+    pub fn known_completed_reply(commands: SequenceSet) -> Control {
+        SessionKnownCompleted {
+            commands: Some(commands),
+        }
+        .into()
+    }
+}
+
+/// The header segment to send: as received, with `redelivered` set when it must be.
+fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
+    let raw = match &message.header {
+        ProtocolHeader::Amqp010(raw) => raw.clone(),
+        ProtocolHeader::None => Bytes::new(),
+    };
+    if !redelivered {
+        return raw;
+    }
+    // A header that does not decode was accepted on the way in only if it decoded then,
+    // so this cannot fail in practice; fall back to the header as is.
+    with_redelivered(&raw).unwrap_or(raw)
+}
+
+/// A message taken back from a consumer: its queue, its position there, the message.
+pub type Unsettled = (Arc<Queue>, u64, Arc<Message>);
+
+/// Puts acquired messages back on their queues, one release call per queue so each queue
+/// re-sorts and re-dispatches once.
+pub fn release_to_queues(entries: impl IntoIterator<Item = Unsettled>, set_redelivered: bool) {
+    type Positioned = Vec<(u64, Arc<Message>)>;
+    let mut per_queue: Vec<(Arc<Queue>, Positioned)> = Vec::new();
+    for (queue, position, message) in entries {
+        match per_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &queue)) {
+            Some((_, list)) => list.push((position, message)),
+            None => per_queue.push((queue, vec![(position, message)])),
+        }
+    }
+    for (queue, list) in per_queue {
+        queue.release(list, set_redelivered);
+    }
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}

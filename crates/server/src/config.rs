@@ -1,0 +1,54 @@
+//! Settings the server needs at run time, independent of how they were given
+//! (command line, config file or a test).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// How clients may authenticate until the users database lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// ANONYMOUS and PLAIN with any credentials are accepted.
+    None,
+    /// Only PLAIN, and only the built-in `guest`/`guest` user from loopback.
+    GuestOnly,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub interface: IpAddr,
+    /// 0 asks the OS for a free port (tests, and qpidd's `--port 0`).
+    pub port: u16,
+    pub tcp_nodelay: bool,
+    pub auth: AuthMode,
+    pub max_connections: usize,
+    /// Largest frame we offer in connection.tune; clients may ask for less.
+    pub max_frame_size: u16,
+    pub channel_max: u16,
+    /// Largest message (header + body) a peer may send; bounds per-connection memory.
+    pub max_message_size: usize,
+    /// Heartbeat interval we propose (seconds, 0 = none); the client picks within [min, max].
+    pub heartbeat_max: u16,
+    /// How long a new connection may take to finish the handshake.
+    pub handshake_timeout: Duration,
+    /// Outbound bytes buffered for one connection before we stop reading from it and stop
+    /// taking deliveries for it: a peer that never reads cannot grow our memory.
+    pub write_high_water: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            interface: IpAddr::from([127, 0, 0, 1]),
+            port: 5672,
+            tcp_nodelay: true,
+            auth: AuthMode::None,
+            max_connections: 500,
+            max_frame_size: 65535,
+            channel_max: 256,
+            max_message_size: 100 * 1024 * 1024,
+            heartbeat_max: 120,
+            handshake_timeout: Duration::from_secs(10),
+            write_high_water: 1024 * 1024,
+        }
+    }
+}

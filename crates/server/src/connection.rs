@@ -1,0 +1,44 @@
+//! The first bytes of a connection choose its protocol.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use ferry_amqp010::{ProtocolHeader, PROTOCOL_HEADER};
+use ferry_core::Broker;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tracing::debug;
+
+use crate::config::ServerConfig;
+use crate::listener::Shutdown;
+
+pub async fn run(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    config: Arc<ServerConfig>,
+    shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let mut header = [0u8; 8];
+    let read = tokio::time::timeout(config.handshake_timeout, stream.read_exact(&mut header)).await;
+    match read {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            debug!(%peer, "no protocol header in time");
+            return Ok(());
+        }
+    }
+    // Whatever the peer asked for, it gets the header we speak; only a match continues
+    // (AMQP's rule for version negotiation).
+    stream.write_all(&PROTOCOL_HEADER).await?;
+    match ProtocolHeader::parse(&header) {
+        Some(h) if h.is_amqp010() => {
+            crate::amqp010::run(stream, peer, broker, config, shutdown).await
+        }
+        other => {
+            debug!(%peer, ?other, "unsupported protocol header");
+            stream.shutdown().await
+        }
+    }
+}
