@@ -1,6 +1,8 @@
 //! Starts a real ferryd process on a free loopback port for one test and stops it on drop.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
