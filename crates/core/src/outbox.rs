@@ -1,6 +1,6 @@
 //! Per-connection hand-off of deliveries from queues to the connection's writer task.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -41,13 +41,31 @@ pub enum OutboxItem {
 ///
 /// Queues push under their own lock; the writer swaps the whole batch out, writes it, and
 /// flushes once. Only the empty→non-empty transition wakes the writer, so a burst of N deliveries
-/// costs one wake-up. Memory is bounded by consumer credit: a queue only pushes what credit
-/// allows.
+/// costs one wake-up.
+///
+/// Memory is bounded twice: by consumer credit, and by the outbox's own room
+/// ([`OUTBOX_MAX_ITEMS`], [`OUTBOX_MAX_BYTES`]), so a consumer with unlimited credit on a
+/// connection that stops writing (a peer that never reads) cannot make it grow without bound.
+/// A queue that finds no room registers itself; the next [`Outbox::take`] re-runs its dispatch.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    items: Mutex<Vec<OutboxItem>>,
+    inner: Mutex<Inner>,
     notify: Notify,
 }
+
+#[derive(Debug, Default)]
+struct Inner {
+    items: Vec<OutboxItem>,
+    /// Message bytes in `items`.
+    bytes: u64,
+    /// Queues that stopped dispatching to this outbox for want of room.
+    waiting: Vec<Weak<Queue>>,
+}
+
+/// Most deliveries an outbox holds before queues stop pushing into it.
+pub const OUTBOX_MAX_ITEMS: usize = 4096;
+/// Most message bytes an outbox holds before queues stop pushing (one message may overshoot).
+pub const OUTBOX_MAX_BYTES: u64 = 8 << 20;
 
 impl Outbox {
     pub fn new() -> Arc<Outbox> {
@@ -56,9 +74,10 @@ impl Outbox {
 
     pub fn push(&self, item: OutboxItem) {
         let was_empty = {
-            let mut items = self.items.lock();
-            let was_empty = items.is_empty();
-            items.push(item);
+            let mut inner = self.inner.lock();
+            let was_empty = inner.items.is_empty();
+            inner.bytes += item_bytes(&item);
+            inner.items.push(item);
             was_empty
         };
         if was_empty {
@@ -66,34 +85,72 @@ impl Outbox {
         }
     }
 
-    /// Moves all of `batch` in, leaving `batch` empty with its capacity (dispatch reuses it).
-    pub(crate) fn push_batch(&self, batch: &mut Vec<OutboxItem>) {
-        if batch.is_empty() {
+    /// Room left for deliveries: (items, bytes).
+    pub(crate) fn room(&self) -> (usize, u64) {
+        let inner = self.inner.lock();
+        (
+            OUTBOX_MAX_ITEMS.saturating_sub(inner.items.len()),
+            OUTBOX_MAX_BYTES.saturating_sub(inner.bytes),
+        )
+    }
+
+    /// Moves all of `batch` (holding `bytes` of messages) in, leaving `batch` empty with its
+    /// capacity (dispatch reuses it). With `wait_on`, the queue ran out of room here and asks
+    /// to be dispatched again after the next take; registering under the same lock as the
+    /// writer's take means the request cannot be missed.
+    pub(crate) fn push_batch(
+        &self,
+        batch: &mut Vec<OutboxItem>,
+        bytes: u64,
+        wait_on: Option<&Arc<Queue>>,
+    ) {
+        if batch.is_empty() && wait_on.is_none() {
             return;
         }
-        let was_empty = {
-            let mut items = self.items.lock();
-            let was_empty = items.is_empty();
-            if was_empty && items.capacity() < batch.capacity() {
-                std::mem::swap(&mut *items, batch);
+        let wake = {
+            let mut inner = self.inner.lock();
+            let was_empty = inner.items.is_empty();
+            if was_empty && inner.items.capacity() < batch.capacity() {
+                std::mem::swap(&mut inner.items, batch);
             } else {
-                items.append(batch);
+                inner.items.append(batch);
             }
-            was_empty
+            inner.bytes += bytes;
+            if let Some(queue) = wait_on {
+                if !inner
+                    .waiting
+                    .iter()
+                    .any(|w| w.as_ptr() == Arc::as_ptr(queue))
+                {
+                    inner.waiting.push(Arc::downgrade(queue));
+                }
+            }
+            // An empty outbox with a waiting queue must still wake the writer, or nobody
+            // would ever take and re-dispatch.
+            was_empty && !(inner.items.is_empty() && inner.waiting.is_empty())
         };
-        if was_empty {
+        if wake {
             self.notify.notify_one();
         }
     }
 
     /// Moves everything queued into `buf`. When `buf` is empty (the steady state: the writer
-    /// clears it after writing) the vectors are swapped, so neither side allocates.
+    /// clears it after writing) the vectors are swapped, so neither side allocates. Queues
+    /// that were waiting for room are then dispatched again (outside the outbox lock, which
+    /// ranks below queue locks).
     pub fn take(&self, buf: &mut Vec<OutboxItem>) {
-        let mut items = self.items.lock();
-        if buf.is_empty() {
-            std::mem::swap(&mut *items, buf);
-        } else {
-            buf.append(&mut items);
+        let waiting = {
+            let mut inner = self.inner.lock();
+            if buf.is_empty() {
+                std::mem::swap(&mut inner.items, buf);
+            } else {
+                buf.append(&mut inner.items);
+            }
+            inner.bytes = 0;
+            std::mem::take(&mut inner.waiting)
+        };
+        for queue in waiting.iter().filter_map(Weak::upgrade) {
+            queue.redispatch();
         }
     }
 
@@ -105,11 +162,18 @@ impl Outbox {
     }
 
     pub fn len(&self) -> usize {
-        self.items.lock().len()
+        self.inner.lock().items.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.lock().is_empty()
+        self.inner.lock().items.is_empty()
+    }
+}
+
+fn item_bytes(item: &OutboxItem) -> u64 {
+    match item {
+        OutboxItem::Deliver(d) => d.message.size,
+        OutboxItem::ConsumerCancelled { .. } => 0,
     }
 }
 
@@ -157,7 +221,7 @@ mod tests {
         let ob = Outbox::default();
         ob.push(cancelled(1));
         let mut batch = vec![cancelled(2), cancelled(3)];
-        ob.push_batch(&mut batch);
+        ob.push_batch(&mut batch, 0, None);
         assert!(batch.is_empty());
         let mut buf = Vec::new();
         ob.take(&mut buf);

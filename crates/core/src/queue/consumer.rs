@@ -5,6 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::outbox::{Outbox, OutboxItem};
+use crate::queue::Queue;
 use crate::{ConsumerId, OwnerId};
 
 /// What a protocol layer supplies to subscribe.
@@ -33,6 +34,9 @@ pub(crate) struct Consumer {
     /// Deliveries made during one dispatch pass, handed to the outbox in one push. Kept here so
     /// its capacity is reused across passes.
     pub(crate) staged: Vec<OutboxItem>,
+    pub(crate) staged_bytes: u64,
+    /// Outbox room left in the current dispatch pass (items, bytes).
+    pub(crate) room: (usize, u64),
 }
 
 impl Consumer {
@@ -43,15 +47,27 @@ impl Consumer {
             credit_bytes: 0,
             cursor: 0,
             staged: Vec::new(),
+            staged_bytes: 0,
+            room: (usize::MAX, u64::MAX),
         }
     }
 
     pub(crate) fn has_credit_for(&self, size: u64) -> bool {
-        self.credit_messages > 0
+        self.room.0 > 0
+            && self.room.1 > 0
+            && self.credit_messages > 0
             && (self.credit_bytes == UNLIMITED || size <= u64::from(self.credit_bytes))
     }
 
+    /// Starts a dispatch pass: how much the connection's outbox can take now.
+    pub(crate) fn begin_pass(&mut self) {
+        self.room = self.spec.outbox.room();
+    }
+
     pub(crate) fn charge(&mut self, size: u64) {
+        self.room.0 = self.room.0.saturating_sub(1);
+        self.room.1 = self.room.1.saturating_sub(size);
+        self.staged_bytes += size;
         if self.credit_messages != UNLIMITED {
             self.credit_messages = self.credit_messages.saturating_sub(1);
         }
@@ -72,8 +88,14 @@ impl Consumer {
         self.credit_bytes = 0;
     }
 
-    pub(crate) fn flush_staged(&mut self) {
-        self.spec.outbox.push_batch(&mut self.staged);
+    /// Hands the pass's deliveries to the outbox. A consumer that still has credit but ran
+    /// out of outbox room asks to be dispatched again once the writer has drained it.
+    pub(crate) fn flush_staged(&mut self, queue: &Arc<Queue>) {
+        let out_of_room = (self.room.0 == 0 || self.room.1 == 0) && self.credit_messages > 0;
+        let bytes = std::mem::take(&mut self.staged_bytes);
+        self.spec
+            .outbox
+            .push_batch(&mut self.staged, bytes, out_of_room.then_some(queue));
     }
 }
 

@@ -303,6 +303,11 @@ impl Queue {
         self.with_consumer(&mut st, consumer, Consumer::stop)
     }
 
+    /// Runs dispatch again: an outbox that was full has been drained.
+    pub(crate) fn redispatch(self: &Arc<Self>) {
+        self.state.lock().dispatch(self);
+    }
+
     /// Delivers what the consumer's credit allows now, then zeroes its credit (0-10
     /// message.flush).
     pub fn flush(self: &Arc<Self>, consumer: ConsumerId) -> Result<(), BrokerError> {

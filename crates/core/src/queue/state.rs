@@ -228,6 +228,9 @@ impl QueueState {
             return;
         }
         let mut clock = Clock::default();
+        for c in &mut self.consumers {
+            c.begin_pass();
+        }
         for ci in 0..self.consumers.len() {
             if self.consumers.get(ci).is_some_and(|c| !c.spec.acquire) {
                 self.dispatch_browser(ci, queue, &mut clock);
@@ -235,7 +238,7 @@ impl QueueState {
         }
         self.dispatch_acquirers(queue, &mut clock);
         for c in &mut self.consumers {
-            c.flush_staged();
+            c.flush_staged(queue);
         }
     }
 

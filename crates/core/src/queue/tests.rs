@@ -416,3 +416,54 @@ fn one_wakeup_per_burst() {
     q.add_credit(1, u32::MAX, u32::MAX).unwrap();
     assert_eq!(ob.len(), 3);
 }
+
+#[test]
+fn a_full_outbox_stops_dispatch_until_taken_even_with_unlimited_credit() {
+    use crate::outbox::OUTBOX_MAX_ITEMS;
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    let total = OUTBOX_MAX_ITEMS * 2 + 10;
+    for _ in 0..total {
+        q.enqueue(msg("x")).unwrap();
+    }
+    // The writer has not taken anything: the outbox holds at most its bound.
+    assert_eq!(ob.len(), OUTBOX_MAX_ITEMS);
+    assert_eq!(q.message_count() as usize, total - OUTBOX_MAX_ITEMS);
+    // Each take drains and lets the waiting queue refill it.
+    let mut seen = 0;
+    for _ in 0..4 {
+        seen += deliveries(&ob).len();
+    }
+    assert_eq!(seen, total);
+    assert_eq!(q.message_count(), 0);
+}
+
+#[test]
+fn a_full_outbox_does_not_strand_messages_when_the_writer_takes_concurrently() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    let total = 50_000;
+    let producer = {
+        let q = q.clone();
+        std::thread::spawn(move || {
+            for _ in 0..total {
+                q.enqueue(msg("y")).unwrap();
+            }
+        })
+    };
+    let mut seen = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while seen < total && std::time::Instant::now() < deadline {
+        seen += deliveries(&ob).len();
+        if ob.is_empty() {
+            std::thread::yield_now();
+        }
+    }
+    producer.join().unwrap();
+    seen += deliveries(&ob).len();
+    assert_eq!(seen, total);
+}
