@@ -126,3 +126,80 @@ impl Outgoing {
         drained
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use ferry_core::{Broker, BrokerConfig, QueueOptions};
+
+    fn record(queue: &Arc<Queue>, position: u64, window: bool) -> DeliveryRecord {
+        DeliveryRecord {
+            consumer: 7,
+            queue: queue.clone(),
+            position,
+            message: Some(Arc::new(Message::new("", "q", Bytes::from_static(b"m")))),
+            acquired: true,
+            credit_bytes: 10,
+            window_credit: window,
+            completed: false,
+        }
+    }
+
+    fn queue() -> Arc<Queue> {
+        let broker = Broker::new(BrokerConfig::default());
+        broker
+            .declare_queue("q", QueueOptions::default(), false, 1)
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn ids_count_every_outgoing_command() {
+        let q = queue();
+        let mut out = Outgoing::default();
+        assert_eq!(out.push_plain(), 0);
+        assert_eq!(out.push_transfer(record(&q, 1, false)), 1);
+        assert_eq!(out.push_plain(), 2);
+        assert_eq!(out.next_id(), 3);
+    }
+
+    #[test]
+    fn records_are_forgotten_only_when_completed_and_settled() {
+        let q = queue();
+        let mut out = Outgoing::default();
+        let a = out.push_transfer(record(&q, 1, true));
+        let b = out.push_transfer(record(&q, 2, false));
+        assert_eq!(out.complete(a), Some((7, 10)));
+        assert_eq!(out.complete(a), None, "window credit is refunded once");
+        assert_eq!(out.complete(b), None, "credit mode refunds nothing");
+        assert!(out.get_mut(a).is_some(), "completed but unsettled stays");
+        assert!(out.settle(a).is_some());
+        assert!(out.settle(a).is_none(), "settling twice yields nothing");
+        out.trim();
+        assert!(out.get_mut(a).is_none());
+        assert!(out.get_mut(b).is_some());
+        assert_eq!(out.next_id(), 2, "trimming keeps numbering");
+    }
+
+    #[test]
+    fn drain_returns_unsettled_in_id_order() {
+        let q = queue();
+        let mut out = Outgoing::default();
+        out.push_transfer(record(&q, 5, false));
+        out.push_plain();
+        let settled = out.push_transfer(record(&q, 6, false));
+        out.push_transfer(record(&q, 7, false));
+        out.settle(settled);
+        let positions: Vec<u64> = out.drain_unsettled().iter().map(|r| r.position).collect();
+        assert_eq!(positions, [5, 7]);
+        assert_eq!(out.next_id(), 4);
+    }
+
+    #[test]
+    fn unknown_ids_are_ignored() {
+        let mut out = Outgoing::default();
+        assert!(out.complete(42).is_none());
+        assert!(out.settle(u32::MAX).is_none());
+    }
+}
