@@ -54,8 +54,12 @@ class ErrorTest extends InteropSupport {
         Session session = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
         Queue destination = session.createQueue("BURL:direct://" + exchange + "//ignored?routingkey='key'");
 
+        // A consumer, not a producer: the client syncs at the end of createConsumer, so the
+        // broker's 404 for the declare surfaces there. A producer's declare is not synced,
+        // and the session could be detached (as qpidd does after an exception) before a
+        // later send() notices, which then only reports "closed".
         JMSException e = assertThrows(JMSException.class,
-                () -> session.createProducer(destination).send(session.createTextMessage("nowhere to go")),
+                () -> session.createConsumer(destination),
                 "passive declare of " + exchange);
         assertNotFound(e);
         assertConnectionStillUsable(c);
