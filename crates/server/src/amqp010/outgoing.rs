@@ -87,6 +87,24 @@ impl Outgoing {
         refund
     }
 
+    /// The ids of `lo..=hi` that still have slots: peers repeat cumulative completion sets,
+    /// so walking every id of a wide range each time would cost more than the window holds.
+    pub fn live_ids(&self, lo: u32, hi: u32) -> impl Iterator<Item = u32> {
+        let base = self.base;
+        let len = self.slots.len() as u32;
+        // Work in offsets from base. A range that wraps in offset space started behind base.
+        let (start, end) = (lo.wrapping_sub(base), hi.wrapping_sub(base));
+        let span = match (start <= end, len) {
+            (_, 0) => None,
+            (true, _) if start < len => Some((start, end.min(len - 1))),
+            (true, _) => None,
+            (false, _) => Some((0, end.min(len - 1))),
+        };
+        span.into_iter()
+            .flat_map(|(first, last)| first..=last)
+            .map(move |offset| base.wrapping_add(offset))
+    }
+
     /// Takes the message out of an unsettled record so the caller can settle it.
     pub fn settle(&mut self, id: u32) -> Option<(Arc<Queue>, u64, Arc<Message>, bool)> {
         let index = self.index(id)?;
@@ -194,6 +212,24 @@ mod tests {
         let positions: Vec<u64> = out.drain_unsettled().iter().map(|r| r.position).collect();
         assert_eq!(positions, [5, 7]);
         assert_eq!(out.next_id(), 4);
+    }
+
+    #[test]
+    fn live_ids_clamp_ranges_to_the_window() {
+        let q = queue();
+        let mut out = Outgoing::default();
+        for p in 0..5 {
+            out.push_transfer(record(&q, p, false));
+        }
+        out.settle(0);
+        out.complete(0);
+        out.trim();
+        // Window is ids 1..=4.
+        assert_eq!(out.live_ids(0, 1_000_000).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(out.live_ids(3, 3).collect::<Vec<_>>(), [3]);
+        assert_eq!(out.live_ids(5, 9).count(), 0);
+        assert_eq!(out.live_ids(u32::MAX - 3, 2).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(Outgoing::default().live_ids(0, 10).count(), 0);
     }
 
     #[test]

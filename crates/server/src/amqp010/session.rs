@@ -282,13 +282,27 @@ impl Session {
         true
     }
 
-    /// The peer completed some of our commands: refund window credit.
+    /// The peer completed some of our commands: refund window credit, one credit call per
+    /// consumer for the whole set (each call takes the queue lock and dispatches).
     pub fn peer_completed(&mut self, commands: &SequenceSet) {
-        for id in commands.iter() {
-            if let Some((consumer, bytes)) = self.outgoing.complete(id) {
-                if let Some(sub) = self.subscriptions.get(&consumer) {
-                    let _ = sub.queue.add_credit(consumer, 1, bytes);
+        let mut refunds: Vec<(ConsumerId, u32, u32)> = Vec::new();
+        for &(lo, hi) in commands.ranges() {
+            for id in self.outgoing.live_ids(lo, hi) {
+                let Some((consumer, bytes)) = self.outgoing.complete(id) else {
+                    continue;
+                };
+                match refunds.iter_mut().find(|r| r.0 == consumer) {
+                    Some(r) => {
+                        r.1 = r.1.saturating_add(1);
+                        r.2 = r.2.saturating_add(bytes);
+                    }
+                    None => refunds.push((consumer, 1, bytes)),
                 }
+            }
+        }
+        for (consumer, messages, bytes) in refunds {
+            if let Some(sub) = self.subscriptions.get(&consumer) {
+                let _ = sub.queue.add_credit(consumer, messages, bytes);
             }
         }
         self.outgoing.trim();
