@@ -41,6 +41,19 @@ pub struct BoundResult {
     pub args_not_matched: bool,
 }
 
+/// URL-safe base64 of a counter and a timestamp: short, unique per broker, unguessable enough
+/// that clients do not rely on the sequence.
+fn name_suffix(n: u64, now: u64) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut v = (u128::from(now) << 64) | u128::from(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut s = String::with_capacity(22);
+    for _ in 0..22 {
+        s.push(char::from(ALPHABET[(v & 63) as usize]));
+        v >>= 6;
+    }
+    s
+}
+
 /// Besides the default (nameless direct) exchange.
 const BUILTIN_EXCHANGES: [(&str, ExchangeKind); 4] = [
     ("amq.direct", ExchangeKind::Direct),
@@ -102,6 +115,7 @@ pub struct Broker {
     default_exchange: Arc<Exchange>,
     next_consumer: AtomicU64,
     next_owner: AtomicU64,
+    next_name: AtomicU64,
 }
 
 impl Broker {
@@ -130,6 +144,7 @@ impl Broker {
             default_exchange,
             next_consumer: AtomicU64::new(1),
             next_owner: AtomicU64::new(1),
+            next_name: AtomicU64::new(1),
         })
     }
 
@@ -308,6 +323,35 @@ impl Broker {
                 "queue name {name} is reserved"
             )));
         }
+        self.create_queue(&mut reg, name, opts)
+    }
+
+    /// Creates a queue under a fresh broker-chosen name starting with `prefix` (0-9-1's
+    /// `amq.gen-…` queues). Reserved prefixes are allowed here: the broker, not the client,
+    /// picks the name, and it cannot collide with an existing queue.
+    pub fn declare_server_named_queue(
+        &self,
+        prefix: &str,
+        opts: QueueOptions,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        let mut reg = self.registry.write();
+        loop {
+            let n = self.next_name.fetch_add(1, Ordering::Relaxed);
+            // Mixing in the clock keeps names from repeating across broker restarts, which
+            // clients caching names from an earlier run would otherwise confuse.
+            let name = format!("{prefix}{}", name_suffix(n, now_ms()));
+            if !reg.queues.contains_key(&name) {
+                return self.create_queue(&mut reg, &name, opts).map(|(q, _)| q);
+            }
+        }
+    }
+
+    fn create_queue(
+        &self,
+        reg: &mut Registry,
+        name: &str,
+        opts: QueueOptions,
+    ) -> Result<(Arc<Queue>, bool), BrokerError> {
         let alternate = reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
         let limits = if opts.limits.is_unlimited() {
             self.config.default_limits

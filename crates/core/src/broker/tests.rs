@@ -714,3 +714,20 @@ fn subscribe_on_a_deleted_queue_fails() {
     });
     assert!(matches!(err, Err(BrokerError::NotFound(_))));
 }
+
+#[test]
+fn server_named_queues_may_use_reserved_prefixes_and_are_unique() {
+    let b = broker();
+    let a = b
+        .declare_server_named_queue("amq.gen-", QueueOptions::default())
+        .unwrap();
+    let c = b
+        .declare_server_named_queue("amq.gen-", QueueOptions::default())
+        .unwrap();
+    assert!(a.name().starts_with("amq.gen-"));
+    assert_ne!(a.name(), c.name());
+    assert_eq!(publish(&b, "", a.name(), "x"), 1);
+    assert!(b
+        .declare_queue("amq.gen-mine", QueueOptions::default(), false, ME)
+        .is_err());
+}

@@ -74,6 +74,17 @@ impl fmt::Debug for Queue {
     }
 }
 
+/// A message taken by [`Queue::get`].
+#[derive(Debug, Clone)]
+pub struct Got {
+    /// The handle for accept/release/reject.
+    pub position: u64,
+    pub message: Arc<Message>,
+    pub redelivered: bool,
+    /// Messages still available after this one.
+    pub remaining: u64,
+}
+
 /// What deleting a queue removed; the broker finishes the job outside its registry lock.
 pub(crate) struct Drained {
     messages: Vec<Arc<Message>>,
@@ -392,6 +403,24 @@ impl Queue {
             .into_iter()
             .filter(|p| st.acquire_at(*p, &mut clock))
             .collect()
+    }
+
+    /// Acquires the first available message for a pull-style get (0-9-1 basic.get), exactly
+    /// as a consumer's delivery would be acquired: settle it later with [`Queue::accept`],
+    /// [`Queue::release`] or [`Queue::reject`]. Expired messages met on the way are dropped.
+    /// `None` when nothing is available (or the queue was deleted).
+    pub fn get(&self) -> Option<Got> {
+        let mut st = self.state.lock();
+        if st.deleted {
+            return None;
+        }
+        let entry = st.take_front()?;
+        Some(Got {
+            position: entry.position,
+            message: entry.message,
+            redelivered: entry.redelivered,
+            remaining: st.entries.len() as u64,
+        })
     }
 
     /// Drops every available message (acquired ones are unaffected); returns how many.

@@ -184,6 +184,18 @@ impl QueueState {
         true
     }
 
+    /// Acquires the front entry, dropping expired ones before it.
+    pub(crate) fn take_front(&mut self) -> Option<Entry> {
+        let mut clock = Clock::default();
+        loop {
+            let entry = self.remove_at(0)?;
+            if !clock.expired(&entry.message) {
+                self.mark_unsettled(&entry);
+                return Some(entry);
+            }
+        }
+    }
+
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
         self.entries.clear();

@@ -467,3 +467,24 @@ fn a_full_outbox_does_not_strand_messages_when_the_writer_takes_concurrently() {
     seen += deliveries(&ob).len();
     assert_eq!(seen, total);
 }
+
+#[test]
+fn get_acquires_the_front_and_skips_expired() {
+    let q = queue();
+    let mut old = Message::new("", "q", Bytes::from_static(b"old"));
+    old.expires_at = Some(1);
+    q.enqueue(Arc::new(old)).unwrap();
+    publish(&q, &["a", "b"]);
+    let got = q.get().unwrap();
+    assert_eq!(&got.message.body[..], b"a");
+    assert_eq!(got.remaining, 1);
+    assert!(!got.redelivered);
+    assert_eq!(q.unsettled_count(), 1);
+    assert_eq!(q.release([(got.position, got.message)], true), 1);
+    let again = q.get().unwrap();
+    assert_eq!(&again.message.body[..], b"a");
+    assert!(again.redelivered);
+    assert!(q.accept(again.position));
+    assert_eq!(&q.get().unwrap().message.body[..], b"b");
+    assert!(q.get().is_none());
+}
