@@ -1,0 +1,311 @@
+//! The reader task: owns the socket's read half, cuts frames, assembles them per
+//! channel and dispatches. Per-channel state (assembler, incoming command ids,
+//! destinations) lives only here, so dispatching a transfer takes no lock but the
+//! consumer's channel send.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use ferry_amqp010::{
+    decode_frame, write_control, Assembler, AssemblyError, Command, CommandHeader,
+    ConnectionCloseOk, Control, DetachCode, Incoming, SessionDetached, SessionTimeout,
+};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
+
+use crate::connection::{ConnShared, Registration};
+use crate::error::ClientError;
+use crate::handshake::closed;
+use crate::session::SessionShared;
+use crate::subscription::RawDelivery;
+
+const READ_RESERVE: usize = 64 * 1024;
+
+pub(crate) struct ReaderConfig {
+    /// No octets for this long ends the connection (twice the heartbeat).
+    pub idle_timeout: Option<Duration>,
+    pub max_message_size: usize,
+}
+
+struct Channel {
+    assembler: Assembler,
+    session: Option<Arc<SessionShared>>,
+    /// The id the server's next command gets (set by its `session.command-point`).
+    next_in: u32,
+    destinations: HashMap<Bytes, mpsc::UnboundedSender<RawDelivery>>,
+}
+
+/// What the connection loop must do after a frame.
+enum Next {
+    Continue,
+    /// Our `connection.close` was answered.
+    Done,
+}
+
+struct Reader {
+    conn: Arc<ConnShared>,
+    channels: HashMap<u16, Channel>,
+    max_message_size: usize,
+}
+
+pub(crate) async fn run_reader<R: AsyncRead + Unpin>(
+    conn: Arc<ConnShared>,
+    mut source: R,
+    mut buf: BytesMut,
+    mut registrations: mpsc::UnboundedReceiver<Registration>,
+    config: ReaderConfig,
+) {
+    let mut reader = Reader {
+        conn: conn.clone(),
+        channels: HashMap::new(),
+        max_message_size: config.max_message_size,
+    };
+    let result = async {
+        loop {
+            while let Ok(r) = registrations.try_recv() {
+                reader.register(r);
+            }
+            while let Some(frame) = decode_frame(&mut buf, conn.max_frame_size)? {
+                if let Next::Done = reader.frame(frame)? {
+                    return Ok::<(), ClientError>(());
+                }
+            }
+            if buf.capacity() - buf.len() < READ_RESERVE / 4 {
+                buf.reserve(READ_RESERVE);
+            }
+            let read = source.read_buf(&mut buf);
+            let n = match config.idle_timeout {
+                Some(t) => tokio::time::timeout(t, read)
+                    .await
+                    .map_err(|_| ClientError::HeartbeatTimeout)??,
+                None => read.await?,
+            };
+            if n == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                )
+                .into());
+            }
+            // Registrations queued before what was just read was sent.
+            while let Ok(r) = registrations.try_recv() {
+                reader.register(r);
+            }
+        }
+    }
+    .await;
+    let error = result.err().unwrap_or(ClientError::Closed);
+    tracing::debug!(%error, "connection ended");
+    conn.out.fail(error.clone());
+    registrations.close();
+    while let Ok(r) = registrations.try_recv() {
+        reader.register(r);
+    }
+    for (channel, ch) in reader.channels.drain() {
+        if let Some(s) = ch.session {
+            s.fail(error.clone());
+            conn.free_channel(channel);
+        }
+    }
+    conn.finished.notify_waiters();
+}
+
+impl Reader {
+    fn channel(&mut self, channel: u16) -> &mut Channel {
+        let max = self.max_message_size;
+        self.channels.entry(channel).or_insert_with(|| Channel {
+            assembler: Assembler::new(max),
+            session: None,
+            next_in: 0,
+            destinations: HashMap::new(),
+        })
+    }
+
+    fn register(&mut self, r: Registration) {
+        match r {
+            Registration::Session { channel, session } => {
+                let ch = self.channel(channel);
+                ch.session = Some(session);
+                ch.next_in = 0;
+                ch.destinations.clear();
+            }
+            Registration::Destination {
+                channel,
+                destination,
+                tx,
+            } => {
+                if let Some(ch) = self.channels.get_mut(&channel) {
+                    ch.destinations.insert(destination, tx);
+                }
+            }
+        }
+    }
+
+    fn frame(&mut self, frame: ferry_amqp010::Frame) -> Result<Next, ClientError> {
+        let channel = frame.header.channel;
+        let ch = self.channel(channel);
+        match ch.assembler.push(frame) {
+            Ok(None) => Ok(Next::Continue),
+            Ok(Some(Incoming::Control(c))) => self.control(channel, c),
+            Ok(Some(Incoming::Command {
+                header,
+                command,
+                message_header,
+                body,
+            })) => {
+                self.command(channel, header, command, message_header, body);
+                Ok(Next::Continue)
+            }
+            Err(AssemblyError::Command(e)) => {
+                // It still took an id; complete it so the server's books balance.
+                tracing::warn!(error = %e, channel, "undecodable command from the server");
+                if let Some(ch) = self.channels.get_mut(&channel) {
+                    let id = ch.next_in;
+                    ch.next_in = id.wrapping_add(1);
+                    if let Some(s) = &ch.session {
+                        s.complete_incoming(id, 1);
+                    }
+                }
+                Ok(Next::Continue)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn control(&mut self, channel: u16, control: Control) -> Result<Next, ClientError> {
+        match control {
+            Control::ConnectionClose(c) => {
+                let _ = self
+                    .conn
+                    .out
+                    .append(|buf| Ok(write_control(buf, 0, &ConnectionCloseOk {}.into())?));
+                return Err(closed(&c));
+            }
+            Control::ConnectionCloseOk(_) => return Ok(Next::Done),
+            Control::ConnectionHeartbeat(_) => return Ok(Next::Continue),
+            _ => {}
+        }
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return Ok(Next::Continue);
+        };
+        let Some(session) = ch.session.clone() else {
+            tracing::debug!(channel, control = control.name(), "control for no session");
+            return Ok(Next::Continue);
+        };
+        match control {
+            Control::SessionAttached(_) => session.on_attached(),
+            Control::SessionDetached(d) => {
+                self.end_session(channel);
+                session.on_detached(d.code);
+            }
+            Control::SessionDetach(_) => {
+                let _ = session.control(
+                    &SessionDetached {
+                        name: Some(session.name.clone()),
+                        code: Some(DetachCode::Normal),
+                    }
+                    .into(),
+                );
+                self.end_session(channel);
+                session.on_detached(None);
+            }
+            Control::SessionCommandPoint(p) => ch.next_in = p.command_id.unwrap_or_default(),
+            Control::SessionCompleted(c) => {
+                if let Some(commands) = c.commands {
+                    session.on_completed(&commands);
+                    if c.timely_reply {
+                        session.known_completed_reply(commands);
+                    }
+                }
+            }
+            Control::SessionKnownCompleted(k) => {
+                if let Some(commands) = k.commands {
+                    session.on_known_completed(&commands);
+                }
+            }
+            Control::SessionFlush(f) => session.on_flush(&f, ch.next_in),
+            Control::SessionRequestTimeout(_) => {
+                // Nothing is kept for resuming, so the only honest lifetime is zero.
+                let _ = session.control(&SessionTimeout { timeout: Some(0) }.into());
+            }
+            Control::SessionGap(g) => {
+                if let Some(ids) = g.commands {
+                    session.complete_incoming_set(&ids);
+                }
+            }
+            Control::SessionTimeout(_)
+            | Control::SessionExpected(_)
+            | Control::SessionConfirmed(_) => {}
+            other => {
+                return Err(ClientError::Protocol(format!(
+                    "unexpected {} on channel {channel}",
+                    other.name()
+                )))
+            }
+        }
+        Ok(Next::Continue)
+    }
+
+    fn end_session(&mut self, channel: u16) {
+        if self.channels.remove(&channel).is_some() {
+            self.conn.free_channel(channel);
+        }
+    }
+
+    fn command(
+        &mut self,
+        channel: u16,
+        header: CommandHeader,
+        command: Command,
+        message_header: Option<Bytes>,
+        body: Bytes,
+    ) {
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return;
+        };
+        let Some(session) = ch.session.clone() else {
+            tracing::debug!(channel, command = command.name(), "command for no session");
+            return;
+        };
+        let id = ch.next_in;
+        ch.next_in = id.wrapping_add(1);
+        // A sync command wants its completion now; others are batched.
+        let threshold = if header.sync { 1 } else { u32::MAX };
+        match command {
+            Command::MessageTransfer(t) => {
+                let destination = t.destination.unwrap_or_default();
+                if let Some(tx) = ch.destinations.get(destination.as_bytes()) {
+                    let delivery = RawDelivery {
+                        id,
+                        destination: destination.clone(),
+                        header: message_header,
+                        body,
+                        sync: header.sync,
+                    };
+                    // Completed when the application takes it, so window-mode credit
+                    // comes back only as fast as the application consumes.
+                    if tx.send(delivery).is_ok() {
+                        return;
+                    }
+                    ch.destinations.remove(destination.as_bytes());
+                }
+                tracing::debug!(id, ?destination, "transfer for no subscription");
+                session.complete_incoming(id, threshold);
+            }
+            Command::ExecutionResult(r) => {
+                if let Some(command_id) = r.command_id {
+                    session.on_result(command_id, r.value);
+                }
+                session.complete_incoming(id, threshold);
+            }
+            Command::ExecutionException(e) => {
+                tracing::debug!(?e, "execution exception");
+                session.on_exception(&e);
+                session.complete_incoming(id, 1);
+            }
+            _ => session.complete_incoming(id, threshold),
+        }
+    }
+}

@@ -1,0 +1,186 @@
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferry_amqp010::{
+    Command, ConnectionTune, Control, CreditUnit, FlowMode, MessageHeader, SequenceSet,
+    SessionKnownCompleted,
+};
+
+use super::fake::{connected, default_tune, Item, Peer};
+use super::with_session;
+use crate::{
+    ConnectOptions, OutgoingMessage, Session, SessionOptions, SubscribeOptions, Subscription,
+};
+
+/// Subscribes, checking the four commands the broker sees; returns the subscription.
+async fn subscribe(session: &Session, peer: &mut Peer, options: SubscribeOptions) -> Subscription {
+    let expected = options.clone();
+    let server = async {
+        let (ch, id0, _, c, _, _) = peer.expect_command().await;
+        let Command::MessageSubscribe(s) = c else {
+            panic!("expected subscribe, got {c:?}")
+        };
+        assert_eq!(s.queue.unwrap(), "q");
+        assert_eq!(s.destination.unwrap(), "d");
+        assert_eq!(s.accept_mode, Some(expected.accept_mode));
+        let (_, _, _, c, _, _) = peer.expect_command().await;
+        assert!(
+            matches!(c, Command::MessageSetFlowMode(ref m) if m.flow_mode == Some(expected.flow_mode))
+        );
+        let (_, _, _, c, _, _) = peer.expect_command().await;
+        assert!(matches!(c, Command::MessageFlow(ref f)
+            if f.unit == Some(CreditUnit::Message) && f.value == Some(expected.message_credit)));
+        let (_, id, sync, c, _, _) = peer.expect_command().await;
+        assert!(sync);
+        assert!(matches!(c, Command::MessageFlow(ref f)
+            if f.unit == Some(CreditUnit::Byte) && f.value == Some(expected.byte_credit)));
+        peer.complete(ch, id0, id).await;
+    };
+    let (sub, ()) = tokio::join!(session.subscribe("q", "d", options), server);
+    sub.unwrap()
+}
+
+/// Reads controls until the union of `session.completed` sets covers `want`; returns
+/// how many completed controls it took.
+async fn completions_until(peer: &mut Peer, want: &SequenceSet) -> (usize, SequenceSet) {
+    let mut seen = SequenceSet::new();
+    let mut count = 0;
+    loop {
+        if let Some((_, Item::Control(Control::SessionCompleted(c)))) = peer.next().await {
+            count += 1;
+            let set = c.commands.unwrap();
+            for &(lo, hi) in set.ranges() {
+                seen.add_range(lo, hi);
+            }
+            if want
+                .ranges()
+                .iter()
+                .all(|&(lo, hi)| (lo..=hi).all(|n| seen.contains(n)))
+            {
+                return (count, set);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn received_transfers_are_completed_in_batches_and_trimmed() {
+    let (_conn, session, mut peer, ch) = with_session(SessionOptions::default()).await;
+    let options = SubscribeOptions {
+        flow_mode: FlowMode::Credit,
+        message_credit: 100,
+        ..Default::default()
+    };
+    let mut sub = subscribe(&session, &mut peer, options).await;
+    for i in 0..50u32 {
+        let id = peer.transfer(ch, "d", b"", &i.to_be_bytes()).await;
+        assert_eq!(id, i);
+    }
+    for i in 0..50u32 {
+        let d = sub.next().await.unwrap();
+        assert_eq!((d.id, &d.body[..]), (i, &i.to_be_bytes()[..]));
+        assert_eq!(d.destination, "d");
+    }
+    let (count, _) = completions_until(&mut peer, &SequenceSet::from_range(0, 49)).await;
+    assert!(
+        count <= 2,
+        "50 transfers took {count} session.completed controls"
+    );
+
+    // Once the server knows, the ids are no longer repeated.
+    peer.control(
+        ch,
+        SessionKnownCompleted {
+            commands: Some(SequenceSet::from_range(0, 49)),
+        },
+    )
+    .await;
+    peer.transfer(ch, "d", b"", b"late").await;
+    assert_eq!(sub.next().await.unwrap().id, 50);
+    let (_, last) = completions_until(&mut peer, &SequenceSet::from_range(50, 50)).await;
+    assert_eq!(last, SequenceSet::from_range(50, 50));
+}
+
+#[tokio::test]
+async fn window_mode_completes_every_half_window_without_the_timer() {
+    let options = SessionOptions {
+        completion_delay: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let (_conn, session, mut peer, ch) = with_session(options).await;
+    let sub_options = SubscribeOptions {
+        flow_mode: FlowMode::Window,
+        message_credit: 4,
+        ..Default::default()
+    };
+    let mut sub = subscribe(&session, &mut peer, sub_options).await;
+    for _ in 0..4 {
+        peer.transfer(ch, "d", b"", b"m").await;
+    }
+    // Nothing is completed until the application takes the messages.
+    let early = tokio::time::timeout(Duration::from_millis(100), peer.next()).await;
+    assert!(early.is_err(), "completed before being taken: {early:?}");
+    sub.next().await.unwrap();
+    sub.next().await.unwrap();
+    let (_, set) = completions_until(&mut peer, &SequenceSet::from_range(0, 1)).await;
+    assert_eq!(set, SequenceSet::from_range(0, 1));
+}
+
+#[tokio::test]
+async fn bodies_larger_than_a_frame_go_both_ways() {
+    let tune = ConnectionTune {
+        max_frame_size: Some(4096),
+        ..default_tune()
+    };
+    let (conn, mut peer) = connected(ConnectOptions::default(), tune).await;
+    let (session, (ch, _)) = tokio::join!(conn.session(), peer.attach());
+    let session = session.unwrap();
+    assert_eq!(conn.max_frame_size(), 4096);
+
+    let body: Bytes = (0..20_000u32)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<_>>()
+        .into();
+    let msg = OutgoingMessage::builder()
+        .routing_key("rk")
+        .header("k", "v")
+        .body(body.clone())
+        .build()
+        .unwrap();
+    session.transfer("amq.direct", &msg).await.unwrap();
+    let (_, _, _, cmd, header, got) = peer.expect_command().await;
+    assert!(
+        matches!(cmd, Command::MessageTransfer(ref t) if t.destination.as_ref().unwrap() == "amq.direct")
+    );
+    assert_eq!(got, body);
+    let header = MessageHeader::decode(header.unwrap()).unwrap();
+    assert_eq!(header.delivery.unwrap().routing_key.unwrap(), "rk");
+
+    let mut sub = subscribe(&session, &mut peer, SubscribeOptions::default()).await;
+    peer.transfer(ch, "d", msg.header_segment(), &body).await;
+    let d = sub.next().await.unwrap();
+    assert_eq!(d.body, body);
+    assert_eq!(d.routing_key().unwrap(), "rk");
+    assert_eq!(d.application_header("k"), Some(&"v".into()));
+}
+
+#[tokio::test]
+async fn deliveries_end_when_the_session_does() {
+    let (_conn, session, mut peer, ch) = with_session(SessionOptions::default()).await;
+    let mut sub = subscribe(&session, &mut peer, SubscribeOptions::default()).await;
+    peer.transfer(ch, "d", b"", b"one").await;
+    peer.control(
+        ch,
+        ferry_amqp010::SessionDetached {
+            name: Some(session.name().to_vec().into()),
+            code: Some(ferry_amqp010::DetachCode::SessionBusy),
+        },
+    )
+    .await;
+    assert_eq!(&sub.next().await.unwrap().body[..], b"one");
+    assert!(sub.next().await.is_none());
+    assert!(matches!(
+        session.sync().await,
+        Err(crate::ClientError::SessionDetached { .. })
+    ));
+}
