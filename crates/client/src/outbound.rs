@@ -210,6 +210,72 @@ mod tests {
         assert!(matches!(out.append(|_| Ok(())), Err(ClientError::Closed)));
     }
 
+    /// Counts the writes that reach the socket.
+    struct CountingSink {
+        writes: Arc<std::sync::atomic::AtomicUsize>,
+        octets: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl AsyncWrite for CountingSink {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            use std::sync::atomic::Ordering::Relaxed;
+            self.writes.fetch_add(1, Relaxed);
+            self.octets.fetch_add(buf.len(), Relaxed);
+            std::task::Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_transfers_leaves_in_one_write() {
+        use ferry_amqp010::{write_transfer, MessageTransfer};
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        let out = Arc::new(Outbound::new(1 << 24));
+        let writes = Arc::new(AtomicUsize::new(0));
+        let octets = Arc::new(AtomicUsize::new(0));
+        let sink = CountingSink {
+            writes: writes.clone(),
+            octets: octets.clone(),
+        };
+        let writer = tokio::spawn(run_writer(out.clone(), sink, None));
+        let transfer = MessageTransfer::default();
+        let mut expected = 0;
+        // The current-thread runtime runs the writer only once this burst yields.
+        for _ in 0..1000 {
+            expected += out
+                .try_append_bulk(|b| {
+                    let before = b.len();
+                    write_transfer(b, 1, &transfer, false, b"", &[7; 256], 65535)?;
+                    Ok(b.len() - before)
+                })
+                .unwrap()
+                .unwrap();
+        }
+        out.writable().await.unwrap();
+        tokio::task::yield_now().await;
+        out.fail(ClientError::Closed);
+        writer.await.unwrap();
+        assert_eq!(octets.load(Relaxed), expected);
+        assert_eq!(writes.load(Relaxed), 1, "1000 transfers, one write");
+    }
+
     #[tokio::test]
     async fn high_water_holds_bulk_senders_until_drained() {
         let out = Arc::new(Outbound::new(8));

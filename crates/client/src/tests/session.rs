@@ -303,3 +303,43 @@ async fn acquire_decodes_its_result() {
     let (r, ()) = tokio::join!(session.acquire(&wanted), server);
     assert_eq!(r.unwrap(), SequenceSet::from_range(4, 5));
 }
+
+#[tokio::test]
+async fn flush_and_request_timeout_from_the_server_are_answered() {
+    let (_conn, _session, mut peer, ch) = with_session(SessionOptions::default()).await;
+    let id = peer
+        .command(ch, ferry_amqp010::ExecutionSync {}, false)
+        .await;
+    peer.control(
+        ch,
+        ferry_amqp010::SessionRequestTimeout { timeout: Some(600) },
+    )
+    .await;
+    let (_, c) = peer
+        .control_where(|c| matches!(c, Control::SessionTimeout(_)))
+        .await;
+    assert!(matches!(c, Control::SessionTimeout(t) if t.timeout == Some(0)));
+    peer.control(
+        ch,
+        ferry_amqp010::SessionFlush {
+            expected: true,
+            completed: true,
+            confirmed: false,
+        },
+    )
+    .await;
+    let (_, c) = peer
+        .control_where(|c| matches!(c, Control::SessionExpected(_)))
+        .await;
+    let Control::SessionExpected(e) = c else {
+        unreachable!()
+    };
+    assert_eq!(e.commands, Some(SequenceSet::from_range(id + 1, id + 1)));
+    let (_, c) = peer
+        .control_where(|c| matches!(c, Control::SessionCompleted(_)))
+        .await;
+    let Control::SessionCompleted(done) = c else {
+        unreachable!()
+    };
+    assert!(done.commands.unwrap().contains(id));
+}
