@@ -201,7 +201,7 @@ impl Reader {
                 session.on_detached(d.code);
             }
             Control::SessionDetach(_) => {
-                let _ = session.control(
+                let _ = session.control_on_channel(
                     &SessionDetached {
                         name: Some(session.name.clone()),
                         code: Some(DetachCode::Normal),

@@ -2,6 +2,7 @@
 //! connection's reader task. Two locks, each per session: `state` for the commands we
 //! send and `incoming` for completing the server's; neither is held across an await.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -54,6 +55,9 @@ pub(crate) struct SessionShared {
     incoming: Mutex<IncomingCompletion>,
     /// Wakes publishers waiting for window space, on completion or failure.
     space: Notify,
+    /// Set when the session fails or is detached: its channel may already belong to a
+    /// new session, so nothing more may be written on it.
+    ended: AtomicBool,
 }
 
 impl SessionShared {
@@ -75,6 +79,7 @@ impl SessionShared {
             }),
             incoming: Mutex::new(IncomingCompletion::default()),
             space: Notify::new(),
+            ended: AtomicBool::new(false),
         };
         (Arc::new(shared), rx)
     }
@@ -96,6 +101,15 @@ impl SessionShared {
     }
 
     pub fn control(&self, control: &Control) -> Result<(), ClientError> {
+        if self.ended.load(Ordering::Acquire) {
+            return Err(self.error().unwrap_or(ClientError::Closed));
+        }
+        self.control_on_channel(control)
+    }
+
+    /// Writes even after the session ended: only for answering the server's detach,
+    /// before the channel is given up.
+    pub fn control_on_channel(&self, control: &Control) -> Result<(), ClientError> {
         let (channel, frame) = (self.channel, self.frame_size());
         self.conn
             .out
@@ -278,6 +292,7 @@ impl SessionShared {
     }
 
     fn fail_locked(&self, st: &mut State, error: ClientError) {
+        self.ended.store(true, Ordering::Release);
         st.tracker.fail(error);
         let e = st.tracker.error().cloned().unwrap_or(ClientError::Closed);
         if let Some(tx) = st.attach.take() {

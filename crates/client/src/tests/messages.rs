@@ -183,4 +183,7 @@ async fn deliveries_end_when_the_session_does() {
         session.sync().await,
         Err(crate::ClientError::SessionDetached { .. })
     ));
+    // The channel may be reused: nothing, not even a completion, goes out on it now.
+    let quiet = tokio::time::timeout(Duration::from_millis(100), peer.next()).await;
+    assert!(quiet.is_err(), "wrote after the detach: {quiet:?}");
 }
