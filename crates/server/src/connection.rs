@@ -29,6 +29,10 @@ pub async fn run(
             return Ok(());
         }
     }
+    // 0-9-1 answers its header with connection.start, not with a header of its own.
+    if header == ferry_amqp091::PROTOCOL_HEADER {
+        return crate::amqp091::run(stream, peer, broker, config, shutdown).await;
+    }
     // Whatever the peer asked for, it gets the header we speak; only a match continues
     // (AMQP's rule for version negotiation).
     stream.write_all(&PROTOCOL_HEADER).await?;

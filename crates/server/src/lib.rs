@@ -2,6 +2,7 @@
 //! `ferry-core`.
 
 mod amqp010;
+mod amqp091;
 mod config;
 mod connection;
 mod listener;

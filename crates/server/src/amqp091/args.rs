@@ -1,0 +1,85 @@
+//! RabbitMQ's queue arguments (`x-…`) mapped onto core queue options. Unknown arguments are
+//! kept on the queue and otherwise ignored.
+
+use ferry_core::{Arguments, HeaderValue, LimitPolicy, QueueLimits, QueueOptions};
+
+use super::error::Fault;
+
+pub fn queue_options(args: &Arguments) -> Result<QueueOptions, Fault> {
+    let mut opts = QueueOptions::default();
+    if let Some(v) = args.get("x-dead-letter-exchange") {
+        let name = text(v, "x-dead-letter-exchange")?;
+        opts.alternate_exchange = Some(name.to_owned());
+    }
+    let max_count = non_negative(args, "x-max-length")?;
+    let max_size = non_negative(args, "x-max-length-bytes")?;
+    let policy = match args.get("x-overflow") {
+        None => LimitPolicy::Reject,
+        Some(v) => match text(v, "x-overflow")? {
+            "reject-publish" | "reject-publish-dlx" | "drop-head" => LimitPolicy::Reject,
+            other => {
+                return Err(Fault::precondition(format!(
+                    "invalid arg 'x-overflow': '{other}'"
+                )))
+            }
+        },
+    };
+    // RabbitMQ's x-max-length 0 means "hold nothing"; the core reads 0 as unlimited, so the
+    // closest faithful limit is one byte/message less than anything real: refuse to declare.
+    if max_count == Some(0) || max_size == Some(0) {
+        return Err(Fault::precondition(
+            "x-max-length / x-max-length-bytes of 0 are not supported",
+        ));
+    }
+    opts.limits = QueueLimits {
+        max_count,
+        max_size,
+        policy,
+    };
+    Ok(opts)
+}
+
+fn text<'a>(v: &'a HeaderValue, name: &str) -> Result<&'a str, Fault> {
+    v.as_str()
+        .ok_or_else(|| Fault::precondition(format!("invalid arg '{name}': expected a string")))
+}
+
+fn non_negative(args: &Arguments, name: &str) -> Result<Option<u64>, Fault> {
+    match args.get(name) {
+        None => Ok(None),
+        Some(HeaderValue::Int(i)) if *i >= 0 => Ok(Some(*i as u64)),
+        Some(HeaderValue::UInt(u)) => Ok(Some(*u)),
+        Some(v) => Err(Fault::precondition(format!(
+            "invalid arg '{name}': {v:?} is not a non-negative integer"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(entries: &[(&str, HeaderValue)]) -> Arguments {
+        entries.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    #[test]
+    fn limits_and_dead_letter_exchange() {
+        let o = queue_options(&args(&[
+            ("x-max-length", HeaderValue::Int(10)),
+            ("x-dead-letter-exchange", HeaderValue::Str("dlx".into())),
+            ("x-unknown", HeaderValue::Bool(true)),
+        ]))
+        .unwrap();
+        assert_eq!(o.limits.max_count, Some(10));
+        assert_eq!(o.alternate_exchange.as_deref(), Some("dlx"));
+    }
+
+    #[test]
+    fn bad_values_are_precondition_failures() {
+        let e = queue_options(&args(&[("x-max-length", HeaderValue::Int(-1))])).unwrap_err();
+        assert_eq!(e.code, 406);
+        let e = queue_options(&args(&[("x-overflow", HeaderValue::Str("x".into()))])).unwrap_err();
+        assert_eq!(e.code, 406);
+    }
+}

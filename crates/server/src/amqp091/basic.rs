@@ -1,0 +1,367 @@
+//! The basic class: publish (with mandatory returns and confirms), consume/cancel, deliveries,
+//! get, qos, and settlement (ack, reject, nack, recover).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferry_amqp091::{
+    reply, BasicAck, BasicCancel, BasicCancelOk, BasicConsume, BasicConsumeOk, BasicDeliver,
+    BasicGet, BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
+    ConfirmSelectOk, Method, ShortStr,
+};
+use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery, Message};
+
+use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
+use super::convert::{encode_properties, table_to_headers};
+use super::error::Fault;
+use super::qos::Settings;
+
+/// How a settled delivery leaves the channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Ack,
+    Requeue,
+    /// Dead-lettered through the queue's alternate exchange, or dropped.
+    Reject,
+}
+
+impl Channel {
+    pub fn publish(&mut self, ctx: &mut Ctx, m: ferry_amqp091::Message) -> Result<(), Fault> {
+        let Method::BasicPublish(p) = m.method else {
+            return Err(Fault::new(
+                reply::UNEXPECTED_FRAME,
+                "content after a non-content method",
+            ));
+        };
+        if p.immediate {
+            return Err(Fault::not_implemented("immediate=true"));
+        }
+        let exchange = self.exchange_for(ctx.broker, p.exchange.bytes())?;
+        let props = m.header.properties;
+        let expires_at = match &props.expiration {
+            None => None,
+            Some(e) => {
+                let ms: u64 = std::str::from_utf8(e.as_bytes())
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .ok_or_else(|| Fault::precondition("invalid expiration"))?;
+                Some(now_ms().saturating_add(ms))
+            }
+        };
+        let raw = encode_properties(&props);
+        let message = Arc::new(Message {
+            routing_key: p.routing_key.bytes().clone(),
+            exchange: p.exchange.bytes().clone(),
+            size: (m.body.len() + raw.len()) as u64,
+            body: m.body,
+            headers: if exchange.needs_headers() {
+                props
+                    .headers
+                    .as_ref()
+                    .map(|h| Arc::new(table_to_headers(h)))
+            } else {
+                None
+            },
+            expires_at,
+            priority: props.priority.unwrap_or(0),
+            persistent: props.delivery_mode == Some(2),
+            amqp091_properties: Some(raw),
+            ..Message::default()
+        });
+        let stored = match ctx.broker.publish(&exchange, message.clone()) {
+            Ok(outcome) => {
+                if outcome.queues == 0 && p.mandatory {
+                    let ret = BasicReturn {
+                        reply_code: 312,
+                        reply_text: ShortStr::from_static("NO_ROUTE"),
+                        exchange: p.exchange.clone(),
+                        routing_key: p.routing_key.clone(),
+                    };
+                    self.write_content(ctx, ret.into(), &message);
+                }
+                true
+            }
+            // A full queue with reject-publish: the publisher learns through a nack (RabbitMQ
+            // drops silently without confirms).
+            Err(BrokerError::ResourceLimitExceeded(_)) => false,
+            Err(e) => return Err(e.into()),
+        };
+        self.confirms.record(stored);
+        Ok(())
+    }
+
+    pub fn confirm_select(&mut self, ctx: &mut Ctx, nowait: bool) {
+        self.confirms.enable();
+        if !nowait {
+            self.write(ctx.out, ConfirmSelectOk {});
+        }
+    }
+
+    /// Writes pending publisher confirms (once per read batch, and before the channel ends).
+    pub fn flush_confirms(&mut self, ctx: &mut Ctx) {
+        if self.confirms.has_pending() {
+            for m in self.confirms.flush() {
+                self.write(ctx.out, m);
+            }
+        }
+    }
+
+    pub fn qos(&mut self, ctx: &mut Ctx, m: BasicQos) {
+        let s = &mut self.qos.settings;
+        if m.global {
+            s.global_count = m.prefetch_count;
+        } else {
+            *s = Settings {
+                prefetch_count: m.prefetch_count,
+                prefetch_size: m.prefetch_size,
+                global_count: s.global_count,
+            };
+        }
+        self.write(ctx.out, BasicQosOk {});
+        // A global limit applies to the channel's consumers from now on.
+        self.grant(ctx);
+    }
+
+    pub fn consume(&mut self, ctx: &mut Ctx, m: BasicConsume) -> Result<(), Fault> {
+        let queue = self.usable_queue(ctx, &m.queue)?;
+        let tag = if m.consumer_tag.is_empty() {
+            let tag = format!("amq.ctag-{}-{}", ctx.owner, self.next_ctag);
+            self.next_ctag += 1;
+            ShortStr::new(Bytes::from(tag)).unwrap_or_default()
+        } else {
+            m.consumer_tag.clone()
+        };
+        if self.consumers.iter().any(|c| c.tag == tag) {
+            return Err(Fault::new(
+                reply::NOT_ALLOWED,
+                format!(
+                    "attempt to reuse consumer tag '{}'",
+                    String::from_utf8_lossy(tag.as_bytes())
+                ),
+            ));
+        }
+        let id = ctx.broker.next_consumer_id();
+        let spec = ConsumerSpec {
+            id,
+            outbox: ctx.outbox.clone(),
+            owner: ctx.owner,
+            tag: tag.bytes().clone(),
+            acquire: true,
+            exclusive: m.exclusive,
+        };
+        queue.subscribe(spec).map_err(|e| match e {
+            // RabbitMQ: a queue in exclusive use by another consumer is access-refused.
+            BrokerError::ResourceLocked(t) => Fault::access_refused(t),
+            other => other.into(),
+        })?;
+        ctx.consumers.insert(id, self.id);
+        self.qos.add_consumer(id, m.no_ack);
+        self.consumers.push(ConsumerRec {
+            id,
+            tag: tag.clone(),
+            queue,
+            no_ack: m.no_ack,
+        });
+        if !m.nowait {
+            self.write(ctx.out, BasicConsumeOk { consumer_tag: tag });
+        }
+        if self.flow_active {
+            self.grant(ctx);
+        }
+        Ok(())
+    }
+
+    pub fn cancel(&mut self, ctx: &mut Ctx, m: BasicCancel) {
+        if let Some(i) = self.consumers.iter().position(|c| c.tag == m.consumer_tag) {
+            let c = self.consumers.remove(i);
+            ctx.broker.cancel_consumer(&c.queue, c.id);
+            ctx.consumers.remove(&c.id);
+            self.qos.remove_consumer(c.id);
+        }
+        if !m.nowait {
+            self.write(
+                ctx.out,
+                BasicCancelOk {
+                    consumer_tag: m.consumer_tag,
+                },
+            );
+        }
+    }
+
+    /// The queue under a consumer was deleted: forget the consumer and, if the client asked
+    /// for it, tell it with a server-sent basic.cancel.
+    pub fn consumer_gone(&mut self, ctx: &mut Ctx, consumer: u64, notify: bool) {
+        let Some(i) = self.consumers.iter().position(|c| c.id == consumer) else {
+            return;
+        };
+        let c = self.consumers.remove(i);
+        self.qos.remove_consumer(c.id);
+        if notify && self.state == super::channel::State::Open {
+            self.write(
+                ctx.out,
+                BasicCancel {
+                    consumer_tag: c.tag,
+                    nowait: true,
+                },
+            );
+        }
+    }
+
+    /// Writes one delivery from the outbox. Deliveries for a consumer this channel no longer
+    /// has go back to their queue.
+    pub fn deliver(&mut self, ctx: &mut Ctx, d: Delivery) {
+        let Some(c) = self.consumers.iter().find(|c| c.id == d.consumer) else {
+            if d.acquired {
+                d.queue.release([(d.position, d.message)], false);
+            }
+            return;
+        };
+        let consumer_tag = c.tag.clone();
+        let tag = if c.no_ack {
+            d.queue.accept(d.position);
+            self.unacked.next_tag()
+        } else {
+            self.qos.delivered(d.consumer, d.message.size);
+            self.unacked.push(Pending {
+                consumer: Some(d.consumer),
+                queue: d.queue,
+                position: d.position,
+                message: d.message.clone(),
+            })
+        };
+        let method = BasicDeliver {
+            consumer_tag,
+            delivery_tag: tag,
+            redelivered: d.redelivered,
+            exchange: ShortStr::new(d.message.exchange.clone()).unwrap_or_default(),
+            routing_key: ShortStr::new(d.message.routing_key.clone()).unwrap_or_default(),
+        };
+        self.write_content(ctx, method.into(), &d.message);
+    }
+
+    pub fn get(&mut self, ctx: &mut Ctx, m: BasicGet) -> Result<(), Fault> {
+        let queue = self.usable_queue(ctx, &m.queue)?;
+        let Some(got) = queue.get() else {
+            self.write(
+                ctx.out,
+                BasicGetEmpty {
+                    cluster_id: ShortStr::default(),
+                },
+            );
+            return Ok(());
+        };
+        let tag = if m.no_ack {
+            queue.accept(got.position);
+            self.unacked.next_tag()
+        } else {
+            self.unacked.push(Pending {
+                consumer: None,
+                queue,
+                position: got.position,
+                message: got.message.clone(),
+            })
+        };
+        let method = BasicGetOk {
+            delivery_tag: tag,
+            redelivered: got.redelivered,
+            exchange: ShortStr::new(got.message.exchange.clone()).unwrap_or_default(),
+            routing_key: ShortStr::new(got.message.routing_key.clone()).unwrap_or_default(),
+            message_count: clamp(got.remaining),
+        };
+        self.write_content(ctx, method.into(), &got.message);
+        Ok(())
+    }
+
+    pub fn ack(&mut self, ctx: &mut Ctx, m: BasicAck) -> Result<(), Fault> {
+        self.settle(ctx, m.delivery_tag, m.multiple, Outcome::Ack)
+    }
+
+    pub fn reject(&mut self, ctx: &mut Ctx, m: BasicReject) -> Result<(), Fault> {
+        let how = if m.requeue {
+            Outcome::Requeue
+        } else {
+            Outcome::Reject
+        };
+        self.settle(ctx, m.delivery_tag, false, how)
+    }
+
+    pub fn nack(&mut self, ctx: &mut Ctx, m: BasicNack) -> Result<(), Fault> {
+        let how = if m.requeue {
+            Outcome::Requeue
+        } else {
+            Outcome::Reject
+        };
+        self.settle(ctx, m.delivery_tag, m.multiple, how)
+    }
+
+    /// basic.recover and recover-async: everything unacknowledged goes back to its queue,
+    /// marked redelivered (RabbitMQ's behaviour; it also ignores `requeue = false`).
+    pub fn recover(&mut self, ctx: &mut Ctx) {
+        let all = self.unacked.take_all();
+        for p in &all {
+            if let Some(c) = p.consumer {
+                self.qos.settled(c, p.message.size);
+            }
+        }
+        requeue(all);
+        self.grant(ctx);
+    }
+
+    fn settle(
+        &mut self,
+        ctx: &mut Ctx,
+        tag: u64,
+        multiple: bool,
+        how: Outcome,
+    ) -> Result<(), Fault> {
+        let settled = self
+            .unacked
+            .take(tag, multiple)
+            .map_err(|e| Fault::precondition(e.to_string()))?;
+        let mut back = Vec::new();
+        for p in settled {
+            if let Some(c) = p.consumer {
+                self.qos.settled(c, p.message.size);
+            }
+            match how {
+                Outcome::Ack => {
+                    p.queue.accept(p.position);
+                }
+                Outcome::Reject => {
+                    p.queue.reject(p.position, p.message);
+                }
+                Outcome::Requeue => back.push(p),
+            }
+        }
+        requeue(back);
+        self.grant(ctx);
+        Ok(())
+    }
+
+    /// channel.flow: stop or restart deliveries to this channel's consumers.
+    pub fn flow(&mut self, ctx: &mut Ctx, active: bool) {
+        if active == self.flow_active {
+            return;
+        }
+        self.flow_active = active;
+        if active {
+            self.qos.resume();
+            self.grant(ctx);
+        } else {
+            self.qos.pause();
+            for c in &self.consumers {
+                let _ = c.queue.stop(c.id);
+            }
+        }
+    }
+
+    /// Tops consumers' core credit up to what qos allows.
+    pub fn grant(&mut self, _ctx: &mut Ctx) {
+        for (id, messages, bytes) in self.qos.grants() {
+            if let Some(c) = self.consumers.iter().find(|c| c.id == id) {
+                // Fails only if the queue went away meanwhile; its cancel item is on its way.
+                let _ = c.queue.add_credit(id, messages, bytes);
+            }
+        }
+    }
+}

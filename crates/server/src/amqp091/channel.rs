@@ -1,0 +1,366 @@
+//! One 0-9-1 channel: its state, consumers, unacknowledged deliveries, qos and confirms, and
+//! the exchange/queue methods. basic.* lives in `basic.rs`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use ferry_amqp091::{
+    reply, write_body, write_frame_header, write_method, ContentAssembler, ExchangeDeclare,
+    ExchangeDeclareOk, ExchangeDelete, ExchangeDeleteOk, FrameType, Method, QueueBind, QueueBindOk,
+    QueueDeclare, QueueDeclareOk, QueueDelete, QueueDeleteOk, QueuePurge, QueuePurgeOk,
+    QueueUnbind, QueueUnbindOk, ShortStr, FRAME_END,
+};
+use ferry_core::{
+    Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
+    OwnerId, Queue,
+};
+
+use super::args;
+use super::confirms::Confirms;
+use super::convert::{self, table_to_headers, PROPERTIES_OFFSET};
+use super::error::Fault;
+use super::qos::Qos;
+use super::unacked::Unacked;
+
+/// Most exchanges a channel keeps resolved for publishing.
+const EXCHANGE_CACHE_MAX: usize = 64;
+
+/// What a channel's methods need from the connection.
+pub struct Ctx<'a> {
+    pub broker: &'a Arc<Broker>,
+    pub owner: OwnerId,
+    pub outbox: &'a Arc<Outbox>,
+    pub out: &'a mut BytesMut,
+    pub frame_max: usize,
+    /// Consumer → channel, for routing outbox items.
+    pub consumers: &'a mut HashMap<ConsumerId, u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Open,
+    /// We sent channel.close; everything but close-ok is discarded.
+    Closing,
+}
+
+/// A consumer started with basic.consume.
+pub struct ConsumerRec {
+    pub id: ConsumerId,
+    pub tag: ShortStr,
+    pub queue: Arc<Queue>,
+    pub no_ack: bool,
+}
+
+/// A delivery (or get-ok) awaiting ack; `consumer` is `None` for basic.get.
+pub struct Pending {
+    pub consumer: Option<ConsumerId>,
+    pub queue: Arc<Queue>,
+    pub position: u64,
+    pub message: Arc<Message>,
+}
+
+pub struct Channel {
+    pub id: u16,
+    pub state: State,
+    pub assembler: ContentAssembler,
+    pub consumers: Vec<ConsumerRec>,
+    pub unacked: Unacked<Pending>,
+    pub confirms: Confirms,
+    pub qos: Qos,
+    pub flow_active: bool,
+    /// 0-9-1: an empty queue name means the queue last declared on the channel.
+    pub last_queue: Option<String>,
+    pub next_ctag: u64,
+    exchanges: HashMap<Bytes, Arc<Exchange>>,
+}
+
+impl Channel {
+    pub fn new(id: u16, max_body: u64) -> Channel {
+        Channel {
+            id,
+            state: State::Open,
+            assembler: ContentAssembler::new(max_body),
+            consumers: Vec::new(),
+            unacked: Unacked::default(),
+            confirms: Confirms::default(),
+            qos: Qos::default(),
+            flow_active: true,
+            last_queue: None,
+            next_ctag: 1,
+            exchanges: HashMap::new(),
+        }
+    }
+
+    pub fn write(&self, out: &mut BytesMut, method: impl Into<Method>) {
+        write_method(out, self.id, &method.into());
+    }
+
+    /// Method, content header and body of a delivery, get-ok or return.
+    pub fn write_content(&self, ctx: &mut Ctx, method: Method, message: &Message) {
+        write_method(ctx.out, self.id, &method);
+        let props = convert::outgoing_properties(message);
+        let size = u32::try_from(PROPERTIES_OFFSET + props.len()).unwrap_or(u32::MAX);
+        write_frame_header(ctx.out, FrameType::Header, self.id, size);
+        ctx.out.put_u16(ferry_amqp091::BASIC_CLASS);
+        ctx.out.put_u16(0);
+        ctx.out.put_u64(message.body.len() as u64);
+        ctx.out.put_slice(&props);
+        ctx.out.put_u8(FRAME_END);
+        write_body(ctx.out, self.id, &message.body, ctx.frame_max);
+    }
+
+    /// The exchange to publish to, cached while it lives.
+    pub fn exchange_for(&mut self, broker: &Broker, name: &Bytes) -> Result<Arc<Exchange>, Fault> {
+        if let Some(ex) = self.exchanges.get(name) {
+            if !ex.is_deleted() {
+                return Ok(ex.clone());
+            }
+            self.exchanges.remove(name);
+        }
+        let text = utf8(name, "exchange")?;
+        let ex = broker
+            .exchange(text)
+            .ok_or_else(|| Fault::not_found(format!("no exchange '{text}' in vhost '/'")))?;
+        if self.exchanges.len() >= EXCHANGE_CACHE_MAX {
+            self.exchanges.clear();
+        }
+        self.exchanges.insert(name.clone(), ex.clone());
+        Ok(ex)
+    }
+
+    /// The queue a method names, with 0-9-1's "empty means the last declared one".
+    pub fn queue_name<'a>(&'a self, name: &'a ShortStr) -> Result<&'a str, Fault> {
+        if name.is_empty() {
+            return self
+                .last_queue
+                .as_deref()
+                .ok_or_else(|| Fault::not_found("no previously declared queue"));
+        }
+        utf8(name.bytes(), "queue")
+    }
+
+    /// A queue this connection may use: 404 if missing, 405 if exclusive to another.
+    pub fn usable_queue(&self, ctx: &Ctx, name: &ShortStr) -> Result<Arc<Queue>, Fault> {
+        let name = self.queue_name(name)?;
+        let q = ctx
+            .broker
+            .queue(name)
+            .ok_or_else(|| Fault::not_found(format!("no queue '{name}' in vhost '/'")))?;
+        q.check_access(ctx.owner)?;
+        Ok(q)
+    }
+
+    /// Cancels the consumers and requeues unacknowledged messages: the channel is ending.
+    pub fn teardown(&mut self, ctx: &mut Ctx) {
+        for c in self.consumers.drain(..) {
+            ctx.broker.cancel_consumer(&c.queue, c.id);
+            ctx.consumers.remove(&c.id);
+        }
+        requeue(self.unacked.take_all());
+        self.assembler.reset();
+        self.exchanges.clear();
+    }
+
+    pub fn exchange_declare(&mut self, ctx: &mut Ctx, m: ExchangeDeclare) -> Result<(), Fault> {
+        let name = utf8(m.exchange.bytes(), "exchange")?;
+        if m.passive {
+            if ctx.broker.exchange(name).is_none() {
+                return Err(Fault::not_found(format!(
+                    "no exchange '{name}' in vhost '/'"
+                )));
+            }
+        } else {
+            let kind_name = utf8(m.kind.bytes(), "type")?;
+            let kind = ExchangeKind::from_name(kind_name).ok_or_else(|| {
+                Fault::command_invalid(format!("unknown exchange type '{kind_name}'"))
+            })?;
+            match ctx.broker.exchange(name) {
+                Some(ex) if ex.kind() != kind => {
+                    return Err(Fault::precondition(format!(
+                        "inequivalent arg 'type' for exchange '{name}': received '{kind_name}' but current is '{}'",
+                        ex.kind().name()
+                    )))
+                }
+                None if name.is_empty() || name.starts_with("amq.") => {
+                    return Err(Fault::access_refused(format!(
+                        "exchange name '{name}' contains reserved prefix 'amq.'"
+                    )))
+                }
+                _ => {}
+            }
+            let arguments = table_to_headers(&m.arguments);
+            let opts = ExchangeOptions {
+                durable: m.durable,
+                auto_delete: m.auto_delete,
+                alternate_exchange: arguments
+                    .get("alternate-exchange")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned),
+                arguments,
+            };
+            ctx.broker.declare_exchange(name, kind, opts, false)?;
+        }
+        if !m.nowait {
+            self.write(ctx.out, ExchangeDeclareOk {});
+        }
+        Ok(())
+    }
+
+    pub fn exchange_delete(&mut self, ctx: &mut Ctx, m: ExchangeDelete) -> Result<(), Fault> {
+        let name = utf8(m.exchange.bytes(), "exchange")?;
+        if name.is_empty() {
+            return Err(Fault::access_refused(
+                "the default exchange cannot be deleted",
+            ));
+        }
+        match ctx.broker.delete_exchange(name, m.if_unused) {
+            // Deleting what does not exist succeeds, as in RabbitMQ.
+            Ok(()) | Err(BrokerError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.exchanges.remove(m.exchange.bytes());
+        if !m.nowait {
+            self.write(ctx.out, ExchangeDeleteOk {});
+        }
+        Ok(())
+    }
+
+    pub fn queue_declare(&mut self, ctx: &mut Ctx, m: QueueDeclare) -> Result<(), Fault> {
+        let q = if m.passive {
+            self.usable_queue(ctx, &m.queue)?
+        } else {
+            let arguments = table_to_headers(&m.arguments);
+            let mut opts = args::queue_options(&arguments)?;
+            opts.durable = m.durable;
+            // 0-9-1 exclusive queues die with their connection, which the core does for
+            // exclusive queues that are also auto-delete.
+            opts.auto_delete = m.auto_delete || m.exclusive;
+            opts.exclusive_owner = m.exclusive.then_some(ctx.owner);
+            opts.arguments = arguments;
+            if m.queue.is_empty() {
+                ctx.broker.declare_server_named_queue("amq.gen-", opts)?
+            } else {
+                let name = utf8(m.queue.bytes(), "queue")?;
+                if name.starts_with("amq.") && ctx.broker.queue(name).is_none() {
+                    return Err(Fault::access_refused(format!(
+                        "queue name '{name}' contains reserved prefix 'amq.'"
+                    )));
+                }
+                ctx.broker.declare_queue(name, opts, false, ctx.owner)?.0
+            }
+        };
+        self.last_queue = Some(q.name().to_owned());
+        if !m.nowait {
+            let info = q.info();
+            self.write(
+                ctx.out,
+                QueueDeclareOk {
+                    queue: ShortStr::new(Bytes::from(info.name)).unwrap_or_default(),
+                    message_count: clamp(info.message_count),
+                    consumer_count: clamp(info.consumer_count),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    pub fn queue_bind(&mut self, ctx: &mut Ctx, m: QueueBind) -> Result<(), Fault> {
+        let q = self.usable_queue(ctx, &m.queue)?;
+        let exchange = utf8(m.exchange.bytes(), "exchange")?;
+        if exchange.is_empty() {
+            return Err(Fault::access_refused(
+                "operation not permitted on the default exchange",
+            ));
+        }
+        // Spec: an empty queue name and routing key both mean the last declared queue.
+        let key = if m.queue.is_empty() && m.routing_key.is_empty() {
+            q.name()
+        } else {
+            utf8(m.routing_key.bytes(), "routing-key")?
+        };
+        ctx.broker
+            .bind(q.name(), exchange, key, &table_to_headers(&m.arguments))?;
+        if !m.nowait {
+            self.write(ctx.out, QueueBindOk {});
+        }
+        Ok(())
+    }
+
+    pub fn queue_unbind(&mut self, ctx: &mut Ctx, m: QueueUnbind) -> Result<(), Fault> {
+        let q = self.usable_queue(ctx, &m.queue)?;
+        let exchange = utf8(m.exchange.bytes(), "exchange")?;
+        if exchange.is_empty() {
+            return Err(Fault::access_refused(
+                "operation not permitted on the default exchange",
+            ));
+        }
+        let key = utf8(m.routing_key.bytes(), "routing-key")?;
+        match ctx.broker.unbind(q.name(), exchange, key) {
+            Ok(()) | Err(BrokerError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.write(ctx.out, QueueUnbindOk {});
+        Ok(())
+    }
+
+    pub fn queue_purge(&mut self, ctx: &mut Ctx, m: QueuePurge) -> Result<(), Fault> {
+        let q = self.usable_queue(ctx, &m.queue)?;
+        let n = q.purge();
+        if !m.nowait {
+            self.write(
+                ctx.out,
+                QueuePurgeOk {
+                    message_count: clamp(n),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    pub fn queue_delete(&mut self, ctx: &mut Ctx, m: QueueDelete) -> Result<(), Fault> {
+        let name = self.queue_name(&m.queue)?.to_owned();
+        let n = match ctx
+            .broker
+            .delete_queue(&name, m.if_unused, m.if_empty, ctx.owner)
+        {
+            Ok(n) => n,
+            Err(BrokerError::NotFound(_)) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        if !m.nowait {
+            self.write(
+                ctx.out,
+                QueueDeleteOk {
+                    message_count: clamp(n),
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+type Positioned = Vec<(u64, Arc<Message>)>;
+
+/// Puts messages back on their queues, marked redelivered, one release call per queue.
+pub fn requeue(pending: Vec<Pending>) {
+    let mut per_queue: Vec<(Arc<Queue>, Positioned)> = Vec::new();
+    for p in pending {
+        match per_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &p.queue)) {
+            Some((_, list)) => list.push((p.position, p.message)),
+            None => per_queue.push((p.queue, vec![(p.position, p.message)])),
+        }
+    }
+    for (queue, list) in per_queue {
+        queue.release(list, true);
+    }
+}
+
+pub fn utf8<'a>(b: &'a [u8], what: &str) -> Result<&'a str, Fault> {
+    std::str::from_utf8(b)
+        .map_err(|_| Fault::new(reply::PRECONDITION_FAILED, format!("{what} is not UTF-8")))
+}
+
+pub fn clamp(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}

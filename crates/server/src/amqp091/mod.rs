@@ -1,0 +1,624 @@
+//! The AMQP 0-9-1 connection (as RabbitMQ clients speak it): one task per socket, over the
+//! same core as 0-10, so queues and exchanges are shared between the protocols.
+//!
+//! Structure mirrors the 0-10 layer: read whatever the socket holds, process every complete
+//! frame, append all replies and deliveries to one outbound buffer, and write it with as few
+//! system calls as the socket allows. Deliveries arrive through the connection's `Outbox`.
+
+mod args;
+mod basic;
+mod channel;
+mod confirms;
+pub mod convert;
+mod error;
+mod handshake;
+mod qos;
+mod unacked;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use ferry_amqp091::{
+    decode_frame, reply, write_heartbeat, write_method, Assembled, AssemblyError, ChannelClose,
+    ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionClose, ConnectionCloseOk,
+    ConnectionOpenOk, ConnectionUpdateSecretOk, Frame, FrameType, LongStr, Method, ShortStr,
+    FRAME_MIN_SIZE,
+};
+use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, OwnerId};
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+use tracing::{debug, info};
+
+use crate::config::ServerConfig;
+use crate::listener::Shutdown;
+use channel::{Channel, Ctx, State};
+use error::Fault;
+use handshake::ClientCaps;
+
+/// Read this much at a time.
+const READ_CHUNK: usize = 64 * 1024;
+/// How long we wait for connection.close-ok after sending connection.close.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    AwaitStartOk,
+    AwaitTuneOk,
+    AwaitOpen,
+    Open,
+    /// We sent connection.close; only close-ok matters now.
+    Closing,
+    /// Done: flush what is buffered and drop the socket.
+    Finished,
+}
+
+struct Connection {
+    broker: Arc<Broker>,
+    config: Arc<ServerConfig>,
+    peer: SocketAddr,
+    owner: OwnerId,
+    outbox: Arc<Outbox>,
+    out: BytesMut,
+    phase: Phase,
+    frame_max: usize,
+    channel_max: u16,
+    heartbeat: u16,
+    caps: ClientCaps,
+    channels: HashMap<u16, Channel>,
+    consumers: HashMap<ConsumerId, u16>,
+    closing_since: Option<Instant>,
+}
+
+/// Serves one connection whose 0-9-1 protocol header has been read.
+pub async fn run(
+    stream: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    config: Arc<ServerConfig>,
+    mut shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let mut conn = Connection::new(broker, config, peer);
+    write_method(&mut conn.out, 0, &handshake::start(&conn.config).into());
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut items = Vec::new();
+    let handshake_deadline = tokio::time::Instant::now() + conn.config.handshake_timeout;
+    let mut last_read = Instant::now();
+    let mut last_write = Instant::now();
+    let mut heartbeat_tick: Option<tokio::time::Interval> = None;
+    let result = loop {
+        if conn.out.len() < conn.config.write_high_water {
+            conn.outbox.take(&mut items);
+            for item in items.drain(..) {
+                conn.on_outbox_item(item);
+            }
+        }
+        if !conn.out.is_empty() {
+            match stream.try_write(&conn.out) {
+                Ok(n) => {
+                    conn.out.advance(n);
+                    last_write = Instant::now();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => break Err(e),
+            }
+        }
+        if conn.phase == Phase::Finished && conn.out.is_empty() {
+            break Ok(());
+        }
+        if conn.phase == Phase::Open && heartbeat_tick.is_none() && conn.heartbeat > 0 {
+            let period = Duration::from_secs(u64::from(conn.heartbeat));
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            heartbeat_tick = Some(tick);
+        }
+        let want_read =
+            conn.out.len() < conn.config.write_high_water && conn.phase != Phase::Finished;
+        let interest = match (want_read, conn.out.is_empty()) {
+            (true, true) => Some(Interest::READABLE),
+            (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
+            (false, false) => Some(Interest::WRITABLE),
+            (false, true) => None,
+        };
+        let take_deliveries = conn.out.len() < conn.config.write_high_water;
+        let open = conn.phase == Phase::Open;
+        tokio::select! {
+            ready = async { match interest {
+                Some(i) => stream.ready(i).await,
+                None => std::future::pending().await,
+            }} => {
+                let ready = match ready { Ok(r) => r, Err(e) => break Err(e) };
+                if ready.is_readable() && want_read {
+                    match read_available(&stream, &mut inbuf) {
+                        Ok(ReadOutcome::Eof) => break Ok(()),
+                        Ok(ReadOutcome::Data) => {
+                            last_read = Instant::now();
+                            conn.process(&mut inbuf);
+                        }
+                        Ok(ReadOutcome::Nothing) => {}
+                        Err(e) => break Err(e),
+                    }
+                }
+            }
+            _ = conn.outbox.notified(), if take_deliveries => {}
+            _ = tokio::time::sleep_until(handshake_deadline), if !open && conn.closing_since.is_none() => {
+                debug!(peer = %conn.peer, "handshake timed out");
+                conn.close_connection(Fault::new(reply::CONNECTION_FORCED, "handshake timed out"), (0, 0));
+            }
+            _ = async { match heartbeat_tick.as_mut() {
+                Some(t) => { t.tick().await; }
+                None => std::future::pending().await,
+            }} => {
+                let period = Duration::from_secs(u64::from(conn.heartbeat));
+                if last_read.elapsed() > period * 2 {
+                    debug!(peer = %conn.peer, "missed heartbeats");
+                    break Ok(());
+                }
+                if last_write.elapsed() >= period {
+                    write_heartbeat(&mut conn.out);
+                }
+            }
+            _ = shutdown.wait(), if conn.closing_since.is_none() => {
+                conn.close_connection(Fault::new(reply::CONNECTION_FORCED, "broker shutting down"), (0, 0));
+            }
+            _ = async { match conn.closing_since {
+                Some(since) => tokio::time::sleep_until((since + CLOSE_GRACE).into()).await,
+                None => std::future::pending().await,
+            }} => {
+                break Ok(());
+            }
+        }
+    };
+    conn.teardown();
+    result
+}
+
+enum ReadOutcome {
+    Data,
+    Nothing,
+    Eof,
+}
+
+/// Drains the socket into `inbuf`, up to a bound so one busy peer cannot starve the others.
+fn read_available(stream: &TcpStream, inbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+    let mut got = false;
+    loop {
+        if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
+            inbuf.reserve(READ_CHUNK);
+        }
+        match stream.try_read_buf(inbuf) {
+            Ok(0) => {
+                return Ok(if got {
+                    ReadOutcome::Data
+                } else {
+                    ReadOutcome::Eof
+                })
+            }
+            Ok(_) => {
+                got = true;
+                if inbuf.len() >= 4 * READ_CHUNK {
+                    return Ok(ReadOutcome::Data);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Ok(if got {
+                    ReadOutcome::Data
+                } else {
+                    ReadOutcome::Nothing
+                })
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Connection {
+    fn new(broker: Arc<Broker>, config: Arc<ServerConfig>, peer: SocketAddr) -> Connection {
+        Connection {
+            owner: broker.next_owner_id(),
+            frame_max: handshake::frame_max(&config) as usize,
+            channel_max: config.channel_max,
+            broker,
+            config,
+            peer,
+            outbox: Outbox::new(),
+            out: BytesMut::with_capacity(READ_CHUNK),
+            phase: Phase::AwaitStartOk,
+            heartbeat: 0,
+            caps: ClientCaps::default(),
+            channels: HashMap::new(),
+            consumers: HashMap::new(),
+            closing_since: None,
+        }
+    }
+
+    fn write(&mut self, channel: u16, method: impl Into<Method>) {
+        write_method(&mut self.out, channel, &method.into());
+    }
+
+    /// Processes every complete frame in `inbuf`, then sends the batch's publisher confirms.
+    fn process(&mut self, inbuf: &mut BytesMut) {
+        while !matches!(self.phase, Phase::Finished) {
+            let frame = match decode_frame(inbuf, self.frame_max) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => {
+                    self.close_connection(Fault::new(e.reply_code(), e.to_string()), (0, 0));
+                    break;
+                }
+            };
+            match (frame.frame_type, frame.channel) {
+                (FrameType::Heartbeat, _) => {}
+                (FrameType::Method, 0) => match Method::decode(frame.payload) {
+                    Ok(m) => self.on_connection_method(m),
+                    Err(e) if self.phase != Phase::Closing => {
+                        self.close_connection(Fault::new(e.reply_code(), e.to_string()), (0, 0));
+                    }
+                    Err(_) => {}
+                },
+                (_, 0) => self.close_connection(
+                    Fault::new(reply::UNEXPECTED_FRAME, "content frame on channel 0"),
+                    (0, 0),
+                ),
+                _ if self.phase == Phase::Closing => {}
+                _ if self.phase != Phase::Open => self.close_connection(
+                    Fault::new(reply::CHANNEL_ERROR, "channel frame before connection.open"),
+                    (0, 0),
+                ),
+                _ => self.on_channel_frame(frame),
+            }
+        }
+        let mut ids: Vec<u16> = self.channels.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.with_channel(id, |c, ctx| c.flush_confirms(ctx));
+        }
+    }
+
+    fn ctx_parts(&mut self) -> (&mut HashMap<u16, Channel>, Ctx<'_>) {
+        (
+            &mut self.channels,
+            Ctx {
+                broker: &self.broker,
+                owner: self.owner,
+                outbox: &self.outbox,
+                out: &mut self.out,
+                frame_max: self.frame_max,
+                consumers: &mut self.consumers,
+            },
+        )
+    }
+
+    fn with_channel<R>(
+        &mut self,
+        id: u16,
+        f: impl FnOnce(&mut Channel, &mut Ctx) -> R,
+    ) -> Option<R> {
+        let (channels, mut ctx) = self.ctx_parts();
+        channels.get_mut(&id).map(|c| f(c, &mut ctx))
+    }
+
+    fn on_connection_method(&mut self, m: Method) {
+        let ids = (m.class_id(), m.method_id());
+        match (self.phase, m) {
+            (Phase::Closing, Method::ConnectionCloseOk(_)) => self.phase = Phase::Finished,
+            (Phase::Closing, Method::ConnectionClose(_)) => {
+                self.write(0, ConnectionCloseOk {});
+                self.phase = Phase::Finished;
+            }
+            (Phase::Closing, _) => {}
+            (Phase::AwaitStartOk, Method::ConnectionStartOk(s)) => {
+                self.caps = handshake::client_caps(&s);
+                match handshake::authenticate(&self.config, self.peer, &s) {
+                    Ok(user) => {
+                        debug!(peer = %self.peer, %user, "authenticated");
+                        self.write(0, handshake::tune(&self.config));
+                        self.phase = Phase::AwaitTuneOk;
+                    }
+                    Err(reason) => {
+                        info!(peer = %self.peer, "login refused: {reason}");
+                        if self.caps.authentication_failure_close {
+                            self.close_connection(Fault::access_refused(reason), ids);
+                        } else {
+                            // Older clients expect the socket to just close (0-9-1 spec).
+                            self.phase = Phase::Finished;
+                        }
+                    }
+                }
+            }
+            (Phase::AwaitTuneOk, Method::ConnectionTuneOk(t)) => {
+                let offered = handshake::frame_max(&self.config);
+                let frame_max = if t.frame_max == 0 {
+                    offered
+                } else {
+                    t.frame_max
+                };
+                if frame_max < FRAME_MIN_SIZE as u32 || frame_max > offered {
+                    self.close_connection(
+                        Fault::new(
+                            reply::NOT_ALLOWED,
+                            format!("frame_max {frame_max} outside [{FRAME_MIN_SIZE}, {offered}]"),
+                        ),
+                        ids,
+                    );
+                    return;
+                }
+                self.frame_max = frame_max as usize;
+                self.channel_max = match t.channel_max {
+                    0 => self.config.channel_max,
+                    n => n.min(self.config.channel_max),
+                };
+                self.heartbeat = t.heartbeat;
+                self.phase = Phase::AwaitOpen;
+            }
+            (Phase::AwaitOpen, Method::ConnectionOpen(_)) => {
+                // One virtual host: any name is accepted, as for 0-10.
+                self.write(
+                    0,
+                    ConnectionOpenOk {
+                        known_hosts: ShortStr::default(),
+                    },
+                );
+                self.phase = Phase::Open;
+            }
+            (_, Method::ConnectionClose(c)) => {
+                debug!(peer = %self.peer, code = c.reply_code, "client closed the connection");
+                self.teardown();
+                self.write(0, ConnectionCloseOk {});
+                self.phase = Phase::Finished;
+            }
+            (Phase::Open, Method::ConnectionUpdateSecret(_)) => {
+                self.write(0, ConnectionUpdateSecretOk {});
+            }
+            (Phase::Open, Method::ConnectionBlocked(_) | Method::ConnectionUnblocked(_)) => {}
+            (_, m) => self.close_connection(
+                Fault::command_invalid(format!("unexpected {} on channel 0", m.name())),
+                ids,
+            ),
+        }
+    }
+
+    fn on_channel_frame(&mut self, frame: Frame) {
+        let id = frame.channel;
+        let Some(c) = self.channels.get_mut(&id) else {
+            let opened = matches!(Method::decode(frame.payload), Ok(Method::ChannelOpen(_)))
+                && frame.frame_type == FrameType::Method;
+            if !opened {
+                self.close_connection(
+                    Fault::new(reply::CHANNEL_ERROR, format!("channel {id} is not open")),
+                    (0, 0),
+                );
+            } else if id > self.channel_max {
+                self.close_connection(
+                    Fault::new(
+                        reply::NOT_ALLOWED,
+                        format!("channel {id} exceeds channel_max {}", self.channel_max),
+                    ),
+                    (20, 10),
+                );
+            } else {
+                let max_body = self.config.max_message_size as u64;
+                self.channels.insert(id, Channel::new(id, max_body));
+                self.write(
+                    id,
+                    ChannelOpenOk {
+                        channel_id: LongStr::default(),
+                    },
+                );
+            }
+            return;
+        };
+        if c.state == State::Closing {
+            if frame.frame_type == FrameType::Method {
+                match Method::decode(frame.payload) {
+                    Ok(Method::ChannelCloseOk(_)) => {
+                        self.channels.remove(&id);
+                    }
+                    Ok(Method::ChannelClose(_)) => {
+                        self.write(id, ChannelCloseOk {});
+                        self.channels.remove(&id);
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
+        match c.assembler.push(frame) {
+            Ok(None) => {}
+            Ok(Some(Assembled::Method(m))) => self.on_channel_method(id, m),
+            Ok(Some(Assembled::Message(msg))) => {
+                let ids = (msg.method.class_id(), msg.method.method_id());
+                if let Some(Err(f)) = self.with_channel(id, |c, ctx| c.publish(ctx, msg)) {
+                    self.fail(id, f, ids);
+                }
+            }
+            Err(AssemblyError::TooLarge { size, max }) => self.fail(
+                id,
+                Fault::precondition(format!("message size {size} is larger than max size {max}")),
+                (60, 40),
+            ),
+            Err(e) => self.close_connection(Fault::new(e.reply_code(), e.to_string()), (0, 0)),
+        }
+    }
+
+    fn on_channel_method(&mut self, id: u16, m: Method) {
+        let ids = (m.class_id(), m.method_id());
+        let result = match m {
+            Method::ChannelOpen(_) => Err(Fault::new(
+                reply::CHANNEL_ERROR,
+                format!("channel {id} is already open"),
+            )),
+            Method::ChannelClose(_) => {
+                self.with_channel(id, |c, ctx| {
+                    c.flush_confirms(ctx);
+                    c.teardown(ctx);
+                });
+                self.channels.remove(&id);
+                self.write(id, ChannelCloseOk {});
+                Ok(())
+            }
+            // Not expected (we have not closed the channel); harmless.
+            Method::ChannelCloseOk(_) => Ok(()),
+            Method::ChannelFlow(f) => {
+                self.with_channel(id, |c, ctx| {
+                    c.flow(ctx, f.active);
+                    c.write(ctx.out, ChannelFlowOk { active: f.active });
+                });
+                Ok(())
+            }
+            Method::ChannelFlowOk(_) => Ok(()),
+            m => self
+                .with_channel(id, |c, ctx| dispatch(c, ctx, m))
+                .unwrap_or(Ok(())),
+        };
+        if let Err(f) = result {
+            self.fail(id, f, ids);
+        }
+    }
+
+    /// A method failed: a soft error closes the channel, a hard one the connection.
+    fn fail(&mut self, id: u16, fault: Fault, ids: (u16, u16)) {
+        if fault.is_hard() {
+            self.close_connection(fault, ids);
+            return;
+        }
+        debug!(peer = %self.peer, channel = id, code = fault.code, "closing channel: {}", fault.text);
+        self.with_channel(id, |c, ctx| {
+            c.flush_confirms(ctx);
+            c.teardown(ctx);
+            c.state = State::Closing;
+            c.write(
+                ctx.out,
+                ChannelClose {
+                    reply_code: fault.code,
+                    reply_text: ShortStr::new(fault.wire_text()).unwrap_or_default(),
+                    class_id: ids.0,
+                    method_id: ids.1,
+                },
+            );
+        });
+    }
+
+    fn on_outbox_item(&mut self, item: OutboxItem) {
+        match item {
+            OutboxItem::Deliver(d) => {
+                let id = self.consumers.get(&d.consumer).copied();
+                let handled = match id {
+                    Some(id) => {
+                        let (channels, mut ctx) = self.ctx_parts();
+                        match channels.get_mut(&id).filter(|c| c.state == State::Open) {
+                            Some(c) => {
+                                c.deliver(&mut ctx, d);
+                                None
+                            }
+                            None => Some(d),
+                        }
+                    }
+                    None => Some(d),
+                };
+                if let Some(d) = handled {
+                    if d.acquired {
+                        d.queue.release([(d.position, d.message)], false);
+                    }
+                }
+            }
+            OutboxItem::ConsumerCancelled { consumer, .. } => {
+                if let Some(id) = self.consumers.remove(&consumer) {
+                    let notify = self.caps.consumer_cancel_notify;
+                    self.with_channel(id, |c, ctx| c.consumer_gone(ctx, consumer, notify));
+                }
+            }
+        }
+    }
+
+    /// Sends connection.close and waits (briefly) for close-ok, ignoring everything else.
+    fn close_connection(&mut self, fault: Fault, ids: (u16, u16)) {
+        if matches!(self.phase, Phase::Closing | Phase::Finished) {
+            return;
+        }
+        debug!(peer = %self.peer, code = fault.code, "closing connection: {}", fault.text);
+        self.teardown();
+        self.write(
+            0,
+            ConnectionClose {
+                reply_code: fault.code,
+                reply_text: ShortStr::new(fault.wire_text()).unwrap_or_default(),
+                class_id: ids.0,
+                method_id: ids.1,
+            },
+        );
+        self.phase = Phase::Closing;
+        self.closing_since = Some(Instant::now());
+    }
+
+    /// Ends every channel (consumers cancelled, unacknowledged messages requeued) and releases
+    /// the connection's exclusive queues.
+    fn teardown(&mut self) {
+        let (channels, mut ctx) = self.ctx_parts();
+        for c in channels.values_mut() {
+            c.teardown(&mut ctx);
+        }
+        channels.clear();
+        self.broker.release_owner(self.owner);
+        let mut items = Vec::new();
+        self.outbox.take(&mut items);
+        for item in items {
+            if let OutboxItem::Deliver(d) = item {
+                if d.acquired {
+                    d.queue.release([(d.position, d.message)], false);
+                }
+            }
+        }
+    }
+}
+
+/// Methods of the exchange, queue, basic, confirm and tx classes.
+fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
+    match m {
+        Method::ExchangeDeclare(m) => c.exchange_declare(ctx, m),
+        Method::ExchangeDelete(m) => c.exchange_delete(ctx, m),
+        Method::ExchangeBind(_) | Method::ExchangeUnbind(_) | Method::ExchangeBound(_) => Err(
+            Fault::not_implemented("exchange-to-exchange bindings are not supported"),
+        ),
+        Method::QueueDeclare(m) => c.queue_declare(ctx, m),
+        Method::QueueBind(m) => c.queue_bind(ctx, m),
+        Method::QueueUnbind(m) => c.queue_unbind(ctx, m),
+        Method::QueuePurge(m) => c.queue_purge(ctx, m),
+        Method::QueueDelete(m) => c.queue_delete(ctx, m),
+        Method::BasicQos(m) => {
+            c.qos(ctx, m);
+            Ok(())
+        }
+        Method::BasicConsume(m) => c.consume(ctx, m),
+        Method::BasicCancel(m) => {
+            c.cancel(ctx, m);
+            Ok(())
+        }
+        Method::BasicGet(m) => c.get(ctx, m),
+        Method::BasicAck(m) => c.ack(ctx, m),
+        Method::BasicReject(m) => c.reject(ctx, m),
+        Method::BasicNack(m) => c.nack(ctx, m),
+        Method::BasicRecover(_) => {
+            c.recover(ctx);
+            c.write(ctx.out, ferry_amqp091::BasicRecoverOk {});
+            Ok(())
+        }
+        Method::BasicRecoverAsync(_) => {
+            c.recover(ctx);
+            Ok(())
+        }
+        Method::ConfirmSelect(m) => {
+            c.confirm_select(ctx, m.nowait);
+            Ok(())
+        }
+        Method::TxSelect(_) | Method::TxCommit(_) | Method::TxRollback(_) => {
+            Err(Fault::not_implemented("transactions are not supported").channel_only())
+        }
+        m => Err(Fault::command_invalid(format!(
+            "unexpected {} on a channel",
+            m.name()
+        ))),
+    }
+}

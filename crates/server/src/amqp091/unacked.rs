@@ -1,0 +1,113 @@
+//! Delivery-tag bookkeeping for one channel: tags are handed out in increasing order, so the
+//! outstanding ones live in a deque sorted by tag and `multiple` settles a prefix.
+
+use std::collections::VecDeque;
+
+/// A tag the peer named that is not outstanding: 0-9-1 makes that a 406 channel error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("unknown delivery tag {0}")]
+pub struct UnknownTag(pub u64);
+
+#[derive(Debug)]
+pub struct Unacked<T> {
+    next_tag: u64,
+    items: VecDeque<(u64, T)>,
+}
+
+impl<T> Default for Unacked<T> {
+    fn default() -> Self {
+        Unacked {
+            next_tag: 1,
+            items: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> Unacked<T> {
+    /// The next delivery tag, without tracking anything (no-ack deliveries use tags too).
+    pub fn next_tag(&mut self) -> u64 {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        tag
+    }
+
+    /// Allocates a tag and tracks `item` under it until settled.
+    pub fn push(&mut self, item: T) -> u64 {
+        let tag = self.next_tag();
+        self.items.push_back((tag, item));
+        tag
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Settles `tag`, or with `multiple` every outstanding tag up to it (tag 0 with `multiple`
+    /// means all of them, as RabbitMQ reads it). `multiple` with nothing outstanding at or
+    /// below `tag` is an unknown tag, like a single unknown one.
+    pub fn take(&mut self, tag: u64, multiple: bool) -> Result<Vec<T>, UnknownTag> {
+        if multiple {
+            let n = if tag == 0 {
+                self.items.len()
+            } else {
+                self.items.partition_point(|(t, _)| *t <= tag)
+            };
+            if n == 0 && tag != 0 {
+                return Err(UnknownTag(tag));
+            }
+            return Ok(self.items.drain(..n).map(|(_, item)| item).collect());
+        }
+        let idx = self
+            .items
+            .binary_search_by_key(&tag, |(t, _)| *t)
+            .map_err(|_| UnknownTag(tag))?;
+        let (_, item) = self.items.remove(idx).ok_or(UnknownTag(tag))?;
+        Ok(vec![item])
+    }
+
+    /// Everything outstanding, oldest first (channel close, basic.recover).
+    pub fn take_all(&mut self) -> Vec<T> {
+        self.items.drain(..).map(|(_, item)| item).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(n: u32) -> Unacked<u32> {
+        let mut u = Unacked::default();
+        for i in 1..=n {
+            assert_eq!(u.push(i), u64::from(i));
+        }
+        u
+    }
+
+    #[test]
+    fn single_ack_removes_only_that_tag() {
+        let mut u = log(3);
+        assert_eq!(u.take(2, false), Ok(vec![2]));
+        assert_eq!(u.take(2, false), Err(UnknownTag(2)));
+        assert_eq!(u.len(), 2);
+    }
+
+    #[test]
+    fn multiple_settles_the_prefix_skipping_gaps() {
+        let mut u = log(5);
+        u.take(2, false).unwrap();
+        assert_eq!(u.take(4, true), Ok(vec![1, 3, 4]));
+        assert_eq!(u.take(4, true), Err(UnknownTag(4)));
+        assert_eq!(u.take(0, true), Ok(vec![5]));
+        assert_eq!(u.take(0, true), Ok(vec![]));
+    }
+
+    #[test]
+    fn tags_keep_increasing_across_untracked_deliveries() {
+        let mut u = log(1);
+        assert_eq!(u.next_tag(), 2);
+        assert_eq!(u.push(9), 3);
+        assert_eq!(u.take(2, false), Err(UnknownTag(2)));
+        assert_eq!(u.take_all(), vec![1, 9]);
+    }
+}
