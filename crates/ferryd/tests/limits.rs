@@ -9,8 +9,8 @@ use bytes::BytesMut;
 use common::raw::Raw;
 use common::Ferryd;
 use ferry_amqp010::{
-    Command, DeliveryProperties, ErrorCode, ExecutionException, Map, MessageTransfer,
-    QueueDeclare, Str, Value,
+    Command, DeliveryProperties, ErrorCode, ExecutionException, Map, MessageTransfer, QueueDeclare,
+    Str, Value,
 };
 
 fn exception(raw: &mut Raw, channel: u16) -> ExecutionException {

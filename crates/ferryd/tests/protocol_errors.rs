@@ -44,9 +44,15 @@ fn assert_session_works(raw: &mut Raw, channel: u16, queue: &str) {
     let Command::ExecutionResult(r) = result else {
         unreachable!()
     };
-    let value: ferry_amqp010::QueueQueryResult =
-        r.value.expect("query result value").decode_as().expect("queue-query-result");
-    assert_eq!(value.queue.as_ref().map(|q| q.to_string()), Some(queue.to_string()));
+    let value: ferry_amqp010::QueueQueryResult = r
+        .value
+        .expect("query result value")
+        .decode_as()
+        .expect("queue-query-result");
+    assert_eq!(
+        value.queue.as_ref().map(|q| q.to_string()),
+        Some(queue.to_string())
+    );
 }
 
 #[test]
@@ -96,7 +102,9 @@ fn a_frame_larger_than_negotiated_is_a_framing_error() {
 fn reserved_bits_in_a_frame_header_are_a_framing_error() {
     let broker = Ferryd::start();
     let mut raw = Raw::open(broker.addr);
-    raw.send_bytes(&[0xff, 0xff, 0x00, 0x10, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4]);
+    raw.send_bytes(&[
+        0xff, 0xff, 0x00, 0x10, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4,
+    ]);
     let close = raw.until_closed().expect("connection.close");
     assert_eq!(close.reply_code, Some(CloseCode::FramingError));
 }
@@ -187,7 +195,10 @@ fn declaring_an_unknown_exchange_type_is_not_found_and_amq_names_are_reserved() 
         }
         .into(),
     );
-    assert_eq!(exception(&mut raw, 2).error_code, Some(ErrorCode::NotAllowed));
+    assert_eq!(
+        exception(&mut raw, 2).error_code,
+        Some(ErrorCode::NotAllowed)
+    );
 }
 
 #[test]
@@ -224,7 +235,11 @@ fn random_and_truncated_bytes_do_not_disturb_a_normal_client() {
             with_header.append(&mut bytes);
             bytes = with_header;
         }
-        let cut = if round % 3 == 0 { bytes.len() / 2 } else { bytes.len() };
+        let cut = if round % 3 == 0 {
+            bytes.len() / 2
+        } else {
+            bytes.len()
+        };
         let _ = s.write_all(&bytes[..cut]);
         drop(s);
         if round % 10 == 9 {

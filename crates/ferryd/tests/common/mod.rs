@@ -72,7 +72,10 @@ impl Ferryd {
 }
 
 fn send_sigterm(pid: i32) {
-    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
 }
 
 fn wait_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {

@@ -114,10 +114,15 @@ impl Raw {
         self.take_id(channel)
     }
 
-    pub fn transfer(&mut self, channel: u16, t: ferry_amqp010::MessageTransfer, header: &[u8], body: &[u8]) -> u32 {
+    pub fn transfer(
+        &mut self,
+        channel: u16,
+        t: ferry_amqp010::MessageTransfer,
+        header: &[u8],
+        body: &[u8],
+    ) -> u32 {
         let mut out = BytesMut::new();
-        write_transfer(&mut out, channel, &t, true, header, body, 4096)
-            .expect("encode transfer");
+        write_transfer(&mut out, channel, &t, true, header, body, 4096).expect("encode transfer");
         self.send_bytes(&out);
         self.take_id(channel)
     }
@@ -172,7 +177,9 @@ impl Raw {
     pub fn expect_command(&mut self, channel: u16, want: impl Fn(&Command) -> bool) -> Command {
         loop {
             match self.next() {
-                Some((ch, Incoming::Command { command, .. })) if ch == channel && want(&command) => {
+                Some((ch, Incoming::Command { command, .. }))
+                    if ch == channel && want(&command) =>
+                {
                     return command
                 }
                 Some(_) => continue,
