@@ -3,13 +3,16 @@
 use crate::error::BrokerError;
 use crate::value::Arguments;
 
-/// What happens when a publish would exceed a queue limit. Only `Reject` exists for now; qpidd's
+/// What happens when a publish would exceed a queue limit. qpidd's
 /// `ring`/`ring_strict` (drop oldest) and `flow_to_disk` are refused at declare time with
 /// `NotImplemented` rather than silently behaving like `Reject`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LimitPolicy {
     #[default]
     Reject,
+    /// Drop the oldest available messages (to the alternate exchange, if any) to make room:
+    /// RabbitMQ's default `x-overflow` of `drop-head`.
+    DropHead,
 }
 
 /// Limits on a queue's depth. Counts include messages acquired but not yet settled, as qpidd

@@ -731,3 +731,100 @@ fn server_named_queues_may_use_reserved_prefixes_and_are_unique() {
         .declare_queue("amq.gen-mine", QueueOptions::default(), false, ME)
         .is_err());
 }
+
+fn declare_with(b: &Broker, name: &str, opts: QueueOptions) -> Arc<Queue> {
+    b.declare_queue(name, opts, false, ME).unwrap().0
+}
+
+fn dead_letter_setup(b: &Broker) -> Arc<Queue> {
+    let dlx = ExchangeOptions::default();
+    b.declare_exchange("dlx", ExchangeKind::Direct, dlx, false)
+        .unwrap();
+    let dead = declare(b, "dead");
+    b.bind("dead", "dlx", "expired", &Arguments::new()).unwrap();
+    dead
+}
+
+#[test]
+fn drop_head_overflow_dead_letters_the_oldest() {
+    let b = broker();
+    let dead = dead_letter_setup(&b);
+    let q = declare_with(
+        &b,
+        "q",
+        QueueOptions {
+            alternate_exchange: Some("dlx".into()),
+            limits: QueueLimits {
+                max_count: Some(2),
+                max_size: None,
+                policy: crate::limits::LimitPolicy::DropHead,
+            },
+            arguments: [("x-dead-letter-routing-key", V::Str("expired".into()))]
+                .into_iter()
+                .collect(),
+            ..QueueOptions::default()
+        },
+    );
+    for body in ["a", "b", "c"] {
+        assert_eq!(publish(&b, "", "q", body), 1);
+    }
+    assert_eq!(bodies(&q), vec![bs("b"), bs("c")]);
+    assert_eq!(bodies(&dead), vec![bs("a")]);
+    assert_eq!(&dead.get().unwrap().message.routing_key[..], b"expired");
+}
+
+#[test]
+fn queue_message_ttl_caps_expiry() {
+    let b = broker();
+    let q = declare_with(
+        &b,
+        "q",
+        QueueOptions {
+            arguments: [("x-message-ttl", V::Int(0))].into_iter().collect(),
+            ..QueueOptions::default()
+        },
+    );
+    let plain = declare(&b, "plain");
+    b.bind("q", "amq.fanout", "", &Arguments::new()).unwrap();
+    b.bind("plain", "amq.fanout", "", &Arguments::new())
+        .unwrap();
+    publish(&b, "amq.fanout", "", "x");
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    assert!(q.get().is_none());
+    assert!(plain.get().is_some_and(|g| g.message.expires_at.is_none()));
+}
+
+#[test]
+fn single_active_consumer_gets_everything_until_it_leaves() {
+    let b = broker();
+    let q = declare_with(
+        &b,
+        "q",
+        QueueOptions {
+            arguments: [("x-single-active-consumer", V::Bool(true))]
+                .into_iter()
+                .collect(),
+            ..QueueOptions::default()
+        },
+    );
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    for (id, ob) in [(1, &o1), (2, &o2)] {
+        q.subscribe(ConsumerSpec {
+            id,
+            outbox: ob.clone(),
+            owner: ME,
+            tag: Bytes::new(),
+            acquire: true,
+            exclusive: false,
+        })
+        .unwrap();
+        q.add_credit(id, u32::MAX, u32::MAX).unwrap();
+    }
+    for body in ["a", "b", "c"] {
+        publish(&b, "", "q", body);
+    }
+    assert_eq!((o1.len(), o2.len()), (3, 0));
+    b.cancel_consumer(&q, 1);
+    publish(&b, "", "q", "d");
+    assert_eq!(o2.len(), 1);
+}

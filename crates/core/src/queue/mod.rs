@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
-use crate::limits::QueueLimits;
+use crate::limits::{LimitPolicy, QueueLimits};
 use crate::message::Message;
 use crate::outbox::{Delivery, OutboxItem};
 use crate::route;
@@ -59,6 +59,7 @@ pub struct Queue {
     alternate: Option<Arc<Exchange>>,
     arguments: Arguments,
     limits: QueueLimits,
+    features: Features,
     state: Mutex<QueueState>,
     /// Explicit bindings (exchange, key), so deleting the queue can remove them without
     /// scanning every exchange. Weak: an exchange's bindings already own the queue.
@@ -71,6 +72,33 @@ impl fmt::Debug for Queue {
             .field("name", &self.name)
             .field("id", &self.id)
             .finish_non_exhaustive()
+    }
+}
+
+/// Behaviour read from declare arguments (RabbitMQ's names; any protocol may send them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Features {
+    /// `x-message-ttl`: most milliseconds a message may wait on this queue.
+    pub(crate) message_ttl: Option<u64>,
+    /// `x-dead-letter-routing-key`: the key messages leave for the alternate exchange with.
+    pub(crate) dead_letter_routing_key: Option<String>,
+    /// `x-single-active-consumer`: only the oldest consumer receives messages.
+    pub(crate) single_active_consumer: bool,
+}
+
+impl Features {
+    pub(crate) fn from_arguments(args: &Arguments) -> Features {
+        Features {
+            message_ttl: args.get("x-message-ttl").and_then(|v| v.as_u64()),
+            dead_letter_routing_key: args
+                .get("x-dead-letter-routing-key")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned),
+            single_active_consumer: matches!(
+                args.get("x-single-active-consumer"),
+                Some(crate::value::HeaderValue::Bool(true))
+            ),
+        }
     }
 }
 
@@ -113,7 +141,11 @@ impl Queue {
             alternate,
             arguments: opts.arguments.clone(),
             limits,
-            state: Mutex::new(QueueState::new(opts.exclusive_owner)),
+            features: Features::from_arguments(&opts.arguments),
+            state: Mutex::new(QueueState::new(
+                opts.exclusive_owner,
+                Features::from_arguments(&opts.arguments).single_active_consumer,
+            )),
             bindings: Mutex::new(Vec::new()),
         })
     }
@@ -210,20 +242,53 @@ impl Queue {
     /// Stores the message and dispatches. `Ok(false)` if the queue was deleted meanwhile (the
     /// publisher routed with a stale handle; the message is simply not stored here).
     pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
-        let mut st = self.state.lock();
-        if st.deleted {
-            return Ok(false);
+        let msg = self.apply_ttl(msg);
+        let mut dropped = Vec::new();
+        {
+            let mut st = self.state.lock();
+            if st.deleted {
+                return Ok(false);
+            }
+            let (count, bytes) = st.depth();
+            if !self.limits.admits(count, bytes, msg.size) {
+                if self.limits.policy != LimitPolicy::DropHead {
+                    return Err(BrokerError::ResourceLimitExceeded(format!(
+                        "queue {} is full",
+                        self.name
+                    )));
+                }
+                // Oldest available messages make room; acquired ones cannot be dropped, so
+                // if they alone fill the queue the new message is still taken.
+                while let Some(old) = st.pop_front() {
+                    dropped.push(old);
+                    let (count, bytes) = st.depth();
+                    if self.limits.admits(count, bytes, msg.size) {
+                        break;
+                    }
+                }
+            }
+            st.push(msg);
+            st.dispatch(self);
         }
-        let (count, bytes) = st.depth();
-        if !self.limits.admits(count, bytes, msg.size) {
-            return Err(BrokerError::ResourceLimitExceeded(format!(
-                "queue {} is full",
-                self.name
-            )));
+        for m in &dropped {
+            self.to_alternate(m);
         }
-        st.push(msg);
-        st.dispatch(self);
         Ok(true)
+    }
+
+    /// A queue message TTL caps each message's own expiry.
+    fn apply_ttl(&self, msg: Arc<Message>) -> Arc<Message> {
+        let Some(ttl) = self.features.message_ttl else {
+            return msg;
+        };
+        let at = crate::message::now_ms().saturating_add(ttl);
+        if msg.expires_at.is_some_and(|own| own <= at) {
+            return msg;
+        }
+        // A shallow copy: body and headers are shared, only the expiry differs per queue.
+        let mut copy = (*msg).clone();
+        copy.expires_at = Some(at);
+        Arc::new(copy)
     }
 
     /// Adds a consumer with no credit (0-10 subscriptions start stopped; grant with
@@ -434,6 +499,16 @@ impl Queue {
 
     fn to_alternate(&self, msg: &Arc<Message>) {
         if let Some(alt) = &self.alternate {
+            let rekeyed;
+            let msg = match &self.features.dead_letter_routing_key {
+                Some(key) => {
+                    let mut copy = (**msg).clone();
+                    copy.routing_key = bytes::Bytes::from(key.clone());
+                    rekeyed = Arc::new(copy);
+                    &rekeyed
+                }
+                None => msg,
+            };
             if let Err(e) = route::deliver(alt, msg) {
                 tracing::debug!(queue = %self.name, error = %e, "alternate exchange refused message");
             }

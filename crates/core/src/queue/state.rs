@@ -73,13 +73,14 @@ pub(crate) struct QueueState {
     expiring: usize,
     pub(crate) consumers: Vec<Consumer>,
     next_rr: usize,
+    single_active: bool,
     pub(crate) owner: Option<OwnerId>,
     pub(crate) had_consumers: bool,
     pub(crate) deleted: bool,
 }
 
 impl QueueState {
-    pub(crate) fn new(owner: Option<OwnerId>) -> QueueState {
+    pub(crate) fn new(owner: Option<OwnerId>, single_active: bool) -> QueueState {
         QueueState {
             entries: VecDeque::new(),
             next_position: 1,
@@ -89,6 +90,7 @@ impl QueueState {
             expiring: 0,
             consumers: Vec::new(),
             next_rr: 0,
+            single_active,
             owner,
             had_consumers: false,
             deleted: false,
@@ -182,6 +184,11 @@ impl QueueState {
         }
         self.mark_unsettled(&e);
         true
+    }
+
+    /// Removes the front entry without acquiring it (drop-head overflow).
+    pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
+        self.remove_at(0).map(|e| e.message)
     }
 
     /// Acquires the front entry, dropping expired ones before it.
@@ -314,6 +321,15 @@ impl QueueState {
     }
 
     fn next_acquirer(&self, size: u64) -> Option<usize> {
+        if self.single_active {
+            // The oldest acquiring consumer is the active one; the others wait their turn.
+            let active = self.consumers.iter().position(|c| c.spec.acquire)?;
+            return self
+                .consumers
+                .get(active)
+                .is_some_and(|c| c.has_credit_for(size))
+                .then_some(active);
+        }
         let n = self.consumers.len();
         (0..n).map(|k| (self.next_rr + k) % n).find(|&i| {
             self.consumers
