@@ -28,3 +28,51 @@ def test_per_message_expiration(ch, name):
     time.sleep(0.3)
     assert drain(ch, name, timeout=0.5) == [b"long"]
     ch.queue_delete(name)
+
+
+def test_queue_ttl_and_dead_letter_routing_key(ch, name):
+    ch.exchange_declare(name + "-dlx", "direct")
+    dead = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(dead, name + "-dlx", "dead")
+    ch.queue_declare(name, arguments={"x-message-ttl": 100,
+                                      "x-dead-letter-exchange": name + "-dlx",
+                                      "x-dead-letter-routing-key": "dead"})
+    ch.basic_publish("", name, b"soon-gone")
+    time.sleep(0.3)
+    assert ch.queue_declare(name, passive=True).method.message_count == 0
+    # Rejection dead-letters under the configured key.
+    ch.queue_purge(name)
+    ch.queue_delete(name)
+    ch.queue_declare(name, arguments={"x-dead-letter-exchange": name + "-dlx",
+                                      "x-dead-letter-routing-key": "dead"})
+    ch.basic_publish("", name, b"rejected")
+    m, _, _ = ch.basic_get(name)
+    ch.basic_nack(m.delivery_tag, requeue=False)
+    m, _, body = ch.basic_get(dead, auto_ack=True)
+    assert body == b"rejected" and m.routing_key == "dead"
+    ch.queue_delete(name)
+    ch.exchange_delete(name + "-dlx")
+
+
+def test_max_length_drops_head_by_default(ch, name):
+    ch.queue_declare(name, arguments={"x-max-length": 2})
+    for b in [b"1", b"2", b"3"]:
+        ch.basic_publish("", name, b)
+    assert drain(ch, name, timeout=0.5) == [b"2", b"3"]
+    ch.queue_delete(name)
+
+
+def test_single_active_consumer(connect, name):
+    conn = connect()
+    ch = conn.channel()
+    ch.queue_declare(name, arguments={"x-single-active-consumer": True})
+    got = {"a": 0, "b": 0}
+    ch.basic_consume(name, lambda c, m, p, b: got.__setitem__("a", got["a"] + 1), auto_ack=True)
+    ch.basic_consume(name, lambda c, m, p, b: got.__setitem__("b", got["b"] + 1), auto_ack=True)
+    for i in range(10):
+        ch.basic_publish("", name, b"%d" % i)
+    deadline = time.time() + 3
+    while got["a"] + got["b"] < 10 and time.time() < deadline:
+        conn.process_data_events(time_limit=0.1)
+    assert got == {"a": 10, "b": 0}
+    ch.queue_delete(name)

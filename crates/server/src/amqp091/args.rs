@@ -11,12 +11,25 @@ pub fn queue_options(args: &Arguments) -> Result<QueueOptions, Fault> {
         let name = text(v, "x-dead-letter-exchange")?;
         opts.alternate_exchange = Some(name.to_owned());
     }
+    // Read by the core itself; checked here so a bad value is a 406, as in RabbitMQ.
+    non_negative(args, "x-message-ttl")?;
+    if let Some(v) = args.get("x-dead-letter-routing-key") {
+        text(v, "x-dead-letter-routing-key")?;
+    }
+    if let Some(v) = args.get("x-single-active-consumer") {
+        if !matches!(v, HeaderValue::Bool(_)) {
+            return Err(Fault::precondition(
+                "invalid arg 'x-single-active-consumer': expected a boolean",
+            ));
+        }
+    }
     let max_count = non_negative(args, "x-max-length")?;
     let max_size = non_negative(args, "x-max-length-bytes")?;
     let policy = match args.get("x-overflow") {
-        None => LimitPolicy::Reject,
+        None => LimitPolicy::DropHead,
         Some(v) => match text(v, "x-overflow")? {
-            "reject-publish" | "reject-publish-dlx" | "drop-head" => LimitPolicy::Reject,
+            "drop-head" => LimitPolicy::DropHead,
+            "reject-publish" | "reject-publish-dlx" => LimitPolicy::Reject,
             other => {
                 return Err(Fault::precondition(format!(
                     "invalid arg 'x-overflow': '{other}'"
@@ -72,6 +85,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(o.limits.max_count, Some(10));
+        assert_eq!(o.limits.policy, LimitPolicy::DropHead);
         assert_eq!(o.alternate_exchange.as_deref(), Some("dlx"));
     }
 
@@ -80,6 +94,9 @@ mod tests {
         let e = queue_options(&args(&[("x-max-length", HeaderValue::Int(-1))])).unwrap_err();
         assert_eq!(e.code, 406);
         let e = queue_options(&args(&[("x-overflow", HeaderValue::Str("x".into()))])).unwrap_err();
+        assert_eq!(e.code, 406);
+        let e =
+            queue_options(&args(&[("x-message-ttl", HeaderValue::Str("x".into()))])).unwrap_err();
         assert_eq!(e.code, 406);
     }
 }
