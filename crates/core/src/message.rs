@@ -13,6 +13,9 @@ use crate::value::Headers;
 pub enum ProtocolHeader {
     /// Encoded 0-10 header segment (delivery-properties and message-properties structs).
     Amqp010(Bytes),
+    /// Encoded 0-9-1 content-header properties (the property-flags word and the properties
+    /// after it).
+    Amqp091(Bytes),
     #[default]
     None,
 }
@@ -26,12 +29,6 @@ pub struct Message {
     pub exchange: Bytes,
     pub body: Bytes,
     pub header: ProtocolHeader,
-    /// Encoded AMQP 0-9-1 content-header properties (the property-flags word and the
-    /// properties after it) of a message published over 0-9-1, kept so 0-9-1 deliveries need
-    /// no re-encoding. Beside `header` rather than a `ProtocolHeader` variant because a new
-    /// variant would break every exhaustive match on `ProtocolHeader` in the protocol layers;
-    /// `header` is `None` for such a message.
-    pub amqp091_properties: Option<Bytes>,
     /// Application headers in neutral form; filled by the protocol layer only when the target
     /// exchange asks for them ([`crate::Exchange::needs_headers`]), since decoding them costs.
     pub headers: Option<Arc<Headers>>,

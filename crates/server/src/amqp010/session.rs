@@ -318,16 +318,21 @@ impl Session {
 }
 
 /// The header segment to send: as received, with `redelivered` set when it must be.
+/// Messages published over 0-9-1 get their properties converted (per delivery: cross-protocol
+/// traffic pays for its translation, 0-10 to 0-10 traffic pays nothing).
 fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
     let raw = match &message.header {
         ProtocolHeader::Amqp010(raw) => raw.clone(),
+        ProtocolHeader::Amqp091(_) => {
+            crate::amqp091::convert::amqp010_header_for(message).unwrap_or_default()
+        }
         ProtocolHeader::None => Bytes::new(),
     };
     if !redelivered {
         return raw;
     }
-    // A header that does not decode was accepted on the way in only if it decoded then,
-    // so this cannot fail in practice; fall back to the header as is.
+    // Every header we send decoded on the way in (or was made by us), so this cannot fail in
+    // practice; fall back to the header as is.
     with_redelivered(&raw).unwrap_or(raw)
 }
 

@@ -9,7 +9,7 @@ use ferry_amqp091::{
     BasicGet, BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
     ConfirmSelectOk, Method, ShortStr,
 };
-use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery, Message};
+use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery, Message, ProtocolHeader};
 
 use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
 use super::convert::{encode_properties, table_to_headers};
@@ -65,7 +65,7 @@ impl Channel {
             expires_at,
             priority: props.priority.unwrap_or(0),
             persistent: props.delivery_mode == Some(2),
-            amqp091_properties: Some(raw),
+            header: ProtocolHeader::Amqp091(raw),
             ..Message::default()
         });
         let stored = match ctx.broker.publish(&exchange, message.clone()) {

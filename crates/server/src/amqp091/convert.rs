@@ -167,7 +167,7 @@ fn parse_uuid(text: &[u8]) -> Option<[u8; 16]> {
 
 /// The 0-10 header segment a 0-10 consumer should see for a message published over 0-9-1;
 /// the inverse of [`from_amqp010_header`]. For the 0-10 layer to call when it delivers a
-/// message whose `amqp091_properties` is set (see [`amqp010_header_for`]).
+/// message whose header is `ProtocolHeader::Amqp091` (see [`amqp010_header_for`]).
 ///
 /// A message-id that is not a UUID (0-10's only form) is kept as application header
 /// `x-amqp-0-9-1-message-id`; `expiration` becomes ttl; `kind` (0-9-1 `type`) becomes
@@ -250,10 +250,12 @@ pub fn to_amqp010_header(props: &BasicProperties, exchange: &[u8], routing_key: 
     }
 }
 
-/// [`to_amqp010_header`] for a core message published over 0-9-1; `None` for other messages.
-#[allow(dead_code)] // for the 0-10 layer, which does not call it yet
+/// [`to_amqp010_header`] for a core message published over 0-9-1; `None` for other messages
+/// (and for properties that no longer decode, which cannot happen for what we stored).
 pub fn amqp010_header_for(message: &Message) -> Option<Bytes> {
-    let raw = message.amqp091_properties.as_ref()?;
+    let ProtocolHeader::Amqp091(raw) = &message.header else {
+        return None;
+    };
     let props = decode_properties(raw)?;
     Some(to_amqp010_header(
         &props,
@@ -308,10 +310,8 @@ pub fn decode_properties(raw: &Bytes) -> Option<BasicProperties> {
 /// The properties to send for any core message, encoded: as stored for 0-9-1 messages,
 /// converted for 0-10 ones, empty otherwise.
 pub fn outgoing_properties(message: &Message) -> Bytes {
-    if let Some(raw) = &message.amqp091_properties {
-        return raw.clone();
-    }
     match &message.header {
+        ProtocolHeader::Amqp091(raw) => raw.clone(),
         ProtocolHeader::Amqp010(segment) => encode_properties(&from_amqp010_header(segment)),
         ProtocolHeader::None => Bytes::from_static(&[0, 0]),
     }
