@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests, the generated
-# protocol tables' freshness check, a short fuzz run, and the interop tests with the real
-# Apache Qpid JMS (AMQP 0-10) client. Installs what it needs (Java and Maven via apt-get).
+# protocol tables' freshness check, a short fuzz run, and the interop tests with real
+# third-party clients: Apache Qpid JMS (AMQP 0-10) and pika (AMQP 0-9-1). Installs what it
+# needs (Java and Maven via apt-get, pika and pytest into a venv from PyPI, cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,7 @@ section() { printf '\n== %s ==\n' "$*"; }
 need_apt=()
 command -v java >/dev/null || need_apt+=(default-jdk-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
+command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 if ((${#need_apt[@]})); then
   section "installing ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
@@ -34,5 +36,8 @@ fi
 
 section "interop: Apache Qpid JMS client (AMQP 0-10)"
 interop/qpid-jms/run.sh target/debug/ferryd
+
+section "interop: pika (AMQP 0-9-1)"
+interop/pika/run.sh target/debug/ferryd
 
 section "all tests passed"
