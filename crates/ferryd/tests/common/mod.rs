@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod raw;
+pub mod raw091;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;

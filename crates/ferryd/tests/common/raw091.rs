@@ -1,0 +1,153 @@
+//! A minimal blocking AMQP 0-9-1 peer, enough to publish and consume across protocols.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use bytes::{Bytes, BytesMut};
+use ferry_amqp091::{
+    decode_frame, write_content, write_method, Assembled, BasicConsume, BasicProperties,
+    BasicPublish, ChannelOpen, ConnectionOpen, ConnectionStartOk, ConnectionTuneOk,
+    ContentAssembler, LongStr, Message, Method, ShortStr, PROTOCOL_HEADER,
+};
+
+const FRAME_MAX: usize = 131_072;
+
+pub struct Raw091 {
+    stream: TcpStream,
+    inbuf: BytesMut,
+    assemblers: Vec<ContentAssembler>,
+}
+
+fn short(s: &str) -> ShortStr {
+    ShortStr::new(Bytes::copy_from_slice(s.as_bytes())).expect("short string")
+}
+
+impl Raw091 {
+    /// Connects, logs in with PLAIN and opens channel 1.
+    pub fn open(addr: SocketAddr) -> Raw091 {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(super::raw::TIMEOUT))
+            .expect("timeout");
+        let mut raw = Raw091 {
+            stream,
+            inbuf: BytesMut::new(),
+            assemblers: (0..4).map(|_| ContentAssembler::new(64 << 20)).collect(),
+        };
+        raw.stream.write_all(&PROTOCOL_HEADER).expect("header");
+        raw.expect(0, |m| matches!(m, Method::ConnectionStart(_)));
+        raw.method(
+            0,
+            ConnectionStartOk {
+                mechanism: short("PLAIN"),
+                response: LongStr::new(Bytes::from_static(b"\0guest\0guest")).expect("response"),
+                locale: short("en_US"),
+                ..Default::default()
+            }
+            .into(),
+        );
+        let Method::ConnectionTune(tune) =
+            raw.expect(0, |m| matches!(m, Method::ConnectionTune(_)))
+        else {
+            unreachable!()
+        };
+        // Accept the server's frame size: asking for more than offered is a connection error.
+        raw.method(
+            0,
+            ConnectionTuneOk {
+                channel_max: 16,
+                frame_max: tune.frame_max.min(FRAME_MAX as u32),
+                heartbeat: 0,
+            }
+            .into(),
+        );
+        raw.method(
+            0,
+            ConnectionOpen {
+                virtual_host: short("/"),
+                ..Default::default()
+            }
+            .into(),
+        );
+        raw.expect(0, |m| matches!(m, Method::ConnectionOpenOk(_)));
+        raw.method(1, ChannelOpen::default().into());
+        raw.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
+        raw
+    }
+
+    pub fn method(&mut self, channel: u16, method: Method) {
+        let mut out = BytesMut::new();
+        write_method(&mut out, channel, &method);
+        self.stream.write_all(&out).expect("write");
+    }
+
+    pub fn publish(&mut self, exchange: &str, key: &str, props: &BasicProperties, body: &[u8]) {
+        let mut out = BytesMut::new();
+        let publish = Method::BasicPublish(BasicPublish {
+            exchange: short(exchange),
+            routing_key: short(key),
+            ..Default::default()
+        });
+        write_content(&mut out, 1, &publish, props, body, 4096);
+        self.stream.write_all(&out).expect("write");
+    }
+
+    pub fn consume(&mut self, queue: &str) {
+        self.method(
+            1,
+            BasicConsume {
+                queue: short(queue),
+                consumer_tag: short("c"),
+                no_ack: true,
+                ..Default::default()
+            }
+            .into(),
+        );
+        self.expect(1, |m| matches!(m, Method::BasicConsumeOk(_)));
+    }
+
+    fn next(&mut self) -> Option<(u16, Assembled)> {
+        loop {
+            match decode_frame(&mut self.inbuf, FRAME_MAX) {
+                Ok(Some(frame)) => {
+                    let channel = frame.channel;
+                    let assembler = self.assemblers.get_mut(usize::from(channel))?;
+                    match assembler.push(frame) {
+                        Ok(Some(done)) => return Some((channel, done)),
+                        Ok(None) => continue,
+                        Err(e) => panic!("broker sent invalid content: {e}"),
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => panic!("broker sent an invalid frame: {e}"),
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    pub fn expect(&mut self, channel: u16, want: impl Fn(&Method) -> bool) -> Method {
+        loop {
+            match self.next() {
+                Some((ch, Assembled::Method(m))) if ch == channel && want(&m) => return m,
+                Some(_) => continue,
+                None => panic!("connection ended while waiting on channel {channel}"),
+            }
+        }
+    }
+
+    /// The next message delivered on channel 1.
+    pub fn delivery(&mut self) -> Message {
+        loop {
+            match self.next() {
+                Some((1, Assembled::Message(m))) => return m,
+                Some(_) => continue,
+                None => panic!("connection ended while waiting for a delivery"),
+            }
+        }
+    }
+}
