@@ -1,0 +1,68 @@
+//! The `ferry` command line.
+
+use clap::{Parser, Subcommand};
+
+use crate::latency_test::LatencyOpts;
+use crate::netbench::NetbenchCmd;
+use crate::perftest::PerftestOpts;
+use crate::ToolError;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ferry",
+    version,
+    about = "Ferry broker tools: benchmarks and harnesses"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Throughput test with qpid-perftest's options and report.
+    Perftest(Box<PerftestOpts>),
+    /// Latency test with qpid-latency-test's options and report.
+    LatencyTest(Box<LatencyOpts>),
+    /// Loopback TCP baselines: pingpong, stream, relay (and serve).
+    Netbench {
+        #[command(subcommand)]
+        cmd: NetbenchCmd,
+    },
+}
+
+pub fn run(cli: &Cli) -> Result<(), ToolError> {
+    match &cli.command {
+        Command::Perftest(o) => crate::perftest::command(o),
+        Command::LatencyTest(o) => crate::latency_test::command(o),
+        Command::Netbench { cmd } => crate::netbench::command(cmd),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn broker_tests_refuse_until_the_client_exists() {
+        for args in [
+            vec!["ferry", "perftest", "--count", "10", "-s"],
+            vec!["ferry", "latency-test", "--rate", "100"],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            assert!(matches!(run(&cli), Err(ToolError::ClientNotBuilt(_))));
+        }
+    }
+
+    #[test]
+    fn bad_options_are_reported_before_the_missing_client() {
+        let cli = Cli::try_parse_from(["ferry", "perftest", "--npubs", "0"]).unwrap();
+        assert!(matches!(run(&cli), Err(ToolError::InvalidOptions(_))));
+    }
+}

@@ -1,0 +1,17 @@
+//! Harnesses behind the `ferry` command.
+//!
+//! `netbench` measures what loopback TCP on this machine can do, the ceiling any broker here
+//! is held against. `perftest` and `latency_test` carry qpid-perftest's and
+//! qpid-latency-test's options, arithmetic and reports; their protocol-driving parts are
+//! traits that the AMQP 0-10 client will implement.
+
+pub mod cli;
+pub mod conn;
+pub mod driver;
+pub mod error;
+pub mod latency_test;
+pub mod netbench;
+pub mod perftest;
+pub mod stats;
+
+pub use error::ToolError;
