@@ -50,18 +50,41 @@ mod tests {
     }
 
     #[test]
-    fn broker_tests_refuse_until_the_client_exists() {
+    fn an_unreachable_broker_is_a_connection_error() {
+        // Port 1 on loopback: nothing listens there, so the connect is refused at once.
         for args in [
-            vec!["ferry", "perftest", "--count", "10", "-s"],
-            vec!["ferry", "latency-test", "--rate", "100"],
+            vec![
+                "ferry",
+                "perftest",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                "1",
+                "--count",
+                "10",
+                "-s",
+            ],
+            vec![
+                "ferry",
+                "latency-test",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                "1",
+                "--rate",
+                "100",
+            ],
         ] {
             let cli = Cli::try_parse_from(args).unwrap();
-            assert!(matches!(run(&cli), Err(ToolError::ClientNotBuilt(_))));
+            assert!(matches!(
+                run(&cli),
+                Err(ToolError::Driver(crate::driver::DriverError::Connection(_)))
+            ));
         }
     }
 
     #[test]
-    fn bad_options_are_reported_before_the_missing_client() {
+    fn bad_options_are_reported_before_connecting() {
         let cli = Cli::try_parse_from(["ferry", "perftest", "--npubs", "0"]).unwrap();
         assert!(matches!(run(&cli), Err(ToolError::InvalidOptions(_))));
     }

@@ -3,8 +3,6 @@ use std::io;
 /// Everything the `ferry` command can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
-    #[error("`ferry {0}` needs the AMQP 0-10 client, which is not yet built")]
-    ClientNotBuilt(&'static str),
     #[error("invalid options: {0}")]
     InvalidOptions(String),
     #[error("{context}: {source}")]

@@ -3,8 +3,9 @@
 //! `netbench` measures what loopback TCP on this machine can do, the ceiling any broker here
 //! is held against. `perftest` and `latency_test` carry qpid-perftest's and
 //! qpid-latency-test's options, arithmetic and reports; their protocol-driving parts are
-//! traits that the AMQP 0-10 client will implement.
+//! traits, implemented over AMQP 0-10 with `ferry-client` in `amqp010`.
 
+pub mod amqp010;
 pub mod cli;
 pub mod conn;
 pub mod driver;

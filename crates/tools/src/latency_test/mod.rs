@@ -9,9 +9,13 @@ mod runner;
 pub use opts::LatencyOpts;
 pub use runner::{run_latency, LatencyReceiver, LatencyRun, LatencySender, RunLimits, Stamp};
 
-/// Runs `ferry latency-test`. The AMQP 0-10 client does not exist yet, so after checking
-/// the options this refuses rather than pretend to measure anything.
+/// Runs `ferry latency-test` against an AMQP 0-10 broker.
 pub fn command(opts: &LatencyOpts) -> Result<(), crate::ToolError> {
-    opts.limits()?;
-    Err(crate::ToolError::ClientNotBuilt("latency-test"))
+    let limits = opts.limits()?;
+    // The receiver declares the queue, so it opens first.
+    let mut receiver = crate::amqp010::LatencyReceiverClient::open(opts)?;
+    let sender = crate::amqp010::LatencyClient::open(opts)?;
+    let mut out = std::io::stdout();
+    run_latency(&limits, sender, &mut receiver, &mut out)?;
+    Ok(())
 }

@@ -15,12 +15,16 @@ pub use opts::{Mode, PerftestOpts};
 pub use plan::{Actions, Plan};
 pub use report::{format_rate_report, parse_rate_report, IterationResult, PerftestReport};
 
-/// Runs `ferry perftest`. The AMQP 0-10 client does not exist yet, so after checking the
-/// options this refuses rather than pretend to measure anything.
+/// Runs `ferry perftest` against an AMQP 0-10 broker.
 pub fn command(opts: &PerftestOpts) -> Result<(), crate::ToolError> {
-    let (_plan, warnings) = Plan::from_opts(opts)?;
+    let (plan, warnings) = Plan::from_opts(opts)?;
     for w in warnings {
         eprintln!("WARNING: {w}");
     }
-    Err(crate::ToolError::ClientNotBuilt("perftest"))
+    let connector = crate::amqp010::Connector {
+        conn: opts.conn.clone(),
+    };
+    let mut out = std::io::stdout();
+    run_perftest(&connector, &plan, &mut out)?;
+    Ok(())
 }

@@ -1,0 +1,139 @@
+//! qpid-latency-test's sender and receiver over AMQP 0-10: messages go to a queue through
+//! the default exchange and come back to this process on a second connection, which
+//! accepts them (2 hops, fully acknowledged).
+
+use bytes::BytesMut;
+use ferry_client::{
+    AcceptMode, FlowMode, OutgoingMessage, QueueDeclareOptions, SequenceSet, SubscribeOptions,
+    Subscription,
+};
+
+use super::{header_segment, Client};
+use crate::driver::DriverError;
+use crate::latency_test::{LatencyOpts, LatencyReceiver, LatencySender, Stamp};
+
+pub struct LatencyClient {
+    client: Client,
+    header: bytes::Bytes,
+    body: BytesMut,
+}
+
+pub struct LatencyReceiverClient {
+    client: Client,
+    sub: Subscription,
+    unaccepted: SequenceSet,
+    /// Accept after this many messages; 0 when the subscription needs no accepts.
+    accept_every: u32,
+    pending: u32,
+}
+
+fn queue_name(opts: &LatencyOpts) -> String {
+    format!("{}-{}", opts.queue_base_name, std::process::id())
+}
+
+impl LatencyClient {
+    /// Declares the test queue (auto-delete: it goes with the receiver) and prepares the
+    /// message template.
+    pub fn open(opts: &LatencyOpts) -> Result<LatencyClient, DriverError> {
+        let client = Client::open(&opts.conn)?;
+        let queue = queue_name(opts);
+        Ok(LatencyClient {
+            header: header_segment(&queue, opts.durable)?,
+            body: BytesMut::from(&vec![0u8; opts.size.max(Stamp::LEN)][..]),
+            client,
+        })
+    }
+}
+
+impl LatencyReceiverClient {
+    pub fn open(opts: &LatencyOpts) -> Result<LatencyReceiverClient, DriverError> {
+        let client = Client::open(&opts.conn)?;
+        let queue = queue_name(opts);
+        let unlimited = opts.prefetch == 0;
+        let options = SubscribeOptions {
+            accept_mode: if unlimited {
+                AcceptMode::None
+            } else {
+                AcceptMode::Explicit
+            },
+            flow_mode: if unlimited {
+                FlowMode::Credit
+            } else {
+                FlowMode::Window
+            },
+            message_credit: if unlimited { u32::MAX } else { opts.prefetch },
+            ..SubscribeOptions::default()
+        };
+        let sub = client.run("subscribing to the latency queue", async {
+            let declare = QueueDeclareOptions {
+                auto_delete: true,
+                durable: opts.durable,
+                ..Default::default()
+            };
+            client.session.queue_declare(&queue, declare).await?;
+            client.session.queue_purge(&queue).await?;
+            Ok(client.session.subscribe(&queue, "latency", options).await?)
+        })?;
+        let accept_every = match (unlimited, opts.ack) {
+            (true, _) => 0,
+            (false, 0) => (opts.prefetch / 2).max(1),
+            (false, n) => n,
+        };
+        Ok(LatencyReceiverClient {
+            client,
+            sub,
+            unaccepted: SequenceSet::new(),
+            accept_every,
+            pending: 0,
+        })
+    }
+}
+
+impl LatencySender for LatencyClient {
+    fn send(&mut self, stamp: Stamp) -> Result<(), DriverError> {
+        let mut body = self.body.clone();
+        stamp.encode(&mut body);
+        let message = OutgoingMessage::with_raw_header(self.header.clone(), body.freeze());
+        let session = &self.client.session;
+        self.client.run_and_flush("sending", async {
+            session.transfer("", &message).await?;
+            Ok(())
+        })
+    }
+
+    fn sync(&mut self) -> Result<(), DriverError> {
+        self.client
+            .run("syncing", async { Ok(self.client.session.sync().await?) })
+    }
+}
+
+impl LatencyReceiver for LatencyReceiverClient {
+    fn receive(&mut self, timeout: std::time::Duration) -> Result<Option<Stamp>, DriverError> {
+        let next = self
+            .client
+            .block_on(async { tokio::time::timeout(timeout, self.sub.next()).await });
+        let delivery = match next {
+            Err(_) => return Ok(None),
+            Ok(None) => {
+                return Err(DriverError::Connection(
+                    "the latency subscription ended".into(),
+                ))
+            }
+            Ok(Some(d)) => d,
+        };
+        if self.accept_every > 0 {
+            self.unaccepted.add(delivery.id);
+            self.pending += 1;
+            if self.pending >= self.accept_every {
+                self.pending = 0;
+                let set = std::mem::take(&mut self.unaccepted);
+                let session = &self.client.session;
+                self.client
+                    .run_and_flush("accepting", async { Ok(session.accept(&set).await?) })?;
+            }
+        }
+        Stamp::decode(&delivery.body)
+            .map(Some)
+            .ok_or_else(|| DriverError::BadReport("latency message shorter than its stamp".into()))
+    }
+}
