@@ -1,0 +1,132 @@
+package ferry.interop.rabbitmq;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.ShutdownSignalException;
+
+import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Test;
+
+/** Channel errors close only their channel; the connection and its other channels go on. */
+class ChannelErrorTest extends RabbitSupport {
+
+    @Test
+    void passiveDeclareOfMissingQueueIs404AndOnlyClosesThatChannel() throws Exception {
+        Connection c = connect();
+        Channel bystander = c.createChannel();
+        String q = queue(bystander, "bystander");
+        Collector bc = consume(bystander, q);
+
+        Channel ch = c.createChannel();
+        IOException e = assertThrows(IOException.class, () -> ch.queueDeclarePassive(unique("missing")));
+        assertEquals(404, channelCloseCode(e), "passive declare of a missing queue: NOT_FOUND");
+        assertFalse(ch.isOpen(), "the failed channel is still open");
+        assertTrue(c.isOpen(), "a channel error closed the connection");
+
+        // The other channel and its consumer keep working.
+        assertTrue(bystander.isOpen());
+        publish(bystander, "", q, "still delivered");
+        assertEquals("still delivered", text(bc.next("delivery on the bystander channel")));
+        assertConnectionUsable(c);
+    }
+
+    @Test
+    void passiveDeclareOfMissingExchangeIs404() throws Exception {
+        Connection c = connect();
+        Channel ch = c.createChannel();
+        IOException e = assertThrows(IOException.class, () -> ch.exchangeDeclarePassive(unique("missing-x")));
+        assertEquals(404, channelCloseCode(e));
+        assertConnectionUsable(c);
+    }
+
+    @Test
+    void publishToMissingExchangeClosesTheChannelWith404() throws Exception {
+        Connection c = connect();
+        Channel ch = c.createChannel();
+        CountDownLatch closed = new CountDownLatch(1);
+        AtomicReference<ShutdownSignalException> why = watchShutdown(ch, closed);
+        publish(ch, unique("missing-x"), "k", "nowhere");
+        assertTrue(closed.await(TIMEOUT_MS, TimeUnit.MILLISECONDS),
+                "channel not closed after publishing to a missing exchange");
+        assertEquals(404, channelCloseCode(why.get()));
+        assertConnectionUsable(c);
+    }
+
+    @Test
+    void redeclareWithAnotherTypeIs406() throws Exception {
+        Connection c = connect();
+        Channel ch = c.createChannel();
+        String x = exchange(ch, "typed", "direct");
+        IOException e = assertThrows(IOException.class, () -> ch.exchangeDeclare(x, "fanout"));
+        assertEquals(406, channelCloseCode(e), "exchange redeclared with another type: PRECONDITION_FAILED");
+        assertConnectionUsable(c);
+    }
+
+    @Test
+    @Disabled("ferryd: queue.declare of an existing queue with different x-arguments answers declare-ok; RabbitMQ closes the channel with 406 PRECONDITION_FAILED (inequivalent arg)")
+    void redeclareQueueWithOtherArgumentsIs406() throws Exception {
+        Connection c = connect();
+        Channel ch = c.createChannel();
+        String q = queue(ch, "args", Map.of("x-max-length", 10));
+        IOException e = assertThrows(IOException.class,
+                () -> ch.queueDeclare(q, false, false, false, Map.of("x-max-length", 20)));
+        assertEquals(406, channelCloseCode(e), "queue redeclared with other arguments: PRECONDITION_FAILED");
+        assertConnectionUsable(c);
+    }
+
+    @Test
+    @Disabled("ferryd: queue.declare of an existing queue with a different x-dead-letter-exchange closes the channel with 403 ACCESS_REFUSED; RabbitMQ uses 406 PRECONDITION_FAILED")
+    void redeclareQueueWithOtherDeadLetterExchangeIs406() throws Exception {
+        Connection c = connect();
+        Channel ch = c.createChannel();
+        String dlx1 = exchange(ch, "dlx1", "fanout");
+        String dlx2 = exchange(ch, "dlx2", "fanout");
+        String q = queue(ch, "dlx-args", Map.of("x-dead-letter-exchange", dlx1));
+        IOException e = assertThrows(IOException.class,
+                () -> ch.queueDeclare(q, false, false, false, Map.of("x-dead-letter-exchange", dlx2)));
+        assertEquals(406, channelCloseCode(e), "queue redeclared with another dead-letter exchange");
+        assertConnectionUsable(c);
+    }
+
+    @Test
+    void ackOfUnknownDeliveryTagIs406() throws Exception {
+        Connection c = connect();
+        Channel ch = c.createChannel();
+        CountDownLatch closed = new CountDownLatch(1);
+        AtomicReference<ShutdownSignalException> why = watchShutdown(ch, closed);
+        ch.basicAck(12345, false);
+        assertTrue(closed.await(TIMEOUT_MS, TimeUnit.MILLISECONDS),
+                "channel not closed after acking an unknown delivery tag");
+        ShutdownSignalException s = why.get();
+        assertNotNull(s);
+        assertEquals(406, channelCloseCode(s), "unknown delivery tag: PRECONDITION_FAILED");
+        assertConnectionUsable(c);
+    }
+
+    @Test
+    void deleteOfQueueInUseWithIfUnusedIs406() throws Exception {
+        Connection c = connect();
+        Channel ch = c.createChannel();
+        String q = queue(ch, "in-use");
+        consume(ch, q);
+        Channel other = c.createChannel();
+        IOException e = assertThrows(IOException.class, () -> other.queueDelete(q, true, false));
+        assertEquals(406, channelCloseCode(e), "queue.delete if-unused of a consumed queue");
+        AMQP.Queue.DeclareOk ok = ch.queueDeclarePassive(q);
+        assertEquals(1, ok.getConsumerCount());
+        assertConnectionUsable(c);
+    }
+}
