@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests, the generated
 # protocol tables' freshness check, a short fuzz run, and the interop tests with real
-# third-party clients: Apache Qpid JMS (AMQP 0-10) and pika (AMQP 0-9-1). Installs what it
+# third-party clients: Apache Qpid JMS (AMQP 0-10); pika, the RabbitMQ Java client and Celery
+# (AMQP 0-9-1). Installs what it
 # needs (Java and Maven via apt-get, pika and pytest into a venv from PyPI, cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,5 +40,11 @@ interop/qpid-jms/run.sh target/debug/ferryd
 
 section "interop: pika (AMQP 0-9-1)"
 interop/pika/run.sh target/debug/ferryd
+
+section "interop: RabbitMQ Java client (AMQP 0-9-1)"
+interop/rabbitmq-java/run.sh target/debug/ferryd
+
+section "interop: Celery worker with an rpc:// result backend (AMQP 0-9-1)"
+interop/celery/run.sh target/debug/ferryd
 
 section "all tests passed"
