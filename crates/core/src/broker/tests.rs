@@ -828,3 +828,54 @@ fn single_active_consumer_gets_everything_until_it_leaves() {
     publish(&b, "", "q", "d");
     assert_eq!(o2.len(), 1);
 }
+
+fn expiring_queue(b: &Broker, name: &str, dead_letter_expired: bool) -> Arc<Queue> {
+    let mut arguments: Arguments = [
+        ("x-message-ttl", V::Int(10)),
+        ("x-dead-letter-routing-key", V::Str("expired".into())),
+    ]
+    .into_iter()
+    .collect();
+    if dead_letter_expired {
+        arguments.push("x-dead-letter-exchange", V::Str("dlx".into()));
+    }
+    declare_with(
+        b,
+        name,
+        QueueOptions {
+            alternate_exchange: Some("dlx".into()),
+            arguments,
+            ..QueueOptions::default()
+        },
+    )
+}
+
+#[test]
+fn expired_messages_are_dead_lettered_only_when_the_queue_asks() {
+    let b = broker();
+    let dead = dead_letter_setup(&b);
+    let rabbit = expiring_queue(&b, "rabbit-style", true);
+    let qpid = expiring_queue(&b, "qpid-style", false);
+    assert_eq!(publish(&b, "", "rabbit-style", "r"), 1);
+    assert_eq!(publish(&b, "", "qpid-style", "q"), 1);
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    b.purge_expired();
+    assert_eq!(rabbit.message_count(), 0);
+    assert_eq!(qpid.message_count(), 0);
+    // qpidd drops expired messages; RabbitMQ dead-letters them.
+    assert_eq!(bodies(&dead), vec![bs("r")]);
+}
+
+#[test]
+fn expired_messages_met_by_dispatch_are_dead_lettered_on_the_next_sweep() {
+    let b = broker();
+    let dead = dead_letter_setup(&b);
+    let q = expiring_queue(&b, "swept", true);
+    assert_eq!(publish(&b, "", "swept", "old"), 1);
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    // A get meets the expired message first and must not return it.
+    assert!(q.get().is_none());
+    assert!(bodies(&dead).is_empty());
+    b.purge_expired();
+    assert_eq!(bodies(&dead), vec![bs("old")]);
+}

@@ -84,6 +84,8 @@ pub(crate) struct Features {
     pub(crate) dead_letter_routing_key: Option<String>,
     /// `x-single-active-consumer`: only the oldest consumer receives messages.
     pub(crate) single_active_consumer: bool,
+    /// `x-dead-letter-exchange` given: expired messages go to the alternate exchange too.
+    pub(crate) dead_letter_expired: bool,
 }
 
 impl Features {
@@ -98,6 +100,7 @@ impl Features {
                 args.get("x-single-active-consumer"),
                 Some(crate::value::HeaderValue::Bool(true))
             ),
+            dead_letter_expired: args.get("x-dead-letter-exchange").is_some(),
         }
     }
 }
@@ -142,10 +145,14 @@ impl Queue {
             arguments: opts.arguments.clone(),
             limits,
             features: Features::from_arguments(&opts.arguments),
-            state: Mutex::new(QueueState::new(
-                opts.exclusive_owner,
-                Features::from_arguments(&opts.arguments).single_active_consumer,
-            )),
+            state: Mutex::new({
+                let features = Features::from_arguments(&opts.arguments);
+                QueueState::new(
+                    opts.exclusive_owner,
+                    features.single_active_consumer,
+                    features.dead_letter_expired,
+                )
+            }),
             bindings: Mutex::new(Vec::new()),
         })
     }
@@ -493,8 +500,22 @@ impl Queue {
         self.state.lock().purge()
     }
 
+    /// Drops expired messages, or dead-letters them when the queue asked for that; also
+    /// routes those that dispatch found expired since the last call.
     pub(crate) fn purge_expired(&self, now: u64) -> u64 {
-        self.state.lock().purge_expired(now)
+        let (n, expired) = {
+            let mut st = self.state.lock();
+            let n = st.purge_expired(now);
+            (n, std::mem::take(&mut st.expired))
+        };
+        for m in expired {
+            // The dead-lettered copy must not expire again on arrival (RabbitMQ drops the
+            // expiration of dead-lettered messages too).
+            let mut copy = Arc::unwrap_or_clone(m);
+            copy.expires_at = None;
+            self.to_alternate(&Arc::new(copy));
+        }
+        n
     }
 
     fn to_alternate(&self, msg: &Arc<Message>) {

@@ -77,10 +77,19 @@ pub(crate) struct QueueState {
     pub(crate) owner: Option<OwnerId>,
     pub(crate) had_consumers: bool,
     pub(crate) deleted: bool,
+    /// Expired messages kept for the dead-letter exchange (RabbitMQ semantics, asked for
+    /// with `x-dead-letter-exchange`); routed outside the lock by `Queue::purge_expired`.
+    /// Without it expired messages are dropped, as qpidd does.
+    keep_expired: bool,
+    pub(crate) expired: Vec<Arc<Message>>,
 }
 
 impl QueueState {
-    pub(crate) fn new(owner: Option<OwnerId>, single_active: bool) -> QueueState {
+    pub(crate) fn new(
+        owner: Option<OwnerId>,
+        single_active: bool,
+        keep_expired: bool,
+    ) -> QueueState {
         QueueState {
             entries: VecDeque::new(),
             next_position: 1,
@@ -94,6 +103,15 @@ impl QueueState {
             owner,
             had_consumers: false,
             deleted: false,
+            keep_expired,
+            expired: Vec::new(),
+        }
+    }
+
+    /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
+    fn expire(&mut self, message: Arc<Message>) {
+        if self.keep_expired {
+            self.expired.push(message);
         }
     }
 
@@ -180,6 +198,7 @@ impl QueueState {
             return false;
         };
         if clock.expired(&e.message) {
+            self.expire(e.message);
             return false;
         }
         self.mark_unsettled(&e);
@@ -200,6 +219,7 @@ impl QueueState {
                 self.mark_unsettled(&entry);
                 return Some(entry);
             }
+            self.expire(entry.message);
         }
     }
 
@@ -216,7 +236,15 @@ impl QueueState {
             return 0;
         }
         let before = self.entries.len();
-        self.entries.retain(|e| !e.message.is_expired_at(now));
+        let keep = self.keep_expired;
+        let expired = &mut self.expired;
+        self.entries.retain(|e| {
+            let live = !e.message.is_expired_at(now);
+            if !live && keep {
+                expired.push(e.message.clone());
+            }
+            live
+        });
         self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
         self.expiring = self
             .entries
@@ -292,7 +320,9 @@ impl QueueState {
     fn dispatch_acquirers(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
         while let Some(front) = self.entries.front() {
             if clock.expired(&front.message) {
-                self.remove_at(0);
+                if let Some(e) = self.remove_at(0) {
+                    self.expire(e.message);
+                }
                 continue;
             }
             let size = front.message.size;
