@@ -1,7 +1,7 @@
 //! RabbitMQ's queue arguments (`x-…`) mapped onto core queue options. Unknown arguments are
 //! kept on the queue and otherwise ignored.
 
-use ferry_core::{Arguments, HeaderValue, LimitPolicy, QueueLimits, QueueOptions};
+use ferry_core::{Arguments, HeaderValue, LimitPolicy, Queue, QueueLimits, QueueOptions};
 
 use super::error::Fault;
 
@@ -68,6 +68,43 @@ fn non_negative(args: &Arguments, name: &str) -> Result<Option<u64>, Fault> {
     }
 }
 
+/// RabbitMQ refuses to redeclare a queue with other properties or `x-` arguments than it
+/// has (406 precondition-failed), so a client never silently gets a queue unlike the one it
+/// asked for. Integers compare by value whatever their wire width.
+pub fn check_equivalent(existing: &Queue, wanted: &QueueOptions) -> Result<(), Fault> {
+    let name = existing.name();
+    let flag = |what: &str, have: bool, want: bool| {
+        if have == want {
+            Ok(())
+        } else {
+            Err(Fault::precondition(format!(
+                "inequivalent arg '{what}' for queue '{name}': received '{want}' but current is '{have}'"
+            )))
+        }
+    };
+    flag("durable", existing.is_durable(), wanted.durable)?;
+    flag("auto_delete", existing.is_auto_delete(), wanted.auto_delete)?;
+    let current = existing.arguments();
+    let keys = current
+        .iter()
+        .chain(wanted.arguments.iter())
+        .map(|(k, _)| k.as_str())
+        .filter(|k| k.starts_with("x-"));
+    for key in keys {
+        let same = match (current.get(key), wanted.arguments.get(key)) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.matches(b),
+            _ => false,
+        };
+        if !same {
+            return Err(Fault::precondition(format!(
+                "inequivalent arg '{key}' for queue '{name}'"
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +135,30 @@ mod tests {
         let e =
             queue_options(&args(&[("x-message-ttl", HeaderValue::Str("x".into()))])).unwrap_err();
         assert_eq!(e.code, 406);
+    }
+
+    #[test]
+    fn redeclaring_with_other_arguments_or_flags_is_inequivalent() {
+        let broker = ferry_core::Broker::new(ferry_core::BrokerConfig::default());
+        let opts = queue_options(&args(&[("x-max-length", HeaderValue::Int(10))])).unwrap();
+        let mut declared = opts.clone();
+        declared.arguments = args(&[("x-max-length", HeaderValue::Int(10))]);
+        let (q, _) = broker
+            .declare_queue("eq", declared.clone(), false, 1)
+            .unwrap();
+        assert!(check_equivalent(&q, &declared).is_ok());
+        // The same value in another integer width is the same argument.
+        let mut wider = declared.clone();
+        wider.arguments = args(&[("x-max-length", HeaderValue::UInt(10))]);
+        assert!(check_equivalent(&q, &wider).is_ok());
+        let mut other = declared.clone();
+        other.arguments = args(&[("x-max-length", HeaderValue::Int(20))]);
+        assert_eq!(check_equivalent(&q, &other).unwrap_err().code, 406);
+        let mut missing = declared.clone();
+        missing.arguments = Arguments::new();
+        assert!(check_equivalent(&q, &missing).is_err());
+        let mut durable = declared;
+        durable.durable = true;
+        assert!(check_equivalent(&q, &durable).is_err());
     }
 }

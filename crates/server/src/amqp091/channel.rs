@@ -242,10 +242,17 @@ impl Channel {
                 ctx.broker.declare_server_named_queue("amq.gen-", opts)?
             } else {
                 let name = utf8(m.queue.bytes(), "queue")?;
-                if name.starts_with("amq.") && ctx.broker.queue(name).is_none() {
-                    return Err(Fault::access_refused(format!(
-                        "queue name '{name}' contains reserved prefix 'amq.'"
-                    )));
+                match ctx.broker.queue(name) {
+                    None if name.starts_with("amq.") => {
+                        return Err(Fault::access_refused(format!(
+                            "queue name '{name}' contains reserved prefix 'amq.'"
+                        )));
+                    }
+                    Some(existing) => {
+                        existing.check_access(ctx.owner)?;
+                        args::check_equivalent(&existing, &opts)?;
+                    }
+                    None => {}
                 }
                 ctx.broker.declare_queue(name, opts, false, ctx.owner)?.0
             }

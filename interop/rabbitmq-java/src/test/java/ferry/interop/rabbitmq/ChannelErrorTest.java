@@ -17,7 +17,6 @@ import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.ShutdownSignalException;
 
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /** Channel errors close only their channel; the connection and its other channels go on. */
@@ -76,7 +75,6 @@ class ChannelErrorTest extends RabbitSupport {
     }
 
     @Test
-    @Disabled("ferryd: queue.declare of an existing queue with different x-arguments answers declare-ok; RabbitMQ closes the channel with 406 PRECONDITION_FAILED (inequivalent arg)")
     void redeclareQueueWithOtherArgumentsIs406() throws Exception {
         Connection c = connect();
         Channel ch = c.createChannel();
@@ -88,7 +86,6 @@ class ChannelErrorTest extends RabbitSupport {
     }
 
     @Test
-    @Disabled("ferryd: queue.declare of an existing queue with a different x-dead-letter-exchange closes the channel with 403 ACCESS_REFUSED; RabbitMQ uses 406 PRECONDITION_FAILED")
     void redeclareQueueWithOtherDeadLetterExchangeIs406() throws Exception {
         Connection c = connect();
         Channel ch = c.createChannel();

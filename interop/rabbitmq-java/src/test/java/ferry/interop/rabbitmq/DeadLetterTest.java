@@ -69,7 +69,6 @@ class DeadLetterTest extends RabbitSupport {
     }
 
     @Test
-    @Disabled("ferryd: messages expired by x-message-ttl are dropped (QueueState::purge_expired) instead of going to x-dead-letter-exchange as RabbitMQ does")
     void expiredMessagesAreDeadLettered() throws Exception {
         Channel ch = connect().createChannel();
         String dlx = exchange(ch, "dlx-ttl", "fanout");
