@@ -18,7 +18,14 @@ impl YesNo {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "ferryd", version, about = "Ferry AMQP 0-10 message broker")]
+#[command(
+    name = "ferryd",
+    version,
+    about = "Ferry AMQP message broker (0-10 and 0-9-1)",
+    // Config-file settings come first in the argument list; a later command-line
+    // occurrence must replace them, not be an error.
+    args_override_self = true
+)]
 pub struct Options {
     /// TCP port to listen on; 0 picks a free port and prints it on stdout.
     #[arg(long, default_value_t = 5672)]
