@@ -40,6 +40,14 @@ def test_queue_ttl_and_dead_letter_routing_key(ch, name):
     ch.basic_publish("", name, b"soon-gone")
     time.sleep(0.3)
     assert ch.queue_declare(name, passive=True).method.message_count == 0
+    # As in RabbitMQ, an expired message is dead-lettered, under the configured key.
+    m, _, body = None, None, None
+    for _ in range(30):
+        m, _, body = ch.basic_get(dead, auto_ack=True)
+        if m is not None:
+            break
+        time.sleep(0.1)
+    assert body == b"soon-gone" and m.routing_key == "dead"
     # Rejection dead-letters under the configured key.
     ch.queue_purge(name)
     ch.queue_delete(name)

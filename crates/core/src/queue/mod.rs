@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::limits::{LimitPolicy, QueueLimits};
-use crate::message::Message;
+use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::route;
 use crate::value::Arguments;
@@ -166,7 +166,10 @@ impl Queue {
     }
 
     /// Messages available on the queue (not counting acquired-but-unsettled ones).
+    /// Messages available now: expired ones are swept first, so a count never includes
+    /// messages no consumer could get.
     pub fn message_count(&self) -> u64 {
+        self.purge_expired(now_ms());
         self.state.lock().entries.len() as u64
     }
 
@@ -233,6 +236,7 @@ impl Queue {
     }
 
     pub fn info(&self) -> QueueInfo {
+        self.purge_expired(now_ms());
         let st = self.state.lock();
         QueueInfo {
             name: self.name.clone(),
