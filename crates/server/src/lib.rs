@@ -5,6 +5,7 @@ mod amqp010;
 mod amqp091;
 mod config;
 mod connection;
+mod io;
 mod listener;
 
 pub use config::{AuthMode, ServerConfig};

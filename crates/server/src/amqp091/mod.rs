@@ -18,9 +18,9 @@ mod unacked;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use ferry_amqp091::{
     decode_frame, reply, write_heartbeat, write_method, Assembled, AssemblyError, ChannelClose,
     ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionClose, ConnectionCloseOk,
@@ -28,20 +28,15 @@ use ferry_amqp091::{
     FRAME_MIN_SIZE,
 };
 use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, OwnerId};
-use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tracing::{debug, info};
 
 use crate::config::ServerConfig;
+use crate::io::{self, CloseReason, ProtocolConnection, READ_CHUNK};
 use crate::listener::Shutdown;
 use channel::{Channel, Ctx, State};
 use error::Fault;
 use handshake::ClientCaps;
-
-/// Read this much at a time.
-const READ_CHUNK: usize = 64 * 1024;
-/// How long we wait for connection.close-ok after sending connection.close.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -78,139 +73,64 @@ pub async fn run(
     peer: SocketAddr,
     broker: Arc<Broker>,
     config: Arc<ServerConfig>,
-    mut shutdown: Shutdown,
+    shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let mut conn = Connection::new(broker, config, peer);
     write_method(&mut conn.out, 0, &handshake::start(&conn.config).into());
-    let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
-    let mut items = Vec::new();
-    let handshake_deadline = tokio::time::Instant::now() + conn.config.handshake_timeout;
-    let mut last_read = Instant::now();
-    let mut last_write = Instant::now();
-    let mut heartbeat_tick: Option<tokio::time::Interval> = None;
-    let result = loop {
-        if conn.out.len() < conn.config.write_high_water {
-            conn.outbox.take(&mut items);
-            for item in items.drain(..) {
-                conn.on_outbox_item(item);
-            }
-        }
-        if !conn.out.is_empty() {
-            match stream.try_write(&conn.out) {
-                Ok(n) => {
-                    conn.out.advance(n);
-                    last_write = Instant::now();
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => break Err(e),
-            }
-        }
-        if conn.phase == Phase::Finished && conn.out.is_empty() {
-            break Ok(());
-        }
-        if conn.phase == Phase::Open && heartbeat_tick.is_none() && conn.heartbeat > 0 {
-            let period = Duration::from_secs(u64::from(conn.heartbeat));
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            heartbeat_tick = Some(tick);
-        }
-        let want_read =
-            conn.out.len() < conn.config.write_high_water && conn.phase != Phase::Finished;
-        let interest = match (want_read, conn.out.is_empty()) {
-            (true, true) => Some(Interest::READABLE),
-            (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
-            (false, false) => Some(Interest::WRITABLE),
-            (false, true) => None,
+    io::drive(stream, &mut conn, shutdown).await
+}
+
+impl ProtocolConnection for Connection {
+    fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
+    fn out(&mut self) -> &mut BytesMut {
+        &mut self.out
+    }
+
+    fn on_outbox_item(&mut self, item: OutboxItem) {
+        Connection::on_outbox_item(self, item);
+    }
+
+    fn process(&mut self, inbuf: &mut BytesMut) {
+        Connection::process(self, inbuf);
+    }
+
+    fn is_open(&self) -> bool {
+        self.phase == Phase::Open
+    }
+
+    fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    fn heartbeat(&self) -> u16 {
+        self.heartbeat
+    }
+
+    fn closing_since(&self) -> Option<Instant> {
+        self.closing_since
+    }
+
+    fn write_heartbeat(&mut self) {
+        write_heartbeat(&mut self.out);
+    }
+
+    fn close(&mut self, reason: CloseReason) {
+        let text = match reason {
+            CloseReason::HandshakeTimeout => "handshake timed out",
+            CloseReason::Shutdown => "broker shutting down",
         };
-        let take_deliveries = conn.out.len() < conn.config.write_high_water;
-        let open = conn.phase == Phase::Open;
-        tokio::select! {
-            ready = async { match interest {
-                Some(i) => stream.ready(i).await,
-                None => std::future::pending().await,
-            }} => {
-                let ready = match ready { Ok(r) => r, Err(e) => break Err(e) };
-                if ready.is_readable() && want_read {
-                    match read_available(&stream, &mut inbuf) {
-                        Ok(ReadOutcome::Eof) => break Ok(()),
-                        Ok(ReadOutcome::Data) => {
-                            last_read = Instant::now();
-                            conn.process(&mut inbuf);
-                        }
-                        Ok(ReadOutcome::Nothing) => {}
-                        Err(e) => break Err(e),
-                    }
-                }
-            }
-            _ = conn.outbox.notified(), if take_deliveries => {}
-            _ = tokio::time::sleep_until(handshake_deadline), if !open && conn.closing_since.is_none() => {
-                debug!(peer = %conn.peer, "handshake timed out");
-                conn.close_connection(Fault::new(reply::CONNECTION_FORCED, "handshake timed out"), (0, 0));
-            }
-            _ = async { match heartbeat_tick.as_mut() {
-                Some(t) => { t.tick().await; }
-                None => std::future::pending().await,
-            }} => {
-                let period = Duration::from_secs(u64::from(conn.heartbeat));
-                if last_read.elapsed() > period * 2 {
-                    debug!(peer = %conn.peer, "missed heartbeats");
-                    break Ok(());
-                }
-                if last_write.elapsed() >= period {
-                    write_heartbeat(&mut conn.out);
-                }
-            }
-            _ = shutdown.wait(), if conn.closing_since.is_none() => {
-                conn.close_connection(Fault::new(reply::CONNECTION_FORCED, "broker shutting down"), (0, 0));
-            }
-            _ = async { match conn.closing_since {
-                Some(since) => tokio::time::sleep_until((since + CLOSE_GRACE).into()).await,
-                None => std::future::pending().await,
-            }} => {
-                break Ok(());
-            }
-        }
-    };
-    conn.teardown();
-    result
-}
+        self.close_connection(Fault::new(reply::CONNECTION_FORCED, text), (0, 0));
+    }
 
-enum ReadOutcome {
-    Data,
-    Nothing,
-    Eof,
-}
-
-/// Drains the socket into `inbuf`, up to a bound so one busy peer cannot starve the others.
-fn read_available(stream: &TcpStream, inbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
-    let mut got = false;
-    loop {
-        if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
-            inbuf.reserve(READ_CHUNK);
-        }
-        match stream.try_read_buf(inbuf) {
-            Ok(0) => {
-                return Ok(if got {
-                    ReadOutcome::Data
-                } else {
-                    ReadOutcome::Eof
-                })
-            }
-            Ok(_) => {
-                got = true;
-                if inbuf.len() >= 4 * READ_CHUNK {
-                    return Ok(ReadOutcome::Data);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                return Ok(if got {
-                    ReadOutcome::Data
-                } else {
-                    ReadOutcome::Nothing
-                })
-            }
-            Err(e) => return Err(e),
-        }
+    fn teardown(&mut self) {
+        Connection::teardown(self);
     }
 }
 

@@ -1,0 +1,193 @@
+//! The per-connection event loop both protocol layers run: read everything the socket has,
+//! let the protocol process it, take deliveries from the outbox, write the one outbound
+//! buffer with as few system calls as the socket allows, and keep the timers (handshake,
+//! heartbeat, close grace, shutdown).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use ferry_core::{Outbox, OutboxItem};
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+use crate::config::ServerConfig;
+use crate::listener::Shutdown;
+
+/// Read this much at a time; a full-size frame of either protocol fits.
+pub const READ_CHUNK: usize = 64 * 1024;
+/// How long a connection waits for the peer's close-ok after sending its close.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Why the loop asks the protocol to close the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    HandshakeTimeout,
+    Shutdown,
+}
+
+/// What a protocol layer provides to the loop.
+pub trait ProtocolConnection {
+    fn config(&self) -> &ServerConfig;
+    fn outbox(&self) -> &Arc<Outbox>;
+    fn out(&mut self) -> &mut BytesMut;
+    fn on_outbox_item(&mut self, item: OutboxItem);
+    /// Processes every complete frame in `inbuf`, appending replies to `out`.
+    fn process(&mut self, inbuf: &mut BytesMut);
+    /// The handshake is done (heartbeats apply, the handshake timer does not).
+    fn is_open(&self) -> bool;
+    /// Nothing more will be read: flush `out` and end.
+    fn is_finished(&self) -> bool;
+    /// Negotiated heartbeat interval in seconds; 0 for none.
+    fn heartbeat(&self) -> u16;
+    /// When we sent our connection close, if we did.
+    fn closing_since(&self) -> Option<Instant>;
+    fn write_heartbeat(&mut self);
+    /// Sends the protocol's connection close for `reason` and starts closing.
+    fn close(&mut self, reason: CloseReason);
+    /// Releases everything the connection holds (idempotent).
+    fn teardown(&mut self);
+}
+
+/// Runs `conn` on `stream` until the peer or the broker ends it.
+pub async fn drive<C: ProtocolConnection>(
+    stream: TcpStream,
+    conn: &mut C,
+    mut shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut items = Vec::new();
+    let handshake_deadline = tokio::time::Instant::now() + conn.config().handshake_timeout;
+    let high_water = conn.config().write_high_water;
+    let mut last_read = Instant::now();
+    let mut last_write = Instant::now();
+    let mut heartbeat_tick: Option<tokio::time::Interval> = None;
+    let result = loop {
+        // Deliveries first, then write as much as the socket takes without waiting.
+        if conn.out().len() < high_water {
+            conn.outbox().take(&mut items);
+            for item in items.drain(..) {
+                conn.on_outbox_item(item);
+            }
+        }
+        if !conn.out().is_empty() {
+            match stream.try_write(conn.out()) {
+                Ok(n) => {
+                    conn.out().advance(n);
+                    last_write = Instant::now();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => break Err(e),
+            }
+        }
+        if conn.is_finished() && conn.out().is_empty() {
+            break Ok(());
+        }
+        if conn.is_open() && heartbeat_tick.is_none() && conn.heartbeat() > 0 {
+            let period = Duration::from_secs(u64::from(conn.heartbeat()));
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            heartbeat_tick = Some(tick);
+        }
+        // Above the high-water mark we neither read nor take deliveries: a peer that never
+        // reads costs at most this buffer plus its credit.
+        let below_high_water = conn.out().len() < high_water;
+        let want_read = below_high_water && !conn.is_finished();
+        let interest = match (want_read, conn.out().is_empty()) {
+            (true, true) => Some(Interest::READABLE),
+            (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
+            (false, false) => Some(Interest::WRITABLE),
+            (false, true) => None,
+        };
+        let open = conn.is_open();
+        let closing_since = conn.closing_since();
+        let outbox = conn.outbox().clone();
+        tokio::select! {
+            ready = async { match interest {
+                Some(i) => stream.ready(i).await,
+                None => std::future::pending().await,
+            }} => {
+                let ready = match ready { Ok(r) => r, Err(e) => break Err(e) };
+                if ready.is_readable() && want_read {
+                    match read_available(&stream, &mut inbuf) {
+                        Ok(ReadOutcome::Eof) => break Ok(()),
+                        Ok(ReadOutcome::Data) => {
+                            last_read = Instant::now();
+                            conn.process(&mut inbuf);
+                        }
+                        Ok(ReadOutcome::Nothing) => {}
+                        Err(e) => break Err(e),
+                    }
+                }
+            }
+            _ = outbox.notified(), if below_high_water => {}
+            _ = tokio::time::sleep_until(handshake_deadline), if !open && closing_since.is_none() => {
+                conn.close(CloseReason::HandshakeTimeout);
+            }
+            _ = async { match heartbeat_tick.as_mut() {
+                Some(t) => { t.tick().await; }
+                None => std::future::pending().await,
+            }} => {
+                let period = Duration::from_secs(u64::from(conn.heartbeat()));
+                if last_read.elapsed() > period * 2 {
+                    tracing::debug!("missed heartbeats: closing");
+                    break Ok(());
+                }
+                if last_write.elapsed() >= period {
+                    conn.write_heartbeat();
+                }
+            }
+            _ = shutdown.wait(), if closing_since.is_none() => {
+                conn.close(CloseReason::Shutdown);
+            }
+            _ = async { match closing_since {
+                Some(since) => tokio::time::sleep_until((since + CLOSE_GRACE).into()).await,
+                None => std::future::pending().await,
+            }} => {
+                break Ok(());
+            }
+        }
+    };
+    conn.teardown();
+    result
+}
+
+enum ReadOutcome {
+    Data,
+    Nothing,
+    Eof,
+}
+
+/// Drains the socket into `inbuf`, up to a bound so one busy peer cannot starve the others
+/// or grow our buffer.
+fn read_available(stream: &TcpStream, inbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+    let mut got = false;
+    loop {
+        if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
+            inbuf.reserve(READ_CHUNK);
+        }
+        match stream.try_read_buf(inbuf) {
+            Ok(0) => {
+                return Ok(if got {
+                    ReadOutcome::Data
+                } else {
+                    ReadOutcome::Eof
+                })
+            }
+            Ok(_) => {
+                got = true;
+                if inbuf.len() >= 4 * READ_CHUNK {
+                    return Ok(ReadOutcome::Data);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Ok(if got {
+                    ReadOutcome::Data
+                } else {
+                    ReadOutcome::Nothing
+                })
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
