@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Draw the benchmark charts from bench/out/*.csv, in the style of the MRG papers:
-throughput bars (msgs/s and MB/s) by message size, and latency by message size.
+"""Draw the benchmark charts from the CSVs bench/run.sh writes, in the style of the MRG
+papers: throughput bars (msgs/s and MB/s) by message size for each broker beside the
+netbench relay ceiling, latency by message size (avg and p99) for each broker beside the
+TCP baselines, and the npubs=nsubs x qt points.
 
     plot.py OUT_DIR
 """
-import csv
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
@@ -14,24 +14,23 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchdata as bd  # noqa: E402
 
-def read_rows(path):
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+MB = 1024 * 1024
 
 
 def bars(series, sizes, ylabel, title, outfile):
-    """Grouped bars: one group per size, one bar per series; log scale, since msgs/s spans
-    four orders of magnitude across sizes and batch settings."""
+    """Grouped bars: one group per size, one bar per series (in the given order); log
+    scale, since msgs/s spans orders of magnitude across sizes."""
+    series = {k: v for k, v in series.items() if any(x for x in v.values())}
     if not series:
         return
-    fig, ax = plt.subplots(figsize=(12, 5))
+    fig, ax = plt.subplots(figsize=(13, 5.5))
     width = 0.8 / len(series)
-    for i, (label, values) in enumerate(sorted(series.items())):
+    for i, (label, values) in enumerate(series.items()):
         xs = [j + i * width for j in range(len(sizes))]
-        ax.bar(xs, [values.get(s, 0) for s in sizes], width, label=label)
+        ax.bar(xs, [values.get(s) or 0 for s in sizes], width, label=label)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))])
     ax.set_xticklabels([str(s) for s in sizes])
     ax.set_xlabel("message size (bytes)")
@@ -39,58 +38,95 @@ def bars(series, sizes, ylabel, title, outfile):
     ax.set_yscale("log")
     ax.set_title(title)
     ax.grid(axis="y", which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(outfile, dpi=110)
+    fig.savefig(outfile, dpi=100)
     plt.close(fig)
     print(f"wrote {outfile}")
 
 
 def throughput(out):
-    rows = read_rows(out / "throughput.csv")
-    msgs, mbytes = defaultdict(dict), defaultdict(dict)
-    for r in rows:
-        label = f"{r['test']} batch {r['batch']}"
-        size = int(r["size"])
-        msgs[label][size] = float(r["msgs_per_sec"])
-        mbytes[label][size] = float(r["mbytes_per_sec"])
-    for r in read_rows(out / "perftest.csv"):
-        label = f"perftest {r['broker']}"
-        size = int(r["size"])
-        msgs[label][size] = float(r["transfers_per_sec"])
-        mbytes[label][size] = float(r["mbytes_per_sec"])
+    perf = bd.perftest_points(out)
+    net = bd.netbench_throughput(out)
+    msgs, mbytes = {}, {}
+    for b in bd.brokers(out):
+        pts = {s: p for (br, s, n, qt), p in perf.items() if br == b and n == 1 and qt == 1}
+        if not pts:
+            continue
+        label = f"{b} (perftest 1 pub/1 sub/1 queue)"
+        msgs[label] = {s: p.msgs_per_sec for s, p in pts.items()}
+        mbytes[label] = {s: (p.msgs_per_sec or 0) * s / MB for s, p in pts.items()}
+    for batch in (1, 64):
+        label = f"netbench relay, {batch} msg/write (ceiling)"
+        rows = {s: r for (t, bt, s), r in net.items() if t == "relay" and bt == batch}
+        if rows:
+            msgs[label] = {s: r["msgs_per_sec"] for s, r in rows.items()}
+            mbytes[label] = {s: r["mbytes_per_sec"] for s, r in rows.items()}
     sizes = sorted({s for v in msgs.values() for s in v})
-    bars(msgs, sizes, "messages/s", "Throughput by message size", out / "throughput_msgs.png")
-    bars(mbytes, sizes, "Mbytes/s (2^20)", "Throughput by message size", out / "throughput_mbytes.png")
+    bars(msgs, sizes, "messages/s through the broker (transfers/s / 2)",
+         "Throughput by message size: messages/s", Path(out) / "throughput_msgs.png")
+    bars(mbytes, sizes, "payload MB/s (2^20) through the broker",
+         "Throughput by message size: MB/s", Path(out) / "throughput_mbytes.png")
 
 
 def latency(out):
-    rows = read_rows(out / "latency.csv")
-    if not rows:
+    lat = bd.latency_points(out)
+    net = bd.netbench_latency(out)
+    if not lat and not net:
         return
-    by_test = defaultdict(list)
-    for r in rows:
-        by_test[r["test"]].append(r)
-    fig, ax = plt.subplots(figsize=(10, 5))
-    for test, rs in sorted(by_test.items()):
-        rs.sort(key=lambda r: int(r["size"]))
-        sizes = [int(r["size"]) for r in rs]
-        rate = rs[0]["rate"]
-        what = "round trip" if test == "pingpong" else "one way"
-        pace = "back-to-back" if rate == "0" else f"{rate} msg/s"
-        for col, style in (("p50_ms", "-o"), ("p99_ms", "--s"), ("avg_ms", ":^")):
-            ax.plot(sizes, [float(r[col]) for r in rs], style,
-                    label=f"{test} {col[:-3]} ({what}, {pace})")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title("Latency by message size")
-    ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize="small")
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
+    for ax, col, name in ((axes[0], "avg_ms", "average"), (axes[1], "p99_ms", "p99")):
+        for b in bd.brokers(out):
+            for view, style in (("corrected", "-o"), ("actual", ":o")):
+                pts = sorted((s, r) for (br, s, v), r in lat.items() if br == b and v == view and r)
+                if pts:
+                    what = "from intended send time" if view == "corrected" else "from actual send time"
+                    ax.plot([s for s, _ in pts], [r[col] for _, r in pts], style,
+                            label=f"{b} 2-hop at 10k msg/s ({what})")
+        for (test, rate), style, label in (
+            (("pingpong", 0), "--s", "TCP ping-pong round trip, back-to-back"),
+            (("pingpong", 10000), "--^", "TCP ping-pong round trip, 10k/s"),
+            (("relay-latency", 10000), "--v", "TCP relay one way (2 hops), 10k/s"),
+        ):
+            pts = sorted((s, r) for (t, rt, s), r in net.items() if (t, rt) == (test, rate))
+            if pts:
+                ax.plot([s for s, _ in pts], [r[col] for _, r in pts], style, label=label, alpha=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_title(f"Latency by message size: {name}")
+        ax.grid(which="both", alpha=0.3)
+    axes[0].set_ylabel("latency (ms)")
+    axes[1].legend(fontsize="x-small")
     fig.tight_layout()
-    outfile = out / "latency.png"
-    fig.savefig(outfile, dpi=110)
+    outfile = Path(out) / "latency.png"
+    fig.savefig(outfile, dpi=100)
+    plt.close(fig)
+    print(f"wrote {outfile}")
+
+
+def scaling(out):
+    perf = bd.perftest_points(out)
+    configs = sorted({(s, n, qt) for (b, s, n, qt) in perf if (n, qt) != (1, 1)})
+    configs = [(s, 1, 1) for s in sorted({c[0] for c in configs})] + configs
+    if len(configs) <= 1:
+        return
+    fig, ax = plt.subplots(figsize=(12, 5))
+    names = bd.brokers(out)
+    width = 0.8 / max(1, len(names))
+    for i, b in enumerate(names):
+        ys = [perf[(b, *c)].transfers_per_sec if (b, *c) in perf else 0 for c in configs]
+        ax.bar([j + i * width for j in range(len(configs))], [y or 0 for y in ys], width, label=b)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(configs))])
+    ax.set_xticklabels([f"{s} B\n{n}x{n}, qt {qt}" for s, n, qt in configs], fontsize="small")
+    ax.set_ylabel("transfers/s (perftest)")
+    ax.set_yscale("log")
+    ax.set_title("perftest: npubs = nsubs per queue, qt queues")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    outfile = Path(out) / "scaling.png"
+    fig.savefig(outfile, dpi=100)
     plt.close(fig)
     print(f"wrote {outfile}")
 
@@ -101,6 +137,7 @@ def main():
     out = Path(sys.argv[1])
     throughput(out)
     latency(out)
+    scaling(out)
 
 
 if __name__ == "__main__":

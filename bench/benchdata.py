@@ -1,0 +1,164 @@
+"""Reading the CSVs bench/run.sh writes, and the figures derived from them.
+
+Shared by plot.py and report.py (standard library only), so the charts and the report
+always agree on which number stands for a point (the median of its repetitions).
+"""
+import csv
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PAPERS_SIZES = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
+
+
+def read_rows(path):
+    path = Path(path)
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def num(v):
+    """A CSV cell as float, or None when empty or not a number."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class PerfPoint:
+    """The repetitions of one perftest configuration against one broker."""
+
+    broker: str
+    size: int
+    npubs: int
+    qt: int
+    count: int = 0
+    transfers: list = field(default_factory=list)  # transfers/s of each successful rep
+    mbytes: list = field(default_factory=list)
+    cpu_busy: list = field(default_factory=list)
+    broker_cores: list = field(default_factory=list)
+    harness_cores: list = field(default_factory=list)
+    failed: int = 0
+
+    @property
+    def ok(self):
+        return bool(self.transfers)
+
+    @property
+    def transfers_per_sec(self):
+        return statistics.median(self.transfers) if self.transfers else None
+
+    @property
+    def msgs_per_sec(self):
+        """Messages through the broker per second: each message is one publish plus one
+        delivery per subscriber that gets it (shared mode: exactly one)."""
+        t = self.transfers_per_sec
+        return None if t is None else t / 2
+
+    @property
+    def mbytes_per_sec(self):
+        return statistics.median(self.mbytes) if self.mbytes else None
+
+    @property
+    def spread(self):
+        """(min, max) of transfers/s over the repetitions."""
+        return (min(self.transfers), max(self.transfers)) if self.transfers else None
+
+    @property
+    def machine_busy_pct(self):
+        v = [x for x in self.cpu_busy if x is not None]
+        return statistics.median(v) if v else None
+
+    @property
+    def harness_cpu_cores(self):
+        v = [x for x in self.harness_cores if x is not None]
+        return statistics.median(v) if v else None
+
+    @property
+    def broker_cpu_cores(self):
+        v = [x for x in self.broker_cores if x is not None]
+        return statistics.median(v) if v else None
+
+
+def perftest_points(out):
+    """{(broker, size, npubs, qt): PerfPoint}; pilot runs are left out."""
+    points = {}
+    for r in read_rows(Path(out) / "perftest.csv"):
+        if r.get("rep") == "pilot" and r.get("status") == "ok":
+            continue
+        key = (r["broker"], int(r["size"]), int(r["npubs"]), int(r["qt"]))
+        p = points.setdefault(key, PerfPoint(*key))
+        p.count = int(r["count"])
+        if r.get("status") != "ok" or num(r.get("transfers_per_sec")) is None:
+            p.failed += 1
+            continue
+        p.transfers.append(num(r["transfers_per_sec"]))
+        p.mbytes.append(num(r["mbytes_per_sec"]))
+        p.cpu_busy.append(num(r.get("machine_cpu_busy_pct")))
+        p.broker_cores.append(num(r.get("broker_cpu_cores")))
+        p.harness_cores.append(num(r.get("harness_cpu_cores")))
+    return points
+
+
+def brokers(out):
+    """Broker labels in the order they were measured (ferryd first)."""
+    seen = []
+    for name in ("perftest.csv", "latency_test.csv"):
+        for r in read_rows(Path(out) / name):
+            if r["broker"] not in seen:
+                seen.append(r["broker"])
+    return seen
+
+
+def latency_points(out):
+    """{(broker, size, view): row with float figures}; view is 'corrected' (from the
+    intended send time, coordinated-omission safe) or 'actual' (from the actual send time,
+    what qpid-latency-test reports). Failed sizes map to None."""
+    points = {}
+    for r in read_rows(Path(out) / "latency_test.csv"):
+        key = (r["broker"], int(r["size"]), r["view"])
+        if r.get("status") != "ok":
+            points[key] = None
+            continue
+        points[key] = {k: (num(v) if k not in ("broker", "view", "status") else v) for k, v in r.items()}
+    return points
+
+
+def latency_failures(out):
+    """[(broker, size)] of every failed latency-test run, retried or not."""
+    return [(r["broker"], int(r["size"])) for r in read_rows(Path(out) / "latency_test.csv")
+            if r.get("status") != "ok"]
+
+
+def netbench_latency(out):
+    """{(test, rate, size): row}; test is 'pingpong' (round trip) or 'relay-latency' (one
+    way through a relay); rate 0 is back-to-back."""
+    points = {}
+    for r in read_rows(Path(out) / "latency.csv"):
+        points[(r["test"], int(r["rate"]), int(r["size"]))] = {
+            k: num(v) for k, v in r.items() if k not in ("test", "nodelay")
+        }
+    return points
+
+
+def netbench_throughput(out):
+    """{(test, batch, size): row}; test is 'stream' (one hop) or 'relay' (two hops)."""
+    points = {}
+    for r in read_rows(Path(out) / "throughput.csv"):
+        points[(r["test"], int(r["batch"]), int(r["size"]))] = {
+            k: num(v) for k, v in r.items() if k != "test"
+        }
+    return points
+
+
+def meta(out):
+    return {r["key"]: r["value"] for r in read_rows(Path(out) / "meta.csv")}
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b

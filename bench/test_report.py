@@ -1,0 +1,140 @@
+"""Checks that the report generator reads a CSV set the way bench/run.sh writes it and
+computes the figures, ratios and met/not-met verdicts from it. Standard library only:
+
+    bench/.venv/bin/python -m unittest bench/test_report.py     (or: python3 -m unittest ...)
+    pytest bench/test_report.py                                  (where pytest is installed)
+"""
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchdata as bd  # noqa: E402
+import report  # noqa: E402
+
+PERF_HEADER = ("broker,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,"
+               "mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status")
+LAT_HEADER = ("broker,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,"
+              "p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status")
+
+
+def perf(broker, size, rep, tps, n=1, qt=1, status="ok"):
+    if status != "ok":
+        return f"{broker},{size},{n},{n},{qt},1000,{rep},,,,,,,,,{status}"
+    return (f"{broker},{size},{n},{n},{qt},1000,{rep},{tps},{tps},{tps},{tps * size / 2**20:.3f},"
+            f"2.0,95.0,0.9,1.0,ok")
+
+
+def lat(broker, size, view, avg, p99, status="ok"):
+    if status != "ok":
+        return f"{broker},{size},10000,8,,,{view},,,,,,,,,,{status}"
+    return (f"{broker},{size},10000,8,80000,10000,{view},0.01,{avg},5.0,{avg},{avg},{p99},{p99 * 2},"
+            f"50.0,0.2,ok")
+
+
+def write_set(d, with_other=True):
+    d = Path(d)
+    (d / "meta.csv").write_text('key,value\ndate,"2026-01-01 00:00:00 UTC"\nhost_nproc,"2"\n'
+                                'invocation,"bench/run.sh --brokerj"\nduration_secs,"600"\n')
+    rows = [
+        PERF_HEADER,
+        perf("ferryd", 256, "pilot", 100_000),          # the pilot never counts
+        perf("ferryd", 256, 1, 700_000),
+        perf("ferryd", 256, 2, 500_000),
+        perf("ferryd", 256, 3, 650_000),                # median 650k: meets 644k
+        perf("ferryd", 1024, 1, 300_000),
+        perf("ferryd", 1024, 2, 0, status="failed"),
+        perf("ferryd", 256, 1, 1_300_000, n=2, qt=2),
+    ]
+    lrows = [
+        LAT_HEADER,
+        lat("ferryd", 256, "corrected", 0.08, 0.30),    # avg meets 0.0845; p99 vs 3 x 0.09
+        lat("ferryd", 256, "actual", 0.07, 0.25),
+        lat("ferryd", 1024, "corrected", 0.0, 0.0, status="failed"),
+        lat("ferryd", 1024, "corrected", 0.09, 0.5),    # the retry
+        lat("ferryd", 1024, "actual", 0.085, 0.4),
+    ]
+    if with_other:
+        rows += [perf("brokerj", 256, "pilot", 50_000), perf("brokerj", 256, 1, 130_000),
+                 perf("brokerj", 256, 2, 0, status="failed"),
+                 perf("brokerj", 256, "pilot", 0, n=2, qt=2, status="failed")]
+        lrows += [lat("brokerj", 256, "corrected", 0.4, 8.0), lat("brokerj", 256, "actual", 0.35, 7.0)]
+    (d / "perftest.csv").write_text("\n".join(rows) + "\n")
+    (d / "latency_test.csv").write_text("\n".join(lrows) + "\n")
+    (d / "latency.csv").write_text(
+        "test,size,count,rate,nodelay,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms\n"
+        "pingpong,256,20000,0,true,0.004,0.005,0.2,0.005,0.006,0.09,0.1\n"
+        "pingpong,256,20000,10000,true,0.04,0.06,3.0,0.05,0.07,1.0,2.0\n"
+        "relay-latency,256,20000,10000,true,0.01,0.05,2.0,0.04,0.06,0.12,1.0\n")
+    (d / "throughput.csv").write_text(
+        "test,size,count,batch,seconds,msgs_per_sec,mbytes_per_sec\n"
+        "relay,256,200000,1,0.1,2000000,488.28\n"
+        "relay,256,200000,64,0.03,6500000,1586.9\n"
+        "relay,1024,200000,64,0.1,2000000,1953.1\n")
+    (d / "commands.txt").write_text(
+        "target/release/ferry perftest -b 127.0.0.1 -p 4000 -s --size 8 --count 20000\n"
+        "target/release/ferry perftest -b 127.0.0.1 -p 4000 -s --size 256 --count 90000\n")
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_medians_leave_out_pilots_and_failures(self):
+        write_set(self.dir)
+        pts = bd.perftest_points(self.dir)
+        p = pts[("ferryd", 256, 1, 1)]
+        self.assertEqual(p.transfers, [700_000, 500_000, 650_000])
+        self.assertEqual(p.transfers_per_sec, 650_000)
+        self.assertEqual(p.msgs_per_sec, 325_000)
+        self.assertEqual(p.spread, (500_000, 700_000))
+        self.assertEqual(pts[("ferryd", 1024, 1, 1)].failed, 1)
+        self.assertEqual(pts[("brokerj", 256, 1, 1)].transfers_per_sec, 130_000)
+        self.assertFalse(pts[("brokerj", 256, 2, 2)].ok)
+        self.assertEqual(bd.brokers(self.dir), ["ferryd", "brokerj"])
+
+    def test_a_retried_latency_run_keeps_its_figures_and_its_failure(self):
+        write_set(self.dir)
+        self.assertEqual(bd.latency_points(self.dir)[("ferryd", 1024, "corrected")]["avg_ms"], 0.09)
+        self.assertEqual(bd.latency_failures(self.dir), [("ferryd", 1024)])
+
+    def test_targets_are_computed_from_the_numbers(self):
+        write_set(self.dir)
+        verdicts = {t[0]: t[3] for t in report.targets(report.Data(self.dir))}
+        got = [ok for name, ok in verdicts.items()]
+        # 650k >= 644k and >= 330k; avg 0.08 <= 0.0845 and <= 0.14 (corrected), 0.07 (actual);
+        # p99 0.30 > 3 x 0.09 back-to-back but <= 3 x 1.0 paced; actual 0.25 <= 0.27.
+        self.assertEqual(got, [True, True, True, True, True, True, False, True, True, True])
+
+    def test_report_shows_ratios_and_failures(self):
+        write_set(self.dir)
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("650,000", md)
+        self.assertIn("ferryd / brokerj: throughput 5.00×", md)           # 650k / 130k
+        self.assertIn("ferryd messages/s ÷ relay (64 msg/write): 0.05×", md)  # 325k / 6.5M
+        self.assertIn("**not met**", md)
+        self.assertIn("brokerj 256 B 2x2 qt 2", md)
+        self.assertIn("ferryd 1024 B", md)
+        # One template per kind of command, whatever the size and count.
+        self.assertEqual(md.count("ferry perftest -b 127.0.0.1"), 1)
+
+    def test_a_run_without_a_second_broker(self):
+        write_set(self.dir, with_other=False)
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertNotIn("brokerj transfers", md)
+        self.assertNotIn("ferryd / brokerj", md)
+        self.assertIn("| ferryd (perftest / latency-test) | 650,000 |", md)
+
+    def test_an_empty_set_still_renders(self):
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("# Ferry benchmarks", md)
+        self.assertTrue(all(ok is None for *_, ok in report.targets(report.Data(self.dir))))
+
+
+if __name__ == "__main__":
+    unittest.main()
