@@ -30,13 +30,19 @@ pub enum Incoming {
     },
 }
 
-/// Payload of a segment in progress.
+/// Payload of a segment in progress. Frames are kept as received and joined once, into a
+/// buffer of exactly the final size, when the segment ends: growing one buffer as frames
+/// arrive would copy repeatedly and leave up to twice the message's size allocated for as
+/// long as the message lives in a queue.
 #[derive(Debug, Default)]
 enum Chunks {
     #[default]
     Empty,
     One(Bytes),
-    Many(BytesMut),
+    Many {
+        parts: Vec<Bytes>,
+        len: usize,
+    },
 }
 
 impl Chunks {
@@ -44,7 +50,7 @@ impl Chunks {
         match self {
             Chunks::Empty => 0,
             Chunks::One(b) => b.len(),
-            Chunks::Many(m) => m.len(),
+            Chunks::Many { len, .. } => *len,
         }
     }
 
@@ -54,15 +60,14 @@ impl Chunks {
         }
         *self = match std::mem::take(self) {
             Chunks::Empty => Chunks::One(b),
-            Chunks::One(first) => {
-                let mut m = BytesMut::with_capacity(first.len() + b.len());
-                m.extend_from_slice(&first);
-                m.extend_from_slice(&b);
-                Chunks::Many(m)
-            }
-            Chunks::Many(mut m) => {
-                m.extend_from_slice(&b);
-                Chunks::Many(m)
+            Chunks::One(first) => Chunks::Many {
+                len: first.len() + b.len(),
+                parts: vec![first, b],
+            },
+            Chunks::Many { mut parts, len } => {
+                let len = len + b.len();
+                parts.push(b);
+                Chunks::Many { parts, len }
             }
         };
     }
@@ -71,7 +76,13 @@ impl Chunks {
         match self {
             Chunks::Empty => Bytes::new(),
             Chunks::One(b) => b,
-            Chunks::Many(m) => m.freeze(),
+            Chunks::Many { parts, len } => {
+                let mut joined = BytesMut::with_capacity(len);
+                for part in &parts {
+                    joined.extend_from_slice(part);
+                }
+                joined.freeze()
+            }
         }
     }
 }
