@@ -114,3 +114,93 @@ fn connections_beyond_max_connections_are_refused() {
     }
     assert!(ok, "a new connection is accepted after one closes");
 }
+
+/// Resident memory of a process, from /proc (Linux).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_consumer_that_never_reads_stalls_nobody_and_holds_bounded_memory() {
+    use ferry_amqp010::{CreditUnit, MessageFlow, MessageSubscribe};
+    let broker = Ferryd::start();
+    let mut stuck = Raw::open(broker.addr);
+    stuck.attach(1, "never-reads");
+    stuck.command(
+        1,
+        QueueDeclare {
+            queue: Some(Str::from("firehose")),
+            ..Default::default()
+        }
+        .into(),
+    );
+    stuck.command(
+        1,
+        MessageSubscribe {
+            queue: Some(Str::from("firehose")),
+            destination: Some(Str::from("d")),
+            accept_mode: Some(ferry_amqp010::AcceptMode::None),
+            ..Default::default()
+        }
+        .into(),
+    );
+    for unit in [CreditUnit::Message, CreditUnit::Byte] {
+        stuck.command(
+            1,
+            MessageFlow {
+                destination: Some(Str::from("d")),
+                unit: Some(unit),
+                value: Some(u32::MAX),
+            }
+            .into(),
+        );
+    }
+    // From here on `stuck` never reads: its socket buffers fill, then ferryd's.
+    let before = rss_kib(broker.pid());
+    let mut publisher = Raw::open(broker.addr);
+    publisher.attach(1, "publisher");
+    let h = header("firehose");
+    let body = vec![0u8; 16 * 1024];
+    let total = 4000; // 64 MiB in all
+    for _ in 0..total {
+        publisher.transfer(1, to_default_exchange(), &h, &body);
+    }
+    // Every transfer is completed: the publisher was never blocked by the stuck consumer.
+    publisher.expect_control(1, |c| {
+        matches!(c, ferry_amqp010::Control::SessionCompleted(sc)
+            if sc.commands.as_ref().is_some_and(|s| s.contains(total - 1)))
+    });
+    // Another client is served promptly.
+    let mut other = Raw::open(broker.addr);
+    other.attach(1, "other");
+    other.command(
+        1,
+        ferry_amqp010::QueueQuery {
+            queue: Some(Str::from("firehose")),
+        }
+        .into(),
+    );
+    let Command::ExecutionResult(r) =
+        other.expect_command(1, |c| matches!(c, Command::ExecutionResult(_)))
+    else {
+        unreachable!()
+    };
+    let q: ferry_amqp010::QueueQueryResult = r.value.unwrap().decode_as().unwrap();
+    // The undelivered rest waits in the queue, not in the stuck connection's buffers: the
+    // connection holds at most its write high-water mark plus one outbox (8 MiB), and the
+    // kernel's socket buffers take a few MiB more.
+    let queued = u64::from(q.message_count.unwrap_or(0));
+    assert!(queued > 0 && queued < u64::from(total), "queued {queued}");
+    let grown_mib = rss_kib(broker.pid()).saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 64 + 32,
+        "ferryd grew by {grown_mib} MiB holding {queued} queued 16 KiB messages"
+    );
+    drop(stuck);
+}

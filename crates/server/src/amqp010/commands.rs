@@ -18,6 +18,9 @@ use super::session::{release_to_queues, Env, Session, Subscription};
 
 type Outcome = Result<(), Exception>;
 
+/// Bodies this large usually span frames and so own their memory (see `transfer`).
+const LARGE_BODY: usize = 4096;
+
 /// Runs one command. Results (execution.result) are written here; completion is the
 /// caller's job.
 pub fn execute(
@@ -280,9 +283,21 @@ fn transfer(
     let exchange = session
         .exchange_for(env.broker, &destination)
         .ok_or_else(|| not_found("exchange", &destination.to_str_lossy()))?;
-    let header = header.unwrap_or_default();
+    // Everything the message keeps that is sliced from the read buffer (header, routing key,
+    // exchange name) keeps that whole buffer alive while the message is queued. For small
+    // messages the body shares the buffer anyway; a large body was joined into its own
+    // allocation, so the rest gets its own too (a copy of some 100 bytes), and a deep queue
+    // of large messages costs what it holds, not twice that.
+    let owned = |b: Bytes| {
+        if body.len() >= LARGE_BODY {
+            Bytes::copy_from_slice(&b)
+        } else {
+            b
+        }
+    };
+    let header = owned(header.unwrap_or_default());
     let mut message = Message {
-        exchange: destination.into_bytes(),
+        exchange: owned(destination.into_bytes()),
         size: (header.len() + body.len()) as u64,
         body,
         ..Message::default()
