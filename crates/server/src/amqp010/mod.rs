@@ -503,6 +503,19 @@ impl Connection {
         }
     }
 
+    /// The channel table and what session commands need from the connection, borrowed
+    /// side by side.
+    fn split(&mut self) -> (&mut Vec<Option<Box<Channel>>>, Env<'_>) {
+        let env = Env {
+            broker: &self.broker,
+            outbox: &self.outbox,
+            out: &mut self.out,
+            max_frame: self.max_frame,
+            consumers: &mut self.consumers,
+        };
+        (&mut self.channels, env)
+    }
+
     fn on_command(
         &mut self,
         channel: u16,
@@ -512,7 +525,8 @@ impl Connection {
         body: Bytes,
     ) {
         let codes = (command.class_code(), command.code());
-        let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) else {
+        let (channels, mut env) = self.split();
+        let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
             return;
         };
         let Some(session) = c.session.as_mut() else {
@@ -520,36 +534,36 @@ impl Connection {
                 name: None,
                 code: Some(DetachCode::NotAttached),
             };
-            let _ = write_control_framed(&mut self.out, channel, &detached.into(), self.max_frame);
+            let _ = write_control_framed(env.out, channel, &detached.into(), env.max_frame);
             return;
         };
         if session.state == SessionState::Failed {
             return;
         }
         let id = session.next_command_id();
-        let mut env = Env {
-            broker: &self.broker,
-            outbox: &self.outbox,
-            out: &mut self.out,
-            max_frame: self.max_frame,
-            consumers: &mut self.consumers,
-        };
-        match commands::execute(session, &mut env, id, command, header, body) {
+        let completed_later = match commands::execute(session, &mut env, id, command, header, body)
+        {
             Ok(()) => {
                 session.complete(id);
                 if sync {
                     session.flush_completion(env.out, env.max_frame, true);
-                } else if !self.dirty.contains(&channel) {
-                    self.dirty.push(channel);
                 }
+                !sync
             }
-            Err(e) => session.fail(&mut env, id, codes, e),
+            Err(e) => {
+                session.fail(&mut env, id, codes, e);
+                false
+            }
+        };
+        if completed_later && !self.dirty.contains(&channel) {
+            self.dirty.push(channel);
         }
     }
 
     /// A command that could not even be decoded still used an id; report it against that id.
     fn command_failed(&mut self, channel: u16, codes: (u8, u8), exception: Exception) {
-        let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) else {
+        let (channels, mut env) = self.split();
+        let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
             return;
         };
         let Some(session) = c.session.as_mut() else {
@@ -559,32 +573,20 @@ impl Connection {
             return;
         }
         let id = session.next_command_id();
-        let mut env = Env {
-            broker: &self.broker,
-            outbox: &self.outbox,
-            out: &mut self.out,
-            max_frame: self.max_frame,
-            consumers: &mut self.consumers,
-        };
         session.fail(&mut env, id, codes, exception);
     }
 
     fn end_session(&mut self, channel: u16) {
-        let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) else {
+        let max_message = self.config.max_message_size;
+        let (channels, mut env) = self.split();
+        let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
             return;
         };
         if let Some(mut session) = c.session.take() {
-            let mut env = Env {
-                broker: &self.broker,
-                outbox: &self.outbox,
-                out: &mut self.out,
-                max_frame: self.max_frame,
-                consumers: &mut self.consumers,
-            };
             session.end(&mut env);
         }
         // A fresh assembler: leftovers of the old session's input must not leak into a new one.
-        c.assembler = Assembler::new(self.config.max_message_size);
+        c.assembler = Assembler::new(max_message);
     }
 
     fn on_outbox_item(&mut self, item: OutboxItem) {
