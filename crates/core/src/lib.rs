@@ -6,13 +6,15 @@
 //! never parses protocol headers: a [`Message`] carries its encoded header opaquely so a
 //! delivery can be written back without re-encoding.
 //!
-//! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox.
+//! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox; a
+//! [`Journal`]'s own locks are leaves (queues append dequeues under their lock).
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
 //! one exchange read lock, then each target queue's mutex in turn (never two at once).
 
 mod broker;
 mod error;
 mod exchange;
+mod journal;
 mod limits;
 mod message;
 mod outbox;
@@ -23,6 +25,7 @@ mod value;
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+pub use journal::{ExchangeDefinition, Journal, QueueDefinition, StoreRef, SyncPoint};
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Message, ProtocolHeader};
 pub use outbox::{Delivery, Outbox, OutboxItem};

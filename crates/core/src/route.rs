@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
+use crate::journal::{Journal, SyncPoint};
 use crate::message::Message;
 use crate::queue::Queue;
 
@@ -16,12 +17,30 @@ thread_local! {
     /// Reused target list so publishing does not allocate per message. Taken out of the cell
     /// (not borrowed) so a re-entrant call would merely allocate, never panic.
     static SCRATCH: Cell<Vec<Arc<Queue>>> = const { Cell::new(Vec::new()) };
+    /// Reused list of the durable targets' store ids, for persistent messages.
+    static DURABLE: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
 }
 
-/// Routes and enqueues; returns how many queues stored the message. Unroutable messages go to
-/// the exchange's alternate (and its alternate, ...). If a queue refuses the message for its
-/// limit, the other queues still get it and the first refusal is returned as the error.
-pub(crate) fn deliver(exchange: &Exchange, msg: &Arc<Message>) -> Result<usize, BrokerError> {
+/// What routing did with a message.
+pub(crate) struct Routed {
+    /// Queues that stored it.
+    pub(crate) queues: usize,
+    /// Set when the message was journaled: durable once the journal reaches this point.
+    pub(crate) sync: Option<SyncPoint>,
+}
+
+/// Routes and enqueues. Unroutable messages go to the exchange's alternate (and its
+/// alternate, ...). If a queue refuses the message for its limit, the other queues still get
+/// it and the first refusal is returned as the error.
+///
+/// A persistent message bound for durable queues is journaled once, before any queue holds
+/// it, so a settlement (and its dequeue record) can never precede the enqueue record. If the
+/// journal refuses it (store full or failed), no queue gets it.
+pub(crate) fn deliver(
+    exchange: &Exchange,
+    msg: &Arc<Message>,
+    journal: Option<&Arc<dyn Journal>>,
+) -> Result<Routed, BrokerError> {
     let mut targets = SCRATCH.with(Cell::take);
     let mut ex = exchange;
     for _ in 0..=MAX_ALTERNATE_DEPTH {
@@ -31,10 +50,31 @@ pub(crate) fn deliver(exchange: &Exchange, msg: &Arc<Message>) -> Result<usize, 
             _ => break,
         }
     }
+    let journaled = match journal {
+        Some(j) if msg.persistent && !targets.is_empty() => match record(j, msg, &targets) {
+            Ok(r) => r,
+            Err(e) => {
+                targets.clear();
+                SCRATCH.with(|c| c.set(targets));
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
+    let msg = journaled.as_ref().map_or(msg, |(m, _)| m);
     let mut stored = 0;
     let mut refused = None;
     for q in targets.drain(..) {
-        match q.enqueue(msg.clone()) {
+        let result = q.enqueue(msg.clone());
+        if !matches!(result, Ok(true)) {
+            // Journaled for this queue but not taken by it: take the reference back.
+            if let (Some((m, _)), Some(store)) = (&journaled, q.store()) {
+                if let Some(id) = m.stored.get() {
+                    store.journal.dequeue(store.id, &[id]);
+                }
+            }
+        }
+        match result {
             Ok(true) => stored += 1,
             Ok(false) => {}
             Err(e) => {
@@ -45,6 +85,37 @@ pub(crate) fn deliver(exchange: &Exchange, msg: &Arc<Message>) -> Result<usize, 
     SCRATCH.with(|c| c.set(targets));
     match refused {
         Some(e) => Err(e),
-        None => Ok(stored),
+        None => Ok(Routed {
+            queues: stored,
+            sync: journaled.map(|(_, point)| point),
+        }),
     }
+}
+
+/// Journals `msg` for the durable queues among `targets`; `None` if there are none. A message
+/// the store already holds (one being dead-lettered) is recorded again as a new message: its
+/// old record belongs to the queue it leaves.
+fn record(
+    journal: &Arc<dyn Journal>,
+    msg: &Arc<Message>,
+    targets: &[Arc<Queue>],
+) -> Result<Option<(Arc<Message>, SyncPoint)>, BrokerError> {
+    let mut ids = DURABLE.with(Cell::take);
+    ids.clear();
+    ids.extend(targets.iter().filter_map(|q| q.store().map(|s| s.id)));
+    let result = if ids.is_empty() {
+        Ok(None)
+    } else {
+        let msg = if msg.stored.get().is_some() {
+            Arc::new((**msg).clone())
+        } else {
+            msg.clone()
+        };
+        journal.enqueue(&msg, &ids).map(|(id, point)| {
+            msg.stored.set(id);
+            Some((msg, point))
+        })
+    };
+    DURABLE.with(|c| c.set(ids));
+    result
 }

@@ -1,6 +1,8 @@
 //! The broker: registry of exchanges and queues, declarations, and the publish entry point.
 
 #[cfg(test)]
+mod journal_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
@@ -11,6 +13,7 @@ use parking_lot::RwLock;
 
 use crate::error::BrokerError;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, QueueStore, SyncPoint};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
 use crate::queue::{Drained, OwnerGone, Queue, QueueInfo, QueueOptions};
@@ -29,6 +32,9 @@ pub struct PublishOutcome {
     /// Queues that stored the message; 0 means it was dropped as unroutable (after trying the
     /// alternate exchange) or expired on arrival.
     pub queues: usize,
+    /// Set when the message was journaled (persistent, reaching a durable queue): a protocol
+    /// layer confirms it to the publisher only once the journal is durable up to here.
+    pub sync: Option<SyncPoint>,
 }
 
 /// 0-10 exchange.bound result flags.
@@ -52,6 +58,13 @@ fn name_suffix(n: u64, now: u64) -> String {
         v >>= 6;
     }
     s
+}
+
+/// Whether a queue being created comes from the store (with its store id) or is new.
+#[derive(Clone, Copy)]
+enum Restore {
+    No,
+    Yes(u64),
 }
 
 /// Besides the default (nameless direct) exchange.
@@ -111,6 +124,7 @@ impl Registry {
 /// `Arc<Exchange>` handles.
 pub struct Broker {
     config: BrokerConfig,
+    journal: Option<Arc<dyn Journal>>,
     registry: RwLock<Registry>,
     default_exchange: Arc<Exchange>,
     next_consumer: AtomicU64,
@@ -120,6 +134,16 @@ pub struct Broker {
 
 impl Broker {
     pub fn new(config: BrokerConfig) -> Arc<Broker> {
+        Broker::build(config, None)
+    }
+
+    /// A broker whose durable state goes to `journal`. Restore what the store recovered with
+    /// the `restore_*` methods before serving clients.
+    pub fn with_journal(config: BrokerConfig, journal: Arc<dyn Journal>) -> Arc<Broker> {
+        Broker::build(config, Some(journal))
+    }
+
+    fn build(config: BrokerConfig, journal: Option<Arc<dyn Journal>>) -> Arc<Broker> {
         let builtin_opts = ExchangeOptions {
             durable: true,
             ..ExchangeOptions::default()
@@ -140,6 +164,7 @@ impl Broker {
             .insert(String::new(), default_exchange.clone());
         Arc::new(Broker {
             config,
+            journal,
             registry: RwLock::new(reg),
             default_exchange,
             next_consumer: AtomicU64::new(1),
@@ -150,6 +175,11 @@ impl Broker {
 
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// The journal durable state goes to; `None` for a memory-only broker.
+    pub fn journal(&self) -> Option<&Arc<dyn Journal>> {
+        self.journal.as_ref()
     }
 
     pub fn next_consumer_id(&self) -> ConsumerId {
@@ -235,7 +265,43 @@ impl Broker {
                 "exchange name {name:?} is reserved"
             )));
         }
+        self.create_exchange(&mut reg, name, kind, opts, true)
+    }
+
+    /// Recreates a durable exchange the store recovered, without journaling it again.
+    pub fn restore_exchange(
+        &self,
+        name: &str,
+        kind: ExchangeKind,
+        opts: ExchangeOptions,
+    ) -> Result<Arc<Exchange>, BrokerError> {
+        let mut reg = self.registry.write();
+        if reg.exchanges.contains_key(name) {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "exchange {name} exists"
+            )));
+        }
+        self.create_exchange(&mut reg, name, kind, opts, false)
+    }
+
+    fn create_exchange(
+        &self,
+        reg: &mut Registry,
+        name: &str,
+        kind: ExchangeKind,
+        opts: ExchangeOptions,
+        record: bool,
+    ) -> Result<Arc<Exchange>, BrokerError> {
         let alternate = reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
+        if let Some(journal) = self.journal.as_ref().filter(|_| record && opts.durable) {
+            journal.declare_exchange(&ExchangeDefinition {
+                name,
+                kind,
+                auto_delete: opts.auto_delete,
+                alternate_exchange: alternate.as_ref().map(|a| a.name()),
+                arguments: &opts.arguments,
+            })?;
+        }
         let ex = Exchange::new(name.to_owned(), kind, &opts, alternate, false);
         reg.exchanges.insert(name.to_owned(), ex.clone());
         Ok(ex)
@@ -259,11 +325,14 @@ impl Broker {
                 "exchange {name} is the alternate exchange of {user}"
             )));
         }
-        Self::unlink_exchange(&mut reg, &ex);
+        self.unlink_exchange(&mut reg, &ex);
         Ok(())
     }
 
-    fn unlink_exchange(reg: &mut Registry, ex: &Arc<Exchange>) {
+    fn unlink_exchange(&self, reg: &mut Registry, ex: &Arc<Exchange>) {
+        if let Some(journal) = self.journal.as_ref().filter(|_| ex.is_durable()) {
+            journal.delete_exchange(ex.name());
+        }
         if reg
             .exchanges
             .get(ex.name())
@@ -323,7 +392,25 @@ impl Broker {
                 "queue name {name} is reserved"
             )));
         }
-        self.create_queue(&mut reg, name, opts)
+        self.create_queue(&mut reg, name, opts, Restore::No)
+    }
+
+    /// Recreates a durable queue the store recovered under its store id `store_id`, without
+    /// journaling it again. Put its messages back with [`Queue::restore`].
+    pub fn restore_queue(
+        &self,
+        name: &str,
+        opts: QueueOptions,
+        store_id: u64,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        let mut reg = self.registry.write();
+        if reg.queues.contains_key(name) {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "queue {name} exists"
+            )));
+        }
+        self.create_queue(&mut reg, name, opts, Restore::Yes(store_id))
+            .map(|(q, _)| q)
     }
 
     /// Creates a queue under a fresh broker-chosen name starting with `prefix` (0-9-1's
@@ -341,7 +428,9 @@ impl Broker {
             // clients caching names from an earlier run would otherwise confuse.
             let name = format!("{prefix}{}", name_suffix(n, now_ms()));
             if !reg.queues.contains_key(&name) {
-                return self.create_queue(&mut reg, &name, opts).map(|(q, _)| q);
+                return self
+                    .create_queue(&mut reg, &name, opts, Restore::No)
+                    .map(|(q, _)| q);
             }
         }
     }
@@ -351,6 +440,7 @@ impl Broker {
         reg: &mut Registry,
         name: &str,
         opts: QueueOptions,
+        restore: Restore,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
         let alternate = reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
         let limits = if opts.limits.is_unlimited() {
@@ -358,7 +448,34 @@ impl Broker {
         } else {
             opts.limits
         };
-        let q = Queue::new(name.to_owned(), &opts, alternate, limits);
+        let store = match (&self.journal, restore) {
+            _ if !opts.durable => None,
+            (Some(journal), Restore::Yes(id)) => Some(QueueStore {
+                journal: journal.clone(),
+                id,
+            }),
+            (Some(journal), Restore::No) => {
+                let id = journal.declare_queue(&QueueDefinition {
+                    name,
+                    auto_delete: opts.auto_delete,
+                    alternate_exchange: alternate.as_ref().map(|a| a.name()),
+                    arguments: &opts.arguments,
+                })?;
+                Some(QueueStore {
+                    journal: journal.clone(),
+                    id,
+                })
+            }
+            (None, _) => None,
+        };
+        let q = Queue::with_store(
+            name.to_owned(),
+            &opts,
+            alternate,
+            limits,
+            self.journal.clone(),
+            store,
+        );
         self.default_exchange
             .bind(&q, name, &Arguments::new())
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
@@ -397,18 +514,21 @@ impl Broker {
         if reg.queues.get(q.name()).is_some_and(|e| Arc::ptr_eq(e, q)) {
             reg.queues.remove(q.name());
         }
+        if let Some(store) = q.store() {
+            store.journal.delete_queue(store.id);
+        }
         self.default_exchange.unbind(q.id(), q.name());
         for (ex, key) in q.take_bindings() {
             if let Some(ex) = ex.upgrade() {
                 ex.unbind(q.id(), &key);
-                Self::auto_delete_exchange(reg, &ex);
+                self.auto_delete_exchange(reg, &ex);
             }
         }
     }
 
-    fn auto_delete_exchange(reg: &mut Registry, ex: &Arc<Exchange>) {
+    fn auto_delete_exchange(&self, reg: &mut Registry, ex: &Arc<Exchange>) {
         if ex.auto_delete_due() && !ex.is_deleted() && reg.alternate_users(ex).is_none() {
-            Self::unlink_exchange(reg, ex);
+            self.unlink_exchange(reg, ex);
         }
     }
 
@@ -431,6 +551,38 @@ impl Broker {
                 "the default exchange cannot be bound explicitly".into(),
             ));
         }
+        let reg = self.registry.write();
+        let ex = reg.exchange(exchange)?;
+        let q = reg.queue(queue)?;
+        self.record_binding(ex, q, binding_key, arguments)?;
+        if ex.bind(q, binding_key, arguments)? {
+            q.add_binding(ex, binding_key);
+        }
+        Ok(())
+    }
+
+    /// Journals a binding between a durable exchange and a durable queue.
+    fn record_binding(
+        &self,
+        ex: &Exchange,
+        q: &Queue,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        match (q.store(), ex.is_durable()) {
+            (Some(store), true) => store.journal.bind(ex.name(), store.id, key, arguments),
+            _ => Ok(()),
+        }
+    }
+
+    /// Recreates a binding the store recovered, without journaling it again.
+    pub fn restore_binding(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
         let reg = self.registry.write();
         let ex = reg.exchange(exchange)?;
         let q = reg.queue(queue)?;
@@ -457,7 +609,10 @@ impl Broker {
         let q = reg.queue(queue)?.clone();
         if ex.unbind(q.id(), binding_key) {
             q.remove_binding(&ex, binding_key);
-            Self::auto_delete_exchange(&mut reg, &ex);
+            if let (Some(store), true) = (q.store(), ex.is_durable()) {
+                store.journal.unbind(ex.name(), store.id, binding_key);
+            }
+            self.auto_delete_exchange(&mut reg, &ex);
         }
         Ok(())
     }
@@ -575,8 +730,14 @@ impl Broker {
             )));
         }
         if msg.expires_at.is_some_and(|at| at <= now_ms()) {
-            return Ok(PublishOutcome { queues: 0 });
+            return Ok(PublishOutcome {
+                queues: 0,
+                sync: None,
+            });
         }
-        route::deliver(exchange, &msg).map(|queues| PublishOutcome { queues })
+        route::deliver(exchange, &msg, self.journal.as_ref()).map(|r| PublishOutcome {
+            queues: r.queues,
+            sync: r.sync,
+        })
     }
 }

@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use crate::journal::QueueStore;
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
@@ -25,6 +26,8 @@ pub(crate) struct Entry {
 pub(crate) struct Unsettled {
     pub(crate) size: u64,
     pub(crate) redelivered: bool,
+    /// The message's store id, 0 if it is not journaled on this queue.
+    pub(crate) stored: u64,
 }
 
 /// Positions are broker-assigned integers, not peer-chosen keys, so a multiplicative hash is
@@ -82,6 +85,11 @@ pub(crate) struct QueueState {
     /// Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
     pub(crate) expired: Vec<Arc<Message>>,
+    /// Set for a durable queue with a journal.
+    pub(crate) store: Option<QueueStore>,
+    /// Store ids of messages that left the queue for good under the current lock; appended
+    /// to the journal in one call when the lock is released.
+    dequeued: Vec<u64>,
 }
 
 impl QueueState {
@@ -105,11 +113,34 @@ impl QueueState {
             deleted: false,
             keep_expired,
             expired: Vec::new(),
+            store: None,
+            dequeued: Vec::new(),
         }
+    }
+
+    /// The message left the queue for good: note its dequeue if the store holds it here.
+    pub(crate) fn forget(&mut self, m: &Message) {
+        if self.store.is_some() {
+            if let Some(id) = m.stored.get() {
+                self.dequeued.push(id);
+            }
+        }
+    }
+
+    /// Appends the noted dequeues to the journal.
+    pub(crate) fn flush_dequeues(&mut self) {
+        if self.dequeued.is_empty() {
+            return;
+        }
+        if let Some(store) = &self.store {
+            store.journal.dequeue(store.id, &self.dequeued);
+        }
+        self.dequeued.clear();
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
     fn expire(&mut self, message: Arc<Message>) {
+        self.forget(&message);
         if self.keep_expired {
             self.expired.push(message);
         }
@@ -140,6 +171,14 @@ impl QueueState {
             message,
             redelivered: false,
         });
+    }
+
+    /// A message recovered from the store: it may have been delivered before the restart.
+    pub(crate) fn push_recovered(&mut self, message: Arc<Message>) {
+        self.push(message);
+        if let Some(e) = self.entries.back_mut() {
+            e.redelivered = true;
+        }
     }
 
     fn account_in(&mut self, m: &Message) {
@@ -178,6 +217,11 @@ impl QueueState {
             Unsettled {
                 size: e.message.size,
                 redelivered: e.redelivered,
+                stored: if self.store.is_some() {
+                    e.message.stored.get().unwrap_or(0)
+                } else {
+                    0
+                },
             },
         );
     }
@@ -186,6 +230,15 @@ impl QueueState {
     pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
+        Some(u)
+    }
+
+    /// Settles an acquired message that leaves the queue (accepted or rejected).
+    pub(crate) fn settle_done(&mut self, position: u64) -> Option<Unsettled> {
+        let u = self.settle(position)?;
+        if u.stored != 0 {
+            self.dequeued.push(u.stored);
+        }
         Some(u)
     }
 
@@ -225,6 +278,10 @@ impl QueueState {
 
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
+        if self.store.is_some() {
+            let ids = self.entries.iter().filter_map(|e| e.message.stored.get());
+            self.dequeued.extend(ids);
+        }
         self.entries.clear();
         self.queued_bytes = 0;
         self.expiring = 0;
@@ -238,10 +295,17 @@ impl QueueState {
         let before = self.entries.len();
         let keep = self.keep_expired;
         let expired = &mut self.expired;
+        let dequeued = &mut self.dequeued;
+        let stored = self.store.is_some();
         self.entries.retain(|e| {
             let live = !e.message.is_expired_at(now);
-            if !live && keep {
-                expired.push(e.message.clone());
+            if !live {
+                if keep {
+                    expired.push(e.message.clone());
+                }
+                if let Some(id) = e.message.stored.get().filter(|_| stored) {
+                    dequeued.push(id);
+                }
             }
             live
         });

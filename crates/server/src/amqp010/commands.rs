@@ -304,10 +304,14 @@ fn transfer(
     };
     read_properties(&header, exchange.needs_headers(), &mut message)?;
     message.header = ProtocolHeader::Amqp010(header);
-    env.broker
+    let outcome = env
+        .broker
         .publish(&exchange, Arc::new(message))
-        .map(|_| ())
-        .map_err(Exception::from)
+        .map_err(Exception::from)?;
+    if let Some(point) = outcome.sync {
+        session.needs_sync(point);
+    }
+    Ok(())
 }
 
 /// Fills the routing fields from delivery-properties, and the application headers only

@@ -65,6 +65,8 @@ struct Connection {
     channels: HashMap<u16, Channel>,
     consumers: HashMap<ConsumerId, u16>,
     closing_since: Option<Instant>,
+    /// The highest sync point we asked the journal to wake us for.
+    sync_requested: ferry_core::SyncPoint,
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
@@ -151,6 +153,7 @@ impl Connection {
             channels: HashMap::new(),
             consumers: HashMap::new(),
             closing_since: None,
+            sync_requested: ferry_core::SyncPoint::default(),
         }
     }
 
@@ -190,10 +193,27 @@ impl Connection {
                 _ => self.on_channel_frame(frame),
             }
         }
+        self.flush_confirms();
+    }
+
+    /// Sends every channel's confirms the journal allows, then asks the journal to wake the
+    /// connection for what still waits (one registration per new point).
+    fn flush_confirms(&mut self) {
         let mut ids: Vec<u16> = self.channels.keys().copied().collect();
         ids.sort_unstable();
+        let mut wanted = None;
         for id in ids {
-            self.with_channel(id, |c, ctx| c.flush_confirms(ctx));
+            let point = self.with_channel(id, |c, ctx| {
+                c.flush_confirms(ctx);
+                c.confirms.last_unsynced_point()
+            });
+            wanted = wanted.max(point.flatten());
+        }
+        if let (Some(journal), Some(point)) = (self.broker.journal(), wanted) {
+            if point > self.sync_requested {
+                self.sync_requested = point;
+                journal.notify_when_durable(point, &self.outbox);
+            }
         }
     }
 
@@ -444,6 +464,7 @@ impl Connection {
                     }
                 }
             }
+            OutboxItem::Durable => self.flush_confirms(),
             OutboxItem::ConsumerCancelled { consumer, .. } => {
                 if let Some(id) = self.consumers.remove(&consumer) {
                     let notify = self.caps.consumer_cancel_notify;
