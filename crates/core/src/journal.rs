@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::error::BrokerError;
 use crate::exchange::ExchangeKind;
+use crate::limits::QueueLimits;
 use crate::outbox::Outbox;
 use crate::value::Arguments;
 
@@ -37,6 +38,8 @@ pub struct QueueDefinition<'a> {
     pub name: &'a str,
     pub auto_delete: bool,
     pub alternate_exchange: Option<&'a str>,
+    /// As declared (protocol layers derive them from arguments in their own ways).
+    pub limits: QueueLimits,
     pub arguments: &'a Arguments,
 }
 

@@ -459,6 +459,7 @@ impl Broker {
                     name,
                     auto_delete: opts.auto_delete,
                     alternate_exchange: alternate.as_ref().map(|a| a.name()),
+                    limits: opts.limits,
                     arguments: &opts.arguments,
                 })?;
                 Some(QueueStore {

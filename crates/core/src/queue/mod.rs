@@ -592,9 +592,8 @@ impl Queue {
         }
     }
 
-    /// Bodies of the queued messages, front first.
-    #[cfg(test)]
-    pub(crate) fn queued_bodies(&self) -> Vec<bytes::Bytes> {
+    /// Bodies of the available messages, front first: a snapshot for tests and tools.
+    pub fn queued_bodies(&self) -> Vec<bytes::Bytes> {
         let st = self.lock();
         st.entries.iter().map(|e| e.message.body.clone()).collect()
     }
