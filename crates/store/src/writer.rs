@@ -119,10 +119,12 @@ fn open_segment(shared: &Shared, id: u64, capacity: u64) -> io::Result<File> {
         if capacity == shared.segment_size {
             let mut spare = shared.spare.lock();
             if spare.ready {
+                // Renamed under the lock: the preallocator renames its new spare into the
+                // same name under it too.
+                std::fs::rename(segment::spare_path(&shared.dir), &path)?;
                 spare.ready = false;
                 shared.spare_changed.notify_all();
                 drop(spare);
-                std::fs::rename(segment::spare_path(&shared.dir), &path)?;
                 return File::options().read(true).write(true).open(&path);
             }
             if !shared.full.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
@@ -286,12 +288,19 @@ pub(crate) fn preallocate(shared: Arc<Shared>) {
                 return;
             }
         }
-        let made = segment::create_zeroed(&tmp, shared.segment_size)
-            .and_then(|_| std::fs::rename(&tmp, &spare_path));
+        let made = segment::create_zeroed(&tmp, shared.segment_size).and_then(|_| {
+            let mut spare = shared.spare.lock();
+            if spare.ready {
+                // A dead segment was recycled meanwhile.
+                std::fs::remove_file(&tmp)
+            } else {
+                std::fs::rename(&tmp, &spare_path)?;
+                spare.ready = true;
+                Ok(())
+            }
+        });
         match made {
             Ok(()) => {
-                let mut spare = shared.spare.lock();
-                spare.ready = true;
                 if shared.full.swap(false, Ordering::AcqRel) {
                     tracing::info!("store: disk space available again");
                 }
