@@ -6,8 +6,11 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
+use std::sync::Arc;
+
 use ferry_core::{Broker, BrokerConfig};
 use ferry_server::{AuthMode, Server, ServerConfig, Shutdown};
+use ferry_store::{Store, StoreConfig};
 use options::Options;
 use tracing::{error, info, warn};
 
@@ -64,7 +67,13 @@ async fn serve(options: Options) -> ExitCode {
         max_message_size: options.max_message_size,
         ..ServerConfig::default()
     };
-    let broker = Broker::new(BrokerConfig::default());
+    let (broker, store) = match open_store(&options) {
+        Ok(pair) => pair,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,
         Err(e) => {
@@ -99,7 +108,39 @@ async fn serve(options: Options) -> ExitCode {
         let _ = stop.send(true);
     });
     server.run(shutdown).await;
+    if let Some(store) = store {
+        // Everything appended (settlements of the last moments included) reaches the disk.
+        store.close();
+    }
     ExitCode::SUCCESS
+}
+
+/// The broker, over the durable store of `--data-dir` (recovered first) unless memory-only.
+fn open_store(options: &Options) -> Result<(Arc<Broker>, Option<Arc<Store>>), String> {
+    let Some(dir) = options.data_dir() else {
+        if !options.no_data_dir {
+            warn!("no data directory (neither --data-dir, XDG_DATA_HOME nor HOME): memory-only");
+        }
+        return Ok((Broker::new(BrokerConfig::default()), None));
+    };
+    let config = StoreConfig {
+        segment_size: options.store_segment_size,
+    };
+    let (store, recovered) = Store::open(&dir, config).map_err(|e| e.to_string())?;
+    let broker = Broker::with_journal(BrokerConfig::default(), store.clone());
+    let stats = recovered.stats.clone();
+    recovered.restore(&broker);
+    info!(
+        dir = %dir.display(),
+        segments = stats.segments,
+        records = stats.records,
+        queues = stats.queues,
+        messages = stats.messages,
+        mib_read = stats.bytes_read >> 20,
+        ms = stats.elapsed.as_millis() as u64,
+        "store recovered"
+    );
+    Ok((broker, Some(store)))
 }
 
 async fn wait_for_signal() {

@@ -607,9 +607,14 @@ impl Connection {
             return;
         }
         let id = session.next_command_id();
+        // What these did to durable state (declarations, dequeues of accepted or rejected
+        // messages) is on disk before the client hears they are complete: an accepted
+        // message never comes back after a crash.
         let changes_durable_state = matches!(
             command,
-            Command::ExchangeDeclare(_)
+            Command::MessageAccept(_)
+                | Command::MessageReject(_)
+                | Command::ExchangeDeclare(_)
                 | Command::ExchangeDelete(_)
                 | Command::ExchangeBind(_)
                 | Command::ExchangeUnbind(_)
