@@ -35,7 +35,7 @@ use ferry_core::{
 use parking_lot::{Condvar, Mutex};
 
 use index::{Index, Live, Loc};
-use record::{kind, write_frame, BindingKey, ExchangeRec, QueueRec, Record};
+use record::{kind, write_frame, BindingKey, ExchangeRec, QueueRec, Record, FRAME_HEADER};
 use segment::SEGMENT_HEADER;
 
 pub use codec::DecodeError;
@@ -110,6 +110,7 @@ struct State {
 impl State {
     /// Appends one frame; returns its sequence number and place. The layout is decided here,
     /// under the lock, so the index knows where every record lives before it is written.
+    /// Every segment keeps room for the end marker written when the journal moves on.
     fn append(&mut self, kind: u8, payload: impl FnOnce(&mut Vec<u8>)) -> (u64, Loc) {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -134,21 +135,20 @@ impl State {
         let start = chunk.data.len();
         write_frame(&mut chunk.data, seq, kind, payload);
         let len = (chunk.data.len() - start) as u64;
-        if tail.offset + len > tail.capacity {
+        let end_marker = FRAME_HEADER as u64;
+        if tail.offset + len + end_marker > tail.capacity {
             if fresh {
                 // A frame larger than a whole segment gets a segment of its own size.
-                let capacity = SEGMENT_HEADER as u64 + len;
+                let capacity = SEGMENT_HEADER as u64 + len + end_marker;
                 chunk.capacity = capacity;
                 self.tail.capacity = capacity;
                 self.index.add_segment(tail.segment, capacity);
             } else {
                 let frame = chunk.data.split_off(start);
-                if chunk.data.is_empty() {
-                    if let Some(c) = self.chunks.pop() {
-                        self.free.push(c.data);
-                    }
-                }
-                let capacity = self.segment_size.max(SEGMENT_HEADER as u64 + len);
+                write_frame(&mut chunk.data, seq, kind::SEGMENT_END, |_| {});
+                let capacity = self
+                    .segment_size
+                    .max(SEGMENT_HEADER as u64 + len + end_marker);
                 self.tail = Tail {
                     segment: tail.segment + 1,
                     offset: SEGMENT_HEADER as u64,

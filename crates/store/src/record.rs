@@ -76,6 +76,10 @@ pub fn write_frame(out: &mut Vec<u8>, seq: u64, kind: u8, payload: impl FnOnce(&
 }
 
 pub mod kind {
+    /// Closes a segment the writer moved on from. Its sequence number is the next frame's
+    /// (it consumes none). Without it, the unused end of a recycled segment (stale bytes of
+    /// an earlier life) would look like a torn write.
+    pub const SEGMENT_END: u8 = 0;
     pub const EXCHANGE_DECLARE: u8 = 1;
     pub const EXCHANGE_DELETE: u8 = 2;
     pub const QUEUE_DECLARE: u8 = 3;

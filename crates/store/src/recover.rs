@@ -83,8 +83,9 @@ impl Scan {
                     payload,
                     len,
                 } => {
-                    if s != seq {
-                        // Stale bytes of a recycled file: the run ended before them.
+                    if s != seq || kind == record::kind::SEGMENT_END {
+                        // The end marker, or stale bytes of a recycled file after a segment
+                        // that ended at the end of the journal.
                         return (pos as u64, seq, false);
                     }
                     let start = pos + record::FRAME_HEADER;

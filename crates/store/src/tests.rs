@@ -236,10 +236,13 @@ fn journal_with(dir: &TempDir, n: u8) -> PathBuf {
     segment_files(dir).pop().unwrap()
 }
 
-/// Offset just past the last frame of a segment.
+/// Offset just past the last record of a segment (where its end marker is, if it has one).
 fn data_end(data: &[u8]) -> usize {
     let mut pos = segment::SEGMENT_HEADER;
-    while let Frame::Record { len, .. } = read_frame(&data[pos..]) {
+    while let Frame::Record { len, kind, .. } = read_frame(&data[pos..]) {
+        if kind == record::kind::SEGMENT_END {
+            break;
+        }
         pos += len;
     }
     pos
@@ -299,6 +302,40 @@ fn a_checksum_mismatch_ends_the_journal_there() {
 }
 
 #[test]
+fn stale_bytes_after_a_segments_end_marker_are_not_a_tear() {
+    let dir = TempDir::new("stale");
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_queue(&b, "q");
+        for i in 0..150u32 {
+            publish(&b, "q", vec![(i % 251) as u8; 1200], true);
+        }
+        store.sync();
+        store.close();
+    }
+    let files = segment_files(&dir);
+    assert!(files.len() >= 3, "{files:?}");
+    // A recycled segment keeps the bytes of its earlier life after its last frame.
+    for f in &files[..files.len() - 1] {
+        let mut data = std::fs::read(f).unwrap();
+        let end = data_end(&data);
+        assert!(matches!(
+            read_frame(&data[end..]),
+            Frame::Record {
+                kind: record::kind::SEGMENT_END,
+                ..
+            }
+        ));
+        let marker = end + record::FRAME_HEADER;
+        data[marker..].iter_mut().for_each(|b| *b = 0xA5);
+        std::fs::write(f, &data).unwrap();
+    }
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!((stats.cut_at, stats.segments_discarded), (None, 0));
+    assert_eq!(b.queue("q").unwrap().message_count(), 150);
+}
+
+#[test]
 fn segments_after_a_hole_are_set_aside() {
     let dir = TempDir::new("hole");
     {
@@ -354,7 +391,22 @@ fn disk_use_follows_the_backlog_not_the_history() {
     wait_until("reclamation", || store.segment_count() <= 3);
     let on_disk = segment_files(&dir).len();
     assert!(on_disk <= 3, "{on_disk} segment files for an empty queue");
+    // Recycled segments hold stale bytes of their earlier life after their last frame: a
+    // restart must read them as the end of a segment, not as a tear.
+    for i in 0..200u32 {
+        publish(
+            &b,
+            "q",
+            vec![(i % 251) as u8; 700 + (i as usize * 7) % 500],
+            true,
+        );
+    }
+    store.sync();
     store.close();
+    drop((b, q));
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!((stats.cut_at, stats.segments_discarded), (None, 0));
+    assert_eq!(b.queue("q").unwrap().message_count(), 200);
 }
 
 #[test]

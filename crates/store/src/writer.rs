@@ -227,7 +227,7 @@ fn compact(shared: &Shared, head: u64) -> io::Result<()> {
         len,
     } = read_frame(&data[pos..])
     {
-        if seq != expect {
+        if seq != expect || k == kind::SEGMENT_END {
             break;
         }
         if matches!(

@@ -33,7 +33,10 @@ impl Ferryd {
             .args(["--port", "0", "--interface", "127.0.0.1", "--auth", "no"])
             .args(memory_only)
             .args(extra)
-            .env("RUST_LOG", "ferry_server=debug,ferry_core=debug")
+            .env(
+                "RUST_LOG",
+                "ferry_server=debug,ferry_core=debug,ferry_store=info,ferryd=info",
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -113,10 +116,14 @@ impl Drop for DataDir {
 }
 
 impl Ferryd {
-    /// SIGKILL, as a crash: nothing is flushed or closed.
-    pub fn kill(mut self) {
+    /// SIGKILL, as a crash: nothing is flushed or closed. Returns what it logged.
+    pub fn kill(mut self) -> String {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
     }
 }
 
