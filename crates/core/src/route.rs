@@ -22,18 +22,23 @@ thread_local! {
 /// the exchange's alternate (and its alternate, ...). If a queue refuses the message for its
 /// limit, the other queues still get it and the first refusal is returned as the error.
 pub(crate) fn deliver(exchange: &Exchange, msg: &Arc<Message>) -> Result<usize, BrokerError> {
+    deliver_except(exchange, msg, |_| false)
+}
+
+/// [`deliver`], skipping the queues `skip` picks (dead-letter cycles).
+pub(crate) fn deliver_except(
+    exchange: &Exchange,
+    msg: &Arc<Message>,
+    skip: impl Fn(&Queue) -> bool,
+) -> Result<usize, BrokerError> {
     let mut targets = SCRATCH.with(Cell::take);
-    let mut ex = exchange;
-    for _ in 0..=MAX_ALTERNATE_DEPTH {
-        ex.route(msg, &mut targets);
-        match (targets.is_empty(), ex.alternate()) {
-            (true, Some(alt)) => ex = alt,
-            _ => break,
-        }
-    }
+    collect(exchange, msg, &mut targets);
     let mut stored = 0;
     let mut refused = None;
     for q in targets.drain(..) {
+        if skip(&q) {
+            continue;
+        }
         match q.enqueue(msg.clone()) {
             Ok(true) => stored += 1,
             Ok(false) => {}
@@ -46,5 +51,19 @@ pub(crate) fn deliver(exchange: &Exchange, msg: &Arc<Message>) -> Result<usize, 
     match refused {
         Some(e) => Err(e),
         None => Ok(stored),
+    }
+}
+
+/// Appends the queues `msg` reaches from `exchange`, each once: the exchange's own matches,
+/// or its alternate's (and so on) when it has none.
+pub(crate) fn collect(exchange: &Exchange, msg: &Message, targets: &mut Vec<Arc<Queue>>) {
+    let mut ex = exchange;
+    for _ in 0..=MAX_ALTERNATE_DEPTH {
+        let before = targets.len();
+        ex.route(msg, targets);
+        match (targets.len() == before, ex.alternate()) {
+            (true, Some(alt)) => ex = alt,
+            _ => break,
+        }
     }
 }

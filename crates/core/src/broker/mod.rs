@@ -15,6 +15,7 @@ use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
 use crate::queue::{Drained, OwnerGone, Queue, QueueInfo, QueueOptions};
 use crate::route;
+use crate::transaction::{CommitOutcome, Transaction};
 use crate::value::Arguments;
 use crate::{ConsumerId, OwnerId};
 
@@ -352,7 +353,14 @@ impl Broker {
         name: &str,
         opts: QueueOptions,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
-        let alternate = reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
+        let alternate = match opts.alternate_exchange.as_deref() {
+            // RabbitMQ: a dead letter exchange of "" is the default exchange, so dead letters
+            // can go straight to a queue named by x-dead-letter-routing-key.
+            Some("") if opts.arguments.get("x-dead-letter-exchange").is_some() => {
+                Some(self.default_exchange.clone())
+            }
+            name => reg.resolve_alternate(name)?,
+        };
         let limits = if opts.limits.is_unlimited() {
             self.config.default_limits
         } else {
@@ -578,5 +586,18 @@ impl Broker {
             return Ok(PublishOutcome { queues: 0 });
         }
         route::deliver(exchange, &msg).map(|queues| PublishOutcome { queues })
+    }
+
+    /// Commits a transaction: its settlements, then its publishes (routed now, in the order
+    /// staged), applied with every queue involved locked at once, so a consumer never sees
+    /// part of a commit without the rest; then a single dispatch per queue. Dead letters
+    /// the commit causes (rejects, length-limit drops) are published after it. The
+    /// transaction is left empty, ready for the next one.
+    ///
+    /// This is the one place a transaction takes effect: a durable store must make the
+    /// commit's persistent enqueues and dequeues atomic in its journal here, before the
+    /// effects become visible.
+    pub fn commit(&self, tx: &mut Transaction) -> CommitOutcome {
+        tx.apply()
     }
 }

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
+use crate::message::DeathReason;
 use crate::outbox::{Outbox, OutboxItem};
 use crate::queue::ConsumerSpec;
 use crate::value::HeaderValue as V;
@@ -878,4 +879,202 @@ fn expired_messages_met_by_dispatch_are_dead_lettered_on_the_next_sweep() {
     assert!(bodies(&dead).is_empty());
     b.purge_expired();
     assert_eq!(bodies(&dead), vec![bs("old")]);
+}
+
+fn rabbit_dlq(b: &Broker, name: &str, dlx: &str, extra: &[(&str, V)]) -> Arc<Queue> {
+    let mut arguments: Arguments = [("x-dead-letter-exchange", V::Str(dlx.into()))]
+        .into_iter()
+        .collect();
+    for (k, v) in extra {
+        arguments.push(*k, v.clone());
+    }
+    declare_with(
+        b,
+        name,
+        QueueOptions {
+            alternate_exchange: Some(dlx.into()),
+            arguments,
+            ..QueueOptions::default()
+        },
+    )
+}
+
+fn take_one(q: &Arc<Queue>) -> (u64, Arc<Message>) {
+    let got = q.get().expect("a message");
+    (got.position, got.message)
+}
+
+#[test]
+fn dead_lettering_records_deaths_and_renames_the_exchange() {
+    let b = broker();
+    b.declare_exchange(
+        "dlx",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "dlx", "", &Arguments::new()).unwrap();
+    let q = rabbit_dlq(&b, "work", "dlx", &[]);
+    b.bind("work", "amq.direct", "job", &Arguments::new())
+        .unwrap();
+    let mut m = Message::new("amq.direct", "job", bs("x"));
+    m.expires_at = Some(now_ms() + 60_000);
+    b.publish(&b.exchange("amq.direct").unwrap(), Arc::new(m))
+        .unwrap();
+    let (pos, m) = take_one(&q);
+    assert!(q.reject(pos, m));
+    let (_, d) = take_one(&dead);
+    assert_eq!(&d.exchange[..], b"dlx");
+    assert_eq!(
+        &d.routing_key[..],
+        b"job",
+        "no dead letter routing key: kept"
+    );
+    assert_eq!(d.expires_at, None, "dead letters lose their expiry");
+    let h = d.deaths.as_deref().expect("death history");
+    let death = h.last().unwrap();
+    assert_eq!(
+        (death.queue.as_str(), death.reason, death.count),
+        ("work", DeathReason::Rejected, 1)
+    );
+    assert_eq!(&death.exchange[..], b"amq.direct");
+    assert_eq!(&death.routing_key[..], b"job");
+    assert_eq!(h.first.as_ref().unwrap().queue, "work");
+}
+
+#[test]
+fn a_retry_loop_counts_deaths_and_reject_free_cycles_are_cut() {
+    let b = broker();
+    // work --reject--> retry (TTL) --expire--> back to work: a classic retry loop.
+    b.declare_exchange(
+        "to-retry",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    b.declare_exchange(
+        "to-work",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let work = rabbit_dlq(&b, "work", "to-retry", &[]);
+    let retry = rabbit_dlq(&b, "retry", "to-work", &[("x-message-ttl", V::Int(1))]);
+    b.bind("retry", "to-retry", "", &Arguments::new()).unwrap();
+    b.bind("work", "to-work", "", &Arguments::new()).unwrap();
+    publish(&b, "", "work", "job");
+    for round in 1..=3u64 {
+        let (pos, m) = take_one(&work);
+        assert!(work.reject(pos, m));
+        assert_eq!(retry.message_count(), 1);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        b.purge_expired();
+        let got = work.get().expect("back on the work queue");
+        let h = got.message.deaths.clone().unwrap();
+        let counts: Vec<(&str, DeathReason, u64)> = h
+            .entries
+            .iter()
+            .map(|d| (d.queue.as_str(), d.reason, d.count))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("retry", DeathReason::Expired, round),
+                ("work", DeathReason::Rejected, round)
+            ]
+        );
+        work.release([(got.position, got.message)], false);
+    }
+
+    // Expiry alone looping a message back into its own queue is a cycle: dropped.
+    b.declare_exchange(
+        "self",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let looping = rabbit_dlq(&b, "looping", "self", &[("x-message-ttl", V::Int(1))]);
+    b.bind("looping", "self", "", &Arguments::new()).unwrap();
+    publish(&b, "", "looping", "spin");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    b.purge_expired();
+    assert_eq!(looping.message_count(), 0);
+}
+
+#[test]
+fn drop_head_dead_letters_as_maxlen_and_deleting_a_dead_letter_queue_drops_its_messages() {
+    let b = broker();
+    b.declare_exchange(
+        "dlx",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "dlx", "", &Arguments::new()).unwrap();
+    let mut opts = QueueOptions {
+        alternate_exchange: Some("dlx".into()),
+        arguments: [("x-dead-letter-exchange", V::Str("dlx".into()))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    opts.limits = QueueLimits {
+        max_count: Some(1),
+        max_size: None,
+        policy: crate::limits::LimitPolicy::DropHead,
+    };
+    declare_with(&b, "short", opts);
+    publish(&b, "", "short", "first");
+    publish(&b, "", "short", "second");
+    let (_, d) = take_one(&dead);
+    assert_eq!(d.body, bs("first"));
+    assert_eq!(
+        d.deaths.as_ref().unwrap().last().unwrap().reason,
+        DeathReason::Maxlen
+    );
+    // RabbitMQ does not dead-letter the messages of a deleted queue.
+    assert_eq!(b.delete_queue("short", false, false, ME).unwrap(), 1);
+    assert_eq!(dead.message_count(), 0);
+}
+
+#[test]
+fn plain_alternate_exchanges_keep_messages_unchanged() {
+    let b = broker();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
+    let (q, _) = b
+        .declare_queue("q", alt_opts("amq.fanout"), false, ME)
+        .unwrap();
+    publish(&b, "", "q", "r");
+    let (pos, m) = take_one(&q);
+    assert!(q.reject(pos, m));
+    let (_, d) = take_one(&dead);
+    assert!(d.deaths.is_none());
+    assert_eq!(&d.exchange[..], b"");
+}
+
+#[test]
+fn an_empty_dead_letter_exchange_is_the_default_exchange() {
+    let b = broker();
+    let retry = declare(&b, "retry");
+    let q = rabbit_dlq(
+        &b,
+        "work",
+        "",
+        &[("x-dead-letter-routing-key", V::Str("retry".into()))],
+    );
+    publish(&b, "", "work", "again");
+    let (pos, m) = take_one(&q);
+    assert!(q.reject(pos, m));
+    assert_eq!(bodies(&retry), [bs("again")]);
+    // A 0-10 alternate-exchange of "" still means none.
+    let (plain, _) = b.declare_queue("plain", alt_opts(""), false, ME).unwrap();
+    assert!(plain.alternate_exchange().is_none());
 }

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::limits::{LimitPolicy, QueueLimits};
-use crate::message::{now_ms, Message};
+use crate::message::{now_ms, DeathReason, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::route;
 use crate::value::Arguments;
@@ -22,7 +22,8 @@ use crate::{ConsumerId, OwnerId};
 
 pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
-use state::{Clock, Entry, QueueState};
+pub(crate) use state::QueueState;
+use state::{Clock, Entry};
 
 /// Unique across the process so bindings can key queues without hashing names.
 static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
@@ -84,8 +85,9 @@ pub(crate) struct Features {
     pub(crate) dead_letter_routing_key: Option<String>,
     /// `x-single-active-consumer`: only the oldest consumer receives messages.
     pub(crate) single_active_consumer: bool,
-    /// `x-dead-letter-exchange` given: expired messages go to the alternate exchange too.
-    pub(crate) dead_letter_expired: bool,
+    /// `x-dead-letter-exchange` given: the alternate exchange is a RabbitMQ dead letter
+    /// exchange (see [`Queue::dead_letter`]); expired messages go there too.
+    pub(crate) dead_letter: bool,
 }
 
 impl Features {
@@ -100,7 +102,7 @@ impl Features {
                 args.get("x-single-active-consumer"),
                 Some(crate::value::HeaderValue::Bool(true))
             ),
-            dead_letter_expired: args.get("x-dead-letter-exchange").is_some(),
+            dead_letter: args.get("x-dead-letter-exchange").is_some(),
         }
     }
 }
@@ -150,7 +152,7 @@ impl Queue {
                 QueueState::new(
                     opts.exclusive_owner,
                     features.single_active_consumer,
-                    features.dead_letter_expired,
+                    features.dead_letter,
                 )
             }),
             bindings: Mutex::new(Vec::new()),
@@ -255,40 +257,56 @@ impl Queue {
     pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
         let msg = self.apply_ttl(msg);
         let mut dropped = Vec::new();
-        {
+        let stored = {
             let mut st = self.state.lock();
-            if st.deleted {
-                return Ok(false);
+            let stored = self.enqueue_locked(&mut st, msg, &mut dropped);
+            if matches!(stored, Ok(true)) {
+                st.dispatch(self);
             }
-            let (count, bytes) = st.depth();
-            if !self.limits.admits(count, bytes, msg.size) {
-                if self.limits.policy != LimitPolicy::DropHead {
-                    return Err(BrokerError::ResourceLimitExceeded(format!(
-                        "queue {} is full",
-                        self.name
-                    )));
-                }
-                // Oldest available messages make room; acquired ones cannot be dropped, so
-                // if they alone fill the queue the new message is still taken.
-                while let Some(old) = st.pop_front() {
-                    dropped.push(old);
-                    let (count, bytes) = st.depth();
-                    if self.limits.admits(count, bytes, msg.size) {
-                        break;
-                    }
+            stored
+        };
+        for m in dropped {
+            self.dead_letter(m, DeathReason::Maxlen);
+        }
+        stored
+    }
+
+    /// Stores a message (already through [`Queue::apply_ttl`]) under the caller's lock,
+    /// without dispatching. Messages dropped from the head to make room are added to
+    /// `dropped`, for the caller to dead-letter once the lock is released.
+    pub(crate) fn enqueue_locked(
+        &self,
+        st: &mut QueueState,
+        msg: Arc<Message>,
+        dropped: &mut Vec<Arc<Message>>,
+    ) -> Result<bool, BrokerError> {
+        if st.deleted {
+            return Ok(false);
+        }
+        let (count, bytes) = st.depth();
+        if !self.limits.admits(count, bytes, msg.size) {
+            if self.limits.policy != LimitPolicy::DropHead {
+                return Err(BrokerError::ResourceLimitExceeded(format!(
+                    "queue {} is full",
+                    self.name
+                )));
+            }
+            // Oldest available messages make room; acquired ones cannot be dropped, so
+            // if they alone fill the queue the new message is still taken.
+            while let Some(old) = st.pop_front() {
+                dropped.push(old);
+                let (count, bytes) = st.depth();
+                if self.limits.admits(count, bytes, msg.size) {
+                    break;
                 }
             }
-            st.push(msg);
-            st.dispatch(self);
         }
-        for m in &dropped {
-            self.to_alternate(m);
-        }
+        st.push(msg);
         Ok(true)
     }
 
     /// A queue message TTL caps each message's own expiry.
-    fn apply_ttl(&self, msg: Arc<Message>) -> Arc<Message> {
+    pub(crate) fn apply_ttl(&self, msg: Arc<Message>) -> Arc<Message> {
         let Some(ttl) = self.features.message_ttl else {
             return msg;
         };
@@ -390,6 +408,12 @@ impl Queue {
         self.with_consumer(&mut st, consumer, Consumer::stop)
     }
 
+    /// The queue's state, for operations that must lock several queues together (a
+    /// transaction's commit); everything else locks one queue at a time.
+    pub(crate) fn lock_state(&self) -> parking_lot::MutexGuard<'_, QueueState> {
+        self.state.lock()
+    }
+
     /// Runs dispatch again: an outbox that was full has been drained.
     pub(crate) fn redispatch(self: &Arc<Self>) {
         self.state.lock().dispatch(self);
@@ -434,39 +458,63 @@ impl Queue {
         // the released messages are older than everything still queued (the usual case).
         entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         let mut orphans = Vec::new();
-        let mut released = 0;
-        {
+        let released = {
             let mut st = self.state.lock();
-            for (position, message) in entries {
-                let Some(u) = st.settle(position) else {
-                    continue;
-                };
-                released += 1;
-                if st.deleted {
-                    orphans.push(message);
-                } else {
-                    st.insert_sorted(Entry {
-                        position,
-                        message,
-                        redelivered: u.redelivered || set_redelivered,
-                    });
-                }
-            }
+            let released = entries
+                .into_iter()
+                .filter(|(position, message)| {
+                    self.release_locked(
+                        &mut st,
+                        *position,
+                        message.clone(),
+                        set_redelivered,
+                        &mut orphans,
+                    )
+                })
+                .count();
             st.dispatch(self);
-        }
+            released
+        };
         for m in orphans {
             self.to_alternate(&m);
         }
         released
     }
 
-    /// The consumer rejected the message: it leaves the queue and goes to the alternate
-    /// exchange if there is one, else it is dropped. False if the position was not acquired.
+    /// Puts one acquired message back under the caller's lock (no dispatch). On a deleted
+    /// queue it becomes an orphan for the caller to route once unlocked. False if the
+    /// position was not acquired.
+    pub(crate) fn release_locked(
+        &self,
+        st: &mut QueueState,
+        position: u64,
+        message: Arc<Message>,
+        set_redelivered: bool,
+        orphans: &mut Vec<Arc<Message>>,
+    ) -> bool {
+        let Some(u) = st.settle(position) else {
+            return false;
+        };
+        if st.deleted {
+            orphans.push(message);
+        } else {
+            st.insert_sorted(Entry {
+                position,
+                message,
+                redelivered: u.redelivered || set_redelivered,
+            });
+        }
+        true
+    }
+
+    /// The consumer rejected the message: it leaves the queue and is dead-lettered (goes to
+    /// the alternate exchange if there is one, else it is dropped). False if the position was
+    /// not acquired.
     pub fn reject(&self, position: u64, msg: Arc<Message>) -> bool {
         if self.state.lock().settle(position).is_none() {
             return false;
         }
-        self.to_alternate(&msg);
+        self.dead_letter(msg, DeathReason::Rejected);
         true
     }
 
@@ -513,16 +561,63 @@ impl Queue {
             (n, std::mem::take(&mut st.expired))
         };
         for m in expired {
-            // The dead-lettered copy must not expire again on arrival (RabbitMQ drops the
-            // expiration of dead-lettered messages too).
-            let mut copy = Arc::unwrap_or_clone(m);
-            copy.expires_at = None;
-            self.to_alternate(&Arc::new(copy));
+            self.dead_letter(m, DeathReason::Expired);
         }
         n
     }
 
-    fn to_alternate(&self, msg: &Arc<Message>) {
+    /// A message leaves the queue for `reason`. A queue declared with
+    /// `x-dead-letter-exchange` dead-letters it the RabbitMQ way: the death is recorded on
+    /// the message, its expiry is dropped (so it cannot expire again on arrival), it is
+    /// republished to the dead letter exchange (under `x-dead-letter-routing-key` if given)
+    /// and a queue it already died in without any rejection on the way is skipped (a cycle).
+    /// A queue with a plain alternate exchange (0-10) routes it there unchanged, as qpidd
+    /// does.
+    pub(crate) fn dead_letter(&self, msg: Arc<Message>, reason: DeathReason) {
+        let Some(alt) = &self.alternate else {
+            return;
+        };
+        if !self.features.dead_letter {
+            self.to_alternate(&msg);
+            return;
+        }
+        let mut copy = Arc::unwrap_or_clone(msg);
+        let mut history = copy
+            .deaths
+            .take()
+            .map(Arc::unwrap_or_clone)
+            .unwrap_or_default();
+        history.record(
+            &self.name,
+            reason,
+            &copy.exchange,
+            &copy.routing_key,
+            now_ms(),
+        );
+        copy.deaths = Some(Arc::new(history));
+        copy.expires_at = None;
+        copy.exchange = bytes::Bytes::from(alt.name().to_owned());
+        if let Some(key) = &self.features.dead_letter_routing_key {
+            copy.routing_key = bytes::Bytes::from(key.clone());
+        }
+        let copy = Arc::new(copy);
+        let cycle = |q: &Queue| {
+            copy.deaths
+                .as_ref()
+                .is_some_and(|h| h.is_cycle_into(q.name()))
+        };
+        if let Err(e) = route::deliver_except(alt, &copy, cycle) {
+            tracing::debug!(queue = %self.name, error = %e, "dead letter exchange refused message");
+        }
+    }
+
+    /// Routes a message that leaves the queue without dying (its queue was deleted) to the
+    /// alternate exchange, as 0-10 asks. Queues that dead-letter the RabbitMQ way drop such
+    /// messages instead, as RabbitMQ does.
+    pub(crate) fn to_alternate(&self, msg: &Arc<Message>) {
+        if self.features.dead_letter {
+            return;
+        }
         if let Some(alt) = &self.alternate {
             let rekeyed;
             let msg = match &self.features.dead_letter_routing_key {

@@ -66,6 +66,7 @@ impl Channel {
             priority: props.priority.unwrap_or(0),
             persistent: props.delivery_mode == Some(2),
             header: ProtocolHeader::Amqp091(raw),
+            deaths: None,
         });
         let stored = match ctx.broker.publish(&exchange, message.clone()) {
             Ok(outcome) => {
