@@ -10,6 +10,7 @@ mod convert;
 mod handshake;
 mod outgoing;
 mod session;
+mod tx;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

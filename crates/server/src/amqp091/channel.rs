@@ -21,6 +21,7 @@ use super::confirms::Confirms;
 use super::convert::{self, table_to_headers, PROPERTIES_OFFSET};
 use super::error::Fault;
 use super::qos::Qos;
+use super::tx::ChannelTx;
 use super::unacked::Unacked;
 
 /// Most exchanges a channel keeps resolved for publishing.
@@ -72,6 +73,8 @@ pub struct Channel {
     /// 0-9-1: an empty queue name means the queue last declared on the channel.
     pub last_queue: Option<String>,
     pub next_ctag: u64,
+    /// Set by tx.select: what the open transaction has staged.
+    pub tx: Option<Box<ChannelTx>>,
     exchanges: HashMap<Bytes, Arc<Exchange>>,
 }
 
@@ -88,6 +91,7 @@ impl Channel {
             flow_active: true,
             last_queue: None,
             next_ctag: 1,
+            tx: None,
             exchanges: HashMap::new(),
         }
     }
@@ -157,6 +161,7 @@ impl Channel {
             ctx.broker.cancel_consumer(&c.queue, c.id);
             ctx.consumers.remove(&c.id);
         }
+        self.tx_teardown();
         requeue(self.unacked.take_all());
         self.assembler.reset();
         self.exchanges.clear();

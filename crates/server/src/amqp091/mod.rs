@@ -13,6 +13,7 @@ pub mod convert;
 mod error;
 mod handshake;
 mod qos;
+mod tx;
 mod unacked;
 
 use std::collections::HashMap;
@@ -529,13 +530,10 @@ fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
             c.recover(ctx);
             Ok(())
         }
-        Method::ConfirmSelect(m) => {
-            c.confirm_select(ctx, m.nowait);
-            Ok(())
-        }
-        Method::TxSelect(_) | Method::TxCommit(_) | Method::TxRollback(_) => {
-            Err(Fault::not_implemented("transactions are not supported").channel_only())
-        }
+        Method::ConfirmSelect(m) => c.confirm_select(ctx, m.nowait),
+        Method::TxSelect(_) => c.tx_select(ctx),
+        Method::TxCommit(_) => c.tx_commit(ctx),
+        Method::TxRollback(_) => c.tx_rollback(ctx),
         m => Err(Fault::command_invalid(format!(
             "unexpected {} on a channel",
             m.name()
