@@ -114,14 +114,27 @@ async fn serve(
 }
 
 /// Without consumers nothing else would ever look at an expired message: drop them on a
-/// timer so a queue of expired messages cannot hold memory forever.
+/// timer so a queue of expired messages cannot hold memory forever. The same task deletes
+/// `x-expires` queues when they fall due, waking at their deadlines rather than on the tick.
 async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    const SWEEP: Duration = Duration::from_secs(1);
+    let mut next_sweep = tokio::time::Instant::now() + SWEEP;
     loop {
+        let wake = match broker.expire_unused_queues() {
+            Some(at) => {
+                let wait = Duration::from_millis(at.saturating_sub(ferry_core::now_ms()) + 1);
+                next_sweep.min(tokio::time::Instant::now() + wait)
+            }
+            None => next_sweep,
+        };
         tokio::select! {
             _ = shutdown.wait() => return,
-            _ = tick.tick() => { broker.purge_expired(); }
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = broker.queue_expiry_changed() => {}
+        }
+        if tokio::time::Instant::now() >= next_sweep {
+            broker.purge_expired();
+            next_sweep = tokio::time::Instant::now() + SWEEP;
         }
     }
 }

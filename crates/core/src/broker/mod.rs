@@ -5,15 +5,17 @@ mod tests;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
 
 use crate::error::BrokerError;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
-use crate::queue::{Drained, OwnerGone, Queue, QueueInfo, QueueOptions};
+use crate::queue::{Drained, Features, OwnerGone, Queue, QueueInfo, QueueOptions};
 use crate::route;
 use crate::transaction::{CommitOutcome, Transaction};
 use crate::value::Arguments;
@@ -117,6 +119,11 @@ pub struct Broker {
     next_consumer: AtomicU64,
     next_owner: AtomicU64,
     next_name: AtomicU64,
+    /// Queues declared with `x-expires`, for [`Broker::expire_unused_queues`]. Locked
+    /// after the registry, before any queue.
+    expiring: Mutex<Vec<Weak<Queue>>>,
+    /// Wakes the housekeeping task when an `x-expires` deadline may have come closer.
+    expiry_changed: Notify,
 }
 
 impl Broker {
@@ -146,6 +153,8 @@ impl Broker {
             next_consumer: AtomicU64::new(1),
             next_owner: AtomicU64::new(1),
             next_name: AtomicU64::new(1),
+            expiring: Mutex::new(Vec::new()),
+            expiry_changed: Notify::new(),
         })
     }
 
@@ -300,6 +309,7 @@ impl Broker {
         let mut reg = self.registry.write();
         if let Some(q) = reg.queues.get(name) {
             q.check_access(requester)?;
+            q.touch();
             if !passive {
                 if let Some(alt) = opts.alternate_exchange.as_deref().filter(|a| !a.is_empty()) {
                     if q.alternate_exchange().map(|a| a.name()) != Some(alt) {
@@ -353,6 +363,7 @@ impl Broker {
         name: &str,
         opts: QueueOptions,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
+        Features::validate(&opts.arguments)?;
         let alternate = match opts.alternate_exchange.as_deref() {
             // RabbitMQ: a dead letter exchange of "" is the default exchange, so dead letters
             // can go straight to a queue named by x-dead-letter-routing-key.
@@ -371,6 +382,10 @@ impl Broker {
             .bind(&q, name, &Arguments::new())
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
         reg.queues.insert(name.to_owned(), q.clone());
+        if q.expires().is_some() {
+            self.expiring.lock().push(Arc::downgrade(&q));
+            self.expiry_changed.notify_one();
+        }
         Ok((q, true))
     }
 
@@ -541,6 +556,10 @@ impl Broker {
     /// auto-delete).
     pub fn cancel_consumer(&self, queue: &Arc<Queue>, consumer: ConsumerId) -> bool {
         let (removed, auto_delete) = queue.remove_consumer(consumer);
+        if removed && queue.expires().is_some() {
+            // Unused from now: its x-expires deadline starts.
+            self.expiry_changed.notify_one();
+        }
         if auto_delete {
             let drained = {
                 let mut reg = self.registry.write();
@@ -557,6 +576,55 @@ impl Broker {
             }
         }
         removed
+    }
+
+    /// Deletes the `x-expires` queues that have been unused (no consumers, no basic.get, no
+    /// redeclare) for their expiry time, as RabbitMQ does; their messages are dropped like
+    /// those of any deleted RabbitMQ-style queue, their consumers (none) need no notice.
+    /// Returns the earliest deadline still pending, in milliseconds since the epoch, for
+    /// the caller to come back then.
+    pub fn expire_unused_queues(&self) -> Option<u64> {
+        let queues: Vec<Arc<Queue>> = {
+            let mut list = self.expiring.lock();
+            list.retain(|w| w.upgrade().is_some_and(|q| !q.is_deleted()));
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        let now = now_ms();
+        let mut next: Option<u64> = None;
+        for q in queues {
+            match q.unused_deadline() {
+                Some(at) if at <= now => {
+                    let drained = {
+                        let mut reg = self.registry.write();
+                        match q.drain_if_expired(now) {
+                            Ok(d) => {
+                                self.unlink_queue(&mut reg, &q);
+                                Some(d)
+                            }
+                            Err(_) => None,
+                        }
+                    };
+                    match drained {
+                        Some(d) => {
+                            tracing::debug!(queue = q.name(), "x-expires: deleting unused queue");
+                            q.finish_delete(d);
+                        }
+                        // Used again meanwhile: look again at its new deadline.
+                        None => next = Some(next.map_or(now, |n| n.min(now))),
+                    }
+                }
+                Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                None => {}
+            }
+        }
+        next
+    }
+
+    /// Resolves when an `x-expires` queue was declared or lost its last consumer, so a
+    /// deadline earlier than the one [`Broker::expire_unused_queues`] last returned may
+    /// exist. A change before the call is not lost (one stored permit).
+    pub fn queue_expiry_changed(&self) -> Notified<'_> {
+        self.expiry_changed.notified()
     }
 
     /// Drops expired messages from every queue; returns how many. Called periodically so

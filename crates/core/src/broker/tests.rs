@@ -1078,3 +1078,94 @@ fn an_empty_dead_letter_exchange_is_the_default_exchange() {
     let (plain, _) = b.declare_queue("plain", alt_opts(""), false, ME).unwrap();
     assert!(plain.alternate_exchange().is_none());
 }
+
+fn expiring_after(b: &Broker, name: &str, ms: i64) -> Arc<Queue> {
+    declare_with(
+        b,
+        name,
+        QueueOptions {
+            arguments: [("x-expires", V::Int(ms))].into_iter().collect(),
+            ..QueueOptions::default()
+        },
+    )
+}
+
+fn wait_past(deadline: Option<u64>) {
+    let at = deadline.expect("a pending deadline");
+    while now_ms() <= at {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn unused_x_expires_queues_are_deleted_after_their_time() {
+    let b = broker();
+    let before = now_ms();
+    let q = expiring_after(&b, "short", 200);
+    declare(&b, "plain");
+    publish(&b, "", "short", "lost");
+    let next = b.expire_unused_queues();
+    assert!(next.is_some_and(|at| at >= before + 200), "not due yet");
+    assert!(b.queue("short").is_some());
+    wait_past(next);
+    assert_eq!(b.expire_unused_queues(), None);
+    assert!(b.queue("short").is_none());
+    assert!(q.is_deleted());
+    assert!(b.queue("plain").is_some());
+}
+
+#[test]
+fn consumers_gets_and_redeclares_keep_an_x_expires_queue_alive() {
+    let b = broker();
+    let q = expiring_after(&b, "used", 300);
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    std::thread::sleep(std::time::Duration::from_millis(320));
+    assert_eq!(b.expire_unused_queues(), None, "a consumed queue is in use");
+    assert!(b.queue("used").is_some());
+    let before_cancel = now_ms();
+    b.cancel_consumer(&q, c);
+    let after_cancel = b.expire_unused_queues().unwrap();
+    assert!(
+        after_cancel >= before_cancel + 300,
+        "the lease restarts when the last consumer goes"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(q.get().is_none());
+    let after_get = b.expire_unused_queues().unwrap();
+    assert!(after_get > after_cancel, "basic.get renews the lease");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    b.declare_queue("used", QueueOptions::default(), true, ME)
+        .unwrap();
+    let after_declare = b.expire_unused_queues().unwrap();
+    assert!(
+        after_declare > after_get,
+        "a (passive) declare renews the lease"
+    );
+    wait_past(Some(after_declare));
+    b.expire_unused_queues();
+    assert!(b.queue("used").is_none());
+}
+
+#[test]
+fn invalid_queue_arguments_are_refused_at_declare() {
+    let b = broker();
+    for (k, v) in [
+        ("x-expires", V::Int(0)),
+        ("x-expires", V::Str("soon".into())),
+        ("x-max-priority", V::Int(300)),
+    ] {
+        let opts = QueueOptions {
+            arguments: [(k, v.clone())].into_iter().collect(),
+            ..QueueOptions::default()
+        };
+        assert!(
+            matches!(
+                b.declare_queue("bad", opts, false, ME),
+                Err(BrokerError::InvalidArgument(_))
+            ),
+            "{k} = {v:?}"
+        );
+    }
+    assert!(b.queue("bad").is_none());
+}

@@ -1,6 +1,8 @@
 //! Queues: FIFO storage, consumers, credit and settlement.
 
 mod consumer;
+mod entries;
+mod features;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -22,6 +24,7 @@ use crate::{ConsumerId, OwnerId};
 
 pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
+pub(crate) use features::Features;
 pub(crate) use state::QueueState;
 use state::{Clock, Entry};
 
@@ -76,37 +79,6 @@ impl fmt::Debug for Queue {
     }
 }
 
-/// Behaviour read from declare arguments (RabbitMQ's names; any protocol may send them).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Features {
-    /// `x-message-ttl`: most milliseconds a message may wait on this queue.
-    pub(crate) message_ttl: Option<u64>,
-    /// `x-dead-letter-routing-key`: the key messages leave for the alternate exchange with.
-    pub(crate) dead_letter_routing_key: Option<String>,
-    /// `x-single-active-consumer`: only the oldest consumer receives messages.
-    pub(crate) single_active_consumer: bool,
-    /// `x-dead-letter-exchange` given: the alternate exchange is a RabbitMQ dead letter
-    /// exchange (see [`Queue::dead_letter`]); expired messages go there too.
-    pub(crate) dead_letter: bool,
-}
-
-impl Features {
-    pub(crate) fn from_arguments(args: &Arguments) -> Features {
-        Features {
-            message_ttl: args.get("x-message-ttl").and_then(|v| v.as_u64()),
-            dead_letter_routing_key: args
-                .get("x-dead-letter-routing-key")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned),
-            single_active_consumer: matches!(
-                args.get("x-single-active-consumer"),
-                Some(crate::value::HeaderValue::Bool(true))
-            ),
-            dead_letter: args.get("x-dead-letter-exchange").is_some(),
-        }
-    }
-}
-
 /// A message taken by [`Queue::get`].
 #[derive(Debug, Clone)]
 pub struct Got {
@@ -153,6 +125,7 @@ impl Queue {
                     opts.exclusive_owner,
                     features.single_active_consumer,
                     features.dead_letter,
+                    features.priorities,
                 )
             }),
             bindings: Mutex::new(Vec::new()),
@@ -353,6 +326,7 @@ impl Queue {
         }
         st.consumers.push(Consumer::new(spec));
         st.had_consumers = true;
+        st.last_used = now_ms();
         Ok(())
     }
 
@@ -363,6 +337,9 @@ impl Queue {
         let before = st.consumers.len();
         st.consumers.retain(|c| c.spec.id != id);
         let removed = st.consumers.len() != before;
+        if removed {
+            st.last_used = now_ms();
+        }
         (removed, removed && self.auto_delete_due(&st))
     }
 
@@ -538,6 +515,9 @@ impl Queue {
         if st.deleted {
             return None;
         }
+        if self.features.expires.is_some() {
+            st.last_used = now_ms();
+        }
         let entry = st.take_front()?;
         Some(Got {
             position: entry.position,
@@ -702,6 +682,38 @@ impl Queue {
                 )));
             }
             Ok(())
+        })
+    }
+
+    /// `x-expires`, if the queue has it.
+    pub fn expires(&self) -> Option<u64> {
+        self.features.expires
+    }
+
+    /// A (re)declare renews an `x-expires` queue's lease, as in RabbitMQ.
+    pub(crate) fn touch(&self) {
+        if self.features.expires.is_some() {
+            self.state.lock().last_used = now_ms();
+        }
+    }
+
+    /// When an `x-expires` queue falls due for deletion if it stays unused; `None` while it
+    /// has consumers (or has no `x-expires`).
+    pub(crate) fn unused_deadline(&self) -> Option<u64> {
+        let ttl = self.features.expires?;
+        let st = self.state.lock();
+        (st.consumers.is_empty() && !st.deleted).then(|| st.last_used.saturating_add(ttl))
+    }
+
+    pub(crate) fn drain_if_expired(&self, now: u64) -> Result<Drained, BrokerError> {
+        self.drain_if(|q, st| match q.features.expires {
+            Some(ttl) if st.consumers.is_empty() && st.last_used.saturating_add(ttl) <= now => {
+                Ok(())
+            }
+            _ => Err(BrokerError::PreconditionFailed(format!(
+                "queue {} is in use again",
+                q.name
+            ))),
         })
     }
 
