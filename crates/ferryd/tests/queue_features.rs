@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use common::raw091::{short, Raw091};
 use common::Ferryd;
-use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, Method, QueueDeclare};
+use ferry_amqp091::{
+    BasicProperties, ExchangeBind, ExchangeDeclare, ExchangeUnbind, FieldTable, FieldValue, Method,
+    QueueBind, QueueDeclare,
+};
 use ferry_client::{
     ClientError, ConnectOptions, Connection, ErrorCode, Map, OutgoingMessage, QueueDeclareOptions,
     Session, SubscribeOptions, Subscription, Value,
@@ -126,6 +129,94 @@ fn amqp091_x_expires_deletes_an_unused_queue() {
         "still there after {:?}",
         start.elapsed()
     );
+}
+
+fn declare_exchange(raw: &mut Raw091, name: &str, kind: &str) {
+    raw.call(
+        ExchangeDeclare {
+            exchange: short(name),
+            kind: short(kind),
+            ..Default::default()
+        },
+        |m| matches!(m, Method::ExchangeDeclareOk(_)),
+    );
+}
+
+fn bind_queue(raw: &mut Raw091, queue: &str, exchange: &str, key: &str) {
+    raw.call(
+        QueueBind {
+            queue: short(queue),
+            exchange: short(exchange),
+            routing_key: short(key),
+            ..Default::default()
+        },
+        |m| matches!(m, Method::QueueBindOk(_)),
+    );
+}
+
+fn bind_exchange(raw: &mut Raw091, destination: &str, source: &str, key: &str) {
+    raw.call(
+        ExchangeBind {
+            destination: short(destination),
+            source: short(source),
+            routing_key: short(key),
+            ..Default::default()
+        },
+        |m| matches!(m, Method::ExchangeBindOk(_)),
+    );
+}
+
+#[test]
+fn amqp091_exchange_to_exchange_bindings() {
+    let broker = Ferryd::start();
+    let mut raw = Raw091::open(broker.addr);
+    declare_exchange(&mut raw, "e2e-src", "topic");
+    declare_exchange(&mut raw, "e2e-dst", "fanout");
+    declare_exchange(&mut raw, "e2e-back", "fanout");
+    raw.declare_queue("e2e-q", FieldTable::new());
+    bind_exchange(&mut raw, "e2e-dst", "e2e-src", "orders.*");
+    // A cycle back to the source, and a second path to the same queue.
+    bind_exchange(&mut raw, "e2e-back", "e2e-dst", "");
+    bind_exchange(&mut raw, "e2e-src", "e2e-back", "");
+    bind_queue(&mut raw, "e2e-q", "e2e-dst", "");
+    bind_queue(&mut raw, "e2e-q", "e2e-back", "");
+    let props = BasicProperties::default();
+    raw.publish("e2e-src", "orders.new", &props, b"routed");
+    raw.publish("e2e-src", "invoices.new", &props, b"unmatched");
+    assert_eq!(drain091(&mut raw, "e2e-q"), ["routed"]);
+    raw.call(
+        ExchangeUnbind {
+            destination: short("e2e-dst"),
+            source: short("e2e-src"),
+            routing_key: short("orders.*"),
+            ..Default::default()
+        },
+        |m| matches!(m, Method::ExchangeUnbindOk(_)),
+    );
+    raw.publish("e2e-src", "orders.new", &props, b"after-unbind");
+    assert!(drain091(&mut raw, "e2e-q").is_empty());
+    // Binding a missing exchange is 404, the default exchange 403.
+    raw.method(
+        1,
+        ExchangeBind {
+            destination: short("e2e-dst"),
+            source: short("no-such-exchange"),
+            ..Default::default()
+        }
+        .into(),
+    );
+    assert_eq!(raw.channel_closed(), 404);
+    let mut raw = Raw091::open(broker.addr);
+    raw.method(
+        1,
+        ExchangeBind {
+            destination: short("e2e-dst"),
+            source: short(""),
+            ..Default::default()
+        }
+        .into(),
+    );
+    assert_eq!(raw.channel_closed(), 403);
 }
 
 async fn session(broker: &Ferryd) -> (Connection, Session) {

@@ -273,6 +273,8 @@ impl Broker {
         Ok(())
     }
 
+    /// Removes an exchange from the registry with every binding it is the source or the
+    /// destination of; sources left without bindings that are auto-delete go too.
     fn unlink_exchange(reg: &mut Registry, ex: &Arc<Exchange>) {
         if reg
             .exchanges
@@ -282,8 +284,18 @@ impl Broker {
             reg.exchanges.remove(ex.name());
         }
         ex.mark_deleted();
-        for (q, key) in ex.clear() {
+        let (queues, exchanges) = ex.clear();
+        for (q, key) in queues {
             q.remove_binding(ex, &key);
+        }
+        for (dest, key) in exchanges {
+            dest.remove_inbound(ex, &key);
+        }
+        for (source, key) in ex.take_inbound() {
+            if let Some(source) = source.upgrade() {
+                source.unbind_exchange(ex.id(), &key);
+                Self::auto_delete_exchange(reg, &source);
+            }
         }
     }
 
@@ -459,6 +471,55 @@ impl Broker {
         let q = reg.queue(queue)?;
         if ex.bind(q, binding_key, arguments)? {
             q.add_binding(ex, binding_key);
+        }
+        Ok(())
+    }
+
+    /// Binds exchange `destination` to exchange `source` (RabbitMQ's exchange.bind): what
+    /// `source` routes under the binding goes on through `destination`'s bindings. Routing
+    /// follows such bindings through any graph, cycles included, and delivers a message to
+    /// each queue at most once per publish. The default exchange is neither a source nor a
+    /// destination.
+    pub fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        if destination.is_empty() || source.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be bound explicitly".into(),
+            ));
+        }
+        let reg = self.registry.write();
+        let src = reg.exchange(source)?;
+        let dst = reg.exchange(destination)?;
+        if src.bind_exchange(dst, binding_key, arguments)? {
+            dst.add_inbound(src, binding_key);
+        }
+        Ok(())
+    }
+
+    /// Removes an exchange-to-exchange binding; a missing binding is not an error. A source
+    /// left without bindings goes if it is auto-delete.
+    pub fn unbind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+    ) -> Result<(), BrokerError> {
+        if destination.is_empty() || source.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be unbound".into(),
+            ));
+        }
+        let mut reg = self.registry.write();
+        let src = reg.exchange(source)?.clone();
+        let dst = reg.exchange(destination)?.clone();
+        if src.unbind_exchange(dst.id(), binding_key) {
+            dst.remove_inbound(&src, binding_key);
+            Self::auto_delete_exchange(&mut reg, &src);
         }
         Ok(())
     }

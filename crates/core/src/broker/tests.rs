@@ -1169,3 +1169,124 @@ fn invalid_queue_arguments_are_refused_at_declare() {
     }
     assert!(b.queue("bad").is_none());
 }
+
+fn exchange_of(b: &Broker, name: &str, kind: ExchangeKind, auto_delete: bool) {
+    let opts = ExchangeOptions {
+        auto_delete,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange(name, kind, opts, false).unwrap();
+}
+
+#[test]
+fn exchange_to_exchange_bindings_route_on_through_the_destination() {
+    let b = broker();
+    exchange_of(&b, "src", ExchangeKind::Topic, false);
+    exchange_of(&b, "dst", ExchangeKind::Direct, false);
+    let q = declare(&b, "q");
+    b.bind_exchange("dst", "src", "stock.#", &Arguments::new())
+        .unwrap();
+    b.bind("q", "dst", "stock.ibm", &Arguments::new()).unwrap();
+    assert_eq!(publish(&b, "src", "stock.ibm", "hit"), 1);
+    assert_eq!(publish(&b, "src", "stock.hp", "dst-miss"), 0);
+    assert_eq!(publish(&b, "src", "bond.ibm", "src-miss"), 0);
+    assert_eq!(bodies(&q), [bs("hit")]);
+    b.unbind_exchange("dst", "src", "stock.#").unwrap();
+    assert_eq!(publish(&b, "src", "stock.ibm", "unbound"), 0);
+    // Unbinding what is not bound is fine; missing exchanges are not.
+    b.unbind_exchange("dst", "src", "stock.#").unwrap();
+    assert!(matches!(
+        b.bind_exchange("dst", "nope", "", &Arguments::new()),
+        Err(BrokerError::NotFound(_))
+    ));
+    assert!(matches!(
+        b.bind_exchange("", "src", "", &Arguments::new()),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(matches!(
+        b.bind_exchange("dst", "", "", &Arguments::new()),
+        Err(BrokerError::NotAllowed(_))
+    ));
+}
+
+#[test]
+fn cycles_and_diamonds_deliver_once_per_queue() {
+    let b = broker();
+    for name in ["a", "b", "left", "right"] {
+        exchange_of(&b, name, ExchangeKind::Fanout, false);
+    }
+    let q = declare(&b, "q");
+    // a <-> b, both feeding q.
+    b.bind_exchange("b", "a", "", &Arguments::new()).unwrap();
+    b.bind_exchange("a", "b", "", &Arguments::new()).unwrap();
+    b.bind("q", "a", "", &Arguments::new()).unwrap();
+    b.bind("q", "b", "", &Arguments::new()).unwrap();
+    assert_eq!(publish(&b, "a", "", "cycle"), 1);
+    // a -> left -> q and a -> right -> q.
+    b.bind_exchange("left", "a", "", &Arguments::new()).unwrap();
+    b.bind_exchange("right", "a", "", &Arguments::new())
+        .unwrap();
+    b.bind("q", "left", "", &Arguments::new()).unwrap();
+    b.bind("q", "right", "", &Arguments::new()).unwrap();
+    assert_eq!(publish(&b, "a", "", "diamond"), 1);
+    assert_eq!(bodies(&q), [bs("cycle"), bs("diamond")]);
+}
+
+#[test]
+fn a_destination_that_matches_nothing_uses_its_alternate() {
+    let b = broker();
+    let caught = declare(&b, "caught");
+    b.bind("caught", "amq.fanout", "", &Arguments::new())
+        .unwrap();
+    exchange_of(&b, "src", ExchangeKind::Fanout, false);
+    let with_alternate = ExchangeOptions {
+        alternate_exchange: Some("amq.fanout".into()),
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("dst", ExchangeKind::Direct, with_alternate, false)
+        .unwrap();
+    b.bind_exchange("dst", "src", "", &Arguments::new())
+        .unwrap();
+    assert_eq!(publish(&b, "src", "unmatched", "m"), 1);
+    assert_eq!(bodies(&caught), [bs("m")]);
+}
+
+#[test]
+fn deleting_either_end_removes_exchange_bindings_and_auto_delete_follows() {
+    let b = broker();
+    exchange_of(&b, "auto-src", ExchangeKind::Fanout, true);
+    exchange_of(&b, "dst", ExchangeKind::Fanout, false);
+    b.bind_exchange("dst", "auto-src", "", &Arguments::new())
+        .unwrap();
+    assert!(matches!(
+        b.delete_exchange("auto-src", true),
+        Err(BrokerError::PreconditionFailed(_))
+    ));
+    // Deleting the destination removes the binding; the auto-delete source, now without
+    // bindings, goes with it.
+    b.delete_exchange("dst", false).unwrap();
+    assert!(b.exchange("auto-src").is_none());
+
+    exchange_of(&b, "auto-src", ExchangeKind::Fanout, true);
+    exchange_of(&b, "dst", ExchangeKind::Fanout, false);
+    b.bind_exchange("dst", "auto-src", "", &Arguments::new())
+        .unwrap();
+    b.unbind_exchange("dst", "auto-src", "").unwrap();
+    assert!(b.exchange("auto-src").is_none());
+
+    exchange_of(&b, "src", ExchangeKind::Fanout, false);
+    let q = declare(&b, "q");
+    b.bind("q", "dst", "", &Arguments::new()).unwrap();
+    b.bind_exchange("dst", "src", "", &Arguments::new())
+        .unwrap();
+    b.delete_exchange("src", false).unwrap();
+    let dst = b.exchange("dst").unwrap();
+    assert_eq!(dst.binding_count(), 1, "only the queue binding is left");
+    exchange_of(&b, "src", ExchangeKind::Fanout, false);
+    assert_eq!(
+        publish(&b, "src", "", "x"),
+        0,
+        "a new src has no old bindings"
+    );
+    assert_eq!(q.message_count(), 0);
+}

@@ -19,6 +19,7 @@ const CAPABILITIES: &[&str] = &[
     "connection.blocked",
     "authentication_failure_close",
     "per_consumer_qos",
+    "exchange_exchange_bindings",
 ];
 
 fn text(s: &'static str) -> FieldValue {
@@ -207,6 +208,9 @@ mod tests {
             caps.get("publisher_confirms"),
             Some(&FieldValue::Bool(true))
         );
-        assert!(caps.get("exchange_exchange_bindings").is_none());
+        assert_eq!(
+            caps.get("exchange_exchange_bindings"),
+            Some(&FieldValue::Bool(true))
+        );
     }
 }

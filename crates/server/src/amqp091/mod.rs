@@ -500,9 +500,11 @@ fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
     match m {
         Method::ExchangeDeclare(m) => c.exchange_declare(ctx, m),
         Method::ExchangeDelete(m) => c.exchange_delete(ctx, m),
-        Method::ExchangeBind(_) | Method::ExchangeUnbind(_) | Method::ExchangeBound(_) => Err(
-            Fault::not_implemented("exchange-to-exchange bindings are not supported"),
-        ),
+        Method::ExchangeBind(m) => c.exchange_bind(ctx, m),
+        Method::ExchangeUnbind(m) => c.exchange_unbind(ctx, m),
+        Method::ExchangeBound(_) => Err(Fault::not_implemented(
+            "exchange.bound (a Qpid 0-9-1 extension) is not supported",
+        )),
         Method::QueueDeclare(m) => c.queue_declare(ctx, m),
         Method::QueueBind(m) => c.queue_bind(ctx, m),
         Method::QueueUnbind(m) => c.queue_unbind(ctx, m),
