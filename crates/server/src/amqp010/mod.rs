@@ -81,6 +81,8 @@ struct Connection {
     /// Channels whose sessions completed commands in the current read batch.
     dirty: Vec<u16>,
     closing_since: Option<Instant>,
+    /// The authenticated user, set once SASL succeeds (access control keys on it).
+    user: Option<String>,
 }
 
 /// Serves one connection whose 0-10 protocol header has been read and answered.
@@ -154,6 +156,13 @@ impl ProtocolConnection for Connection {
 }
 
 impl Connection {
+    /// The user this connection authenticated as; `None` until the handshake's SASL step is
+    /// done.
+    #[allow(dead_code)]
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     fn new(broker: Arc<Broker>, config: Arc<ServerConfig>, peer: SocketAddr) -> Connection {
         Connection {
             max_frame: usize::from(config.max_frame_size),
@@ -169,6 +178,7 @@ impl Connection {
             consumers: HashMap::new(),
             dirty: Vec::new(),
             closing_since: None,
+            user: None,
         }
     }
 
@@ -298,6 +308,7 @@ impl Connection {
                 match handshake::authenticate(&self.config, self.peer, &c) {
                     Ok(user) => {
                         debug!(peer = %self.peer, %user, "authenticated");
+                        self.user = Some(user);
                         self.write_control(0, handshake::tune(&self.config).into());
                         self.phase = Phase::AwaitTuneOk;
                     }

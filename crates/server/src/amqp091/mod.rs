@@ -65,6 +65,8 @@ struct Connection {
     channels: HashMap<u16, Channel>,
     consumers: HashMap<ConsumerId, u16>,
     closing_since: Option<Instant>,
+    /// The authenticated user, set once SASL succeeds (access control keys on it).
+    user: Option<String>,
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
@@ -135,6 +137,13 @@ impl ProtocolConnection for Connection {
 }
 
 impl Connection {
+    /// The user this connection authenticated as; `None` until the handshake's SASL step is
+    /// done.
+    #[allow(dead_code)]
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     fn new(broker: Arc<Broker>, config: Arc<ServerConfig>, peer: SocketAddr) -> Connection {
         Connection {
             owner: broker.next_owner_id(),
@@ -151,6 +160,7 @@ impl Connection {
             channels: HashMap::new(),
             consumers: HashMap::new(),
             closing_since: None,
+            user: None,
         }
     }
 
@@ -234,6 +244,7 @@ impl Connection {
                 match handshake::authenticate(&self.config, self.peer, &s) {
                     Ok(user) => {
                         debug!(peer = %self.peer, %user, "authenticated");
+                        self.user = Some(user);
                         self.write(0, handshake::tune(&self.config));
                         self.phase = Phase::AwaitTuneOk;
                     }
