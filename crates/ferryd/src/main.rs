@@ -56,10 +56,12 @@ async fn serve(options: Options) -> ExitCode {
         port: options.port,
         tcp_nodelay: options.tcp_nodelay.on(),
         auth: if options.auth.on() {
-            AuthMode::GuestOnly
+            AuthMode::Required
         } else {
             AuthMode::None
         },
+        users_file: options::users_file(&options),
+        allow_anonymous: options.allow_anonymous.on(),
         max_connections: options.max_connections.max(1),
         max_message_size: options.max_message_size,
         ..ServerConfig::default()
@@ -67,6 +69,10 @@ async fn serve(options: Options) -> ExitCode {
     let broker = Broker::new(BrokerConfig::default());
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
             eprintln!(
                 "ferryd: cannot listen on {}:{}: {e}",
@@ -87,9 +93,6 @@ async fn serve(options: Options) -> ExitCode {
         let mut out = std::io::stdout();
         let _ = writeln!(out, "{}", addr.port());
         let _ = out.flush();
-    }
-    if options.auth.on() {
-        warn!("--auth yes: only the default guest/guest user may connect, and only from loopback");
     }
     info!("ferryd listening on {addr}");
     let (stop, shutdown) = Shutdown::new();

@@ -44,10 +44,20 @@ pub struct Options {
     #[arg(long, value_enum, num_args = 0..=1, default_value = "yes", default_missing_value = "yes")]
     pub tcp_nodelay: YesNo,
 
-    /// Require authentication. Until the users database exists, `yes` admits only
-    /// guest/guest over PLAIN from loopback.
-    #[arg(long, value_enum, default_value = "no")]
+    /// Require authentication (SASL against the users file). `no` admits everyone:
+    /// ANONYMOUS, or PLAIN with any credentials.
+    #[arg(long, value_enum, default_value = "yes")]
     pub auth: YesNo,
+
+    /// The users file (`ferry user` manages it). Default: `users` beside the --config file,
+    /// else $FERRY_USERS_FILE, else $XDG_CONFIG_HOME/ferry/users (~/.config/ferry/users).
+    /// While it does not exist, only the built-in guest/guest may log in, from loopback.
+    #[arg(long, value_name = "FILE")]
+    pub users_file: Option<PathBuf>,
+
+    /// Offer SASL ANONYMOUS even with --auth yes.
+    #[arg(long, value_enum, default_value = "no")]
+    pub allow_anonymous: YesNo,
 
     /// Accepted for qpidd compatibility; management is not implemented yet.
     #[arg(long, value_enum, default_value = "no")]
@@ -156,6 +166,18 @@ pub fn merged_args(args: Vec<String>) -> Result<Vec<String>, ConfigFileError> {
     Ok(merged)
 }
 
+/// The users file ferryd uses: `--users-file`, else `users` beside `--config`, else the
+/// per-user default (see `ferry_auth::default_users_file`).
+pub fn users_file(options: &Options) -> Option<PathBuf> {
+    if let Some(path) = &options.users_file {
+        return Some(path.clone());
+    }
+    if let Some(config) = &options.config {
+        return Some(config.with_file_name("users"));
+    }
+    ferry_auth::default_users_file()
+}
+
 /// Maps qpidd's `--log-enable` rules (`info+`, `debug+:Broker`) to a tracing filter; anything
 /// that is not qpidd syntax is passed through as a tracing directive.
 pub fn log_filter(rules: &[String]) -> String {
@@ -208,6 +230,25 @@ mod tests {
         assert_eq!(o.worker_threads, Some(2));
         assert!(o.tcp_nodelay.on());
         assert!(!o.auth.on());
+    }
+
+    #[test]
+    fn auth_is_on_by_default_and_the_users_file_sits_beside_the_config() {
+        let o = Options::try_parse_from(strings(&["ferryd"])).unwrap();
+        assert!(o.auth.on());
+        assert!(!o.allow_anonymous.on());
+        let o = Options::try_parse_from(strings(&["ferryd", "--config", "/etc/ferry/ferryd.conf"]))
+            .unwrap();
+        assert_eq!(users_file(&o), Some(PathBuf::from("/etc/ferry/users")));
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--config",
+            "/etc/ferry/ferryd.conf",
+            "--users-file",
+            "/srv/u",
+        ]))
+        .unwrap();
+        assert_eq!(users_file(&o), Some(PathBuf::from("/srv/u")));
     }
 
     #[test]

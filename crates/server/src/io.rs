@@ -11,6 +11,7 @@ use ferry_core::{Outbox, OutboxItem};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+use crate::auth::{AuthOutcome, AuthTask};
 use crate::config::ServerConfig;
 use crate::listener::Shutdown;
 
@@ -47,6 +48,10 @@ pub trait ProtocolConnection {
     fn close(&mut self, reason: CloseReason);
     /// Releases everything the connection holds (idempotent).
     fn teardown(&mut self);
+    /// A SASL step `process` started; the loop awaits it and reads nothing meanwhile.
+    fn take_auth_task(&mut self) -> Option<AuthTask>;
+    /// The SASL step finished.
+    fn on_auth_done(&mut self, outcome: AuthOutcome);
 }
 
 /// Runs `conn` on `stream` until the peer or the broker ends it.
@@ -62,7 +67,11 @@ pub async fn drive<C: ProtocolConnection>(
     let mut last_read = Instant::now();
     let mut last_write = Instant::now();
     let mut heartbeat_tick: Option<tokio::time::Interval> = None;
+    let mut auth_task: Option<AuthTask> = None;
     let result = loop {
+        if auth_task.is_none() {
+            auth_task = conn.take_auth_task();
+        }
         // Deliveries first, then write as much as the socket takes without waiting.
         if conn.out().len() < high_water {
             conn.outbox().take(&mut items);
@@ -92,7 +101,7 @@ pub async fn drive<C: ProtocolConnection>(
         // Above the high-water mark we neither read nor take deliveries: a peer that never
         // reads costs at most this buffer plus its credit.
         let below_high_water = conn.out().len() < high_water;
-        let want_read = below_high_water && !conn.is_finished();
+        let want_read = below_high_water && !conn.is_finished() && auth_task.is_none();
         let interest = match (want_read, conn.out().is_empty()) {
             (true, true) => Some(Interest::READABLE),
             (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
@@ -121,6 +130,17 @@ pub async fn drive<C: ProtocolConnection>(
                 }
             }
             _ = outbox.notified(), if below_high_water => {}
+            outcome = async { match auth_task.as_mut() {
+                Some(task) => task.await,
+                None => std::future::pending().await,
+            }}, if auth_task.is_some() => {
+                auth_task = None;
+                conn.on_auth_done(outcome);
+                // Whatever the client sent meanwhile waited in the buffer.
+                if !inbuf.is_empty() {
+                    conn.process(&mut inbuf);
+                }
+            }
             _ = tokio::time::sleep_until(handshake_deadline), if !open && closing_since.is_none() => {
                 conn.close(CloseReason::HandshakeTimeout);
             }

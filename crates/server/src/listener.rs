@@ -9,14 +9,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tracing::{debug, info, warn};
 
+use crate::auth::AuthService;
 use crate::config::ServerConfig;
-use crate::connection;
+use crate::connection::{self, Peer, Services};
 
 /// A bound listener; `run` serves it until shutdown is signalled.
 pub struct Server {
     listener: TcpListener,
-    broker: Arc<Broker>,
-    config: Arc<ServerConfig>,
+    services: Services,
 }
 
 /// Tells every connection task that the broker is stopping.
@@ -43,12 +43,19 @@ impl Shutdown {
 }
 
 impl Server {
+    /// Binds the listener and loads the users. A bad users file is an error of kind
+    /// `InvalidInput`, a socket that cannot be bound one of the socket's kind.
     pub async fn bind(config: ServerConfig, broker: Arc<Broker>) -> std::io::Result<Server> {
         let listener = TcpListener::bind((config.interface, config.port)).await?;
+        let auth = AuthService::new(&config)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         Ok(Server {
             listener,
-            broker,
-            config: Arc::new(config),
+            services: Services {
+                broker,
+                config: Arc::new(config),
+                auth: Arc::new(auth),
+            },
         })
     }
 
@@ -58,8 +65,11 @@ impl Server {
 
     /// Serves until `shutdown` is set, then waits (briefly) for connections to close.
     pub async fn run(self, shutdown: Shutdown) {
-        let slots = Arc::new(Semaphore::new(self.config.max_connections));
-        let expiry = tokio::spawn(expire_messages(self.broker.clone(), shutdown.clone()));
+        let slots = Arc::new(Semaphore::new(self.services.config.max_connections));
+        let expiry = tokio::spawn(expire_messages(
+            self.services.broker.clone(),
+            shutdown.clone(),
+        ));
         let mut stop = shutdown.clone();
         loop {
             let accepted = tokio::select! {
@@ -81,33 +91,30 @@ impl Server {
                 continue;
             };
             debug!(%peer, "accepted connection");
-            let broker = self.broker.clone();
-            let config = self.config.clone();
+            let services = self.services.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
-                serve(stream, peer, broker, config, shutdown).await;
+                serve(stream, peer, services, shutdown).await;
                 drop(permit);
             });
         }
         expiry.abort();
         // Give connection tasks a moment to send their close and release their messages.
-        let all = self.config.max_connections as u32;
+        let all = self.services.config.max_connections as u32;
         let _ = tokio::time::timeout(Duration::from_secs(2), slots.acquire_many(all)).await;
         info!("listener stopped");
     }
 }
 
-async fn serve(
-    stream: TcpStream,
-    peer: SocketAddr,
-    broker: Arc<Broker>,
-    config: Arc<ServerConfig>,
-    shutdown: Shutdown,
-) {
-    if let Err(e) = stream.set_nodelay(config.tcp_nodelay) {
+async fn serve(stream: TcpStream, peer: SocketAddr, services: Services, shutdown: Shutdown) {
+    if let Err(e) = stream.set_nodelay(services.config.tcp_nodelay) {
         debug!(%peer, "set_nodelay failed: {e}");
     }
-    match connection::run(stream, peer, broker, config, shutdown).await {
+    let who = Peer {
+        addr: peer,
+        client_identity: None,
+    };
+    match connection::run(stream, who, services, shutdown).await {
         Ok(()) => debug!(%peer, "connection closed"),
         Err(e) => debug!(%peer, "connection ended: {e}"),
     }
