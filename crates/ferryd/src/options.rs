@@ -59,6 +59,28 @@ pub struct Options {
     #[arg(long, value_enum, default_value = "no")]
     pub allow_anonymous: YesNo,
 
+    /// TLS port (both protocols) when --ssl-cert-file is given; 0 picks a free one and prints
+    /// it on stdout (after the --port 0 line, if any).
+    #[arg(long, default_value_t = 5671)]
+    pub ssl_port: u16,
+
+    /// PEM certificate (and chain) for the TLS listener; enables TLS. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "ssl_key_file")]
+    pub ssl_cert_file: Option<PathBuf>,
+
+    /// PEM private key for --ssl-cert-file. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "ssl_cert_file")]
+    pub ssl_key_file: Option<PathBuf>,
+
+    /// PEM CA certificates that sign client certificates; clients may then log in with SASL
+    /// EXTERNAL as their certificate's subject CN. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "ssl_cert_file")]
+    pub ssl_ca_file: Option<PathBuf>,
+
+    /// Refuse TLS clients without a certificate signed by --ssl-ca-file.
+    #[arg(long, value_enum, num_args = 0..=1, default_value = "no", default_missing_value = "yes")]
+    pub ssl_require_client_authentication: YesNo,
+
     /// Accepted for qpidd compatibility; management is not implemented yet.
     #[arg(long, value_enum, default_value = "no")]
     pub mgmt_enable: YesNo,
@@ -249,6 +271,23 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(users_file(&o), Some(PathBuf::from("/srv/u")));
+    }
+
+    #[test]
+    fn tls_options_come_together() {
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--ssl-cert-file",
+            "c.pem",
+            "--ssl-key-file",
+            "k.pem",
+            "--ssl-require-client-authentication",
+        ]))
+        .unwrap();
+        assert_eq!(o.ssl_port, 5671);
+        assert!(o.ssl_require_client_authentication.on());
+        assert!(Options::try_parse_from(strings(&["ferryd", "--ssl-cert-file", "c.pem"])).is_err());
+        assert!(Options::try_parse_from(strings(&["ferryd", "--ssl-ca-file", "ca.pem"])).is_err());
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::tls::TlsSettings;
+
 /// `--auth`: whether clients must prove who they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMode {
@@ -21,6 +23,9 @@ pub struct ServerConfig {
     /// 0 asks the OS for a free port (tests, and qpidd's `--port 0`).
     pub port: u16,
     pub tcp_nodelay: bool,
+    /// A second listener speaking both protocols over TLS, on `ssl_port` (0: a free port).
+    pub tls: Option<TlsSettings>,
+    pub ssl_port: u16,
     pub auth: AuthMode,
     /// The users file; `None` (or a missing file) leaves only the built-in guest.
     pub users_file: Option<PathBuf>,
@@ -49,6 +54,8 @@ impl Default for ServerConfig {
             interface: IpAddr::from([127, 0, 0, 1]),
             port: 5672,
             tcp_nodelay: true,
+            tls: None,
+            ssl_port: 5671,
             // ferryd defaults to Required; embedded servers and tests start open.
             auth: AuthMode::None,
             users_file: None,

@@ -5,13 +5,37 @@ use std::sync::Arc;
 
 use ferry_amqp010::{ProtocolHeader, PROTOCOL_HEADER};
 use ferry_core::Broker;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::auth::AuthService;
 use crate::config::ServerConfig;
+use crate::io::Transport;
 use crate::listener::Shutdown;
+use crate::tls::TlsTransport;
+
+/// A freshly accepted stream: read the protocol header from it, then drive it as a
+/// [`Transport`].
+pub trait Accepted: AsyncRead + AsyncWrite + Unpin + Send {
+    type Transport: Transport;
+    fn into_transport(self) -> Self::Transport;
+}
+
+impl Accepted for TcpStream {
+    type Transport = TcpStream;
+    fn into_transport(self) -> TcpStream {
+        self
+    }
+}
+
+impl Accepted for tokio_rustls::server::TlsStream<TcpStream> {
+    type Transport = TlsTransport;
+    fn into_transport(self) -> TlsTransport {
+        let (tcp, tls) = self.into_inner();
+        TlsTransport::new(tcp, tls)
+    }
+}
 
 /// What a connection task needs besides its socket.
 #[derive(Clone)]
@@ -29,8 +53,8 @@ pub struct Peer {
     pub client_identity: Option<String>,
 }
 
-pub async fn run(
-    mut stream: TcpStream,
+pub async fn run<S: Accepted>(
+    mut stream: S,
     peer: Peer,
     services: Services,
     shutdown: Shutdown,
@@ -48,13 +72,18 @@ pub async fn run(
     }
     // 0-9-1 answers its header with connection.start, not with a header of its own.
     if header == ferry_amqp091::PROTOCOL_HEADER {
+        let stream = stream.into_transport();
         return crate::amqp091::run(stream, peer, services, shutdown).await;
     }
     // Whatever the peer asked for, it gets the header we speak; only a match continues
     // (AMQP's rule for version negotiation).
     stream.write_all(&PROTOCOL_HEADER).await?;
+    stream.flush().await?;
     match ProtocolHeader::parse(&header) {
-        Some(h) if h.is_amqp010() => crate::amqp010::run(stream, peer, services, shutdown).await,
+        Some(h) if h.is_amqp010() => {
+            let stream = stream.into_transport();
+            crate::amqp010::run(stream, peer, services, shutdown).await
+        }
         other => {
             debug!(peer = %peer.addr, ?other, "unsupported protocol header");
             stream.shutdown().await

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use ferry_core::{Outbox, OutboxItem};
-use tokio::io::Interest;
+use tokio::io::{Interest, Ready};
 use tokio::net::TcpStream;
 
 use crate::auth::{AuthOutcome, AuthTask};
@@ -25,6 +25,42 @@ pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 pub enum CloseReason {
     HandshakeTimeout,
     Shutdown,
+}
+
+/// A connected byte stream the loop can drive without blocking: a TCP socket as it is, or a
+/// TLS connection over one (`crate::tls`).
+pub trait Transport: Send {
+    fn ready(
+        &self,
+        interest: Interest,
+    ) -> impl std::future::Future<Output = std::io::Result<Ready>> + Send + '_;
+    /// Appends what can be read now; `Ok(0)` is the end of the stream.
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
+    /// Takes what it can of `buf` without waiting; an empty `buf` only flushes.
+    fn try_write(&mut self, buf: &[u8]) -> std::io::Result<usize>;
+    /// Bytes the transport holds that still have to reach the socket (TLS records).
+    fn wants_write(&self) -> bool;
+}
+
+impl Transport for TcpStream {
+    fn ready(
+        &self,
+        interest: Interest,
+    ) -> impl std::future::Future<Output = std::io::Result<Ready>> + Send + '_ {
+        TcpStream::ready(self, interest)
+    }
+
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        TcpStream::try_read_buf(self, buf)
+    }
+
+    fn try_write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        TcpStream::try_write(self, buf)
+    }
+
+    fn wants_write(&self) -> bool {
+        false
+    }
 }
 
 /// What a protocol layer provides to the loop.
@@ -55,8 +91,8 @@ pub trait ProtocolConnection {
 }
 
 /// Runs `conn` on `stream` until the peer or the broker ends it.
-pub async fn drive<C: ProtocolConnection>(
-    stream: TcpStream,
+pub async fn drive<T: Transport, C: ProtocolConnection>(
+    mut stream: T,
     conn: &mut C,
     mut shutdown: Shutdown,
 ) -> std::io::Result<()> {
@@ -79,7 +115,7 @@ pub async fn drive<C: ProtocolConnection>(
                 conn.on_outbox_item(item);
             }
         }
-        if !conn.out().is_empty() {
+        if !conn.out().is_empty() || stream.wants_write() {
             match stream.try_write(conn.out()) {
                 Ok(n) => {
                     conn.out().advance(n);
@@ -89,7 +125,8 @@ pub async fn drive<C: ProtocolConnection>(
                 Err(e) => break Err(e),
             }
         }
-        if conn.is_finished() && conn.out().is_empty() {
+        let all_written = conn.out().is_empty() && !stream.wants_write();
+        if conn.is_finished() && all_written {
             break Ok(());
         }
         if conn.is_open() && heartbeat_tick.is_none() && conn.heartbeat() > 0 {
@@ -102,7 +139,7 @@ pub async fn drive<C: ProtocolConnection>(
         // reads costs at most this buffer plus its credit.
         let below_high_water = conn.out().len() < high_water;
         let want_read = below_high_water && !conn.is_finished() && auth_task.is_none();
-        let interest = match (want_read, conn.out().is_empty()) {
+        let interest = match (want_read, all_written) {
             (true, true) => Some(Interest::READABLE),
             (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
             (false, false) => Some(Interest::WRITABLE),
@@ -118,7 +155,7 @@ pub async fn drive<C: ProtocolConnection>(
             }} => {
                 let ready = match ready { Ok(r) => r, Err(e) => break Err(e) };
                 if ready.is_readable() && want_read {
-                    match read_available(&stream, &mut inbuf) {
+                    match read_available(&mut stream, &mut inbuf) {
                         Ok(ReadOutcome::Eof) => break Ok(()),
                         Ok(ReadOutcome::Data) => {
                             last_read = Instant::now();
@@ -180,7 +217,10 @@ enum ReadOutcome {
 
 /// Drains the socket into `inbuf`, up to a bound so one busy peer cannot starve the others
 /// or grow our buffer.
-fn read_available(stream: &TcpStream, inbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+fn read_available<T: Transport>(
+    stream: &mut T,
+    inbuf: &mut BytesMut,
+) -> std::io::Result<ReadOutcome> {
     let mut got = false;
     loop {
         if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {

@@ -12,10 +12,12 @@ use tracing::{debug, info, warn};
 use crate::auth::AuthService;
 use crate::config::ServerConfig;
 use crate::connection::{self, Peer, Services};
+use crate::tls::{self, Tls};
 
 /// A bound listener; `run` serves it until shutdown is signalled.
 pub struct Server {
     listener: TcpListener,
+    tls: Option<(TcpListener, Arc<Tls>)>,
     services: Services,
 }
 
@@ -46,11 +48,20 @@ impl Server {
     /// Binds the listener and loads the users. A bad users file is an error of kind
     /// `InvalidInput`, a socket that cannot be bound one of the socket's kind.
     pub async fn bind(config: ServerConfig, broker: Arc<Broker>) -> std::io::Result<Server> {
+        let invalid = |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
         let listener = TcpListener::bind((config.interface, config.port)).await?;
-        let auth = AuthService::new(&config)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let tls = match &config.tls {
+            Some(settings) => {
+                let tls = Tls::load(settings.clone()).map_err(|e| invalid(format!("TLS: {e}")))?;
+                let listener = TcpListener::bind((config.interface, config.ssl_port)).await?;
+                Some((listener, Arc::new(tls)))
+            }
+            None => None,
+        };
+        let auth = AuthService::new(&config).map_err(invalid)?;
         Ok(Server {
             listener,
+            tls,
             services: Services {
                 broker,
                 config: Arc::new(config),
@@ -61,6 +72,16 @@ impl Server {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The TLS listener's address, if TLS is configured.
+    pub fn tls_local_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.tls.as_ref().map(|(l, _)| l.local_addr())
+    }
+
+    /// The TLS configuration, to reload it (SIGHUP) while the server runs.
+    pub fn tls(&self) -> Option<Arc<Tls>> {
+        self.tls.as_ref().map(|(_, t)| t.clone())
     }
 
     /// Serves until `shutdown` is set, then waits (briefly) for connections to close.
@@ -74,9 +95,13 @@ impl Server {
         loop {
             let accepted = tokio::select! {
                 _ = stop.wait() => break,
-                accepted = self.listener.accept() => accepted,
+                accepted = self.listener.accept() => accepted.map(|a| (a, None)),
+                accepted = async { match &self.tls {
+                    Some((listener, tls)) => listener.accept().await.map(|a| (a, Some(tls))),
+                    None => std::future::pending().await,
+                }} => accepted,
             };
-            let (stream, peer) = match accepted {
+            let ((stream, peer), tls) = match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
                     // Running out of file descriptors must not kill the listener; back off.
@@ -93,8 +118,12 @@ impl Server {
             debug!(%peer, "accepted connection");
             let services = self.services.clone();
             let shutdown = shutdown.clone();
+            let acceptor = tls.map(|t| t.acceptor());
             tokio::spawn(async move {
-                serve(stream, peer, services, shutdown).await;
+                match acceptor {
+                    Some(acceptor) => serve_tls(stream, peer, acceptor, services, shutdown).await,
+                    None => serve(stream, peer, services, shutdown).await,
+                }
                 drop(permit);
             });
         }
@@ -117,6 +146,38 @@ async fn serve(stream: TcpStream, peer: SocketAddr, services: Services, shutdown
     match connection::run(stream, who, services, shutdown).await {
         Ok(()) => debug!(%peer, "connection closed"),
         Err(e) => debug!(%peer, "connection ended: {e}"),
+    }
+}
+
+async fn serve_tls(
+    stream: TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    services: Services,
+    shutdown: Shutdown,
+) {
+    if let Err(e) = stream.set_nodelay(services.config.tcp_nodelay) {
+        debug!(%peer, "set_nodelay failed: {e}");
+    }
+    let limit = services.config.handshake_timeout;
+    let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            info!(%peer, "TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, "no TLS handshake in time");
+            return;
+        }
+    };
+    let who = Peer {
+        addr: peer,
+        client_identity: tls::client_identity(stream.get_ref().1),
+    };
+    match connection::run(stream, who, services, shutdown).await {
+        Ok(()) => debug!(%peer, "TLS connection closed"),
+        Err(e) => debug!(%peer, "TLS connection ended: {e}"),
     }
 }
 

@@ -24,13 +24,12 @@ use ferry_amqp010::{
     SessionTimeout, FRAME_HEADER_SIZE, MIN_MAX_FRAME_SIZE,
 };
 use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem};
-use tokio::net::TcpStream;
 use tracing::{debug, warn};
 
 use crate::auth::{AuthOutcome, AuthService, AuthTask, Pending};
 use crate::config::ServerConfig;
 use crate::connection::{Peer, Services};
-use crate::io::{self, CloseReason, ProtocolConnection, READ_CHUNK};
+use crate::io::{self, CloseReason, ProtocolConnection, Transport, READ_CHUNK};
 use crate::listener::Shutdown;
 use convert::Exception;
 use session::{Env, Session, SessionState};
@@ -96,8 +95,8 @@ struct Connection {
 }
 
 /// Serves one connection whose 0-10 protocol header has been read and answered.
-pub async fn run(
-    stream: TcpStream,
+pub async fn run<T: Transport>(
+    stream: T,
     peer: Peer,
     services: Services,
     shutdown: Shutdown,

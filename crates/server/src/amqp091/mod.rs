@@ -28,13 +28,12 @@ use ferry_amqp091::{
     Method, ShortStr, FRAME_MIN_SIZE,
 };
 use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, OwnerId};
-use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::auth::{AuthOutcome, AuthService, AuthTask, Pending};
 use crate::config::ServerConfig;
 use crate::connection::{Peer, Services};
-use crate::io::{self, CloseReason, ProtocolConnection, READ_CHUNK};
+use crate::io::{self, CloseReason, ProtocolConnection, Transport, READ_CHUNK};
 use crate::listener::Shutdown;
 use channel::{Channel, Ctx, State};
 use error::Fault;
@@ -82,8 +81,8 @@ struct Connection {
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
-pub async fn run(
-    stream: TcpStream,
+pub async fn run<T: Transport>(
+    stream: T,
     peer: Peer,
     services: Services,
     shutdown: Shutdown,
