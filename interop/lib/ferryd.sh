@@ -52,6 +52,7 @@ ferryd_start() {
         echo "run.sh: no ferryd binary at $ferryd (build it first: cargo build -p ferryd)" >&2
         exit 2
     fi
+    : >"$workdir/ferryd.out"
     # Memory-only: suites run side by side and must not share (or lock) one data directory.
     "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &

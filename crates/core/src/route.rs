@@ -4,14 +4,10 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use crate::error::BrokerError;
-use crate::exchange::Exchange;
+use crate::exchange::{dedup_tail, Exchange};
 use crate::journal::{Journal, SyncPoint};
 use crate::message::Message;
 use crate::queue::Queue;
-
-/// Alternate exchanges cannot form cycles (an alternate must exist before the exchange naming
-/// it, and is fixed for life), but a long chain is still cut off.
-const MAX_ALTERNATE_DEPTH: usize = 8;
 
 thread_local! {
     /// Reused target list so publishing does not allocate per message. Taken out of the cell
@@ -32,24 +28,28 @@ pub(crate) struct Routed {
 /// Routes and enqueues. Unroutable messages go to the exchange's alternate (and its
 /// alternate, ...). If a queue refuses the message for its limit, the other queues still get
 /// it and the first refusal is returned as the error.
-///
-/// A persistent message bound for durable queues is journaled once, before any queue holds
-/// it, so a settlement (and its dequeue record) can never precede the enqueue record. If the
-/// journal refuses it (store full or failed), no queue gets it.
 pub(crate) fn deliver(
     exchange: &Exchange,
     msg: &Arc<Message>,
     journal: Option<&Arc<dyn Journal>>,
 ) -> Result<Routed, BrokerError> {
+    deliver_except(exchange, msg, journal, |_| false)
+}
+
+/// [`deliver`], skipping the queues `skip` picks (dead-letter cycles).
+///
+/// A persistent message bound for durable queues is journaled once, before any queue holds
+/// it, so a settlement (and its dequeue record) can never precede the enqueue record. If the
+/// journal refuses it (store full or failed), no queue gets it.
+pub(crate) fn deliver_except(
+    exchange: &Exchange,
+    msg: &Arc<Message>,
+    journal: Option<&Arc<dyn Journal>>,
+    skip: impl Fn(&Queue) -> bool,
+) -> Result<Routed, BrokerError> {
     let mut targets = SCRATCH.with(Cell::take);
-    let mut ex = exchange;
-    for _ in 0..=MAX_ALTERNATE_DEPTH {
-        ex.route(msg, &mut targets);
-        match (targets.is_empty(), ex.alternate()) {
-            (true, Some(alt)) => ex = alt,
-            _ => break,
-        }
-    }
+    collect(exchange, msg, &mut targets);
+    targets.retain(|q| !skip(q));
     let journaled = match journal {
         Some(j) if msg.persistent && !targets.is_empty() => match record(j, msg, &targets) {
             Ok(r) => r,
@@ -68,10 +68,8 @@ pub(crate) fn deliver(
         let result = q.enqueue(msg.clone());
         if !matches!(result, Ok(true)) {
             // Journaled for this queue but not taken by it: take the reference back.
-            if let (Some((m, _)), Some(store)) = (&journaled, q.store()) {
-                if let Some(id) = m.stored.get() {
-                    store.journal.dequeue(store.id, &[id]);
-                }
+            if journaled.is_some() {
+                forget(&q, msg);
             }
         }
         match result {
@@ -94,8 +92,9 @@ pub(crate) fn deliver(
 
 /// Journals `msg` for the durable queues among `targets`; `None` if there are none. A message
 /// the store already holds (one being dead-lettered) is recorded again as a new message: its
-/// old record belongs to the queue it leaves.
-fn record(
+/// old record belongs to the queue it leaves. Returns the message as journaled (a copy in
+/// that case) and the point it is durable at.
+pub(crate) fn record(
     journal: &Arc<dyn Journal>,
     msg: &Arc<Message>,
     targets: &[Arc<Queue>],
@@ -118,4 +117,42 @@ fn record(
     };
     DURABLE.with(|c| c.set(ids));
     result
+}
+
+/// A journaled message a durable queue did not take after all: drop its reference.
+pub(crate) fn forget(q: &Queue, msg: &Message) {
+    if let (Some(store), Some(id)) = (q.store(), msg.stored.get()) {
+        store.journal.dequeue(store.id, &[id]);
+    }
+}
+
+/// Appends the queues `msg` reaches from `exchange`, each once: the exchange's own matches,
+/// then (exchange-to-exchange bindings) those of every exchange it is forwarded to; an
+/// exchange that matches nothing passes the message to its alternate, if it has one.
+/// Each exchange is visited at most once per message, so binding cycles end.
+pub(crate) fn collect(exchange: &Exchange, msg: &Message, targets: &mut Vec<Arc<Queue>>) {
+    let start = targets.len();
+    let mut onward: Vec<Arc<Exchange>> = Vec::new();
+    let matched = exchange.route_all(msg, targets, &mut onward);
+    if matched && onward.is_empty() {
+        // The common case: one exchange, no forwarding, no allocation.
+        return;
+    }
+    if !matched {
+        match exchange.alternate() {
+            Some(alt) => onward.push(alt.clone()),
+            None => return,
+        }
+    }
+    let mut visited = vec![exchange.id()];
+    while let Some(ex) = onward.pop() {
+        if visited.contains(&ex.id()) || ex.is_deleted() {
+            continue;
+        }
+        visited.push(ex.id());
+        if !ex.route_all(msg, targets, &mut onward) {
+            onward.extend(ex.alternate().cloned());
+        }
+    }
+    dedup_tail(targets, start);
 }

@@ -2,7 +2,7 @@
 //! their credit. Dispatch runs here, under that lock, so a publish or a credit grant never needs
 //! a second lock to hand messages to a consumer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use crate::journal::QueueStore;
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
+use crate::queue::entries::{Entries, PriorityLevels};
 use crate::queue::Queue;
 use crate::OwnerId;
 
@@ -66,7 +67,7 @@ impl Clock {
 
 #[derive(Debug)]
 pub(crate) struct QueueState {
-    pub(crate) entries: VecDeque<Entry>,
+    pub(crate) entries: Entries,
     /// Starts at 1 so a browse cursor of 0 means "seen nothing".
     next_position: u64,
     queued_bytes: u64,
@@ -80,16 +81,17 @@ pub(crate) struct QueueState {
     pub(crate) owner: Option<OwnerId>,
     pub(crate) had_consumers: bool,
     pub(crate) deleted: bool,
+    /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
+    /// in milliseconds since the epoch: what `x-expires` counts from.
+    pub(crate) last_used: u64,
     /// Expired messages kept for the dead-letter exchange (RabbitMQ semantics, asked for
     /// with `x-dead-letter-exchange`); routed outside the lock by `Queue::purge_expired`.
     /// Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
     pub(crate) expired: Vec<Arc<Message>>,
-    /// Set for a durable queue with a journal.
+    /// Set for a durable queue with a journal. Dequeues are appended under the queue lock,
+    /// so the journal sees them in the queue's own order.
     pub(crate) store: Option<QueueStore>,
-    /// Store ids of messages that left the queue for good under the current lock; appended
-    /// to the journal in one call when the lock is released.
-    dequeued: Vec<u64>,
 }
 
 impl QueueState {
@@ -97,9 +99,10 @@ impl QueueState {
         owner: Option<OwnerId>,
         single_active: bool,
         keep_expired: bool,
+        priorities: Option<PriorityLevels>,
     ) -> QueueState {
         QueueState {
-            entries: VecDeque::new(),
+            entries: Entries::new(priorities),
             next_position: 1,
             queued_bytes: 0,
             unsettled: HashMap::default(),
@@ -111,31 +114,24 @@ impl QueueState {
             owner,
             had_consumers: false,
             deleted: false,
+            last_used: now_ms(),
             keep_expired,
             expired: Vec::new(),
             store: None,
-            dequeued: Vec::new(),
         }
     }
 
-    /// The message left the queue for good: note its dequeue if the store holds it here.
-    pub(crate) fn forget(&mut self, m: &Message) {
-        if self.store.is_some() {
-            if let Some(id) = m.stored.get() {
-                self.dequeued.push(id);
-            }
+    /// The message left the queue for good: journal its dequeue if the store holds it here.
+    pub(crate) fn forget(&self, m: &Message) {
+        if let (Some(store), Some(id)) = (&self.store, m.stored.get()) {
+            store.journal.dequeue(store.id, &[id]);
         }
     }
 
-    /// Appends the noted dequeues to the journal.
-    pub(crate) fn flush_dequeues(&mut self) {
-        if self.dequeued.is_empty() {
-            return;
+    fn forget_ids(&self, ids: &[u64]) {
+        if let (Some(store), false) = (&self.store, ids.is_empty()) {
+            store.journal.dequeue(store.id, ids);
         }
-        if let Some(store) = &self.store {
-            store.journal.dequeue(store.id, &self.dequeued);
-        }
-        self.dequeued.clear();
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
@@ -163,22 +159,23 @@ impl QueueState {
     }
 
     pub(crate) fn push(&mut self, message: Arc<Message>) {
+        self.push_entry(message, false);
+    }
+
+    /// A message recovered from the store: it may have been delivered before the restart.
+    pub(crate) fn push_recovered(&mut self, message: Arc<Message>) {
+        self.push_entry(message, true);
+    }
+
+    fn push_entry(&mut self, message: Arc<Message>, redelivered: bool) {
         let position = self.next_position;
         self.next_position += 1;
         self.account_in(&message);
         self.entries.push_back(Entry {
             position,
             message,
-            redelivered: false,
+            redelivered,
         });
-    }
-
-    /// A message recovered from the store: it may have been delivered before the restart.
-    pub(crate) fn push_recovered(&mut self, message: Arc<Message>) {
-        self.push(message);
-        if let Some(e) = self.entries.back_mut() {
-            e.redelivered = true;
-        }
     }
 
     fn account_in(&mut self, m: &Message) {
@@ -195,19 +192,16 @@ impl QueueState {
         }
     }
 
-    fn remove_at(&mut self, idx: usize) -> Option<Entry> {
-        let e = self.entries.remove(idx)?;
+    fn take_next(&mut self) -> Option<Entry> {
+        let e = self.entries.pop_front()?;
         self.account_out(&e.message);
         Some(e)
     }
 
     /// Puts a message back in position order, ahead of anything newer.
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
-        let idx = self
-            .entries
-            .partition_point(|e| e.position < entry.position);
         self.account_in(&entry.message);
-        self.entries.insert(idx, entry);
+        self.entries.insert_sorted(entry);
     }
 
     fn mark_unsettled(&mut self, e: &Entry) {
@@ -237,19 +231,17 @@ impl QueueState {
     pub(crate) fn settle_done(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.settle(position)?;
         if u.stored != 0 {
-            self.dequeued.push(u.stored);
+            self.forget_ids(&[u.stored]);
         }
         Some(u)
     }
 
     /// Browse-then-acquire: succeeds only while the message is still queued.
     pub(crate) fn acquire_at(&mut self, position: u64, clock: &mut Clock) -> bool {
-        let Ok(idx) = self.entries.binary_search_by_key(&position, |e| e.position) else {
+        let Some(e) = self.entries.remove_position(position) else {
             return false;
         };
-        let Some(e) = self.remove_at(idx) else {
-            return false;
-        };
+        self.account_out(&e.message);
         if clock.expired(&e.message) {
             self.expire(e.message);
             return false;
@@ -258,16 +250,17 @@ impl QueueState {
         true
     }
 
-    /// Removes the front entry without acquiring it (drop-head overflow).
+    /// Removes the next entry without acquiring it (drop-head overflow; in a priority queue
+    /// the head is the highest-priority message, as RabbitMQ drops it).
     pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
-        self.remove_at(0).map(|e| e.message)
+        self.take_next().map(|e| e.message)
     }
 
     /// Acquires the front entry, dropping expired ones before it.
     pub(crate) fn take_front(&mut self) -> Option<Entry> {
         let mut clock = Clock::default();
         loop {
-            let entry = self.remove_at(0)?;
+            let entry = self.take_next()?;
             if !clock.expired(&entry.message) {
                 self.mark_unsettled(&entry);
                 return Some(entry);
@@ -279,8 +272,12 @@ impl QueueState {
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
         if self.store.is_some() {
-            let ids = self.entries.iter().filter_map(|e| e.message.stored.get());
-            self.dequeued.extend(ids);
+            let ids: Vec<u64> = self
+                .entries
+                .iter()
+                .filter_map(|e| e.message.stored.get())
+                .collect();
+            self.forget_ids(&ids);
         }
         self.entries.clear();
         self.queued_bytes = 0;
@@ -295,7 +292,7 @@ impl QueueState {
         let before = self.entries.len();
         let keep = self.keep_expired;
         let expired = &mut self.expired;
-        let dequeued = &mut self.dequeued;
+        let mut dequeued = Vec::new();
         let stored = self.store.is_some();
         self.entries.retain(|e| {
             let live = !e.message.is_expired_at(now);
@@ -309,6 +306,7 @@ impl QueueState {
             }
             live
         });
+        self.forget_ids(&dequeued);
         self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
         self.expiring = self
             .entries
@@ -324,7 +322,12 @@ impl QueueState {
         self.deleted = true;
         self.queued_bytes = 0;
         self.expiring = 0;
-        let messages = self.entries.drain(..).map(|e| e.message).collect();
+        let messages = self
+            .entries
+            .drain()
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
         (messages, std::mem::take(&mut self.consumers))
     }
 
@@ -358,8 +361,7 @@ impl QueueState {
         let Some(c) = self.consumers.get_mut(ci) else {
             return;
         };
-        let start = entries.partition_point(|e| e.position <= c.cursor);
-        for e in entries.range(start..) {
+        for e in entries.after(c.cursor) {
             if clock.expired(&e.message) {
                 c.cursor = e.position;
                 continue;
@@ -384,7 +386,7 @@ impl QueueState {
     fn dispatch_acquirers(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
         while let Some(front) = self.entries.front() {
             if clock.expired(&front.message) {
-                if let Some(e) = self.remove_at(0) {
+                if let Some(e) = self.take_next() {
                     self.expire(e.message);
                 }
                 continue;
@@ -393,7 +395,7 @@ impl QueueState {
             let Some(ci) = self.next_acquirer(size) else {
                 break;
             };
-            let Some(entry) = self.remove_at(0) else {
+            let Some(entry) = self.take_next() else {
                 break;
             };
             self.mark_unsettled(&entry);

@@ -13,6 +13,8 @@ use std::time::Duration;
 pub struct Ferryd {
     child: Child,
     pub addr: SocketAddr,
+    /// The TLS listener, for brokers started with `start_tls`.
+    pub tls_addr: Option<SocketAddr>,
     stderr: Option<std::thread::JoinHandle<String>>,
 }
 
@@ -24,6 +26,15 @@ impl Ferryd {
     /// Tests run in parallel: each broker is memory-only unless the test gives it a
     /// `--data-dir` of its own.
     pub fn start_with(extra: &[&str]) -> Ferryd {
+        Ferryd::spawn(extra, false)
+    }
+
+    /// With `--ssl-port 0` among `extra`: ferryd prints the TLS port on its second line.
+    pub fn start_tls(extra: &[&str]) -> Ferryd {
+        Ferryd::spawn(extra, true)
+    }
+
+    fn spawn(extra: &[&str], tls: bool) -> Ferryd {
         let memory_only: &[&str] = if extra.iter().any(|a| a.starts_with("--data-dir")) {
             &[]
         } else {
@@ -35,7 +46,7 @@ impl Ferryd {
             .args(extra)
             .env(
                 "RUST_LOG",
-                "ferry_server=debug,ferry_core=debug,ferry_store=info,ferryd=info",
+                "ferryd=info,ferry_server=debug,ferry_core=debug,ferry_store=info",
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -49,24 +60,40 @@ impl Ferryd {
             text
         });
         let (tx, rx) = mpsc::channel();
+        let lines = if tls { 2 } else { 1 };
         std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
+            let mut stdout = BufReader::new(stdout);
+            for _ in 0..lines {
+                let mut line = String::new();
+                let _ = stdout.read_line(&mut line);
+                let _ = tx.send(line);
+            }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("ferryd printed no port");
-        let port: u16 = line.trim().parse().expect("ferryd port line");
+        let port = || -> u16 {
+            let line = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("ferryd printed no port");
+            line.trim().parse().expect("ferryd port line")
+        };
+        let plain = port();
+        let tls_addr = tls.then(|| SocketAddr::from(([127, 0, 0, 1], port())));
         Ferryd {
             child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            addr: SocketAddr::from(([127, 0, 0, 1], plain)),
+            tls_addr,
             stderr: Some(stderr),
         }
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    pub fn signal(&self, name: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status();
     }
 
     pub fn is_running(&mut self) -> bool {

@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::outgoing::{DeliveryRecord, Outgoing};
+use super::tx::SessionTx;
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -61,6 +62,8 @@ pub struct Session {
     by_destination: HashMap<Str, ConsumerId>,
     /// The exchange of the last transfer: publishers nearly always reuse one destination.
     last_exchange: Option<(Str, Arc<Exchange>)>,
+    /// Set by tx.select: what the open transaction has staged.
+    pub tx: Option<Box<SessionTx>>,
     /// Set by a command whose effect must reach stable storage before it completes.
     needs_sync: Option<SyncPoint>,
     /// Commands executed but not complete until the journal is durable up to their point,
@@ -97,6 +100,7 @@ impl Session {
             last_exchange: None,
             needs_sync: None,
             waiting: VecDeque::new(),
+            tx: None,
         }
     }
 
@@ -252,6 +256,8 @@ impl Session {
         self.last_exchange = None;
         self.waiting.clear();
         self.needs_sync = None;
+        // An open transaction dies with the session: nothing it staged happens.
+        self.tx = None;
     }
 
     pub fn exchange_for(&mut self, broker: &Broker, name: &Str) -> Option<Arc<Exchange>> {

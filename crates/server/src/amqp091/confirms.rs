@@ -29,6 +29,10 @@ impl Confirms {
         self.enabled = true;
     }
 
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Records one publish's outcome (`sync`: the journal point it waits for); returns its
     /// sequence number when confirming.
     pub fn record(&mut self, ok: bool, sync: Option<SyncPoint>) -> Option<u64> {
