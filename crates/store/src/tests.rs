@@ -489,3 +489,16 @@ fn a_message_for_several_durable_queues_is_stored_once() {
     assert_eq!(b.queue("b").unwrap().message_count(), 1);
     assert_eq!(b.queue("c").unwrap().message_count(), 1);
 }
+
+#[test]
+fn the_fuzz_entry_point_survives_damaged_input() {
+    let dir = TempDir::new("fuzz");
+    journal_with(&dir, 3);
+    let data = std::fs::read(&segment_files(&dir)[0]).unwrap();
+    crate::fuzz_decode(&data);
+    crate::fuzz_decode(&data[segment::SEGMENT_HEADER..]);
+    for cut in (0..data.len().min(600)).step_by(7) {
+        crate::fuzz_decode(&data[cut..]);
+    }
+    crate::fuzz_decode(&[0xff; 40]);
+}
