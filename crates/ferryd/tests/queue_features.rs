@@ -402,3 +402,36 @@ async fn amqp010_dead_letters_carry_death_headers() {
     assert_eq!(text("x-last-death-exchange"), "");
     assert!(matches!(headers.get("x-death"), Some(Value::List(l)) if l.0.len() == 1));
 }
+
+#[tokio::test]
+async fn amqp010_last_value_queue_keeps_the_latest_per_key() {
+    let broker = Ferryd::start();
+    let (_c, s) = session(&broker).await;
+    s.queue_declare(
+        "prices",
+        QueueDeclareOptions {
+            arguments: Some(args(&[(
+                "qpid.last_value_queue_key",
+                Value::Str16("ticker".into()),
+            )])),
+            ..QueueDeclareOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    for (ticker, price) in [("IBM", "100"), ("HP", "20"), ("IBM", "101"), ("IBM", "102")] {
+        let m = OutgoingMessage::builder()
+            .routing_key("prices")
+            .header("ticker", Value::Str16(ticker.into()))
+            .body(format!("{ticker}={price}"))
+            .build()
+            .unwrap();
+        s.transfer("", &m).await.unwrap();
+    }
+    s.sync().await.unwrap();
+    let mut sub = s
+        .subscribe("prices", "d", SubscribeOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(drain(&mut sub).await, ["HP=20", "IBM=102"]);
+}

@@ -76,4 +76,42 @@ class QueueFeaturesTest extends InteropSupport {
         // The client lists only JMS-typed properties: the flat strings, not the x-death list.
         assertEquals(true, names.contains("x-first-death-reason"), "property names: " + names);
     }
+
+    @Test
+    void lastValueQueueKeepsTheLatestPerKey() throws Exception {
+        Connection c = connect();
+        Session session = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        String name = unique("lvq");
+        Queue queue = queueWithArgs(session, name, "'qpid.last_value_queue_key': 'ticker'");
+        MessageProducer producer = session.createProducer(queue);
+        String[][] prices = {{"IBM", "100"}, {"HP", "20"}, {"IBM", "101"}, {"IBM", "102"}};
+        for (String[] p : prices) {
+            TextMessage m = session.createTextMessage(p[0] + "=" + p[1]);
+            m.setStringProperty("ticker", p[0]);
+            producer.send(m);
+        }
+        producer.send(session.createTextMessage("marker"));
+        MessageConsumer consumer = session.createConsumer(queue);
+        assertEquals(List.of("HP=20", "IBM=102"),
+                receiveUntilMarker(consumer, "marker", "latest value per ticker"));
+    }
+
+    @Test
+    void ringQueueDropsTheOldest() throws Exception {
+        Connection c = connect();
+        Session session = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        String name = unique("ring");
+        Queue queue = queueWithArgs(session, name,
+                "'qpid.max_count': 3, 'qpid.policy_type': 'ring'");
+        MessageProducer producer = session.createProducer(queue);
+        for (int i = 1; i <= 5; i++) {
+            producer.send(session.createTextMessage("m" + i));
+        }
+        MessageConsumer consumer = session.createConsumer(queue);
+        List<String> got = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            got.add(receiveText(consumer, "ring message " + i));
+        }
+        assertEquals(List.of("m3", "m4", "m5"), got);
+    }
 }
