@@ -26,7 +26,9 @@ pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Message, ProtocolHeader};
 pub use outbox::{Delivery, Outbox, OutboxItem};
-pub use queue::{release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions};
+pub use queue::{
+    release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge,
+};
 pub use value::{Arguments, HeaderValue, Headers};
 
 /// Identifies a consumer (subscription) across the broker; allocate with

@@ -1,5 +1,6 @@
 //! ferryd: the Ferry broker daemon.
 
+mod acl;
 mod options;
 
 use std::io::Write;
@@ -62,8 +63,24 @@ async fn serve(options: Options) -> ExitCode {
         },
         max_connections: options.max_connections.max(1),
         max_message_size: options.max_message_size,
+        connection_limit_per_user: options.connection_limit_per_user,
+        connection_limit_per_ip: options.connection_limit_per_ip,
+        max_queues_per_user: options.max_queues_per_user,
         ..ServerConfig::default()
     };
+    let mut config = config;
+    if let Some(path) = &options.acl_file {
+        match acl::load(path) {
+            Ok(rules) => {
+                acl::reload_on_hangup(rules.clone());
+                config.acl = Some(rules);
+            }
+            Err(e) => {
+                eprintln!("ferryd: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let broker = Broker::new(BrokerConfig::default());
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,

@@ -74,6 +74,25 @@ pub struct Options {
     #[arg(long)]
     pub log_to_file: Option<PathBuf>,
 
+    /// Access control list in qpidd's format; re-read on SIGHUP (a bad file keeps the rules
+    /// in force).
+    #[arg(long)]
+    pub acl_file: Option<PathBuf>,
+
+    /// Most connections one authenticated user may hold (0: no limit). ACL `quota
+    /// connections` rules override it per user.
+    #[arg(long, alias = "max-connections-per-user", default_value_t = 0)]
+    pub connection_limit_per_user: u32,
+
+    /// Most connections from one client address (0: no limit).
+    #[arg(long, alias = "max-connections-per-ip", default_value_t = 0)]
+    pub connection_limit_per_ip: u32,
+
+    /// Most queues one user may have created and not deleted (0: no limit). ACL `quota
+    /// queues` rules override it per user.
+    #[arg(long, default_value_t = 0)]
+    pub max_queues_per_user: u32,
+
     /// Read options from a qpidd.conf-style file of `name=value` lines; the command line wins.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -208,6 +227,29 @@ mod tests {
         assert_eq!(o.worker_threads, Some(2));
         assert!(o.tcp_nodelay.on());
         assert!(!o.auth.on());
+    }
+
+    #[test]
+    fn limits_take_qpidd_names_and_aliases() {
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--acl-file",
+            "/etc/ferry/ferry.acl",
+            "--max-connections-per-user",
+            "3",
+            "--connection-limit-per-ip",
+            "4",
+            "--max-queues-per-user",
+            "5",
+        ]))
+        .unwrap();
+        assert_eq!(
+            o.acl_file.as_deref(),
+            Some(Path::new("/etc/ferry/ferry.acl"))
+        );
+        assert_eq!(o.connection_limit_per_user, 3);
+        assert_eq!(o.connection_limit_per_ip, 4);
+        assert_eq!(o.max_queues_per_user, 5);
     }
 
     #[test]

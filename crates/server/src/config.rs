@@ -2,7 +2,12 @@
 //! (command line, config file or a test).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use ferry_acl::SharedAcl;
+
+use crate::access::ClientCounters;
 
 /// How clients may authenticate until the users database lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +38,18 @@ pub struct ServerConfig {
     /// Outbound bytes buffered for one connection before we stop reading from it and stop
     /// taking deliveries for it: a peer that never reads cannot grow our memory.
     pub write_high_water: usize,
+    /// The ACL in force (`--acl-file`); `None` allows every request.
+    pub acl: Option<Arc<SharedAcl>>,
+    /// Connections one authenticated user may hold at once; 0 = unlimited. An ACL
+    /// `quota connections` overrides it.
+    pub connection_limit_per_user: u32,
+    /// Connections from one client address at once; 0 = unlimited.
+    pub connection_limit_per_ip: u32,
+    /// Queues one user may have created (and not yet deleted); 0 = unlimited. An ACL
+    /// `quota queues` overrides it.
+    pub max_queues_per_user: u32,
+    /// The live counts behind those limits, shared by the connections of one server.
+    pub counters: Arc<ClientCounters>,
 }
 
 impl Default for ServerConfig {
@@ -49,6 +66,11 @@ impl Default for ServerConfig {
             heartbeat_max: 120,
             handshake_timeout: Duration::from_secs(10),
             write_high_water: 1024 * 1024,
+            acl: None,
+            connection_limit_per_user: 0,
+            connection_limit_per_ip: 0,
+            max_queues_per_user: 0,
+            counters: Arc::default(),
         }
     }
 }

@@ -80,12 +80,22 @@ impl Server {
                 drop(stream);
                 continue;
             };
+            let Some(ip_slot) = self
+                .config
+                .counters
+                .take_ip(peer.ip(), self.config.connection_limit_per_ip)
+            else {
+                warn!(%peer, "refusing connection: --connection-limit-per-ip reached");
+                drop(stream);
+                continue;
+            };
             debug!(%peer, "accepted connection");
             let broker = self.broker.clone();
             let config = self.config.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
                 serve(stream, peer, broker, config, shutdown).await;
+                drop(ip_slot);
                 drop(permit);
             });
         }

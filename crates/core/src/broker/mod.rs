@@ -398,6 +398,7 @@ impl Broker {
             reg.queues.remove(q.name());
         }
         self.default_exchange.unbind(q.id(), q.name());
+        q.release_quota();
         for (ex, key) in q.take_bindings() {
             if let Some(ex) = ex.upgrade() {
                 ex.unbind(q.id(), &key);

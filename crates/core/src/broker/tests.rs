@@ -879,3 +879,42 @@ fn expired_messages_met_by_dispatch_are_dead_lettered_on_the_next_sweep() {
     b.purge_expired();
     assert_eq!(bodies(&dead), vec![bs("old")]);
 }
+
+#[test]
+fn a_quota_charge_lives_exactly_as_long_as_the_queue() {
+    let b = broker();
+    let charge: crate::QuotaCharge = Arc::new("slot");
+    let with = |c: &crate::QuotaCharge| QueueOptions {
+        quota: Some(c.clone()),
+        ..QueueOptions::default()
+    };
+    b.declare_queue("counted", with(&charge), false, ME)
+        .unwrap();
+    assert_eq!(
+        Arc::strong_count(&charge),
+        2,
+        "the new queue holds its charge"
+    );
+    // Redeclaring an existing queue does not keep the new charge.
+    b.declare_queue("counted", with(&charge), false, ME)
+        .unwrap();
+    assert_eq!(Arc::strong_count(&charge), 2);
+    let q = b.queue("counted").unwrap();
+    b.delete_queue("counted", false, false, ME).unwrap();
+    assert_eq!(
+        Arc::strong_count(&charge),
+        1,
+        "deleting frees it even while handles remain"
+    );
+    drop(q);
+    // Auto-deleted queues free theirs too.
+    let auto = QueueOptions {
+        exclusive_owner: Some(ME),
+        auto_delete: true,
+        ..with(&charge)
+    };
+    b.declare_queue("mine", auto, false, ME).unwrap();
+    assert_eq!(Arc::strong_count(&charge), 2);
+    b.release_owner(ME);
+    assert_eq!(Arc::strong_count(&charge), 1);
+}

@@ -36,7 +36,14 @@ pub struct QueueOptions {
     pub alternate_exchange: Option<String>,
     pub limits: QueueLimits,
     pub arguments: Arguments,
+    /// Held while the queue exists and dropped when it is deleted: a protocol layer counting
+    /// queues against a quota passes a guard whose drop gives the slot back. Ignored when the
+    /// declare finds an existing queue.
+    pub quota: Option<QuotaCharge>,
 }
+
+/// See [`QueueOptions::quota`].
+pub type QuotaCharge = Arc<dyn fmt::Debug + Send + Sync>;
 
 /// Answer data for queue.query / queue.declare-ok.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +71,7 @@ pub struct Queue {
     /// Explicit bindings (exchange, key), so deleting the queue can remove them without
     /// scanning every exchange. Weak: an exchange's bindings already own the queue.
     bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
+    quota: Mutex<Option<QuotaCharge>>,
 }
 
 impl fmt::Debug for Queue {
@@ -154,6 +162,7 @@ impl Queue {
                 )
             }),
             bindings: Mutex::new(Vec::new()),
+            quota: Mutex::new(opts.quota.clone()),
         })
     }
 
@@ -557,6 +566,11 @@ impl Queue {
         self.bindings
             .lock()
             .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
+    }
+
+    /// The queue is gone from the registry: its quota slot is free again.
+    pub(crate) fn release_quota(&self) {
+        self.quota.lock().take();
     }
 
     pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {

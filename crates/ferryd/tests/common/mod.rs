@@ -25,7 +25,10 @@ impl Ferryd {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferryd"))
             .args(["--port", "0", "--interface", "127.0.0.1", "--auth", "no"])
             .args(extra)
-            .env("RUST_LOG", "ferry_server=debug,ferry_core=debug")
+            .env(
+                "RUST_LOG",
+                "ferry_server=debug,ferry_core=debug,ferryd=info",
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -56,6 +59,16 @@ impl Ferryd {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends a signal by name (`HUP`, `TERM`, ...).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} failed");
     }
 
     pub fn is_running(&mut self) -> bool {

@@ -19,13 +19,28 @@ pub struct Raw091 {
     assemblers: Vec<ContentAssembler>,
 }
 
-fn short(s: &str) -> ShortStr {
+pub fn short(s: &str) -> ShortStr {
     ShortStr::new(Bytes::copy_from_slice(s.as_bytes())).expect("short string")
 }
 
 impl Raw091 {
     /// Connects, logs in with PLAIN and opens channel 1.
     pub fn open(addr: SocketAddr) -> Raw091 {
+        Raw091::open_as(addr, "guest")
+    }
+
+    /// As [`Raw091::open`], logged in as `user`.
+    pub fn open_as(addr: SocketAddr, user: &str) -> Raw091 {
+        let mut raw = Raw091::login_as(addr, user);
+        raw.expect(0, |m| matches!(m, Method::ConnectionOpenOk(_)));
+        raw.method(1, ChannelOpen::default().into());
+        raw.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
+        raw
+    }
+
+    /// Header, PLAIN login as `user`, tune-ok and connection.open; the answer to open is the
+    /// caller's to read.
+    pub fn login_as(addr: SocketAddr, user: &str) -> Raw091 {
         let stream = TcpStream::connect(addr).expect("connect");
         stream
             .set_read_timeout(Some(super::raw::TIMEOUT))
@@ -37,11 +52,13 @@ impl Raw091 {
         };
         raw.stream.write_all(&PROTOCOL_HEADER).expect("header");
         raw.expect(0, |m| matches!(m, Method::ConnectionStart(_)));
+        let password = if user == "guest" { "guest" } else { "password" };
+        let response = format!("\0{user}\0{password}");
         raw.method(
             0,
             ConnectionStartOk {
                 mechanism: short("PLAIN"),
-                response: LongStr::new(Bytes::from_static(b"\0guest\0guest")).expect("response"),
+                response: LongStr::new(Bytes::from(response)).expect("response"),
                 locale: short("en_US"),
                 ..Default::default()
             }
@@ -70,9 +87,6 @@ impl Raw091 {
             }
             .into(),
         );
-        raw.expect(0, |m| matches!(m, Method::ConnectionOpenOk(_)));
-        raw.method(1, ChannelOpen::default().into());
-        raw.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
         raw
     }
 

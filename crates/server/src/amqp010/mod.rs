@@ -27,6 +27,7 @@ use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem};
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
+use crate::access::ClientAccess;
 use crate::config::ServerConfig;
 use crate::io::{self, CloseReason, ProtocolConnection, READ_CHUNK};
 use crate::listener::Shutdown;
@@ -81,6 +82,9 @@ struct Connection {
     /// Channels whose sessions completed commands in the current read batch.
     dirty: Vec<u16>,
     closing_since: Option<Instant>,
+    /// The authenticated user, once start-ok succeeded.
+    user: Option<String>,
+    access: ClientAccess,
 }
 
 /// Serves one connection whose 0-10 protocol header has been read and answered.
@@ -156,6 +160,8 @@ impl ProtocolConnection for Connection {
 impl Connection {
     fn new(broker: Arc<Broker>, config: Arc<ServerConfig>, peer: SocketAddr) -> Connection {
         Connection {
+            access: ClientAccess::new(&config, peer),
+            user: None,
             max_frame: usize::from(config.max_frame_size),
             channel_max: config.channel_max,
             broker,
@@ -298,6 +304,7 @@ impl Connection {
                 match handshake::authenticate(&self.config, self.peer, &c) {
                     Ok(user) => {
                         debug!(peer = %self.peer, %user, "authenticated");
+                        self.user = Some(user);
                         self.write_control(0, handshake::tune(&self.config).into());
                         self.phase = Phase::AwaitTuneOk;
                     }
@@ -329,6 +336,14 @@ impl Connection {
                 self.phase = Phase::AwaitOpen;
             }
             Control::ConnectionOpen(_) if self.phase == Phase::AwaitOpen && channel == 0 => {
+                let user = self.user.clone().unwrap_or_default();
+                if let Err(reason) = self.access.admit(&user) {
+                    self.fault(ConnectionFault {
+                        code: CloseCode::ConnectionForced,
+                        text: reason,
+                    });
+                    return;
+                }
                 // One virtual host: any name is accepted, as qpidd does.
                 let open_ok = ConnectionOpenOk {
                     known_hosts: Some(Array::of_str16(std::iter::empty::<&str>())),
@@ -512,6 +527,7 @@ impl Connection {
             out: &mut self.out,
             max_frame: self.max_frame,
             consumers: &mut self.consumers,
+            access: &self.access,
         };
         (&mut self.channels, env)
     }

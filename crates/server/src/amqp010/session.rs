@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::outgoing::{DeliveryRecord, Outgoing};
+use crate::access::{ClientAccess, PublishCache};
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -26,6 +27,8 @@ pub struct Env<'a> {
     pub max_frame: usize,
     /// Which channel each of this connection's consumers belongs to, for routing deliveries.
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    /// Who the client is, for ACL checks and quotas.
+    pub access: &'a ClientAccess,
 }
 
 pub struct Subscription {
@@ -60,6 +63,8 @@ pub struct Session {
     by_destination: HashMap<Str, ConsumerId>,
     /// The exchange of the last transfer: publishers nearly always reuse one destination.
     last_exchange: Option<(Str, Arc<Exchange>)>,
+    /// ACL decisions for this session's publishes.
+    pub publish_acl: PublishCache,
 }
 
 /// session.completed asks for known-completed once the unacknowledged span gets this wide,
@@ -80,6 +85,7 @@ impl Session {
             subscriptions: HashMap::new(),
             by_destination: HashMap::new(),
             last_exchange: None,
+            publish_acl: PublishCache::default(),
         }
     }
 

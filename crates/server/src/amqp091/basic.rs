@@ -11,6 +11,9 @@ use ferry_amqp091::{
 };
 use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery, Message, ProtocolHeader};
 
+use crate::access;
+use ferry_acl::{Action, ObjectType};
+
 use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
 use super::convert::{encode_properties, table_to_headers};
 use super::error::Fault;
@@ -37,6 +40,11 @@ impl Channel {
             return Err(Fault::not_implemented("immediate=true"));
         }
         let exchange = self.exchange_for(ctx.broker, p.exchange.bytes())?;
+        ctx.access.check_publish(
+            &mut self.publish_acl,
+            p.exchange.bytes(),
+            p.routing_key.bytes(),
+        )?;
         let props = m.header.properties;
         let expires_at = match &props.expiration {
             None => None,
@@ -89,6 +97,13 @@ impl Channel {
         Ok(())
     }
 
+    fn check_consume(&self, ctx: &Ctx, queue: &ShortStr) -> Result<(), Fault> {
+        let name = self.queue_name(queue)?;
+        ctx.access
+            .check(Action::Consume, ObjectType::Queue, || access::named(name))?;
+        Ok(())
+    }
+
     pub fn confirm_select(&mut self, ctx: &mut Ctx, nowait: bool) {
         self.confirms.enable();
         if !nowait {
@@ -122,6 +137,7 @@ impl Channel {
     }
 
     pub fn consume(&mut self, ctx: &mut Ctx, m: BasicConsume) -> Result<(), Fault> {
+        self.check_consume(ctx, &m.queue)?;
         let queue = self.usable_queue(ctx, &m.queue)?;
         let tag = if m.consumer_tag.is_empty() {
             let tag = format!("amq.ctag-{}-{}", ctx.owner, self.next_ctag);
@@ -239,6 +255,7 @@ impl Channel {
     }
 
     pub fn get(&mut self, ctx: &mut Ctx, m: BasicGet) -> Result<(), Fault> {
+        self.check_consume(ctx, &m.queue)?;
         let queue = self.usable_queue(ctx, &m.queue)?;
         let Some(got) = queue.get() else {
             self.write(

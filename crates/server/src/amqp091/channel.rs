@@ -16,6 +16,9 @@ use ferry_core::{
     OwnerId, Queue,
 };
 
+use crate::access::{self, ClientAccess, PublishCache};
+use ferry_acl::{Action, ObjectType};
+
 use super::args;
 use super::confirms::Confirms;
 use super::convert::{self, table_to_headers, PROPERTIES_OFFSET};
@@ -35,6 +38,8 @@ pub struct Ctx<'a> {
     pub frame_max: usize,
     /// Consumer → channel, for routing outbox items.
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    /// Who the client is, for ACL checks and quotas.
+    pub access: &'a ClientAccess,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +78,8 @@ pub struct Channel {
     pub last_queue: Option<String>,
     pub next_ctag: u64,
     exchanges: HashMap<Bytes, Arc<Exchange>>,
+    /// ACL decisions for this channel's publishes.
+    pub publish_acl: PublishCache,
 }
 
 impl Channel {
@@ -89,6 +96,7 @@ impl Channel {
             last_queue: None,
             next_ctag: 1,
             exchanges: HashMap::new(),
+            publish_acl: PublishCache::default(),
         }
     }
 
@@ -165,6 +173,9 @@ impl Channel {
     pub fn exchange_declare(&mut self, ctx: &mut Ctx, m: ExchangeDeclare) -> Result<(), Fault> {
         let name = utf8(m.exchange.bytes(), "exchange")?;
         if m.passive {
+            ctx.access.check(Action::Access, ObjectType::Exchange, || {
+                access::exchange_named(name)
+            })?;
             if ctx.broker.exchange(name).is_none() {
                 return Err(Fault::not_found(format!(
                     "no exchange '{name}' in vhost '/'"
@@ -199,6 +210,14 @@ impl Channel {
                     .map(str::to_owned),
                 arguments,
             };
+            let action = if ctx.broker.exchange(name).is_some() {
+                Action::Access
+            } else {
+                Action::Create
+            };
+            ctx.access.check(action, ObjectType::Exchange, || {
+                access::exchange_props(name, kind_name, &opts)
+            })?;
             ctx.broker.declare_exchange(name, kind, opts, false)?;
         }
         if !m.nowait {
@@ -214,6 +233,12 @@ impl Channel {
                 "the default exchange cannot be deleted",
             ));
         }
+        let info = ctx.broker.exchange_info(name);
+        ctx.access
+            .check(Action::Delete, ObjectType::Exchange, || match &info {
+                Some(info) => access::existing_exchange_props(info),
+                None => access::exchange_named(name),
+            })?;
         match ctx.broker.delete_exchange(name, m.if_unused) {
             // Deleting what does not exist succeeds, as in RabbitMQ.
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
@@ -228,6 +253,9 @@ impl Channel {
 
     pub fn queue_declare(&mut self, ctx: &mut Ctx, m: QueueDeclare) -> Result<(), Fault> {
         let q = if m.passive {
+            let name = self.queue_name(&m.queue)?;
+            ctx.access
+                .check(Action::Access, ObjectType::Queue, || access::named(name))?;
             self.usable_queue(ctx, &m.queue)?
         } else {
             let arguments = table_to_headers(&m.arguments);
@@ -239,6 +267,11 @@ impl Channel {
             opts.exclusive_owner = m.exclusive.then_some(ctx.owner);
             opts.arguments = arguments;
             if m.queue.is_empty() {
+                // The name is the broker's to choose: rules see its prefix.
+                ctx.access.check(Action::Create, ObjectType::Queue, || {
+                    access::queue_props("amq.gen-", &opts)
+                })?;
+                opts.quota = ctx.access.charge_queue()?;
                 ctx.broker.declare_server_named_queue("amq.gen-", opts)?
             } else {
                 let name = utf8(m.queue.bytes(), "queue")?;
@@ -249,10 +282,18 @@ impl Channel {
                         )));
                     }
                     Some(existing) => {
+                        ctx.access.check(Action::Access, ObjectType::Queue, || {
+                            access::queue_props(name, &opts)
+                        })?;
                         existing.check_access(ctx.owner)?;
                         args::check_equivalent(&existing, &opts)?;
                     }
-                    None => {}
+                    None => {
+                        ctx.access.check(Action::Create, ObjectType::Queue, || {
+                            access::queue_props(name, &opts)
+                        })?;
+                        opts.quota = ctx.access.charge_queue()?;
+                    }
                 }
                 ctx.broker.declare_queue(name, opts, false, ctx.owner)?.0
             }
@@ -286,6 +327,9 @@ impl Channel {
         } else {
             utf8(m.routing_key.bytes(), "routing-key")?
         };
+        ctx.access.check(Action::Bind, ObjectType::Exchange, || {
+            access::binding_props(exchange, Some(q.name()), Some(key))
+        })?;
         ctx.broker
             .bind(q.name(), exchange, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
@@ -303,6 +347,9 @@ impl Channel {
             ));
         }
         let key = utf8(m.routing_key.bytes(), "routing-key")?;
+        ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
+            access::binding_props(exchange, Some(q.name()), Some(key))
+        })?;
         match ctx.broker.unbind(q.name(), exchange, key) {
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
@@ -312,6 +359,9 @@ impl Channel {
     }
 
     pub fn queue_purge(&mut self, ctx: &mut Ctx, m: QueuePurge) -> Result<(), Fault> {
+        let name = self.queue_name(&m.queue)?;
+        ctx.access
+            .check(Action::Purge, ObjectType::Queue, || access::named(name))?;
         let q = self.usable_queue(ctx, &m.queue)?;
         let n = q.purge();
         if !m.nowait {
@@ -327,6 +377,12 @@ impl Channel {
 
     pub fn queue_delete(&mut self, ctx: &mut Ctx, m: QueueDelete) -> Result<(), Fault> {
         let name = self.queue_name(&m.queue)?.to_owned();
+        let existing = ctx.broker.queue(&name);
+        ctx.access
+            .check(Action::Delete, ObjectType::Queue, || match &existing {
+                Some(q) => access::existing_queue_props(&name, q),
+                None => access::named(&name),
+            })?;
         let n = match ctx
             .broker
             .delete_queue(&name, m.if_unused, m.if_empty, ctx.owner)

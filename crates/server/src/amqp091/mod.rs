@@ -31,6 +31,7 @@ use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, OwnerId};
 use tokio::net::TcpStream;
 use tracing::{debug, info};
 
+use crate::access::ClientAccess;
 use crate::config::ServerConfig;
 use crate::io::{self, CloseReason, ProtocolConnection, READ_CHUNK};
 use crate::listener::Shutdown;
@@ -65,6 +66,9 @@ struct Connection {
     channels: HashMap<u16, Channel>,
     consumers: HashMap<ConsumerId, u16>,
     closing_since: Option<Instant>,
+    /// The authenticated user, once start-ok succeeded.
+    user: Option<String>,
+    access: ClientAccess,
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
@@ -137,6 +141,8 @@ impl ProtocolConnection for Connection {
 impl Connection {
     fn new(broker: Arc<Broker>, config: Arc<ServerConfig>, peer: SocketAddr) -> Connection {
         Connection {
+            access: ClientAccess::new(&config, peer),
+            user: None,
             owner: broker.next_owner_id(),
             frame_max: handshake::frame_max(&config) as usize,
             channel_max: config.channel_max,
@@ -207,6 +213,7 @@ impl Connection {
                 out: &mut self.out,
                 frame_max: self.frame_max,
                 consumers: &mut self.consumers,
+                access: &self.access,
             },
         )
     }
@@ -234,6 +241,7 @@ impl Connection {
                 match handshake::authenticate(&self.config, self.peer, &s) {
                     Ok(user) => {
                         debug!(peer = %self.peer, %user, "authenticated");
+                        self.user = Some(user);
                         self.write(0, handshake::tune(&self.config));
                         self.phase = Phase::AwaitTuneOk;
                     }
@@ -274,6 +282,12 @@ impl Connection {
                 self.phase = Phase::AwaitOpen;
             }
             (Phase::AwaitOpen, Method::ConnectionOpen(_)) => {
+                let user = self.user.clone().unwrap_or_default();
+                if let Err(reason) = self.access.admit(&user) {
+                    // RabbitMQ refuses vhost access and connection limits with 530.
+                    self.close_connection(Fault::new(reply::NOT_ALLOWED, reason), ids);
+                    return;
+                }
                 // One virtual host: any name is accepted, as for 0-10.
                 self.write(
                     0,
