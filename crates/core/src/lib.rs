@@ -6,7 +6,8 @@
 //! never parses protocol headers: a [`Message`] carries its encoded header opaquely so a
 //! delivery can be written back without re-encoding.
 //!
-//! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox.
+//! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox or
+//! settlement window.
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
 //! one exchange read lock, then each target queue's mutex in turn (never two at once).
 
@@ -19,6 +20,7 @@ mod outbox;
 mod queue;
 mod route;
 mod value;
+mod window;
 
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
@@ -30,6 +32,7 @@ pub use queue::{
     release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge,
 };
 pub use value::{Arguments, HeaderValue, Headers};
+pub use window::SettleWindow;
 
 /// Identifies a consumer (subscription) across the broker; allocate with
 /// [`Broker::next_consumer_id`].

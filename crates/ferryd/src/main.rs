@@ -66,6 +66,10 @@ async fn serve(options: Options) -> ExitCode {
         connection_limit_per_user: options.connection_limit_per_user,
         connection_limit_per_ip: options.connection_limit_per_ip,
         max_queues_per_user: options.max_queues_per_user,
+        session_max_unacked: options.session_max_unacked,
+        max_consumers_per_session: options.max_consumers_per_session,
+        channel_max: options.channel_max,
+        handshake_timeout: std::time::Duration::from_millis(options.max_negotiate_time),
         ..ServerConfig::default()
     };
     let mut config = config;

@@ -93,6 +93,24 @@ pub struct Options {
     #[arg(long, default_value_t = 0)]
     pub max_queues_per_user: u32,
 
+    /// Deliveries a session (0-10) or channel (0-9-1) may leave unacknowledged before the
+    /// broker waits for acknowledgements, whatever the credit or prefetch (0: no limit).
+    #[arg(long, default_value_t = 10_000)]
+    pub session_max_unacked: u32,
+
+    /// Subscriptions per 0-10 session and consumers per 0-9-1 channel (0: no limit).
+    #[arg(long, default_value_t = 1024)]
+    pub max_consumers_per_session: u32,
+
+    /// Sessions (0-10) or channels (0-9-1) per connection.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+    pub channel_max: u16,
+
+    /// Milliseconds a new connection has to send its protocol header, and again to log in
+    /// and open the connection; slower ones are closed.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_negotiate_time: u64,
+
     /// Read options from a qpidd.conf-style file of `name=value` lines; the command line wins.
     #[arg(long)]
     pub config: Option<PathBuf>,

@@ -204,3 +204,286 @@ fn a_consumer_that_never_reads_stalls_nobody_and_holds_bounded_memory() {
     );
     drop(stuck);
 }
+
+fn subscribe_unlimited(raw: &mut Raw, channel: u16, queue: &str, destination: &str) {
+    use ferry_amqp010::{CreditUnit, MessageFlow, MessageSubscribe};
+    raw.command(
+        channel,
+        MessageSubscribe {
+            queue: Some(Str::from(queue)),
+            destination: Some(Str::from(destination)),
+            accept_mode: Some(ferry_amqp010::AcceptMode::Explicit),
+            ..Default::default()
+        }
+        .into(),
+    );
+    for unit in [CreditUnit::Message, CreditUnit::Byte] {
+        raw.command(
+            channel,
+            MessageFlow {
+                destination: Some(Str::from(destination)),
+                unit: Some(unit),
+                value: Some(u32::MAX),
+            }
+            .into(),
+        );
+    }
+}
+
+/// Transfers that arrive on `channel` until nothing more comes for `quiet`.
+fn transfers_until_quiet(raw: &mut Raw, channel: u16, quiet: Duration) -> Vec<u32> {
+    raw.stream.set_read_timeout(Some(quiet)).unwrap();
+    let mut ids = Vec::new();
+    let mut next_id = None::<u32>;
+    while let Some((ch, item)) = raw.next() {
+        if let ferry_amqp010::Incoming::Control(ferry_amqp010::Control::SessionCommandPoint(p)) =
+            &item
+        {
+            next_id = p.command_id;
+        }
+        if let ferry_amqp010::Incoming::Command { command, .. } = item {
+            // The broker numbers its commands on each session from the command point.
+            let id = next_id.unwrap_or(0);
+            next_id = Some(id + 1);
+            if ch == channel && matches!(command, Command::MessageTransfer(_)) {
+                ids.push(id);
+            }
+        }
+    }
+    raw.stream
+        .set_read_timeout(Some(common::raw::TIMEOUT))
+        .unwrap();
+    ids
+}
+
+#[test]
+fn unacknowledged_deliveries_stop_at_session_max_unacked_on_0_10() {
+    use ferry_amqp010::{MessageAccept, SequenceSet, SessionCompleted};
+    let broker = Ferryd::start_with(&["--session-max-unacked", "5"]);
+    let mut raw = Raw::open(broker.addr);
+    raw.attach(1, "window");
+    raw.command(
+        1,
+        QueueDeclare {
+            queue: Some(Str::from("unacked")),
+            ..Default::default()
+        }
+        .into(),
+    );
+    let h = header("unacked");
+    for _ in 0..20 {
+        raw.transfer(1, to_default_exchange(), &h, b"m");
+    }
+    subscribe_unlimited(&mut raw, 1, "unacked", "d");
+    let first = transfers_until_quiet(&mut raw, 1, Duration::from_millis(500));
+    assert_eq!(
+        first.len(),
+        5,
+        "unlimited credit, yet only the window: {first:?}"
+    );
+    // Completing and accepting three frees three slots.
+    let mut done = SequenceSet::new();
+    for id in &first[..3] {
+        done.add(*id);
+    }
+    raw.control(
+        1,
+        SessionCompleted {
+            commands: Some(done.clone()),
+            timely_reply: false,
+        }
+        .into(),
+    );
+    raw.command(
+        1,
+        MessageAccept {
+            transfers: Some(done),
+        }
+        .into(),
+    );
+    let more = transfers_until_quiet(&mut raw, 1, Duration::from_millis(500));
+    assert_eq!(more.len(), 3, "{more:?}");
+}
+
+#[test]
+fn unacknowledged_deliveries_stop_at_session_max_unacked_on_0_9_1() {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::{Assembled, BasicAck, BasicConsume, BasicProperties, Method};
+    let broker = Ferryd::start_with(&["--session-max-unacked", "4"]);
+    let mut raw = Raw091::open(broker.addr);
+    raw.method(
+        1,
+        ferry_amqp091::QueueDeclare {
+            queue: short("unacked091"),
+            ..Default::default()
+        }
+        .into(),
+    );
+    raw.expect(1, |m| matches!(m, Method::QueueDeclareOk(_)));
+    for _ in 0..10 {
+        raw.publish("", "unacked091", &BasicProperties::default(), b"m");
+    }
+    // No basic.qos: RabbitMQ would send all ten.
+    raw.method(
+        1,
+        BasicConsume {
+            queue: short("unacked091"),
+            consumer_tag: short("c"),
+            ..Default::default()
+        }
+        .into(),
+    );
+    raw.expect(1, |m| matches!(m, Method::BasicConsumeOk(_)));
+    let mut tags = Vec::new();
+    let count = |raw: &mut Raw091, tags: &mut Vec<u64>| {
+        let mut n = 0;
+        while let Some((_, Assembled::Message(m))) = raw.next() {
+            if let Method::BasicDeliver(d) = m.method {
+                tags.push(d.delivery_tag);
+                n += 1;
+            }
+        }
+        n
+    };
+    raw.set_read_timeout(Duration::from_millis(500));
+    assert_eq!(count(&mut raw, &mut tags), 4);
+    raw.method(
+        1,
+        BasicAck {
+            delivery_tag: tags[2],
+            multiple: true,
+        }
+        .into(),
+    );
+    assert_eq!(count(&mut raw, &mut tags), 3);
+}
+
+#[test]
+fn subscriptions_per_session_and_consumers_per_channel_are_capped() {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp010::MessageSubscribe;
+    use ferry_amqp091::{BasicConsume, Method};
+    let broker = Ferryd::start_with(&["--max-consumers-per-session", "2"]);
+    let mut raw = Raw::open(broker.addr);
+    raw.attach(1, "subs");
+    raw.command(
+        1,
+        QueueDeclare {
+            queue: Some(Str::from("many")),
+            ..Default::default()
+        }
+        .into(),
+    );
+    let mut last = 0;
+    for d in ["a", "b", "c"] {
+        last = raw.command(
+            1,
+            MessageSubscribe {
+                queue: Some(Str::from("many")),
+                destination: Some(Str::from(d)),
+                ..Default::default()
+            }
+            .into(),
+        );
+    }
+    let e = exception(&mut raw, 1);
+    assert_eq!(e.error_code, Some(ErrorCode::ResourceLimitExceeded));
+    assert_eq!(e.command_id, Some(last));
+
+    let mut raw = Raw091::open(broker.addr);
+    for tag in ["a", "b", "c"] {
+        raw.method(
+            1,
+            BasicConsume {
+                queue: short("many"),
+                consumer_tag: short(tag),
+                ..Default::default()
+            }
+            .into(),
+        );
+    }
+    let Method::ConnectionClose(c) = raw.expect(0, |m| matches!(m, Method::ConnectionClose(_)))
+    else {
+        unreachable!()
+    };
+    assert_eq!(c.reply_code, 530);
+}
+
+#[test]
+fn sessions_beyond_channel_max_are_refused() {
+    let broker = Ferryd::start_with(&["--channel-max", "4"]);
+    let mut raw = Raw::open(broker.addr);
+    raw.attach(3, "last-allowed");
+    raw.control(
+        4,
+        ferry_amqp010::SessionAttach {
+            name: Some(bytes::Bytes::from_static(b"too-many")),
+            force: false,
+        }
+        .into(),
+    );
+    let close = raw.until_closed().expect("connection.close");
+    assert_eq!(
+        close.reply_code,
+        Some(ferry_amqp010::CloseCode::FramingError)
+    );
+}
+
+#[test]
+fn a_connection_that_stalls_in_the_handshake_is_closed() {
+    use std::io::Write;
+    let broker = Ferryd::start_with(&["--max-negotiate-time", "300"]);
+    // Nothing at all: dropped once the header is overdue.
+    let mut silent = std::net::TcpStream::connect(broker.addr).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let start = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    assert_eq!(silent.read(&mut buf).unwrap_or(0), 0);
+    assert!(start.elapsed() < Duration::from_secs(4));
+    // The header, then silence: connection.start, then connection.close, then EOF.
+    let mut raw = Raw::connect(broker.addr);
+    raw.send_bytes(&ferry_amqp010::PROTOCOL_HEADER);
+    let mut header = [0u8; 8];
+    raw.stream.read_exact(&mut header).unwrap();
+    let start = std::time::Instant::now();
+    let close = raw.until_closed().expect("connection.close");
+    assert_eq!(
+        close.reply_code,
+        Some(ferry_amqp010::CloseCode::ConnectionForced)
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // The same on 0-9-1, whose header gets connection.start directly.
+    let mut s = std::net::TcpStream::connect(broker.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    s.write_all(&ferry_amqp091::PROTOCOL_HEADER).unwrap();
+    let start = std::time::Instant::now();
+    let mut got = Vec::new();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    assert!(start.elapsed() < Duration::from_secs(6), "closed in time");
+    assert!(got.len() > 8, "got connection.start and connection.close");
+}
+
+#[test]
+fn a_peer_that_stops_sending_heartbeats_is_disconnected() {
+    use common::raw091::Raw091;
+    use ferry_amqp091::Method;
+    let broker = Ferryd::start();
+    let mut raw = Raw091::login(broker.addr, "guest", 1);
+    raw.expect(0, |m| matches!(m, Method::ConnectionOpenOk(_)));
+    // From here on the client sends nothing, not even heartbeats.
+    let start = std::time::Instant::now();
+    raw.set_read_timeout(Duration::from_millis(200));
+    assert!(raw.discard_until_closed(Duration::from_secs(10)));
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(6),
+        "closed after {waited:?}"
+    );
+}

@@ -48,6 +48,12 @@ pub struct ServerConfig {
     /// Queues one user may have created (and not yet deleted); 0 = unlimited. An ACL
     /// `quota queues` overrides it.
     pub max_queues_per_user: u32,
+    /// Deliveries one session (0-10) or channel (0-9-1) may have awaiting settlement before
+    /// the broker waits for acknowledgements, whatever the credit; 0 = unlimited (qpidd's
+    /// `--session-max-unacked`).
+    pub session_max_unacked: u32,
+    /// Subscriptions per 0-10 session, consumers per 0-9-1 channel; 0 = unlimited.
+    pub max_consumers_per_session: u32,
     /// The live counts behind those limits, shared by the connections of one server.
     pub counters: Arc<ClientCounters>,
 }
@@ -70,6 +76,8 @@ impl Default for ServerConfig {
             connection_limit_per_user: 0,
             connection_limit_per_ip: 0,
             max_queues_per_user: 0,
+            session_max_unacked: 10_000,
+            max_consumers_per_session: 1024,
             counters: Arc::default(),
         }
     }

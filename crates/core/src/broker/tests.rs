@@ -50,6 +50,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, owner: OwnerId) -> Co
         tag: b_tag(id),
         acquire: true,
         exclusive: false,
+        window: None,
     })
     .unwrap();
     id
@@ -711,6 +712,7 @@ fn subscribe_on_a_deleted_queue_fails() {
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,
+        window: None,
     });
     assert!(matches!(err, Err(BrokerError::NotFound(_))));
 }
@@ -816,6 +818,7 @@ fn single_active_consumer_gets_everything_until_it_leaves() {
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,
+            window: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();

@@ -300,7 +300,7 @@ impl QueueState {
                 c.cursor = e.position;
                 continue;
             }
-            if !c.has_credit_for(e.message.size) {
+            if !c.has_credit_for(e.message.size) || !c.reserve(queue) {
                 break;
             }
             c.charge(e.message.size);
@@ -326,7 +326,7 @@ impl QueueState {
                 continue;
             }
             let size = front.message.size;
-            let Some(ci) = self.next_acquirer(size) else {
+            let Some(ci) = self.next_acquirer(size, queue) else {
                 break;
             };
             let Some(entry) = self.remove_at(0) else {
@@ -350,21 +350,23 @@ impl QueueState {
         }
     }
 
-    fn next_acquirer(&self, size: u64) -> Option<usize> {
+    /// The consumer to take the next message, with its settlement-window slot reserved.
+    fn next_acquirer(&self, size: u64, queue: &Arc<Queue>) -> Option<usize> {
         if self.single_active {
             // The oldest acquiring consumer is the active one; the others wait their turn.
             let active = self.consumers.iter().position(|c| c.spec.acquire)?;
             return self
                 .consumers
                 .get(active)
-                .is_some_and(|c| c.has_credit_for(size))
+                .is_some_and(|c| c.has_credit_for(size) && c.reserve(queue))
                 .then_some(active);
         }
         let n = self.consumers.len();
+        // `find` stops at the first consumer that reserved, so no other takes a slot.
         (0..n).map(|k| (self.next_rr + k) % n).find(|&i| {
             self.consumers
                 .get(i)
-                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size))
+                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size) && c.reserve(queue))
         })
     }
 }

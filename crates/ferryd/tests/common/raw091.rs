@@ -41,6 +41,11 @@ impl Raw091 {
     /// Header, PLAIN login as `user`, tune-ok and connection.open; the answer to open is the
     /// caller's to read.
     pub fn login_as(addr: SocketAddr, user: &str) -> Raw091 {
+        Raw091::login(addr, user, 0)
+    }
+
+    /// As [`Raw091::login_as`], asking for heartbeats every `heartbeat` seconds.
+    pub fn login(addr: SocketAddr, user: &str, heartbeat: u16) -> Raw091 {
         let stream = TcpStream::connect(addr).expect("connect");
         stream
             .set_read_timeout(Some(super::raw::TIMEOUT))
@@ -75,7 +80,7 @@ impl Raw091 {
             ConnectionTuneOk {
                 channel_max: 16,
                 frame_max: tune.frame_max.min(FRAME_MAX as u32),
-                heartbeat: 0,
+                heartbeat,
             }
             .into(),
         );
@@ -121,7 +126,9 @@ impl Raw091 {
         self.expect(1, |m| matches!(m, Method::BasicConsumeOk(_)));
     }
 
-    fn next(&mut self) -> Option<(u16, Assembled)> {
+    /// The next method or message on any channel; `None` once the broker closed the socket
+    /// (or nothing came for the read timeout).
+    pub fn next(&mut self) -> Option<(u16, Assembled)> {
         loop {
             match decode_frame(&mut self.inbuf, FRAME_MAX) {
                 Ok(Some(frame)) => {
@@ -142,6 +149,30 @@ impl Raw091 {
                 Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
             }
         }
+    }
+
+    pub fn set_read_timeout(&mut self, timeout: std::time::Duration) {
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .expect("timeout");
+    }
+
+    /// Reads and discards whatever comes until the broker closes the socket; false if it is
+    /// still open after `limit`.
+    pub fn discard_until_closed(&mut self, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        let mut chunk = [0u8; 65536];
+        while std::time::Instant::now() < deadline {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => return true,
+            }
+        }
+        false
     }
 
     pub fn expect(&mut self, channel: u16, want: impl Fn(&Method) -> bool) -> Method {

@@ -437,6 +437,7 @@ fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
         release_to_queues(released, set_redelivered);
     }
     session.outgoing.trim();
+    session.return_window_slots();
 }
 
 fn acquire(
@@ -471,6 +472,13 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         access::named(queue_name)
     })?;
     let destination = s.destination.unwrap_or_default();
+    let max = env.config.max_consumers_per_session;
+    if max > 0 && session.subscription_count() >= max as usize {
+        return Err(Exception::new(
+            ErrorCode::ResourceLimitExceeded,
+            format!("a session may have at most {max} subscriptions"),
+        ));
+    }
     if session.subscription(&destination).is_some() {
         return Err(Exception::new(
             ErrorCode::NotAllowed,
@@ -491,6 +499,7 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         tag: destination.clone().into_bytes(),
         acquire: acquire_mode == AcquireMode::PreAcquired,
         exclusive: s.exclusive,
+        window: session.settle_window.clone(),
     })?;
     env.consumers.insert(consumer, session.channel);
     session.add_subscription(Subscription {

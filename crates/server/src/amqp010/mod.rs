@@ -383,6 +383,7 @@ impl Connection {
                     .is_some_and(|s| s.name == name)
         });
         let owner = self.broker.next_owner_id();
+        let window = ferry_core::SettleWindow::with_limit(self.config.session_max_unacked);
         let Some(c) = self.channel_mut(channel) else {
             return;
         };
@@ -404,7 +405,8 @@ impl Connection {
                 let _ = write_control_framed(&mut out, channel, &detached.into(), max_frame);
             }
             _ => {
-                let session = Session::new(name.clone(), channel, owner);
+                let mut session = Session::new(name.clone(), channel, owner);
+                session.settle_window = window;
                 session.write_control(
                     &mut out,
                     max_frame,
@@ -528,6 +530,7 @@ impl Connection {
             max_frame: self.max_frame,
             consumers: &mut self.consumers,
             access: &self.access,
+            config: &self.config,
         };
         (&mut self.channels, env)
     }

@@ -12,12 +12,14 @@ use ferry_amqp010::{
 };
 use ferry_core::{
     Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
+    SettleWindow,
 };
 use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::outgoing::{DeliveryRecord, Outgoing};
 use crate::access::{ClientAccess, PublishCache};
+use crate::config::ServerConfig;
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -29,6 +31,7 @@ pub struct Env<'a> {
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
     /// Who the client is, for ACL checks and quotas.
     pub access: &'a ClientAccess,
+    pub config: &'a ServerConfig,
 }
 
 pub struct Subscription {
@@ -65,6 +68,9 @@ pub struct Session {
     last_exchange: Option<(Str, Arc<Exchange>)>,
     /// ACL decisions for this session's publishes.
     pub publish_acl: PublishCache,
+    /// Caps the transfers sent and not yet both completed and settled, over all of the
+    /// session's subscriptions (`--session-max-unacked`).
+    pub settle_window: Option<Arc<SettleWindow>>,
 }
 
 /// session.completed asks for known-completed once the unacknowledged span gets this wide,
@@ -86,6 +92,7 @@ impl Session {
             by_destination: HashMap::new(),
             last_exchange: None,
             publish_acl: PublishCache::default(),
+            settle_window: None,
         }
     }
 
@@ -212,6 +219,27 @@ impl Session {
         Some(exchange)
     }
 
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len()
+    }
+
+    /// Gives the window slots of finished transfer records back (once per batch of
+    /// completions or settlements, not per message).
+    pub fn return_window_slots(&mut self) {
+        let n = self.outgoing.take_finished();
+        if let Some(w) = &self.settle_window {
+            w.give_back(n);
+        }
+    }
+
+    /// A delivery that will never be recorded (its subscription is gone, or it could not be
+    /// encoded) frees its window slot at once.
+    fn window_slot_unused(&self) {
+        if let Some(w) = &self.settle_window {
+            w.give_back(1);
+        }
+    }
+
     pub fn subscription(&self, destination: &Str) -> Option<&Subscription> {
         self.by_destination
             .get(destination)
@@ -247,6 +275,7 @@ impl Session {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.window_slot_unused();
             return false;
         };
         let transfer = MessageTransfer {
@@ -268,6 +297,7 @@ impl Session {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.window_slot_unused();
             return false;
         }
         // With accept-mode none the message is settled as soon as it is sent.
@@ -312,6 +342,7 @@ impl Session {
             }
         }
         self.outgoing.trim();
+        self.return_window_slots();
     }
 
     /// Should the peer be asked for known-completed? (qpidd answers every timely-reply.)

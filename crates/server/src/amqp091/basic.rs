@@ -137,6 +137,14 @@ impl Channel {
     }
 
     pub fn consume(&mut self, ctx: &mut Ctx, m: BasicConsume) -> Result<(), Fault> {
+        let max = ctx.config.max_consumers_per_session;
+        if max > 0 && self.consumers.len() >= max as usize {
+            // RabbitMQ's consumer_max_per_channel is a not_allowed connection error too.
+            return Err(Fault::new(
+                reply::NOT_ALLOWED,
+                format!("a channel may have at most {max} consumers"),
+            ));
+        }
         self.check_consume(ctx, &m.queue)?;
         let queue = self.usable_queue(ctx, &m.queue)?;
         let tag = if m.consumer_tag.is_empty() {
@@ -163,6 +171,7 @@ impl Channel {
             tag: tag.bytes().clone(),
             acquire: true,
             exclusive: m.exclusive,
+            window: self.settle_window.clone(),
         };
         queue.subscribe(spec).map_err(|e| match e {
             // RabbitMQ: a queue in exclusive use by another consumer is access-refused.
@@ -229,11 +238,13 @@ impl Channel {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.free_window_slots(1);
             return;
         };
         let consumer_tag = c.tag.clone();
         let tag = if c.no_ack {
             d.queue.accept(d.position);
+            self.free_window_slots(1);
             self.unacked.next_tag()
         } else {
             self.qos.delivered(d.consumer, d.message.size);
@@ -314,12 +325,15 @@ impl Channel {
     /// marked redelivered (RabbitMQ's behaviour; it also ignores `requeue = false`).
     pub fn recover(&mut self, ctx: &mut Ctx) {
         let all = self.unacked.take_all();
+        let mut from_consumers = 0;
         for p in &all {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
+                from_consumers += 1;
             }
         }
         requeue(all);
+        self.free_window_slots(from_consumers);
         self.grant(ctx);
     }
 
@@ -335,9 +349,11 @@ impl Channel {
             .take(tag, multiple)
             .map_err(|e| Fault::precondition(e.to_string()))?;
         let mut back = Vec::new();
+        let mut from_consumers = 0;
         for p in settled {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
+                from_consumers += 1;
             }
             match how {
                 Outcome::Ack => {
@@ -350,6 +366,7 @@ impl Channel {
             }
         }
         requeue(back);
+        self.free_window_slots(from_consumers);
         self.grant(ctx);
         Ok(())
     }

@@ -13,10 +13,11 @@ use ferry_amqp091::{
 };
 use ferry_core::{
     Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
-    OwnerId, Queue,
+    OwnerId, Queue, SettleWindow,
 };
 
 use crate::access::{self, ClientAccess, PublishCache};
+use crate::config::ServerConfig;
 use ferry_acl::{Action, ObjectType};
 
 use super::args;
@@ -40,6 +41,7 @@ pub struct Ctx<'a> {
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
     /// Who the client is, for ACL checks and quotas.
     pub access: &'a ClientAccess,
+    pub config: &'a ServerConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +82,9 @@ pub struct Channel {
     exchanges: HashMap<Bytes, Arc<Exchange>>,
     /// ACL decisions for this channel's publishes.
     pub publish_acl: PublishCache,
+    /// Caps unacknowledged deliveries over all of the channel's consumers, prefetch or not
+    /// (`--session-max-unacked`).
+    pub settle_window: Option<Arc<SettleWindow>>,
 }
 
 impl Channel {
@@ -97,6 +102,14 @@ impl Channel {
             next_ctag: 1,
             exchanges: HashMap::new(),
             publish_acl: PublishCache::default(),
+            settle_window: None,
+        }
+    }
+
+    /// `n` deliveries were settled (or never needed settling): their window slots are free.
+    pub fn free_window_slots(&self, n: u32) {
+        if let Some(w) = &self.settle_window {
+            w.give_back(n);
         }
     }
 

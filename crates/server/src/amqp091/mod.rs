@@ -214,6 +214,7 @@ impl Connection {
                 frame_max: self.frame_max,
                 consumers: &mut self.consumers,
                 access: &self.access,
+                config: &self.config,
             },
         )
     }
@@ -278,7 +279,12 @@ impl Connection {
                     0 => self.config.channel_max,
                     n => n.min(self.config.channel_max),
                 };
-                self.heartbeat = t.heartbeat;
+                // A client may turn heartbeats off (0) but not stretch them past our maximum,
+                // or a dead peer would hold its connection for up to 18 hours.
+                self.heartbeat = match t.heartbeat {
+                    0 => 0,
+                    n => n.min(self.config.heartbeat_max.max(1)),
+                };
                 self.phase = Phase::AwaitOpen;
             }
             (Phase::AwaitOpen, Method::ConnectionOpen(_)) => {
@@ -334,7 +340,10 @@ impl Connection {
                 );
             } else {
                 let max_body = self.config.max_message_size as u64;
-                self.channels.insert(id, Channel::new(id, max_body));
+                let mut channel = Channel::new(id, max_body);
+                channel.settle_window =
+                    ferry_core::SettleWindow::with_limit(self.config.session_max_unacked);
+                self.channels.insert(id, channel);
                 self.write(
                     id,
                     ChannelOpenOk {
