@@ -11,6 +11,7 @@
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
 //! one exchange read lock, then each target queue's mutex in turn (never two at once).
 
+mod alarm;
 mod broker;
 mod error;
 mod exchange;
@@ -22,6 +23,7 @@ mod route;
 mod value;
 mod window;
 
+pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};

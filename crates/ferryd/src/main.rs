@@ -1,6 +1,7 @@
 //! ferryd: the Ferry broker daemon.
 
 mod acl;
+mod memory;
 mod options;
 
 use std::io::Write;
@@ -85,7 +86,21 @@ async fn serve(options: Options) -> ExitCode {
             }
         }
     }
-    let broker = Broker::new(BrokerConfig::default());
+    let memory_watermarks = match memory::watermarks(
+        options.memory_high_watermark,
+        options.memory_low_watermark,
+        memory::total_memory(),
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let broker = Broker::new(BrokerConfig {
+        memory_watermarks,
+        ..BrokerConfig::default()
+    });
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,
         Err(e) => {
@@ -111,6 +126,13 @@ async fn serve(options: Options) -> ExitCode {
     }
     if options.auth.on() {
         warn!("--auth yes: only the default guest/guest user may connect, and only from loopback");
+    }
+    match memory_watermarks {
+        Some(w) => info!(
+            "memory alarm at {} bytes held by queues, cleared at {}",
+            w.high, w.low
+        ),
+        None => warn!("--memory-high-watermark 0: publishers are never paused for memory"),
     }
     info!("ferryd listening on {addr}");
     let (stop, shutdown) = Shutdown::new();

@@ -111,6 +111,16 @@ pub struct Options {
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_negotiate_time: u64,
 
+    /// Pause publishers when queues hold more than this: bytes (`512MiB`, `2GB`) or a
+    /// fraction of the machine's memory (`0.4`); 0 turns the alarm off.
+    #[arg(long, default_value = "0.4", value_parser = crate::memory::parse)]
+    pub memory_high_watermark: crate::memory::Mark,
+
+    /// Resume publishers once queues hold this much or less (default: 80% of the high-water
+    /// mark); bytes or a fraction of memory.
+    #[arg(long, value_parser = crate::memory::parse)]
+    pub memory_low_watermark: Option<crate::memory::Mark>,
+
     /// Read options from a qpidd.conf-style file of `name=value` lines; the command line wins.
     #[arg(long)]
     pub config: Option<PathBuf>,

@@ -487,3 +487,175 @@ fn a_peer_that_stops_sending_heartbeats_is_disconnected() {
         "closed after {waited:?}"
     );
 }
+
+/// Messages on `queue`, asked on a fresh 0-9-1 connection (passive declare).
+fn queue_depth(addr: std::net::SocketAddr, queue: &str) -> u32 {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::Method;
+    let mut raw = Raw091::open(addr);
+    raw.method(
+        1,
+        ferry_amqp091::QueueDeclare {
+            queue: short(queue),
+            passive: true,
+            ..Default::default()
+        }
+        .into(),
+    );
+    let Method::QueueDeclareOk(ok) = raw.expect(1, |m| matches!(m, Method::QueueDeclareOk(_)))
+    else {
+        unreachable!()
+    };
+    ok.message_count
+}
+
+/// Consumes (no-ack, over 0-9-1, on a connection that never publishes) until `total` messages
+/// arrived; fails if the stream stalls.
+fn drain(addr: std::net::SocketAddr, queue: &str, total: usize) {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::{Assembled, BasicConsume, Method};
+    let mut c = Raw091::open(addr);
+    c.method(
+        1,
+        BasicConsume {
+            queue: short(queue),
+            consumer_tag: short("drain"),
+            no_ack: true,
+            ..Default::default()
+        }
+        .into(),
+    );
+    let mut got = 0;
+    while got < total {
+        match c.next() {
+            Some((_, Assembled::Message(m))) if matches!(m.method, Method::BasicDeliver(_)) => {
+                got += 1
+            }
+            Some(_) => {}
+            None => panic!("delivery stalled after {got} of {total}"),
+        }
+    }
+}
+
+/// The queue stops growing while the alarm holds the publisher.
+fn assert_depth_steady(addr: std::net::SocketAddr, queue: &str, total: u32) -> u32 {
+    let before = queue_depth(addr, queue);
+    std::thread::sleep(Duration::from_millis(400));
+    let after = queue_depth(addr, queue);
+    assert_eq!(before, after, "the publisher was still being read");
+    assert!(after < total, "all {total} got in before the alarm");
+    eprintln!("held at {after} of {total}");
+    after
+}
+
+const FLOW_MESSAGES: usize = 16_000;
+const FLOW_ARGS: [&str; 4] = [
+    "--memory-high-watermark",
+    "256KiB",
+    "--memory-low-watermark",
+    "128KiB",
+];
+
+#[test]
+fn memory_alarm_blocks_0_9_1_publishers_with_connection_blocked_until_consumers_drain() {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::{write_content, BasicProperties, BasicPublish, Method};
+    use std::io::Write;
+    let broker = Ferryd::start_with(&FLOW_ARGS);
+    let mut p = Raw091::open(broker.addr);
+    p.method(
+        1,
+        ferry_amqp091::QueueDeclare {
+            queue: short("flow091"),
+            ..Default::default()
+        }
+        .into(),
+    );
+    p.expect(1, |m| matches!(m, Method::QueueDeclareOk(_)));
+    let mut bytes = BytesMut::new();
+    let publish = Method::BasicPublish(BasicPublish {
+        routing_key: short("flow091"),
+        ..Default::default()
+    });
+    for _ in 0..FLOW_MESSAGES {
+        write_content(
+            &mut bytes,
+            1,
+            &publish,
+            &BasicProperties::default(),
+            &[7u8; 1024],
+            4096,
+        );
+    }
+    let mut w = p.writer();
+    let writer = std::thread::spawn(move || w.write_all(&bytes).expect("publish"));
+    let Method::ConnectionBlocked(b) = p.expect(0, |m| matches!(m, Method::ConnectionBlocked(_)))
+    else {
+        unreachable!()
+    };
+    assert_eq!(b.reason.as_bytes(), b"low on memory");
+    let held = assert_depth_steady(broker.addr, "flow091", FLOW_MESSAGES as u32);
+    assert!(
+        held >= 200,
+        "the alarm rose above 256 KiB, not before ({held})"
+    );
+    // A consumer on its own connection drains; the alarm clears; the publisher resumes.
+    drain(broker.addr, "flow091", FLOW_MESSAGES);
+    p.expect(0, |m| matches!(m, Method::ConnectionUnblocked(_)));
+    writer.join().unwrap();
+    let (_, log) = broker.terminate();
+    assert!(log.contains("memory alarm"), "{log}");
+}
+
+#[test]
+fn memory_alarm_stops_reading_0_10_publishers_until_consumers_drain() {
+    use ferry_amqp010::write_transfer;
+    use std::io::Write;
+    let broker = Ferryd::start_with(&FLOW_ARGS);
+    let mut p = Raw::open(broker.addr);
+    p.attach(1, "publisher");
+    let id = p.command(
+        1,
+        QueueDeclare {
+            queue: Some(Str::from("flow010")),
+            ..Default::default()
+        }
+        .into(),
+    );
+    p.expect_control(1, |c| {
+        matches!(c, ferry_amqp010::Control::SessionCompleted(sc)
+            if sc.commands.as_ref().is_some_and(|s| s.contains(id)))
+    });
+    let h = header("flow010");
+    let mut bytes = BytesMut::new();
+    for _ in 0..FLOW_MESSAGES {
+        write_transfer(
+            &mut bytes,
+            1,
+            &to_default_exchange(),
+            false,
+            &h,
+            &[7u8; 1024],
+            4096,
+        )
+        .unwrap();
+    }
+    let mut w = p.stream.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&bytes).expect("publish"));
+    // Wait for the alarm to hold the publisher, then check it stays held.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut last = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let depth = queue_depth(broker.addr, "flow010");
+        if depth == last && depth > 0 {
+            break;
+        }
+        last = depth;
+        assert!(std::time::Instant::now() < deadline, "never held");
+    }
+    let held = assert_depth_steady(broker.addr, "flow010", FLOW_MESSAGES as u32);
+    assert!(held >= 200, "held at {held}");
+    drain(broker.addr, "flow010", FLOW_MESSAGES);
+    writer.join().unwrap();
+}

@@ -60,6 +60,7 @@ impl Server {
     pub async fn run(self, shutdown: Shutdown) {
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
         let expiry = tokio::spawn(expire_messages(self.broker.clone(), shutdown.clone()));
+        let memory = tokio::spawn(watch_memory(self.broker.clone(), shutdown.clone()));
         let mut stop = shutdown.clone();
         loop {
             let accepted = tokio::select! {
@@ -100,6 +101,7 @@ impl Server {
             });
         }
         expiry.abort();
+        memory.abort();
         // Give connection tasks a moment to send their close and release their messages.
         let all = self.config.max_connections as u32;
         let _ = tokio::time::timeout(Duration::from_secs(2), slots.acquire_many(all)).await;
@@ -132,6 +134,45 @@ async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
         tokio::select! {
             _ = shutdown.wait() => return,
             _ = tick.tick() => { broker.purge_expired(); }
+        }
+    }
+}
+
+/// How often queued bytes are compared with the watermarks when nothing is published (the
+/// alarm clears as consumers drain); publishing connections also check after each batch read.
+const MEMORY_CHECK: Duration = Duration::from_millis(50);
+
+/// Raises or clears the memory alarm as the watermarks say, and logs a change.
+pub(crate) fn check_memory_alarm(broker: &Broker) {
+    let Some(marks) = broker.config().memory_watermarks else {
+        return;
+    };
+    match broker.check_memory() {
+        Some(true) => warn!(
+            used = broker.memory_used(),
+            high = marks.high,
+            "memory alarm: queues hold more than the high-water mark; publishers are paused"
+        ),
+        Some(false) => info!(
+            used = broker.memory_used(),
+            low = marks.low,
+            "memory alarm cleared; publishers resume"
+        ),
+        None => {}
+    }
+}
+
+/// Clears (and raises) the memory alarm while no publisher is being read.
+async fn watch_memory(broker: Arc<Broker>, mut shutdown: Shutdown) {
+    if broker.config().memory_watermarks.is_none() {
+        return;
+    }
+    let mut tick = tokio::time::interval(MEMORY_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tick.tick() => check_memory_alarm(&broker),
         }
     }
 }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
+use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::limits::{LimitPolicy, QueueLimits};
@@ -138,15 +139,29 @@ pub(crate) enum OwnerGone {
 }
 
 impl Queue {
+    /// A queue whose bytes count towards nobody's total (tests).
+    #[cfg(test)]
     pub(crate) fn new(
         name: String,
         opts: &QueueOptions,
         alternate: Option<Arc<Exchange>>,
         limits: QueueLimits,
     ) -> Arc<Queue> {
+        Queue::metered(name, opts, alternate, limits, Arc::default())
+    }
+
+    /// A queue whose held bytes count in `meter` (the broker's).
+    pub(crate) fn metered(
+        name: String,
+        opts: &QueueOptions,
+        alternate: Option<Arc<Exchange>>,
+        limits: QueueLimits,
+        meter: Arc<MemoryMeter>,
+    ) -> Arc<Queue> {
+        let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
         Arc::new(Queue {
             name,
-            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
             alternate,
@@ -159,6 +174,8 @@ impl Queue {
                     opts.exclusive_owner,
                     features.single_active_consumer,
                     features.dead_letter_expired,
+                    meter,
+                    id as usize,
                 )
             }),
             bindings: Mutex::new(Vec::new()),

@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use crate::alarm::MemoryMeter;
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
@@ -82,6 +83,17 @@ pub(crate) struct QueueState {
     /// Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
     pub(crate) expired: Vec<Arc<Message>>,
+    /// The broker's count of bytes held by queues; this queue writes its own shard.
+    meter: Arc<MemoryMeter>,
+    shard: usize,
+}
+
+impl Drop for QueueState {
+    fn drop(&mut self) {
+        // Whatever a dropped queue still holds is no longer held.
+        self.meter
+            .sub(self.shard, self.queued_bytes + self.unsettled_bytes);
+    }
 }
 
 impl QueueState {
@@ -89,6 +101,8 @@ impl QueueState {
         owner: Option<OwnerId>,
         single_active: bool,
         keep_expired: bool,
+        meter: Arc<MemoryMeter>,
+        shard: usize,
     ) -> QueueState {
         QueueState {
             entries: VecDeque::new(),
@@ -105,11 +119,14 @@ impl QueueState {
             deleted: false,
             keep_expired,
             expired: Vec::new(),
+            meter,
+            shard,
         }
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
     fn expire(&mut self, message: Arc<Message>) {
+        self.meter.sub(self.shard, message.size);
         if self.keep_expired {
             self.expired.push(message);
         }
@@ -134,6 +151,7 @@ impl QueueState {
     pub(crate) fn push(&mut self, message: Arc<Message>) {
         let position = self.next_position;
         self.next_position += 1;
+        self.meter.add(self.shard, message.size);
         self.account_in(&message);
         self.entries.push_back(Entry {
             position,
@@ -167,6 +185,7 @@ impl QueueState {
         let idx = self
             .entries
             .partition_point(|e| e.position < entry.position);
+        self.meter.add(self.shard, entry.message.size);
         self.account_in(&entry.message);
         self.entries.insert(idx, entry);
     }
@@ -186,6 +205,7 @@ impl QueueState {
     pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
+        self.meter.sub(self.shard, u.size);
         Some(u)
     }
 
@@ -207,7 +227,9 @@ impl QueueState {
 
     /// Removes the front entry without acquiring it (drop-head overflow).
     pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
-        self.remove_at(0).map(|e| e.message)
+        let message = self.remove_at(0)?.message;
+        self.meter.sub(self.shard, message.size);
+        Some(message)
     }
 
     /// Acquires the front entry, dropping expired ones before it.
@@ -226,6 +248,7 @@ impl QueueState {
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
         self.entries.clear();
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         n
@@ -245,7 +268,10 @@ impl QueueState {
             }
             live
         });
-        self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
+        let left: u64 = self.entries.iter().map(|e| e.message.size).sum();
+        self.meter
+            .sub(self.shard, self.queued_bytes.saturating_sub(left));
+        self.queued_bytes = left;
         self.expiring = self
             .entries
             .iter()
@@ -258,6 +284,7 @@ impl QueueState {
     /// can still be routed to the alternate exchange.
     pub(crate) fn drain_for_delete(&mut self) -> (Vec<Arc<Message>>, Vec<Consumer>) {
         self.deleted = true;
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         let messages = self.entries.drain(..).map(|e| e.message).collect();

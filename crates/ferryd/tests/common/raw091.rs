@@ -59,13 +59,24 @@ impl Raw091 {
         raw.expect(0, |m| matches!(m, Method::ConnectionStart(_)));
         let password = if user == "guest" { "guest" } else { "password" };
         let response = format!("\0{user}\0{password}");
+        // As RabbitMQ clients do: announce that connection.blocked is understood.
+        let mut capabilities = ferry_amqp091::FieldTable::new();
+        capabilities.push(
+            short("connection.blocked"),
+            ferry_amqp091::FieldValue::Bool(true),
+        );
+        let mut client_properties = ferry_amqp091::FieldTable::new();
+        client_properties.push(
+            short("capabilities"),
+            ferry_amqp091::FieldValue::Table(capabilities),
+        );
         raw.method(
             0,
             ConnectionStartOk {
+                client_properties,
                 mechanism: short("PLAIN"),
                 response: LongStr::new(Bytes::from(response)).expect("response"),
                 locale: short("en_US"),
-                ..Default::default()
             }
             .into(),
         );
@@ -149,6 +160,11 @@ impl Raw091 {
                 Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
             }
         }
+    }
+
+    /// A second handle on the socket, for writing from another thread.
+    pub fn writer(&self) -> TcpStream {
+        self.stream.try_clone().expect("clone socket")
     }
 
     pub fn set_read_timeout(&mut self, timeout: std::time::Duration) {

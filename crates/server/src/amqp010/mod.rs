@@ -85,6 +85,8 @@ struct Connection {
     /// The authenticated user, once start-ok succeeded.
     user: Option<String>,
     access: ClientAccess,
+    /// A message.transfer has been received: resource alarms pause this connection.
+    publisher: bool,
 }
 
 /// Serves one connection whose 0-10 protocol header has been read and answered.
@@ -155,6 +157,20 @@ impl ProtocolConnection for Connection {
     fn teardown(&mut self) {
         Connection::teardown(self);
     }
+
+    fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
+    fn is_publisher(&self) -> bool {
+        self.publisher
+    }
+
+    fn set_flow_blocked(&mut self, blocked: bool) {
+        // 0-10 has no notification: the publisher sees TCP back-pressure, and transfers
+        // already read stay incomplete until reading resumes (qpidd's producer flow control).
+        debug!(peer = %self.peer, blocked, "publisher flow control");
+    }
 }
 
 impl Connection {
@@ -162,6 +178,7 @@ impl Connection {
         Connection {
             access: ClientAccess::new(&config, peer),
             user: None,
+            publisher: false,
             max_frame: usize::from(config.max_frame_size),
             channel_max: config.channel_max,
             broker,
@@ -544,6 +561,9 @@ impl Connection {
         body: Bytes,
     ) {
         let codes = (command.class_code(), command.code());
+        if matches!(command, Command::MessageTransfer(_)) {
+            self.publisher = true;
+        }
         let (channels, mut env) = self.split();
         let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
             return;

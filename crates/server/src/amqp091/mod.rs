@@ -23,9 +23,9 @@ use std::time::Instant;
 use bytes::BytesMut;
 use ferry_amqp091::{
     decode_frame, reply, write_heartbeat, write_method, Assembled, AssemblyError, ChannelClose,
-    ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionClose, ConnectionCloseOk,
-    ConnectionOpenOk, ConnectionUpdateSecretOk, Frame, FrameType, LongStr, Method, ShortStr,
-    FRAME_MIN_SIZE,
+    ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionBlocked, ConnectionClose,
+    ConnectionCloseOk, ConnectionOpenOk, ConnectionUnblocked, ConnectionUpdateSecretOk, Frame,
+    FrameType, LongStr, Method, ShortStr, FRAME_MIN_SIZE,
 };
 use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, OwnerId};
 use tokio::net::TcpStream;
@@ -69,6 +69,8 @@ struct Connection {
     /// The authenticated user, once start-ok succeeded.
     user: Option<String>,
     access: ClientAccess,
+    /// A message has been published: resource alarms pause this connection.
+    publisher: bool,
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
@@ -136,6 +138,32 @@ impl ProtocolConnection for Connection {
     fn teardown(&mut self) {
         Connection::teardown(self);
     }
+
+    fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
+    fn is_publisher(&self) -> bool {
+        self.publisher
+    }
+
+    fn set_flow_blocked(&mut self, blocked: bool) {
+        debug!(peer = %self.peer, blocked, "publisher flow control");
+        if !self.caps.connection_blocked || self.phase != Phase::Open {
+            return;
+        }
+        if blocked {
+            let reason = self.broker.alarms().reason();
+            self.write(
+                0,
+                ConnectionBlocked {
+                    reason: ShortStr::from_static(reason),
+                },
+            );
+        } else {
+            self.write(0, ConnectionUnblocked {});
+        }
+    }
 }
 
 impl Connection {
@@ -143,6 +171,7 @@ impl Connection {
         Connection {
             access: ClientAccess::new(&config, peer),
             user: None,
+            publisher: false,
             owner: broker.next_owner_id(),
             frame_max: handshake::frame_max(&config) as usize,
             channel_max: config.channel_max,
@@ -372,6 +401,7 @@ impl Connection {
             Ok(None) => {}
             Ok(Some(Assembled::Method(m))) => self.on_channel_method(id, m),
             Ok(Some(Assembled::Message(msg))) => {
+                self.publisher = true;
                 let ids = (msg.method.class_id(), msg.method.method_id());
                 if let Some(Err(f)) = self.with_channel(id, |c, ctx| c.publish(ctx, msg)) {
                     self.fail(id, f, ids);
