@@ -9,7 +9,8 @@
 //! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox or
 //! settlement window.
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
-//! one exchange read lock, then each target queue's mutex in turn (never two at once).
+//! one exchange read lock, then each target queue's mutex in turn (never two at once). Only a
+//! transaction's commit holds several queue locks, taken in queue-id order.
 
 mod alarm;
 mod broker;
@@ -20,6 +21,7 @@ mod message;
 mod outbox;
 mod queue;
 mod route;
+mod transaction;
 mod value;
 mod window;
 
@@ -28,11 +30,12 @@ pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 pub use limits::{LimitPolicy, QueueLimits};
-pub use message::{now_ms, Message, ProtocolHeader};
+pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader};
 pub use outbox::{Delivery, Outbox, OutboxItem};
 pub use queue::{
     release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge,
 };
+pub use transaction::{CommitOutcome, Settlement, Transaction};
 pub use value::{Arguments, HeaderValue, Headers};
 pub use window::SettleWindow;
 

@@ -21,31 +21,17 @@ pub fn load(path: &Path) -> Result<Arc<SharedAcl>, String> {
     Ok(Arc::new(acl))
 }
 
-/// Re-reads the file on every SIGHUP; a file that does not load keeps the old rules. The
-/// handler is installed before this returns, so a SIGHUP sent right after start-up is not
-/// fatal.
-pub fn reload_on_hangup(acl: Arc<SharedAcl>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            error!("cannot watch SIGHUP, the ACL will not be reloaded: {e}");
-            return;
+/// Re-reads the file (on SIGHUP); a file that does not load keeps the old rules.
+pub fn reload(acl: &SharedAcl) {
+    match acl.reload() {
+        Ok(warnings) => {
+            log_warnings(acl.path(), &warnings);
+            info!(
+                "ACL file {} reloaded: {} rules",
+                acl.path().display(),
+                acl.current().rule_count()
+            );
         }
-    };
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            match acl.reload() {
-                Ok(warnings) => {
-                    log_warnings(acl.path(), &warnings);
-                    info!(
-                        "ACL file {} reloaded: {} rules",
-                        acl.path().display(),
-                        acl.current().rule_count()
-                    );
-                }
-                Err(e) => error!("{e}; the previous rules stay in force"),
-            }
-        }
-    });
+        Err(e) => error!("{e}; the previous rules stay in force"),
+    }
 }

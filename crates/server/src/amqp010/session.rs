@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::outgoing::{DeliveryRecord, Outgoing};
+use super::tx::SessionTx;
 use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
 
@@ -71,6 +72,8 @@ pub struct Session {
     /// Caps the transfers sent and not yet both completed and settled, over all of the
     /// session's subscriptions (`--session-max-unacked`).
     pub settle_window: Option<Arc<SettleWindow>>,
+    /// Set by tx.select: what the open transaction has staged.
+    pub tx: Option<Box<SessionTx>>,
 }
 
 /// session.completed asks for known-completed once the unacknowledged span gets this wide,
@@ -93,6 +96,7 @@ impl Session {
             last_exchange: None,
             publish_acl: PublishCache::default(),
             settle_window: None,
+            tx: None,
         }
     }
 
@@ -206,6 +210,8 @@ impl Session {
         );
         env.broker.release_owner(self.owner);
         self.last_exchange = None;
+        // An open transaction dies with the session: nothing it staged happens.
+        self.tx = None;
     }
 
     pub fn exchange_for(&mut self, broker: &Broker, name: &Str) -> Option<Arc<Exchange>> {
