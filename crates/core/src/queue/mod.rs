@@ -13,6 +13,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
+use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::limits::{LimitPolicy, QueueLimits};
@@ -40,7 +41,14 @@ pub struct QueueOptions {
     pub alternate_exchange: Option<String>,
     pub limits: QueueLimits,
     pub arguments: Arguments,
+    /// Held while the queue exists and dropped when it is deleted: a protocol layer counting
+    /// queues against a quota passes a guard whose drop gives the slot back. Ignored when the
+    /// declare finds an existing queue.
+    pub quota: Option<QuotaCharge>,
 }
+
+/// See [`QueueOptions::quota`].
+pub type QuotaCharge = Arc<dyn fmt::Debug + Send + Sync>;
 
 /// Answer data for queue.query / queue.declare-ok.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +76,7 @@ pub struct Queue {
     /// Explicit bindings (exchange, key), so deleting the queue can remove them without
     /// scanning every exchange. Weak: an exchange's bindings already own the queue.
     bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
+    quota: Mutex<Option<QuotaCharge>>,
 }
 
 impl fmt::Debug for Queue {
@@ -104,15 +113,29 @@ pub(crate) enum OwnerGone {
 }
 
 impl Queue {
+    /// A queue whose bytes count towards nobody's total (tests).
+    #[cfg(test)]
     pub(crate) fn new(
         name: String,
         opts: &QueueOptions,
         alternate: Option<Arc<Exchange>>,
         limits: QueueLimits,
     ) -> Arc<Queue> {
+        Queue::metered(name, opts, alternate, limits, Arc::default())
+    }
+
+    /// A queue whose held bytes count in `meter` (the broker's).
+    pub(crate) fn metered(
+        name: String,
+        opts: &QueueOptions,
+        alternate: Option<Arc<Exchange>>,
+        limits: QueueLimits,
+        meter: Arc<MemoryMeter>,
+    ) -> Arc<Queue> {
+        let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
         Arc::new(Queue {
             name,
-            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
             alternate,
@@ -122,8 +145,11 @@ impl Queue {
             state: Mutex::new(QueueState::new(
                 opts.exclusive_owner,
                 &Features::from_arguments(&opts.arguments),
+                meter,
+                id as usize,
             )),
             bindings: Mutex::new(Vec::new()),
+            quota: Mutex::new(opts.quota.clone()),
         })
     }
 
@@ -627,6 +653,11 @@ impl Queue {
         self.bindings
             .lock()
             .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
+    }
+
+    /// The queue is gone from the registry: its quota slot is free again.
+    pub(crate) fn release_quota(&self) {
+        self.quota.lock().take();
     }
 
     pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {
