@@ -118,7 +118,10 @@ wait_for_line() {
 
 start_ferryd() {
     # setsid: its own process group, so stop_pid reaches everything it started.
-    setsid "$ferryd" --port 0 --interface 127.0.0.1 >"$out/raw/ferryd.stdout" 2>"$out/raw/ferryd.log" &
+    # Authentication on, as shipped; a users file that does not exist leaves the built-in
+    # guest/guest, whatever the invoking user's own users file holds.
+    setsid "$ferryd" --port 0 --interface 127.0.0.1 --users-file "$out/raw/no-such-users-file" \
+        >"$out/raw/ferryd.stdout" 2>"$out/raw/ferryd.log" &
     ferryd_pid=$!
     if ! wait_for_line "$out/raw/ferryd.stdout" '^[0-9]' 20 "$ferryd_pid"; then
         echo "ferryd did not start; see $out/raw/ferryd.log" >&2
@@ -405,7 +408,7 @@ netbench_stream
 netbench_relay
 
 start_ferryd
-set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0
+set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0 --username guest --password guest
 measure_broker
 stop_pid "$ferryd_pid" 10; ferryd_pid=
 

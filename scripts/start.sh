@@ -18,8 +18,12 @@ if [[ $perftest == no ]]; then
 fi
 
 log=$(mktemp -t ferryd.XXXXXX.log)
-coproc FERRYD { exec target/release/ferryd --port 0 "$@" 2>"$log"; }
+# Authentication is on; a users file that does not exist leaves only the built-in guest/guest
+# (loopback only), whatever users file the invoking user keeps.
+nousers=$(mktemp -u -t ferry-no-users.XXXXXX)
+coproc FERRYD { exec target/release/ferryd --port 0 --users-file "$nousers" "$@" 2>"$log"; }
 trap 'kill $FERRYD_PID 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 read -r -t 10 port <&"${FERRYD[0]}" || { echo "ferryd did not start:" >&2; cat "$log" >&2; exit 1; }
 echo "ferryd listening on 127.0.0.1:$port (log: $log)"
-target/release/ferry perftest -b 127.0.0.1 -p "$port" --count 100000 --size 256 --summary
+target/release/ferry perftest -b 127.0.0.1 -p "$port" --username guest --password guest \
+  --count 100000 --size 256 --summary

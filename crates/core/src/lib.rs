@@ -8,7 +8,8 @@
 //!
 //! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox.
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
-//! one exchange read lock, then each target queue's mutex in turn (never two at once).
+//! one exchange read lock, then each target queue's mutex in turn (never two at once). Only a
+//! transaction's commit holds several queue locks, taken in queue-id order.
 
 mod broker;
 mod error;
@@ -18,15 +19,17 @@ mod message;
 mod outbox;
 mod queue;
 mod route;
+mod transaction;
 mod value;
 
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 pub use limits::{LimitPolicy, QueueLimits};
-pub use message::{now_ms, Message, ProtocolHeader};
+pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader};
 pub use outbox::{Delivery, Outbox, OutboxItem};
 pub use queue::{release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions};
+pub use transaction::{CommitOutcome, Settlement, Transaction};
 pub use value::{Arguments, HeaderValue, Headers};
 
 /// Identifies a consumer (subscription) across the broker; allocate with

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ferry_core::{Broker, BrokerConfig};
-use ferry_server::{AuthMode, Server, ServerConfig, Shutdown};
+use ferry_server::{AuthMode, Server, ServerConfig, Shutdown, TlsSettings};
 use options::Options;
 use tracing::{error, info, warn};
 
@@ -55,11 +55,23 @@ async fn serve(options: Options) -> ExitCode {
         interface: options.interface,
         port: options.port,
         tcp_nodelay: options.tcp_nodelay.on(),
+        tls: match (&options.ssl_cert_file, &options.ssl_key_file) {
+            (Some(cert_file), Some(key_file)) => Some(TlsSettings {
+                cert_file: cert_file.clone(),
+                key_file: key_file.clone(),
+                ca_file: options.ssl_ca_file.clone(),
+                require_client_auth: options.ssl_require_client_authentication.on(),
+            }),
+            _ => None,
+        },
+        ssl_port: options.ssl_port,
         auth: if options.auth.on() {
-            AuthMode::GuestOnly
+            AuthMode::Required
         } else {
             AuthMode::None
         },
+        users_file: options::users_file(&options),
+        allow_anonymous: options.allow_anonymous.on(),
         max_connections: options.max_connections.max(1),
         max_message_size: options.max_message_size,
         ..ServerConfig::default()
@@ -67,6 +79,10 @@ async fn serve(options: Options) -> ExitCode {
     let broker = Broker::new(BrokerConfig::default());
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
             eprintln!(
                 "ferryd: cannot listen on {}:{}: {e}",
@@ -82,16 +98,28 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let tls_addr = match server.tls_local_addr().transpose() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout();
     if options.port == 0 {
         // As qpidd does: scripts and tests read the chosen port from the first stdout line.
-        let mut out = std::io::stdout();
         let _ = writeln!(out, "{}", addr.port());
-        let _ = out.flush();
     }
-    if options.auth.on() {
-        warn!("--auth yes: only the default guest/guest user may connect, and only from loopback");
+    if let (Some(tls_addr), 0) = (tls_addr, options.ssl_port) {
+        // The TLS port follows, on a line of its own.
+        let _ = writeln!(out, "{}", tls_addr.port());
     }
+    let _ = out.flush();
     info!("ferryd listening on {addr}");
+    if let Some(tls_addr) = tls_addr {
+        info!("ferryd listening for TLS on {tls_addr}");
+    }
+    tokio::spawn(reload_on_sighup(server.tls()));
     let (stop, shutdown) = Shutdown::new();
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -100,6 +128,25 @@ async fn serve(options: Options) -> ExitCode {
     });
     server.run(shutdown).await;
     ExitCode::SUCCESS
+}
+
+/// SIGHUP re-reads the TLS certificate, key and CA files; new connections use them. (It is
+/// handled even without TLS: its default action would stop the broker.)
+async fn reload_on_sighup(tls: Option<std::sync::Arc<ferry_server::Tls>>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        error!("cannot install the SIGHUP handler");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match tls.as_ref().map(|t| t.reload()) {
+            Some(Ok(())) => info!("SIGHUP: TLS certificate, key and CA files reloaded"),
+            Some(Err(e)) => {
+                error!("SIGHUP: TLS files not reloaded, keeping the previous ones: {e}")
+            }
+            None => info!("SIGHUP: nothing to reload"),
+        }
+    }
 }
 
 async fn wait_for_signal() {
@@ -139,8 +186,10 @@ fn init_logging(options: &Options) -> Result<(), String> {
             .with_writer(std::sync::Mutex::new(file))
             .init();
     } else if options.log_to_stderr.on() {
+        use std::io::IsTerminal;
         fmt()
             .with_env_filter(filter)
+            .with_ansi(std::io::stderr().is_terminal())
             .with_writer(std::io::stderr)
             .init();
     } else {

@@ -44,10 +44,42 @@ pub struct Options {
     #[arg(long, value_enum, num_args = 0..=1, default_value = "yes", default_missing_value = "yes")]
     pub tcp_nodelay: YesNo,
 
-    /// Require authentication. Until the users database exists, `yes` admits only
-    /// guest/guest over PLAIN from loopback.
-    #[arg(long, value_enum, default_value = "no")]
+    /// Require authentication (SASL against the users file). `no` admits everyone:
+    /// ANONYMOUS, or PLAIN with any credentials.
+    #[arg(long, value_enum, default_value = "yes")]
     pub auth: YesNo,
+
+    /// The users file (`ferry user` manages it). Default: `users` beside the --config file,
+    /// else $FERRY_USERS_FILE, else $XDG_CONFIG_HOME/ferry/users (~/.config/ferry/users).
+    /// While it does not exist, only the built-in guest/guest may log in, from loopback.
+    #[arg(long, value_name = "FILE")]
+    pub users_file: Option<PathBuf>,
+
+    /// Offer SASL ANONYMOUS even with --auth yes.
+    #[arg(long, value_enum, default_value = "no")]
+    pub allow_anonymous: YesNo,
+
+    /// TLS port (both protocols) when --ssl-cert-file is given; 0 picks a free one and prints
+    /// it on stdout (after the --port 0 line, if any).
+    #[arg(long, default_value_t = 5671)]
+    pub ssl_port: u16,
+
+    /// PEM certificate (and chain) for the TLS listener; enables TLS. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "ssl_key_file")]
+    pub ssl_cert_file: Option<PathBuf>,
+
+    /// PEM private key for --ssl-cert-file. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "ssl_cert_file")]
+    pub ssl_key_file: Option<PathBuf>,
+
+    /// PEM CA certificates that sign client certificates; clients may then log in with SASL
+    /// EXTERNAL as their certificate's subject CN. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "ssl_cert_file")]
+    pub ssl_ca_file: Option<PathBuf>,
+
+    /// Refuse TLS clients without a certificate signed by --ssl-ca-file.
+    #[arg(long, value_enum, num_args = 0..=1, default_value = "no", default_missing_value = "yes")]
+    pub ssl_require_client_authentication: YesNo,
 
     /// Accepted for qpidd compatibility; management is not implemented yet.
     #[arg(long, value_enum, default_value = "no")]
@@ -156,6 +188,18 @@ pub fn merged_args(args: Vec<String>) -> Result<Vec<String>, ConfigFileError> {
     Ok(merged)
 }
 
+/// The users file ferryd uses: `--users-file`, else `users` beside `--config`, else the
+/// per-user default (see `ferry_auth::default_users_file`).
+pub fn users_file(options: &Options) -> Option<PathBuf> {
+    if let Some(path) = &options.users_file {
+        return Some(path.clone());
+    }
+    if let Some(config) = &options.config {
+        return Some(config.with_file_name("users"));
+    }
+    ferry_auth::default_users_file()
+}
+
 /// Maps qpidd's `--log-enable` rules (`info+`, `debug+:Broker`) to a tracing filter; anything
 /// that is not qpidd syntax is passed through as a tracing directive.
 pub fn log_filter(rules: &[String]) -> String {
@@ -208,6 +252,42 @@ mod tests {
         assert_eq!(o.worker_threads, Some(2));
         assert!(o.tcp_nodelay.on());
         assert!(!o.auth.on());
+    }
+
+    #[test]
+    fn auth_is_on_by_default_and_the_users_file_sits_beside_the_config() {
+        let o = Options::try_parse_from(strings(&["ferryd"])).unwrap();
+        assert!(o.auth.on());
+        assert!(!o.allow_anonymous.on());
+        let o = Options::try_parse_from(strings(&["ferryd", "--config", "/etc/ferry/ferryd.conf"]))
+            .unwrap();
+        assert_eq!(users_file(&o), Some(PathBuf::from("/etc/ferry/users")));
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--config",
+            "/etc/ferry/ferryd.conf",
+            "--users-file",
+            "/srv/u",
+        ]))
+        .unwrap();
+        assert_eq!(users_file(&o), Some(PathBuf::from("/srv/u")));
+    }
+
+    #[test]
+    fn tls_options_come_together() {
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--ssl-cert-file",
+            "c.pem",
+            "--ssl-key-file",
+            "k.pem",
+            "--ssl-require-client-authentication",
+        ]))
+        .unwrap();
+        assert_eq!(o.ssl_port, 5671);
+        assert!(o.ssl_require_client_authentication.on());
+        assert!(Options::try_parse_from(strings(&["ferryd", "--ssl-cert-file", "c.pem"])).is_err());
+        assert!(Options::try_parse_from(strings(&["ferryd", "--ssl-ca-file", "ca.pem"])).is_err());
     }
 
     #[test]

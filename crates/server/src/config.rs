@@ -2,15 +2,19 @@
 //! (command line, config file or a test).
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// How clients may authenticate until the users database lands.
+use crate::tls::TlsSettings;
+
+/// `--auth`: whether clients must prove who they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMode {
     /// ANONYMOUS and PLAIN with any credentials are accepted.
     None,
-    /// Only PLAIN, and only the built-in `guest`/`guest` user from loopback.
-    GuestOnly,
+    /// Passwords are checked against the users file (or the built-in loopback-only guest
+    /// while there is none); ANONYMOUS only if `allow_anonymous`.
+    Required,
 }
 
 #[derive(Debug, Clone)]
@@ -19,7 +23,16 @@ pub struct ServerConfig {
     /// 0 asks the OS for a free port (tests, and qpidd's `--port 0`).
     pub port: u16,
     pub tcp_nodelay: bool,
+    /// A second listener speaking both protocols over TLS, on `ssl_port` (0: a free port).
+    pub tls: Option<TlsSettings>,
+    pub ssl_port: u16,
     pub auth: AuthMode,
+    /// The users file; `None` (or a missing file) leaves only the built-in guest.
+    pub users_file: Option<PathBuf>,
+    /// Offer ANONYMOUS even with `AuthMode::Required`.
+    pub allow_anonymous: bool,
+    /// How long a refused login waits before the client hears of it.
+    pub auth_failure_delay: Duration,
     pub max_connections: usize,
     /// Largest frame we offer in connection.tune; clients may ask for less.
     pub max_frame_size: u16,
@@ -41,7 +54,13 @@ impl Default for ServerConfig {
             interface: IpAddr::from([127, 0, 0, 1]),
             port: 5672,
             tcp_nodelay: true,
+            tls: None,
+            ssl_port: 5671,
+            // ferryd defaults to Required; embedded servers and tests start open.
             auth: AuthMode::None,
+            users_file: None,
+            allow_anonymous: false,
+            auth_failure_delay: Duration::from_secs(1),
             max_connections: 500,
             max_frame_size: 65535,
             channel_max: 256,

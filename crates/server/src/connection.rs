@@ -5,43 +5,87 @@ use std::sync::Arc;
 
 use ferry_amqp010::{ProtocolHeader, PROTOCOL_HEADER};
 use ferry_core::Broker;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
 
+use crate::auth::AuthService;
 use crate::config::ServerConfig;
+use crate::io::Transport;
 use crate::listener::Shutdown;
+use crate::tls::TlsTransport;
 
-pub async fn run(
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    broker: Arc<Broker>,
-    config: Arc<ServerConfig>,
+/// A freshly accepted stream: read the protocol header from it, then drive it as a
+/// [`Transport`].
+pub trait Accepted: AsyncRead + AsyncWrite + Unpin + Send {
+    type Transport: Transport;
+    fn into_transport(self) -> Self::Transport;
+}
+
+impl Accepted for TcpStream {
+    type Transport = TcpStream;
+    fn into_transport(self) -> TcpStream {
+        self
+    }
+}
+
+impl Accepted for tokio_rustls::server::TlsStream<TcpStream> {
+    type Transport = TlsTransport;
+    fn into_transport(self) -> TlsTransport {
+        let (tcp, tls) = self.into_inner();
+        TlsTransport::new(tcp, tls)
+    }
+}
+
+/// What a connection task needs besides its socket.
+#[derive(Clone)]
+pub struct Services {
+    pub broker: Arc<Broker>,
+    pub config: Arc<ServerConfig>,
+    pub auth: Arc<AuthService>,
+}
+
+/// Who is on the other end: the address, and the name in the TLS client certificate when
+/// one was presented and verified (the identity SASL EXTERNAL logs in as).
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    pub client_identity: Option<String>,
+}
+
+pub async fn run<S: Accepted>(
+    mut stream: S,
+    peer: Peer,
+    services: Services,
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
+    let config = &services.config;
     let mut header = [0u8; 8];
     let read = tokio::time::timeout(config.handshake_timeout, stream.read_exact(&mut header)).await;
     match read {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Err(e),
         Err(_) => {
-            debug!(%peer, "no protocol header in time");
+            debug!(peer = %peer.addr, "no protocol header in time");
             return Ok(());
         }
     }
     // 0-9-1 answers its header with connection.start, not with a header of its own.
     if header == ferry_amqp091::PROTOCOL_HEADER {
-        return crate::amqp091::run(stream, peer, broker, config, shutdown).await;
+        let stream = stream.into_transport();
+        return crate::amqp091::run(stream, peer, services, shutdown).await;
     }
     // Whatever the peer asked for, it gets the header we speak; only a match continues
     // (AMQP's rule for version negotiation).
     stream.write_all(&PROTOCOL_HEADER).await?;
+    stream.flush().await?;
     match ProtocolHeader::parse(&header) {
         Some(h) if h.is_amqp010() => {
-            crate::amqp010::run(stream, peer, broker, config, shutdown).await
+            let stream = stream.into_transport();
+            crate::amqp010::run(stream, peer, services, shutdown).await
         }
         other => {
-            debug!(%peer, ?other, "unsupported protocol header");
+            debug!(peer = %peer.addr, ?other, "unsupported protocol header");
             stream.shutdown().await
         }
     }

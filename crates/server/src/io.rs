@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use ferry_core::{Outbox, OutboxItem};
-use tokio::io::Interest;
+use tokio::io::{Interest, Ready};
 use tokio::net::TcpStream;
 
+use crate::auth::{AuthOutcome, AuthTask};
 use crate::config::ServerConfig;
 use crate::listener::Shutdown;
 
@@ -24,6 +25,42 @@ pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 pub enum CloseReason {
     HandshakeTimeout,
     Shutdown,
+}
+
+/// A connected byte stream the loop can drive without blocking: a TCP socket as it is, or a
+/// TLS connection over one (`crate::tls`).
+pub trait Transport: Send {
+    fn ready(
+        &self,
+        interest: Interest,
+    ) -> impl std::future::Future<Output = std::io::Result<Ready>> + Send + '_;
+    /// Appends what can be read now; `Ok(0)` is the end of the stream.
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
+    /// Takes what it can of `buf` without waiting; an empty `buf` only flushes.
+    fn try_write(&mut self, buf: &[u8]) -> std::io::Result<usize>;
+    /// Bytes the transport holds that still have to reach the socket (TLS records).
+    fn wants_write(&self) -> bool;
+}
+
+impl Transport for TcpStream {
+    fn ready(
+        &self,
+        interest: Interest,
+    ) -> impl std::future::Future<Output = std::io::Result<Ready>> + Send + '_ {
+        TcpStream::ready(self, interest)
+    }
+
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        TcpStream::try_read_buf(self, buf)
+    }
+
+    fn try_write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        TcpStream::try_write(self, buf)
+    }
+
+    fn wants_write(&self) -> bool {
+        false
+    }
 }
 
 /// What a protocol layer provides to the loop.
@@ -47,11 +84,15 @@ pub trait ProtocolConnection {
     fn close(&mut self, reason: CloseReason);
     /// Releases everything the connection holds (idempotent).
     fn teardown(&mut self);
+    /// A SASL step `process` started; the loop awaits it and reads nothing meanwhile.
+    fn take_auth_task(&mut self) -> Option<AuthTask>;
+    /// The SASL step finished.
+    fn on_auth_done(&mut self, outcome: AuthOutcome);
 }
 
 /// Runs `conn` on `stream` until the peer or the broker ends it.
-pub async fn drive<C: ProtocolConnection>(
-    stream: TcpStream,
+pub async fn drive<T: Transport, C: ProtocolConnection>(
+    mut stream: T,
     conn: &mut C,
     mut shutdown: Shutdown,
 ) -> std::io::Result<()> {
@@ -62,7 +103,11 @@ pub async fn drive<C: ProtocolConnection>(
     let mut last_read = Instant::now();
     let mut last_write = Instant::now();
     let mut heartbeat_tick: Option<tokio::time::Interval> = None;
+    let mut auth_task: Option<AuthTask> = None;
     let result = loop {
+        if auth_task.is_none() {
+            auth_task = conn.take_auth_task();
+        }
         // Deliveries first, then write as much as the socket takes without waiting.
         if conn.out().len() < high_water {
             conn.outbox().take(&mut items);
@@ -70,7 +115,7 @@ pub async fn drive<C: ProtocolConnection>(
                 conn.on_outbox_item(item);
             }
         }
-        if !conn.out().is_empty() {
+        if !conn.out().is_empty() || stream.wants_write() {
             match stream.try_write(conn.out()) {
                 Ok(n) => {
                     conn.out().advance(n);
@@ -80,7 +125,8 @@ pub async fn drive<C: ProtocolConnection>(
                 Err(e) => break Err(e),
             }
         }
-        if conn.is_finished() && conn.out().is_empty() {
+        let all_written = conn.out().is_empty() && !stream.wants_write();
+        if conn.is_finished() && all_written {
             break Ok(());
         }
         if conn.is_open() && heartbeat_tick.is_none() && conn.heartbeat() > 0 {
@@ -92,8 +138,8 @@ pub async fn drive<C: ProtocolConnection>(
         // Above the high-water mark we neither read nor take deliveries: a peer that never
         // reads costs at most this buffer plus its credit.
         let below_high_water = conn.out().len() < high_water;
-        let want_read = below_high_water && !conn.is_finished();
-        let interest = match (want_read, conn.out().is_empty()) {
+        let want_read = below_high_water && !conn.is_finished() && auth_task.is_none();
+        let interest = match (want_read, all_written) {
             (true, true) => Some(Interest::READABLE),
             (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
             (false, false) => Some(Interest::WRITABLE),
@@ -109,7 +155,7 @@ pub async fn drive<C: ProtocolConnection>(
             }} => {
                 let ready = match ready { Ok(r) => r, Err(e) => break Err(e) };
                 if ready.is_readable() && want_read {
-                    match read_available(&stream, &mut inbuf) {
+                    match read_available(&mut stream, &mut inbuf) {
                         Ok(ReadOutcome::Eof) => break Ok(()),
                         Ok(ReadOutcome::Data) => {
                             last_read = Instant::now();
@@ -121,6 +167,17 @@ pub async fn drive<C: ProtocolConnection>(
                 }
             }
             _ = outbox.notified(), if below_high_water => {}
+            outcome = async { match auth_task.as_mut() {
+                Some(task) => task.await,
+                None => std::future::pending().await,
+            }}, if auth_task.is_some() => {
+                auth_task = None;
+                conn.on_auth_done(outcome);
+                // Whatever the client sent meanwhile waited in the buffer.
+                if !inbuf.is_empty() {
+                    conn.process(&mut inbuf);
+                }
+            }
             _ = tokio::time::sleep_until(handshake_deadline), if !open && closing_since.is_none() => {
                 conn.close(CloseReason::HandshakeTimeout);
             }
@@ -160,7 +217,10 @@ enum ReadOutcome {
 
 /// Drains the socket into `inbuf`, up to a bound so one busy peer cannot starve the others
 /// or grow our buffer.
-fn read_available(stream: &TcpStream, inbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+fn read_available<T: Transport>(
+    stream: &mut T,
+    inbuf: &mut BytesMut,
+) -> std::io::Result<ReadOutcome> {
     let mut got = false;
     loop {
         if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {

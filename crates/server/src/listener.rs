@@ -9,14 +9,16 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tracing::{debug, info, warn};
 
+use crate::auth::AuthService;
 use crate::config::ServerConfig;
-use crate::connection;
+use crate::connection::{self, Peer, Services};
+use crate::tls::{self, Tls};
 
 /// A bound listener; `run` serves it until shutdown is signalled.
 pub struct Server {
     listener: TcpListener,
-    broker: Arc<Broker>,
-    config: Arc<ServerConfig>,
+    tls: Option<(TcpListener, Arc<Tls>)>,
+    services: Services,
 }
 
 /// Tells every connection task that the broker is stopping.
@@ -43,12 +45,28 @@ impl Shutdown {
 }
 
 impl Server {
+    /// Binds the listener and loads the users. A bad users file is an error of kind
+    /// `InvalidInput`, a socket that cannot be bound one of the socket's kind.
     pub async fn bind(config: ServerConfig, broker: Arc<Broker>) -> std::io::Result<Server> {
+        let invalid = |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
         let listener = TcpListener::bind((config.interface, config.port)).await?;
+        let tls = match &config.tls {
+            Some(settings) => {
+                let tls = Tls::load(settings.clone()).map_err(|e| invalid(format!("TLS: {e}")))?;
+                let listener = TcpListener::bind((config.interface, config.ssl_port)).await?;
+                Some((listener, Arc::new(tls)))
+            }
+            None => None,
+        };
+        let auth = AuthService::new(&config).map_err(invalid)?;
         Ok(Server {
             listener,
-            broker,
-            config: Arc::new(config),
+            tls,
+            services: Services {
+                broker,
+                config: Arc::new(config),
+                auth: Arc::new(auth),
+            },
         })
     }
 
@@ -56,17 +74,34 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// The TLS listener's address, if TLS is configured.
+    pub fn tls_local_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.tls.as_ref().map(|(l, _)| l.local_addr())
+    }
+
+    /// The TLS configuration, to reload it (SIGHUP) while the server runs.
+    pub fn tls(&self) -> Option<Arc<Tls>> {
+        self.tls.as_ref().map(|(_, t)| t.clone())
+    }
+
     /// Serves until `shutdown` is set, then waits (briefly) for connections to close.
     pub async fn run(self, shutdown: Shutdown) {
-        let slots = Arc::new(Semaphore::new(self.config.max_connections));
-        let expiry = tokio::spawn(expire_messages(self.broker.clone(), shutdown.clone()));
+        let slots = Arc::new(Semaphore::new(self.services.config.max_connections));
+        let expiry = tokio::spawn(expire_messages(
+            self.services.broker.clone(),
+            shutdown.clone(),
+        ));
         let mut stop = shutdown.clone();
         loop {
             let accepted = tokio::select! {
                 _ = stop.wait() => break,
-                accepted = self.listener.accept() => accepted,
+                accepted = self.listener.accept() => accepted.map(|a| (a, None)),
+                accepted = async { match &self.tls {
+                    Some((listener, tls)) => listener.accept().await.map(|a| (a, Some(tls))),
+                    None => std::future::pending().await,
+                }} => accepted,
             };
-            let (stream, peer) = match accepted {
+            let ((stream, peer), tls) = match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
                     // Running out of file descriptors must not kill the listener; back off.
@@ -81,47 +116,93 @@ impl Server {
                 continue;
             };
             debug!(%peer, "accepted connection");
-            let broker = self.broker.clone();
-            let config = self.config.clone();
+            let services = self.services.clone();
             let shutdown = shutdown.clone();
+            let acceptor = tls.map(|t| t.acceptor());
             tokio::spawn(async move {
-                serve(stream, peer, broker, config, shutdown).await;
+                match acceptor {
+                    Some(acceptor) => serve_tls(stream, peer, acceptor, services, shutdown).await,
+                    None => serve(stream, peer, services, shutdown).await,
+                }
                 drop(permit);
             });
         }
         expiry.abort();
         // Give connection tasks a moment to send their close and release their messages.
-        let all = self.config.max_connections as u32;
+        let all = self.services.config.max_connections as u32;
         let _ = tokio::time::timeout(Duration::from_secs(2), slots.acquire_many(all)).await;
         info!("listener stopped");
     }
 }
 
-async fn serve(
-    stream: TcpStream,
-    peer: SocketAddr,
-    broker: Arc<Broker>,
-    config: Arc<ServerConfig>,
-    shutdown: Shutdown,
-) {
-    if let Err(e) = stream.set_nodelay(config.tcp_nodelay) {
+async fn serve(stream: TcpStream, peer: SocketAddr, services: Services, shutdown: Shutdown) {
+    if let Err(e) = stream.set_nodelay(services.config.tcp_nodelay) {
         debug!(%peer, "set_nodelay failed: {e}");
     }
-    match connection::run(stream, peer, broker, config, shutdown).await {
+    let who = Peer {
+        addr: peer,
+        client_identity: None,
+    };
+    match connection::run(stream, who, services, shutdown).await {
         Ok(()) => debug!(%peer, "connection closed"),
         Err(e) => debug!(%peer, "connection ended: {e}"),
     }
 }
 
+async fn serve_tls(
+    stream: TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    services: Services,
+    shutdown: Shutdown,
+) {
+    if let Err(e) = stream.set_nodelay(services.config.tcp_nodelay) {
+        debug!(%peer, "set_nodelay failed: {e}");
+    }
+    let limit = services.config.handshake_timeout;
+    let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            info!(%peer, "TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, "no TLS handshake in time");
+            return;
+        }
+    };
+    let who = Peer {
+        addr: peer,
+        client_identity: tls::client_identity(stream.get_ref().1),
+    };
+    match connection::run(stream, who, services, shutdown).await {
+        Ok(()) => debug!(%peer, "TLS connection closed"),
+        Err(e) => debug!(%peer, "TLS connection ended: {e}"),
+    }
+}
+
 /// Without consumers nothing else would ever look at an expired message: drop them on a
-/// timer so a queue of expired messages cannot hold memory forever.
+/// timer so a queue of expired messages cannot hold memory forever. The same task deletes
+/// `x-expires` queues when they fall due, waking at their deadlines rather than on the tick.
 async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    const SWEEP: Duration = Duration::from_secs(1);
+    let mut next_sweep = tokio::time::Instant::now() + SWEEP;
     loop {
+        let wake = match broker.expire_unused_queues() {
+            Some(at) => {
+                let wait = Duration::from_millis(at.saturating_sub(ferry_core::now_ms()) + 1);
+                next_sweep.min(tokio::time::Instant::now() + wait)
+            }
+            None => next_sweep,
+        };
         tokio::select! {
             _ = shutdown.wait() => return,
-            _ = tick.tick() => { broker.purge_expired(); }
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = broker.queue_expiry_changed() => {}
+        }
+        if tokio::time::Instant::now() >= next_sweep {
+            broker.purge_expired();
+            next_sweep = tokio::time::Instant::now() + SWEEP;
         }
     }
 }

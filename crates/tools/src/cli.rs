@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use crate::latency_test::LatencyOpts;
 use crate::netbench::NetbenchCmd;
 use crate::perftest::PerftestOpts;
+use crate::user::UserOpts;
 use crate::ToolError;
 
 #[derive(Debug, Parser)]
@@ -29,6 +30,8 @@ pub enum Command {
         #[command(subcommand)]
         cmd: NetbenchCmd,
     },
+    /// Manage ferryd's users file: add, passwd, remove, list.
+    User(UserOpts),
 }
 
 pub fn run(cli: &Cli) -> Result<(), ToolError> {
@@ -36,6 +39,7 @@ pub fn run(cli: &Cli) -> Result<(), ToolError> {
         Command::Perftest(o) => crate::perftest::command(o),
         Command::LatencyTest(o) => crate::latency_test::command(o),
         Command::Netbench { cmd } => crate::netbench::command(cmd),
+        Command::User(o) => crate::user::command(o),
     }
 }
 

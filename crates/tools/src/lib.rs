@@ -14,5 +14,6 @@ pub mod latency_test;
 pub mod netbench;
 pub mod perftest;
 pub mod stats;
+pub mod user;
 
 pub use error::ToolError;

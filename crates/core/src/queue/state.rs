@@ -2,13 +2,14 @@
 //! their credit. Dispatch runs here, under that lock, so a publish or a credit grant never needs
 //! a second lock to hand messages to a consumer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
+use crate::queue::entries::{Entries, PriorityLevels};
 use crate::queue::Queue;
 use crate::OwnerId;
 
@@ -63,7 +64,7 @@ impl Clock {
 
 #[derive(Debug)]
 pub(crate) struct QueueState {
-    pub(crate) entries: VecDeque<Entry>,
+    pub(crate) entries: Entries,
     /// Starts at 1 so a browse cursor of 0 means "seen nothing".
     next_position: u64,
     queued_bytes: u64,
@@ -77,6 +78,9 @@ pub(crate) struct QueueState {
     pub(crate) owner: Option<OwnerId>,
     pub(crate) had_consumers: bool,
     pub(crate) deleted: bool,
+    /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
+    /// in milliseconds since the epoch: what `x-expires` counts from.
+    pub(crate) last_used: u64,
     /// Expired messages kept for the dead-letter exchange (RabbitMQ semantics, asked for
     /// with `x-dead-letter-exchange`); routed outside the lock by `Queue::purge_expired`.
     /// Without it expired messages are dropped, as qpidd does.
@@ -89,9 +93,10 @@ impl QueueState {
         owner: Option<OwnerId>,
         single_active: bool,
         keep_expired: bool,
+        priorities: Option<PriorityLevels>,
     ) -> QueueState {
         QueueState {
-            entries: VecDeque::new(),
+            entries: Entries::new(priorities),
             next_position: 1,
             queued_bytes: 0,
             unsettled: HashMap::default(),
@@ -103,6 +108,7 @@ impl QueueState {
             owner,
             had_consumers: false,
             deleted: false,
+            last_used: now_ms(),
             keep_expired,
             expired: Vec::new(),
         }
@@ -156,19 +162,16 @@ impl QueueState {
         }
     }
 
-    fn remove_at(&mut self, idx: usize) -> Option<Entry> {
-        let e = self.entries.remove(idx)?;
+    fn take_next(&mut self) -> Option<Entry> {
+        let e = self.entries.pop_front()?;
         self.account_out(&e.message);
         Some(e)
     }
 
     /// Puts a message back in position order, ahead of anything newer.
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
-        let idx = self
-            .entries
-            .partition_point(|e| e.position < entry.position);
         self.account_in(&entry.message);
-        self.entries.insert(idx, entry);
+        self.entries.insert_sorted(entry);
     }
 
     fn mark_unsettled(&mut self, e: &Entry) {
@@ -191,12 +194,10 @@ impl QueueState {
 
     /// Browse-then-acquire: succeeds only while the message is still queued.
     pub(crate) fn acquire_at(&mut self, position: u64, clock: &mut Clock) -> bool {
-        let Ok(idx) = self.entries.binary_search_by_key(&position, |e| e.position) else {
+        let Some(e) = self.entries.remove_position(position) else {
             return false;
         };
-        let Some(e) = self.remove_at(idx) else {
-            return false;
-        };
+        self.account_out(&e.message);
         if clock.expired(&e.message) {
             self.expire(e.message);
             return false;
@@ -205,16 +206,17 @@ impl QueueState {
         true
     }
 
-    /// Removes the front entry without acquiring it (drop-head overflow).
+    /// Removes the next entry without acquiring it (drop-head overflow; in a priority queue
+    /// the head is the highest-priority message, as RabbitMQ drops it).
     pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
-        self.remove_at(0).map(|e| e.message)
+        self.take_next().map(|e| e.message)
     }
 
     /// Acquires the front entry, dropping expired ones before it.
     pub(crate) fn take_front(&mut self) -> Option<Entry> {
         let mut clock = Clock::default();
         loop {
-            let entry = self.remove_at(0)?;
+            let entry = self.take_next()?;
             if !clock.expired(&entry.message) {
                 self.mark_unsettled(&entry);
                 return Some(entry);
@@ -260,7 +262,12 @@ impl QueueState {
         self.deleted = true;
         self.queued_bytes = 0;
         self.expiring = 0;
-        let messages = self.entries.drain(..).map(|e| e.message).collect();
+        let messages = self
+            .entries
+            .drain()
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
         (messages, std::mem::take(&mut self.consumers))
     }
 
@@ -294,8 +301,7 @@ impl QueueState {
         let Some(c) = self.consumers.get_mut(ci) else {
             return;
         };
-        let start = entries.partition_point(|e| e.position <= c.cursor);
-        for e in entries.range(start..) {
+        for e in entries.after(c.cursor) {
             if clock.expired(&e.message) {
                 c.cursor = e.position;
                 continue;
@@ -320,7 +326,7 @@ impl QueueState {
     fn dispatch_acquirers(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
         while let Some(front) = self.entries.front() {
             if clock.expired(&front.message) {
-                if let Some(e) = self.remove_at(0) {
+                if let Some(e) = self.take_next() {
                     self.expire(e.message);
                 }
                 continue;
@@ -329,7 +335,7 @@ impl QueueState {
             let Some(ci) = self.next_acquirer(size) else {
                 break;
             };
-            let Some(entry) = self.remove_at(0) else {
+            let Some(entry) = self.take_next() else {
                 break;
             };
             self.mark_unsettled(&entry);

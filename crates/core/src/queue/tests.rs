@@ -488,3 +488,102 @@ fn get_acquires_the_front_and_skips_expired() {
     assert_eq!(&q.get().unwrap().message.body[..], b"b");
     assert!(q.get().is_none());
 }
+
+fn priority_queue(max: i64, limits: QueueLimits) -> Arc<Queue> {
+    let opts = QueueOptions {
+        arguments: [("x-max-priority", crate::value::HeaderValue::Int(max))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    Queue::new("pq".into(), &opts, None, limits)
+}
+
+fn prio(body: &'static str, priority: u8) -> Arc<Message> {
+    let mut m = Message::new("", "pq", Bytes::from_static(body.as_bytes()));
+    m.priority = priority;
+    Arc::new(m)
+}
+
+#[test]
+fn priority_queue_delivers_highest_first_fifo_within_and_requeues_in_place() {
+    let q = priority_queue(5, QueueLimits::default());
+    for (body, p) in [
+        ("l1", 0),
+        ("h1", 5),
+        ("m1", 2),
+        ("h2", 9),
+        ("l2", 0),
+        ("m2", 2),
+    ] {
+        q.enqueue(prio(body, p)).unwrap();
+    }
+    assert_eq!(q.queued_bodies(), bs(&["h1", "h2", "m1", "m2", "l1", "l2"]));
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 3, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(bodies(&ds), [b"h1", b"h2", b"m1"]);
+    // A later high-priority message overtakes what is queued; released ones return ahead
+    // of newer messages of their own priority.
+    q.enqueue(prio("h3", 7)).unwrap();
+    q.release(ds.iter().map(|d| (d.position, d.message.clone())), true);
+    assert_eq!(
+        q.queued_bodies(),
+        bs(&["h1", "h2", "h3", "m1", "m2", "l1", "l2"])
+    );
+    q.add_credit(1, 7, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(ds.iter().filter(|d| d.redelivered).count(), 3);
+    assert_eq!(
+        bodies(&ds),
+        [&b"h1"[..], b"h2", b"h3", b"m1", b"m2", b"l1", b"l2"]
+    );
+}
+
+#[test]
+fn priority_queue_limits_ttl_browse_and_get() {
+    let q = priority_queue(
+        9,
+        QueueLimits {
+            max_count: Some(3),
+            max_size: None,
+            policy: LimitPolicy::Reject,
+        },
+    );
+    q.enqueue(prio("low", 1)).unwrap();
+    let mut old = Message::new("", "pq", Bytes::from_static(b"expired-high"));
+    old.priority = 9;
+    old.expires_at = Some(1);
+    q.enqueue(Arc::new(old)).unwrap();
+    q.enqueue(prio("mid", 5)).unwrap();
+    assert!(
+        q.enqueue(prio("too-many", 9)).is_err(),
+        "limits count all levels"
+    );
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, false)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    // Browsers see arrival order and skip the expired message.
+    assert_eq!(bodies(&deliveries(&ob)), [&b"low"[..], b"mid"]);
+    let got = q.get().unwrap();
+    assert_eq!(&got.message.body[..], b"mid");
+    assert_eq!(got.remaining, 1);
+    assert_eq!(q.message_count(), 1);
+}
+
+#[test]
+fn drop_head_on_a_priority_queue_drops_the_next_to_deliver() {
+    let q = priority_queue(
+        9,
+        QueueLimits {
+            max_count: Some(2),
+            max_size: None,
+            policy: LimitPolicy::DropHead,
+        },
+    );
+    for (body, p) in [("low", 1), ("high", 8), ("new", 1)] {
+        q.enqueue(prio(body, p)).unwrap();
+    }
+    assert_eq!(q.queued_bodies(), bs(&["low", "new"]));
+}

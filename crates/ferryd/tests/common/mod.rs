@@ -13,6 +13,8 @@ use std::time::Duration;
 pub struct Ferryd {
     child: Child,
     pub addr: SocketAddr,
+    /// The TLS listener, for brokers started with `start_tls`.
+    pub tls_addr: Option<SocketAddr>,
     stderr: Option<std::thread::JoinHandle<String>>,
 }
 
@@ -22,10 +24,22 @@ impl Ferryd {
     }
 
     pub fn start_with(extra: &[&str]) -> Ferryd {
+        Ferryd::spawn(extra, false)
+    }
+
+    /// With `--ssl-port 0` among `extra`: ferryd prints the TLS port on its second line.
+    pub fn start_tls(extra: &[&str]) -> Ferryd {
+        Ferryd::spawn(extra, true)
+    }
+
+    fn spawn(extra: &[&str], tls: bool) -> Ferryd {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferryd"))
             .args(["--port", "0", "--interface", "127.0.0.1", "--auth", "no"])
             .args(extra)
-            .env("RUST_LOG", "ferry_server=debug,ferry_core=debug")
+            .env(
+                "RUST_LOG",
+                "ferryd=info,ferry_server=debug,ferry_core=debug",
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -38,24 +52,40 @@ impl Ferryd {
             text
         });
         let (tx, rx) = mpsc::channel();
+        let lines = if tls { 2 } else { 1 };
         std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
+            let mut stdout = BufReader::new(stdout);
+            for _ in 0..lines {
+                let mut line = String::new();
+                let _ = stdout.read_line(&mut line);
+                let _ = tx.send(line);
+            }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("ferryd printed no port");
-        let port: u16 = line.trim().parse().expect("ferryd port line");
+        let port = || -> u16 {
+            let line = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("ferryd printed no port");
+            line.trim().parse().expect("ferryd port line")
+        };
+        let plain = port();
+        let tls_addr = tls.then(|| SocketAddr::from(([127, 0, 0, 1], port())));
         Ferryd {
             child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            addr: SocketAddr::from(([127, 0, 0, 1], plain)),
+            tls_addr,
             stderr: Some(stderr),
         }
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    pub fn signal(&self, name: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status();
     }
 
     pub fn is_running(&mut self) -> bool {

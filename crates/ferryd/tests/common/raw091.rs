@@ -6,9 +6,10 @@ use std::net::{SocketAddr, TcpStream};
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp091::{
-    decode_frame, write_content, write_method, Assembled, BasicConsume, BasicProperties,
-    BasicPublish, ChannelOpen, ConnectionOpen, ConnectionStartOk, ConnectionTuneOk,
-    ContentAssembler, LongStr, Message, Method, ShortStr, PROTOCOL_HEADER,
+    decode_frame, write_content, write_method, Assembled, BasicAck, BasicConsume, BasicGet,
+    BasicProperties, BasicPublish, ChannelOpen, ConnectionOpen, ConnectionStartOk,
+    ConnectionTuneOk, ContentAssembler, FieldTable, LongStr, Message, Method, QueueDeclare,
+    ShortStr, PROTOCOL_HEADER,
 };
 
 const FRAME_MAX: usize = 131_072;
@@ -19,7 +20,7 @@ pub struct Raw091 {
     assemblers: Vec<ContentAssembler>,
 }
 
-fn short(s: &str) -> ShortStr {
+pub fn short(s: &str) -> ShortStr {
     ShortStr::new(Bytes::copy_from_slice(s.as_bytes())).expect("short string")
 }
 
@@ -83,12 +84,20 @@ impl Raw091 {
     }
 
     pub fn publish(&mut self, exchange: &str, key: &str, props: &BasicProperties, body: &[u8]) {
+        self.publish_with(
+            BasicPublish {
+                exchange: short(exchange),
+                routing_key: short(key),
+                ..Default::default()
+            },
+            props,
+            body,
+        );
+    }
+
+    pub fn publish_with(&mut self, publish: BasicPublish, props: &BasicProperties, body: &[u8]) {
         let mut out = BytesMut::new();
-        let publish = Method::BasicPublish(BasicPublish {
-            exchange: short(exchange),
-            routing_key: short(key),
-            ..Default::default()
-        });
+        let publish = Method::BasicPublish(publish);
         write_content(&mut out, 1, &publish, props, body, 4096);
         self.stream.write_all(&out).expect("write");
     }
@@ -105,6 +114,65 @@ impl Raw091 {
             .into(),
         );
         self.expect(1, |m| matches!(m, Method::BasicConsumeOk(_)));
+    }
+
+    /// Sends a method on channel 1 and waits for the reply `want` picks.
+    pub fn call(&mut self, method: impl Into<Method>, want: impl Fn(&Method) -> bool) -> Method {
+        self.method(1, method.into());
+        self.expect(1, want)
+    }
+
+    /// Declares a queue on channel 1 with these arguments.
+    pub fn declare_queue(&mut self, name: &str, arguments: FieldTable) {
+        self.call(
+            QueueDeclare {
+                queue: short(name),
+                arguments,
+                ..Default::default()
+            },
+            |m| matches!(m, Method::QueueDeclareOk(_)),
+        );
+    }
+
+    /// basic.get on channel 1: the message, or `None` for get-empty.
+    pub fn get(&mut self, queue: &str, no_ack: bool) -> Option<Message> {
+        self.method(
+            1,
+            BasicGet {
+                queue: short(queue),
+                no_ack,
+                ..Default::default()
+            }
+            .into(),
+        );
+        loop {
+            match self.next() {
+                Some((1, Assembled::Message(m))) => return Some(m),
+                Some((1, Assembled::Method(Method::BasicGetEmpty(_)))) => return None,
+                Some((1, Assembled::Method(m))) => panic!("unexpected {m:?} after basic.get"),
+                Some(_) => continue,
+                None => panic!("connection ended while waiting for get-ok"),
+            }
+        }
+    }
+
+    pub fn ack(&mut self, delivery_tag: u64, multiple: bool) {
+        self.method(
+            1,
+            BasicAck {
+                delivery_tag,
+                multiple,
+            }
+            .into(),
+        );
+    }
+
+    /// Waits for channel 1 to be closed by the broker; returns the reply code.
+    pub fn channel_closed(&mut self) -> u16 {
+        match self.expect(1, |m| matches!(m, Method::ChannelClose(_))) {
+            Method::ChannelClose(c) => c.reply_code,
+            _ => unreachable!(),
+        }
     }
 
     fn next(&mut self) -> Option<(u16, Assembled)> {

@@ -15,6 +15,7 @@ use ferry_core::{
 
 use super::convert::{headers_to_map, map_to_headers, optional_name, required_name, Exception};
 use super::session::{release_to_queues, Env, Session, Subscription};
+use super::tx;
 
 type Outcome = Result<(), Exception>;
 
@@ -41,7 +42,10 @@ pub fn execute(
             Ok(())
         }
         Command::MessageAccept(c) => {
-            settle(session, c.transfers, Settle::Accept);
+            match (session.tx.as_mut(), c.transfers) {
+                (Some(tx), Some(transfers)) => tx.stage_accepts(&transfers),
+                (_, transfers) => settle(session, transfers, Settle::Accept),
+            }
             Ok(())
         }
         Command::MessageReject(c) => {
@@ -253,9 +257,9 @@ pub fn execute(
             session.write_result(env, result_of(id, &result));
             Ok(())
         }
-        Command::TxSelect(_) | Command::TxCommit(_) | Command::TxRollback(_) => {
-            Err(Exception::not_implemented("transactions (tx class)"))
-        }
+        Command::TxSelect(_) => tx::select(session),
+        Command::TxCommit(_) => tx::commit(session, env),
+        Command::TxRollback(_) => tx::rollback(session),
         Command::DtxSelect(_)
         | Command::DtxStart(_)
         | Command::DtxEnd(_)
@@ -304,6 +308,10 @@ fn transfer(
     };
     read_properties(&header, exchange.needs_headers(), &mut message)?;
     message.header = ProtocolHeader::Amqp010(header);
+    if let Some(tx) = session.tx.as_mut() {
+        tx.stage_publish(exchange, Arc::new(message));
+        return Ok(());
+    }
     env.broker
         .publish(&exchange, Arc::new(message))
         .map(|_| ())

@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::outgoing::{DeliveryRecord, Outgoing};
+use super::tx::SessionTx;
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -60,6 +61,8 @@ pub struct Session {
     by_destination: HashMap<Str, ConsumerId>,
     /// The exchange of the last transfer: publishers nearly always reuse one destination.
     last_exchange: Option<(Str, Arc<Exchange>)>,
+    /// Set by tx.select: what the open transaction has staged.
+    pub tx: Option<Box<SessionTx>>,
 }
 
 /// session.completed asks for known-completed once the unacknowledged span gets this wide,
@@ -80,6 +83,7 @@ impl Session {
             subscriptions: HashMap::new(),
             by_destination: HashMap::new(),
             last_exchange: None,
+            tx: None,
         }
     }
 
@@ -193,6 +197,8 @@ impl Session {
         );
         env.broker.release_owner(self.owner);
         self.last_exchange = None;
+        // An open transaction dies with the session: nothing it staged happens.
+        self.tx = None;
     }
 
     pub fn exchange_for(&mut self, broker: &Broker, name: &Str) -> Option<Arc<Exchange>> {

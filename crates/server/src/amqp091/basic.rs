@@ -18,7 +18,7 @@ use super::qos::Settings;
 
 /// How a settled delivery leaves the channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+pub enum Outcome {
     Ack,
     Requeue,
     /// Dead-lettered through the queue's alternate exchange, or dropped.
@@ -66,7 +66,17 @@ impl Channel {
             priority: props.priority.unwrap_or(0),
             persistent: props.delivery_mode == Some(2),
             header: ProtocolHeader::Amqp091(raw),
+            deaths: None,
         });
+        if let Some(tx) = self.tx.as_mut() {
+            tx.stage_publish(
+                exchange,
+                message,
+                p.mandatory,
+                (&p.exchange, &p.routing_key),
+            );
+            return Ok(());
+        }
         let stored = match ctx.broker.publish(&exchange, message.clone()) {
             Ok(outcome) => {
                 if outcome.queues == 0 && p.mandatory {
@@ -89,11 +99,15 @@ impl Channel {
         Ok(())
     }
 
-    pub fn confirm_select(&mut self, ctx: &mut Ctx, nowait: bool) {
+    pub fn confirm_select(&mut self, ctx: &mut Ctx, nowait: bool) -> Result<(), Fault> {
+        if self.tx.is_some() {
+            return Err(Fault::precondition("cannot switch from tx to confirm mode"));
+        }
         self.confirms.enable();
         if !nowait {
             self.write(ctx.out, ConfirmSelectOk {});
         }
+        Ok(())
     }
 
     /// Writes pending publisher confirms (once per read batch, and before the channel ends).
@@ -313,6 +327,14 @@ impl Channel {
         multiple: bool,
         how: Outcome,
     ) -> Result<(), Fault> {
+        if let Some(tx) = self.tx.as_mut() {
+            let settled = self
+                .unacked
+                .take_tagged(tag, multiple)
+                .map_err(|e| Fault::precondition(e.to_string()))?;
+            tx.stage_settlement(settled, how);
+            return Ok(());
+        }
         let settled = self
             .unacked
             .take(tag, multiple)

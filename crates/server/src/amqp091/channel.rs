@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use ferry_amqp091::{
-    reply, write_body, write_frame_header, write_method, ContentAssembler, ExchangeDeclare,
-    ExchangeDeclareOk, ExchangeDelete, ExchangeDeleteOk, FrameType, Method, QueueBind, QueueBindOk,
-    QueueDeclare, QueueDeclareOk, QueueDelete, QueueDeleteOk, QueuePurge, QueuePurgeOk,
-    QueueUnbind, QueueUnbindOk, ShortStr, FRAME_END,
+    reply, write_body, write_frame_header, write_method, ContentAssembler, ExchangeBind,
+    ExchangeBindOk, ExchangeDeclare, ExchangeDeclareOk, ExchangeDelete, ExchangeDeleteOk,
+    ExchangeUnbind, ExchangeUnbindOk, FrameType, Method, QueueBind, QueueBindOk, QueueDeclare,
+    QueueDeclareOk, QueueDelete, QueueDeleteOk, QueuePurge, QueuePurgeOk, QueueUnbind,
+    QueueUnbindOk, ShortStr, FRAME_END,
 };
 use ferry_core::{
     Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
@@ -21,6 +22,7 @@ use super::confirms::Confirms;
 use super::convert::{self, table_to_headers, PROPERTIES_OFFSET};
 use super::error::Fault;
 use super::qos::Qos;
+use super::tx::ChannelTx;
 use super::unacked::Unacked;
 
 /// Most exchanges a channel keeps resolved for publishing.
@@ -72,6 +74,8 @@ pub struct Channel {
     /// 0-9-1: an empty queue name means the queue last declared on the channel.
     pub last_queue: Option<String>,
     pub next_ctag: u64,
+    /// Set by tx.select: what the open transaction has staged.
+    pub tx: Option<Box<ChannelTx>>,
     exchanges: HashMap<Bytes, Arc<Exchange>>,
 }
 
@@ -88,6 +92,7 @@ impl Channel {
             flow_active: true,
             last_queue: None,
             next_ctag: 1,
+            tx: None,
             exchanges: HashMap::new(),
         }
     }
@@ -157,6 +162,7 @@ impl Channel {
             ctx.broker.cancel_consumer(&c.queue, c.id);
             ctx.consumers.remove(&c.id);
         }
+        self.tx_teardown();
         requeue(self.unacked.take_all());
         self.assembler.reset();
         self.exchanges.clear();
@@ -222,6 +228,45 @@ impl Channel {
         self.exchanges.remove(m.exchange.bytes());
         if !m.nowait {
             self.write(ctx.out, ExchangeDeleteOk {});
+        }
+        Ok(())
+    }
+
+    /// RabbitMQ's exchange.bind: messages `source` routes under the key go on through
+    /// `destination`.
+    pub fn exchange_bind(&mut self, ctx: &mut Ctx, m: ExchangeBind) -> Result<(), Fault> {
+        let destination = utf8(m.destination.bytes(), "destination")?;
+        let source = utf8(m.source.bytes(), "source")?;
+        let key = utf8(m.routing_key.bytes(), "routing-key")?;
+        if destination.is_empty() || source.is_empty() {
+            return Err(Fault::access_refused(
+                "operation not permitted on the default exchange",
+            ));
+        }
+        ctx.broker
+            .bind_exchange(destination, source, key, &table_to_headers(&m.arguments))?;
+        if !m.nowait {
+            self.write(ctx.out, ExchangeBindOk {});
+        }
+        Ok(())
+    }
+
+    pub fn exchange_unbind(&mut self, ctx: &mut Ctx, m: ExchangeUnbind) -> Result<(), Fault> {
+        let destination = utf8(m.destination.bytes(), "destination")?;
+        let source = utf8(m.source.bytes(), "source")?;
+        let key = utf8(m.routing_key.bytes(), "routing-key")?;
+        if destination.is_empty() || source.is_empty() {
+            return Err(Fault::access_refused(
+                "operation not permitted on the default exchange",
+            ));
+        }
+        // As queue.unbind: unbinding what is not there succeeds.
+        match ctx.broker.unbind_exchange(destination, source, key) {
+            Ok(()) | Err(BrokerError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if !m.nowait {
+            self.write(ctx.out, ExchangeUnbindOk {});
         }
         Ok(())
     }

@@ -1,7 +1,5 @@
-//! Connection negotiation: connection.start's properties and mechanisms, the SASL check of
-//! start-ok (PLAIN and RabbitMQ's AMQPLAIN), and what we offer in connection.tune.
-
-use std::net::SocketAddr;
+//! Connection negotiation: connection.start's properties and mechanisms, RabbitMQ's AMQPLAIN
+//! response (checked like PLAIN by `crate::auth`), and what we offer in connection.tune.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use ferry_amqp091::{
@@ -9,7 +7,7 @@ use ferry_amqp091::{
     FRAME_MIN_SIZE,
 };
 
-use crate::config::{AuthMode, ServerConfig};
+use crate::config::ServerConfig;
 
 /// Capabilities we announce; each is something this layer really does.
 const CAPABILITIES: &[&str] = &[
@@ -19,13 +17,14 @@ const CAPABILITIES: &[&str] = &[
     "connection.blocked",
     "authentication_failure_close",
     "per_consumer_qos",
+    "exchange_exchange_bindings",
 ];
 
 fn text(s: &'static str) -> FieldValue {
     FieldValue::LongStr(LongStr::from_static(s))
 }
 
-pub fn start(config: &ServerConfig) -> ConnectionStart {
+pub fn start(mechanisms: &[&str]) -> ConnectionStart {
     let mut caps = FieldTable::new();
     for cap in CAPABILITIES {
         caps.push(ShortStr::from_static(cap), FieldValue::Bool(true));
@@ -44,15 +43,11 @@ pub fn start(config: &ServerConfig) -> ConnectionStart {
         ShortStr::from_static("capabilities"),
         FieldValue::Table(caps),
     );
-    let mechanisms = match config.auth {
-        AuthMode::None => "PLAIN AMQPLAIN ANONYMOUS",
-        AuthMode::GuestOnly => "PLAIN AMQPLAIN",
-    };
     ConnectionStart {
         version_major: 0,
         version_minor: 9,
         server_properties: props,
-        mechanisms: LongStr::from_static(mechanisms),
+        mechanisms: LongStr::new(mechanisms.join(" ")).unwrap_or_default(),
         locales: LongStr::from_static("en_US"),
     }
 }
@@ -89,77 +84,33 @@ pub fn client_caps(start_ok: &ConnectionStartOk) -> ClientCaps {
     }
 }
 
-/// Checks the client's SASL response; on success returns the user name.
-pub fn authenticate(
-    config: &ServerConfig,
-    peer: SocketAddr,
-    start_ok: &ConnectionStartOk,
-) -> Result<String, String> {
-    let response = start_ok.response.bytes();
-    let (user, password) = match start_ok.mechanism.as_bytes() {
-        b"PLAIN" => parse_plain(response)?,
-        b"AMQPLAIN" => parse_amqplain(response)?,
-        b"ANONYMOUS" if config.auth == AuthMode::None => return Ok("anonymous".into()),
-        other => {
-            return Err(format!(
-                "unsupported SASL mechanism {:?}",
-                String::from_utf8_lossy(other)
-            ))
-        }
-    };
-    match config.auth {
-        AuthMode::None => Ok(user),
-        AuthMode::GuestOnly
-            if user == "guest" && password == "guest" && peer.ip().is_loopback() =>
-        {
-            Ok(user)
-        }
-        AuthMode::GuestOnly => Err(format!("login refused for user {user:?}")),
-    }
+/// RabbitMQ's AMQPLAIN response (a field table's entries, without the table's length, holding
+/// LOGIN and PASSWORD) as a PLAIN response, so it is checked exactly like PLAIN. A malformed
+/// one becomes an empty response, which PLAIN refuses.
+pub fn amqplain_as_plain(response: &[u8]) -> Vec<u8> {
+    parse_amqplain(response)
+        .filter(|(user, password)| !user.contains(&0) && !password.contains(&0))
+        .map(|(user, password)| [&[0][..], &user, &[0], &password].concat())
+        .unwrap_or_default()
 }
 
-/// SASL PLAIN (RFC 4616): `[authzid] NUL authcid NUL passwd`.
-fn parse_plain(response: &[u8]) -> Result<(String, String), String> {
-    let mut parts = response.split(|b| *b == 0);
-    let (Some(_), Some(user), Some(password), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err("malformed PLAIN response".into());
-    };
-    Ok((utf8(user)?, utf8(password)?))
-}
-
-/// RabbitMQ's AMQPLAIN: a field table's entries (without its length prefix) holding LOGIN and
-/// PASSWORD.
-fn parse_amqplain(response: &[u8]) -> Result<(String, String), String> {
-    let len = u32::try_from(response.len()).map_err(|_| "AMQPLAIN response too long")?;
+fn parse_amqplain(response: &[u8]) -> Option<(Bytes, Bytes)> {
+    let len = u32::try_from(response.len()).ok()?;
     let mut framed = BytesMut::with_capacity(response.len() + 4);
     framed.put_u32(len);
     framed.put_slice(response);
     let mut buf: Bytes = framed.freeze();
-    let table = FieldTable::decode(&mut buf).map_err(|e| format!("malformed AMQPLAIN: {e}"))?;
+    let table = FieldTable::decode(&mut buf).ok()?;
     let field = |name: &str| match table.get(name) {
-        Some(FieldValue::LongStr(s)) => utf8(s.as_bytes()),
-        _ => Err(format!("AMQPLAIN response lacks {name}")),
+        Some(FieldValue::LongStr(s)) => Some(s.bytes().clone()),
+        _ => None,
     };
-    Ok((field("LOGIN")?, field("PASSWORD")?))
-}
-
-fn utf8(b: &[u8]) -> Result<String, String> {
-    String::from_utf8(b.to_vec()).map_err(|_| "credentials are not UTF-8".to_string())
+    Some((field("LOGIN")?, field("PASSWORD")?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn start_ok(mechanism: &'static str, response: Vec<u8>) -> ConnectionStartOk {
-        ConnectionStartOk {
-            mechanism: ShortStr::from_static(mechanism),
-            response: LongStr::new(response).unwrap(),
-            ..ConnectionStartOk::default()
-        }
-    }
 
     fn amqplain(user: &'static str, password: &'static str) -> Vec<u8> {
         let mut t = FieldTable::new();
@@ -170,36 +121,22 @@ mod tests {
         out[4..].to_vec()
     }
 
-    fn loopback() -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], 5000))
-    }
-
     #[test]
-    fn open_mode_accepts_any_plain_or_amqplain_user() {
-        let c = ServerConfig::default();
-        let plain = start_ok("PLAIN", b"\0bob\0pw".to_vec());
-        assert_eq!(authenticate(&c, loopback(), &plain).unwrap(), "bob");
-        let amq = start_ok("AMQPLAIN", amqplain("amy", "x"));
-        assert_eq!(authenticate(&c, loopback(), &amq).unwrap(), "amy");
-        assert!(authenticate(&c, loopback(), &start_ok("CRAM-MD5", vec![])).is_err());
-    }
-
-    #[test]
-    fn guest_mode_checks_credentials() {
-        let c = ServerConfig {
-            auth: AuthMode::GuestOnly,
-            ..ServerConfig::default()
-        };
-        let ok = start_ok("AMQPLAIN", amqplain("guest", "guest"));
-        assert!(authenticate(&c, loopback(), &ok).is_ok());
-        let bad = start_ok("PLAIN", b"\0guest\0nope".to_vec());
-        assert!(authenticate(&c, loopback(), &bad).is_err());
-        assert!(authenticate(&c, loopback(), &start_ok("ANONYMOUS", vec![])).is_err());
+    fn amqplain_becomes_plain() {
+        assert_eq!(amqplain_as_plain(&amqplain("amy", "x")), b"\0amy\0x");
+        assert_eq!(amqplain_as_plain(&amqplain("a\0b", "x")), b"");
+        assert_eq!(amqplain_as_plain(b"garbage"), b"");
+        let mut only_login = FieldTable::new();
+        only_login.push(ShortStr::from_static("LOGIN"), text("amy"));
+        let mut out = BytesMut::new();
+        only_login.encode(&mut out);
+        assert_eq!(amqplain_as_plain(&out[4..]), b"");
     }
 
     #[test]
     fn start_announces_capabilities() {
-        let s = start(&ServerConfig::default());
+        let s = start(&["PLAIN", "AMQPLAIN"]);
+        assert_eq!(s.mechanisms.as_bytes(), b"PLAIN AMQPLAIN");
         let Some(FieldValue::Table(caps)) = s.server_properties.get("capabilities") else {
             panic!("no capabilities");
         };
@@ -207,6 +144,9 @@ mod tests {
             caps.get("publisher_confirms"),
             Some(&FieldValue::Bool(true))
         );
-        assert!(caps.get("exchange_exchange_bindings").is_none());
+        assert_eq!(
+            caps.get("exchange_exchange_bindings"),
+            Some(&FieldValue::Bool(true))
+        );
     }
 }

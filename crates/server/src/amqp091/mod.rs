@@ -13,6 +13,7 @@ pub mod convert;
 mod error;
 mod handshake;
 mod qos;
+mod tx;
 mod unacked;
 
 use std::collections::HashMap;
@@ -24,15 +25,16 @@ use bytes::BytesMut;
 use ferry_amqp091::{
     decode_frame, reply, write_heartbeat, write_method, Assembled, AssemblyError, ChannelClose,
     ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionClose, ConnectionCloseOk,
-    ConnectionOpenOk, ConnectionUpdateSecretOk, Frame, FrameType, LongStr, Method, ShortStr,
-    FRAME_MIN_SIZE,
+    ConnectionOpenOk, ConnectionSecure, ConnectionUpdateSecretOk, Frame, FrameType, LongStr,
+    Method, ShortStr, FRAME_MIN_SIZE,
 };
 use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, OwnerId};
-use tokio::net::TcpStream;
-use tracing::{debug, info};
+use tracing::debug;
 
+use crate::auth::{AuthOutcome, AuthService, AuthTask, Pending};
 use crate::config::ServerConfig;
-use crate::io::{self, CloseReason, ProtocolConnection, READ_CHUNK};
+use crate::connection::{Peer, Services};
+use crate::io::{self, CloseReason, ProtocolConnection, Transport, READ_CHUNK};
 use crate::listener::Shutdown;
 use channel::{Channel, Ctx, State};
 use error::Fault;
@@ -41,6 +43,9 @@ use handshake::ClientCaps;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     AwaitStartOk,
+    /// A SASL step is running; nothing is read until it ends.
+    Authenticating,
+    AwaitSecureOk,
     AwaitTuneOk,
     AwaitOpen,
     Open,
@@ -65,18 +70,27 @@ struct Connection {
     channels: HashMap<u16, Channel>,
     consumers: HashMap<ConsumerId, u16>,
     closing_since: Option<Instant>,
+    /// The authenticated user, set once SASL succeeds (access control keys on it).
+    user: Option<String>,
+    auth: Arc<AuthService>,
+    client_identity: Option<String>,
+    auth_task: Option<AuthTask>,
+    /// A multi-step SASL exchange waiting for secure-ok.
+    sasl: Option<Pending>,
+    /// The mechanism the client chose, for the refusal's text.
+    mechanism: String,
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
-pub async fn run(
-    stream: TcpStream,
-    peer: SocketAddr,
-    broker: Arc<Broker>,
-    config: Arc<ServerConfig>,
+pub async fn run<T: Transport>(
+    stream: T,
+    peer: Peer,
+    services: Services,
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
-    let mut conn = Connection::new(broker, config, peer);
-    write_method(&mut conn.out, 0, &handshake::start(&conn.config).into());
+    let mut conn = Connection::new(services, peer);
+    let mechanisms = conn.auth.offered(conn.client_identity.is_some(), true);
+    write_method(&mut conn.out, 0, &handshake::start(&mechanisms).into());
     io::drive(stream, &mut conn, shutdown).await
 }
 
@@ -132,17 +146,65 @@ impl ProtocolConnection for Connection {
     fn teardown(&mut self) {
         Connection::teardown(self);
     }
+
+    fn take_auth_task(&mut self) -> Option<AuthTask> {
+        self.auth_task.take()
+    }
+
+    fn on_auth_done(&mut self, outcome: AuthOutcome) {
+        if self.phase != Phase::Authenticating {
+            return;
+        }
+        match outcome {
+            AuthOutcome::Challenge { challenge, pending } => {
+                self.sasl = Some(pending);
+                let challenge = LongStr::new(challenge).unwrap_or_default();
+                self.write(0, ConnectionSecure { challenge });
+                self.phase = Phase::AwaitSecureOk;
+            }
+            AuthOutcome::Success(user) => {
+                self.user = Some(user);
+                self.write(0, handshake::tune(&self.config));
+                self.phase = Phase::AwaitTuneOk;
+            }
+            AuthOutcome::Failure if self.caps.authentication_failure_close => {
+                let text = format!(
+                    "Login was refused using authentication mechanism {}. \
+                     For details see the broker logfile.",
+                    self.mechanism
+                );
+                self.close_connection(Fault::access_refused(text), (0, 0));
+            }
+            AuthOutcome::Failure => {
+                // Clients without authentication_failure_close expect the socket to just
+                // close (the 0-9-1 spec's rule).
+                self.phase = Phase::Finished;
+            }
+        }
+    }
 }
 
 impl Connection {
-    fn new(broker: Arc<Broker>, config: Arc<ServerConfig>, peer: SocketAddr) -> Connection {
+    /// The user this connection authenticated as; `None` until the handshake's SASL step is
+    /// done.
+    #[allow(dead_code)]
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    fn new(services: Services, peer: Peer) -> Connection {
+        let Services {
+            broker,
+            config,
+            auth,
+        } = services;
         Connection {
             owner: broker.next_owner_id(),
             frame_max: handshake::frame_max(&config) as usize,
             channel_max: config.channel_max,
             broker,
             config,
-            peer,
+            peer: peer.addr,
             outbox: Outbox::new(),
             out: BytesMut::with_capacity(READ_CHUNK),
             phase: Phase::AwaitStartOk,
@@ -151,6 +213,12 @@ impl Connection {
             channels: HashMap::new(),
             consumers: HashMap::new(),
             closing_since: None,
+            user: None,
+            auth,
+            client_identity: peer.client_identity,
+            auth_task: None,
+            sasl: None,
+            mechanism: String::new(),
         }
     }
 
@@ -160,7 +228,7 @@ impl Connection {
 
     /// Processes every complete frame in `inbuf`, then sends the batch's publisher confirms.
     fn process(&mut self, inbuf: &mut BytesMut) {
-        while !matches!(self.phase, Phase::Finished) {
+        while !matches!(self.phase, Phase::Finished | Phase::Authenticating) {
             let frame = match decode_frame(inbuf, self.frame_max) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
@@ -231,21 +299,27 @@ impl Connection {
             (Phase::Closing, _) => {}
             (Phase::AwaitStartOk, Method::ConnectionStartOk(s)) => {
                 self.caps = handshake::client_caps(&s);
-                match handshake::authenticate(&self.config, self.peer, &s) {
-                    Ok(user) => {
-                        debug!(peer = %self.peer, %user, "authenticated");
-                        self.write(0, handshake::tune(&self.config));
-                        self.phase = Phase::AwaitTuneOk;
-                    }
-                    Err(reason) => {
-                        info!(peer = %self.peer, "login refused: {reason}");
-                        if self.caps.authentication_failure_close {
-                            self.close_connection(Fault::access_refused(reason), ids);
-                        } else {
-                            // Older clients expect the socket to just close (0-9-1 spec).
-                            self.phase = Phase::Finished;
-                        }
-                    }
+                let mechanism = s.mechanism.as_bytes();
+                self.mechanism = String::from_utf8_lossy(mechanism).into_owned();
+                let response = if mechanism.eq_ignore_ascii_case(b"AMQPLAIN") {
+                    handshake::amqplain_as_plain(s.response.as_bytes())
+                } else {
+                    s.response.as_bytes().to_vec()
+                };
+                self.auth_task = Some(self.auth.start(
+                    mechanism,
+                    response,
+                    self.peer,
+                    self.client_identity.clone(),
+                    true,
+                ));
+                self.phase = Phase::Authenticating;
+            }
+            (Phase::AwaitSecureOk, Method::ConnectionSecureOk(s)) => {
+                if let Some(pending) = self.sasl.take() {
+                    let response = s.response.as_bytes().to_vec();
+                    self.auth_task = Some(self.auth.resume(pending, response));
+                    self.phase = Phase::Authenticating;
                 }
             }
             (Phase::AwaitTuneOk, Method::ConnectionTuneOk(t)) => {
@@ -499,9 +573,11 @@ fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
     match m {
         Method::ExchangeDeclare(m) => c.exchange_declare(ctx, m),
         Method::ExchangeDelete(m) => c.exchange_delete(ctx, m),
-        Method::ExchangeBind(_) | Method::ExchangeUnbind(_) | Method::ExchangeBound(_) => Err(
-            Fault::not_implemented("exchange-to-exchange bindings are not supported"),
-        ),
+        Method::ExchangeBind(m) => c.exchange_bind(ctx, m),
+        Method::ExchangeUnbind(m) => c.exchange_unbind(ctx, m),
+        Method::ExchangeBound(_) => Err(Fault::not_implemented(
+            "exchange.bound (a Qpid 0-9-1 extension) is not supported",
+        )),
         Method::QueueDeclare(m) => c.queue_declare(ctx, m),
         Method::QueueBind(m) => c.queue_bind(ctx, m),
         Method::QueueUnbind(m) => c.queue_unbind(ctx, m),
@@ -529,13 +605,10 @@ fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
             c.recover(ctx);
             Ok(())
         }
-        Method::ConfirmSelect(m) => {
-            c.confirm_select(ctx, m.nowait);
-            Ok(())
-        }
-        Method::TxSelect(_) | Method::TxCommit(_) | Method::TxRollback(_) => {
-            Err(Fault::not_implemented("transactions are not supported").channel_only())
-        }
+        Method::ConfirmSelect(m) => c.confirm_select(ctx, m.nowait),
+        Method::TxSelect(_) => c.tx_select(ctx),
+        Method::TxCommit(_) => c.tx_commit(ctx),
+        Method::TxRollback(_) => c.tx_rollback(ctx),
         m => Err(Fault::command_invalid(format!(
             "unexpected {} on a channel",
             m.name()

@@ -1,0 +1,309 @@
+//! The users file: one `name:record` line per user (see [`Credentials`]), `#` comments.
+//! Written atomically (a temporary file renamed over the old one) with mode 0600.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::credentials::{Credentials, CredentialsError};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Users {
+    entries: BTreeMap<String, Credentials>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UsersError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("line {line}: {reason}")]
+    Syntax { line: usize, reason: String },
+    #[error("invalid user name {0:?}: {1}")]
+    BadName(String, &'static str),
+}
+
+const HEADER: &str = "# Ferry users: name:SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey \
+                      (base64). Edit with `ferry user`.\n";
+
+/// Names go into SASL messages, log lines and ACL rules: no separators, blanks or control
+/// characters, and a sane length.
+pub fn validate_user_name(name: &str) -> Result<(), UsersError> {
+    let bad = |why| Err(UsersError::BadName(name.to_owned(), why));
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > 255 {
+        return bad("longer than 255 bytes");
+    }
+    if name
+        .chars()
+        .any(|c| c == ':' || c.is_whitespace() || c.is_control())
+    {
+        return bad("contains ':', a blank or a control character");
+    }
+    if name.starts_with('#') {
+        return bad("starts with '#'");
+    }
+    Ok(())
+}
+
+impl Users {
+    pub fn parse(text: &str) -> Result<Users, UsersError> {
+        let mut entries = BTreeMap::new();
+        for (index, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let syntax = |reason: String| UsersError::Syntax {
+                line: index + 1,
+                reason,
+            };
+            let (name, record) = line
+                .split_once(':')
+                .ok_or_else(|| syntax("expected name:record".into()))?;
+            validate_user_name(name).map_err(|e| syntax(e.to_string()))?;
+            let credentials = Credentials::parse(record)
+                .map_err(|e: CredentialsError| syntax(format!("user {name}: {e}")))?;
+            if entries.insert(name.to_owned(), credentials).is_some() {
+                return Err(syntax(format!("user {name} appears twice")));
+            }
+        }
+        Ok(Users { entries })
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut text = String::from(HEADER);
+        for (name, credentials) in &self.entries {
+            text.push_str(name);
+            text.push(':');
+            text.push_str(&credentials.encode());
+            text.push('\n');
+        }
+        text
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Credentials> {
+        self.entries.get(name)
+    }
+
+    /// Adds or replaces `name`; returns whether it existed.
+    pub fn insert(&mut self, name: &str, credentials: Credentials) -> Result<bool, UsersError> {
+        validate_user_name(name)?;
+        Ok(self.entries.insert(name.to_owned(), credentials).is_some())
+    }
+
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.entries.remove(name).is_some()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The iteration count most records use: unknown users are checked at that cost, so
+    /// timing does not tell them apart.
+    pub fn usual_iterations(&self) -> Option<u32> {
+        let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+        for c in self.entries.values() {
+            *counts.entry(c.iterations).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .max_by_key(|&(iterations, n)| (n, iterations))
+            .map(|(iterations, _)| iterations)
+    }
+
+    /// Reads `path`; `Ok(None)` if it does not exist.
+    pub fn load(path: &Path) -> Result<Option<Users>, UsersError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Users::parse(&text).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(UsersError::Io {
+                path: path.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Replaces `path` atomically: readers see the old file or the new one, never a part.
+    pub fn save(&self, path: &Path) -> Result<(), UsersError> {
+        let io = |source| UsersError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let tmp = dir.join(format!(
+            ".{}.tmp{}",
+            file_name.unwrap_or_else(|| "users".into()),
+            std::process::id()
+        ));
+        let written = (|| {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600);
+            }
+            let mut file = options.open(&tmp)?;
+            #[cfg(unix)]
+            {
+                // A leftover temporary file from a crash may have other permissions.
+                use std::os::unix::fs::PermissionsExt;
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            }
+            file.write_all(self.to_text().as_bytes())?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+            // The rename is durable once the directory is.
+            if let Ok(d) = std::fs::File::open(&dir) {
+                let _ = d.sync_all();
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.map_err(io)
+    }
+}
+
+/// Where the users file lives when no option names it: `$FERRY_USERS_FILE`, else
+/// `$XDG_CONFIG_HOME/ferry/users`, else `$HOME/.config/ferry/users`.
+pub fn default_users_file() -> Option<PathBuf> {
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(path) = var("FERRY_USERS_FILE") {
+        return Some(PathBuf::from(path));
+    }
+    let config = var("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(config.join("ferry").join("users"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MIN_ITERATIONS;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ferry-auth-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn text_round_trip() {
+        let mut users = Users::default();
+        let alice = Credentials::new("a", MIN_ITERATIONS).unwrap();
+        assert!(!users.insert("alice", alice.clone()).unwrap());
+        assert!(users
+            .insert("bob", Credentials::new("b", MIN_ITERATIONS).unwrap())
+            .unwrap()
+            .eq(&false));
+        let parsed = Users::parse(&users.to_text()).unwrap();
+        assert_eq!(parsed, users);
+        assert_eq!(parsed.names().collect::<Vec<_>>(), ["alice", "bob"]);
+        assert_eq!(parsed.get("alice"), Some(&alice));
+        assert!(users.remove("alice"));
+        assert!(!users.remove("alice"));
+        assert_eq!(users.len(), 1);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line() {
+        let good = format!(
+            "x:{}\n",
+            Credentials::derive("p", b"salt", MIN_ITERATIONS).encode()
+        );
+        let cases = [
+            "# only a comment\nnocolon\n".to_string(),
+            format!("{good}{good}"),
+            "bad name:SCRAM-SHA-256$4096:c2FsdA==$AAAA:AAAA\n".to_string(),
+            "u:plain\n".to_string(),
+        ];
+        for text in &cases {
+            assert!(
+                matches!(Users::parse(text), Err(UsersError::Syntax { .. })),
+                "{text}"
+            );
+        }
+        assert!(Users::parse("# c\n\n   \n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn names_are_checked() {
+        for bad in ["", "a b", "a:b", "a\u{7}", "#x", &"n".repeat(256)] {
+            assert!(validate_user_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["guest", "alice@example.com", "CN=x,O=y", "ü"] {
+            assert!(validate_user_name(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn usual_iterations_is_the_most_common() {
+        let mut users = Users::default();
+        assert_eq!(users.usual_iterations(), None);
+        for (name, i) in [("a", 5000), ("b", 4096), ("c", 5000)] {
+            users
+                .insert(name, Credentials::derive("p", b"s", i))
+                .unwrap();
+        }
+        assert_eq!(users.usual_iterations(), Some(5000));
+    }
+
+    #[test]
+    fn save_is_private_and_load_reads_it_back() {
+        let dir = temp_dir("save");
+        let path = dir.join("sub").join("users");
+        assert!(Users::load(&path).unwrap().is_none());
+        let mut users = Users::default();
+        users
+            .insert("alice", Credentials::derive("p", b"salt", MIN_ITERATIONS))
+            .unwrap();
+        users.save(&path).unwrap();
+        users.save(&path).unwrap();
+        assert_eq!(Users::load(&path).unwrap(), Some(users));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // No temporary files are left behind.
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["users"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_file_is_an_error_not_an_empty_database() {
+        let dir = temp_dir("damaged");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("users");
+        std::fs::write(&path, "alice:garbage\n").unwrap();
+        assert!(Users::load(&path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,445 @@
+//! Authentication as the server runs it: the users file (re-read when it changes), the
+//! built-in guest, who may log in from where, and SASL steps run off the event-loop threads
+//! with a pause before every refusal.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use ferry_auth::{
+    Authenticator, Credentials, Denied, Exchange, Mechanism, Mode, Step, Users, DEFAULT_ITERATIONS,
+};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::Semaphore;
+use tracing::{debug, error, info, warn};
+
+use crate::config::{AuthMode, ServerConfig};
+
+/// The user RabbitMQ and qpidd installs ship with; it may connect only from this machine.
+pub const GUEST: &str = "guest";
+
+/// Whether `user` may log in from `ip`: `guest` only over loopback, as RabbitMQ's
+/// `loopback_users` default has it, since its password is known to everyone.
+pub fn allowed_from(user: &str, ip: IpAddr) -> bool {
+    user != GUEST || ip.to_canonical().is_loopback()
+}
+
+/// Where a SASL exchange stands after a step.
+pub enum AuthOutcome {
+    /// Send `challenge` in connection.secure; hand the secure-ok's response and `pending` to
+    /// [`AuthService::resume`].
+    Challenge {
+        challenge: Vec<u8>,
+        pending: Pending,
+    },
+    Success(String),
+    /// Already logged and already delayed: close the connection.
+    Failure,
+}
+
+/// An exchange waiting for the client's next response.
+pub struct Pending {
+    authenticator: Arc<Authenticator>,
+    exchange: Exchange,
+    mechanism: Mechanism,
+    peer: SocketAddr,
+}
+
+/// A SASL step in flight; the connection's event loop awaits it instead of reading.
+pub type AuthTask = Pin<Box<dyn Future<Output = AuthOutcome> + Send>>;
+
+/// Identifies a version of the users file, to notice replacements.
+type FileStamp = Option<(SystemTime, u64, u64)>;
+
+pub struct AuthService {
+    mode: Mode,
+    users_file: Option<PathBuf>,
+    current: RwLock<Arc<Authenticator>>,
+    loaded: Mutex<FileStamp>,
+    /// What applies while there is no users file.
+    builtin: Users,
+    failure_delay: Duration,
+    /// Password checks are slow on purpose; at most this many run at once so a flood of
+    /// logins cannot take every core from the brokers' own threads.
+    slots: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for AuthService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthService")
+            .field("mode", &self.mode)
+            .field("users_file", &self.users_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuthService {
+    /// Loads the users (slow: derives keys) and logs who may log in. A damaged users file is
+    /// an error: starting with nobody, or with the guest, would surprise the operator.
+    pub fn new(config: &ServerConfig) -> Result<AuthService, String> {
+        let (mode, builtin) = match config.auth {
+            AuthMode::None => (Mode::Open, Users::default()),
+            AuthMode::Required => {
+                let mut users = Users::default();
+                let guest = Credentials::new(GUEST, DEFAULT_ITERATIONS)
+                    .map_err(|e| format!("cannot create the guest user: {e}"))?;
+                users
+                    .insert(GUEST, guest)
+                    .map_err(|e| format!("cannot create the guest user: {e}"))?;
+                (Mode::Verify, users)
+            }
+        };
+        let (users, stamp) = match (mode, &config.users_file) {
+            (Mode::Verify, Some(path)) => {
+                let stamp = file_stamp(path);
+                match Users::load(path) {
+                    Ok(Some(users)) => (users, stamp),
+                    Ok(None) => (builtin.clone(), stamp),
+                    Err(e) => return Err(format!("users file: {e}")),
+                }
+            }
+            _ => (builtin.clone(), None),
+        };
+        let service = AuthService {
+            mode,
+            current: RwLock::new(Arc::new(Authenticator::new(
+                mode,
+                users,
+                config.allow_anonymous,
+            ))),
+            users_file: config.users_file.clone(),
+            loaded: Mutex::new(stamp),
+            builtin,
+            failure_delay: config.auth_failure_delay,
+            slots: Arc::new(Semaphore::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            )),
+        };
+        service.log_users(&service.current.read());
+        Ok(service)
+    }
+
+    fn log_users(&self, auth: &Authenticator) {
+        match self.mode {
+            Mode::Open => {
+                warn!("--auth no: every client is admitted, with any or no credentials")
+            }
+            Mode::Verify if auth.users() == &self.builtin => {
+                let location = match &self.users_file {
+                    Some(p) => format!("no users file at {}", p.display()),
+                    None => "no users file".to_string(),
+                };
+                warn!(
+                    "{location}: only the built-in user guest (password guest) may log in, \
+                     and only from loopback; add users with `ferry user add`"
+                );
+            }
+            Mode::Verify => {
+                let file = self.users_file.as_deref().unwrap_or(Path::new("?"));
+                info!("{} users from {}", auth.users().len(), file.display());
+                if auth.users().get(GUEST).is_some() {
+                    warn!("user guest may connect from loopback only");
+                }
+            }
+        }
+        if self.mode == Mode::Verify && auth.anonymous_allowed() {
+            warn!("ANONYMOUS logins are enabled");
+        }
+    }
+
+    /// The users as of now, re-reading the users file if it was replaced since.
+    fn current(&self) -> Arc<Authenticator> {
+        if let (Mode::Verify, Some(path)) = (self.mode, &self.users_file) {
+            let stamp = file_stamp(path);
+            let mut loaded = self.loaded.lock();
+            if *loaded != stamp {
+                let users = match Users::load(path) {
+                    Ok(Some(users)) => Some(users),
+                    Ok(None) => Some(self.builtin.clone()),
+                    Err(e) => {
+                        error!("users file changed but cannot be used ({e}); keeping the users loaded before");
+                        None
+                    }
+                };
+                if let Some(users) = users {
+                    let next = Arc::new(self.current.read().with_users(users));
+                    self.log_users(&next);
+                    *self.current.write() = next;
+                }
+                *loaded = stamp;
+            }
+        }
+        self.current.read().clone()
+    }
+
+    /// Mechanism names for connection.start.
+    pub fn offered(&self, has_client_identity: bool, amqp091: bool) -> Vec<&'static str> {
+        self.current
+            .read()
+            .mechanisms(has_client_identity, amqp091)
+            .into_iter()
+            .map(Mechanism::name)
+            .collect()
+    }
+
+    /// Runs the first step for the client's chosen mechanism and `response`.
+    pub fn start(
+        self: &Arc<Self>,
+        mechanism: &[u8],
+        response: Vec<u8>,
+        peer: SocketAddr,
+        client_identity: Option<String>,
+        amqp091: bool,
+    ) -> AuthTask {
+        let service = self.clone();
+        let name = String::from_utf8_lossy(mechanism).into_owned();
+        self.run(move || {
+            let authenticator = service.current();
+            let offered = Mechanism::from_name(name.as_bytes()).filter(|m| {
+                authenticator
+                    .mechanisms(client_identity.is_some(), amqp091)
+                    .contains(m)
+            });
+            let Some(mechanism) = offered else {
+                refused(peer, &name, None, "mechanism not offered");
+                return AuthOutcome::Failure;
+            };
+            match authenticator.start(mechanism, client_identity.as_deref()) {
+                Ok(exchange) => {
+                    let pending = Pending {
+                        authenticator,
+                        exchange,
+                        mechanism,
+                        peer,
+                    };
+                    step(pending, &response)
+                }
+                Err(d) => {
+                    refused(peer, mechanism.name(), d.user.as_deref(), d.reason);
+                    AuthOutcome::Failure
+                }
+            }
+        })
+    }
+
+    /// Runs the next step of a multi-step mechanism with the client's secure-ok response.
+    pub fn resume(self: &Arc<Self>, pending: Pending, response: Vec<u8>) -> AuthTask {
+        self.run(move || step(pending, &response))
+    }
+
+    fn run(self: &Arc<Self>, work: impl FnOnce() -> AuthOutcome + Send + 'static) -> AuthTask {
+        let slots = self.slots.clone();
+        let delay = self.failure_delay;
+        Box::pin(async move {
+            let started = tokio::time::Instant::now();
+            let outcome = match slots.acquire_owned().await {
+                Ok(_permit) => tokio::task::spawn_blocking(work)
+                    .await
+                    .unwrap_or(AuthOutcome::Failure),
+                Err(_) => AuthOutcome::Failure,
+            };
+            if matches!(outcome, AuthOutcome::Failure) {
+                // Guessing passwords over one connection costs at least this per try; the
+                // wait does not hold a thread.
+                tokio::time::sleep_until(started + delay).await;
+            }
+            outcome
+        })
+    }
+}
+
+fn step(mut pending: Pending, response: &[u8]) -> AuthOutcome {
+    let mechanism = pending.mechanism.name();
+    let peer = pending.peer;
+    match pending.exchange.step(&pending.authenticator, response) {
+        Step::Challenge(challenge) => AuthOutcome::Challenge { challenge, pending },
+        Step::Success(user) if !allowed_from(&user, peer.ip()) => {
+            let why = "user may connect from loopback only";
+            refused(peer, mechanism, Some(&user), why);
+            AuthOutcome::Failure
+        }
+        Step::Success(user) => {
+            debug!(%peer, %user, mechanism, "authenticated");
+            AuthOutcome::Success(user)
+        }
+        Step::Failure(Denied { user, reason }) => {
+            refused(peer, mechanism, user.as_deref(), reason);
+            AuthOutcome::Failure
+        }
+    }
+}
+
+fn refused(peer: SocketAddr, mechanism: &str, user: Option<&str>, reason: &str) {
+    let user = user.unwrap_or("-");
+    info!(%peer, %user, mechanism, "login refused: {reason}");
+}
+
+fn file_stamp(path: &Path) -> FileStamp {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some((meta.modified().ok()?, meta.len(), inode))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(ip: [u8; 4]) -> SocketAddr {
+        SocketAddr::from((ip, 40000))
+    }
+
+    #[test]
+    fn guest_only_from_loopback() {
+        assert!(allowed_from("guest", IpAddr::from([127, 0, 0, 1])));
+        assert!(allowed_from("guest", IpAddr::from([127, 1, 2, 3])));
+        assert!(allowed_from("guest", "::1".parse().unwrap()));
+        assert!(allowed_from("guest", "::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!allowed_from("guest", IpAddr::from([192, 0, 2, 1])));
+        assert!(!allowed_from("guest", "2001:db8::1".parse().unwrap()));
+        assert!(!allowed_from("guest", "::ffff:192.0.2.1".parse().unwrap()));
+        assert!(allowed_from("alice", IpAddr::from([192, 0, 2, 1])));
+    }
+
+    fn service(config: ServerConfig) -> Arc<AuthService> {
+        Arc::new(AuthService::new(&config).unwrap())
+    }
+
+    fn quick() -> ServerConfig {
+        ServerConfig {
+            auth: AuthMode::Required,
+            auth_failure_delay: Duration::from_millis(50),
+            ..ServerConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn builtin_guest_logs_in_from_loopback_only() {
+        let s = service(quick());
+        let ok = s
+            .start(
+                b"PLAIN",
+                b"\0guest\0guest".to_vec(),
+                peer([127, 0, 0, 1]),
+                None,
+                false,
+            )
+            .await;
+        assert!(matches!(ok, AuthOutcome::Success(u) if u == "guest"));
+        let remote = s
+            .start(
+                b"PLAIN",
+                b"\0guest\0guest".to_vec(),
+                peer([192, 0, 2, 7]),
+                None,
+                false,
+            )
+            .await;
+        assert!(matches!(remote, AuthOutcome::Failure));
+    }
+
+    #[tokio::test]
+    async fn refusals_wait_out_the_delay() {
+        let s = service(quick());
+        let started = std::time::Instant::now();
+        let wrong = s
+            .start(
+                b"PLAIN",
+                b"\0guest\0nope".to_vec(),
+                peer([127, 0, 0, 1]),
+                None,
+                false,
+            )
+            .await;
+        assert!(matches!(wrong, AuthOutcome::Failure));
+        assert!(started.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[tokio::test]
+    async fn only_offered_mechanisms_are_accepted() {
+        let s = service(quick());
+        assert_eq!(s.offered(false, false), ["SCRAM-SHA-256", "PLAIN"]);
+        assert_eq!(
+            s.offered(false, true),
+            ["SCRAM-SHA-256", "PLAIN", "AMQPLAIN"]
+        );
+        let local = peer([127, 0, 0, 1]);
+        for (mechanism, amqp091) in [
+            (&b"ANONYMOUS"[..], false),
+            (b"AMQPLAIN", false),
+            (b"EXTERNAL", false),
+            (b"CRAM-MD5", true),
+        ] {
+            let outcome = s.start(mechanism, vec![], local, None, amqp091).await;
+            assert!(matches!(outcome, AuthOutcome::Failure));
+        }
+        let open = service(ServerConfig {
+            auth: AuthMode::None,
+            ..quick()
+        });
+        assert_eq!(
+            open.offered(false, true),
+            ["PLAIN", "AMQPLAIN", "ANONYMOUS"]
+        );
+        let anon = open.start(b"ANONYMOUS", vec![], local, None, false).await;
+        assert!(matches!(anon, AuthOutcome::Success(u) if u == "anonymous"));
+    }
+
+    #[tokio::test]
+    async fn the_users_file_replaces_the_guest_and_is_reread() {
+        let dir = std::env::temp_dir().join(format!("ferry-authsvc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("users");
+        let s = service(ServerConfig {
+            users_file: Some(path.clone()),
+            ..quick()
+        });
+        let local = peer([127, 0, 0, 1]);
+        let login = |user: &str, pw: &str| {
+            s.start(
+                b"PLAIN",
+                format!("\0{user}\0{pw}").into_bytes(),
+                local,
+                None,
+                false,
+            )
+        };
+        assert!(matches!(
+            login("guest", "guest").await,
+            AuthOutcome::Success(_)
+        ));
+        let mut users = Users::default();
+        users
+            .insert("alice", Credentials::new("pw", 4096).unwrap())
+            .unwrap();
+        users.save(&path).unwrap();
+        assert!(matches!(
+            login("alice", "pw").await,
+            AuthOutcome::Success(_)
+        ));
+        assert!(matches!(
+            login("guest", "guest").await,
+            AuthOutcome::Failure
+        ));
+        std::fs::write(&path, "broken").unwrap();
+        // A damaged replacement keeps the previous users.
+        assert!(matches!(
+            login("alice", "pw").await,
+            AuthOutcome::Success(_)
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+        let bad = std::env::temp_dir().join(format!("ferry-authsvc-bad-{}", std::process::id()));
+        std::fs::write(&bad, "broken").unwrap();
+        assert!(AuthService::new(&ServerConfig {
+            users_file: Some(bad.clone()),
+            ..quick()
+        })
+        .is_err());
+        std::fs::remove_file(&bad).unwrap();
+    }
+}

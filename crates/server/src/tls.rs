@@ -1,0 +1,250 @@
+//! TLS with rustls: the certificate configuration (reloadable on SIGHUP), the client
+//! certificate's name for SASL EXTERNAL, and the transport that lets the shared event loop
+//! drive a TLS connection.
+//!
+//! The handshake and the protocol header run through tokio-rustls; afterwards the socket and
+//! the rustls state are taken apart and driven like a plain socket: reads decrypt whatever
+//! arrived, writes encrypt the connection's whole outbound buffer in one go (rustls cuts it
+//! into records) and push the records out with as few system calls as the socket allows.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use parking_lot::RwLock;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConnection};
+use tokio::io::{Interest, Ready};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+
+use crate::io::Transport;
+
+/// Where the TLS listener's certificate, key and client CA come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// PEM: the server certificate, then its chain.
+    pub cert_file: PathBuf,
+    /// PEM: the private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// PEM: CAs that sign client certificates. Without it no client certificate is asked for.
+    pub ca_file: Option<PathBuf>,
+    /// Refuse clients that present no valid certificate.
+    pub require_client_auth: bool,
+}
+
+/// The current TLS configuration; [`Tls::reload`] swaps in a new one for new connections.
+pub struct Tls {
+    settings: TlsSettings,
+    current: RwLock<Arc<rustls::ServerConfig>>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    pub fn load(settings: TlsSettings) -> Result<Tls, String> {
+        let config = build(&settings)?;
+        Ok(Tls {
+            settings,
+            current: RwLock::new(Arc::new(config)),
+        })
+    }
+
+    /// Re-reads the files. On error the previous configuration stays in force.
+    pub fn reload(&self) -> Result<(), String> {
+        let config = build(&self.settings)?;
+        *self.current.write() = Arc::new(config);
+        Ok(())
+    }
+
+    pub fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.current.read().clone())
+    }
+}
+
+fn build(settings: &TlsSettings) -> Result<rustls::ServerConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs = read_certs(&settings.cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(&settings.key_file)
+        .map_err(|e| format!("{}: {e}", settings.key_file.display()))?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match &settings.ca_file {
+        Some(ca_file) => {
+            let mut roots = RootCertStore::empty();
+            for cert in read_certs(ca_file)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: {e}", ca_file.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if settings.require_client_auth {
+                verifier
+            } else {
+                verifier.allow_unauthenticated()
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| format!("{}: {e}", ca_file.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None if settings.require_client_auth => {
+            return Err("client authentication needs a CA file to verify certificates".into())
+        }
+        None => builder.with_no_client_auth(),
+    };
+    builder
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("{}: {e}", settings.cert_file.display()))
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate", path.display()));
+    }
+    Ok(certs)
+}
+
+/// The subject common name of the client's (verified) certificate: the identity SASL
+/// EXTERNAL logs in as.
+pub fn client_identity(conn: &ServerConnection) -> Option<String> {
+    let der = conn.peer_certificates()?.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let cn = cert.subject().iter_common_name().next()?;
+    cn.as_str().ok().map(str::to_owned)
+}
+
+/// A TLS connection after the handshake, driven by the shared event loop.
+pub struct TlsTransport {
+    tcp: TcpStream,
+    tls: ServerConnection,
+    /// rustls may hold decrypted bytes the socket's readiness knows nothing about.
+    plaintext_waiting: bool,
+}
+
+impl TlsTransport {
+    pub fn new(tcp: TcpStream, tls: ServerConnection) -> TlsTransport {
+        TlsTransport {
+            tcp,
+            tls,
+            // Whatever arrived with the handshake may already be decrypted.
+            plaintext_waiting: true,
+        }
+    }
+
+    /// Sends queued records until the socket is full; true when none are left.
+    fn flush_records(&mut self) -> std::io::Result<bool> {
+        while self.tls.wants_write() {
+            match self.tls.write_tls(&mut SocketIo(&self.tcp)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Non-blocking reads and writes on the socket for rustls.
+struct SocketIo<'a>(&'a TcpStream);
+
+impl Read for SocketIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for SocketIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Plaintext taken from rustls per read call: one full TLS record.
+const PLAINTEXT_CHUNK: usize = 16 * 1024;
+
+impl Transport for TlsTransport {
+    fn ready(
+        &self,
+        interest: Interest,
+    ) -> impl std::future::Future<Output = std::io::Result<Ready>> + Send + '_ {
+        let waiting = self.plaintext_waiting && interest.is_readable();
+        async move {
+            if waiting {
+                return Ok(Ready::READABLE);
+            }
+            self.tcp.ready(interest).await
+        }
+    }
+
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        loop {
+            let start = buf.len();
+            buf.resize(start + PLAINTEXT_CHUNK, 0);
+            let read = self.tls.reader().read(&mut buf[start..]);
+            buf.truncate(start + *read.as_ref().unwrap_or(&0));
+            match read {
+                // The peer sent close_notify.
+                Ok(0) => return Ok(0),
+                Ok(n) => {
+                    self.plaintext_waiting = true;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            self.plaintext_waiting = false;
+            if self.tls.read_tls(&mut SocketIo(&self.tcp))? == 0 {
+                return Ok(0);
+            }
+            if let Err(e) = self.tls.process_new_packets() {
+                // Tell the peer why (best effort), then drop the connection.
+                let _ = self.flush_records();
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e));
+            }
+            self.plaintext_waiting = true;
+        }
+    }
+
+    fn try_write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut taken = 0;
+        loop {
+            if !self.flush_records()? {
+                break;
+            }
+            if taken == buf.len() {
+                break;
+            }
+            // rustls encrypts into its bounded record queue and says how much it took.
+            match self.tls.writer().write(&buf[taken..])? {
+                0 => break,
+                n => taken += n,
+            }
+        }
+        if taken == 0 && !buf.is_empty() {
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        Ok(taken)
+    }
+
+    fn wants_write(&self) -> bool {
+        self.tls.wants_write()
+    }
+}

@@ -1,0 +1,191 @@
+//! `ferry user add|passwd|remove|list`: manage ferryd's users file.
+//!
+//! ferryd re-reads the file when it is replaced, so changes apply to the next login.
+
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use ferry_auth::{Credentials, Users, DEFAULT_ITERATIONS, MIN_ITERATIONS};
+
+use crate::ToolError;
+
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct UserOpts {
+    /// The users file. Default: $FERRY_USERS_FILE, else $XDG_CONFIG_HOME/ferry/users
+    /// (~/.config/ferry/users), where ferryd looks when started without --config or
+    /// --users-file.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub users_file: Option<PathBuf>,
+    #[command(subcommand)]
+    pub cmd: UserCmd,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct PasswordOpts {
+    /// The user name.
+    pub name: String,
+    /// The password (visible to other local users in the process list: prefer the prompt or
+    /// --password-stdin).
+    #[arg(long, conflicts_with = "password_stdin")]
+    pub password: Option<String>,
+    /// Read the password from the first line of standard input.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// PBKDF2 rounds; more is slower for attackers and for every login.
+    #[arg(long, default_value_t = DEFAULT_ITERATIONS,
+          value_parser = clap::value_parser!(u32).range(i64::from(MIN_ITERATIONS)..))]
+    pub iterations: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum UserCmd {
+    /// Add a user (fails if it exists).
+    Add(PasswordOpts),
+    /// Change a user's password (fails if it does not exist).
+    Passwd(PasswordOpts),
+    /// Remove a user.
+    Remove {
+        /// The user name.
+        name: String,
+    },
+    /// List the user names.
+    List,
+}
+
+pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
+    let path = match &opts.users_file {
+        Some(p) => p.clone(),
+        None => ferry_auth::default_users_file().ok_or_else(|| {
+            ToolError::InvalidOptions(
+                "no users file location: set --users-file, FERRY_USERS_FILE or HOME".into(),
+            )
+        })?,
+    };
+    let failed = |e: ferry_auth::UsersError| ToolError::InvalidOptions(e.to_string());
+    let mut users = Users::load(&path).map_err(failed)?.unwrap_or_default();
+    match &opts.cmd {
+        UserCmd::List => {
+            for name in users.names() {
+                println!("{name}");
+            }
+            return Ok(());
+        }
+        UserCmd::Add(p) | UserCmd::Passwd(p) => {
+            let adding = matches!(opts.cmd, UserCmd::Add(_));
+            ferry_auth::validate_user_name(&p.name).map_err(failed)?;
+            match (adding, users.get(&p.name).is_some()) {
+                (true, true) => return Err(invalid(format!("user {} exists", p.name))),
+                (false, false) => return Err(invalid(format!("no user {}", p.name))),
+                _ => {}
+            }
+            let password = password(p)?;
+            let credentials =
+                Credentials::new(&password, p.iterations).map_err(|e| invalid(e.to_string()))?;
+            users.insert(&p.name, credentials).map_err(failed)?;
+        }
+        UserCmd::Remove { name } => {
+            if !users.remove(name) {
+                return Err(invalid(format!("no user {name}")));
+            }
+        }
+    }
+    users.save(&path).map_err(failed)?;
+    eprintln!("{} updated", path.display());
+    Ok(())
+}
+
+fn invalid(text: String) -> ToolError {
+    ToolError::InvalidOptions(text)
+}
+
+fn password(p: &PasswordOpts) -> Result<String, ToolError> {
+    let password = if let Some(pw) = &p.password {
+        pw.clone()
+    } else if p.password_stdin || !std::io::stdin().is_terminal() {
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| ToolError::io("reading the password", e))?;
+        line.trim_end_matches(['\r', '\n']).to_owned()
+    } else {
+        let first = rpassword::prompt_password(format!("Password for {}: ", p.name))
+            .map_err(|e| ToolError::io("reading the password", e))?;
+        let again = rpassword::prompt_password("Again: ")
+            .map_err(|e| ToolError::io("reading the password", e))?;
+        if first != again {
+            return Err(invalid("the passwords differ".into()));
+        }
+        first
+    };
+    if password.is_empty() {
+        return Err(invalid("empty password".into()));
+    }
+    Ok(password)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{run, Cli};
+    use clap::Parser;
+
+    fn ferry(args: &[&str]) -> Result<(), ToolError> {
+        let mut all = vec!["ferry"];
+        all.extend_from_slice(args);
+        run(&Cli::try_parse_from(all).map_err(|e| invalid(e.to_string()))?)
+    }
+
+    #[test]
+    fn add_passwd_remove_list() {
+        let dir = std::env::temp_dir().join(format!("ferry-user-cmd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let file = dir.join("users");
+        let f = file.to_str().unwrap();
+        let fast = ["--iterations", "4096"];
+        let add = |name, pw| {
+            let mut a = vec!["user", "add", name, "--password", pw, "--users-file", f];
+            a.extend_from_slice(&fast);
+            ferry(&a)
+        };
+        add("alice", "one").unwrap();
+        add("bob", "two").unwrap();
+        assert!(add("alice", "again").is_err(), "adding twice");
+        let users = Users::load(&file).unwrap().unwrap();
+        assert!(users.get("alice").unwrap().verify_password("one"));
+        ferry(&[
+            "user",
+            "passwd",
+            "alice",
+            "--password",
+            "three",
+            "--users-file",
+            f,
+            "--iterations",
+            "4096",
+        ])
+        .unwrap();
+        let users = Users::load(&file).unwrap().unwrap();
+        assert!(users.get("alice").unwrap().verify_password("three"));
+        assert!(ferry(&[
+            "user",
+            "passwd",
+            "carol",
+            "--password",
+            "x",
+            "--users-file",
+            f
+        ])
+        .is_err());
+        ferry(&["user", "remove", "bob", "--users-file", f]).unwrap();
+        assert!(ferry(&["user", "remove", "bob", "--users-file", f]).is_err());
+        ferry(&["user", "list", "--users-file", f]).unwrap();
+        let users = Users::load(&file).unwrap().unwrap();
+        assert_eq!(users.names().collect::<Vec<_>>(), ["alice"]);
+        assert!(add("bad name", "x").is_err());
+        assert!(add("empty", "").is_err());
+        assert!(ferry(&["user", "add", "x", "--password", "p", "--iterations", "10"]).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
