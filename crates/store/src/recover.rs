@@ -328,6 +328,8 @@ impl Recovered {
                 alternate_exchange: alternate,
                 limits: q.limits,
                 arguments: q.arguments,
+                // Quotas count what users declare; a recovered queue was declared before.
+                quota: None,
             };
             match broker.restore_queue(&q.name, opts, q.id) {
                 Ok(queue) => {

@@ -83,6 +83,7 @@ fn consume(b: &Broker, q: &Arc<Queue>, n: u32) -> Vec<Bytes> {
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,
+        window: None,
     })
     .unwrap();
     q.add_credit(id, n, u32::MAX).unwrap();
@@ -183,6 +184,7 @@ fn durable_topology_and_persistent_messages_survive_a_restart() {
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,
+        window: None,
     })
     .unwrap();
     q.add_credit(99, 1, u32::MAX).unwrap();

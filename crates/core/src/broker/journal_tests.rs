@@ -62,6 +62,7 @@ fn consume_all(b: &Broker, q: &Arc<Queue>) -> Arc<Outbox> {
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,
+        window: None,
     })
     .unwrap();
     q.add_credit(id, u32::MAX, u32::MAX).unwrap();
@@ -269,4 +270,97 @@ fn restoring_journals_nothing_and_marks_messages_redelivered() {
     assert!(q.accept(d.position));
     assert_eq!(j.take(), [Call::Dequeue(42, vec![7])]);
     assert!(b.restore_queue("q", durable(), 43).is_err());
+}
+
+fn enqueued_ids(calls: &[Call]) -> Vec<u64> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Enqueue(id, _) => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn messages_queue_features_drop_leave_the_journal() {
+    use crate::value::HeaderValue as V;
+    let (b, j) = broker();
+    let ex = b.exchange("").unwrap();
+    // Last-value replacement drops the superseded message.
+    let lvq_opts = QueueOptions {
+        arguments: [("qpid.last_value_queue_key", V::Str("k".into()))]
+            .into_iter()
+            .collect(),
+        ..durable()
+    };
+    let lvq = b.declare_queue("lvq", lvq_opts, false, 1).unwrap().0;
+    j.take();
+    for body in ["old", "new"] {
+        let mut m = Message::new("", "lvq", Bytes::from_static(body.as_bytes()));
+        m.persistent = true;
+        m.headers = Some(Arc::new([("k", V::Str("a".into()))].into_iter().collect()));
+        b.publish(&ex, Arc::new(m)).unwrap();
+    }
+    let calls = j.take();
+    let ids = enqueued_ids(&calls);
+    assert_eq!(
+        calls.last(),
+        Some(&Call::Dequeue(store_id(&lvq), vec![ids[0]]))
+    );
+    // A ring (drop-head) queue drops its oldest.
+    let mut ring_opts = durable();
+    ring_opts.limits = QueueLimits {
+        max_count: Some(1),
+        max_size: None,
+        policy: crate::limits::LimitPolicy::DropHead,
+    };
+    let ring = b.declare_queue("ring", ring_opts, false, 1).unwrap().0;
+    j.take();
+    b.publish(&ex, persistent("ring", "1")).unwrap();
+    b.publish(&ex, persistent("ring", "2")).unwrap();
+    let calls = j.take();
+    let ids = enqueued_ids(&calls);
+    assert!(
+        calls.contains(&Call::Dequeue(store_id(&ring), vec![ids[0]])),
+        "{calls:?}"
+    );
+    assert_eq!(ring.queued_bodies(), [Bytes::from_static(b"2")]);
+    // A priority queue settles from any level.
+    let prio_opts = QueueOptions {
+        arguments: [("x-max-priority", V::Int(5))].into_iter().collect(),
+        ..durable()
+    };
+    let prio = b.declare_queue("prio", prio_opts, false, 1).unwrap().0;
+    j.take();
+    let mut high = Message::new("", "prio", Bytes::from_static(b"high"));
+    high.persistent = true;
+    high.priority = 5;
+    b.publish(&ex, persistent("prio", "low")).unwrap();
+    b.publish(&ex, Arc::new(high)).unwrap();
+    let ids = enqueued_ids(&j.take());
+    let ob = consume_all(&b, &prio);
+    let got = take_positions(&ob);
+    assert_eq!(got[0].1.body, Bytes::from_static(b"high"));
+    assert!(prio.accept_all(got.iter().map(|(p, _)| *p)) == 2);
+    assert_eq!(
+        j.take(),
+        [
+            Call::Dequeue(store_id(&prio), vec![ids[1]]),
+            Call::Dequeue(store_id(&prio), vec![ids[0]])
+        ]
+    );
+    // An unused x-expires queue is deleted with everything it held.
+    let exp_opts = QueueOptions {
+        arguments: [("x-expires", V::Int(1))].into_iter().collect(),
+        ..durable()
+    };
+    let exp = b.declare_queue("exp", exp_opts, false, 1).unwrap().0;
+    b.publish(&ex, persistent("exp", "gone")).unwrap();
+    let exp_id = store_id(&exp);
+    j.take();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    b.expire_unused_queues();
+    assert!(b.queue("exp").is_none());
+    assert_eq!(j.take(), [Call::DeleteQueue(exp_id)]);
 }

@@ -13,6 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
+use crate::alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 use crate::error::BrokerError;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, QueueStore, SyncPoint};
@@ -28,6 +29,8 @@ use crate::{ConsumerId, OwnerId};
 pub struct BrokerConfig {
     /// Applied to queues declared without any limit of their own.
     pub default_limits: QueueLimits,
+    /// When to raise and clear the memory alarm; `None` never raises it.
+    pub memory_watermarks: Option<Watermarks>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +136,8 @@ pub struct Broker {
     next_consumer: AtomicU64,
     next_owner: AtomicU64,
     next_name: AtomicU64,
+    memory: Arc<MemoryMeter>,
+    alarms: Alarms,
     /// Queues declared with `x-expires`, for [`Broker::expire_unused_queues`]. Locked
     /// after the registry, before any queue.
     expiring: Mutex<Vec<Weak<Queue>>>,
@@ -178,6 +183,8 @@ impl Broker {
             next_consumer: AtomicU64::new(1),
             next_owner: AtomicU64::new(1),
             next_name: AtomicU64::new(1),
+            memory: Arc::default(),
+            alarms: Alarms::default(),
             expiring: Mutex::new(Vec::new()),
             expiry_changed: Notify::new(),
         })
@@ -198,6 +205,30 @@ impl Broker {
 
     pub fn next_owner_id(&self) -> OwnerId {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Bytes of messages held by queues now (queued or delivered and unsettled).
+    pub fn memory_used(&self) -> u64 {
+        self.memory.bytes()
+    }
+
+    /// The resource alarms publishers wait on.
+    pub fn alarms(&self) -> &Alarms {
+        &self.alarms
+    }
+
+    /// Raises the memory alarm above the high-water mark and clears it at or below the low
+    /// one; returns the alarm's new state when it changed. Called periodically.
+    pub fn check_memory(&self) -> Option<bool> {
+        let marks = self.config.memory_watermarks?;
+        let used = self.memory.bytes();
+        let raised = self.alarms.is_raised(Alarm::Memory);
+        let want = if raised {
+            used > marks.low.min(marks.high)
+        } else {
+            used > marks.high
+        };
+        (want != raised && self.alarms.set(Alarm::Memory, want)).then_some(want)
     }
 
     /// The nameless direct exchange every queue is implicitly bound to by its name.
@@ -466,12 +497,16 @@ impl Broker {
         restore: Restore,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
         Features::validate(&opts.arguments)?;
-        let alternate = match opts.alternate_exchange.as_deref() {
+        // x-dead-letter-exchange is the alternate exchange unless the protocol gave one
+        // (0-9-1 maps it there; a 0-10 client may send it as a plain argument).
+        let dead_letter_exchange = opts
+            .arguments
+            .get("x-dead-letter-exchange")
+            .and_then(|v| v.as_str());
+        let alternate = match opts.alternate_exchange.as_deref().or(dead_letter_exchange) {
             // RabbitMQ: a dead letter exchange of "" is the default exchange, so dead letters
             // can go straight to a queue named by x-dead-letter-routing-key.
-            Some("") if opts.arguments.get("x-dead-letter-exchange").is_some() => {
-                Some(self.default_exchange.clone())
-            }
+            Some("") if dead_letter_exchange.is_some() => Some(self.default_exchange.clone()),
             name => reg.resolve_alternate(name)?,
         };
         let limits = if opts.limits.is_unlimited() {
@@ -505,6 +540,7 @@ impl Broker {
             &opts,
             alternate,
             limits,
+            self.memory.clone(),
             self.journal.clone(),
             store,
         );
@@ -554,6 +590,7 @@ impl Broker {
             store.journal.delete_queue(store.id);
         }
         self.default_exchange.unbind(q.id(), q.name());
+        q.release_quota();
         for (ex, key) in q.take_bindings() {
             if let Some(ex) = ex.upgrade() {
                 ex.unbind(q.id(), &key);

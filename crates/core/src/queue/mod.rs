@@ -13,6 +13,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::{Journal, QueueStore};
@@ -41,7 +42,14 @@ pub struct QueueOptions {
     pub alternate_exchange: Option<String>,
     pub limits: QueueLimits,
     pub arguments: Arguments,
+    /// Held while the queue exists and dropped when it is deleted: a protocol layer counting
+    /// queues against a quota passes a guard whose drop gives the slot back. Ignored when the
+    /// declare finds an existing queue.
+    pub quota: Option<QuotaCharge>,
 }
+
+/// See [`QueueOptions::quota`].
+pub type QuotaCharge = Arc<dyn fmt::Debug + Send + Sync>;
 
 /// Answer data for queue.query / queue.declare-ok.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +82,7 @@ pub struct Queue {
     /// Explicit bindings (exchange, key), so deleting the queue can remove them without
     /// scanning every exchange. Weak: an exchange's bindings already own the queue.
     bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
+    quota: Mutex<Option<QuotaCharge>>,
 }
 
 impl fmt::Debug for Queue {
@@ -110,6 +119,7 @@ pub(crate) enum OwnerGone {
 }
 
 impl Queue {
+    /// A queue whose bytes count towards nobody's total, with no store (tests).
     #[cfg(test)]
     pub(crate) fn new(
         name: String,
@@ -117,42 +127,39 @@ impl Queue {
         alternate: Option<Arc<Exchange>>,
         limits: QueueLimits,
     ) -> Arc<Queue> {
-        Queue::with_store(name, opts, alternate, limits, None, None)
+        Queue::with_store(name, opts, alternate, limits, Arc::default(), None, None)
     }
 
-    /// `store` links a durable queue to the journal; `journal` is the broker's, for
-    /// dead-lettering into durable queues.
+    /// A queue whose held bytes count in `meter` (the broker's). `store` links a durable
+    /// queue to the journal; `journal` is the broker's, for dead-lettering into durable
+    /// queues.
     pub(crate) fn with_store(
         name: String,
         opts: &QueueOptions,
         alternate: Option<Arc<Exchange>>,
         limits: QueueLimits,
+        meter: Arc<MemoryMeter>,
         journal: Option<Arc<dyn Journal>>,
         store: Option<QueueStore>,
     ) -> Arc<Queue> {
+        let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
+        let features = Features::from_arguments(&opts.arguments);
+        let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
+        state.store = store.clone();
         Arc::new(Queue {
             name,
-            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
             alternate,
             arguments: opts.arguments.clone(),
             limits,
-            features: Features::from_arguments(&opts.arguments),
-            state: Mutex::new({
-                let features = Features::from_arguments(&opts.arguments);
-                let mut st = QueueState::new(
-                    opts.exclusive_owner,
-                    features.single_active_consumer,
-                    features.dead_letter,
-                    features.priorities,
-                );
-                st.store = store.clone();
-                st
-            }),
+            features,
+            state: Mutex::new(state),
             store,
             journal,
             bindings: Mutex::new(Vec::new()),
+            quota: Mutex::new(opts.quota.clone()),
         })
     }
 
@@ -683,6 +690,11 @@ impl Queue {
             .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
     }
 
+    /// The queue is gone from the registry: its quota slot is free again.
+    pub(crate) fn release_quota(&self) {
+        self.quota.lock().take();
+    }
+
     pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {
         std::mem::take(&mut *self.bindings.lock())
     }
@@ -732,6 +744,12 @@ impl Queue {
             }
             Ok(())
         })
+    }
+
+    /// Whether publishers must fill [`Message::headers`] for this queue to work (a
+    /// last-value queue reads its key from them).
+    pub fn needs_headers(&self) -> bool {
+        self.features.last_value_key.is_some()
     }
 
     /// `x-expires`, if the queue has it.

@@ -6,12 +6,15 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use crate::alarm::MemoryMeter;
 use crate::journal::QueueStore;
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
-use crate::queue::entries::{Entries, PriorityLevels};
+use crate::queue::entries::Entries;
+use crate::queue::features::Features;
 use crate::queue::Queue;
+use crate::value::HeaderValue;
 use crate::OwnerId;
 
 #[derive(Debug)]
@@ -89,20 +92,54 @@ pub(crate) struct QueueState {
     /// Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
     pub(crate) expired: Vec<Arc<Message>>,
+    /// A last-value queue's index (qpidd's `qpid.last_value_queue_key`).
+    last_value: Option<LastValue>,
+    /// The broker's count of bytes held by queues; this queue writes its own shard.
+    meter: Arc<MemoryMeter>,
+    shard: usize,
     /// Set for a durable queue with a journal. Dequeues are appended under the queue lock,
     /// so the journal sees them in the queue's own order.
     pub(crate) store: Option<QueueStore>,
 }
 
+impl Drop for QueueState {
+    fn drop(&mut self) {
+        // Whatever a dropped queue still holds is no longer held.
+        self.meter
+            .sub(self.shard, self.queued_bytes + self.unsettled_bytes);
+    }
+}
+
+/// Which queued message is the latest for each value of the key header. Positions of
+/// messages that left the queue meanwhile just no longer match anything.
+#[derive(Debug)]
+struct LastValue {
+    key: String,
+    latest: HashMap<Vec<u8>, u64>,
+}
+
+/// The key's value in a form that compares as qpidd compares them (its text form).
+fn key_bytes(v: &HeaderValue) -> Option<Vec<u8>> {
+    match v {
+        HeaderValue::Str(s) => Some(s.as_bytes().to_vec()),
+        HeaderValue::Bytes(b) => Some(b.to_vec()),
+        HeaderValue::Int(i) => Some(i.to_string().into_bytes()),
+        HeaderValue::UInt(u) => Some(u.to_string().into_bytes()),
+        HeaderValue::Bool(b) => Some(b.to_string().into_bytes()),
+        HeaderValue::Float(f) => Some(f.to_string().into_bytes()),
+        HeaderValue::Void | HeaderValue::Other => None,
+    }
+}
+
 impl QueueState {
     pub(crate) fn new(
         owner: Option<OwnerId>,
-        single_active: bool,
-        keep_expired: bool,
-        priorities: Option<PriorityLevels>,
+        features: &Features,
+        meter: Arc<MemoryMeter>,
+        shard: usize,
     ) -> QueueState {
         QueueState {
-            entries: Entries::new(priorities),
+            entries: Entries::new(features.priorities),
             next_position: 1,
             queued_bytes: 0,
             unsettled: HashMap::default(),
@@ -110,13 +147,19 @@ impl QueueState {
             expiring: 0,
             consumers: Vec::new(),
             next_rr: 0,
-            single_active,
+            single_active: features.single_active_consumer,
             owner,
             had_consumers: false,
             deleted: false,
             last_used: now_ms(),
-            keep_expired,
+            keep_expired: features.dead_letter,
             expired: Vec::new(),
+            last_value: features.last_value_key.clone().map(|key| LastValue {
+                key,
+                latest: HashMap::new(),
+            }),
+            meter,
+            shard,
             store: None,
         }
     }
@@ -137,6 +180,7 @@ impl QueueState {
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
     fn expire(&mut self, message: Arc<Message>) {
         self.forget(&message);
+        self.meter.sub(self.shard, message.size);
         if self.keep_expired {
             self.expired.push(message);
         }
@@ -170,12 +214,40 @@ impl QueueState {
     fn push_entry(&mut self, message: Arc<Message>, redelivered: bool) {
         let position = self.next_position;
         self.next_position += 1;
+        if self.last_value.is_some() {
+            self.replace_last_value(&message, position);
+        }
+        self.meter.add(self.shard, message.size);
         self.account_in(&message);
         self.entries.push_back(Entry {
             position,
             message,
             redelivered,
         });
+    }
+
+    /// A last-value queue drops the queued message this one supersedes (same key value);
+    /// one already acquired by a consumer stays with it.
+    fn replace_last_value(&mut self, message: &Message, position: u64) {
+        let Some(lv) = self.last_value.as_mut() else {
+            return;
+        };
+        let Some(value) = message
+            .headers
+            .as_deref()
+            .and_then(|h| h.get(&lv.key))
+            .and_then(key_bytes)
+        else {
+            return;
+        };
+        let Some(old) = lv.latest.insert(value, position) else {
+            return;
+        };
+        if let Some(e) = self.entries.remove_position(old) {
+            self.account_out(&e.message);
+            self.meter.sub(self.shard, e.message.size);
+            self.forget(&e.message);
+        }
     }
 
     fn account_in(&mut self, m: &Message) {
@@ -200,6 +272,7 @@ impl QueueState {
 
     /// Puts a message back in position order, ahead of anything newer.
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
+        self.meter.add(self.shard, entry.message.size);
         self.account_in(&entry.message);
         self.entries.insert_sorted(entry);
     }
@@ -224,6 +297,7 @@ impl QueueState {
     pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
+        self.meter.sub(self.shard, u.size);
         Some(u)
     }
 
@@ -253,7 +327,9 @@ impl QueueState {
     /// Removes the next entry without acquiring it (drop-head overflow; in a priority queue
     /// the head is the highest-priority message, as RabbitMQ drops it).
     pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
-        self.take_next().map(|e| e.message)
+        let message = self.take_next()?.message;
+        self.meter.sub(self.shard, message.size);
+        Some(message)
     }
 
     /// Acquires the front entry, dropping expired ones before it.
@@ -280,6 +356,7 @@ impl QueueState {
             self.forget_ids(&ids);
         }
         self.entries.clear();
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         n
@@ -307,7 +384,10 @@ impl QueueState {
             live
         });
         self.forget_ids(&dequeued);
-        self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
+        let left: u64 = self.entries.iter().map(|e| e.message.size).sum();
+        self.meter
+            .sub(self.shard, self.queued_bytes.saturating_sub(left));
+        self.queued_bytes = left;
         self.expiring = self
             .entries
             .iter()
@@ -320,6 +400,7 @@ impl QueueState {
     /// can still be routed to the alternate exchange.
     pub(crate) fn drain_for_delete(&mut self) -> (Vec<Arc<Message>>, Vec<Consumer>) {
         self.deleted = true;
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         let messages = self
@@ -366,7 +447,7 @@ impl QueueState {
                 c.cursor = e.position;
                 continue;
             }
-            if !c.has_credit_for(e.message.size) {
+            if !c.has_credit_for(e.message.size) || !c.reserve(queue) {
                 break;
             }
             c.charge(e.message.size);
@@ -392,7 +473,7 @@ impl QueueState {
                 continue;
             }
             let size = front.message.size;
-            let Some(ci) = self.next_acquirer(size) else {
+            let Some(ci) = self.next_acquirer(size, queue) else {
                 break;
             };
             let Some(entry) = self.take_next() else {
@@ -416,21 +497,23 @@ impl QueueState {
         }
     }
 
-    fn next_acquirer(&self, size: u64) -> Option<usize> {
+    /// The consumer to take the next message, with its settlement-window slot reserved.
+    fn next_acquirer(&self, size: u64, queue: &Arc<Queue>) -> Option<usize> {
         if self.single_active {
             // The oldest acquiring consumer is the active one; the others wait their turn.
             let active = self.consumers.iter().position(|c| c.spec.acquire)?;
             return self
                 .consumers
                 .get(active)
-                .is_some_and(|c| c.has_credit_for(size))
+                .is_some_and(|c| c.has_credit_for(size) && c.reserve(queue))
                 .then_some(active);
         }
         let n = self.consumers.len();
+        // `find` stops at the first consumer that reserved, so no other takes a slot.
         (0..n).map(|k| (self.next_rr + k) % n).find(|&i| {
             self.consumers
                 .get(i)
-                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size))
+                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size) && c.reserve(queue))
         })
     }
 }
