@@ -68,13 +68,20 @@ pub trait Journal: Send + Sync {
     fn unbind(&self, exchange: &str, queue: u64, key: &str);
     /// Records a persistent message once, referenced by each of `queues`. Refused (with
     /// `ResourceLimitExceeded`) when the store cannot take more: full disk, failed device.
+    /// Inside a transaction's commit, `tx` groups it with the commit's other records.
     fn enqueue(
         &self,
         message: &crate::message::Message,
         queues: &[u64],
+        tx: Option<&JournalTx>,
     ) -> Result<(u64, SyncPoint), BrokerError>;
     /// The messages left `queue` for good (settled, purged, expired, dropped, dead-lettered).
-    fn dequeue(&self, queue: u64, messages: &[u64]);
+    fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>);
+    /// Closes a transaction's records: after a crash they all count if this commit reached
+    /// the disk, none if it did not. Returns the point the whole commit is durable at, or
+    /// `None` if the transaction journaled nothing. Never refused: what it closes is
+    /// already applied in memory.
+    fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint>;
     /// The latest point appended so far: what a command that just changed durable state must
     /// wait for.
     fn appended(&self) -> SyncPoint;
@@ -129,6 +136,33 @@ impl fmt::Debug for StoreRef {
     }
 }
 
+/// One transaction commit's records in the journal. The store names the transaction when
+/// it writes its first record (0 until then), so a commit that touches nothing durable
+/// writes nothing at all.
+#[derive(Debug, Default)]
+pub struct JournalTx(AtomicU64);
+
+impl JournalTx {
+    /// The store's name for the transaction, once it has written a record of it.
+    pub fn id(&self) -> Option<u64> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// The transaction's name: `first` (non-zero, unique) unless it already has one.
+    pub fn get_or_set(&self, first: u64) -> u64 {
+        match self
+            .0
+            .compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => first,
+            Err(existing) => existing,
+        }
+    }
+}
+
 /// A durable queue's link to the journal.
 #[derive(Clone)]
 pub(crate) struct QueueStore {
@@ -159,6 +193,9 @@ pub(crate) mod testing {
         Unbind(String, u64, String),
         Enqueue(u64, Vec<u64>),
         Dequeue(u64, Vec<u64>),
+        /// A record inside a transaction's commit (its id, then the record).
+        InTx(u64, Box<Call>),
+        CommitTx(u64),
     }
 
     #[derive(Default)]
@@ -179,6 +216,16 @@ pub(crate) mod testing {
 
         fn id(&self) -> u64 {
             self.next.fetch_add(1, Ordering::Relaxed) + 1
+        }
+
+        /// Records `call`, tagged with its transaction (named after `first` if it is the
+        /// transaction's first record).
+        fn push(&self, call: Call, tx: Option<&JournalTx>, first: u64) {
+            let call = match tx {
+                Some(tx) => Call::InTx(tx.get_or_set(first), Box::new(call)),
+                None => call,
+            };
+            self.calls.lock().push(call);
         }
 
         fn check(&self) -> Result<(), BrokerError> {
@@ -222,16 +269,24 @@ pub(crate) mod testing {
             &self,
             _: &crate::message::Message,
             queues: &[u64],
+            tx: Option<&JournalTx>,
         ) -> Result<(u64, SyncPoint), BrokerError> {
             self.check()?;
             let id = self.id();
-            self.calls.lock().push(Call::Enqueue(id, queues.to_vec()));
+            self.push(Call::Enqueue(id, queues.to_vec()), tx, id);
             Ok((id, SyncPoint(id)))
         }
-        fn dequeue(&self, queue: u64, messages: &[u64]) {
-            self.calls
-                .lock()
-                .push(Call::Dequeue(queue, messages.to_vec()));
+        fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>) {
+            let first = match tx {
+                Some(t) if t.id().is_none() => self.id(),
+                _ => 0,
+            };
+            self.push(Call::Dequeue(queue, messages.to_vec()), tx, first);
+        }
+        fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
+            let id = tx.id()?;
+            self.calls.lock().push(Call::CommitTx(id));
+            Some(SyncPoint(self.id()))
         }
         fn appended(&self) -> SyncPoint {
             SyncPoint(self.next.load(Ordering::Relaxed))

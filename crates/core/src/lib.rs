@@ -31,7 +31,7 @@ pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
-pub use journal::{ExchangeDefinition, Journal, QueueDefinition, StoreRef, SyncPoint};
+pub use journal::{ExchangeDefinition, Journal, JournalTx, QueueDefinition, StoreRef, SyncPoint};
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader};
 pub use outbox::{Delivery, Outbox, OutboxItem};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::error::BrokerError;
 use crate::exchange::{dedup_tail, Exchange};
-use crate::journal::{Journal, SyncPoint};
+use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::Message;
 use crate::queue::Queue;
 
@@ -51,7 +51,7 @@ pub(crate) fn deliver_except(
     collect(exchange, msg, &mut targets);
     targets.retain(|q| !skip(q));
     let journaled = match journal {
-        Some(j) if msg.persistent && !targets.is_empty() => match record(j, msg, &targets) {
+        Some(j) if msg.persistent && !targets.is_empty() => match record(j, msg, &targets, None) {
             Ok(r) => r,
             Err(e) => {
                 targets.clear();
@@ -69,7 +69,7 @@ pub(crate) fn deliver_except(
         if !matches!(result, Ok(true)) {
             // Journaled for this queue but not taken by it: take the reference back.
             if journaled.is_some() {
-                forget(&q, msg);
+                forget(&q, msg, None);
             }
         }
         match result {
@@ -93,11 +93,12 @@ pub(crate) fn deliver_except(
 /// Journals `msg` for the durable queues among `targets`; `None` if there are none. A message
 /// the store already holds (one being dead-lettered) is recorded again as a new message: its
 /// old record belongs to the queue it leaves. Returns the message as journaled (a copy in
-/// that case) and the point it is durable at.
+/// that case) and the point it is durable at. `tx`: the commit it is part of.
 pub(crate) fn record(
     journal: &Arc<dyn Journal>,
     msg: &Arc<Message>,
     targets: &[Arc<Queue>],
+    tx: Option<&JournalTx>,
 ) -> Result<Option<(Arc<Message>, SyncPoint)>, BrokerError> {
     let mut ids = DURABLE.with(Cell::take);
     ids.clear();
@@ -110,7 +111,7 @@ pub(crate) fn record(
         } else {
             msg.clone()
         };
-        journal.enqueue(&msg, &ids).map(|(id, point)| {
+        journal.enqueue(&msg, &ids, tx).map(|(id, point)| {
             msg.stored.set(id);
             Some((msg, point))
         })
@@ -120,9 +121,9 @@ pub(crate) fn record(
 }
 
 /// A journaled message a durable queue did not take after all: drop its reference.
-pub(crate) fn forget(q: &Queue, msg: &Message) {
+pub(crate) fn forget(q: &Queue, msg: &Message, tx: Option<&JournalTx>) {
     if let (Some(store), Some(id)) = (q.store(), msg.stored.get()) {
-        store.journal.dequeue(store.id, &[id]);
+        store.journal.dequeue(store.id, &[id], tx);
     }
 }
 

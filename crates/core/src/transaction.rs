@@ -7,7 +7,7 @@ use parking_lot::MutexGuard;
 
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
-use crate::journal::{Journal, SyncPoint};
+use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::{now_ms, DeathReason, Message};
 use crate::queue::{Queue, QueueState};
 use crate::route;
@@ -52,8 +52,8 @@ pub struct CommitOutcome {
     pub refused: Option<BrokerError>,
     /// Settlements that applied (the others named messages no longer held).
     pub settled: usize,
-    /// Set when the commit journaled persistent messages: confirm the commit once the
-    /// journal is durable up to here.
+    /// Set when the commit journaled anything (persistent messages in, stored messages
+    /// out): confirm the commit once the journal is durable up to here, where all of it is.
     pub sync: Option<SyncPoint>,
 }
 
@@ -110,6 +110,8 @@ impl Transaction {
             ..CommitOutcome::default()
         };
 
+        // Everything the commit journals is one unit: all of it survives a crash or none.
+        let jtx = journal.map(|_| Arc::new(JournalTx::default()));
         // Route first, outside any queue lock (routing takes exchange locks).
         let now = now_ms();
         let mut routes: Vec<(usize, Arc<Queue>, Arc<Message>)> = Vec::new();
@@ -122,7 +124,7 @@ impl Transaction {
             // Journaled before any queue holds it, as for a plain publish.
             let mut message = message.clone();
             if let Some(j) = journal.filter(|_| message.persistent && !targets.is_empty()) {
-                match route::record(j, &message, &targets) {
+                match route::record(j, &message, &targets, jtx.as_deref()) {
                     Ok(Some((journaled, point))) => {
                         message = journaled;
                         outcome.sync = outcome.sync.max(Some(point));
@@ -153,6 +155,9 @@ impl Transaction {
         queues.dedup_by_key(|q| q.id());
         let mut locked: Vec<MutexGuard<'_, QueueState>> =
             queues.iter().map(|q| q.lock_state()).collect();
+        for st in &mut locked {
+            st.journal_tx = jtx.clone();
+        }
         let slot = |q: &Queue| queues.binary_search_by_key(&q.id(), |x| x.id()).ok();
 
         let mut rejected: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
@@ -190,7 +195,7 @@ impl Transaction {
             let mut lost = Vec::new();
             let result = q.enqueue_locked(st, message.clone(), &mut lost);
             if !matches!(result, Ok(true)) {
-                route::forget(&q, &message);
+                route::forget(&q, &message, jtx.as_deref());
             }
             match result {
                 Ok(true) => outcome.routed[i] += 1,
@@ -200,6 +205,14 @@ impl Transaction {
                 }
             }
             dropped.extend(lost.into_iter().map(|m| (q.clone(), m)));
+        }
+        for st in &mut locked {
+            st.journal_tx = None;
+        }
+        // Closed before any consumer sees the commit's messages, so no settlement of one
+        // can come before the commit in the journal.
+        if let (Some(j), Some(t)) = (journal, &jtx) {
+            outcome.sync = outcome.sync.max(j.commit_tx(t));
         }
         for (q, st) in queues.iter().zip(locked.iter_mut()) {
             st.dispatch(q);

@@ -185,12 +185,20 @@ impl Index {
                     self.unaccount(old);
                 }
             }
-            Record::Message(m) => self.message(m.id, &m.queues, at),
-            Record::Dequeue { queue, messages } => {
+            // Applied as they are appended: in memory the commit always completes. Recovery
+            // holds them back until it reads the commit (see `recover::Replay`).
+            Record::Message(m) | Record::TxMessage { message: m, .. } => {
+                self.message(m.id, &m.queues, at)
+            }
+            Record::Dequeue { queue, messages }
+            | Record::TxDequeue {
+                queue, messages, ..
+            } => {
                 for id in messages {
                     self.dequeue(*queue, *id);
                 }
             }
+            Record::TxCommit(_) => {}
         }
     }
 
@@ -274,7 +282,9 @@ impl Index {
             Record::ExchangeDeclare(e) => here(self.exchanges.get(&e.name)),
             Record::QueueDeclare(q) => here(self.queues.get(&q.id)),
             Record::Bind(k, _) => here(self.bindings.get(&binding_id(k))),
-            Record::Message(m) => here(self.messages.get(&m.id).map(|m| &m.at)),
+            Record::Message(m) | Record::TxMessage { message: m, .. } => {
+                here(self.messages.get(&m.id).map(|m| &m.at))
+            }
             _ => false,
         }
     }

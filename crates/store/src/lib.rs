@@ -22,6 +22,7 @@ mod recover;
 mod segment;
 mod writer;
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,7 +30,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use ferry_core::{
-    Arguments, BrokerError, ExchangeDefinition, Journal, Message, Outbox, OutboxItem,
+    Arguments, BrokerError, ExchangeDefinition, Journal, JournalTx, Message, Outbox, OutboxItem,
     QueueDefinition, SyncPoint,
 };
 use parking_lot::{Condvar, Mutex};
@@ -105,6 +106,8 @@ struct State {
     free: Vec<Vec<u8>>,
     index: Index,
     segment_size: u64,
+    /// Transactions with records appended and no commit record yet.
+    open_txs: HashSet<u64>,
 }
 
 impl State {
@@ -171,6 +174,14 @@ impl State {
         };
         self.tail.offset += len;
         (seq, loc)
+    }
+
+    /// The name of the transaction the next record belongs to, if any: the sequence number
+    /// of its first record, which is unique for ever.
+    fn open_tx(&mut self, tx: Option<&JournalTx>) -> Option<u64> {
+        let t = tx?.get_or_set(self.next_seq);
+        self.open_txs.insert(t);
+        Some(t)
     }
 
     /// Appends a topology record and applies it to the index.
@@ -304,6 +315,7 @@ impl Store {
             free: Vec::new(),
             index: found.index,
             segment_size,
+            open_txs: HashSet::new(),
         };
         let last = found.next_seq - 1;
         let shared = Arc::new(Shared {
@@ -475,7 +487,12 @@ impl Journal for Store {
         self.with_state(|st| st.record(&Record::Unbind(k)));
     }
 
-    fn enqueue(&self, message: &Message, queues: &[u64]) -> Result<(u64, SyncPoint), BrokerError> {
+    fn enqueue(
+        &self,
+        message: &Message,
+        queues: &[u64],
+        tx: Option<&JournalTx>,
+    ) -> Result<(u64, SyncPoint), BrokerError> {
         self.shared.refuse()?;
         Ok(self.with_state(|st| {
             // A queue deleted meanwhile must not keep the message alive in the store.
@@ -491,24 +508,38 @@ impl Journal for Store {
                 &filtered
             };
             let id = st.next_seq;
-            let (seq, loc) = st.append(kind::MESSAGE, |out| {
-                record::put_message_head(out, id, queues);
-                record::put_message_content(out, message);
-            });
+            let (seq, loc) = match st.open_tx(tx) {
+                None => st.append(kind::MESSAGE, |out| {
+                    record::put_message_head(out, id, queues);
+                    record::put_message_content(out, message);
+                }),
+                Some(t) => st.append(kind::TX_MESSAGE, |out| {
+                    codec::put_u64(out, t);
+                    record::put_message_head(out, id, queues);
+                    record::put_message_content(out, message);
+                }),
+            };
             st.index.message(id, queues, Live { loc, seq });
             (id, SyncPoint(seq))
         }))
     }
 
-    fn dequeue(&self, queue: u64, messages: &[u64]) {
+    fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>) {
         let mut st = self.shared.state.lock();
         if !messages.iter().any(|id| st.index.is_referenced(queue, *id)) {
             return;
         }
-        st.append(kind::DEQUEUE, |out| {
-            codec::put_u64(out, queue);
-            record::put_ids(out, messages);
-        });
+        match st.open_tx(tx) {
+            None => st.append(kind::DEQUEUE, |out| {
+                codec::put_u64(out, queue);
+                record::put_ids(out, messages);
+            }),
+            Some(t) => st.append(kind::TX_DEQUEUE, |out| {
+                codec::put_u64(out, t);
+                codec::put_u64(out, queue);
+                record::put_ids(out, messages);
+            }),
+        };
         for id in messages {
             st.index.dequeue(queue, *id);
         }
@@ -517,6 +548,14 @@ impl Journal for Store {
             .store(st.next_seq - 1, Ordering::Release);
         drop(st);
         self.shared.work.notify_one();
+    }
+
+    fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
+        let t = tx.id()?;
+        Some(self.with_state(|st| {
+            st.open_txs.remove(&t);
+            SyncPoint(st.record(&Record::TxCommit(t)))
+        }))
     }
 
     fn appended(&self) -> SyncPoint {
@@ -576,7 +615,7 @@ pub fn fuzz_decode(data: &[u8]) {
     }
     let _ = segment::decode_header(data);
     // Payloads without the checksum in the way: every record type over the raw bytes.
-    for kind in 0..=9u8 {
+    for kind in 0..=kind::LAST + 1 {
         let _ = Record::decode(kind, bytes.clone());
     }
     let _ = record::message_from_content(bytes);

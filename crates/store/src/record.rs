@@ -88,6 +88,13 @@ pub mod kind {
     pub const UNBIND: u8 = 6;
     pub const MESSAGE: u8 = 7;
     pub const DEQUEUE: u8 = 8;
+    /// A message and a dequeue inside a transaction's commit: they count only once the
+    /// transaction's commit record is read.
+    pub const TX_MESSAGE: u8 = 9;
+    pub const TX_DEQUEUE: u8 = 10;
+    pub const TX_COMMIT: u8 = 11;
+    /// The highest record type, for the fuzz entry point.
+    pub const LAST: u8 = TX_COMMIT;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -134,7 +141,21 @@ pub enum Record {
     Bind(BindingKey, Arguments),
     Unbind(BindingKey),
     Message(MessageRec),
-    Dequeue { queue: u64, messages: Vec<u64> },
+    Dequeue {
+        queue: u64,
+        messages: Vec<u64>,
+    },
+    /// `tx` is the transaction's name: the sequence number of its first record.
+    TxMessage {
+        tx: u64,
+        message: MessageRec,
+    },
+    TxDequeue {
+        tx: u64,
+        queue: u64,
+        messages: Vec<u64>,
+    },
+    TxCommit(u64),
 }
 
 impl Record {
@@ -148,6 +169,9 @@ impl Record {
             Record::Unbind(_) => kind::UNBIND,
             Record::Message(_) => kind::MESSAGE,
             Record::Dequeue { .. } => kind::DEQUEUE,
+            Record::TxMessage { .. } => kind::TX_MESSAGE,
+            Record::TxDequeue { .. } => kind::TX_DEQUEUE,
+            Record::TxCommit(_) => kind::TX_COMMIT,
         }
     }
 
@@ -191,6 +215,21 @@ impl Record {
                 put_u64(out, *queue);
                 put_ids(out, messages);
             }
+            Record::TxMessage { tx, message: m } => {
+                put_u64(out, *tx);
+                put_message_head(out, m.id, &m.queues);
+                out.extend_from_slice(&m.content);
+            }
+            Record::TxDequeue {
+                tx,
+                queue,
+                messages,
+            } => {
+                put_u64(out, *tx);
+                put_u64(out, *queue);
+                put_ids(out, messages);
+            }
+            Record::TxCommit(tx) => put_u64(out, *tx),
         }
     }
 
@@ -233,23 +272,35 @@ impl Record {
                 Record::Bind(b, r.arguments()?)
             }
             kind::UNBIND => Record::Unbind(binding(&mut r)?),
-            kind::MESSAGE => {
-                let id = r.u64()?;
-                let queues = ids(&mut r)?;
-                Record::Message(MessageRec {
-                    id,
-                    queues,
-                    content: r.rest(),
-                })
-            }
+            kind::MESSAGE => Record::Message(message_rec(&mut r)?),
             kind::DEQUEUE => Record::Dequeue {
                 queue: r.u64()?,
                 messages: ids(&mut r)?,
             },
+            kind::TX_MESSAGE => Record::TxMessage {
+                tx: r.u64()?,
+                message: message_rec(&mut r)?,
+            },
+            kind::TX_DEQUEUE => Record::TxDequeue {
+                tx: r.u64()?,
+                queue: r.u64()?,
+                messages: ids(&mut r)?,
+            },
+            kind::TX_COMMIT => Record::TxCommit(r.u64()?),
             other => return Err(DecodeError::BadType(other)),
         };
         Ok(rec)
     }
+}
+
+fn message_rec(r: &mut Reader) -> Result<MessageRec, DecodeError> {
+    let id = r.u64()?;
+    let queues = ids(r)?;
+    Ok(MessageRec {
+        id,
+        queues,
+        content: r.rest(),
+    })
 }
 
 fn put_opt_u64(out: &mut Vec<u8>, v: Option<u64>) {
@@ -414,6 +465,20 @@ mod tests {
                 queue: 3,
                 messages: vec![9, 10],
             },
+            Record::TxMessage {
+                tx: 11,
+                message: MessageRec {
+                    id: 12,
+                    queues: vec![3],
+                    content: Bytes::from_static(b"content"),
+                },
+            },
+            Record::TxDequeue {
+                tx: 11,
+                queue: 3,
+                messages: vec![9],
+            },
+            Record::TxCommit(11),
         ]
     }
 

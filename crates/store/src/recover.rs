@@ -7,6 +7,12 @@
 //! aside as `*.discarded`. The state recovered is therefore the state after a prefix of the
 //! journal that includes every confirmed record.
 //!
+//! Transactions: the records of a commit (`TX_MESSAGE`, `TX_DEQUEUE`) are held back until
+//! the transaction's `TX_COMMIT` record is read, then applied in their order; a transaction
+//! whose commit record is missing (the broker died mid-commit, or the tail was cut) leaves
+//! no trace. The broker appends the commit record before any consumer can see the commit's
+//! messages, so no record outside the transaction refers to them before it.
+//!
 //! Redelivery rule: every recovered message is marked redelivered. The store does not record
 //! deliveries (that would cost a write per delivery), so any recovered message may have been
 //! delivered before the restart; saying so is the conservative answer 0-10 and 0-9-1 allow.
@@ -42,6 +48,8 @@ pub struct RecoveryStats {
     /// Where the journal was cut: segment id and offset of the first bad frame.
     pub cut_at: Option<(u64, u64)>,
     pub segments_discarded: usize,
+    /// Transactions whose commit record never made it: their records were ignored.
+    pub transactions_discarded: usize,
     pub elapsed: Duration,
 }
 
@@ -128,12 +136,41 @@ fn set_aside(dir: &Path, id: u64) {
     }
 }
 
+/// Applies records in journal order, holding each transaction's back until its commit.
+#[derive(Default)]
+struct Replay {
+    index: Index,
+    open: HashMap<u64, Vec<(Record, Live)>>,
+}
+
+impl Replay {
+    fn apply(&mut self, rec: Record, at: Live) {
+        match rec {
+            Record::TxMessage { tx, .. } | Record::TxDequeue { tx, .. } => {
+                self.open.entry(tx).or_default().push((rec, at));
+            }
+            Record::TxCommit(tx) => {
+                for (rec, at) in self.open.remove(&tx).unwrap_or_default() {
+                    self.index.apply(&rec, at, true);
+                }
+            }
+            rec => self.index.apply(&rec, at, true),
+        }
+    }
+
+    /// The index, and how many transactions never committed.
+    fn finish(mut self) -> (Index, usize) {
+        self.index.finish_recovery();
+        (self.index, self.open.len())
+    }
+}
+
 pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
     let started = Instant::now();
     let _ = std::fs::remove_file(segment::spare_tmp_path(dir));
     let ids = segment_ids(dir)?;
     let mut stats = RecoveryStats::default();
-    let mut index = Index::default();
+    let mut replay = Replay::default();
     let mut expect: Option<u64> = None;
     let mut kept = Vec::new();
     let mut ended = false;
@@ -157,10 +194,10 @@ pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
                 continue;
             }
         };
-        index.add_segment(id, scan.data.len() as u64);
+        replay.index.add_segment(id, scan.data.len() as u64);
         let (end, next, bad) = scan.frames(first, |rec, at| {
             stats.records += 1;
-            index.apply(&rec, at, true);
+            replay.apply(rec, at);
         });
         stats.segments += 1;
         kept.push(id);
@@ -188,7 +225,14 @@ pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
     if stats.segments_discarded > 0 || stats.cut_at.is_some() {
         segment::sync_dir(dir).map_err(|e| StoreError::io("cannot sync", dir, e))?;
     }
-    index.finish_recovery();
+    let (index, unfinished) = replay.finish();
+    if unfinished > 0 {
+        tracing::warn!(
+            "store: {unfinished} transaction(s) without a commit record (the broker stopped \
+             mid-commit); ignored"
+        );
+    }
+    stats.transactions_discarded = unfinished;
     let recovered = rebuild(dir, &index, &kept, stats, started)?;
     let found = Found {
         index,
@@ -234,7 +278,7 @@ fn rebuild(
                     queues.insert(q.id, q);
                 }
                 Record::Bind(k, args) => bindings.push((k, args)),
-                Record::Message(m) => {
+                Record::Message(m) | Record::TxMessage { message: m, .. } => {
                     let Some(live) = index.messages.get(&m.id) else {
                         return;
                     };

@@ -504,3 +504,144 @@ fn the_fuzz_entry_point_survives_damaged_input() {
     }
     crate::fuzz_decode(&[0xff; 40]);
 }
+
+/// Acquires the front message of `q` (as a consumer would, not settled yet).
+fn acquire_one(q: &Queue) -> (u64, Arc<Message>) {
+    let got = q.get().expect("a message");
+    (got.position, got.message)
+}
+
+#[test]
+fn a_committed_transaction_survives_a_restart_whole() {
+    let dir = TempDir::new("tx-commit");
+    {
+        let (store, b, _) = start(&dir, small());
+        let input = durable_queue(&b, "in");
+        durable_queue(&b, "out");
+        publish(&b, "in", b"work".to_vec(), true);
+        let (position, message) = acquire_one(&input);
+        let mut tx = ferry_core::Transaction::new();
+        tx.settle(
+            input.clone(),
+            position,
+            message,
+            ferry_core::Settlement::Accept,
+        );
+        let mut result = Message::new("", "out", Bytes::from_static(b"result"));
+        result.persistent = true;
+        tx.publish(b.exchange("").unwrap(), Arc::new(result));
+        let outcome = b.commit(&mut tx);
+        let point = outcome.sync.expect("the commit waits for the journal");
+        store.sync();
+        assert!(store.durable() >= point);
+        store.close();
+    }
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(stats.transactions_discarded, 0);
+    assert_eq!(b.queue("in").unwrap().message_count(), 0);
+    assert_eq!(
+        bodies(&b.queue("out").unwrap()),
+        [Bytes::from_static(b"result")]
+    );
+}
+
+/// The journal as a broker that died mid-commit leaves it: the commit's records are
+/// written, its commit record is not, and other records follow.
+#[test]
+fn a_transaction_without_its_commit_record_leaves_no_trace() {
+    let dir = TempDir::new("tx-open");
+    {
+        let (store, b, _) = start(&dir, small());
+        let input = durable_queue(&b, "in");
+        let out = durable_queue(&b, "out");
+        publish(&b, "in", b"work".to_vec(), true);
+        let old = input.queued_bodies();
+        assert_eq!(old.len(), 1);
+        let (_, message) = acquire_one(&input);
+        let tx = ferry_core::JournalTx::default();
+        let (in_id, out_id) = (input.store_id().unwrap(), out.store_id().unwrap());
+        let mut result = Message::new("", "out", Bytes::from_static(b"result"));
+        result.persistent = true;
+        store.enqueue(&result, &[out_id], Some(&tx)).unwrap();
+        store.dequeue(in_id, &[message.stored.get().unwrap()], Some(&tx));
+        assert!(tx.id().is_some());
+        // Not the tail: a later record by someone else made it to the disk.
+        publish(&b, "out", b"later".to_vec(), true);
+        store.sync();
+        store.close();
+    }
+    let (store, b, stats) = start(&dir, small());
+    assert_eq!(stats.transactions_discarded, 1);
+    assert_eq!(
+        bodies(&b.queue("in").unwrap()),
+        [Bytes::from_static(b"work")]
+    );
+    assert_eq!(
+        bodies(&b.queue("out").unwrap()),
+        [Bytes::from_static(b"later")]
+    );
+    // The dead records do not confuse the journal's continuation or the next recovery.
+    publish(&b, "out", b"after".to_vec(), true);
+    store.sync();
+    store.close();
+    drop(b);
+    let (_s, b, _) = start(&dir, small());
+    assert_eq!(b.queue("out").unwrap().message_count(), 2);
+    assert_eq!(b.queue("in").unwrap().message_count(), 1);
+}
+
+#[test]
+fn a_torn_commit_record_discards_the_whole_transaction() {
+    let dir = TempDir::new("tx-torn");
+    let last = {
+        let (store, b, _) = start(&dir, small());
+        let input = durable_queue(&b, "in");
+        durable_queue(&b, "out");
+        for body in [&b"a"[..], b"b"] {
+            publish(&b, "in", body.to_vec(), true);
+        }
+        let mut tx = ferry_core::Transaction::new();
+        for _ in 0..2 {
+            let (position, message) = acquire_one(&input);
+            tx.settle(
+                input.clone(),
+                position,
+                message,
+                ferry_core::Settlement::Accept,
+            );
+        }
+        for body in ["x", "y"] {
+            let mut m = Message::new("", "out", Bytes::from_static(body.as_bytes()));
+            m.persistent = true;
+            tx.publish(b.exchange("").unwrap(), Arc::new(m));
+        }
+        b.commit(&mut tx).sync.unwrap();
+        store.sync();
+        store.close();
+        segment_files(&dir).pop().unwrap()
+    };
+    // The commit record is the last frame: cut it in half.
+    let data = std::fs::read(&last).unwrap();
+    let end = data_end(&data);
+    let mut pos = segment::SEGMENT_HEADER;
+    let mut last_frame = (0, 0, 0u8);
+    while let Frame::Record { len, kind, .. } = read_frame(&data[pos..]) {
+        if kind == record::kind::SEGMENT_END {
+            break;
+        }
+        last_frame = (pos, len, kind);
+        pos += len;
+    }
+    assert_eq!(pos, end);
+    let (start_at, len, kind) = last_frame;
+    assert_eq!(kind, record::kind::TX_COMMIT);
+    let mut torn = data.clone();
+    torn[start_at + len / 2..].fill(0);
+    std::fs::write(&last, &torn).unwrap();
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(stats.cut_at, Some((1, start_at as u64)));
+    assert_eq!(stats.transactions_discarded, 1);
+    let input: Vec<Bytes> = bodies(&b.queue("in").unwrap());
+    assert_eq!(input, [Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+    assert_eq!(b.queue("out").unwrap().message_count(), 0);
+}

@@ -232,7 +232,11 @@ fn compact(shared: &Shared, head: u64) -> io::Result<()> {
         }
         if matches!(
             k,
-            kind::MESSAGE | kind::EXCHANGE_DECLARE | kind::QUEUE_DECLARE | kind::BIND
+            kind::MESSAGE
+                | kind::TX_MESSAGE
+                | kind::EXCHANGE_DECLARE
+                | kind::QUEUE_DECLARE
+                | kind::BIND
         ) {
             let start = pos + crate::record::FRAME_HEADER;
             if let Ok(rec) = Record::decode(k, data.slice(start..start + payload.len())) {
@@ -247,12 +251,25 @@ fn compact(shared: &Shared, head: u64) -> io::Result<()> {
         if !st.index.is_current(&rec, head, seq) {
             continue;
         }
+        let rec_tx = match &rec {
+            Record::TxMessage { tx, .. } => Some(*tx),
+            _ => None,
+        };
         match rec {
-            Record::Message(m) => {
+            Record::Message(m) | Record::TxMessage { message: m, .. } => {
                 let Some(queues) = st.index.messages.get(&m.id).map(|l| l.queues.to_vec()) else {
                     continue;
                 };
-                let (seq, loc) = st.append(kind::MESSAGE, |out| {
+                // A copy made before its transaction's commit record stays inside the
+                // transaction (it precedes the commit); after, it is a plain message.
+                let tx = match &rec_tx {
+                    Some(t) if st.open_txs.contains(t) => Some(*t),
+                    _ => None,
+                };
+                let (seq, loc) = st.append(tx.map_or(kind::MESSAGE, |_| kind::TX_MESSAGE), |out| {
+                    if let Some(t) = tx {
+                        crate::codec::put_u64(out, t);
+                    }
                     crate::record::put_message_head(out, m.id, &queues);
                     out.extend_from_slice(&m.content);
                 });

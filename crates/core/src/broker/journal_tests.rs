@@ -364,3 +364,37 @@ fn messages_queue_features_drop_leave_the_journal() {
     assert!(b.queue("exp").is_none());
     assert_eq!(j.take(), [Call::DeleteQueue(exp_id)]);
 }
+
+#[test]
+fn a_commit_journals_its_enqueues_and_dequeues_as_one_transaction() {
+    use crate::transaction::{Settlement, Transaction};
+    let (b, j) = broker();
+    let q = b.declare_queue("q", durable(), false, 1).unwrap().0;
+    let out = b.declare_queue("out", durable(), false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    b.publish(&ex, persistent("q", "in")).unwrap();
+    j.take();
+    let ob = consume_all(&b, &q);
+    let (pos, m) = take_positions(&ob).remove(0);
+    let consumed = m.stored.get().unwrap();
+    let mut tx = Transaction::new();
+    tx.settle(q.clone(), pos, m, Settlement::Accept);
+    tx.publish(ex.clone(), persistent("out", "result"));
+    tx.publish(ex.clone(), transient("out"));
+    let outcome = b.commit(&mut tx);
+    let calls = j.take();
+    // Routed (and journaled) before the settlements apply.
+    let [Call::InTx(t, first), Call::InTx(t2, second), Call::CommitTx(t3)] = &calls[..] else {
+        panic!("{calls:?}");
+    };
+    assert!(t == t2 && t2 == t3, "{calls:?}");
+    assert!(matches!(&**first, Call::Enqueue(_, qs) if qs == &[store_id(&out)]));
+    assert_eq!(**second, Call::Dequeue(store_id(&q), vec![consumed]));
+    assert!(outcome.sync.is_some());
+    assert_eq!(out.message_count(), 2);
+    // A commit touching nothing durable writes nothing, not even a commit record.
+    let mut tx = Transaction::new();
+    tx.publish(ex.clone(), transient("out"));
+    assert_eq!(b.commit(&mut tx).sync, None);
+    assert!(j.take().is_empty());
+}

@@ -7,7 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::alarm::MemoryMeter;
-use crate::journal::QueueStore;
+use crate::journal::{JournalTx, QueueStore};
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
@@ -100,6 +100,8 @@ pub(crate) struct QueueState {
     /// Set for a durable queue with a journal. Dequeues are appended under the queue lock,
     /// so the journal sees them in the queue's own order.
     pub(crate) store: Option<QueueStore>,
+    /// Set while a transaction's commit holds the lock: its dequeues belong to it.
+    pub(crate) journal_tx: Option<Arc<JournalTx>>,
 }
 
 impl Drop for QueueState {
@@ -161,19 +163,22 @@ impl QueueState {
             meter,
             shard,
             store: None,
+            journal_tx: None,
         }
     }
 
     /// The message left the queue for good: journal its dequeue if the store holds it here.
     pub(crate) fn forget(&self, m: &Message) {
-        if let (Some(store), Some(id)) = (&self.store, m.stored.get()) {
-            store.journal.dequeue(store.id, &[id]);
+        if let Some(id) = m.stored.get() {
+            self.forget_ids(&[id]);
         }
     }
 
     fn forget_ids(&self, ids: &[u64]) {
         if let (Some(store), false) = (&self.store, ids.is_empty()) {
-            store.journal.dequeue(store.id, ids);
+            store
+                .journal
+                .dequeue(store.id, ids, self.journal_tx.as_deref());
         }
     }
 

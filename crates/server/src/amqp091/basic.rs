@@ -127,9 +127,9 @@ impl Channel {
     }
 
     /// Writes the publisher confirms the journal allows (once per read batch, on each journal
-    /// wake-up, and before the channel ends).
+    /// wake-up, and before the channel ends). They wait behind held replies.
     pub fn flush_confirms(&mut self, ctx: &mut Ctx) {
-        if !self.confirms.has_pending() {
+        if !self.confirms.has_pending() || !self.held.is_empty() {
             return;
         }
         let durable = match ctx.broker.journal() {

@@ -13,6 +13,7 @@ pub mod convert;
 mod deaths;
 mod error;
 mod handshake;
+mod held;
 mod qos;
 mod tx;
 mod unacked;
@@ -294,21 +295,33 @@ impl Connection {
                 _ => self.on_channel_frame(frame),
             }
         }
-        self.flush_confirms();
+        self.flush_durable();
     }
 
-    /// Sends every channel's confirms the journal allows, then asks the journal to wake the
-    /// connection for what still waits (one registration per new point).
-    fn flush_confirms(&mut self) {
+    /// Sends every channel's held replies and confirms the journal allows, then asks the
+    /// journal to wake the connection for what still waits (one registration per new point).
+    fn flush_durable(&mut self) {
         let mut ids: Vec<u16> = self.channels.keys().copied().collect();
         ids.sort_unstable();
         let mut wanted = None;
+        let mut failed = None;
         for id in ids {
-            let point = self.with_channel(id, |c, ctx| {
+            let Some((held, point)) = self.with_channel(id, |c, ctx| {
+                let held = c.flush_held(ctx);
                 c.flush_confirms(ctx);
-                c.confirms.last_unsynced_point()
-            });
-            wanted = wanted.max(point.flatten());
+                let point = c.confirms.last_unsynced_point().max(c.held.last_point());
+                (held, point)
+            }) else {
+                continue;
+            };
+            wanted = wanted.max(point);
+            if let Err(f) = held {
+                failed.get_or_insert((id, f));
+            }
+        }
+        if let Some((id, f)) = failed {
+            self.fail(id, f, (0, 0));
+            return;
         }
         if let (Some(journal), Some(point)) = (self.broker.journal(), wanted) {
             if point > self.sync_requested {
@@ -588,7 +601,7 @@ impl Connection {
                     }
                 }
             }
-            OutboxItem::Durable => self.flush_confirms(),
+            OutboxItem::Durable => self.flush_durable(),
             OutboxItem::ConsumerCancelled { consumer, .. } => {
                 if let Some(id) = self.consumers.remove(&consumer) {
                     let notify = self.caps.consumer_cancel_notify;
