@@ -66,6 +66,16 @@ pub trait Journal: Send + Sync {
         arguments: &Arguments,
     ) -> Result<(), BrokerError>;
     fn unbind(&self, exchange: &str, queue: u64, key: &str);
+    /// An exchange-to-exchange binding between two durable exchanges (built-in ones
+    /// included): what `source` routes under `key` goes on through `destination`.
+    fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError>;
+    fn unbind_exchange(&self, destination: &str, source: &str, key: &str);
     /// Records a persistent message once, referenced by each of `queues`. Refused (with
     /// `ResourceLimitExceeded`) when the store cannot take more: full disk, failed device.
     /// Inside a transaction's commit, `tx` groups it with the commit's other records.
@@ -191,6 +201,9 @@ pub(crate) mod testing {
         DeleteQueue(u64),
         Bind(String, u64, String),
         Unbind(String, u64, String),
+        /// (destination, source, key)
+        BindExchange(String, String, String),
+        UnbindExchange(String, String, String),
         Enqueue(u64, Vec<u64>),
         Dequeue(u64, Vec<u64>),
         /// A record inside a transaction's commit (its id, then the record).
@@ -264,6 +277,22 @@ pub(crate) mod testing {
         }
         fn unbind(&self, e: &str, q: u64, k: &str) {
             self.calls.lock().push(Call::Unbind(e.into(), q, k.into()));
+        }
+        fn bind_exchange(
+            &self,
+            d: &str,
+            s: &str,
+            k: &str,
+            _: &Arguments,
+        ) -> Result<(), BrokerError> {
+            self.check()?;
+            let call = Call::BindExchange(d.into(), s.into(), k.into());
+            self.calls.lock().push(call);
+            Ok(())
+        }
+        fn unbind_exchange(&self, d: &str, s: &str, k: &str) {
+            let call = Call::UnbindExchange(d.into(), s.into(), k.into());
+            self.calls.lock().push(call);
         }
         fn enqueue(
             &self,

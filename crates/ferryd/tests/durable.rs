@@ -5,8 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{raw091::Raw091, DataDir, Ferryd};
-use ferry_amqp091::{BasicProperties, ConfirmSelect, Method, QueueDeclare, ShortStr};
+use common::raw091::{short, Raw091};
+use common::{DataDir, Ferryd};
+use ferry_amqp091::{
+    BasicProperties, BasicReject, ConfirmSelect, ExchangeBind, ExchangeDeclare, FieldTable,
+    FieldValue, Method, QueueBind, QueueDeclare, ShortStr,
+};
 use ferry_client::{
     AcceptMode, ConnectOptions, Connection, Delivery, ExchangeDeclareOptions, FlowMode,
     OutgoingMessage, QueueDeclareOptions, Session, SubscribeOptions, Subscription,
@@ -206,4 +210,102 @@ fn two_brokers_cannot_share_a_data_directory() {
         stderr.contains("in use by another broker"),
         "stderr: {stderr}"
     );
+}
+
+fn durable_exchange(raw: &mut Raw091, name: &str, kind: &str) {
+    raw.call(
+        ExchangeDeclare {
+            exchange: short(name),
+            kind: short(kind),
+            durable: true,
+            ..Default::default()
+        },
+        |m| matches!(m, Method::ExchangeDeclareOk(_)),
+    );
+}
+
+fn durable_queue091(raw: &mut Raw091, name: &str, arguments: FieldTable) {
+    raw.call(
+        QueueDeclare {
+            queue: short(name),
+            durable: true,
+            arguments,
+            ..Default::default()
+        },
+        |m| matches!(m, Method::QueueDeclareOk(_)),
+    );
+}
+
+/// Everything here is acknowledged over 0-9-1 and the broker killed right after the last
+/// reply: exchange-to-exchange bindings and a dead letter's x-death history are on disk.
+#[test]
+fn amqp091_e2e_bindings_and_dead_letter_history_survive_a_kill() {
+    let dir = DataDir::new("e2e-deaths");
+    let broker = Ferryd::start_with(&[&dir.arg()]);
+    let mut raw = Raw091::open(broker.addr);
+    durable_exchange(&mut raw, "dlx", "fanout");
+    durable_exchange(&mut raw, "entry", "direct");
+    durable_queue091(&mut raw, "dlq", FieldTable::new());
+    let mut args = FieldTable::new();
+    args.push(
+        short("x-dead-letter-exchange"),
+        FieldValue::LongStr(
+            ferry_amqp091::LongStr::new(bytes::Bytes::from_static(b"dlx")).unwrap(),
+        ),
+    );
+    durable_queue091(&mut raw, "work", args);
+    raw.call(
+        QueueBind {
+            queue: short("dlq"),
+            exchange: short("dlx"),
+            ..Default::default()
+        },
+        |m| matches!(m, Method::QueueBindOk(_)),
+    );
+    raw.call(
+        ExchangeBind {
+            destination: short("dlx"),
+            source: short("entry"),
+            routing_key: short("k"),
+            ..Default::default()
+        },
+        |m| matches!(m, Method::ExchangeBindOk(_)),
+    );
+    let props = BasicProperties {
+        delivery_mode: Some(2),
+        ..Default::default()
+    };
+    raw.publish("", "work", &props, b"poison");
+    let got = raw.get("work", false).expect("the message");
+    let Method::BasicGetOk(ok) = got.method else {
+        panic!("{:?}", got.method)
+    };
+    raw.method(
+        1,
+        BasicReject {
+            delivery_tag: ok.delivery_tag,
+            requeue: false,
+        }
+        .into(),
+    );
+    // Its declare-ok waits for the sync, which covers the dead letter journaled before it.
+    durable_queue091(&mut raw, "barrier", FieldTable::new());
+    broker.kill();
+
+    let broker = Ferryd::start_with(&[&dir.arg()]);
+    let mut raw = Raw091::open(broker.addr);
+    let dead = raw.get("dlq", true).expect("the dead letter survived");
+    assert_eq!(&dead.body[..], b"poison");
+    let headers = dead.header.properties.headers.expect("x-death headers");
+    assert!(
+        matches!(headers.get("x-death"), Some(FieldValue::Array(a)) if a.len() == 1),
+        "{headers:?}"
+    );
+    assert!(
+        matches!(headers.get("x-first-death-queue"), Some(FieldValue::LongStr(q)) if q.as_bytes() == b"work"),
+        "{headers:?}"
+    );
+    raw.publish("entry", "k", &props, b"through");
+    let routed = raw.get("dlq", true).expect("routed through entry -> dlx");
+    assert_eq!(&routed.body[..], b"through");
 }

@@ -102,7 +102,6 @@ impl Reader {
         Reader { buf, pos: 0 }
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::record::{BindingKey, Record};
+use crate::record::{BindingKey, ExchangeBindingKey, Record};
 
 /// Where a frame is: segment, offset of the frame in the file, frame length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,7 @@ pub struct Index {
     pub exchanges: HashMap<String, Live>,
     pub queues: HashMap<u64, Live>,
     pub bindings: HashMap<(String, u64, String), Live>,
+    pub exchange_bindings: HashMap<ExchangeBindingKey, Live>,
     pub messages: HashMap<u64, LiveMessage>,
     pub segments: BTreeMap<u64, SegmentStats>,
     pub live_bytes: u64,
@@ -156,6 +157,7 @@ impl Index {
                     self.unaccount(old);
                 }
                 self.drop_bindings(|(ex, _, _)| ex == name);
+                self.drop_exchange_bindings(|b| &b.source == name || &b.destination == name);
             }
             Record::QueueDeclare(q) => {
                 if let Some(old) = Self::replace(&mut self.queues, q.id, at) {
@@ -199,6 +201,17 @@ impl Index {
                 }
             }
             Record::TxCommit(_) => {}
+            Record::ExchangeBind(k, _) => {
+                if let Some(old) = self.exchange_bindings.insert(k.clone(), at) {
+                    self.unaccount(old);
+                }
+                self.account(at);
+            }
+            Record::ExchangeUnbind(k) => {
+                if let Some(old) = self.exchange_bindings.remove(k) {
+                    self.unaccount(old);
+                }
+            }
         }
     }
 
@@ -249,6 +262,20 @@ impl Index {
         }
     }
 
+    fn drop_exchange_bindings(&mut self, doomed: impl Fn(&ExchangeBindingKey) -> bool) {
+        let keys: Vec<_> = self
+            .exchange_bindings
+            .keys()
+            .filter(|k| doomed(k))
+            .cloned()
+            .collect();
+        for k in keys {
+            if let Some(old) = self.exchange_bindings.remove(&k) {
+                self.unaccount(old);
+            }
+        }
+    }
+
     /// Keeps only references to queues for which `keep` holds; messages left without any
     /// die.
     fn sweep_messages(&mut self, keep: impl Fn(u64) -> bool) {
@@ -282,6 +309,7 @@ impl Index {
             Record::ExchangeDeclare(e) => here(self.exchanges.get(&e.name)),
             Record::QueueDeclare(q) => here(self.queues.get(&q.id)),
             Record::Bind(k, _) => here(self.bindings.get(&binding_id(k))),
+            Record::ExchangeBind(k, _) => here(self.exchange_bindings.get(k)),
             Record::Message(m) | Record::TxMessage { message: m, .. } => {
                 here(self.messages.get(&m.id).map(|m| &m.at))
             }

@@ -36,7 +36,9 @@ use ferry_core::{
 use parking_lot::{Condvar, Mutex};
 
 use index::{Index, Live, Loc};
-use record::{kind, write_frame, BindingKey, ExchangeRec, QueueRec, Record, FRAME_HEADER};
+use record::{
+    kind, write_frame, BindingKey, ExchangeBindingKey, ExchangeRec, QueueRec, Record, FRAME_HEADER,
+};
 use segment::SEGMENT_HEADER;
 
 pub use codec::DecodeError;
@@ -487,6 +489,24 @@ impl Journal for Store {
         self.with_state(|st| st.record(&Record::Unbind(k)));
     }
 
+    fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.shared.refuse()?;
+        let k = exchange_binding_key(destination, source, key);
+        self.with_state(|st| st.record(&Record::ExchangeBind(k, arguments.clone())));
+        Ok(())
+    }
+
+    fn unbind_exchange(&self, destination: &str, source: &str, key: &str) {
+        let k = exchange_binding_key(destination, source, key);
+        self.with_state(|st| st.record(&Record::ExchangeUnbind(k)));
+    }
+
     fn enqueue(
         &self,
         message: &Message,
@@ -585,6 +605,14 @@ impl Journal for Store {
         if now {
             outbox.push(OutboxItem::Durable);
         }
+    }
+}
+
+fn exchange_binding_key(destination: &str, source: &str, key: &str) -> ExchangeBindingKey {
+    ExchangeBindingKey {
+        source: source.to_owned(),
+        destination: destination.to_owned(),
+        key: key.to_owned(),
     }
 }
 

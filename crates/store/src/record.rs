@@ -6,7 +6,12 @@
 //! (the pre-filled rest of a segment) read as the end of the data.
 
 use bytes::Bytes;
-use ferry_core::{Arguments, ExchangeKind, LimitPolicy, Message, ProtocolHeader, QueueLimits};
+use std::sync::Arc;
+
+use ferry_core::{
+    Arguments, Death, DeathHistory, DeathReason, ExchangeKind, LimitPolicy, Message,
+    ProtocolHeader, QueueLimits,
+};
 
 use crate::codec::{
     put_arguments, put_bytes, put_opt_str, put_str, put_u32, put_u64, put_u8, DecodeError, Reader,
@@ -93,8 +98,10 @@ pub mod kind {
     pub const TX_MESSAGE: u8 = 9;
     pub const TX_DEQUEUE: u8 = 10;
     pub const TX_COMMIT: u8 = 11;
+    pub const EXCHANGE_BIND: u8 = 12;
+    pub const EXCHANGE_UNBIND: u8 = 13;
     /// The highest record type, for the fuzz entry point.
-    pub const LAST: u8 = TX_COMMIT;
+    pub const LAST: u8 = EXCHANGE_UNBIND;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +127,15 @@ pub struct QueueRec {
 pub struct BindingKey {
     pub exchange: String,
     pub queue: u64,
+    pub key: String,
+}
+
+/// An exchange-to-exchange binding: what `source` routes under `key` goes on through
+/// `destination`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ExchangeBindingKey {
+    pub source: String,
+    pub destination: String,
     pub key: String,
 }
 
@@ -156,6 +172,8 @@ pub enum Record {
         messages: Vec<u64>,
     },
     TxCommit(u64),
+    ExchangeBind(ExchangeBindingKey, Arguments),
+    ExchangeUnbind(ExchangeBindingKey),
 }
 
 impl Record {
@@ -172,6 +190,8 @@ impl Record {
             Record::TxMessage { .. } => kind::TX_MESSAGE,
             Record::TxDequeue { .. } => kind::TX_DEQUEUE,
             Record::TxCommit(_) => kind::TX_COMMIT,
+            Record::ExchangeBind(..) => kind::EXCHANGE_BIND,
+            Record::ExchangeUnbind(_) => kind::EXCHANGE_UNBIND,
         }
     }
 
@@ -230,6 +250,11 @@ impl Record {
                 put_ids(out, messages);
             }
             Record::TxCommit(tx) => put_u64(out, *tx),
+            Record::ExchangeBind(b, args) => {
+                put_exchange_binding(out, b);
+                put_arguments(out, args);
+            }
+            Record::ExchangeUnbind(b) => put_exchange_binding(out, b),
         }
     }
 
@@ -287,6 +312,11 @@ impl Record {
                 messages: ids(&mut r)?,
             },
             kind::TX_COMMIT => Record::TxCommit(r.u64()?),
+            kind::EXCHANGE_BIND => {
+                let b = exchange_binding(&mut r)?;
+                Record::ExchangeBind(b, r.arguments()?)
+            }
+            kind::EXCHANGE_UNBIND => Record::ExchangeUnbind(exchange_binding(&mut r)?),
             other => return Err(DecodeError::BadType(other)),
         };
         Ok(rec)
@@ -326,6 +356,20 @@ fn binding(r: &mut Reader) -> Result<BindingKey, DecodeError> {
     })
 }
 
+fn put_exchange_binding(out: &mut Vec<u8>, b: &ExchangeBindingKey) {
+    put_str(out, &b.source);
+    put_str(out, &b.destination);
+    put_str(out, &b.key);
+}
+
+fn exchange_binding(r: &mut Reader) -> Result<ExchangeBindingKey, DecodeError> {
+    Ok(ExchangeBindingKey {
+        source: r.string()?,
+        destination: r.string()?,
+        key: r.string()?,
+    })
+}
+
 pub fn put_ids(out: &mut Vec<u8>, ids: &[u64]) {
     put_u32(out, u32::try_from(ids.len()).unwrap_or(u32::MAX));
     for id in ids {
@@ -348,6 +392,10 @@ pub fn put_message_head(out: &mut Vec<u8>, id: u64, queues: &[u64]) {
     put_ids(out, queues);
 }
 
+/// Optional sections after the body of a message record, each a tag and its data.
+const SECTION_HEADERS: u8 = 1;
+const SECTION_DEATHS: u8 = 2;
+
 const HEADER_NONE: u8 = 0;
 const HEADER_010: u8 = 1;
 const HEADER_091: u8 = 2;
@@ -367,6 +415,72 @@ pub fn put_message_content(out: &mut Vec<u8>, m: &Message) {
     put_bytes(out, &m.routing_key);
     put_u64(out, m.size);
     put_bytes(out, &m.body);
+    // The decoded application headers, when routing needed them: a last-value queue keys on
+    // them after a restart too, a headers exchange routes a dead letter by them.
+    if let Some(h) = &m.headers {
+        put_u8(out, SECTION_HEADERS);
+        put_arguments(out, h);
+    }
+    if let Some(d) = &m.deaths {
+        put_u8(out, SECTION_DEATHS);
+        put_u32(out, u32::try_from(d.entries.len()).unwrap_or(u32::MAX));
+        for death in &d.entries {
+            put_death(out, death);
+        }
+        match &d.first {
+            None => put_u8(out, 0),
+            Some(first) => {
+                put_u8(out, 1);
+                put_death(out, first);
+            }
+        }
+    }
+}
+
+fn put_death(out: &mut Vec<u8>, d: &Death) {
+    put_str(out, &d.queue);
+    put_u8(
+        out,
+        match d.reason {
+            DeathReason::Rejected => 0,
+            DeathReason::Expired => 1,
+            DeathReason::Maxlen => 2,
+        },
+    );
+    put_u64(out, d.count);
+    put_bytes(out, &d.exchange);
+    put_bytes(out, &d.routing_key);
+    put_u64(out, d.time);
+}
+
+fn death(r: &mut Reader) -> Result<Death, DecodeError> {
+    Ok(Death {
+        queue: r.string()?,
+        reason: match r.u8()? {
+            0 => DeathReason::Rejected,
+            1 => DeathReason::Expired,
+            2 => DeathReason::Maxlen,
+            t => return Err(DecodeError::BadTag(t)),
+        },
+        count: r.u64()?,
+        exchange: r.bytes()?,
+        routing_key: r.bytes()?,
+        time: r.u64()?,
+    })
+}
+
+fn deaths(r: &mut Reader) -> Result<DeathHistory, DecodeError> {
+    let n = r.u32()?;
+    let mut entries = Vec::new();
+    for _ in 0..n {
+        entries.push(death(r)?);
+    }
+    let first = match r.u8()? {
+        0 => None,
+        1 => Some(death(r)?),
+        t => return Err(DecodeError::BadTag(t)),
+    };
+    Ok(DeathHistory { entries, first })
 }
 
 /// A message back from its record content; byte fields are slices of `content`.
@@ -382,7 +496,7 @@ pub fn message_from_content(content: Bytes) -> Result<Message, DecodeError> {
         HEADER_091 => ProtocolHeader::Amqp091(header),
         t => return Err(DecodeError::BadTag(t)),
     };
-    Ok(Message {
+    let mut m = Message {
         exchange: r.bytes()?,
         routing_key: r.bytes()?,
         size: r.u64()?,
@@ -392,7 +506,15 @@ pub fn message_from_content(content: Bytes) -> Result<Message, DecodeError> {
         priority,
         persistent: true,
         ..Message::default()
-    })
+    };
+    while !r.is_empty() {
+        match r.u8()? {
+            SECTION_HEADERS => m.headers = Some(Arc::new(r.arguments()?)),
+            SECTION_DEATHS => m.deaths = Some(Arc::new(deaths(&mut r)?)),
+            t => return Err(DecodeError::BadTag(t)),
+        }
+    }
+    Ok(m)
 }
 
 #[cfg(test)]
@@ -479,6 +601,19 @@ mod tests {
                 messages: vec![9],
             },
             Record::TxCommit(11),
+            Record::ExchangeBind(
+                ExchangeBindingKey {
+                    source: "amq.topic".into(),
+                    destination: "x".into(),
+                    key: "a.*".into(),
+                },
+                Arguments::new(),
+            ),
+            Record::ExchangeUnbind(ExchangeBindingKey {
+                source: "amq.topic".into(),
+                destination: "x".into(),
+                key: "a.*".into(),
+            }),
         ]
     }
 
@@ -508,6 +643,36 @@ mod tests {
             (Some(123), 7, 4)
         );
         assert!(back.persistent);
+        assert!(back.headers.is_none() && back.deaths.is_none());
+    }
+
+    #[test]
+    fn headers_and_death_history_round_trip() {
+        let mut m = Message::new("ex", "rk", Bytes::from_static(b"body"));
+        let mut h = Arguments::new();
+        h.push("ticker", HeaderValue::Str("IBM".into()));
+        m.headers = Some(Arc::new(h.clone()));
+        let mut d = DeathHistory::default();
+        let (ex, rk) = (Bytes::from_static(b"ex"), Bytes::from_static(b"rk"));
+        d.record("q1", DeathReason::Rejected, &ex, &rk, 5);
+        d.record(
+            "q2",
+            DeathReason::Expired,
+            &Bytes::from_static(b"dlx"),
+            &rk,
+            6,
+        );
+        d.record("q1", DeathReason::Rejected, &ex, &rk, 7);
+        m.deaths = Some(Arc::new(d.clone()));
+        let mut content = Vec::new();
+        put_message_content(&mut content, &m);
+        let back = message_from_content(Bytes::from(content.clone())).unwrap();
+        assert_eq!(back.headers.as_deref(), Some(&h));
+        assert_eq!(back.deaths.as_deref(), Some(&d));
+        assert_eq!(&back.body[..], b"body");
+        for cut in 0..content.len() {
+            let _ = message_from_content(Bytes::copy_from_slice(&content[..cut]));
+        }
     }
 
     #[test]

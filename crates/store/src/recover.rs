@@ -26,7 +26,7 @@ use bytes::Bytes;
 use ferry_core::{Arguments, Broker, ExchangeOptions, Message, QueueOptions};
 
 use crate::index::{Index, Live, Loc};
-use crate::record::{self, BindingKey, ExchangeRec, Frame, QueueRec, Record};
+use crate::record::{self, BindingKey, ExchangeBindingKey, ExchangeRec, Frame, QueueRec, Record};
 use crate::segment::{self, SEGMENT_HEADER};
 use crate::StoreError;
 
@@ -58,6 +58,7 @@ pub struct Recovered {
     exchanges: Vec<ExchangeRec>,
     queues: Vec<(QueueRec, Vec<Arc<Message>>)>,
     bindings: Vec<(BindingKey, Arguments)>,
+    exchange_bindings: Vec<(ExchangeBindingKey, Arguments)>,
     pub stats: RecoveryStats,
 }
 
@@ -257,10 +258,12 @@ fn rebuild(
         .chain(index.exchanges.values().map(|l| l.loc.segment))
         .chain(index.queues.values().map(|l| l.loc.segment))
         .chain(index.bindings.values().map(|l| l.loc.segment))
+        .chain(index.exchange_bindings.values().map(|l| l.loc.segment))
         .collect();
     let mut exchanges: Vec<(u64, ExchangeRec)> = Vec::new();
     let mut queues: HashMap<u64, QueueRec> = HashMap::new();
     let mut bindings = Vec::new();
+    let mut exchange_bindings = Vec::new();
     let mut messages: HashMap<u64, Vec<(u64, Arc<Message>)>> = HashMap::new();
     let mut bad_messages = 0u64;
     for &id in kept.iter().filter(|id| wanted.contains(id)) {
@@ -278,6 +281,7 @@ fn rebuild(
                     queues.insert(q.id, q);
                 }
                 Record::Bind(k, args) => bindings.push((k, args)),
+                Record::ExchangeBind(k, args) => exchange_bindings.push((at.seq, k, args)),
                 Record::Message(m) | Record::TxMessage { message: m, .. } => {
                     let Some(live) = index.messages.get(&m.id) else {
                         return;
@@ -319,6 +323,13 @@ fn rebuild(
         exchanges: exchanges.into_iter().map(|(_, e)| e).collect(),
         queues: queue_list,
         bindings,
+        exchange_bindings: {
+            exchange_bindings.sort_by_key(|(seq, _, _)| *seq);
+            exchange_bindings
+                .into_iter()
+                .map(|(_, k, args)| (k, args))
+                .collect()
+        },
         stats,
     })
 }
@@ -352,6 +363,18 @@ impl Recovered {
                 e.alternate
             );
             restore_exchange(broker, e, None);
+        }
+        for (k, args) in self.exchange_bindings {
+            if let Err(e) =
+                broker.restore_exchange_binding(&k.destination, &k.source, &k.key, &args)
+            {
+                tracing::warn!(
+                    "store: cannot restore binding {} -> {} ({}): {e}",
+                    k.source,
+                    k.destination,
+                    k.key
+                );
+            }
         }
         let mut names = HashMap::new();
         for (q, messages) in self.queues {

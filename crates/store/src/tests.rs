@@ -645,3 +645,121 @@ fn a_torn_commit_record_discards_the_whole_transaction() {
     assert_eq!(input, [Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
     assert_eq!(b.queue("out").unwrap().message_count(), 0);
 }
+
+fn durable_exchange(b: &Broker, name: &str, kind: ExchangeKind, durable: bool) {
+    let opts = ExchangeOptions {
+        durable,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange(name, kind, opts, false).unwrap();
+}
+
+fn routed_via(b: &Broker, exchange: &str, key: &str) -> usize {
+    let ex = b.exchange(exchange).unwrap();
+    let m = Message::new(
+        exchange.to_owned(),
+        key.to_owned(),
+        Bytes::from_static(b"probe"),
+    );
+    b.publish(&ex, Arc::new(m)).unwrap().queues
+}
+
+#[test]
+fn exchange_to_exchange_bindings_between_durable_exchanges_survive_a_restart() {
+    let dir = TempDir::new("e2e");
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_exchange(&b, "src", ExchangeKind::Direct, true);
+        durable_exchange(&b, "dst", ExchangeKind::Fanout, true);
+        durable_exchange(&b, "gone", ExchangeKind::Fanout, true);
+        durable_exchange(&b, "transient", ExchangeKind::Fanout, false);
+        durable_queue(&b, "sink");
+        for ex in ["dst", "gone", "transient"] {
+            b.bind("sink", ex, "", &Arguments::new()).unwrap();
+        }
+        let none = Arguments::new();
+        b.bind_exchange("dst", "src", "k", &none).unwrap();
+        b.bind_exchange("dst", "amq.topic", "t.#", &none).unwrap();
+        b.bind_exchange("gone", "src", "g", &none).unwrap();
+        b.bind_exchange("transient", "src", "t", &none).unwrap();
+        b.bind_exchange("dst", "src", "undone", &none).unwrap();
+        b.unbind_exchange("dst", "src", "undone").unwrap();
+        b.delete_exchange("gone", false).unwrap();
+        assert_eq!(routed_via(&b, "src", "k"), 1);
+        assert_eq!(routed_via(&b, "src", "t"), 1);
+        store.sync();
+        store.close();
+    }
+    let (_s, b, _) = start(&dir, small());
+    assert!(b.exchange("transient").is_none() && b.exchange("gone").is_none());
+    assert_eq!(routed_via(&b, "src", "k"), 1);
+    assert_eq!(routed_via(&b, "amq.topic", "t.x"), 1);
+    assert_eq!(routed_via(&b, "src", "undone"), 0);
+    assert_eq!(routed_via(&b, "src", "g"), 0);
+    assert_eq!(routed_via(&b, "src", "t"), 0);
+}
+
+#[test]
+fn dead_letter_history_and_last_value_keys_survive_a_restart() {
+    use ferry_core::DeathReason;
+    let dir = TempDir::new("deaths");
+    let keyed = |body: &'static str, value: &str| {
+        let mut m = Message::new("", "lvq", Bytes::from_static(body.as_bytes()));
+        m.persistent = true;
+        let mut h = Arguments::new();
+        h.push("k", HeaderValue::Str(value.into()));
+        m.headers = Some(Arc::new(h));
+        Arc::new(m)
+    };
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_exchange(&b, "dlx", ExchangeKind::Fanout, true);
+        durable_queue(&b, "dlq");
+        b.bind("dlq", "dlx", "", &Arguments::new()).unwrap();
+        let mut args = Arguments::new();
+        args.push("x-dead-letter-exchange", HeaderValue::Str("dlx".into()));
+        let opts = QueueOptions {
+            durable: true,
+            arguments: args,
+            ..QueueOptions::default()
+        };
+        let work = b.declare_queue("work", opts, false, 1).unwrap().0;
+        publish(&b, "work", b"failed".to_vec(), true);
+        let got = work.get().unwrap();
+        assert!(work.reject(got.position, got.message));
+        let mut args = Arguments::new();
+        args.push("qpid.last_value_queue_key", HeaderValue::Str("k".into()));
+        let opts = QueueOptions {
+            durable: true,
+            arguments: args,
+            ..QueueOptions::default()
+        };
+        b.declare_queue("lvq", opts, false, 1).unwrap();
+        let ex = b.exchange("").unwrap();
+        b.publish(&ex, keyed("a-1", "a")).unwrap();
+        b.publish(&ex, keyed("b-1", "b")).unwrap();
+        store.sync();
+        store.close();
+    }
+    let (_s, b, _) = start(&dir, small());
+    let dlq = b.queue("dlq").unwrap();
+    let got = dlq.get().expect("the dead letter");
+    let deaths = got.message.deaths.as_deref().expect("its history");
+    let last = deaths.last().unwrap();
+    assert_eq!(
+        (last.queue.as_str(), last.reason),
+        ("work", DeathReason::Rejected)
+    );
+    assert_eq!(
+        deaths.first.as_ref().map(|d| d.queue.as_str()),
+        Some("work")
+    );
+    // The recovered "a" is still the latest for its key: a new one replaces it.
+    let ex = b.exchange("").unwrap();
+    b.publish(&ex, keyed("a-2", "a")).unwrap();
+    let lvq = b.queue("lvq").unwrap();
+    assert_eq!(
+        bodies(&lvq),
+        [Bytes::from_static(b"b-1"), Bytes::from_static(b"a-2")]
+    );
+}

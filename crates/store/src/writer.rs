@@ -237,6 +237,7 @@ fn compact(shared: &Shared, head: u64) -> io::Result<()> {
                 | kind::EXCHANGE_DECLARE
                 | kind::QUEUE_DECLARE
                 | kind::BIND
+                | kind::EXCHANGE_BIND
         ) {
             let start = pos + crate::record::FRAME_HEADER;
             if let Ok(rec) = Record::decode(k, data.slice(start..start + payload.len())) {

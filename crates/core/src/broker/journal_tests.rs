@@ -398,3 +398,33 @@ fn a_commit_journals_its_enqueues_and_dequeues_as_one_transaction() {
     assert_eq!(b.commit(&mut tx).sync, None);
     assert!(j.take().is_empty());
 }
+
+#[test]
+fn exchange_to_exchange_bindings_are_journaled_between_durable_exchanges_only() {
+    let (b, j) = broker();
+    let durable_opts = ExchangeOptions {
+        durable: true,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("d", ExchangeKind::Fanout, durable_opts, false)
+        .unwrap();
+    b.declare_exchange("t", ExchangeKind::Fanout, ExchangeOptions::default(), false)
+        .unwrap();
+    j.take();
+    let none = Arguments::new();
+    b.bind_exchange("d", "amq.topic", "a.#", &none).unwrap();
+    b.bind_exchange("t", "amq.topic", "b.#", &none).unwrap();
+    b.bind_exchange("d", "t", "c", &none).unwrap();
+    b.unbind_exchange("d", "amq.topic", "a.#").unwrap();
+    b.unbind_exchange("t", "amq.topic", "b.#").unwrap();
+    assert_eq!(
+        j.take(),
+        [
+            Call::BindExchange("d".into(), "amq.topic".into(), "a.#".into()),
+            Call::UnbindExchange("d".into(), "amq.topic".into(), "a.#".into()),
+        ]
+    );
+    j.refuse.store(true, Ordering::Relaxed);
+    assert!(b.bind_exchange("d", "amq.topic", "x", &none).is_err());
+    assert_eq!(b.exchange("amq.topic").unwrap().binding_count(), 0);
+}

@@ -677,6 +677,29 @@ impl Broker {
         binding_key: &str,
         arguments: &Arguments,
     ) -> Result<(), BrokerError> {
+        self.link_exchanges(destination, source, binding_key, arguments, true)
+    }
+
+    /// Recreates an exchange-to-exchange binding the store recovered, without journaling it
+    /// again.
+    pub fn restore_exchange_binding(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.link_exchanges(destination, source, binding_key, arguments, false)
+    }
+
+    fn link_exchanges(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+        record: bool,
+    ) -> Result<(), BrokerError> {
         if destination.is_empty() || source.is_empty() {
             return Err(BrokerError::NotAllowed(
                 "the default exchange cannot be bound explicitly".into(),
@@ -685,10 +708,20 @@ impl Broker {
         let reg = self.registry.write();
         let src = reg.exchange(source)?;
         let dst = reg.exchange(destination)?;
+        if let Some(journal) = self.journal_for(src, dst).filter(|_| record) {
+            journal.bind_exchange(destination, source, binding_key, arguments)?;
+        }
         if src.bind_exchange(dst, binding_key, arguments)? {
             dst.add_inbound(src, binding_key);
         }
         Ok(())
+    }
+
+    /// The journal, when a binding between these exchanges is durable (both are).
+    fn journal_for(&self, source: &Exchange, destination: &Exchange) -> Option<&Arc<dyn Journal>> {
+        self.journal
+            .as_ref()
+            .filter(|_| source.is_durable() && destination.is_durable())
     }
 
     /// Removes an exchange-to-exchange binding; a missing binding is not an error. A source
@@ -709,6 +742,9 @@ impl Broker {
         let dst = reg.exchange(destination)?.clone();
         if src.unbind_exchange(dst.id(), binding_key) {
             dst.remove_inbound(&src, binding_key);
+            if let Some(journal) = self.journal_for(&src, &dst) {
+                journal.unbind_exchange(destination, source, binding_key);
+            }
             self.auto_delete_exchange(&mut reg, &src);
         }
         Ok(())

@@ -337,7 +337,8 @@ impl Channel {
         ctx.broker
             .bind_exchange(destination, source, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
-            self.write(ctx.out, ExchangeBindOk {});
+            let durable = both_durable(ctx.broker, source, destination);
+            self.reply_when_durable(ctx, durable, ExchangeBindOk {});
         }
         Ok(())
     }
@@ -357,7 +358,8 @@ impl Channel {
             Err(e) => return Err(e.into()),
         }
         if !m.nowait {
-            self.write(ctx.out, ExchangeUnbindOk {});
+            let durable = both_durable(ctx.broker, source, destination);
+            self.reply_when_durable(ctx, durable, ExchangeUnbindOk {});
         }
         Ok(())
     }
@@ -523,6 +525,13 @@ pub fn requeue(pending: Vec<Pending>) {
     for (queue, list) in per_queue {
         queue.release(list, true);
     }
+}
+
+/// Whether a binding between these exchanges is journaled (both are durable).
+fn both_durable(broker: &Broker, source: &str, destination: &str) -> bool {
+    [source, destination]
+        .iter()
+        .all(|name| broker.exchange(name).is_some_and(|e| e.is_durable()))
 }
 
 pub fn utf8<'a>(b: &'a [u8], what: &str) -> Result<&'a str, Fault> {
