@@ -11,6 +11,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use ferry_core::IdMap;
+
 use crate::record::{BindingKey, ExchangeBindingKey, Record};
 
 /// Where a frame is: segment, offset of the frame in the file, frame length.
@@ -100,10 +102,10 @@ pub struct SegmentStats {
 #[derive(Debug, Default)]
 pub struct Index {
     pub exchanges: HashMap<String, Live>,
-    pub queues: HashMap<u64, Live>,
+    pub queues: IdMap<Live>,
     pub bindings: HashMap<(String, u64, String), Live>,
     pub exchange_bindings: HashMap<ExchangeBindingKey, Live>,
-    pub messages: HashMap<u64, LiveMessage>,
+    pub messages: IdMap<LiveMessage>,
     pub segments: BTreeMap<u64, SegmentStats>,
     pub live_bytes: u64,
     /// Recovery: queues deleted, swept from message references once at the end.
@@ -133,21 +135,13 @@ impl Index {
         self.live_bytes = self.live_bytes.saturating_sub(at.loc.len);
     }
 
-    fn replace<K: std::hash::Hash + Eq>(
-        map: &mut HashMap<K, Live>,
-        key: K,
-        at: Live,
-    ) -> Option<Live> {
-        map.insert(key, at)
-    }
-
     /// Applies a record found at `at`. `recovering` defers the sweep of deleted queues'
     /// message references to [`Index::finish_recovery`] (ids are never reused, so no later
     /// record can refer to a deleted queue).
     pub fn apply(&mut self, rec: &Record, at: Live, recovering: bool) {
         match rec {
             Record::ExchangeDeclare(e) => {
-                if let Some(old) = Self::replace(&mut self.exchanges, e.name.clone(), at) {
+                if let Some(old) = self.exchanges.insert(e.name.clone(), at) {
                     self.unaccount(old);
                 }
                 self.account(at);
@@ -160,7 +154,7 @@ impl Index {
                 self.drop_exchange_bindings(|b| &b.source == name || &b.destination == name);
             }
             Record::QueueDeclare(q) => {
-                if let Some(old) = Self::replace(&mut self.queues, q.id, at) {
+                if let Some(old) = self.queues.insert(q.id, at) {
                     self.unaccount(old);
                 }
                 self.account(at);
@@ -177,7 +171,7 @@ impl Index {
                 }
             }
             Record::Bind(k, _) => {
-                if let Some(old) = Self::replace(&mut self.bindings, binding_id(k), at) {
+                if let Some(old) = self.bindings.insert(binding_id(k), at) {
                     self.unaccount(old);
                 }
                 self.account(at);

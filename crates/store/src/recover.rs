@@ -17,7 +17,8 @@
 //! deliveries (that would cost a write per delivery), so any recovered message may have been
 //! delivered before the restart; saying so is the conservative answer 0-10 and 0-9-1 allow.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ferry_core::{Arguments, Broker, ExchangeOptions, Message, QueueOptions};
 
-use crate::index::{Index, Live, Loc};
+use crate::index::{Index, Live, LiveMessage, Loc};
 use crate::record::{self, BindingKey, ExchangeBindingKey, ExchangeRec, Frame, QueueRec, Record};
 use crate::segment::{self, SEGMENT_HEADER};
 use crate::StoreError;
@@ -62,59 +63,63 @@ pub struct Recovered {
     pub stats: RecoveryStats,
 }
 
-struct Scan {
-    data: Bytes,
-    id: u64,
+/// Reads segments into one reused buffer: recovery reads the whole journal, and a fresh
+/// allocation per segment would cost a page fault per 4 KiB.
+#[derive(Default)]
+struct SegmentReader {
+    buf: Vec<u8>,
 }
 
-impl Scan {
-    fn read(dir: &Path, id: u64) -> Result<Scan, StoreError> {
+impl SegmentReader {
+    fn read(&mut self, dir: &Path, id: u64) -> Result<&[u8], StoreError> {
         let path = segment::segment_path(dir, id);
-        let data = std::fs::read(&path).map_err(|e| StoreError::io("cannot read", &path, e))?;
-        Ok(Scan {
-            data: Bytes::from(data),
-            id,
-        })
+        self.buf.clear();
+        std::fs::File::open(&path)
+            .and_then(|mut f| f.read_to_end(&mut self.buf))
+            .map_err(|e| StoreError::io("cannot read", &path, e))?;
+        Ok(&self.buf)
     }
+}
 
-    /// Calls `f` with each frame of the segment's valid run; returns where and why it ended
-    /// (`true`: at a bad frame rather than the clean end of the data).
-    fn frames(&self, first: u64, mut f: impl FnMut(Record, Live)) -> (u64, u64, bool) {
-        let (mut pos, mut seq) = (SEGMENT_HEADER, first);
-        loop {
-            let Some(rest) = self.data.get(pos..) else {
-                return (pos as u64, seq, false);
-            };
-            match record::read_frame(rest) {
-                Frame::Record {
-                    seq: s,
-                    kind,
-                    payload,
-                    len,
-                } => {
-                    if s != seq || kind == record::kind::SEGMENT_END {
-                        // The end marker, or stale bytes of a recycled file after a segment
-                        // that ended at the end of the journal.
-                        return (pos as u64, seq, false);
-                    }
-                    let start = pos + record::FRAME_HEADER;
-                    let Ok(rec) =
-                        Record::decode(kind, self.data.slice(start..start + payload.len()))
-                    else {
-                        return (pos as u64, seq, true);
-                    };
-                    let loc = Loc {
-                        segment: self.id,
-                        offset: pos as u64,
-                        len: len as u64,
-                    };
-                    f(rec, Live { loc, seq });
-                    pos += len;
-                    seq += 1;
+/// Calls `f` with each frame of a segment's valid run, from the frame numbered `first`;
+/// `f` returns false for a frame whose payload does not decode. Returns where and why the
+/// run ended (`true`: at a bad frame rather than the clean end of the data).
+fn frames(
+    data: &[u8],
+    id: u64,
+    first: u64,
+    mut f: impl FnMut(u8, &[u8], Live) -> bool,
+) -> (u64, u64, bool) {
+    let (mut pos, mut seq) = (SEGMENT_HEADER, first);
+    loop {
+        let Some(rest) = data.get(pos..) else {
+            return (pos as u64, seq, false);
+        };
+        match record::read_frame(rest) {
+            Frame::Record {
+                seq: s,
+                kind,
+                payload,
+                len,
+            } => {
+                if s != seq || kind == record::kind::SEGMENT_END {
+                    // The end marker, or stale bytes of a recycled file after a segment that
+                    // ended at the end of the journal.
+                    return (pos as u64, seq, false);
                 }
-                Frame::End => return (pos as u64, seq, false),
-                Frame::Torn | Frame::Corrupt => return (pos as u64, seq, true),
+                let loc = Loc {
+                    segment: id,
+                    offset: pos as u64,
+                    len: len as u64,
+                };
+                if !f(kind, payload, Live { loc, seq }) {
+                    return (pos as u64, seq, true);
+                }
+                pos += len;
+                seq += 1;
             }
+            Frame::End => return (pos as u64, seq, false),
+            Frame::Torn | Frame::Corrupt => return (pos as u64, seq, true),
         }
     }
 }
@@ -172,6 +177,7 @@ pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
     let ids = segment_ids(dir)?;
     let mut stats = RecoveryStats::default();
     let mut replay = Replay::default();
+    let mut reader = SegmentReader::default();
     let mut expect: Option<u64> = None;
     let mut kept = Vec::new();
     let mut ended = false;
@@ -182,9 +188,9 @@ pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
             stats.segments_discarded += 1;
             continue;
         }
-        let scan = Scan::read(dir, id)?;
-        stats.bytes_read += scan.data.len() as u64;
-        let first = match segment::decode_header(&scan.data) {
+        let data = reader.read(dir, id)?;
+        stats.bytes_read += data.len() as u64;
+        let first = match segment::decode_header(data) {
             Some((hid, first)) if hid == id && expect.is_none_or(|e| e == first) => first,
             _ => {
                 // A segment begun in the round the broker died in, or one after a hole.
@@ -195,10 +201,15 @@ pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
                 continue;
             }
         };
-        replay.index.add_segment(id, scan.data.len() as u64);
-        let (end, next, bad) = scan.frames(first, |rec, at| {
+        replay.index.add_segment(id, data.len() as u64);
+        // Message contents stay on disk until the second pass reads the live ones.
+        let (end, next, bad) = frames(data, id, first, |kind, payload, at| {
+            let Ok(rec) = Record::decode_head(kind, payload) else {
+                return false;
+            };
             stats.records += 1;
             replay.apply(rec, at);
+            true
         });
         stats.segments += 1;
         kept.push(id);
@@ -234,7 +245,7 @@ pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
         );
     }
     stats.transactions_discarded = unfinished;
-    let recovered = rebuild(dir, &index, &kept, stats, started)?;
+    let recovered = rebuild(dir, &index, &mut reader, stats, started)?;
     let found = Found {
         index,
         next_seq: expect.unwrap_or(1).max(1),
@@ -243,68 +254,80 @@ pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
     Ok((recovered, found))
 }
 
-/// Second pass: reads the live topology and messages back into objects.
+/// A live record's segment and offset, with the message's id and index entry if it is one.
+type Wanted<'a> = (u64, u64, Option<(u64, &'a LiveMessage)>);
+
+/// Second pass: reads the live topology and messages back into objects, going straight to
+/// each live record's place, segment by segment.
 fn rebuild(
     dir: &Path,
     index: &Index,
-    kept: &[u64],
+    reader: &mut SegmentReader,
     mut stats: RecoveryStats,
     started: Instant,
 ) -> Result<Recovered, StoreError> {
-    let wanted: HashSet<u64> = index
+    // Sorted by place, the reads go front to back.
+    let mut wanted: Vec<Wanted> = index
         .messages
-        .values()
-        .map(|m| m.at.loc.segment)
-        .chain(index.exchanges.values().map(|l| l.loc.segment))
-        .chain(index.queues.values().map(|l| l.loc.segment))
-        .chain(index.bindings.values().map(|l| l.loc.segment))
-        .chain(index.exchange_bindings.values().map(|l| l.loc.segment))
+        .iter()
+        .map(|(id, m)| (m.at.loc.segment, m.at.loc.offset, Some((*id, m))))
         .collect();
+    let topology = index
+        .exchanges
+        .values()
+        .chain(index.queues.values())
+        .chain(index.bindings.values())
+        .chain(index.exchange_bindings.values());
+    wanted.extend(topology.map(|l| (l.loc.segment, l.loc.offset, None)));
+    wanted.sort_unstable_by_key(|(segment, offset, _)| (*segment, *offset));
     let mut exchanges: Vec<(u64, ExchangeRec)> = Vec::new();
     let mut queues: HashMap<u64, QueueRec> = HashMap::new();
     let mut bindings = Vec::new();
     let mut exchange_bindings = Vec::new();
     let mut messages: HashMap<u64, Vec<(u64, Arc<Message>)>> = HashMap::new();
     let mut bad_messages = 0u64;
-    for &id in kept.iter().filter(|id| wanted.contains(id)) {
-        let scan = Scan::read(dir, id)?;
-        let Some((_, first)) = segment::decode_header(&scan.data) else {
-            continue;
-        };
-        scan.frames(first, |rec, at| {
-            if !index.is_current(&rec, id, at.seq) {
-                return;
-            }
-            match rec {
-                Record::ExchangeDeclare(e) => exchanges.push((at.seq, e)),
-                Record::QueueDeclare(q) => {
-                    queues.insert(q.id, q);
-                }
-                Record::Bind(k, args) => bindings.push((k, args)),
-                Record::ExchangeBind(k, args) => exchange_bindings.push((at.seq, k, args)),
-                Record::Message(m) | Record::TxMessage { message: m, .. } => {
-                    let Some(live) = index.messages.get(&m.id) else {
-                        return;
-                    };
-                    // Its own allocation: a message must not keep a whole segment alive.
-                    let content = Bytes::copy_from_slice(&m.content);
-                    let Ok(msg) = record::message_from_content(content) else {
+    for per_segment in wanted.chunk_by(|a, b| a.0 == b.0) {
+        let data = reader.read(dir, per_segment[0].0)?;
+        for &(_, offset, live) in per_segment {
+            let Some(Frame::Record {
+                kind, payload, seq, ..
+            }) = data.get(offset as usize..).map(record::read_frame)
+            else {
+                // Read back as it was read a moment ago: only a concurrent writer could
+                // change it, and the directory is locked.
+                bad_messages += 1;
+                continue;
+            };
+            // Its own allocation: a message must not keep a whole segment alive.
+            let Ok(rec) = Record::decode(kind, Bytes::copy_from_slice(payload)) else {
+                bad_messages += 1;
+                continue;
+            };
+            match (rec, live) {
+                (Record::Message(m) | Record::TxMessage { message: m, .. }, Some((id, live))) => {
+                    let Ok(msg) = record::message_from_content(m.content) else {
                         bad_messages += 1;
-                        return;
+                        continue;
                     };
-                    msg.stored.set(m.id);
+                    msg.stored.set(id);
                     let msg = Arc::new(msg);
                     for q in live.queues.to_vec() {
-                        messages.entry(q).or_default().push((m.id, msg.clone()));
+                        messages.entry(q).or_default().push((id, msg.clone()));
                     }
                     stats.messages += 1;
                 }
-                _ => {}
+                (Record::ExchangeDeclare(e), None) => exchanges.push((seq, e)),
+                (Record::QueueDeclare(q), None) => {
+                    queues.insert(q.id, q);
+                }
+                (Record::Bind(k, args), None) => bindings.push((k, args)),
+                (Record::ExchangeBind(k, args), None) => exchange_bindings.push((seq, k, args)),
+                _ => bad_messages += 1,
             }
-        });
+        }
     }
     if bad_messages > 0 {
-        tracing::error!("store: {bad_messages} message records could not be decoded; skipped");
+        tracing::error!("store: {bad_messages} live records could not be decoded; skipped");
     }
     exchanges.sort_by_key(|(seq, _)| *seq);
     let mut queue_list: Vec<(QueueRec, Vec<Arc<Message>>)> = queues

@@ -3,10 +3,11 @@
 //! a second lock to hand messages to a consumer.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use crate::alarm::MemoryMeter;
+use crate::id_hash::IdHasher;
 use crate::journal::{JournalTx, QueueStore};
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
@@ -34,27 +35,6 @@ pub(crate) struct Unsettled {
     pub(crate) stored: u64,
 }
 
-/// Positions are broker-assigned integers, not peer-chosen keys, so a multiplicative hash is
-/// safe from collision attacks and much cheaper than SipHash on the per-message path.
-#[derive(Default)]
-pub(crate) struct PositionHasher(u64);
-
-impl Hasher for PositionHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
 /// Reads the clock at most once per pass, and only if some message has a TTL.
 #[derive(Default)]
 pub(crate) struct Clock(Option<u64>);
@@ -74,7 +54,8 @@ pub(crate) struct QueueState {
     /// Starts at 1 so a browse cursor of 0 means "seen nothing".
     next_position: u64,
     queued_bytes: u64,
-    unsettled: HashMap<u64, Unsettled, BuildHasherDefault<PositionHasher>>,
+    /// Positions are broker-assigned, so the cheap id hash is safe here.
+    unsettled: HashMap<u64, Unsettled, BuildHasherDefault<IdHasher>>,
     unsettled_bytes: u64,
     /// Queued entries carrying a TTL; lets the periodic expiry sweep skip TTL-free queues.
     expiring: usize,
