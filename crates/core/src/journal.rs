@@ -92,6 +92,10 @@ pub trait Journal: Send + Sync {
     /// `None` if the transaction journaled nothing. Never refused: what it closes is
     /// already applied in memory.
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint>;
+    /// Reads messages back for a queue that kept only their stand-ins in memory (flow to
+    /// disk): for each id, the message as journaled (with its store id set), or `None` if
+    /// the store no longer holds it. May read the disk; callers batch.
+    fn load(&self, messages: &[u64]) -> Vec<Option<crate::message::Message>>;
     /// The latest point appended so far: what a command that just changed durable state must
     /// wait for.
     fn appended(&self) -> SyncPoint;
@@ -178,6 +182,8 @@ impl JournalTx {
 pub(crate) struct QueueStore {
     pub(crate) journal: Arc<dyn Journal>,
     pub(crate) id: u64,
+    /// Set when the broker keeps persistent contents within a memory budget.
+    pub(crate) offload: Option<Arc<crate::queue::OffloadBudget>>,
 }
 
 impl fmt::Debug for QueueStore {
@@ -214,6 +220,10 @@ pub(crate) mod testing {
     #[derive(Default)]
     pub struct MemoryJournal {
         pub calls: Mutex<Vec<Call>>,
+        /// What `load` reads back: every message enqueued, by id.
+        pub contents: Mutex<std::collections::HashMap<u64, crate::message::Message>>,
+        /// Ids `load` was asked for, one entry per call.
+        pub loads: Mutex<Vec<Vec<u64>>>,
         next: AtomicU64,
         pub refuse: std::sync::atomic::AtomicBool,
     }
@@ -296,13 +306,16 @@ pub(crate) mod testing {
         }
         fn enqueue(
             &self,
-            _: &crate::message::Message,
+            message: &crate::message::Message,
             queues: &[u64],
             tx: Option<&JournalTx>,
         ) -> Result<(u64, SyncPoint), BrokerError> {
             self.check()?;
             let id = self.id();
             self.push(Call::Enqueue(id, queues.to_vec()), tx, id);
+            let copy = message.clone();
+            copy.stored.set(id);
+            self.contents.lock().insert(id, copy);
             Ok((id, SyncPoint(id)))
         }
         fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>) {
@@ -316,6 +329,19 @@ pub(crate) mod testing {
             let id = tx.id()?;
             self.calls.lock().push(Call::CommitTx(id));
             Some(SyncPoint(self.id()))
+        }
+        fn load(&self, ids: &[u64]) -> Vec<Option<crate::message::Message>> {
+            self.loads.lock().push(ids.to_vec());
+            let contents = self.contents.lock();
+            ids.iter()
+                .map(|id| {
+                    contents.get(id).map(|m| {
+                        let copy = m.clone();
+                        copy.stored.set(*id);
+                        copy
+                    })
+                })
+                .collect()
         }
         fn appended(&self) -> SyncPoint {
             SyncPoint(self.next.load(Ordering::Relaxed))

@@ -38,7 +38,7 @@ pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader};
 pub use outbox::{Delivery, Outbox, OutboxItem};
 pub use queue::{
-    release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge,
+    release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge, Restored,
 };
 pub use transaction::{CommitOutcome, Settlement, Transaction};
 pub use value::{Arguments, HeaderValue, Headers};

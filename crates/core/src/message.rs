@@ -161,6 +161,22 @@ impl Message {
     pub fn is_expired_at(&self, now_ms: u64) -> bool {
         self.expires_at.is_some_and(|at| at <= now_ms)
     }
+
+    /// A stand-in for a journaled message whose content stays on disk (flow to disk): what
+    /// a queue needs to keep it in order, count it and match its last-value key. The queue
+    /// reads the whole message back from the journal before anyone else sees it.
+    pub fn stub(&self) -> Message {
+        let stub = Message {
+            headers: self.headers.clone(),
+            expires_at: self.expires_at,
+            priority: self.priority,
+            persistent: self.persistent,
+            size: self.size,
+            ..Message::default()
+        };
+        stub.stored.carry_from(&self.stored);
+        stub
+    }
 }
 
 /// Current time in milliseconds since the UNIX epoch, the unit of [`Message::expires_at`].

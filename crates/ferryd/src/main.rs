@@ -110,8 +110,17 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let persistent_memory_budget =
+        match memory::budget(options.store_memory_budget, memory::total_memory()) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("ferryd: --store-memory-budget: {e}");
+                return ExitCode::from(2);
+            }
+        };
     let broker_config = BrokerConfig {
         memory_watermarks,
+        persistent_memory_budget,
         ..BrokerConfig::default()
     };
     let (broker, store) = match open_store(&options, broker_config) {
@@ -199,6 +208,7 @@ fn open_store(
     };
     let config = StoreConfig {
         segment_size: options.store_segment_size,
+        memory_budget: broker_config.persistent_memory_budget,
     };
     let (store, recovered) = Store::open(&dir, config).map_err(|e| e.to_string())?;
     let broker = Broker::with_journal(broker_config, store.clone());
@@ -210,6 +220,7 @@ fn open_store(
         records = stats.records,
         queues = stats.queues,
         messages = stats.messages,
+        on_disk = stats.messages_on_disk,
         mib_read = stats.bytes_read >> 20,
         ms = stats.elapsed.as_millis() as u64,
         "store recovered"

@@ -61,6 +61,11 @@ pub fn total_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
+/// `--store-memory-budget` in bytes; `None` for 0 (no budget).
+pub fn budget(mark: Mark, total: Option<u64>) -> Result<Option<u64>, String> {
+    resolve(mark, total).map(|b| Some(b).filter(|b| *b > 0))
+}
+
 fn resolve(mark: Mark, total: Option<u64>) -> Result<u64, String> {
     match mark {
         Mark::Bytes(n) => Ok(n),

@@ -169,6 +169,13 @@ pub struct Options {
     /// Size of the store's journal segment files, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 32 << 20)]
     pub store_segment_size: u64,
+
+    /// Flow to disk: content of persistent messages durable queues keep in memory, bytes
+    /// (`512MiB`) or a fraction of the machine's memory (`0.25`); beyond it (and a small
+    /// read-ahead per queue) contents stay in the journal only and are read back for
+    /// delivery, so a queue can hold more than memory. 0 keeps everything in memory.
+    #[arg(long, default_value = "0.25", value_parser = crate::memory::parse)]
+    pub store_memory_budget: crate::memory::Mark,
 }
 
 impl Options {

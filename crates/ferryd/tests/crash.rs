@@ -173,8 +173,15 @@ async fn consumer(addr: std::net::SocketAddr, tag: String, ledger: Shared) {
 }
 
 fn start(dir: &DataDir) -> Ferryd {
-    // Small segments: the kills land in rolls, reclamation and compaction too.
-    Ferryd::start_with(&[&dir.arg(), "--store-segment-size", "262144"])
+    // Small segments: the kills land in rolls, reclamation and compaction too. A small
+    // memory budget: the backlog's contents are mostly on disk, read back on delivery.
+    Ferryd::start_with(&[
+        &dir.arg(),
+        "--store-segment-size",
+        "262144",
+        "--store-memory-budget",
+        "64KiB",
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -295,6 +295,22 @@ impl Index {
         self.drop_bindings(|(_, q, _)| !queues.contains(q));
     }
 
+    /// Every live record in `segment`: what compaction copies forward.
+    pub fn live_in(&self, segment: u64) -> Vec<Live> {
+        let topology = self
+            .exchanges
+            .values()
+            .chain(self.queues.values())
+            .chain(self.bindings.values())
+            .chain(self.exchange_bindings.values());
+        let messages = self.messages.values().map(|m| &m.at);
+        topology
+            .chain(messages)
+            .filter(|l| l.loc.segment == segment)
+            .copied()
+            .collect()
+    }
+
     /// Whether the live record standing for this frame is at `seq` in `segment`: what
     /// compaction copies forward and recovery restores.
     pub fn is_current(&self, rec: &Record, segment: u64, seq: u64) -> bool {

@@ -17,6 +17,7 @@
 
 mod codec;
 mod index;
+mod load;
 pub mod record;
 mod recover;
 mod segment;
@@ -50,12 +51,17 @@ pub use recover::{Recovered, RecoveryStats};
 pub struct StoreConfig {
     /// Size of a segment file. A record larger than this gets a segment of its own size.
     pub segment_size: u64,
+    /// Content bytes of recovered messages kept in memory (the broker's
+    /// `persistent_memory_budget`); the rest come back as stand-ins that queues read back on
+    /// delivery. `None`: all in memory.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             segment_size: 32 << 20,
+            memory_budget: None,
         }
     }
 }
@@ -104,6 +110,8 @@ struct State {
     next_seq: u64,
     tail: Tail,
     chunks: Vec<Chunk>,
+    /// What the writer took and has not made durable yet.
+    writing: Vec<Arc<Chunk>>,
     /// Buffers of written chunks, kept for reuse.
     free: Vec<Vec<u8>>,
     index: Index,
@@ -302,7 +310,7 @@ impl Store {
         std::fs::create_dir_all(&dir)
             .map_err(|e| StoreError::io("cannot create journal directory", &dir, e))?;
         let segment_size = config.segment_size.max(4096);
-        let (recovered, found) = recover::recover(&dir)?;
+        let (recovered, found) = recover::recover(&dir, config.memory_budget)?;
         let spare_ready = segment::spare_path(&dir)
             .metadata()
             .is_ok_and(|m| m.len() == segment_size);
@@ -314,6 +322,7 @@ impl Store {
                 capacity: segment_size,
             },
             chunks: Vec::new(),
+            writing: Vec::new(),
             free: Vec::new(),
             index: found.index,
             segment_size,
@@ -576,6 +585,10 @@ impl Journal for Store {
             st.open_txs.remove(&t);
             SyncPoint(st.record(&Record::TxCommit(t)))
         }))
+    }
+
+    fn load(&self, messages: &[u64]) -> Vec<Option<Message>> {
+        load::load(&self.shared, messages)
     }
 
     fn appended(&self) -> SyncPoint {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_core::{Arguments, Broker, ExchangeOptions, Message, QueueOptions};
+use ferry_core::{Arguments, Broker, ExchangeOptions, Message, QueueOptions, Restored};
 
 use crate::index::{Index, Live, LiveMessage, Loc};
 use crate::record::{self, BindingKey, ExchangeBindingKey, ExchangeRec, Frame, QueueRec, Record};
@@ -45,6 +45,8 @@ pub struct RecoveryStats {
     pub bytes_read: u64,
     pub records: u64,
     pub messages: u64,
+    /// Recovered messages whose content stayed on disk (over the memory budget).
+    pub messages_on_disk: u64,
     pub queues: usize,
     /// Where the journal was cut: segment id and offset of the first bad frame.
     pub cut_at: Option<(u64, u64)>,
@@ -57,7 +59,7 @@ pub struct RecoveryStats {
 /// The live durable state, ready to be put into a broker.
 pub struct Recovered {
     exchanges: Vec<ExchangeRec>,
-    queues: Vec<(QueueRec, Vec<Arc<Message>>)>,
+    queues: Vec<(QueueRec, Vec<Restored>)>,
     bindings: Vec<(BindingKey, Arguments)>,
     exchange_bindings: Vec<(ExchangeBindingKey, Arguments)>,
     pub stats: RecoveryStats,
@@ -171,7 +173,10 @@ impl Replay {
     }
 }
 
-pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
+pub(crate) fn recover(
+    dir: &Path,
+    memory_budget: Option<u64>,
+) -> Result<(Recovered, Found), StoreError> {
     let started = Instant::now();
     let _ = std::fs::remove_file(segment::spare_tmp_path(dir));
     let ids = segment_ids(dir)?;
@@ -245,7 +250,7 @@ pub(crate) fn recover(dir: &Path) -> Result<(Recovered, Found), StoreError> {
         );
     }
     stats.transactions_discarded = unfinished;
-    let recovered = rebuild(dir, &index, &mut reader, stats, started)?;
+    let recovered = rebuild(dir, &index, &mut reader, memory_budget, stats, started)?;
     let found = Found {
         index,
         next_seq: expect.unwrap_or(1).max(1),
@@ -263,6 +268,7 @@ fn rebuild(
     dir: &Path,
     index: &Index,
     reader: &mut SegmentReader,
+    memory_budget: Option<u64>,
     mut stats: RecoveryStats,
     started: Instant,
 ) -> Result<Recovered, StoreError> {
@@ -284,7 +290,9 @@ fn rebuild(
     let mut queues: HashMap<u64, QueueRec> = HashMap::new();
     let mut bindings = Vec::new();
     let mut exchange_bindings = Vec::new();
-    let mut messages: HashMap<u64, Vec<(u64, Arc<Message>)>> = HashMap::new();
+    let mut messages: HashMap<u64, Vec<(u64, Restored)>> = HashMap::new();
+    // Oldest first, contents come back into memory until the budget is spent.
+    let mut budget = memory_budget.unwrap_or(u64::MAX);
     let mut bad_messages = 0u64;
     for per_segment in wanted.chunk_by(|a, b| a.0 == b.0) {
         let data = reader.read(dir, per_segment[0].0)?;
@@ -310,9 +318,23 @@ fn rebuild(
                         continue;
                     };
                     msg.stored.set(id);
-                    let msg = Arc::new(msg);
+                    let in_memory = msg.size <= budget;
+                    let restored = |m: &Arc<Message>| {
+                        if in_memory {
+                            Restored::InMemory(m.clone())
+                        } else {
+                            Restored::OnDisk(m.clone())
+                        }
+                    };
+                    let msg = if in_memory {
+                        budget -= msg.size;
+                        Arc::new(msg)
+                    } else {
+                        stats.messages_on_disk += 1;
+                        Arc::new(msg.stub())
+                    };
                     for q in live.queues.to_vec() {
-                        messages.entry(q).or_default().push((id, msg.clone()));
+                        messages.entry(q).or_default().push((id, restored(&msg)));
                     }
                     stats.messages += 1;
                 }
@@ -330,7 +352,7 @@ fn rebuild(
         tracing::error!("store: {bad_messages} live records could not be decoded; skipped");
     }
     exchanges.sort_by_key(|(seq, _)| *seq);
-    let mut queue_list: Vec<(QueueRec, Vec<Arc<Message>>)> = queues
+    let mut queue_list: Vec<(QueueRec, Vec<Restored>)> = queues
         .into_values()
         .map(|q| {
             let mut msgs = messages.remove(&q.id).unwrap_or_default();

@@ -46,12 +46,17 @@ impl Drop for TempDir {
 fn small() -> StoreConfig {
     StoreConfig {
         segment_size: 64 * 1024,
+        memory_budget: None,
     }
 }
 
 fn start(dir: &TempDir, config: StoreConfig) -> (Arc<Store>, Arc<Broker>, RecoveryStats) {
+    let broker_config = BrokerConfig {
+        persistent_memory_budget: config.memory_budget,
+        ..BrokerConfig::default()
+    };
     let (store, recovered) = Store::open(dir.path(), config).expect("open store");
-    let broker = Broker::with_journal(BrokerConfig::default(), store.clone());
+    let broker = Broker::with_journal(broker_config, store.clone());
     let stats = recovered.stats.clone();
     recovered.restore(&broker);
     (store, broker, stats)
@@ -762,4 +767,86 @@ fn dead_letter_history_and_last_value_keys_survive_a_restart() {
         bodies(&lvq),
         [Bytes::from_static(b"b-1"), Bytes::from_static(b"a-2")]
     );
+}
+
+/// Small segments and a memory budget of 64 KiB for persistent contents.
+fn budgeted() -> StoreConfig {
+    StoreConfig {
+        memory_budget: Some(64 * 1024),
+        ..small()
+    }
+}
+
+fn numbered(i: u32, size: usize) -> Vec<u8> {
+    let mut body = vec![(i % 251) as u8; size];
+    body[..4].copy_from_slice(&i.to_be_bytes());
+    body
+}
+
+fn check_numbered(bodies: &[Bytes], from: u32, size: usize) {
+    for (k, body) in bodies.iter().enumerate() {
+        assert_eq!(
+            &body[..],
+            &numbered(from + k as u32, size)[..],
+            "message {k}"
+        );
+    }
+}
+
+#[test]
+fn contents_beyond_the_budget_are_read_back_from_the_journal_in_order() {
+    let dir = TempDir::new("offload");
+    let (store, b, _) = start(&dir, budgeted());
+    let q = durable_queue(&b, "deep");
+    // Consumed at once: some still in the writer's buffers, some on disk.
+    for i in 0..300 {
+        publish(&b, "deep", numbered(i, 2000), true);
+    }
+    check_numbered(&consume(&b, &q, 300), 0, 2000);
+    // Consumed after a sync: from the segment files.
+    for i in 0..300 {
+        publish(&b, "deep", numbered(i, 2000), true);
+    }
+    store.sync();
+    assert!(
+        b.memory_used() < 300 * 2000 / 2,
+        "most contents are not in memory: {}",
+        b.memory_used()
+    );
+    check_numbered(&consume(&b, &q, 300), 0, 2000);
+    assert_eq!(b.memory_used(), 0);
+}
+
+#[test]
+fn contents_on_disk_survive_compaction_and_a_restart_within_the_budget() {
+    let dir = TempDir::new("offload-compact");
+    {
+        let (store, b, _) = start(&dir, budgeted());
+        let old = durable_queue(&b, "old");
+        let q = durable_queue(&b, "q");
+        for i in 0..200 {
+            publish(&b, "old", numbered(i, 1000), true);
+        }
+        // Churn on another queue until the old messages' segments are compacted away.
+        for round in 0..60u32 {
+            for i in 0..50u32 {
+                publish(&b, "q", vec![((round * i) % 251) as u8; 1000], true);
+            }
+            assert_eq!(consume(&b, &q, 50).len(), 50);
+            store.sync();
+        }
+        wait_until("compaction", || {
+            let (disk, live) = store.usage();
+            disk <= 2 * live + 4 * 64 * 1024
+        });
+        check_numbered(&consume(&b, &old, 50), 0, 1000);
+        store.sync();
+        store.close();
+    }
+    let (_s, b, stats) = start(&dir, budgeted());
+    assert!(stats.messages_on_disk > 0, "{stats:?}");
+    assert!(b.memory_used() <= 80 * 1024, "{}", b.memory_used());
+    let old = b.queue("old").unwrap();
+    check_numbered(&consume(&b, &old, 150), 50, 1000);
+    assert_eq!(old.message_count(), 0);
 }

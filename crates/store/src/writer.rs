@@ -12,8 +12,11 @@ use bytes::Bytes;
 
 use crate::index::Live;
 use crate::record::{kind, read_frame, Frame, Record};
-use crate::segment::{self, SEGMENT_HEADER};
-use crate::{Chunk, Shared};
+use crate::segment;
+use crate::{load, Chunk, Shared};
+
+/// Bytes of live records compaction reads (and copies) at a time.
+const COMPACT_BATCH: u64 = 1 << 20;
 
 /// Written buffers kept for reuse, and the largest one worth keeping.
 const FREE_BUFFERS: usize = 4;
@@ -40,7 +43,13 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 }
                 shared.work.wait(&mut st);
             }
-            (std::mem::take(&mut st.chunks), st.next_seq - 1)
+            let chunks: Vec<Arc<Chunk>> = std::mem::take(&mut st.chunks)
+                .into_iter()
+                .map(Arc::new)
+                .collect();
+            // Readable by `load` until it is on disk.
+            st.writing.clone_from(&chunks);
+            (chunks, st.next_seq - 1)
         };
         if !shared.failed.load(Ordering::Acquire) {
             match write_round(&shared, &mut current, &chunks) {
@@ -53,7 +62,12 @@ pub(crate) fn run(shared: Arc<Shared>) {
         }
         {
             let mut st = shared.state.lock();
-            for mut c in chunks {
+            st.writing.clear();
+            for c in chunks {
+                // `load` copies under the state lock, so nobody else holds a chunk now.
+                let Ok(mut c) = Arc::try_unwrap(c) else {
+                    continue;
+                };
                 if st.free.len() < FREE_BUFFERS && c.data.capacity() <= FREE_BUFFER_MAX {
                     c.data.clear();
                     st.free.push(c.data);
@@ -67,7 +81,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-fn write_round(shared: &Shared, current: &mut Option<Current>, chunks: &[Chunk]) -> io::Result<()> {
+fn write_round(
+    shared: &Shared,
+    current: &mut Option<Current>,
+    chunks: &[Arc<Chunk>],
+) -> io::Result<()> {
     let mut new_entries = false;
     for c in chunks {
         if let Some(first) = c.first_seq {
@@ -212,41 +230,57 @@ fn compact_if_worth_it(shared: &Shared) {
     }
 }
 
+/// Copies the live records of segment `head` to the tail, reading them where they are a
+/// batch at a time: compaction never holds much of a segment in memory.
 fn compact(shared: &Shared, head: u64) -> io::Result<()> {
-    let data = Bytes::from(std::fs::read(segment::segment_path(&shared.dir, head))?);
-    let Some((_, first)) = segment::decode_header(&data) else {
-        return Err(io::Error::other("bad segment header"));
-    };
-    // Decode outside the lock; the segment is immutable.
-    let mut candidates = Vec::new();
-    let (mut pos, mut expect) = (SEGMENT_HEADER, first);
-    while let Frame::Record {
-        seq,
-        kind: k,
-        payload,
-        len,
-    } = read_frame(&data[pos..])
-    {
-        if seq != expect || k == kind::SEGMENT_END {
-            break;
-        }
-        if matches!(
-            k,
-            kind::MESSAGE
-                | kind::TX_MESSAGE
-                | kind::EXCHANGE_DECLARE
-                | kind::QUEUE_DECLARE
-                | kind::BIND
-                | kind::EXCHANGE_BIND
-        ) {
-            let start = pos + crate::record::FRAME_HEADER;
-            if let Ok(rec) = Record::decode(k, data.slice(start..start + payload.len())) {
-                candidates.push((seq, rec));
+    let mut live = shared.state.lock().index.live_in(head);
+    live.sort_unstable_by_key(|l| l.loc.offset);
+    let mut unread = 0;
+    let mut rest = &live[..];
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take_while(|l| {
+                bytes += l.loc.len;
+                bytes <= COMPACT_BATCH
+            })
+            .count()
+            .max(1);
+        let (batch, next) = rest.split_at(n);
+        rest = next;
+        let reads: Vec<((), Live)> = batch.iter().map(|l| ((), *l)).collect();
+        let mut copies = Vec::new();
+        load::read_runs(&shared.dir, &reads, |(), at, frame| {
+            let rec = frame.and_then(|f| match read_frame(f) {
+                Frame::Record {
+                    seq, kind, payload, ..
+                } if seq == at.seq => Record::decode(kind, Bytes::copy_from_slice(payload)).ok(),
+                _ => None,
+            });
+            match rec {
+                Some(rec) => copies.push((at.seq, rec)),
+                None => unread += 1,
             }
-        }
-        pos += len;
-        expect += 1;
+        });
+        copy_forward(shared, head, copies);
     }
+    if unread > 0 {
+        // Those stay live where they are; the segment is not reclaimed.
+        return Err(io::Error::other(format!(
+            "{unread} live records unreadable"
+        )));
+    }
+    let mut st = shared.state.lock();
+    let upto = st.next_seq - 1;
+    if let Some(s) = st.index.segments.get_mut(&head) {
+        s.compacted_upto = Some(upto);
+    }
+    Ok(())
+}
+
+/// Appends copies of records of segment `head` that are still live there.
+fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) {
     let mut st = shared.state.lock();
     for (seq, rec) in candidates {
         if !st.index.is_current(&rec, head, seq) {
@@ -281,14 +315,9 @@ fn compact(shared: &Shared, head: u64) -> io::Result<()> {
             }
         }
     }
-    let upto = st.next_seq - 1;
-    if let Some(s) = st.index.segments.get_mut(&head) {
-        s.compacted_upto = Some(upto);
-    }
-    shared.appended.store(upto, Ordering::Release);
+    shared.appended.store(st.next_seq - 1, Ordering::Release);
     drop(st);
     shared.work.notify_one();
-    Ok(())
 }
 
 /// Keeps one zero-filled spare segment ready. Failing to make one for want of space is how

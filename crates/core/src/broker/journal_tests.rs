@@ -257,7 +257,7 @@ fn restoring_journals_nothing_and_marks_messages_redelivered() {
     b.restore_binding("q", "x", "k", &Arguments::new()).unwrap();
     let m = persistent("q", "back");
     m.stored.set(7);
-    q.restore([m]);
+    q.restore([crate::queue::Restored::InMemory(m)]);
     assert!(j.take().is_empty());
     assert_eq!(q.store_id(), Some(42));
     let ob = consume_all(&b, &q);
@@ -427,4 +427,114 @@ fn exchange_to_exchange_bindings_are_journaled_between_durable_exchanges_only() 
     j.refuse.store(true, Ordering::Relaxed);
     assert!(b.bind_exchange("d", "amq.topic", "x", &none).is_err());
     assert_eq!(b.exchange("amq.topic").unwrap().binding_count(), 0);
+}
+
+fn budgeted(budget: u64) -> (Arc<Broker>, Arc<MemoryJournal>) {
+    let j = MemoryJournal::new();
+    let config = BrokerConfig {
+        persistent_memory_budget: Some(budget),
+        ..BrokerConfig::default()
+    };
+    (Broker::with_journal(config, j.clone()), j)
+}
+
+fn numbered(key: &str, i: u32, size: usize) -> Arc<Message> {
+    let mut body = vec![0u8; size];
+    body[..4].copy_from_slice(&i.to_be_bytes());
+    let mut m = Message::new("", key.to_owned(), Bytes::from(body));
+    m.persistent = true;
+    Arc::new(m)
+}
+
+fn number(body: &Bytes) -> u32 {
+    u32::from_be_bytes([body[0], body[1], body[2], body[3]])
+}
+
+#[test]
+fn a_queue_over_the_budget_keeps_contents_on_disk_and_reads_them_back_in_order() {
+    let (b, j) = budgeted(256 << 10);
+    let q = b.declare_queue("deep", durable(), false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    const N: u32 = 400;
+    for i in 0..N {
+        b.publish(&ex, numbered("deep", i, 4096)).unwrap();
+    }
+    // A transient message among them stays in memory whatever the budget.
+    b.publish(&ex, transient("deep")).unwrap();
+    let offload = b.offload.clone().unwrap();
+    assert!(offload.resident() <= 256 << 10, "{}", offload.resident());
+    assert!(b.memory_used() <= 300 << 10, "{}", b.memory_used());
+    assert_eq!(q.message_count(), u64::from(N) + 1);
+    assert_eq!(q.byte_count(), u64::from(N) * 4096);
+    let ob = consume_all(&b, &q);
+    let got = take_positions(&ob);
+    assert_eq!(got.len(), N as usize + 1);
+    for (i, (_, m)) in got.iter().take(N as usize).enumerate() {
+        assert_eq!(m.body.len(), 4096);
+        assert_eq!(number(&m.body), i as u32, "in order, with its own body");
+        assert!(m.stored.get().is_some());
+    }
+    let loads = j.loads.lock().clone();
+    assert!(!loads.is_empty());
+    assert!(
+        loads.len() < 10,
+        "read back in batches: {} reads",
+        loads.len()
+    );
+    assert!(q.accept_all(got.iter().map(|(p, _)| *p)) == N as usize + 1);
+    assert_eq!(offload.resident(), 0);
+    assert_eq!(b.memory_used(), 0);
+}
+
+#[test]
+fn contents_on_disk_serve_get_browse_purge_and_dead_letters() {
+    use crate::value::HeaderValue as V;
+    let (b, _j) = budgeted(64 << 10);
+    b.declare_queue("dlq", durable(), false, 1).unwrap();
+    b.bind("dlq", "amq.fanout", "", &Arguments::new()).unwrap();
+    let mut opts = durable();
+    opts.arguments = [("x-message-ttl", V::Int(60_000))].into_iter().collect();
+    opts.alternate_exchange = Some("amq.fanout".into());
+    let q = b.declare_queue("q", opts, false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    for i in 0..64 {
+        b.publish(&ex, numbered("q", i, 4096)).unwrap();
+    }
+    let offload = b.offload.clone().unwrap();
+    assert!(offload.resident() < 64 * 4096);
+    // basic.get reads back what it needs, in order.
+    for i in 0..20 {
+        let got = q.get().unwrap();
+        assert_eq!(number(&got.message.body), i);
+        assert!(got.message.expires_at.is_some(), "the queue TTL is kept");
+        assert!(q.accept(got.position));
+    }
+    // A browser sees contents without changing the queue.
+    let ob = Outbox::new();
+    q.subscribe(ConsumerSpec {
+        id: 77,
+        outbox: ob.clone(),
+        owner: 1,
+        tag: Bytes::new(),
+        acquire: false,
+        exclusive: false,
+        window: None,
+    })
+    .unwrap();
+    q.add_credit(77, u32::MAX, u32::MAX).unwrap();
+    let seen: Vec<u32> = take_positions(&ob)
+        .iter()
+        .map(|(_, m)| number(&m.body))
+        .collect();
+    assert_eq!(seen, (20..64).collect::<Vec<u32>>());
+    b.cancel_consumer(&q, 77);
+    // Deleting the queue routes its messages, contents read back, to the alternate.
+    assert_eq!(b.delete_queue("q", false, false, 1).unwrap(), 44);
+    let dlq = b.queue("dlq").unwrap();
+    let bodies = dlq.queued_bodies();
+    assert_eq!(bodies.len(), 44);
+    assert!(bodies.iter().zip(20..).all(|(body, i)| number(body) == i));
+    assert_eq!(dlq.purge(), 44);
+    assert_eq!(offload.resident(), 0);
+    assert_eq!(b.memory_used(), 0);
 }

@@ -19,7 +19,7 @@ use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, QueueStore, SyncPoint};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
-use crate::queue::{Drained, Features, OwnerGone, Queue, QueueInfo, QueueOptions};
+use crate::queue::{Drained, Features, OffloadBudget, OwnerGone, Queue, QueueInfo, QueueOptions};
 use crate::route;
 use crate::transaction::{CommitOutcome, Transaction};
 use crate::value::Arguments;
@@ -31,6 +31,11 @@ pub struct BrokerConfig {
     pub default_limits: QueueLimits,
     /// When to raise and clear the memory alarm; `None` never raises it.
     pub memory_watermarks: Option<Watermarks>,
+    /// Bytes of persistent messages durable queues keep in memory (flow to disk): beyond
+    /// it, and beyond a small read-ahead window per queue, a queued message's content stays
+    /// in the journal only and is read back for delivery. `None`: everything in memory.
+    /// Needs a journal.
+    pub persistent_memory_budget: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +142,8 @@ pub struct Broker {
     next_owner: AtomicU64,
     next_name: AtomicU64,
     memory: Arc<MemoryMeter>,
+    /// Flow to disk: the budget for persistent contents in durable queues.
+    offload: Option<Arc<OffloadBudget>>,
     alarms: Alarms,
     /// Queues declared with `x-expires`, for [`Broker::expire_unused_queues`]. Locked
     /// after the registry, before any queue.
@@ -157,6 +164,10 @@ impl Broker {
     }
 
     fn build(config: BrokerConfig, journal: Option<Arc<dyn Journal>>) -> Arc<Broker> {
+        let offload = config
+            .persistent_memory_budget
+            .filter(|_| journal.is_some())
+            .map(|b| Arc::new(OffloadBudget::new(b)));
         let builtin_opts = ExchangeOptions {
             durable: true,
             ..ExchangeOptions::default()
@@ -184,6 +195,7 @@ impl Broker {
             next_owner: AtomicU64::new(1),
             next_name: AtomicU64::new(1),
             memory: Arc::default(),
+            offload,
             alarms: Alarms::default(),
             expiring: Mutex::new(Vec::new()),
             expiry_changed: Notify::new(),
@@ -519,6 +531,7 @@ impl Broker {
             (Some(journal), Restore::Yes(id)) => Some(QueueStore {
                 journal: journal.clone(),
                 id,
+                offload: self.offload.clone(),
             }),
             (Some(journal), Restore::No) => {
                 let id = journal.declare_queue(&QueueDefinition {
@@ -531,6 +544,7 @@ impl Broker {
                 Some(QueueStore {
                     journal: journal.clone(),
                     id,
+                    offload: self.offload.clone(),
                 })
             }
             (None, _) => None,

@@ -202,6 +202,17 @@ impl Entries {
             .chain(levels.into_iter().flatten())
     }
 
+    /// Every entry, in delivery order, to change in place.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
+        let (fifo, levels) = match self {
+            Entries::Fifo(f) => (Some(f.iter_mut()), None),
+            Entries::Priority(p) => (None, Some(p.fifos.iter_mut().rev().flatten())),
+        };
+        fifo.into_iter()
+            .flatten()
+            .chain(levels.into_iter().flatten())
+    }
+
     /// Entries after position `cursor`, in position (arrival) order: what a browser has not
     /// seen yet. Priority queues are browsed in arrival order too, as qpidd does.
     pub(crate) fn after(&self, cursor: u64) -> After<'_> {
@@ -268,6 +279,7 @@ mod tests {
             position,
             message: Arc::new(m),
             redelivered: false,
+            on_disk: false,
         }
     }
 

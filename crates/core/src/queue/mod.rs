@@ -27,8 +27,8 @@ use crate::{ConsumerId, OwnerId};
 pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
 pub(crate) use features::Features;
-pub(crate) use state::QueueState;
 use state::{Clock, Entry};
+pub(crate) use state::{OffloadBudget, QueueState};
 
 /// Unique across the process so bindings can key queues without hashing names.
 static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
@@ -94,6 +94,14 @@ impl fmt::Debug for Queue {
     }
 }
 
+/// A message recovered from the store, for [`Queue::restore`].
+#[derive(Debug)]
+pub enum Restored {
+    InMemory(Arc<Message>),
+    /// A stand-in ([`Message::stub`]) whose content the store kept on disk.
+    OnDisk(Arc<Message>),
+}
+
 /// A message taken by [`Queue::get`].
 #[derive(Debug, Clone)]
 pub struct Got {
@@ -145,6 +153,7 @@ impl Queue {
         let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
         let features = Features::from_arguments(&opts.arguments);
         let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
+        state.offload = store.as_ref().and_then(|s| s.offload.clone());
         state.store = store.clone();
         Arc::new(Queue {
             name,
@@ -310,9 +319,9 @@ impl Queue {
             }
             // Oldest available messages make room; acquired ones cannot be dropped, so
             // if they alone fill the queue the new message is still taken.
-            while let Some(old) = st.pop_front() {
+            while let Some((old, content)) = st.pop_front(self.alternate.is_some()) {
                 st.forget(&old);
-                dropped.push(old);
+                dropped.extend(content);
                 let (count, bytes) = st.depth();
                 if self.limits.admits(count, bytes, msg.size) {
                     break;
@@ -526,6 +535,7 @@ impl Queue {
                 position,
                 message,
                 redelivered: u.redelivered || set_redelivered,
+                on_disk: false,
             });
         }
         true
@@ -576,11 +586,16 @@ impl Queue {
 
     /// Puts messages recovered from the store back, in the given order, marked redelivered
     /// (they may have been delivered before the restart). Nothing is journaled: the store
-    /// already holds them.
-    pub fn restore(&self, messages: impl IntoIterator<Item = Arc<Message>>) {
+    /// already holds them. A message the store left on disk comes as its stand-in
+    /// ([`Message::stub`]); the queue reads it back before delivering it.
+    pub fn restore(&self, messages: impl IntoIterator<Item = Restored>) {
         let mut st = self.lock();
         for m in messages {
-            st.push_recovered(self.apply_ttl(m));
+            let (m, on_disk) = match m {
+                Restored::InMemory(m) => (m, false),
+                Restored::OnDisk(stub) => (stub, true),
+            };
+            st.push_recovered(self.apply_ttl(m), on_disk);
         }
     }
 
@@ -672,10 +687,14 @@ impl Queue {
         }
     }
 
-    /// Bodies of the available messages, front first: a snapshot for tests and tools.
+    /// Bodies of the available messages, front first: a snapshot for tests and tools (it
+    /// reads contents kept on disk back).
     pub fn queued_bodies(&self) -> Vec<bytes::Bytes> {
         let st = self.lock();
-        st.entries.iter().map(|e| e.message.body.clone()).collect()
+        st.entries
+            .iter()
+            .map(|e| st.content(e).map(|m| m.body.clone()).unwrap_or_default())
+            .collect()
     }
 
     pub(crate) fn add_binding(&self, exchange: &Arc<Exchange>, key: &str) {
@@ -713,7 +732,7 @@ impl Queue {
             )));
         }
         check(self, &st)?;
-        let (messages, consumers) = st.drain_for_delete();
+        let (messages, consumers) = st.drain_for_delete(self.alternate.is_some());
         Ok(Drained {
             messages,
             consumers,

@@ -6,6 +6,10 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
+mod offload;
+
+pub(crate) use offload::OffloadBudget;
+
 use crate::alarm::MemoryMeter;
 use crate::id_hash::IdHasher;
 use crate::journal::{JournalTx, QueueStore};
@@ -23,6 +27,8 @@ pub(crate) struct Entry {
     pub(crate) position: u64,
     pub(crate) message: Arc<Message>,
     pub(crate) redelivered: bool,
+    /// `message` is a stand-in; the content is in the journal only (see `offload`).
+    pub(crate) on_disk: bool,
 }
 
 /// An acquired message not yet accepted, released or rejected. Tracked so that settling twice,
@@ -83,13 +89,19 @@ pub(crate) struct QueueState {
     pub(crate) store: Option<QueueStore>,
     /// Set while a transaction's commit holds the lock: its dequeues belong to it.
     pub(crate) journal_tx: Option<Arc<JournalTx>>,
+    /// Set for a durable queue when the broker keeps persistent contents within a budget.
+    pub(crate) offload: Option<Arc<OffloadBudget>>,
+    /// Queued bytes counted in that budget, and queued bytes whose content is on disk only.
+    resident: u64,
+    on_disk_bytes: u64,
 }
 
 impl Drop for QueueState {
     fn drop(&mut self) {
         // Whatever a dropped queue still holds is no longer held.
         self.meter
-            .sub(self.shard, self.queued_bytes + self.unsettled_bytes);
+            .sub(self.shard, self.in_memory() + self.unsettled_bytes);
+        self.offload_clear();
     }
 }
 
@@ -145,7 +157,15 @@ impl QueueState {
             shard,
             store: None,
             journal_tx: None,
+            offload: None,
+            resident: 0,
+            on_disk_bytes: 0,
         }
+    }
+
+    /// Queued bytes whose content is in memory.
+    fn in_memory(&self) -> u64 {
+        self.queued_bytes.saturating_sub(self.on_disk_bytes)
     }
 
     /// The message left the queue for good: journal its dequeue if the store holds it here.
@@ -164,12 +184,18 @@ impl QueueState {
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
-    fn expire(&mut self, message: Arc<Message>) {
-        self.forget(&message);
-        self.meter.sub(self.shard, message.size);
-        if self.keep_expired {
-            self.expired.push(message);
+    fn expire(&mut self, e: Entry) {
+        // Read before the journal lets go of it.
+        let kept = if self.keep_expired {
+            self.content(&e)
+        } else {
+            None
+        };
+        self.forget(&e.message);
+        if !e.on_disk {
+            self.meter.sub(self.shard, e.message.size);
         }
+        self.expired.extend(kept);
     }
 
     /// Messages and bytes counted against limits: queued plus acquired-but-unsettled.
@@ -189,27 +215,37 @@ impl QueueState {
     }
 
     pub(crate) fn push(&mut self, message: Arc<Message>) {
-        self.push_entry(message, false);
+        self.push_entry(message, false, false);
     }
 
     /// A message recovered from the store: it may have been delivered before the restart.
-    pub(crate) fn push_recovered(&mut self, message: Arc<Message>) {
-        self.push_entry(message, true);
+    /// `on_disk`: `message` is a stand-in ([`Message::stub`]) for one the store kept on disk.
+    pub(crate) fn push_recovered(&mut self, message: Arc<Message>, on_disk: bool) {
+        self.push_entry(message, true, on_disk);
     }
 
-    fn push_entry(&mut self, message: Arc<Message>, redelivered: bool) {
+    fn push_entry(&mut self, message: Arc<Message>, redelivered: bool, on_disk: bool) {
         let position = self.next_position;
         self.next_position += 1;
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
-        self.meter.add(self.shard, message.size);
-        self.account_in(&message);
-        self.entries.push_back(Entry {
+        let (message, on_disk) = if on_disk || self.admits_resident(&message) {
+            (message, on_disk)
+        } else {
+            (Arc::new(message.stub()), true)
+        };
+        if !on_disk {
+            self.meter.add(self.shard, message.size);
+        }
+        let e = Entry {
             position,
             message,
             redelivered,
-        });
+            on_disk,
+        };
+        self.account_in(&e);
+        self.entries.push_back(e);
     }
 
     /// A last-value queue drops the queued message this one supersedes (same key value);
@@ -230,36 +266,54 @@ impl QueueState {
             return;
         };
         if let Some(e) = self.entries.remove_position(old) {
-            self.account_out(&e.message);
-            self.meter.sub(self.shard, e.message.size);
+            self.account_out(&e);
+            if !e.on_disk {
+                self.meter.sub(self.shard, e.message.size);
+            }
             self.forget(&e.message);
         }
     }
 
-    fn account_in(&mut self, m: &Message) {
-        self.queued_bytes += m.size;
-        if m.expires_at.is_some() {
+    fn account_in(&mut self, e: &Entry) {
+        self.queued_bytes += e.message.size;
+        if e.message.expires_at.is_some() {
             self.expiring += 1;
         }
+        self.offload_in(e);
     }
 
-    fn account_out(&mut self, m: &Message) {
-        self.queued_bytes = self.queued_bytes.saturating_sub(m.size);
-        if m.expires_at.is_some() {
+    fn account_out(&mut self, e: &Entry) {
+        self.queued_bytes = self.queued_bytes.saturating_sub(e.message.size);
+        if e.message.expires_at.is_some() {
             self.expiring = self.expiring.saturating_sub(1);
         }
+        self.offload_out(e);
     }
 
     fn take_next(&mut self) -> Option<Entry> {
         let e = self.entries.pop_front()?;
-        self.account_out(&e.message);
+        self.account_out(&e);
         Some(e)
+    }
+
+    /// Makes sure the front entry's content is in memory, reading a batch back from the
+    /// journal if need be (what the journal lost is dropped). False only without a journal.
+    fn ready_front(&mut self) -> bool {
+        while self.entries.front().is_some_and(|e| e.on_disk) {
+            if self.store.is_none() {
+                return false;
+            }
+            self.load_front();
+        }
+        true
     }
 
     /// Puts a message back in position order, ahead of anything newer.
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
-        self.meter.add(self.shard, entry.message.size);
-        self.account_in(&entry.message);
+        if !entry.on_disk {
+            self.meter.add(self.shard, entry.message.size);
+        }
+        self.account_in(&entry);
         self.entries.insert_sorted(entry);
     }
 
@@ -301,33 +355,44 @@ impl QueueState {
         let Some(e) = self.entries.remove_position(position) else {
             return false;
         };
-        self.account_out(&e.message);
+        self.account_out(&e);
         if clock.expired(&e.message) {
-            self.expire(e.message);
+            self.expire(e);
             return false;
+        }
+        if e.on_disk {
+            // Acquired bytes count as held until settled; the browser holds the content.
+            self.meter.add(self.shard, e.message.size);
         }
         self.mark_unsettled(&e);
         true
     }
 
     /// Removes the next entry without acquiring it (drop-head overflow; in a priority queue
-    /// the head is the highest-priority message, as RabbitMQ drops it).
-    pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
-        let message = self.take_next()?.message;
-        self.meter.sub(self.shard, message.size);
-        Some(message)
+    /// the head is the highest-priority message, as RabbitMQ drops it). Its content, when
+    /// `keep` asks for it (a dead letter), is read before the journal forgets the message.
+    pub(crate) fn pop_front(&mut self, keep: bool) -> Option<(Arc<Message>, Option<Arc<Message>>)> {
+        let e = self.take_next()?;
+        if !e.on_disk {
+            self.meter.sub(self.shard, e.message.size);
+        }
+        let content = if keep { self.content(&e) } else { None };
+        Some((e.message, content))
     }
 
     /// Acquires the front entry, dropping expired ones before it.
     pub(crate) fn take_front(&mut self) -> Option<Entry> {
         let mut clock = Clock::default();
         loop {
+            if !self.ready_front() {
+                return None;
+            }
             let entry = self.take_next()?;
             if !clock.expired(&entry.message) {
                 self.mark_unsettled(&entry);
                 return Some(entry);
             }
-            self.expire(entry.message);
+            self.expire(entry);
         }
     }
 
@@ -342,7 +407,8 @@ impl QueueState {
             self.forget_ids(&ids);
         }
         self.entries.clear();
-        self.meter.sub(self.shard, self.queued_bytes);
+        self.meter.sub(self.shard, self.in_memory());
+        self.offload_clear();
         self.queued_bytes = 0;
         self.expiring = 0;
         n
@@ -354,26 +420,31 @@ impl QueueState {
         }
         let before = self.entries.len();
         let keep = self.keep_expired;
-        let expired = &mut self.expired;
-        let mut dequeued = Vec::new();
-        let stored = self.store.is_some();
+        let mut gone = Vec::new();
         self.entries.retain(|e| {
             let live = !e.message.is_expired_at(now);
             if !live {
-                if keep {
-                    expired.push(e.message.clone());
-                }
-                if let Some(id) = e.message.stored.get().filter(|_| stored) {
-                    dequeued.push(id);
-                }
+                gone.push(Entry {
+                    message: e.message.clone(),
+                    ..*e
+                });
             }
             live
         });
-        self.forget_ids(&dequeued);
-        let left: u64 = self.entries.iter().map(|e| e.message.size).sum();
+        // Contents of dead letters are read before the journal lets go of them.
+        if keep {
+            let kept: Vec<Arc<Message>> = gone.iter().filter_map(|e| self.content(e)).collect();
+            self.expired.extend(kept);
+        }
+        if self.store.is_some() {
+            let dequeued: Vec<u64> = gone.iter().filter_map(|e| e.message.stored.get()).collect();
+            self.forget_ids(&dequeued);
+        }
+        let memory_before = self.in_memory();
+        self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
+        self.offload_recount();
         self.meter
-            .sub(self.shard, self.queued_bytes.saturating_sub(left));
-        self.queued_bytes = left;
+            .sub(self.shard, memory_before.saturating_sub(self.in_memory()));
         self.expiring = self
             .entries
             .iter()
@@ -383,17 +454,21 @@ impl QueueState {
     }
 
     /// Empties the queue for deletion; acquired messages stay tracked so their later release
-    /// can still be routed to the alternate exchange.
-    pub(crate) fn drain_for_delete(&mut self) -> (Vec<Arc<Message>>, Vec<Consumer>) {
+    /// can still be routed to the alternate exchange. `keep`: the messages will be routed
+    /// there, so contents on disk are read back now, while the journal holds them.
+    pub(crate) fn drain_for_delete(&mut self, keep: bool) -> (Vec<Arc<Message>>, Vec<Consumer>) {
         self.deleted = true;
-        self.meter.sub(self.shard, self.queued_bytes);
+        self.meter.sub(self.shard, self.in_memory());
+        self.offload_clear();
         self.queued_bytes = 0;
         self.expiring = 0;
-        let messages = self
-            .entries
-            .drain()
+        let entries = self.entries.drain();
+        let messages = entries
             .into_iter()
-            .map(|e| e.message)
+            .filter_map(|e| match (e.on_disk, keep) {
+                (false, _) | (true, false) => Some(e.message),
+                (true, true) => self.content(&e),
+            })
             .collect();
         (messages, std::mem::take(&mut self.consumers))
     }
@@ -425,6 +500,7 @@ impl QueueState {
 
     fn dispatch_browser(&mut self, ci: usize, queue: &Arc<Queue>, clock: &mut Clock) {
         let entries = &self.entries;
+        let store = self.store.as_ref();
         let Some(c) = self.consumers.get_mut(ci) else {
             return;
         };
@@ -436,13 +512,25 @@ impl QueueState {
             if !c.has_credit_for(e.message.size) || !c.reserve(queue) {
                 break;
             }
+            // Browsing leaves the queue as it is: a copy of an on-disk content, read now.
+            let message = if e.on_disk {
+                match offload::load_one(store, e) {
+                    Some(m) => m,
+                    None => {
+                        c.cursor = e.position;
+                        continue;
+                    }
+                }
+            } else {
+                e.message.clone()
+            };
             c.charge(e.message.size);
             c.cursor = e.position;
             c.staged.push(OutboxItem::Deliver(Delivery {
                 consumer: c.spec.id,
                 tag: c.spec.tag.clone(),
                 queue: queue.clone(),
-                message: e.message.clone(),
+                message,
                 position: e.position,
                 redelivered: e.redelivered,
                 acquired: false,
@@ -452,9 +540,15 @@ impl QueueState {
 
     fn dispatch_acquirers(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
         while let Some(front) = self.entries.front() {
+            if front.on_disk {
+                if !self.ready_front() {
+                    break;
+                }
+                continue;
+            }
             if clock.expired(&front.message) {
                 if let Some(e) = self.take_next() {
-                    self.expire(e.message);
+                    self.expire(e);
                 }
                 continue;
             }
