@@ -120,7 +120,7 @@ start_ferryd() {
     # setsid: its own process group, so stop_pid reaches everything it started.
     # Authentication on, as shipped; a users file that does not exist leaves the built-in
     # guest/guest, whatever the invoking user's own users file holds.
-    setsid "$ferryd" --port 0 --interface 127.0.0.1 --users-file "$out/raw/no-such-users-file" \
+    setsid "$ferryd" --port 0 --interface 127.0.0.1 --no-data-dir --users-file "$out/raw/no-such-users-file" \
         >"$out/raw/ferryd.stdout" 2>"$out/raw/ferryd.log" &
     ferryd_pid=$!
     if ! wait_for_line "$out/raw/ferryd.stdout" '^[0-9]' 20 "$ferryd_pid"; then
@@ -384,7 +384,7 @@ write_meta() {
     meta perf_repeats "$perf_repeats"
     meta lat_secs "$lat_secs"
     meta other_max_count "$other_max_count"
-    meta ferryd_options "--port 0 --interface 127.0.0.1 (defaults otherwise: worker threads = CPUs, tcp-nodelay yes)"
+    meta ferryd_options "--port 0 --interface 127.0.0.1 --no-data-dir (defaults otherwise: worker threads = CPUs, tcp-nodelay yes)"
     if (( brokerj )); then
         meta brokerj_version "Apache Qpid Broker-J $(sed -n -E 's/.*<brokerj.version>(.*)<\/brokerj.version>.*/\1/p' "$root/interop/brokerj/pom.xml" | head -n 1), in-memory virtual host"
         meta java_version "$(java -version 2>&1 | head -n 1)"

@@ -21,7 +21,7 @@ log=$(mktemp -t ferryd.XXXXXX.log)
 # Authentication is on; a users file that does not exist leaves only the built-in guest/guest
 # (loopback only), whatever users file the invoking user keeps.
 nousers=$(mktemp -u -t ferry-no-users.XXXXXX)
-coproc FERRYD { exec target/release/ferryd --port 0 --users-file "$nousers" "$@" 2>"$log"; }
+coproc FERRYD { exec target/release/ferryd --port 0 --no-data-dir --users-file "$nousers" "$@" 2>"$log"; }
 trap 'kill $FERRYD_PID 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 read -r -t 10 port <&"${FERRYD[0]}" || { echo "ferryd did not start:" >&2; cat "$log" >&2; exit 1; }
 echo "ferryd listening on 127.0.0.1:$port (log: $log)"
