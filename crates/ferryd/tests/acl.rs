@@ -322,6 +322,20 @@ fn amqp091_denials_close_the_channel_with_access_refused() {
         .into(),
     );
     refused(&mut bob, 1);
+    // An exchange-to-exchange binding is a bind of the source exchange.
+    bob.method(1, ChannelOpen::default().into());
+    bob.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
+    bob.method(
+        1,
+        ferry_amqp091::ExchangeBind {
+            destination: short("amq.fanout"),
+            source: short("amq.topic"),
+            routing_key: short("#"),
+            ..Default::default()
+        }
+        .into(),
+    );
+    refused(&mut bob, 1);
     // And an allowed publish and consume still work on a new channel.
     bob.method(1, ChannelOpen::default().into());
     bob.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
