@@ -7,6 +7,8 @@
 #   ferryd_finish $status          # prints the log tail on failure, exits with $status
 #
 # FERRYD_BINARY defaults to target/debug/ferryd under the repo root; nothing is built here.
+# ferryd runs with lib/ferryd.acl (allow all but what the access-control tests expect to be
+# refused); FERRY_ACL_FILE names another file, or none when empty.
 
 set -uo pipefail
 
@@ -53,7 +55,11 @@ ferryd_start() {
         exit 2
     fi
     : >"$workdir/ferryd.out"
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth no \
+    # Every suite runs under the suite ACL (FERRY_ACL_FILE= turns it off).
+    local acl=()
+    local acl_file=${FERRY_ACL_FILE-$_ferry_lib/ferryd.acl}
+    [ -n "$acl_file" ] && acl=(--acl-file "$acl_file")
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth no "${acl[@]}" \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &
     ferryd_pid=$!
     # ferryd prints the bound port alone on its first stdout line (as qpidd does for
