@@ -407,12 +407,16 @@ impl Broker {
         opts: QueueOptions,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
         Features::validate(&opts.arguments)?;
-        let alternate = match opts.alternate_exchange.as_deref() {
+        // x-dead-letter-exchange is the alternate exchange unless the protocol gave one
+        // (0-9-1 maps it there; a 0-10 client may send it as a plain argument).
+        let dead_letter_exchange = opts
+            .arguments
+            .get("x-dead-letter-exchange")
+            .and_then(|v| v.as_str());
+        let alternate = match opts.alternate_exchange.as_deref().or(dead_letter_exchange) {
             // RabbitMQ: a dead letter exchange of "" is the default exchange, so dead letters
             // can go straight to a queue named by x-dead-letter-routing-key.
-            Some("") if opts.arguments.get("x-dead-letter-exchange").is_some() => {
-                Some(self.default_exchange.clone())
-            }
+            Some("") if dead_letter_exchange.is_some() => Some(self.default_exchange.clone()),
             name => reg.resolve_alternate(name)?,
         };
         let limits = if opts.limits.is_unlimited() {

@@ -1418,3 +1418,58 @@ fn deleting_either_end_removes_exchange_bindings_and_auto_delete_follows() {
     );
     assert_eq!(q.message_count(), 0);
 }
+
+fn keyed(key: &str, value: &str, body: &'static str) -> Arc<Message> {
+    let mut m = Message::new("", "lvq", bs(body));
+    m.headers = Some(Arc::new(
+        [(key, V::Str(value.into()))].into_iter().collect(),
+    ));
+    Arc::new(m)
+}
+
+#[test]
+fn last_value_queue_keeps_the_latest_message_per_key() {
+    let b = broker();
+    assert!(!b.default_exchange().needs_headers());
+    let q = declare_with(
+        &b,
+        "lvq",
+        QueueOptions {
+            arguments: [("qpid.last_value_queue_key", V::Str("ticker".into()))]
+                .into_iter()
+                .collect(),
+            ..QueueOptions::default()
+        },
+    );
+    // Publishers must now decode headers for the default exchange (it routes to the LVQ).
+    assert!(b.default_exchange().needs_headers());
+    let ex = b.default_exchange().clone();
+    for (value, body) in [("IBM", "ibm-1"), ("HP", "hp-1"), ("IBM", "ibm-2")] {
+        b.publish(&ex, keyed("ticker", value, body)).unwrap();
+    }
+    let mut unkeyed = Message::new("", "lvq", bs("no-key"));
+    unkeyed.headers = None;
+    b.publish(&ex, Arc::new(unkeyed)).unwrap();
+    assert_eq!(bodies(&q), [bs("hp-1"), bs("ibm-2"), bs("no-key")]);
+    // An acquired message is not replaced; the next one for its key queues behind.
+    let got = q.get().unwrap();
+    assert_eq!(got.message.body, bs("hp-1"));
+    b.publish(&ex, keyed("ticker", "HP", "hp-2")).unwrap();
+    assert_eq!(bodies(&q), [bs("ibm-2"), bs("no-key"), bs("hp-2")]);
+    assert_eq!(q.unsettled_count(), 1);
+    b.delete_queue("lvq", false, false, ME).unwrap();
+    assert!(!b.default_exchange().needs_headers());
+}
+
+#[test]
+fn exchanges_forwarding_to_others_ask_for_headers() {
+    let b = broker();
+    exchange_of(&b, "src", ExchangeKind::Direct, false);
+    exchange_of(&b, "hdr", ExchangeKind::Headers, false);
+    assert!(!b.exchange("src").unwrap().needs_headers());
+    b.bind_exchange("hdr", "src", "k", &Arguments::new())
+        .unwrap();
+    assert!(b.exchange("src").unwrap().needs_headers());
+    b.unbind_exchange("hdr", "src", "k").unwrap();
+    assert!(!b.exchange("src").unwrap().needs_headers());
+}

@@ -142,17 +142,12 @@ impl Queue {
             arguments: opts.arguments.clone(),
             limits,
             features: Features::from_arguments(&opts.arguments),
-            state: Mutex::new({
-                let features = Features::from_arguments(&opts.arguments);
-                QueueState::new(
-                    opts.exclusive_owner,
-                    features.single_active_consumer,
-                    features.dead_letter,
-                    features.priorities,
-                    meter,
-                    id as usize,
-                )
-            }),
+            state: Mutex::new(QueueState::new(
+                opts.exclusive_owner,
+                &Features::from_arguments(&opts.arguments),
+                meter,
+                id as usize,
+            )),
             bindings: Mutex::new(Vec::new()),
             quota: Mutex::new(opts.quota.clone()),
         })
@@ -714,6 +709,12 @@ impl Queue {
             }
             Ok(())
         })
+    }
+
+    /// Whether publishers must fill [`Message::headers`] for this queue to work (a
+    /// last-value queue reads its key from them).
+    pub fn needs_headers(&self) -> bool {
+        self.features.last_value_key.is_some()
     }
 
     /// `x-expires`, if the queue has it.

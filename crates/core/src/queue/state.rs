@@ -10,8 +10,10 @@ use crate::alarm::MemoryMeter;
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
-use crate::queue::entries::{Entries, PriorityLevels};
+use crate::queue::entries::Entries;
+use crate::queue::features::Features;
 use crate::queue::Queue;
+use crate::value::HeaderValue;
 use crate::OwnerId;
 
 #[derive(Debug)]
@@ -87,6 +89,8 @@ pub(crate) struct QueueState {
     /// Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
     pub(crate) expired: Vec<Arc<Message>>,
+    /// A last-value queue's index (qpidd's `qpid.last_value_queue_key`).
+    last_value: Option<LastValue>,
     /// The broker's count of bytes held by queues; this queue writes its own shard.
     meter: Arc<MemoryMeter>,
     shard: usize,
@@ -100,17 +104,36 @@ impl Drop for QueueState {
     }
 }
 
+/// Which queued message is the latest for each value of the key header. Positions of
+/// messages that left the queue meanwhile just no longer match anything.
+#[derive(Debug)]
+struct LastValue {
+    key: String,
+    latest: HashMap<Vec<u8>, u64>,
+}
+
+/// The key's value in a form that compares as qpidd compares them (its text form).
+fn key_bytes(v: &HeaderValue) -> Option<Vec<u8>> {
+    match v {
+        HeaderValue::Str(s) => Some(s.as_bytes().to_vec()),
+        HeaderValue::Bytes(b) => Some(b.to_vec()),
+        HeaderValue::Int(i) => Some(i.to_string().into_bytes()),
+        HeaderValue::UInt(u) => Some(u.to_string().into_bytes()),
+        HeaderValue::Bool(b) => Some(b.to_string().into_bytes()),
+        HeaderValue::Float(f) => Some(f.to_string().into_bytes()),
+        HeaderValue::Void | HeaderValue::Other => None,
+    }
+}
+
 impl QueueState {
     pub(crate) fn new(
         owner: Option<OwnerId>,
-        single_active: bool,
-        keep_expired: bool,
-        priorities: Option<PriorityLevels>,
+        features: &Features,
         meter: Arc<MemoryMeter>,
         shard: usize,
     ) -> QueueState {
         QueueState {
-            entries: Entries::new(priorities),
+            entries: Entries::new(features.priorities),
             next_position: 1,
             queued_bytes: 0,
             unsettled: HashMap::default(),
@@ -118,13 +141,17 @@ impl QueueState {
             expiring: 0,
             consumers: Vec::new(),
             next_rr: 0,
-            single_active,
+            single_active: features.single_active_consumer,
             owner,
             had_consumers: false,
             deleted: false,
             last_used: now_ms(),
-            keep_expired,
+            keep_expired: features.dead_letter,
             expired: Vec::new(),
+            last_value: features.last_value_key.clone().map(|key| LastValue {
+                key,
+                latest: HashMap::new(),
+            }),
             meter,
             shard,
         }
@@ -157,6 +184,9 @@ impl QueueState {
     pub(crate) fn push(&mut self, message: Arc<Message>) {
         let position = self.next_position;
         self.next_position += 1;
+        if self.last_value.is_some() {
+            self.replace_last_value(&message, position);
+        }
         self.meter.add(self.shard, message.size);
         self.account_in(&message);
         self.entries.push_back(Entry {
@@ -164,6 +194,29 @@ impl QueueState {
             message,
             redelivered: false,
         });
+    }
+
+    /// A last-value queue drops the queued message this one supersedes (same key value);
+    /// one already acquired by a consumer stays with it.
+    fn replace_last_value(&mut self, message: &Message, position: u64) {
+        let Some(lv) = self.last_value.as_mut() else {
+            return;
+        };
+        let Some(value) = message
+            .headers
+            .as_deref()
+            .and_then(|h| h.get(&lv.key))
+            .and_then(key_bytes)
+        else {
+            return;
+        };
+        let Some(old) = lv.latest.insert(value, position) else {
+            return;
+        };
+        if let Some(e) = self.entries.remove_position(old) {
+            self.account_out(&e.message);
+            self.meter.sub(self.shard, e.message.size);
+        }
     }
 
     fn account_in(&mut self, m: &Message) {

@@ -7,6 +7,7 @@
 
 mod commands;
 mod convert;
+mod deaths;
 mod handshake;
 mod outgoing;
 mod session;

@@ -360,7 +360,8 @@ impl Session {
     }
 }
 
-/// The header segment to send: as received, with `redelivered` set when it must be.
+/// The header segment to send: as received, with `redelivered` set when it must be, and the
+/// death headers of a dead letter.
 /// Messages published over 0-9-1 get their properties converted (per delivery: cross-protocol
 /// traffic pays for its translation, 0-10 to 0-10 traffic pays nothing).
 fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
@@ -370,6 +371,11 @@ fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
             crate::amqp091::convert::amqp010_header_for(message).unwrap_or_default()
         }
         ProtocolHeader::None => Bytes::new(),
+    };
+    // Dead letters carry their history in added headers (re-encoded; only they pay).
+    let raw = match &message.deaths {
+        Some(history) => super::deaths::render(&raw, history).unwrap_or(raw),
+        None => raw,
     };
     if !redelivered {
         return raw;

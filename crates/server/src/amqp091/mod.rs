@@ -10,6 +10,7 @@ mod basic;
 mod channel;
 mod confirms;
 pub mod convert;
+mod deaths;
 mod error;
 mod handshake;
 mod qos;
