@@ -17,11 +17,8 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use common::raw::Raw;
 use common::raw091::{short, Raw091};
-use common::Ferryd;
-use ferry_amqp010::{
-    write_transfer, AcceptMode, CreditUnit, DeliveryProperties, MessageFlow, MessageSubscribe,
-    MessageTransfer, QueueDeclare, Str,
-};
+use common::{rss_kib, Ferryd};
+use ferry_amqp010::{write_transfer, AcceptMode, DeliveryProperties, MessageTransfer, Str};
 use ferry_amqp091::{Assembled, BasicConsume, BasicProperties, Method};
 
 struct Scale {
@@ -33,17 +30,6 @@ struct Scale {
     publish_mib: usize,
     /// The memory alarm's high-water mark.
     watermark_mib: usize,
-}
-
-/// Resident memory of a process in KiB, from /proc (Linux).
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The open-files limit of this process, raised to its hard limit; the idle connections need
@@ -121,35 +107,8 @@ fn invalid_connection(addr: SocketAddr, i: usize) {
 fn stuck_consumer(addr: SocketAddr) -> Raw {
     let mut stuck = Raw::open(addr);
     stuck.attach(1, "never-reads");
-    stuck.command(
-        1,
-        QueueDeclare {
-            queue: Some(Str::from("firehose")),
-            ..Default::default()
-        }
-        .into(),
-    );
-    stuck.command(
-        1,
-        MessageSubscribe {
-            queue: Some(Str::from("firehose")),
-            destination: Some(Str::from("d")),
-            accept_mode: Some(AcceptMode::None),
-            ..Default::default()
-        }
-        .into(),
-    );
-    for unit in [CreditUnit::Message, CreditUnit::Byte] {
-        stuck.command(
-            1,
-            MessageFlow {
-                destination: Some(Str::from("d")),
-                unit: Some(unit),
-                value: Some(u32::MAX),
-            }
-            .into(),
-        );
-    }
+    stuck.declare_queue(1, "firehose");
+    stuck.subscribe_unlimited(1, "firehose", "d", AcceptMode::None);
     stuck
 }
 
