@@ -574,3 +574,75 @@ fn memory_alarm_stops_reading_0_10_publishers_until_consumers_drain() {
     drain(broker.addr, "flow010", FLOW_MESSAGES);
     writer.join().unwrap();
 }
+
+/// What a passive declare of `queue` on a fresh 0-9-1 connection says: 200 for declare-ok, or
+/// the channel.close code (404 missing, 405 exclusive to another connection).
+fn passive_declare(addr: std::net::SocketAddr, queue: &str) -> u16 {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::Method;
+    let mut raw = Raw091::open(addr);
+    raw.method(
+        1,
+        ferry_amqp091::QueueDeclare {
+            queue: short(queue),
+            passive: true,
+            ..Default::default()
+        }
+        .into(),
+    );
+    match raw.expect(1, |m| {
+        matches!(m, Method::QueueDeclareOk(_) | Method::ChannelClose(_))
+    }) {
+        Method::ChannelClose(c) => c.reply_code,
+        _ => 200,
+    }
+}
+
+#[test]
+fn a_publisher_paused_by_the_alarm_that_disconnects_is_noticed() {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::{write_content, BasicProperties, BasicPublish, Method};
+    use std::io::Write;
+    let broker = Ferryd::start_with(&FLOW_ARGS);
+    let mut p = Raw091::open(broker.addr);
+    // An exclusive queue lives exactly as long as its connection.
+    p.call(
+        ferry_amqp091::QueueDeclare {
+            queue: short("paused-excl"),
+            exclusive: true,
+            ..Default::default()
+        },
+        |m| matches!(m, Method::QueueDeclareOk(_)),
+    );
+    p.declare_queue("paused-sink", ferry_amqp091::FieldTable::new());
+    let mut bytes = BytesMut::new();
+    let publish = Method::BasicPublish(BasicPublish {
+        routing_key: short("paused-sink"),
+        ..Default::default()
+    });
+    // Enough to raise the alarm, then nothing more: a client that honours connection.blocked.
+    for _ in 0..400 {
+        write_content(
+            &mut bytes,
+            1,
+            &publish,
+            &BasicProperties::default(),
+            &[1u8; 1024],
+            4096,
+        );
+    }
+    p.writer().write_all(&bytes).unwrap();
+    p.expect(0, |m| matches!(m, Method::ConnectionBlocked(_)));
+    assert_eq!(
+        passive_declare(broker.addr, "paused-excl"),
+        405,
+        "held by the publisher"
+    );
+    // The publisher goes away while paused: ferryd notices without waiting for the alarm.
+    drop(p);
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        passive_declare(broker.addr, "paused-excl") == 404
+    });
+    assert!(gone, "the paused connection was not noticed closing");
+}
