@@ -140,6 +140,7 @@ ferryd_start() {
         echo "run.sh: no ferryd binary at $ferryd (build it first: cargo build -p ferryd)" >&2
         exit 2
     fi
+    : >"$workdir/ferryd.out"
     "$ferryd" --port 0 --interface 127.0.0.1 --auth no \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &
     ferryd_pid=$!

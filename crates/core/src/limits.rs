@@ -3,15 +3,17 @@
 use crate::error::BrokerError;
 use crate::value::Arguments;
 
-/// What happens when a publish would exceed a queue limit. qpidd's
-/// `ring`/`ring_strict` (drop oldest) and `flow_to_disk` are refused at declare time with
-/// `NotImplemented` rather than silently behaving like `Reject`.
+/// What happens when a publish would exceed a queue limit. qpidd's `ring` is `DropHead`;
+/// its `ring_strict` (gone from later qpidd releases) and `flow_to_disk` are refused at
+/// declare time with `NotImplemented` rather than silently behaving like `Reject`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LimitPolicy {
     #[default]
     Reject,
     /// Drop the oldest available messages (to the alternate exchange, if any) to make room:
-    /// RabbitMQ's default `x-overflow` of `drop-head`.
+    /// RabbitMQ's default `x-overflow` of `drop-head`, qpidd's `ring`. In a priority queue
+    /// the head is the next message to deliver, as RabbitMQ has it (qpidd drops a lower
+    /// priority one first).
     DropHead,
 }
 
@@ -38,7 +40,8 @@ impl QueueLimits {
             None => LimitPolicy::Reject,
             Some(v) => match v.as_str() {
                 Some("reject") => LimitPolicy::Reject,
-                Some(p @ ("ring" | "ring_strict" | "flow_to_disk")) => {
+                Some("ring") => LimitPolicy::DropHead,
+                Some(p @ ("ring_strict" | "flow_to_disk")) => {
                     return Err(BrokerError::NotImplemented(format!(
                         "qpid.policy_type {p} is not supported"
                     )))
@@ -103,6 +106,16 @@ mod tests {
     }
 
     #[test]
+    fn ring_drops_the_head() {
+        let l = QueueLimits::from_arguments(&args(&[
+            ("qpid.max_count", V::Int(3)),
+            ("qpid.policy_type", V::Str("ring".into())),
+        ]))
+        .unwrap();
+        assert_eq!(l.policy, LimitPolicy::DropHead);
+    }
+
+    #[test]
     fn zero_means_unlimited() {
         let l = QueueLimits::from_arguments(&args(&[("qpid.max_count", V::UInt(0))])).unwrap();
         assert!(l.is_unlimited());
@@ -115,7 +128,10 @@ mod tests {
             Err(BrokerError::InvalidArgument(_))
         ));
         assert!(matches!(
-            QueueLimits::from_arguments(&args(&[("qpid.policy_type", V::Str("ring".into()))])),
+            QueueLimits::from_arguments(&args(&[(
+                "qpid.policy_type",
+                V::Str("ring_strict".into())
+            )])),
             Err(BrokerError::NotImplemented(_))
         ));
         assert!(matches!(

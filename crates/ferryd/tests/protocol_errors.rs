@@ -11,7 +11,7 @@ use bytes::{BufMut, BytesMut};
 use common::raw::Raw;
 use common::Ferryd;
 use ferry_amqp010::{
-    CloseCode, Command, Control, DeliveryProperties, ErrorCode, ExchangeDeclare,
+    CloseCode, Command, Control, DeliveryProperties, DtxSelect, ErrorCode, ExchangeDeclare,
     ExecutionException, MessageTransfer, QueueDeclare, QueueQuery, Str, TxSelect,
     FRAME_HEADER_SIZE, PROTOCOL_HEADER,
 };
@@ -138,11 +138,11 @@ fn unknown_command_gets_not_implemented_and_other_sessions_carry_on() {
 }
 
 #[test]
-fn transactions_are_refused_with_not_implemented() {
+fn distributed_transactions_are_refused_with_not_implemented() {
     let broker = Ferryd::start();
     let mut raw = Raw::open(broker.addr);
-    raw.attach(1, "tx");
-    raw.command(1, TxSelect {}.into());
+    raw.attach(1, "dtx");
+    raw.command(1, DtxSelect {}.into());
     let e = exception(&mut raw, 1);
     assert_eq!(e.error_code, Some(ErrorCode::NotImplemented));
 }

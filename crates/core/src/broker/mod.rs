@@ -5,16 +5,20 @@ mod tests;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
 
+use crate::alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 use crate::error::BrokerError;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
-use crate::queue::{Drained, OwnerGone, Queue, QueueInfo, QueueOptions};
+use crate::queue::{Drained, Features, OwnerGone, Queue, QueueInfo, QueueOptions};
 use crate::route;
+use crate::transaction::{CommitOutcome, Transaction};
 use crate::value::Arguments;
 use crate::{ConsumerId, OwnerId};
 
@@ -22,6 +26,8 @@ use crate::{ConsumerId, OwnerId};
 pub struct BrokerConfig {
     /// Applied to queues declared without any limit of their own.
     pub default_limits: QueueLimits,
+    /// When to raise and clear the memory alarm; `None` never raises it.
+    pub memory_watermarks: Option<Watermarks>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +122,13 @@ pub struct Broker {
     next_consumer: AtomicU64,
     next_owner: AtomicU64,
     next_name: AtomicU64,
+    memory: Arc<MemoryMeter>,
+    alarms: Alarms,
+    /// Queues declared with `x-expires`, for [`Broker::expire_unused_queues`]. Locked
+    /// after the registry, before any queue.
+    expiring: Mutex<Vec<Weak<Queue>>>,
+    /// Wakes the housekeeping task when an `x-expires` deadline may have come closer.
+    expiry_changed: Notify,
 }
 
 impl Broker {
@@ -145,6 +158,10 @@ impl Broker {
             next_consumer: AtomicU64::new(1),
             next_owner: AtomicU64::new(1),
             next_name: AtomicU64::new(1),
+            memory: Arc::default(),
+            alarms: Alarms::default(),
+            expiring: Mutex::new(Vec::new()),
+            expiry_changed: Notify::new(),
         })
     }
 
@@ -158,6 +175,30 @@ impl Broker {
 
     pub fn next_owner_id(&self) -> OwnerId {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Bytes of messages held by queues now (queued or delivered and unsettled).
+    pub fn memory_used(&self) -> u64 {
+        self.memory.bytes()
+    }
+
+    /// The resource alarms publishers wait on.
+    pub fn alarms(&self) -> &Alarms {
+        &self.alarms
+    }
+
+    /// Raises the memory alarm above the high-water mark and clears it at or below the low
+    /// one; returns the alarm's new state when it changed. Called periodically.
+    pub fn check_memory(&self) -> Option<bool> {
+        let marks = self.config.memory_watermarks?;
+        let used = self.memory.bytes();
+        let raised = self.alarms.is_raised(Alarm::Memory);
+        let want = if raised {
+            used > marks.low.min(marks.high)
+        } else {
+            used > marks.high
+        };
+        (want != raised && self.alarms.set(Alarm::Memory, want)).then_some(want)
     }
 
     /// The nameless direct exchange every queue is implicitly bound to by its name.
@@ -263,6 +304,8 @@ impl Broker {
         Ok(())
     }
 
+    /// Removes an exchange from the registry with every binding it is the source or the
+    /// destination of; sources left without bindings that are auto-delete go too.
     fn unlink_exchange(reg: &mut Registry, ex: &Arc<Exchange>) {
         if reg
             .exchanges
@@ -272,8 +315,18 @@ impl Broker {
             reg.exchanges.remove(ex.name());
         }
         ex.mark_deleted();
-        for (q, key) in ex.clear() {
+        let (queues, exchanges) = ex.clear();
+        for (q, key) in queues {
             q.remove_binding(ex, &key);
+        }
+        for (dest, key) in exchanges {
+            dest.remove_inbound(ex, &key);
+        }
+        for (source, key) in ex.take_inbound() {
+            if let Some(source) = source.upgrade() {
+                source.unbind_exchange(ex.id(), &key);
+                Self::auto_delete_exchange(reg, &source);
+            }
         }
     }
 
@@ -299,6 +352,7 @@ impl Broker {
         let mut reg = self.registry.write();
         if let Some(q) = reg.queues.get(name) {
             q.check_access(requester)?;
+            q.touch();
             if !passive {
                 if let Some(alt) = opts.alternate_exchange.as_deref().filter(|a| !a.is_empty()) {
                     if q.alternate_exchange().map(|a| a.name()) != Some(alt) {
@@ -352,17 +406,39 @@ impl Broker {
         name: &str,
         opts: QueueOptions,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
-        let alternate = reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
+        Features::validate(&opts.arguments)?;
+        // x-dead-letter-exchange is the alternate exchange unless the protocol gave one
+        // (0-9-1 maps it there; a 0-10 client may send it as a plain argument).
+        let dead_letter_exchange = opts
+            .arguments
+            .get("x-dead-letter-exchange")
+            .and_then(|v| v.as_str());
+        let alternate = match opts.alternate_exchange.as_deref().or(dead_letter_exchange) {
+            // RabbitMQ: a dead letter exchange of "" is the default exchange, so dead letters
+            // can go straight to a queue named by x-dead-letter-routing-key.
+            Some("") if dead_letter_exchange.is_some() => Some(self.default_exchange.clone()),
+            name => reg.resolve_alternate(name)?,
+        };
         let limits = if opts.limits.is_unlimited() {
             self.config.default_limits
         } else {
             opts.limits
         };
-        let q = Queue::new(name.to_owned(), &opts, alternate, limits);
+        let q = Queue::metered(
+            name.to_owned(),
+            &opts,
+            alternate,
+            limits,
+            self.memory.clone(),
+        );
         self.default_exchange
             .bind(&q, name, &Arguments::new())
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
         reg.queues.insert(name.to_owned(), q.clone());
+        if q.expires().is_some() {
+            self.expiring.lock().push(Arc::downgrade(&q));
+            self.expiry_changed.notify_one();
+        }
         Ok((q, true))
     }
 
@@ -398,6 +474,7 @@ impl Broker {
             reg.queues.remove(q.name());
         }
         self.default_exchange.unbind(q.id(), q.name());
+        q.release_quota();
         for (ex, key) in q.take_bindings() {
             if let Some(ex) = ex.upgrade() {
                 ex.unbind(q.id(), &key);
@@ -436,6 +513,55 @@ impl Broker {
         let q = reg.queue(queue)?;
         if ex.bind(q, binding_key, arguments)? {
             q.add_binding(ex, binding_key);
+        }
+        Ok(())
+    }
+
+    /// Binds exchange `destination` to exchange `source` (RabbitMQ's exchange.bind): what
+    /// `source` routes under the binding goes on through `destination`'s bindings. Routing
+    /// follows such bindings through any graph, cycles included, and delivers a message to
+    /// each queue at most once per publish. The default exchange is neither a source nor a
+    /// destination.
+    pub fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        if destination.is_empty() || source.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be bound explicitly".into(),
+            ));
+        }
+        let reg = self.registry.write();
+        let src = reg.exchange(source)?;
+        let dst = reg.exchange(destination)?;
+        if src.bind_exchange(dst, binding_key, arguments)? {
+            dst.add_inbound(src, binding_key);
+        }
+        Ok(())
+    }
+
+    /// Removes an exchange-to-exchange binding; a missing binding is not an error. A source
+    /// left without bindings goes if it is auto-delete.
+    pub fn unbind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+    ) -> Result<(), BrokerError> {
+        if destination.is_empty() || source.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be unbound".into(),
+            ));
+        }
+        let mut reg = self.registry.write();
+        let src = reg.exchange(source)?.clone();
+        let dst = reg.exchange(destination)?.clone();
+        if src.unbind_exchange(dst.id(), binding_key) {
+            dst.remove_inbound(&src, binding_key);
+            Self::auto_delete_exchange(&mut reg, &src);
         }
         Ok(())
     }
@@ -533,6 +659,10 @@ impl Broker {
     /// auto-delete).
     pub fn cancel_consumer(&self, queue: &Arc<Queue>, consumer: ConsumerId) -> bool {
         let (removed, auto_delete) = queue.remove_consumer(consumer);
+        if removed && queue.expires().is_some() {
+            // Unused from now: its x-expires deadline starts.
+            self.expiry_changed.notify_one();
+        }
         if auto_delete {
             let drained = {
                 let mut reg = self.registry.write();
@@ -549,6 +679,55 @@ impl Broker {
             }
         }
         removed
+    }
+
+    /// Deletes the `x-expires` queues that have been unused (no consumers, no basic.get, no
+    /// redeclare) for their expiry time, as RabbitMQ does; their messages are dropped like
+    /// those of any deleted RabbitMQ-style queue, their consumers (none) need no notice.
+    /// Returns the earliest deadline still pending, in milliseconds since the epoch, for
+    /// the caller to come back then.
+    pub fn expire_unused_queues(&self) -> Option<u64> {
+        let queues: Vec<Arc<Queue>> = {
+            let mut list = self.expiring.lock();
+            list.retain(|w| w.upgrade().is_some_and(|q| !q.is_deleted()));
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        let now = now_ms();
+        let mut next: Option<u64> = None;
+        for q in queues {
+            match q.unused_deadline() {
+                Some(at) if at <= now => {
+                    let drained = {
+                        let mut reg = self.registry.write();
+                        match q.drain_if_expired(now) {
+                            Ok(d) => {
+                                self.unlink_queue(&mut reg, &q);
+                                Some(d)
+                            }
+                            Err(_) => None,
+                        }
+                    };
+                    match drained {
+                        Some(d) => {
+                            tracing::debug!(queue = q.name(), "x-expires: deleting unused queue");
+                            q.finish_delete(d);
+                        }
+                        // Used again meanwhile: look again at its new deadline.
+                        None => next = Some(next.map_or(now, |n| n.min(now))),
+                    }
+                }
+                Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                None => {}
+            }
+        }
+        next
+    }
+
+    /// Resolves when an `x-expires` queue was declared or lost its last consumer, so a
+    /// deadline earlier than the one [`Broker::expire_unused_queues`] last returned may
+    /// exist. A change before the call is not lost (one stored permit).
+    pub fn queue_expiry_changed(&self) -> Notified<'_> {
+        self.expiry_changed.notified()
     }
 
     /// Drops expired messages from every queue; returns how many. Called periodically so
@@ -578,5 +757,18 @@ impl Broker {
             return Ok(PublishOutcome { queues: 0 });
         }
         route::deliver(exchange, &msg).map(|queues| PublishOutcome { queues })
+    }
+
+    /// Commits a transaction: its settlements, then its publishes (routed now, in the order
+    /// staged), applied with every queue involved locked at once, so a consumer never sees
+    /// part of a commit without the rest; then a single dispatch per queue. Dead letters
+    /// the commit causes (rejects, length-limit drops) are published after it. The
+    /// transaction is left empty, ready for the next one.
+    ///
+    /// This is the one place a transaction takes effect: a durable store must make the
+    /// commit's persistent enqueues and dequeues atomic in its journal here, before the
+    /// effects become visible.
+    pub fn commit(&self, tx: &mut Transaction) -> CommitOutcome {
+        tx.apply()
     }
 }

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
+use crate::message::DeathReason;
 use crate::outbox::{Outbox, OutboxItem};
 use crate::queue::ConsumerSpec;
 use crate::value::HeaderValue as V;
@@ -50,6 +51,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, owner: OwnerId) -> Co
         tag: b_tag(id),
         acquire: true,
         exclusive: false,
+        window: None,
     })
     .unwrap();
     id
@@ -556,6 +558,7 @@ fn default_limits_apply_to_unlimited_declares() {
             max_count: Some(1),
             ..QueueLimits::default()
         },
+        ..BrokerConfig::default()
     });
     let q = declare(&b, "q");
     assert_eq!(q.limits().max_count, Some(1));
@@ -711,6 +714,7 @@ fn subscribe_on_a_deleted_queue_fails() {
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,
+        window: None,
     });
     assert!(matches!(err, Err(BrokerError::NotFound(_))));
 }
@@ -816,6 +820,7 @@ fn single_active_consumer_gets_everything_until_it_leaves() {
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,
+            window: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();
@@ -878,4 +883,593 @@ fn expired_messages_met_by_dispatch_are_dead_lettered_on_the_next_sweep() {
     assert!(bodies(&dead).is_empty());
     b.purge_expired();
     assert_eq!(bodies(&dead), vec![bs("old")]);
+}
+
+#[test]
+fn a_quota_charge_lives_exactly_as_long_as_the_queue() {
+    let b = broker();
+    let charge: crate::QuotaCharge = Arc::new("slot");
+    let with = |c: &crate::QuotaCharge| QueueOptions {
+        quota: Some(c.clone()),
+        ..QueueOptions::default()
+    };
+    b.declare_queue("counted", with(&charge), false, ME)
+        .unwrap();
+    assert_eq!(
+        Arc::strong_count(&charge),
+        2,
+        "the new queue holds its charge"
+    );
+    // Redeclaring an existing queue does not keep the new charge.
+    b.declare_queue("counted", with(&charge), false, ME)
+        .unwrap();
+    assert_eq!(Arc::strong_count(&charge), 2);
+    let q = b.queue("counted").unwrap();
+    b.delete_queue("counted", false, false, ME).unwrap();
+    assert_eq!(
+        Arc::strong_count(&charge),
+        1,
+        "deleting frees it even while handles remain"
+    );
+    drop(q);
+    // Auto-deleted queues free theirs too.
+    let auto = QueueOptions {
+        exclusive_owner: Some(ME),
+        auto_delete: true,
+        ..with(&charge)
+    };
+    b.declare_queue("mine", auto, false, ME).unwrap();
+    assert_eq!(Arc::strong_count(&charge), 2);
+    b.release_owner(ME);
+    assert_eq!(Arc::strong_count(&charge), 1);
+}
+
+fn take_deliveries(ob: &Outbox) -> Vec<crate::Delivery> {
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    items
+        .into_iter()
+        .filter_map(|i| match i {
+            OutboxItem::Deliver(d) => Some(d),
+            OutboxItem::ConsumerCancelled { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn memory_meter_follows_messages_in_and_out_of_queues() {
+    let b = broker();
+    let q = declare(&b, "mem");
+    let other = declare(&b, "mem2");
+    b.bind("mem2", "amq.fanout", "", &Arguments::new()).unwrap();
+    b.bind("mem", "amq.fanout", "", &Arguments::new()).unwrap();
+    assert_eq!(b.memory_used(), 0);
+    publish(&b, "amq.fanout", "", "12345");
+    publish(&b, "amq.fanout", "", "123");
+    assert_eq!(b.memory_used(), 16, "a message on two queues counts twice");
+    // Delivered and unsettled still counts; released counts once; accepted leaves.
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    q.add_credit(c, 2, u32::MAX).unwrap();
+    let ds = take_deliveries(&ob);
+    assert_eq!(b.memory_used(), 16);
+    q.release([(ds[1].position, ds[1].message.clone())], true);
+    assert_eq!(b.memory_used(), 16);
+    assert!(q.accept(ds[0].position));
+    assert_eq!(b.memory_used(), 11);
+    // Purge, reject and delete.
+    assert_eq!(other.purge(), 2);
+    assert_eq!(b.memory_used(), 3);
+    b.cancel_consumer(&q, c);
+    b.delete_queue("mem", false, false, ME).unwrap();
+    assert_eq!(b.memory_used(), 0);
+    // Expired messages leave the count when swept.
+    let e = declare(&b, "expiring");
+    let mut m = Message::new("", "expiring", bs("abcd"));
+    m.expires_at = Some(1);
+    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    let _ = e;
+    assert_eq!(b.memory_used(), 0, "expired on arrival is never stored");
+    let mut m = Message::new("", "expiring", bs("abcd"));
+    m.expires_at = Some(now_ms() + 30);
+    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    assert_eq!(b.memory_used(), 4);
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    b.purge_expired();
+    assert_eq!(b.memory_used(), 0);
+}
+
+#[test]
+fn memory_alarm_rises_above_high_and_clears_at_low() {
+    let b = Broker::new(BrokerConfig {
+        memory_watermarks: Some(Watermarks { high: 10, low: 5 }),
+        ..BrokerConfig::default()
+    });
+    let q = declare(&b, "m");
+    publish(&b, "", "m", "123456");
+    assert_eq!(b.check_memory(), None);
+    publish(&b, "", "m", "123456");
+    assert_eq!(b.check_memory(), Some(true));
+    assert!(b.alarms().blocked());
+    assert_eq!(b.check_memory(), None, "no change");
+    // Between the marks the alarm stays.
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    q.add_credit(c, 1, u32::MAX).unwrap();
+    let d = take_deliveries(&ob);
+    q.accept(d[0].position);
+    assert_eq!(b.memory_used(), 6);
+    assert_eq!(b.check_memory(), None);
+    assert!(b.alarms().blocked());
+    q.add_credit(c, 1, u32::MAX).unwrap();
+    let d = take_deliveries(&ob);
+    q.accept(d[0].position);
+    assert_eq!(b.check_memory(), Some(false));
+    assert!(!b.alarms().blocked());
+    assert_eq!(broker().check_memory(), None, "no watermarks, no alarm");
+}
+
+fn rabbit_dlq(b: &Broker, name: &str, dlx: &str, extra: &[(&str, V)]) -> Arc<Queue> {
+    let mut arguments: Arguments = [("x-dead-letter-exchange", V::Str(dlx.into()))]
+        .into_iter()
+        .collect();
+    for (k, v) in extra {
+        arguments.push(*k, v.clone());
+    }
+    declare_with(
+        b,
+        name,
+        QueueOptions {
+            alternate_exchange: Some(dlx.into()),
+            arguments,
+            ..QueueOptions::default()
+        },
+    )
+}
+
+fn take_one(q: &Arc<Queue>) -> (u64, Arc<Message>) {
+    let got = q.get().expect("a message");
+    (got.position, got.message)
+}
+
+#[test]
+fn dead_lettering_records_deaths_and_renames_the_exchange() {
+    let b = broker();
+    b.declare_exchange(
+        "dlx",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "dlx", "", &Arguments::new()).unwrap();
+    let q = rabbit_dlq(&b, "work", "dlx", &[]);
+    b.bind("work", "amq.direct", "job", &Arguments::new())
+        .unwrap();
+    let mut m = Message::new("amq.direct", "job", bs("x"));
+    m.expires_at = Some(now_ms() + 60_000);
+    b.publish(&b.exchange("amq.direct").unwrap(), Arc::new(m))
+        .unwrap();
+    let (pos, m) = take_one(&q);
+    assert!(q.reject(pos, m));
+    let (_, d) = take_one(&dead);
+    assert_eq!(&d.exchange[..], b"dlx");
+    assert_eq!(
+        &d.routing_key[..],
+        b"job",
+        "no dead letter routing key: kept"
+    );
+    assert_eq!(d.expires_at, None, "dead letters lose their expiry");
+    let h = d.deaths.as_deref().expect("death history");
+    let death = h.last().unwrap();
+    assert_eq!(
+        (death.queue.as_str(), death.reason, death.count),
+        ("work", DeathReason::Rejected, 1)
+    );
+    assert_eq!(&death.exchange[..], b"amq.direct");
+    assert_eq!(&death.routing_key[..], b"job");
+    assert_eq!(h.first.as_ref().unwrap().queue, "work");
+}
+
+#[test]
+fn a_retry_loop_counts_deaths_and_reject_free_cycles_are_cut() {
+    let b = broker();
+    // work --reject--> retry (TTL) --expire--> back to work: a classic retry loop.
+    b.declare_exchange(
+        "to-retry",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    b.declare_exchange(
+        "to-work",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let work = rabbit_dlq(&b, "work", "to-retry", &[]);
+    let retry = rabbit_dlq(&b, "retry", "to-work", &[("x-message-ttl", V::Int(1))]);
+    b.bind("retry", "to-retry", "", &Arguments::new()).unwrap();
+    b.bind("work", "to-work", "", &Arguments::new()).unwrap();
+    publish(&b, "", "work", "job");
+    for round in 1..=3u64 {
+        let (pos, m) = take_one(&work);
+        assert!(work.reject(pos, m));
+        assert_eq!(retry.message_count(), 1);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        b.purge_expired();
+        let got = work.get().expect("back on the work queue");
+        let h = got.message.deaths.clone().unwrap();
+        let counts: Vec<(&str, DeathReason, u64)> = h
+            .entries
+            .iter()
+            .map(|d| (d.queue.as_str(), d.reason, d.count))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("retry", DeathReason::Expired, round),
+                ("work", DeathReason::Rejected, round)
+            ]
+        );
+        work.release([(got.position, got.message)], false);
+    }
+
+    // Expiry alone looping a message back into its own queue is a cycle: dropped.
+    b.declare_exchange(
+        "self",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let looping = rabbit_dlq(&b, "looping", "self", &[("x-message-ttl", V::Int(1))]);
+    b.bind("looping", "self", "", &Arguments::new()).unwrap();
+    publish(&b, "", "looping", "spin");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    b.purge_expired();
+    assert_eq!(looping.message_count(), 0);
+}
+
+#[test]
+fn drop_head_dead_letters_as_maxlen_and_deleting_a_dead_letter_queue_drops_its_messages() {
+    let b = broker();
+    b.declare_exchange(
+        "dlx",
+        ExchangeKind::Fanout,
+        ExchangeOptions::default(),
+        false,
+    )
+    .unwrap();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "dlx", "", &Arguments::new()).unwrap();
+    let mut opts = QueueOptions {
+        alternate_exchange: Some("dlx".into()),
+        arguments: [("x-dead-letter-exchange", V::Str("dlx".into()))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    opts.limits = QueueLimits {
+        max_count: Some(1),
+        max_size: None,
+        policy: crate::limits::LimitPolicy::DropHead,
+    };
+    declare_with(&b, "short", opts);
+    publish(&b, "", "short", "first");
+    publish(&b, "", "short", "second");
+    let (_, d) = take_one(&dead);
+    assert_eq!(d.body, bs("first"));
+    assert_eq!(
+        d.deaths.as_ref().unwrap().last().unwrap().reason,
+        DeathReason::Maxlen
+    );
+    // RabbitMQ does not dead-letter the messages of a deleted queue.
+    assert_eq!(b.delete_queue("short", false, false, ME).unwrap(), 1);
+    assert_eq!(dead.message_count(), 0);
+}
+
+#[test]
+fn plain_alternate_exchanges_keep_messages_unchanged() {
+    let b = broker();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
+    let (q, _) = b
+        .declare_queue("q", alt_opts("amq.fanout"), false, ME)
+        .unwrap();
+    publish(&b, "", "q", "r");
+    let (pos, m) = take_one(&q);
+    assert!(q.reject(pos, m));
+    let (_, d) = take_one(&dead);
+    assert!(d.deaths.is_none());
+    assert_eq!(&d.exchange[..], b"");
+}
+
+#[test]
+fn an_empty_dead_letter_exchange_is_the_default_exchange() {
+    let b = broker();
+    let retry = declare(&b, "retry");
+    let q = rabbit_dlq(
+        &b,
+        "work",
+        "",
+        &[("x-dead-letter-routing-key", V::Str("retry".into()))],
+    );
+    publish(&b, "", "work", "again");
+    let (pos, m) = take_one(&q);
+    assert!(q.reject(pos, m));
+    assert_eq!(bodies(&retry), [bs("again")]);
+    // A 0-10 alternate-exchange of "" still means none.
+    let (plain, _) = b.declare_queue("plain", alt_opts(""), false, ME).unwrap();
+    assert!(plain.alternate_exchange().is_none());
+}
+
+fn expiring_after(b: &Broker, name: &str, ms: i64) -> Arc<Queue> {
+    declare_with(
+        b,
+        name,
+        QueueOptions {
+            arguments: [("x-expires", V::Int(ms))].into_iter().collect(),
+            ..QueueOptions::default()
+        },
+    )
+}
+
+fn wait_past(deadline: Option<u64>) {
+    let at = deadline.expect("a pending deadline");
+    while now_ms() <= at {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn unused_x_expires_queues_are_deleted_after_their_time() {
+    let b = broker();
+    let before = now_ms();
+    let q = expiring_after(&b, "short", 200);
+    declare(&b, "plain");
+    publish(&b, "", "short", "lost");
+    let next = b.expire_unused_queues();
+    assert!(next.is_some_and(|at| at >= before + 200), "not due yet");
+    assert!(b.queue("short").is_some());
+    wait_past(next);
+    assert_eq!(b.expire_unused_queues(), None);
+    assert!(b.queue("short").is_none());
+    assert!(q.is_deleted());
+    assert!(b.queue("plain").is_some());
+}
+
+#[test]
+fn consumers_gets_and_redeclares_keep_an_x_expires_queue_alive() {
+    let b = broker();
+    let q = expiring_after(&b, "used", 300);
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    std::thread::sleep(std::time::Duration::from_millis(320));
+    assert_eq!(b.expire_unused_queues(), None, "a consumed queue is in use");
+    assert!(b.queue("used").is_some());
+    let before_cancel = now_ms();
+    b.cancel_consumer(&q, c);
+    let after_cancel = b.expire_unused_queues().unwrap();
+    assert!(
+        after_cancel >= before_cancel + 300,
+        "the lease restarts when the last consumer goes"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(q.get().is_none());
+    let after_get = b.expire_unused_queues().unwrap();
+    assert!(after_get > after_cancel, "basic.get renews the lease");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    b.declare_queue("used", QueueOptions::default(), true, ME)
+        .unwrap();
+    let after_declare = b.expire_unused_queues().unwrap();
+    assert!(
+        after_declare > after_get,
+        "a (passive) declare renews the lease"
+    );
+    wait_past(Some(after_declare));
+    b.expire_unused_queues();
+    assert!(b.queue("used").is_none());
+}
+
+#[test]
+fn invalid_queue_arguments_are_refused_at_declare() {
+    let b = broker();
+    for (k, v) in [
+        ("x-expires", V::Int(0)),
+        ("x-expires", V::Str("soon".into())),
+        ("x-max-priority", V::Int(300)),
+    ] {
+        let opts = QueueOptions {
+            arguments: [(k, v.clone())].into_iter().collect(),
+            ..QueueOptions::default()
+        };
+        assert!(
+            matches!(
+                b.declare_queue("bad", opts, false, ME),
+                Err(BrokerError::InvalidArgument(_))
+            ),
+            "{k} = {v:?}"
+        );
+    }
+    assert!(b.queue("bad").is_none());
+}
+
+fn exchange_of(b: &Broker, name: &str, kind: ExchangeKind, auto_delete: bool) {
+    let opts = ExchangeOptions {
+        auto_delete,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange(name, kind, opts, false).unwrap();
+}
+
+#[test]
+fn exchange_to_exchange_bindings_route_on_through_the_destination() {
+    let b = broker();
+    exchange_of(&b, "src", ExchangeKind::Topic, false);
+    exchange_of(&b, "dst", ExchangeKind::Direct, false);
+    let q = declare(&b, "q");
+    b.bind_exchange("dst", "src", "stock.#", &Arguments::new())
+        .unwrap();
+    b.bind("q", "dst", "stock.ibm", &Arguments::new()).unwrap();
+    assert_eq!(publish(&b, "src", "stock.ibm", "hit"), 1);
+    assert_eq!(publish(&b, "src", "stock.hp", "dst-miss"), 0);
+    assert_eq!(publish(&b, "src", "bond.ibm", "src-miss"), 0);
+    assert_eq!(bodies(&q), [bs("hit")]);
+    b.unbind_exchange("dst", "src", "stock.#").unwrap();
+    assert_eq!(publish(&b, "src", "stock.ibm", "unbound"), 0);
+    // Unbinding what is not bound is fine; missing exchanges are not.
+    b.unbind_exchange("dst", "src", "stock.#").unwrap();
+    assert!(matches!(
+        b.bind_exchange("dst", "nope", "", &Arguments::new()),
+        Err(BrokerError::NotFound(_))
+    ));
+    assert!(matches!(
+        b.bind_exchange("", "src", "", &Arguments::new()),
+        Err(BrokerError::NotAllowed(_))
+    ));
+    assert!(matches!(
+        b.bind_exchange("dst", "", "", &Arguments::new()),
+        Err(BrokerError::NotAllowed(_))
+    ));
+}
+
+#[test]
+fn cycles_and_diamonds_deliver_once_per_queue() {
+    let b = broker();
+    for name in ["a", "b", "left", "right"] {
+        exchange_of(&b, name, ExchangeKind::Fanout, false);
+    }
+    let q = declare(&b, "q");
+    // a <-> b, both feeding q.
+    b.bind_exchange("b", "a", "", &Arguments::new()).unwrap();
+    b.bind_exchange("a", "b", "", &Arguments::new()).unwrap();
+    b.bind("q", "a", "", &Arguments::new()).unwrap();
+    b.bind("q", "b", "", &Arguments::new()).unwrap();
+    assert_eq!(publish(&b, "a", "", "cycle"), 1);
+    // a -> left -> q and a -> right -> q.
+    b.bind_exchange("left", "a", "", &Arguments::new()).unwrap();
+    b.bind_exchange("right", "a", "", &Arguments::new())
+        .unwrap();
+    b.bind("q", "left", "", &Arguments::new()).unwrap();
+    b.bind("q", "right", "", &Arguments::new()).unwrap();
+    assert_eq!(publish(&b, "a", "", "diamond"), 1);
+    assert_eq!(bodies(&q), [bs("cycle"), bs("diamond")]);
+}
+
+#[test]
+fn a_destination_that_matches_nothing_uses_its_alternate() {
+    let b = broker();
+    let caught = declare(&b, "caught");
+    b.bind("caught", "amq.fanout", "", &Arguments::new())
+        .unwrap();
+    exchange_of(&b, "src", ExchangeKind::Fanout, false);
+    let with_alternate = ExchangeOptions {
+        alternate_exchange: Some("amq.fanout".into()),
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("dst", ExchangeKind::Direct, with_alternate, false)
+        .unwrap();
+    b.bind_exchange("dst", "src", "", &Arguments::new())
+        .unwrap();
+    assert_eq!(publish(&b, "src", "unmatched", "m"), 1);
+    assert_eq!(bodies(&caught), [bs("m")]);
+}
+
+#[test]
+fn deleting_either_end_removes_exchange_bindings_and_auto_delete_follows() {
+    let b = broker();
+    exchange_of(&b, "auto-src", ExchangeKind::Fanout, true);
+    exchange_of(&b, "dst", ExchangeKind::Fanout, false);
+    b.bind_exchange("dst", "auto-src", "", &Arguments::new())
+        .unwrap();
+    assert!(matches!(
+        b.delete_exchange("auto-src", true),
+        Err(BrokerError::PreconditionFailed(_))
+    ));
+    // Deleting the destination removes the binding; the auto-delete source, now without
+    // bindings, goes with it.
+    b.delete_exchange("dst", false).unwrap();
+    assert!(b.exchange("auto-src").is_none());
+
+    exchange_of(&b, "auto-src", ExchangeKind::Fanout, true);
+    exchange_of(&b, "dst", ExchangeKind::Fanout, false);
+    b.bind_exchange("dst", "auto-src", "", &Arguments::new())
+        .unwrap();
+    b.unbind_exchange("dst", "auto-src", "").unwrap();
+    assert!(b.exchange("auto-src").is_none());
+
+    exchange_of(&b, "src", ExchangeKind::Fanout, false);
+    let q = declare(&b, "q");
+    b.bind("q", "dst", "", &Arguments::new()).unwrap();
+    b.bind_exchange("dst", "src", "", &Arguments::new())
+        .unwrap();
+    b.delete_exchange("src", false).unwrap();
+    let dst = b.exchange("dst").unwrap();
+    assert_eq!(dst.binding_count(), 1, "only the queue binding is left");
+    exchange_of(&b, "src", ExchangeKind::Fanout, false);
+    assert_eq!(
+        publish(&b, "src", "", "x"),
+        0,
+        "a new src has no old bindings"
+    );
+    assert_eq!(q.message_count(), 0);
+}
+
+fn keyed(key: &str, value: &str, body: &'static str) -> Arc<Message> {
+    let mut m = Message::new("", "lvq", bs(body));
+    m.headers = Some(Arc::new(
+        [(key, V::Str(value.into()))].into_iter().collect(),
+    ));
+    Arc::new(m)
+}
+
+#[test]
+fn last_value_queue_keeps_the_latest_message_per_key() {
+    let b = broker();
+    assert!(!b.default_exchange().needs_headers());
+    let q = declare_with(
+        &b,
+        "lvq",
+        QueueOptions {
+            arguments: [("qpid.last_value_queue_key", V::Str("ticker".into()))]
+                .into_iter()
+                .collect(),
+            ..QueueOptions::default()
+        },
+    );
+    // Publishers must now decode headers for the default exchange (it routes to the LVQ).
+    assert!(b.default_exchange().needs_headers());
+    let ex = b.default_exchange().clone();
+    for (value, body) in [("IBM", "ibm-1"), ("HP", "hp-1"), ("IBM", "ibm-2")] {
+        b.publish(&ex, keyed("ticker", value, body)).unwrap();
+    }
+    let mut unkeyed = Message::new("", "lvq", bs("no-key"));
+    unkeyed.headers = None;
+    b.publish(&ex, Arc::new(unkeyed)).unwrap();
+    assert_eq!(bodies(&q), [bs("hp-1"), bs("ibm-2"), bs("no-key")]);
+    // An acquired message is not replaced; the next one for its key queues behind.
+    let got = q.get().unwrap();
+    assert_eq!(got.message.body, bs("hp-1"));
+    b.publish(&ex, keyed("ticker", "HP", "hp-2")).unwrap();
+    assert_eq!(bodies(&q), [bs("ibm-2"), bs("no-key"), bs("hp-2")]);
+    assert_eq!(q.unsettled_count(), 1);
+    b.delete_queue("lvq", false, false, ME).unwrap();
+    assert!(!b.default_exchange().needs_headers());
+}
+
+#[test]
+fn exchanges_forwarding_to_others_ask_for_headers() {
+    let b = broker();
+    exchange_of(&b, "src", ExchangeKind::Direct, false);
+    exchange_of(&b, "hdr", ExchangeKind::Headers, false);
+    assert!(!b.exchange("src").unwrap().needs_headers());
+    b.bind_exchange("hdr", "src", "k", &Arguments::new())
+        .unwrap();
+    assert!(b.exchange("src").unwrap().needs_headers());
+    b.unbind_exchange("hdr", "src", "k").unwrap();
+    assert!(!b.exchange("src").unwrap().needs_headers());
 }

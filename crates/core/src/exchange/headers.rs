@@ -1,9 +1,6 @@
 //! Headers-exchange bindings: `x-match` all/any over the binding's non-`x-` arguments.
 
-use std::sync::Arc;
-
 use crate::error::BrokerError;
-use crate::queue::Queue;
 use crate::value::{Arguments, HeaderValue, Headers};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,20 +10,20 @@ pub(crate) enum MatchMode {
 }
 
 #[derive(Debug)]
-pub(crate) struct HeadersBinding {
-    pub(crate) queue: Arc<Queue>,
+pub(crate) struct HeadersBinding<T> {
+    pub(crate) queue: T,
     pub(crate) key: String,
     mode: MatchMode,
     /// Only the keys that take part in matching (`x-` keys are instructions, not criteria).
     criteria: Vec<(String, HeaderValue)>,
 }
 
-impl HeadersBinding {
+impl<T> HeadersBinding<T> {
     pub(crate) fn new(
-        queue: Arc<Queue>,
+        queue: T,
         key: &str,
         args: &Arguments,
-    ) -> Result<HeadersBinding, BrokerError> {
+    ) -> Result<HeadersBinding<T>, BrokerError> {
         let mode = match args.get("x-match") {
             None => MatchMode::All,
             Some(v) => match v.as_str() {

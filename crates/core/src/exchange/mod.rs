@@ -7,10 +7,10 @@ mod topic;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::BrokerError;
 use crate::message::Message;
@@ -70,27 +70,50 @@ pub struct ExchangeInfo {
     pub arguments: Arguments,
 }
 
-#[derive(Debug)]
-struct Binding {
-    queue: Arc<Queue>,
-    key: String,
-    args: Arguments,
+/// What a binding delivers to: a queue, or (exchange-to-exchange) another exchange.
+pub(crate) trait Destination: Clone + fmt::Debug {
+    /// Unique among destinations of the same type.
+    fn dest_id(&self) -> u64;
+    /// Whether messages routed here need their application headers decoded.
+    fn needs_headers(&self) -> bool;
+}
+
+impl Destination for Arc<Queue> {
+    fn dest_id(&self) -> u64 {
+        self.id()
+    }
+
+    fn needs_headers(&self) -> bool {
+        Queue::needs_headers(self)
+    }
+}
+
+impl Destination for Arc<Exchange> {
+    fn dest_id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whatever is bound further on may match on headers (or be a last-value queue), and
+    /// what an exchange needs may change after it was bound: forward headers always.
+    fn needs_headers(&self) -> bool {
+        true
+    }
 }
 
 /// Per-type routing index, kept beside the full binding list so routing never scans bindings
 /// (except headers, which is inherently a scan).
 #[derive(Debug)]
-enum Index {
-    Direct(HashMap<Vec<u8>, Vec<Arc<Queue>>>),
-    /// Unique queues, with a count of bindings per queue id (a queue may be bound under several
-    /// keys but must receive each message once).
-    Fanout(Vec<Arc<Queue>>, HashMap<u64, usize>),
-    Topic(TopicTrie),
-    Headers(Vec<HeadersBinding>),
+enum Index<T> {
+    Direct(HashMap<Vec<u8>, Vec<T>>),
+    /// Unique destinations, with a count of bindings per destination id (one may be bound
+    /// under several keys but must receive each message once).
+    Fanout(Vec<T>, HashMap<u64, usize>),
+    Topic(TopicTrie<T>),
+    Headers(Vec<HeadersBinding<T>>),
 }
 
-impl Index {
-    fn empty(kind: ExchangeKind) -> Index {
+impl<T: Destination> Index<T> {
+    fn empty(kind: ExchangeKind) -> Index<T> {
         match kind {
             ExchangeKind::Direct => Index::Direct(HashMap::new()),
             ExchangeKind::Fanout => Index::Fanout(Vec::new(), HashMap::new()),
@@ -98,18 +121,170 @@ impl Index {
             ExchangeKind::Headers => Index::Headers(Vec::new()),
         }
     }
+
+    fn insert(&mut self, dest: &T, key: &str, headers_binding: Option<HeadersBinding<T>>) {
+        match self {
+            Index::Direct(map) => map
+                .entry(key.as_bytes().to_vec())
+                .or_default()
+                .push(dest.clone()),
+            Index::Fanout(all, refs) => {
+                let n = refs.entry(dest.dest_id()).or_insert(0);
+                if *n == 0 {
+                    all.push(dest.clone());
+                }
+                *n += 1;
+            }
+            Index::Topic(trie) => trie.insert(key, dest.clone()),
+            Index::Headers(list) => list.extend(headers_binding),
+        }
+    }
+
+    fn remove(&mut self, id: u64, key: &str) {
+        match self {
+            Index::Direct(map) => {
+                if let Some(all) = map.get_mut(key.as_bytes()) {
+                    all.retain(|d| d.dest_id() != id);
+                    if all.is_empty() {
+                        map.remove(key.as_bytes());
+                    }
+                }
+            }
+            Index::Fanout(all, refs) => {
+                if let Some(n) = refs.get_mut(&id) {
+                    *n -= 1;
+                    if *n == 0 {
+                        refs.remove(&id);
+                        all.retain(|d| d.dest_id() != id);
+                    }
+                }
+            }
+            Index::Topic(trie) => {
+                trie.remove(key, id);
+            }
+            Index::Headers(list) => list.retain(|b| !(b.queue.dest_id() == id && b.key == key)),
+        }
+    }
+
+    fn route(&self, msg: &Message, out: &mut Vec<T>) {
+        match self {
+            Index::Direct(map) => {
+                if let Some(all) = map.get(&msg.routing_key[..]) {
+                    out.extend(all.iter().cloned());
+                }
+            }
+            Index::Fanout(all, _) => out.extend(all.iter().cloned()),
+            Index::Topic(trie) => {
+                let start = out.len();
+                trie.route(&msg.routing_key, out);
+                dedup_tail(out, start);
+            }
+            Index::Headers(list) => {
+                let start = out.len();
+                let headers = msg.headers.as_deref();
+                out.extend(
+                    list.iter()
+                        .filter(|b| b.matches(headers))
+                        .map(|b| b.queue.clone()),
+                );
+                dedup_tail(out, start);
+            }
+        }
+    }
+}
+
+/// The bindings of one exchange to one type of destination. Identity of a binding is
+/// (destination, key), as in 0-10.
+#[derive(Debug)]
+struct Bindings<T> {
+    records: HashMap<(u64, String), (T, Arguments)>,
+    index: Index<T>,
+}
+
+impl<T: Destination> Bindings<T> {
+    fn new(kind: ExchangeKind) -> Bindings<T> {
+        Bindings {
+            records: HashMap::new(),
+            index: Index::empty(kind),
+        }
+    }
+
+    /// Adds a binding; `Ok(false)` if (destination, key) was already bound. Rebinding a
+    /// headers binding replaces its arguments (so a client can change its match criteria, as
+    /// qpidd allows); for other types the arguments play no part in routing and the first
+    /// are kept.
+    fn bind(
+        &mut self,
+        kind: ExchangeKind,
+        dest: &T,
+        key: &str,
+        args: &Arguments,
+    ) -> Result<bool, BrokerError> {
+        if kind == ExchangeKind::Topic && topic::pattern_words(key) > topic::MAX_PATTERN_WORDS {
+            return Err(BrokerError::InvalidArgument(format!(
+                "binding key has more than {} words",
+                topic::MAX_PATTERN_WORDS
+            )));
+        }
+        let headers_binding = match kind {
+            ExchangeKind::Headers => Some(HeadersBinding::new(dest.clone(), key, args)?),
+            _ => None,
+        };
+        let id = (dest.dest_id(), key.to_owned());
+        if let Some(existing) = self.records.get_mut(&id) {
+            if let (Some(hb), Index::Headers(list)) = (headers_binding, &mut self.index) {
+                existing.1 = args.clone();
+                if let Some(slot) = list
+                    .iter_mut()
+                    .find(|b| b.queue.dest_id() == dest.dest_id() && b.key == key)
+                {
+                    *slot = hb;
+                }
+            }
+            return Ok(false);
+        }
+        self.index.insert(dest, key, headers_binding);
+        self.records.insert(id, (dest.clone(), args.clone()));
+        Ok(true)
+    }
+
+    /// Removes the (destination, key) binding; returns its destination.
+    fn unbind(&mut self, id: u64, key: &str) -> Option<T> {
+        let (dest, _) = self.records.remove(&(id, key.to_owned()))?;
+        self.index.remove(id, key);
+        Some(dest)
+    }
+
+    fn clear(&mut self, kind: ExchangeKind) -> Vec<(T, String)> {
+        self.index = Index::empty(kind);
+        self.records
+            .drain()
+            .map(|((_, key), (dest, _))| (dest, key))
+            .collect()
+    }
 }
 
 #[derive(Debug)]
 struct Table {
-    /// Identity of a binding is (queue, key), as in 0-10.
-    bindings: HashMap<(u64, String), Binding>,
-    index: Index,
+    queues: Bindings<Arc<Queue>>,
+    /// Exchange-to-exchange bindings, where this exchange is the source; boxed and absent
+    /// until the first, so ordinary routing pays one null check for the feature.
+    exchanges: Option<Box<Bindings<Arc<Exchange>>>>,
     ever_bound: bool,
 }
 
+impl Table {
+    fn len(&self) -> usize {
+        self.queues.records.len() + self.exchanges.as_ref().map_or(0, |e| e.records.len())
+    }
+}
+
+/// Unique across the process, so exchange-to-exchange bindings can key exchanges by number.
+static NEXT_EXCHANGE_ID: AtomicU64 = AtomicU64::new(1);
+
 pub struct Exchange {
     name: String,
+    id: u64,
     kind: ExchangeKind,
     durable: bool,
     auto_delete: bool,
@@ -117,6 +292,12 @@ pub struct Exchange {
     alternate: Option<Arc<Exchange>>,
     arguments: Arguments,
     table: RwLock<Table>,
+    /// Bindings to destinations that need decoded application headers (see
+    /// [`Exchange::needs_headers`]); read on every publish, so kept outside the lock.
+    header_dependents: AtomicUsize,
+    /// Exchange-to-exchange bindings where this exchange is the destination (source, key),
+    /// so deleting it can remove them. Weak: the source's bindings own this exchange.
+    inbound: Mutex<Vec<(Weak<Exchange>, String)>>,
     deleted: AtomicBool,
 }
 
@@ -137,9 +318,9 @@ impl Exchange {
         alternate: Option<Arc<Exchange>>,
         builtin: bool,
     ) -> Arc<Exchange> {
-        let index = Index::empty(kind);
         Arc::new(Exchange {
             name,
+            id: NEXT_EXCHANGE_ID.fetch_add(1, Ordering::Relaxed),
             kind,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
@@ -147,10 +328,12 @@ impl Exchange {
             alternate,
             arguments: opts.arguments.clone(),
             table: RwLock::new(Table {
-                bindings: HashMap::new(),
-                index,
+                queues: Bindings::new(kind),
+                exchanges: None,
                 ever_bound: false,
             }),
+            header_dependents: AtomicUsize::new(0),
+            inbound: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
         })
     }
@@ -163,9 +346,21 @@ impl Exchange {
         self.kind
     }
 
-    /// Whether publishers must fill [`Message::headers`] for routing to work.
+    /// Whether publishers must fill [`Message::headers`]: to route (a headers exchange), for
+    /// a last-value queue bound here, or for exchanges this one forwards to. Decoding headers
+    /// costs, so plain exchanges to plain queues skip it.
     pub fn needs_headers(&self) -> bool {
-        self.kind == ExchangeKind::Headers
+        self.kind == ExchangeKind::Headers || self.header_dependents.load(Ordering::Relaxed) > 0
+    }
+
+    fn count_dependent(&self, dest: &impl Destination, added: bool) {
+        if dest.needs_headers() {
+            if added {
+                self.header_dependents.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.header_dependents.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     pub fn alternate(&self) -> Option<&Arc<Exchange>> {
@@ -189,8 +384,13 @@ impl Exchange {
         &self.arguments
     }
 
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Bindings where this exchange is the source (to queues and to exchanges).
     pub fn binding_count(&self) -> usize {
-        self.table.read().bindings.len()
+        self.table.read().len()
     }
 
     pub fn is_deleted(&self) -> bool {
@@ -213,142 +413,127 @@ impl Exchange {
     }
 
     /// Appends the queues the message should reach, each once. Takes only a read lock, so
-    /// publishers route concurrently.
+    /// publishers route concurrently. Exchange-to-exchange bindings are not followed here;
+    /// see [`Exchange::route_all`].
     pub fn route(&self, msg: &Message, out: &mut Vec<Arc<Queue>>) {
-        let table = self.table.read();
-        match &table.index {
-            Index::Direct(map) => {
-                if let Some(qs) = map.get(&msg.routing_key[..]) {
-                    out.extend(qs.iter().cloned());
-                }
-            }
-            Index::Fanout(qs, _) => out.extend(qs.iter().cloned()),
-            Index::Topic(trie) => {
-                let start = out.len();
-                trie.route(&msg.routing_key, out);
-                dedup_tail(out, start);
-            }
-            Index::Headers(list) => {
-                let start = out.len();
-                let headers = msg.headers.as_deref();
-                out.extend(
-                    list.iter()
-                        .filter(|b| b.matches(headers))
-                        .map(|b| b.queue.clone()),
-                );
-                dedup_tail(out, start);
-            }
-        }
+        self.table.read().queues.index.route(msg, out);
     }
 
-    /// Adds a binding; `Ok(false)` if (queue, key) was already bound. Rebinding a headers
+    /// Appends the queues the message reaches directly and the exchanges it is forwarded to
+    /// (each once, under one read lock); returns whether anything matched.
+    pub(crate) fn route_all(
+        &self,
+        msg: &Message,
+        queues: &mut Vec<Arc<Queue>>,
+        exchanges: &mut Vec<Arc<Exchange>>,
+    ) -> bool {
+        let table = self.table.read();
+        let (q0, e0) = (queues.len(), exchanges.len());
+        table.queues.index.route(msg, queues);
+        if let Some(ex) = &table.exchanges {
+            ex.index.route(msg, exchanges);
+        }
+        queues.len() > q0 || exchanges.len() > e0
+    }
+
+    /// Binds a queue; `Ok(false)` if (queue, key) was already bound. Rebinding a headers
     /// binding replaces its arguments (so a client can change its match criteria, as qpidd
-    /// allows); for other types the arguments play no part in routing and the first are kept.
+    /// allows); for other types the arguments play no part in routing and the first are
+    /// kept.
     pub(crate) fn bind(
         &self,
         queue: &Arc<Queue>,
         key: &str,
         args: &Arguments,
     ) -> Result<bool, BrokerError> {
-        if self.kind == ExchangeKind::Topic && topic::pattern_words(key) > topic::MAX_PATTERN_WORDS
-        {
-            return Err(BrokerError::InvalidArgument(format!(
-                "binding key has more than {} words",
-                topic::MAX_PATTERN_WORDS
-            )));
+        let mut table = self.table.write();
+        let added = table.queues.bind(self.kind, queue, key, args)?;
+        table.ever_bound |= added;
+        if added {
+            self.count_dependent(queue, true);
         }
-        let headers_binding = match self.kind {
-            ExchangeKind::Headers => Some(HeadersBinding::new(queue.clone(), key, args)?),
-            _ => None,
-        };
-        let mut guard = self.table.write();
-        let table = &mut *guard;
-        let id = (queue.id(), key.to_owned());
-        if let Some(existing) = table.bindings.get_mut(&id) {
-            if let (Some(hb), Index::Headers(list)) = (headers_binding, &mut table.index) {
-                existing.args = args.clone();
-                if let Some(slot) = list
-                    .iter_mut()
-                    .find(|b| b.queue.id() == queue.id() && b.key == key)
-                {
-                    *slot = hb;
-                }
-            }
-            return Ok(false);
+        Ok(added)
+    }
+
+    /// Binds another exchange as a destination (exchange-to-exchange), with the same rules
+    /// as [`Exchange::bind`].
+    pub(crate) fn bind_exchange(
+        &self,
+        destination: &Arc<Exchange>,
+        key: &str,
+        args: &Arguments,
+    ) -> Result<bool, BrokerError> {
+        let mut table = self.table.write();
+        let kind = self.kind;
+        let added = table
+            .exchanges
+            .get_or_insert_with(|| Box::new(Bindings::new(kind)))
+            .bind(kind, destination, key, args)?;
+        table.ever_bound |= added;
+        if added {
+            self.count_dependent(destination, true);
         }
-        match &mut table.index {
-            Index::Direct(map) => map
-                .entry(key.as_bytes().to_vec())
-                .or_default()
-                .push(queue.clone()),
-            Index::Fanout(qs, refs) => {
-                let n = refs.entry(queue.id()).or_insert(0);
-                if *n == 0 {
-                    qs.push(queue.clone());
-                }
-                *n += 1;
-            }
-            Index::Topic(trie) => trie.insert(key, queue.clone()),
-            Index::Headers(list) => {
-                if let Some(hb) = headers_binding {
-                    list.push(hb);
-                }
-            }
-        }
-        table.bindings.insert(
-            id,
-            Binding {
-                queue: queue.clone(),
-                key: key.to_owned(),
-                args: args.clone(),
-            },
-        );
-        table.ever_bound = true;
-        Ok(true)
+        Ok(added)
     }
 
     /// Removes the (queue, key) binding; false if there was none.
     pub(crate) fn unbind(&self, queue_id: u64, key: &str) -> bool {
-        let mut guard = self.table.write();
-        let table = &mut *guard;
-        if table.bindings.remove(&(queue_id, key.to_owned())).is_none() {
-            return false;
+        let removed = self.table.write().queues.unbind(queue_id, key);
+        if let Some(q) = &removed {
+            self.count_dependent(q, false);
         }
-        match &mut table.index {
-            Index::Direct(map) => {
-                if let Some(qs) = map.get_mut(key.as_bytes()) {
-                    qs.retain(|q| q.id() != queue_id);
-                    if qs.is_empty() {
-                        map.remove(key.as_bytes());
-                    }
-                }
-            }
-            Index::Fanout(qs, refs) => {
-                if let Some(n) = refs.get_mut(&queue_id) {
-                    *n -= 1;
-                    if *n == 0 {
-                        refs.remove(&queue_id);
-                        qs.retain(|q| q.id() != queue_id);
-                    }
-                }
-            }
-            Index::Topic(trie) => {
-                trie.remove(key, queue_id);
-            }
-            Index::Headers(list) => list.retain(|b| !(b.queue.id() == queue_id && b.key == key)),
-        }
-        true
+        removed.is_some()
     }
 
-    /// Drops every binding (exchange deletion); returns the (queue, key) pairs removed.
-    pub(crate) fn clear(&self) -> Vec<(Arc<Queue>, String)> {
+    /// Removes the (destination exchange, key) binding; false if there was none.
+    pub(crate) fn unbind_exchange(&self, destination_id: u64, key: &str) -> bool {
         let mut table = self.table.write();
-        table.index = Index::empty(self.kind);
-        table
-            .bindings
-            .drain()
-            .map(|(_, b)| (b.queue, b.key))
-            .collect()
+        let removed = table
+            .exchanges
+            .as_mut()
+            .and_then(|e| e.unbind(destination_id, key));
+        if table
+            .exchanges
+            .as_ref()
+            .is_some_and(|e| e.records.is_empty())
+        {
+            table.exchanges = None;
+        }
+        if let Some(dest) = &removed {
+            self.count_dependent(dest, false);
+        }
+        removed.is_some()
+    }
+
+    pub(crate) fn add_inbound(&self, source: &Arc<Exchange>, key: &str) {
+        self.inbound
+            .lock()
+            .push((Arc::downgrade(source), key.to_owned()));
+    }
+
+    pub(crate) fn remove_inbound(&self, source: &Exchange, key: &str) {
+        self.inbound
+            .lock()
+            .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), source)));
+    }
+
+    pub(crate) fn take_inbound(&self) -> Vec<(Weak<Exchange>, String)> {
+        std::mem::take(&mut *self.inbound.lock())
+    }
+
+    /// Drops every binding where this exchange is the source (exchange deletion); returns
+    /// the (queue, key) and (exchange, key) pairs removed.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn clear(&self) -> (Vec<(Arc<Queue>, String)>, Vec<(Arc<Exchange>, String)>) {
+        let mut table = self.table.write();
+        let queues = table.queues.clear(self.kind);
+        let exchanges = table
+            .exchanges
+            .take()
+            .map(|mut e| e.clear(self.kind))
+            .unwrap_or_default();
+        self.header_dependents.store(0, Ordering::Relaxed);
+        (queues, exchanges)
     }
 
     /// An auto-delete exchange whose last binding went away.
@@ -357,7 +542,7 @@ impl Exchange {
             return false;
         }
         let table = self.table.read();
-        table.ever_bound && table.bindings.is_empty()
+        table.ever_bound && table.len() == 0
     }
 
     /// Whether some binding satisfies every given criterion (`None` = any). Arguments compare
@@ -368,42 +553,43 @@ impl Exchange {
         key: Option<&str>,
         args: Option<&Arguments>,
     ) -> bool {
-        let args_ok = |b: &Binding| args.map_or(true, |a| a.same_entries(&b.args));
+        let args_ok = |a: &Arguments| args.map_or(true, |want| want.same_entries(a));
         let table = self.table.read();
+        let records = &table.queues.records;
         if let (Some(q), Some(k)) = (queue, key) {
-            return table
-                .bindings
+            return records
                 .get(&(q.id(), k.to_owned()))
-                .is_some_and(args_ok);
+                .is_some_and(|(_, a)| args_ok(a));
         }
-        table.bindings.values().any(|b| {
-            queue.map_or(true, |q| q.id() == b.queue.id())
-                && key.map_or(true, |k| k == b.key)
-                && args_ok(b)
+        records.iter().any(|((id, k), (_, a))| {
+            queue.map_or(true, |q| q.id() == *id)
+                && key.map_or(true, |want| want == k)
+                && args_ok(a)
         })
     }
 
     #[cfg(test)]
     pub(crate) fn topic_index_is_empty(&self) -> bool {
-        match &self.table.read().index {
+        match &self.table.read().queues.index {
             Index::Topic(t) => t.is_empty(),
             _ => false,
         }
     }
 }
 
-/// Removes duplicate queues among `out[start..]` (order is irrelevant to delivery). Sorting by
-/// address costs O(k log k) but avoids an O(k²) scan when a message matches many bindings.
-fn dedup_tail(out: &mut Vec<Arc<Queue>>, start: usize) {
+/// Removes duplicate destinations among `out[start..]` (order is irrelevant to delivery).
+/// Sorting by id costs O(k log k) but avoids an O(k²) scan when a message matches many
+/// bindings.
+pub(crate) fn dedup_tail<T: Destination>(out: &mut Vec<T>, start: usize) {
     if out.len() < start + 2 {
         return;
     }
     if let Some(tail) = out.get_mut(start..) {
-        tail.sort_unstable_by_key(|q| Arc::as_ptr(q) as usize);
+        tail.sort_unstable_by_key(Destination::dest_id);
     }
     let mut keep = start + 1;
     for i in start + 1..out.len() {
-        if !Arc::ptr_eq(&out[i], &out[keep - 1]) {
+        if out[i].dest_id() != out[keep - 1].dest_id() {
             out.swap(i, keep);
             keep += 1;
         }

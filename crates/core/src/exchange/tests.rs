@@ -274,8 +274,12 @@ fn clear_removes_everything() {
     let ex = exchange(ExchangeKind::Direct);
     let a = queue("a");
     ex.bind(&a, "k", &no_args()).unwrap();
-    let removed = ex.clear();
-    assert_eq!(removed.len(), 1);
+    let other = exchange(ExchangeKind::Fanout);
+    ex.bind_exchange(&other, "k", &no_args()).unwrap();
+    assert_eq!(ex.binding_count(), 2);
+    let (queues, exchanges) = ex.clear();
+    assert_eq!((queues.len(), exchanges.len()), (1, 1));
+    assert_eq!(ex.binding_count(), 0);
     assert!(routed(&ex, &msg("k")).is_empty());
 }
 

@@ -11,9 +11,8 @@
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
-use crate::queue::Queue;
+use super::Destination;
 
 /// Binding keys longer than this (in words) are refused: matching and trie edits recurse once
 /// per pattern word, and real protocols cap keys at 255 bytes anyway.
@@ -63,16 +62,27 @@ fn next_word(rest: Option<&[u8]>) -> Option<(&[u8], Option<&[u8]>)> {
     })
 }
 
-#[derive(Debug, Default)]
-struct Node {
-    words: HashMap<Box<[u8]>, Node>,
-    star: Option<Box<Node>>,
-    hash: Option<Box<Node>>,
-    /// Queues whose pattern ends here; may repeat when two keys normalise alike.
-    queues: Vec<Arc<Queue>>,
+#[derive(Debug)]
+struct Node<T> {
+    words: HashMap<Box<[u8]>, Node<T>>,
+    star: Option<Box<Node<T>>>,
+    hash: Option<Box<Node<T>>>,
+    /// Destinations whose pattern ends here; may repeat when two keys normalise alike.
+    queues: Vec<T>,
 }
 
-impl Node {
+impl<T> Default for Node<T> {
+    fn default() -> Self {
+        Node {
+            words: HashMap::new(),
+            star: None,
+            hash: None,
+            queues: Vec::new(),
+        }
+    }
+}
+
+impl<T: Destination> Node<T> {
     fn is_empty(&self) -> bool {
         self.queues.is_empty()
             && self.words.is_empty()
@@ -80,7 +90,7 @@ impl Node {
             && self.hash.is_none()
     }
 
-    fn insert(&mut self, pattern: &[Word<'_>], queue: Arc<Queue>) {
+    fn insert(&mut self, pattern: &[Word<'_>], queue: T) {
         match pattern.split_first() {
             None => self.queues.push(queue),
             Some((Word::Lit(w), rest)) => self
@@ -102,7 +112,7 @@ impl Node {
     /// Removes one occurrence; prunes nodes left empty.
     fn remove(&mut self, pattern: &[Word<'_>], queue_id: u64) -> bool {
         match pattern.split_first() {
-            None => match self.queues.iter().position(|q| q.id() == queue_id) {
+            None => match self.queues.iter().position(|q| q.dest_id() == queue_id) {
                 Some(i) => {
                     self.queues.swap_remove(i);
                     true
@@ -124,7 +134,7 @@ impl Node {
         }
     }
 
-    fn remove_boxed(slot: &mut Option<Box<Node>>, rest: &[Word<'_>], queue_id: u64) -> bool {
+    fn remove_boxed(slot: &mut Option<Box<Node<T>>>, rest: &[Word<'_>], queue_id: u64) -> bool {
         let Some(child) = slot else {
             return false;
         };
@@ -135,7 +145,7 @@ impl Node {
         removed
     }
 
-    fn route(&self, rest: Option<&[u8]>, walk: &mut Walk<'_>) {
+    fn route(&self, rest: Option<&[u8]>, walk: &mut Walk<'_, T>) {
         if let Some(hash) = &self.hash {
             // `#` consumes zero or more words: try every remaining suffix, once per (node,
             // suffix). Without that memo, patterns with several `#`s make matching exponential
@@ -166,17 +176,17 @@ impl Node {
 }
 
 /// One routing walk: the output, plus which `#` nodes were already tried at which suffix.
-struct Walk<'a> {
-    out: &'a mut Vec<Arc<Queue>>,
+struct Walk<'a, T> {
+    out: &'a mut Vec<T>,
     key_len: usize,
     seen: &'a mut HashSet<(usize, usize)>,
 }
 
-impl Walk<'_> {
-    fn first_visit(&mut self, node: &Node, rest: Option<&[u8]>) -> bool {
+impl<T> Walk<'_, T> {
+    fn first_visit(&mut self, node: &Node<T>, rest: Option<&[u8]>) -> bool {
         // Suffixes of one key are identified by their length; "no words left" by key_len + 1.
         let suffix = rest.map_or(self.key_len + 1, <[u8]>::len);
-        self.seen.insert((node as *const Node as usize, suffix))
+        self.seen.insert((node as *const Node<T> as usize, suffix))
     }
 }
 
@@ -185,13 +195,21 @@ thread_local! {
     static SEEN: Cell<HashSet<(usize, usize)>> = Cell::new(HashSet::new());
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct TopicTrie {
-    root: Node,
+#[derive(Debug)]
+pub(crate) struct TopicTrie<T> {
+    root: Node<T>,
 }
 
-impl TopicTrie {
-    pub(crate) fn insert(&mut self, key: &str, queue: Arc<Queue>) {
+impl<T> Default for TopicTrie<T> {
+    fn default() -> Self {
+        TopicTrie {
+            root: Node::default(),
+        }
+    }
+}
+
+impl<T: Destination> TopicTrie<T> {
+    pub(crate) fn insert(&mut self, key: &str, queue: T) {
         self.root.insert(&normalize(key), queue);
     }
 
@@ -199,8 +217,8 @@ impl TopicTrie {
         self.root.remove(&normalize(key), queue_id)
     }
 
-    /// Appends matching queues; may append a queue more than once (the caller dedups).
-    pub(crate) fn route(&self, routing_key: &[u8], out: &mut Vec<Arc<Queue>>) {
+    /// Appends matching destinations; may append one more than once (the caller dedups).
+    pub(crate) fn route(&self, routing_key: &[u8], out: &mut Vec<T>) {
         let rest = if routing_key.is_empty() {
             None
         } else {
@@ -248,7 +266,7 @@ mod tests {
     #[test]
     fn many_hashes_match_in_polynomial_time() {
         // Without the memo this pattern against a 120-word key takes C(120, 20) steps.
-        let q = Queue::new(
+        let q = crate::queue::Queue::new(
             "q".into(),
             &crate::queue::QueueOptions::default(),
             None,

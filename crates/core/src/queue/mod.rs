@@ -1,6 +1,8 @@
 //! Queues: FIFO storage, consumers, credit and settlement.
 
 mod consumer;
+mod entries;
+mod features;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -11,10 +13,11 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
+use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::limits::{LimitPolicy, QueueLimits};
-use crate::message::{now_ms, Message};
+use crate::message::{now_ms, DeathReason, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::route;
 use crate::value::Arguments;
@@ -22,7 +25,9 @@ use crate::{ConsumerId, OwnerId};
 
 pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
-use state::{Clock, Entry, QueueState};
+pub(crate) use features::Features;
+pub(crate) use state::QueueState;
+use state::{Clock, Entry};
 
 /// Unique across the process so bindings can key queues without hashing names.
 static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
@@ -36,7 +41,14 @@ pub struct QueueOptions {
     pub alternate_exchange: Option<String>,
     pub limits: QueueLimits,
     pub arguments: Arguments,
+    /// Held while the queue exists and dropped when it is deleted: a protocol layer counting
+    /// queues against a quota passes a guard whose drop gives the slot back. Ignored when the
+    /// declare finds an existing queue.
+    pub quota: Option<QuotaCharge>,
 }
+
+/// See [`QueueOptions::quota`].
+pub type QuotaCharge = Arc<dyn fmt::Debug + Send + Sync>;
 
 /// Answer data for queue.query / queue.declare-ok.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +76,7 @@ pub struct Queue {
     /// Explicit bindings (exchange, key), so deleting the queue can remove them without
     /// scanning every exchange. Weak: an exchange's bindings already own the queue.
     bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
+    quota: Mutex<Option<QuotaCharge>>,
 }
 
 impl fmt::Debug for Queue {
@@ -72,36 +85,6 @@ impl fmt::Debug for Queue {
             .field("name", &self.name)
             .field("id", &self.id)
             .finish_non_exhaustive()
-    }
-}
-
-/// Behaviour read from declare arguments (RabbitMQ's names; any protocol may send them).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Features {
-    /// `x-message-ttl`: most milliseconds a message may wait on this queue.
-    pub(crate) message_ttl: Option<u64>,
-    /// `x-dead-letter-routing-key`: the key messages leave for the alternate exchange with.
-    pub(crate) dead_letter_routing_key: Option<String>,
-    /// `x-single-active-consumer`: only the oldest consumer receives messages.
-    pub(crate) single_active_consumer: bool,
-    /// `x-dead-letter-exchange` given: expired messages go to the alternate exchange too.
-    pub(crate) dead_letter_expired: bool,
-}
-
-impl Features {
-    pub(crate) fn from_arguments(args: &Arguments) -> Features {
-        Features {
-            message_ttl: args.get("x-message-ttl").and_then(|v| v.as_u64()),
-            dead_letter_routing_key: args
-                .get("x-dead-letter-routing-key")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned),
-            single_active_consumer: matches!(
-                args.get("x-single-active-consumer"),
-                Some(crate::value::HeaderValue::Bool(true))
-            ),
-            dead_letter_expired: args.get("x-dead-letter-exchange").is_some(),
-        }
     }
 }
 
@@ -130,30 +113,43 @@ pub(crate) enum OwnerGone {
 }
 
 impl Queue {
+    /// A queue whose bytes count towards nobody's total (tests).
+    #[cfg(test)]
     pub(crate) fn new(
         name: String,
         opts: &QueueOptions,
         alternate: Option<Arc<Exchange>>,
         limits: QueueLimits,
     ) -> Arc<Queue> {
+        Queue::metered(name, opts, alternate, limits, Arc::default())
+    }
+
+    /// A queue whose held bytes count in `meter` (the broker's).
+    pub(crate) fn metered(
+        name: String,
+        opts: &QueueOptions,
+        alternate: Option<Arc<Exchange>>,
+        limits: QueueLimits,
+        meter: Arc<MemoryMeter>,
+    ) -> Arc<Queue> {
+        let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
         Arc::new(Queue {
             name,
-            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
             alternate,
             arguments: opts.arguments.clone(),
             limits,
             features: Features::from_arguments(&opts.arguments),
-            state: Mutex::new({
-                let features = Features::from_arguments(&opts.arguments);
-                QueueState::new(
-                    opts.exclusive_owner,
-                    features.single_active_consumer,
-                    features.dead_letter_expired,
-                )
-            }),
+            state: Mutex::new(QueueState::new(
+                opts.exclusive_owner,
+                &Features::from_arguments(&opts.arguments),
+                meter,
+                id as usize,
+            )),
             bindings: Mutex::new(Vec::new()),
+            quota: Mutex::new(opts.quota.clone()),
         })
     }
 
@@ -255,40 +251,56 @@ impl Queue {
     pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
         let msg = self.apply_ttl(msg);
         let mut dropped = Vec::new();
-        {
+        let stored = {
             let mut st = self.state.lock();
-            if st.deleted {
-                return Ok(false);
+            let stored = self.enqueue_locked(&mut st, msg, &mut dropped);
+            if matches!(stored, Ok(true)) {
+                st.dispatch(self);
             }
-            let (count, bytes) = st.depth();
-            if !self.limits.admits(count, bytes, msg.size) {
-                if self.limits.policy != LimitPolicy::DropHead {
-                    return Err(BrokerError::ResourceLimitExceeded(format!(
-                        "queue {} is full",
-                        self.name
-                    )));
-                }
-                // Oldest available messages make room; acquired ones cannot be dropped, so
-                // if they alone fill the queue the new message is still taken.
-                while let Some(old) = st.pop_front() {
-                    dropped.push(old);
-                    let (count, bytes) = st.depth();
-                    if self.limits.admits(count, bytes, msg.size) {
-                        break;
-                    }
+            stored
+        };
+        for m in dropped {
+            self.dead_letter(m, DeathReason::Maxlen);
+        }
+        stored
+    }
+
+    /// Stores a message (already through [`Queue::apply_ttl`]) under the caller's lock,
+    /// without dispatching. Messages dropped from the head to make room are added to
+    /// `dropped`, for the caller to dead-letter once the lock is released.
+    pub(crate) fn enqueue_locked(
+        &self,
+        st: &mut QueueState,
+        msg: Arc<Message>,
+        dropped: &mut Vec<Arc<Message>>,
+    ) -> Result<bool, BrokerError> {
+        if st.deleted {
+            return Ok(false);
+        }
+        let (count, bytes) = st.depth();
+        if !self.limits.admits(count, bytes, msg.size) {
+            if self.limits.policy != LimitPolicy::DropHead {
+                return Err(BrokerError::ResourceLimitExceeded(format!(
+                    "queue {} is full",
+                    self.name
+                )));
+            }
+            // Oldest available messages make room; acquired ones cannot be dropped, so
+            // if they alone fill the queue the new message is still taken.
+            while let Some(old) = st.pop_front() {
+                dropped.push(old);
+                let (count, bytes) = st.depth();
+                if self.limits.admits(count, bytes, msg.size) {
+                    break;
                 }
             }
-            st.push(msg);
-            st.dispatch(self);
         }
-        for m in &dropped {
-            self.to_alternate(m);
-        }
+        st.push(msg);
         Ok(true)
     }
 
     /// A queue message TTL caps each message's own expiry.
-    fn apply_ttl(&self, msg: Arc<Message>) -> Arc<Message> {
+    pub(crate) fn apply_ttl(&self, msg: Arc<Message>) -> Arc<Message> {
         let Some(ttl) = self.features.message_ttl else {
             return msg;
         };
@@ -335,6 +347,7 @@ impl Queue {
         }
         st.consumers.push(Consumer::new(spec));
         st.had_consumers = true;
+        st.last_used = now_ms();
         Ok(())
     }
 
@@ -345,6 +358,9 @@ impl Queue {
         let before = st.consumers.len();
         st.consumers.retain(|c| c.spec.id != id);
         let removed = st.consumers.len() != before;
+        if removed {
+            st.last_used = now_ms();
+        }
         (removed, removed && self.auto_delete_due(&st))
     }
 
@@ -388,6 +404,12 @@ impl Queue {
     pub fn stop(&self, consumer: ConsumerId) -> Result<(), BrokerError> {
         let mut st = self.state.lock();
         self.with_consumer(&mut st, consumer, Consumer::stop)
+    }
+
+    /// The queue's state, for operations that must lock several queues together (a
+    /// transaction's commit); everything else locks one queue at a time.
+    pub(crate) fn lock_state(&self) -> parking_lot::MutexGuard<'_, QueueState> {
+        self.state.lock()
     }
 
     /// Runs dispatch again: an outbox that was full has been drained.
@@ -434,39 +456,63 @@ impl Queue {
         // the released messages are older than everything still queued (the usual case).
         entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         let mut orphans = Vec::new();
-        let mut released = 0;
-        {
+        let released = {
             let mut st = self.state.lock();
-            for (position, message) in entries {
-                let Some(u) = st.settle(position) else {
-                    continue;
-                };
-                released += 1;
-                if st.deleted {
-                    orphans.push(message);
-                } else {
-                    st.insert_sorted(Entry {
-                        position,
-                        message,
-                        redelivered: u.redelivered || set_redelivered,
-                    });
-                }
-            }
+            let released = entries
+                .into_iter()
+                .filter(|(position, message)| {
+                    self.release_locked(
+                        &mut st,
+                        *position,
+                        message.clone(),
+                        set_redelivered,
+                        &mut orphans,
+                    )
+                })
+                .count();
             st.dispatch(self);
-        }
+            released
+        };
         for m in orphans {
             self.to_alternate(&m);
         }
         released
     }
 
-    /// The consumer rejected the message: it leaves the queue and goes to the alternate
-    /// exchange if there is one, else it is dropped. False if the position was not acquired.
+    /// Puts one acquired message back under the caller's lock (no dispatch). On a deleted
+    /// queue it becomes an orphan for the caller to route once unlocked. False if the
+    /// position was not acquired.
+    pub(crate) fn release_locked(
+        &self,
+        st: &mut QueueState,
+        position: u64,
+        message: Arc<Message>,
+        set_redelivered: bool,
+        orphans: &mut Vec<Arc<Message>>,
+    ) -> bool {
+        let Some(u) = st.settle(position) else {
+            return false;
+        };
+        if st.deleted {
+            orphans.push(message);
+        } else {
+            st.insert_sorted(Entry {
+                position,
+                message,
+                redelivered: u.redelivered || set_redelivered,
+            });
+        }
+        true
+    }
+
+    /// The consumer rejected the message: it leaves the queue and is dead-lettered (goes to
+    /// the alternate exchange if there is one, else it is dropped). False if the position was
+    /// not acquired.
     pub fn reject(&self, position: u64, msg: Arc<Message>) -> bool {
         if self.state.lock().settle(position).is_none() {
             return false;
         }
-        self.to_alternate(&msg);
+        self.dead_letter(msg, DeathReason::Rejected);
         true
     }
 
@@ -489,6 +535,9 @@ impl Queue {
         let mut st = self.state.lock();
         if st.deleted {
             return None;
+        }
+        if self.features.expires.is_some() {
+            st.last_used = now_ms();
         }
         let entry = st.take_front()?;
         Some(Got {
@@ -513,16 +562,63 @@ impl Queue {
             (n, std::mem::take(&mut st.expired))
         };
         for m in expired {
-            // The dead-lettered copy must not expire again on arrival (RabbitMQ drops the
-            // expiration of dead-lettered messages too).
-            let mut copy = Arc::unwrap_or_clone(m);
-            copy.expires_at = None;
-            self.to_alternate(&Arc::new(copy));
+            self.dead_letter(m, DeathReason::Expired);
         }
         n
     }
 
-    fn to_alternate(&self, msg: &Arc<Message>) {
+    /// A message leaves the queue for `reason`. A queue declared with
+    /// `x-dead-letter-exchange` dead-letters it the RabbitMQ way: the death is recorded on
+    /// the message, its expiry is dropped (so it cannot expire again on arrival), it is
+    /// republished to the dead letter exchange (under `x-dead-letter-routing-key` if given)
+    /// and a queue it already died in without any rejection on the way is skipped (a cycle).
+    /// A queue with a plain alternate exchange (0-10) routes it there unchanged, as qpidd
+    /// does.
+    pub(crate) fn dead_letter(&self, msg: Arc<Message>, reason: DeathReason) {
+        let Some(alt) = &self.alternate else {
+            return;
+        };
+        if !self.features.dead_letter {
+            self.to_alternate(&msg);
+            return;
+        }
+        let mut copy = Arc::unwrap_or_clone(msg);
+        let mut history = copy
+            .deaths
+            .take()
+            .map(Arc::unwrap_or_clone)
+            .unwrap_or_default();
+        history.record(
+            &self.name,
+            reason,
+            &copy.exchange,
+            &copy.routing_key,
+            now_ms(),
+        );
+        copy.deaths = Some(Arc::new(history));
+        copy.expires_at = None;
+        copy.exchange = bytes::Bytes::from(alt.name().to_owned());
+        if let Some(key) = &self.features.dead_letter_routing_key {
+            copy.routing_key = bytes::Bytes::from(key.clone());
+        }
+        let copy = Arc::new(copy);
+        let cycle = |q: &Queue| {
+            copy.deaths
+                .as_ref()
+                .is_some_and(|h| h.is_cycle_into(q.name()))
+        };
+        if let Err(e) = route::deliver_except(alt, &copy, cycle) {
+            tracing::debug!(queue = %self.name, error = %e, "dead letter exchange refused message");
+        }
+    }
+
+    /// Routes a message that leaves the queue without dying (its queue was deleted) to the
+    /// alternate exchange, as 0-10 asks. Queues that dead-letter the RabbitMQ way drop such
+    /// messages instead, as RabbitMQ does.
+    pub(crate) fn to_alternate(&self, msg: &Arc<Message>) {
+        if self.features.dead_letter {
+            return;
+        }
         if let Some(alt) = &self.alternate {
             let rekeyed;
             let msg = match &self.features.dead_letter_routing_key {
@@ -557,6 +653,11 @@ impl Queue {
         self.bindings
             .lock()
             .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
+    }
+
+    /// The queue is gone from the registry: its quota slot is free again.
+    pub(crate) fn release_quota(&self) {
+        self.quota.lock().take();
     }
 
     pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {
@@ -607,6 +708,44 @@ impl Queue {
                 )));
             }
             Ok(())
+        })
+    }
+
+    /// Whether publishers must fill [`Message::headers`] for this queue to work (a
+    /// last-value queue reads its key from them).
+    pub fn needs_headers(&self) -> bool {
+        self.features.last_value_key.is_some()
+    }
+
+    /// `x-expires`, if the queue has it.
+    pub fn expires(&self) -> Option<u64> {
+        self.features.expires
+    }
+
+    /// A (re)declare renews an `x-expires` queue's lease, as in RabbitMQ.
+    pub(crate) fn touch(&self) {
+        if self.features.expires.is_some() {
+            self.state.lock().last_used = now_ms();
+        }
+    }
+
+    /// When an `x-expires` queue falls due for deletion if it stays unused; `None` while it
+    /// has consumers (or has no `x-expires`).
+    pub(crate) fn unused_deadline(&self) -> Option<u64> {
+        let ttl = self.features.expires?;
+        let st = self.state.lock();
+        (st.consumers.is_empty() && !st.deleted).then(|| st.last_used.saturating_add(ttl))
+    }
+
+    pub(crate) fn drain_if_expired(&self, now: u64) -> Result<Drained, BrokerError> {
+        self.drain_if(|q, st| match q.features.expires {
+            Some(ttl) if st.consumers.is_empty() && st.last_used.saturating_add(ttl) <= now => {
+                Ok(())
+            }
+            _ => Err(BrokerError::PreconditionFailed(format!(
+                "queue {} is in use again",
+                q.name
+            ))),
         })
     }
 

@@ -2,14 +2,18 @@
 //! their credit. Dispatch runs here, under that lock, so a publish or a credit grant never needs
 //! a second lock to hand messages to a consumer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use crate::alarm::MemoryMeter;
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
+use crate::queue::entries::Entries;
+use crate::queue::features::Features;
 use crate::queue::Queue;
+use crate::value::HeaderValue;
 use crate::OwnerId;
 
 #[derive(Debug)]
@@ -63,7 +67,7 @@ impl Clock {
 
 #[derive(Debug)]
 pub(crate) struct QueueState {
-    pub(crate) entries: VecDeque<Entry>,
+    pub(crate) entries: Entries,
     /// Starts at 1 so a browse cursor of 0 means "seen nothing".
     next_position: u64,
     queued_bytes: u64,
@@ -77,21 +81,59 @@ pub(crate) struct QueueState {
     pub(crate) owner: Option<OwnerId>,
     pub(crate) had_consumers: bool,
     pub(crate) deleted: bool,
+    /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
+    /// in milliseconds since the epoch: what `x-expires` counts from.
+    pub(crate) last_used: u64,
     /// Expired messages kept for the dead-letter exchange (RabbitMQ semantics, asked for
     /// with `x-dead-letter-exchange`); routed outside the lock by `Queue::purge_expired`.
     /// Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
     pub(crate) expired: Vec<Arc<Message>>,
+    /// A last-value queue's index (qpidd's `qpid.last_value_queue_key`).
+    last_value: Option<LastValue>,
+    /// The broker's count of bytes held by queues; this queue writes its own shard.
+    meter: Arc<MemoryMeter>,
+    shard: usize,
+}
+
+impl Drop for QueueState {
+    fn drop(&mut self) {
+        // Whatever a dropped queue still holds is no longer held.
+        self.meter
+            .sub(self.shard, self.queued_bytes + self.unsettled_bytes);
+    }
+}
+
+/// Which queued message is the latest for each value of the key header. Positions of
+/// messages that left the queue meanwhile just no longer match anything.
+#[derive(Debug)]
+struct LastValue {
+    key: String,
+    latest: HashMap<Vec<u8>, u64>,
+}
+
+/// The key's value in a form that compares as qpidd compares them (its text form).
+fn key_bytes(v: &HeaderValue) -> Option<Vec<u8>> {
+    match v {
+        HeaderValue::Str(s) => Some(s.as_bytes().to_vec()),
+        HeaderValue::Bytes(b) => Some(b.to_vec()),
+        HeaderValue::Int(i) => Some(i.to_string().into_bytes()),
+        HeaderValue::UInt(u) => Some(u.to_string().into_bytes()),
+        HeaderValue::Bool(b) => Some(b.to_string().into_bytes()),
+        HeaderValue::Float(f) => Some(f.to_string().into_bytes()),
+        HeaderValue::Void | HeaderValue::Other => None,
+    }
 }
 
 impl QueueState {
     pub(crate) fn new(
         owner: Option<OwnerId>,
-        single_active: bool,
-        keep_expired: bool,
+        features: &Features,
+        meter: Arc<MemoryMeter>,
+        shard: usize,
     ) -> QueueState {
         QueueState {
-            entries: VecDeque::new(),
+            entries: Entries::new(features.priorities),
             next_position: 1,
             queued_bytes: 0,
             unsettled: HashMap::default(),
@@ -99,17 +141,25 @@ impl QueueState {
             expiring: 0,
             consumers: Vec::new(),
             next_rr: 0,
-            single_active,
+            single_active: features.single_active_consumer,
             owner,
             had_consumers: false,
             deleted: false,
-            keep_expired,
+            last_used: now_ms(),
+            keep_expired: features.dead_letter,
             expired: Vec::new(),
+            last_value: features.last_value_key.clone().map(|key| LastValue {
+                key,
+                latest: HashMap::new(),
+            }),
+            meter,
+            shard,
         }
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
     fn expire(&mut self, message: Arc<Message>) {
+        self.meter.sub(self.shard, message.size);
         if self.keep_expired {
             self.expired.push(message);
         }
@@ -134,12 +184,39 @@ impl QueueState {
     pub(crate) fn push(&mut self, message: Arc<Message>) {
         let position = self.next_position;
         self.next_position += 1;
+        if self.last_value.is_some() {
+            self.replace_last_value(&message, position);
+        }
+        self.meter.add(self.shard, message.size);
         self.account_in(&message);
         self.entries.push_back(Entry {
             position,
             message,
             redelivered: false,
         });
+    }
+
+    /// A last-value queue drops the queued message this one supersedes (same key value);
+    /// one already acquired by a consumer stays with it.
+    fn replace_last_value(&mut self, message: &Message, position: u64) {
+        let Some(lv) = self.last_value.as_mut() else {
+            return;
+        };
+        let Some(value) = message
+            .headers
+            .as_deref()
+            .and_then(|h| h.get(&lv.key))
+            .and_then(key_bytes)
+        else {
+            return;
+        };
+        let Some(old) = lv.latest.insert(value, position) else {
+            return;
+        };
+        if let Some(e) = self.entries.remove_position(old) {
+            self.account_out(&e.message);
+            self.meter.sub(self.shard, e.message.size);
+        }
     }
 
     fn account_in(&mut self, m: &Message) {
@@ -156,19 +233,17 @@ impl QueueState {
         }
     }
 
-    fn remove_at(&mut self, idx: usize) -> Option<Entry> {
-        let e = self.entries.remove(idx)?;
+    fn take_next(&mut self) -> Option<Entry> {
+        let e = self.entries.pop_front()?;
         self.account_out(&e.message);
         Some(e)
     }
 
     /// Puts a message back in position order, ahead of anything newer.
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
-        let idx = self
-            .entries
-            .partition_point(|e| e.position < entry.position);
+        self.meter.add(self.shard, entry.message.size);
         self.account_in(&entry.message);
-        self.entries.insert(idx, entry);
+        self.entries.insert_sorted(entry);
     }
 
     fn mark_unsettled(&mut self, e: &Entry) {
@@ -186,17 +261,16 @@ impl QueueState {
     pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
+        self.meter.sub(self.shard, u.size);
         Some(u)
     }
 
     /// Browse-then-acquire: succeeds only while the message is still queued.
     pub(crate) fn acquire_at(&mut self, position: u64, clock: &mut Clock) -> bool {
-        let Ok(idx) = self.entries.binary_search_by_key(&position, |e| e.position) else {
+        let Some(e) = self.entries.remove_position(position) else {
             return false;
         };
-        let Some(e) = self.remove_at(idx) else {
-            return false;
-        };
+        self.account_out(&e.message);
         if clock.expired(&e.message) {
             self.expire(e.message);
             return false;
@@ -205,16 +279,19 @@ impl QueueState {
         true
     }
 
-    /// Removes the front entry without acquiring it (drop-head overflow).
+    /// Removes the next entry without acquiring it (drop-head overflow; in a priority queue
+    /// the head is the highest-priority message, as RabbitMQ drops it).
     pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
-        self.remove_at(0).map(|e| e.message)
+        let message = self.take_next()?.message;
+        self.meter.sub(self.shard, message.size);
+        Some(message)
     }
 
     /// Acquires the front entry, dropping expired ones before it.
     pub(crate) fn take_front(&mut self) -> Option<Entry> {
         let mut clock = Clock::default();
         loop {
-            let entry = self.remove_at(0)?;
+            let entry = self.take_next()?;
             if !clock.expired(&entry.message) {
                 self.mark_unsettled(&entry);
                 return Some(entry);
@@ -226,6 +303,7 @@ impl QueueState {
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
         self.entries.clear();
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         n
@@ -245,7 +323,10 @@ impl QueueState {
             }
             live
         });
-        self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
+        let left: u64 = self.entries.iter().map(|e| e.message.size).sum();
+        self.meter
+            .sub(self.shard, self.queued_bytes.saturating_sub(left));
+        self.queued_bytes = left;
         self.expiring = self
             .entries
             .iter()
@@ -258,9 +339,15 @@ impl QueueState {
     /// can still be routed to the alternate exchange.
     pub(crate) fn drain_for_delete(&mut self) -> (Vec<Arc<Message>>, Vec<Consumer>) {
         self.deleted = true;
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
-        let messages = self.entries.drain(..).map(|e| e.message).collect();
+        let messages = self
+            .entries
+            .drain()
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
         (messages, std::mem::take(&mut self.consumers))
     }
 
@@ -294,13 +381,12 @@ impl QueueState {
         let Some(c) = self.consumers.get_mut(ci) else {
             return;
         };
-        let start = entries.partition_point(|e| e.position <= c.cursor);
-        for e in entries.range(start..) {
+        for e in entries.after(c.cursor) {
             if clock.expired(&e.message) {
                 c.cursor = e.position;
                 continue;
             }
-            if !c.has_credit_for(e.message.size) {
+            if !c.has_credit_for(e.message.size) || !c.reserve(queue) {
                 break;
             }
             c.charge(e.message.size);
@@ -320,16 +406,16 @@ impl QueueState {
     fn dispatch_acquirers(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
         while let Some(front) = self.entries.front() {
             if clock.expired(&front.message) {
-                if let Some(e) = self.remove_at(0) {
+                if let Some(e) = self.take_next() {
                     self.expire(e.message);
                 }
                 continue;
             }
             let size = front.message.size;
-            let Some(ci) = self.next_acquirer(size) else {
+            let Some(ci) = self.next_acquirer(size, queue) else {
                 break;
             };
-            let Some(entry) = self.remove_at(0) else {
+            let Some(entry) = self.take_next() else {
                 break;
             };
             self.mark_unsettled(&entry);
@@ -350,21 +436,23 @@ impl QueueState {
         }
     }
 
-    fn next_acquirer(&self, size: u64) -> Option<usize> {
+    /// The consumer to take the next message, with its settlement-window slot reserved.
+    fn next_acquirer(&self, size: u64, queue: &Arc<Queue>) -> Option<usize> {
         if self.single_active {
             // The oldest acquiring consumer is the active one; the others wait their turn.
             let active = self.consumers.iter().position(|c| c.spec.acquire)?;
             return self
                 .consumers
                 .get(active)
-                .is_some_and(|c| c.has_credit_for(size))
+                .is_some_and(|c| c.has_credit_for(size) && c.reserve(queue))
                 .then_some(active);
         }
         let n = self.consumers.len();
+        // `find` stops at the first consumer that reserved, so no other takes a slot.
         (0..n).map(|k| (self.next_rr + k) % n).find(|&i| {
             self.consumers
                 .get(i)
-                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size))
+                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size) && c.reserve(queue))
         })
     }
 }

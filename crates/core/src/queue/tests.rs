@@ -29,6 +29,7 @@ fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
         tag: Bytes::from(format!("c{id}")),
         acquire,
         exclusive: false,
+        window: None,
     }
 }
 
@@ -487,4 +488,202 @@ fn get_acquires_the_front_and_skips_expired() {
     assert!(q.accept(again.position));
     assert_eq!(&q.get().unwrap().message.body[..], b"b");
     assert!(q.get().is_none());
+}
+
+#[test]
+fn a_settlement_window_caps_unlimited_credit_across_queues() {
+    let window = crate::SettleWindow::with_limit(3).unwrap();
+    let (q1, q2) = (queue(), queue());
+    let ob = Outbox::new();
+    let windowed = |id| ConsumerSpec {
+        window: Some(window.clone()),
+        ..spec(id, &ob, true)
+    };
+    q1.subscribe(windowed(1)).unwrap();
+    q2.subscribe(windowed(2)).unwrap();
+    q1.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    q2.add_credit(2, u32::MAX, u32::MAX).unwrap();
+    publish(&q1, &["a", "b"]);
+    publish(&q2, &["c", "d", "e"]);
+    let ds = deliveries(&ob);
+    assert_eq!(
+        bodies(&ds),
+        [b"a", b"b", b"c"],
+        "three slots shared by two queues"
+    );
+    assert_eq!(window.available(), 0);
+    // Settling one frees one slot and the waiting queue is dispatched again.
+    assert!(q1.accept(ds[0].position));
+    window.give_back(1);
+    assert_eq!(bodies(&deliveries(&ob)), [b"d"]);
+    window.give_back(2);
+    assert_eq!(bodies(&deliveries(&ob)), [b"e"]);
+    assert_eq!(window.available(), 1);
+    assert!(
+        crate::SettleWindow::with_limit(0).is_none(),
+        "0 means no window"
+    );
+}
+
+#[test]
+fn a_browser_stops_at_the_window_too() {
+    let window = crate::SettleWindow::with_limit(1).unwrap();
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(ConsumerSpec {
+        window: Some(window.clone()),
+        ..spec(1, &ob, false)
+    })
+    .unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    publish(&q, &["a", "b"]);
+    assert_eq!(bodies(&deliveries(&ob)), [b"a"]);
+    window.give_back(1);
+    assert_eq!(bodies(&deliveries(&ob)), [b"b"]);
+}
+
+#[test]
+fn slots_given_back_concurrently_with_dispatch_are_never_lost() {
+    // Publishers on two threads race the consumer's give-backs; with a window of one slot any
+    // missed wake-up would strand messages.
+    let window = crate::SettleWindow::with_limit(1).unwrap();
+    let queues = [queue(), queue()];
+    let ob = Outbox::new();
+    for (i, q) in queues.iter().enumerate() {
+        let id = i as ConsumerId + 1;
+        q.subscribe(ConsumerSpec {
+            window: Some(window.clone()),
+            ..spec(id, &ob, true)
+        })
+        .unwrap();
+        q.add_credit(id, u32::MAX, u32::MAX).unwrap();
+    }
+    const PER_QUEUE: usize = 2000;
+    let publishers: Vec<_> = queues
+        .iter()
+        .map(|q| {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                for _ in 0..PER_QUEUE {
+                    q.enqueue(msg("m")).unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut received = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while received < 2 * PER_QUEUE && std::time::Instant::now() < deadline {
+        let ds = deliveries(&ob);
+        for d in &ds {
+            d.queue.accept(d.position);
+        }
+        received += ds.len();
+        window.give_back(ds.len() as u32);
+        if ds.is_empty() {
+            std::thread::yield_now();
+        }
+    }
+    for p in publishers {
+        p.join().unwrap();
+    }
+    assert_eq!(received, 2 * PER_QUEUE);
+}
+
+fn priority_queue(max: i64, limits: QueueLimits) -> Arc<Queue> {
+    let opts = QueueOptions {
+        arguments: [("x-max-priority", crate::value::HeaderValue::Int(max))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    Queue::new("pq".into(), &opts, None, limits)
+}
+
+fn prio(body: &'static str, priority: u8) -> Arc<Message> {
+    let mut m = Message::new("", "pq", Bytes::from_static(body.as_bytes()));
+    m.priority = priority;
+    Arc::new(m)
+}
+
+#[test]
+fn priority_queue_delivers_highest_first_fifo_within_and_requeues_in_place() {
+    let q = priority_queue(5, QueueLimits::default());
+    for (body, p) in [
+        ("l1", 0),
+        ("h1", 5),
+        ("m1", 2),
+        ("h2", 9),
+        ("l2", 0),
+        ("m2", 2),
+    ] {
+        q.enqueue(prio(body, p)).unwrap();
+    }
+    assert_eq!(q.queued_bodies(), bs(&["h1", "h2", "m1", "m2", "l1", "l2"]));
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 3, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(bodies(&ds), [b"h1", b"h2", b"m1"]);
+    // A later high-priority message overtakes what is queued; released ones return ahead
+    // of newer messages of their own priority.
+    q.enqueue(prio("h3", 7)).unwrap();
+    q.release(ds.iter().map(|d| (d.position, d.message.clone())), true);
+    assert_eq!(
+        q.queued_bodies(),
+        bs(&["h1", "h2", "h3", "m1", "m2", "l1", "l2"])
+    );
+    q.add_credit(1, 7, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(ds.iter().filter(|d| d.redelivered).count(), 3);
+    assert_eq!(
+        bodies(&ds),
+        [&b"h1"[..], b"h2", b"h3", b"m1", b"m2", b"l1", b"l2"]
+    );
+}
+
+#[test]
+fn priority_queue_limits_ttl_browse_and_get() {
+    let q = priority_queue(
+        9,
+        QueueLimits {
+            max_count: Some(3),
+            max_size: None,
+            policy: LimitPolicy::Reject,
+        },
+    );
+    q.enqueue(prio("low", 1)).unwrap();
+    let mut old = Message::new("", "pq", Bytes::from_static(b"expired-high"));
+    old.priority = 9;
+    old.expires_at = Some(1);
+    q.enqueue(Arc::new(old)).unwrap();
+    q.enqueue(prio("mid", 5)).unwrap();
+    assert!(
+        q.enqueue(prio("too-many", 9)).is_err(),
+        "limits count all levels"
+    );
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, false)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    // Browsers see arrival order and skip the expired message.
+    assert_eq!(bodies(&deliveries(&ob)), [&b"low"[..], b"mid"]);
+    let got = q.get().unwrap();
+    assert_eq!(&got.message.body[..], b"mid");
+    assert_eq!(got.remaining, 1);
+    assert_eq!(q.message_count(), 1);
+}
+
+#[test]
+fn drop_head_on_a_priority_queue_drops_the_next_to_deliver() {
+    let q = priority_queue(
+        9,
+        QueueLimits {
+            max_count: Some(2),
+            max_size: None,
+            policy: LimitPolicy::DropHead,
+        },
+    );
+    for (body, p) in [("low", 1), ("high", 8), ("new", 1)] {
+        q.enqueue(prio(body, p)).unwrap();
+    }
+    assert_eq!(q.queued_bodies(), bs(&["low", "new"]));
 }

@@ -12,11 +12,15 @@ use ferry_amqp010::{
 };
 use ferry_core::{
     Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
+    SettleWindow,
 };
 use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::outgoing::{DeliveryRecord, Outgoing};
+use super::tx::SessionTx;
+use crate::access::{ClientAccess, PublishCache};
+use crate::config::ServerConfig;
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -26,6 +30,9 @@ pub struct Env<'a> {
     pub max_frame: usize,
     /// Which channel each of this connection's consumers belongs to, for routing deliveries.
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    /// Who the client is, for ACL checks and quotas.
+    pub access: &'a ClientAccess,
+    pub config: &'a ServerConfig,
 }
 
 pub struct Subscription {
@@ -60,6 +67,13 @@ pub struct Session {
     by_destination: HashMap<Str, ConsumerId>,
     /// The exchange of the last transfer: publishers nearly always reuse one destination.
     last_exchange: Option<(Str, Arc<Exchange>)>,
+    /// ACL decisions for this session's publishes.
+    pub publish_acl: PublishCache,
+    /// Caps the transfers sent and not yet both completed and settled, over all of the
+    /// session's subscriptions (`--session-max-unacked`).
+    pub settle_window: Option<Arc<SettleWindow>>,
+    /// Set by tx.select: what the open transaction has staged.
+    pub tx: Option<Box<SessionTx>>,
 }
 
 /// session.completed asks for known-completed once the unacknowledged span gets this wide,
@@ -80,6 +94,9 @@ impl Session {
             subscriptions: HashMap::new(),
             by_destination: HashMap::new(),
             last_exchange: None,
+            publish_acl: PublishCache::default(),
+            settle_window: None,
+            tx: None,
         }
     }
 
@@ -193,6 +210,8 @@ impl Session {
         );
         env.broker.release_owner(self.owner);
         self.last_exchange = None;
+        // An open transaction dies with the session: nothing it staged happens.
+        self.tx = None;
     }
 
     pub fn exchange_for(&mut self, broker: &Broker, name: &Str) -> Option<Arc<Exchange>> {
@@ -204,6 +223,27 @@ impl Session {
         let exchange = broker.exchange(name.as_str().ok()?)?;
         self.last_exchange = Some((name.clone(), exchange.clone()));
         Some(exchange)
+    }
+
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len()
+    }
+
+    /// Gives the window slots of finished transfer records back (once per batch of
+    /// completions or settlements, not per message).
+    pub fn return_window_slots(&mut self) {
+        let n = self.outgoing.take_finished();
+        if let Some(w) = &self.settle_window {
+            w.give_back(n);
+        }
+    }
+
+    /// A delivery that will never be recorded (its subscription is gone, or it could not be
+    /// encoded) frees its window slot at once.
+    fn window_slot_unused(&self) {
+        if let Some(w) = &self.settle_window {
+            w.give_back(1);
+        }
     }
 
     pub fn subscription(&self, destination: &Str) -> Option<&Subscription> {
@@ -241,6 +281,7 @@ impl Session {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.window_slot_unused();
             return false;
         };
         let transfer = MessageTransfer {
@@ -262,6 +303,7 @@ impl Session {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.window_slot_unused();
             return false;
         }
         // With accept-mode none the message is settled as soon as it is sent.
@@ -306,6 +348,7 @@ impl Session {
             }
         }
         self.outgoing.trim();
+        self.return_window_slots();
     }
 
     /// Should the peer be asked for known-completed? (qpidd answers every timely-reply.)
@@ -317,7 +360,8 @@ impl Session {
     }
 }
 
-/// The header segment to send: as received, with `redelivered` set when it must be.
+/// The header segment to send: as received, with `redelivered` set when it must be, and the
+/// death headers of a dead letter.
 /// Messages published over 0-9-1 get their properties converted (per delivery: cross-protocol
 /// traffic pays for its translation, 0-10 to 0-10 traffic pays nothing).
 fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
@@ -327,6 +371,11 @@ fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
             crate::amqp091::convert::amqp010_header_for(message).unwrap_or_default()
         }
         ProtocolHeader::None => Bytes::new(),
+    };
+    // Dead letters carry their history in added headers (re-encoded; only they pay).
+    let raw = match &message.deaths {
+        Some(history) => super::deaths::render(&raw, history).unwrap_or(raw),
+        None => raw,
     };
     if !redelivered {
         return raw;

@@ -21,6 +21,10 @@ impl Confirms {
         self.enabled = true;
     }
 
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Records one publish's outcome; returns its sequence number when confirming.
     pub fn record(&mut self, ok: bool) -> Option<u64> {
         if !self.enabled {

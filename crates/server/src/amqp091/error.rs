@@ -10,9 +10,6 @@ use ferry_core::BrokerError;
 pub struct Fault {
     pub code: u16,
     pub text: String,
-    /// Close only the channel even for a hard code (tx.*: RabbitMQ clients expect a channel
-    /// they can drop, not a lost connection, for a feature the broker lacks).
-    pub channel_only: bool,
 }
 
 impl Fault {
@@ -20,17 +17,11 @@ impl Fault {
         Fault {
             code,
             text: text.into(),
-            channel_only: false,
         }
     }
 
-    pub fn channel_only(mut self) -> Fault {
-        self.channel_only = true;
-        self
-    }
-
     pub fn is_hard(&self) -> bool {
-        !self.channel_only && reply::is_hard_error(self.code)
+        reply::is_hard_error(self.code)
     }
 
     pub fn not_found(text: impl Into<String>) -> Fault {
@@ -85,6 +76,12 @@ fn code_name(code: u16) -> &'static str {
         reply::NOT_IMPLEMENTED => "NOT_IMPLEMENTED",
         reply::INTERNAL_ERROR => "INTERNAL_ERROR",
         _ => "ERROR",
+    }
+}
+
+impl From<crate::access::Denied> for Fault {
+    fn from(d: crate::access::Denied) -> Fault {
+        Fault::access_refused(d.0)
     }
 }
 

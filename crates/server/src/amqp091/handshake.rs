@@ -17,6 +17,7 @@ const CAPABILITIES: &[&str] = &[
     "connection.blocked",
     "authentication_failure_close",
     "per_consumer_qos",
+    "exchange_exchange_bindings",
 ];
 
 fn text(s: &'static str) -> FieldValue {
@@ -69,6 +70,8 @@ pub fn tune(config: &ServerConfig) -> ConnectionTune {
 pub struct ClientCaps {
     pub consumer_cancel_notify: bool,
     pub authentication_failure_close: bool,
+    /// The client understands connection.blocked / unblocked (RabbitMQ's resource alarms).
+    pub connection_blocked: bool,
 }
 
 pub fn client_caps(start_ok: &ConnectionStartOk) -> ClientCaps {
@@ -80,6 +83,7 @@ pub fn client_caps(start_ok: &ConnectionStartOk) -> ClientCaps {
     ClientCaps {
         consumer_cancel_notify: on("consumer_cancel_notify"),
         authentication_failure_close: on("authentication_failure_close"),
+        connection_blocked: on("connection.blocked"),
     }
 }
 
@@ -143,6 +147,9 @@ mod tests {
             caps.get("publisher_confirms"),
             Some(&FieldValue::Bool(true))
         );
-        assert!(caps.get("exchange_exchange_bindings").is_none());
+        assert_eq!(
+            caps.get("exchange_exchange_bindings"),
+            Some(&FieldValue::Bool(true))
+        );
     }
 }

@@ -47,6 +47,15 @@ impl<T> Unacked<T> {
     /// means all of them, as RabbitMQ reads it). `multiple` with nothing outstanding at or
     /// below `tag` is an unknown tag, like a single unknown one.
     pub fn take(&mut self, tag: u64, multiple: bool) -> Result<Vec<T>, UnknownTag> {
+        Ok(self
+            .take_tagged(tag, multiple)?
+            .into_iter()
+            .map(|(_, item)| item)
+            .collect())
+    }
+
+    /// [`Unacked::take`], keeping each item's tag (a transaction may give them back).
+    pub fn take_tagged(&mut self, tag: u64, multiple: bool) -> Result<Vec<(u64, T)>, UnknownTag> {
         if multiple {
             let n = if tag == 0 {
                 self.items.len()
@@ -56,14 +65,23 @@ impl<T> Unacked<T> {
             if n == 0 && tag != 0 {
                 return Err(UnknownTag(tag));
             }
-            return Ok(self.items.drain(..n).map(|(_, item)| item).collect());
+            return Ok(self.items.drain(..n).collect());
         }
         let idx = self
             .items
             .binary_search_by_key(&tag, |(t, _)| *t)
             .map_err(|_| UnknownTag(tag))?;
-        let (_, item) = self.items.remove(idx).ok_or(UnknownTag(tag))?;
+        let item = self.items.remove(idx).ok_or(UnknownTag(tag))?;
         Ok(vec![item])
+    }
+
+    /// Makes taken items outstanding again under their old tags (a rolled-back transaction's
+    /// acknowledgements).
+    pub fn restore(&mut self, items: impl IntoIterator<Item = (u64, T)>) {
+        for (tag, item) in items {
+            let idx = self.items.partition_point(|(t, _)| *t < tag);
+            self.items.insert(idx, (tag, item));
+        }
     }
 
     /// Everything outstanding, oldest first (channel close, basic.recover).
@@ -100,6 +118,16 @@ mod tests {
         assert_eq!(u.take(4, true), Err(UnknownTag(4)));
         assert_eq!(u.take(0, true), Ok(vec![5]));
         assert_eq!(u.take(0, true), Ok(vec![]));
+    }
+
+    #[test]
+    fn restored_items_keep_their_tags_and_order() {
+        let mut u = log(5);
+        let taken = u.take_tagged(3, true).unwrap();
+        assert_eq!(taken, vec![(1, 1), (2, 2), (3, 3)]);
+        u.restore(taken.into_iter().rev());
+        assert_eq!(u.take(2, false), Ok(vec![2]));
+        assert_eq!(u.take_all(), vec![1, 3, 4, 5]);
     }
 
     #[test]

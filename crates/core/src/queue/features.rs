@@ -1,0 +1,185 @@
+//! Queue behaviour chosen by declare arguments: RabbitMQ's `x-…` names and qpidd's
+//! `qpid.…` ones, whichever protocol the declaring client speaks.
+
+use crate::error::BrokerError;
+use crate::queue::entries::PriorityLevels;
+use crate::value::{Arguments, HeaderValue};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Features {
+    /// `x-message-ttl`: most milliseconds a message may wait on this queue.
+    pub(crate) message_ttl: Option<u64>,
+    /// `x-dead-letter-routing-key`: the key messages leave for the alternate exchange with.
+    pub(crate) dead_letter_routing_key: Option<String>,
+    /// `x-single-active-consumer`: only the oldest consumer receives messages.
+    pub(crate) single_active_consumer: bool,
+    /// `x-dead-letter-exchange` given: the alternate exchange is a RabbitMQ dead letter
+    /// exchange (see [`crate::Queue`]'s dead-lettering); expired messages go there too.
+    pub(crate) dead_letter: bool,
+    /// `x-max-priority` (RabbitMQ) or `qpid.priorities` / `x-qpid-priorities` (qpidd): a
+    /// priority queue.
+    pub(crate) priorities: Option<PriorityLevels>,
+    /// `x-expires`: milliseconds unused after which the queue is deleted.
+    pub(crate) expires: Option<u64>,
+    /// `qpid.last_value_queue_key` (or the older `qpid.last_value_queue`, keyed by
+    /// `qpid.LVQ_key`): a last-value queue keyed by this application header.
+    pub(crate) last_value_key: Option<String>,
+}
+
+/// RabbitMQ's cap on `x-max-priority`.
+const MAX_PRIORITY: u64 = 255;
+
+const QPID_PRIORITIES: [&str; 2] = ["qpid.priorities", "x-qpid-priorities"];
+
+impl Features {
+    /// Reads the arguments leniently (values that [`Features::validate`] refuses are
+    /// ignored); declares go through `validate` first.
+    pub(crate) fn from_arguments(args: &Arguments) -> Features {
+        let rabbit_priority = args
+            .get("x-max-priority")
+            .and_then(HeaderValue::as_u64)
+            .filter(|&n| n > 0)
+            .map(|n| PriorityLevels::up_to(n.min(MAX_PRIORITY) as u8));
+        let qpid_priority = || {
+            QPID_PRIORITIES
+                .iter()
+                .find_map(|k| args.get(k))
+                .and_then(HeaderValue::as_u64)
+                .filter(|&n| n > 0)
+                .map(|n| PriorityLevels::spread(n.min(10) as u8))
+        };
+        Features {
+            message_ttl: args.get("x-message-ttl").and_then(|v| v.as_u64()),
+            dead_letter_routing_key: args
+                .get("x-dead-letter-routing-key")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned),
+            single_active_consumer: matches!(
+                args.get("x-single-active-consumer"),
+                Some(HeaderValue::Bool(true))
+            ),
+            dead_letter: args.get("x-dead-letter-exchange").is_some(),
+            priorities: rabbit_priority.or_else(qpid_priority),
+            expires: args
+                .get("x-expires")
+                .and_then(HeaderValue::as_u64)
+                .filter(|&ms| ms > 0),
+            last_value_key: last_value_key(args),
+        }
+    }
+
+    /// Refuses argument values the queue could not honour. RabbitMQ's `x-` arguments must be
+    /// integers on the wire (its rule); qpidd's accept numeric strings, as qpid tools send.
+    pub(crate) fn validate(args: &Arguments) -> Result<(), BrokerError> {
+        if let Some(v) = args.get("x-expires") {
+            match integer(v) {
+                Some(ms) if ms > 0 => {}
+                _ => return Err(invalid("x-expires", v, "a positive integer")),
+            }
+        }
+        if let Some(v) = args.get("x-max-priority") {
+            match integer(v) {
+                Some(n) if (0..=MAX_PRIORITY as i128).contains(&n) => {}
+                _ => return Err(invalid("x-max-priority", v, "an integer from 0 to 255")),
+            }
+        }
+        for key in QPID_PRIORITIES {
+            if let Some(v) = args.get(key) {
+                if v.as_u64().is_none() {
+                    return Err(invalid(key, v, "a non-negative integer"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn last_value_key(args: &Arguments) -> Option<String> {
+    if let Some(key) = args
+        .get("qpid.last_value_queue_key")
+        .and_then(|v| v.as_str())
+    {
+        return Some(key.to_owned());
+    }
+    let legacy = match args.get("qpid.last_value_queue") {
+        Some(HeaderValue::Bool(b)) => *b,
+        Some(v) => v.as_u64().is_some_and(|n| n != 0),
+        None => false,
+    };
+    legacy.then(|| "qpid.LVQ_key".to_owned())
+}
+
+fn integer(v: &HeaderValue) -> Option<i128> {
+    match v {
+        HeaderValue::Int(i) => Some(i128::from(*i)),
+        HeaderValue::UInt(u) => Some(i128::from(*u)),
+        _ => None,
+    }
+}
+
+fn invalid(key: &str, v: &HeaderValue, want: &str) -> BrokerError {
+    BrokerError::InvalidArgument(format!("invalid arg '{key}': {v:?} is not {want}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::HeaderValue as V;
+
+    fn args(entries: &[(&str, V)]) -> Arguments {
+        entries.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    #[test]
+    fn priorities_from_either_broker_s_argument() {
+        let f = Features::from_arguments(&args(&[("x-max-priority", V::Int(5))]));
+        assert_eq!(f.priorities, Some(PriorityLevels::up_to(5)));
+        let f = Features::from_arguments(&args(&[("qpid.priorities", V::Str("3".into()))]));
+        assert_eq!(f.priorities, Some(PriorityLevels::spread(3)));
+        let f = Features::from_arguments(&args(&[("x-qpid-priorities", V::UInt(10))]));
+        assert_eq!(f.priorities, Some(PriorityLevels::spread(10)));
+        let f = Features::from_arguments(&args(&[("x-max-priority", V::Int(0))]));
+        assert_eq!(f.priorities, None, "0 is an ordinary queue");
+    }
+
+    #[test]
+    fn last_value_keys() {
+        let f = Features::from_arguments(&args(&[(
+            "qpid.last_value_queue_key",
+            V::Str("ticker".into()),
+        )]));
+        assert_eq!(f.last_value_key.as_deref(), Some("ticker"));
+        let f = Features::from_arguments(&args(&[("qpid.last_value_queue", V::Int(1))]));
+        assert_eq!(f.last_value_key.as_deref(), Some("qpid.LVQ_key"));
+        let f = Features::from_arguments(&args(&[("qpid.last_value_queue", V::Int(0))]));
+        assert_eq!(f.last_value_key, None);
+    }
+
+    #[test]
+    fn invalid_values_are_refused() {
+        for bad in [
+            args(&[("x-expires", V::Int(0))]),
+            args(&[("x-expires", V::Int(-5))]),
+            args(&[("x-expires", V::Str("1000".into()))]),
+            args(&[("x-max-priority", V::Int(256))]),
+            args(&[("x-max-priority", V::Int(-1))]),
+            args(&[("x-max-priority", V::Str("5".into()))]),
+            args(&[("qpid.priorities", V::Str("many".into()))]),
+        ] {
+            assert!(
+                matches!(
+                    Features::validate(&bad),
+                    Err(BrokerError::InvalidArgument(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        let good = args(&[
+            ("x-expires", V::UInt(1000)),
+            ("x-max-priority", V::Int(255)),
+            ("qpid.priorities", V::Str("4".into())),
+        ]);
+        assert!(Features::validate(&good).is_ok());
+        assert_eq!(Features::from_arguments(&good).expires, Some(1000));
+    }
+}

@@ -1,0 +1,464 @@
+//! Local transactions (0-9-1 and 0-10 `tx`): a session stages publishes and settlements in a
+//! [`Transaction`], and [`crate::Broker::commit`] applies them as one unit.
+
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
+
+use crate::error::BrokerError;
+use crate::exchange::Exchange;
+use crate::message::{now_ms, DeathReason, Message};
+use crate::queue::{Queue, QueueState};
+use crate::route;
+
+/// How a staged settlement leaves the consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// Accepted (0-10 message.accept, 0-9-1 basic.ack): the message leaves its queue.
+    Accept,
+    /// Rejected without requeue: the message is dead-lettered.
+    Reject,
+    /// Put back on its queue (0-9-1 reject/nack with requeue), marked redelivered if asked.
+    Release { redelivered: bool },
+}
+
+#[derive(Debug)]
+struct StagedSettlement {
+    queue: Arc<Queue>,
+    position: u64,
+    message: Arc<Message>,
+    how: Settlement,
+}
+
+/// Work a session has done inside a transaction and not yet committed. Nothing staged here
+/// is visible to anyone until [`crate::Broker::commit`]; rolling back is dropping (or
+/// [`Transaction::clear`]ing) it. Settlements refer to messages the session holds acquired,
+/// which stay acquired (and counted against queue limits) until the commit.
+#[derive(Debug, Default)]
+pub struct Transaction {
+    publishes: Vec<(Arc<Exchange>, Arc<Message>)>,
+    settlements: Vec<StagedSettlement>,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitOutcome {
+    /// For each staged publish, in order: how many queues stored it (0 = unroutable, expired,
+    /// or its exchange was deleted before the commit).
+    pub routed: Vec<usize>,
+    /// The first refusal by a queue at its limit, if any. Like a plain publish, a refused
+    /// message still reaches the other queues it was routed to.
+    pub refused: Option<BrokerError>,
+    /// Settlements that applied (the others named messages no longer held).
+    pub settled: usize,
+}
+
+impl Transaction {
+    pub fn new() -> Transaction {
+        Transaction::default()
+    }
+
+    /// Stages a publish; it is routed when the transaction commits.
+    pub fn publish(&mut self, exchange: Arc<Exchange>, message: Arc<Message>) {
+        self.publishes.push((exchange, message));
+    }
+
+    /// Stages the settlement of an acquired message.
+    pub fn settle(
+        &mut self,
+        queue: Arc<Queue>,
+        position: u64,
+        message: Arc<Message>,
+        how: Settlement,
+    ) {
+        self.settlements.push(StagedSettlement {
+            queue,
+            position,
+            message,
+            how,
+        });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.publishes.is_empty() && self.settlements.is_empty()
+    }
+
+    pub fn publish_count(&self) -> usize {
+        self.publishes.len()
+    }
+
+    pub fn settlement_count(&self) -> usize {
+        self.settlements.len()
+    }
+
+    /// Discards everything staged (rollback).
+    pub fn clear(&mut self) {
+        self.publishes.clear();
+        self.settlements.clear();
+    }
+
+    /// Applies and empties the transaction; see [`crate::Broker::commit`].
+    pub(crate) fn apply(&mut self) -> CommitOutcome {
+        let publishes = std::mem::take(&mut self.publishes);
+        let settlements = std::mem::take(&mut self.settlements);
+        let mut outcome = CommitOutcome {
+            routed: vec![0; publishes.len()],
+            ..CommitOutcome::default()
+        };
+
+        // Route first, outside any queue lock (routing takes exchange locks).
+        let now = now_ms();
+        let mut routes: Vec<(usize, Arc<Queue>, Arc<Message>)> = Vec::new();
+        let mut targets = Vec::new();
+        for (i, (exchange, message)) in publishes.iter().enumerate() {
+            if exchange.is_deleted() || message.is_expired_at(now) {
+                continue;
+            }
+            route::collect(exchange, message, &mut targets);
+            for q in targets.drain(..) {
+                let stored = q.apply_ttl(message.clone());
+                routes.push((i, q, stored));
+            }
+        }
+
+        // Every queue the commit touches, locked together in id order: no other code holds
+        // two queue locks, so the order cannot deadlock, and no consumer can see part of
+        // the commit without the rest.
+        let mut queues: Vec<Arc<Queue>> = routes
+            .iter()
+            .map(|r| r.1.clone())
+            .chain(settlements.iter().map(|s| s.queue.clone()))
+            .collect();
+        queues.sort_unstable_by_key(|q| q.id());
+        queues.dedup_by_key(|q| q.id());
+        let mut locked: Vec<MutexGuard<'_, QueueState>> =
+            queues.iter().map(|q| q.lock_state()).collect();
+        let slot = |q: &Queue| queues.binary_search_by_key(&q.id(), |x| x.id()).ok();
+
+        let mut rejected: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
+        let mut orphans: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
+        let mut dropped: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
+        // Settlements first: what a transaction consumes makes room for what it publishes.
+        for s in settlements {
+            let Some(st) = slot(&s.queue).and_then(|i| locked.get_mut(i)) else {
+                continue;
+            };
+            let applied = match s.how {
+                Settlement::Accept => st.settle(s.position).is_some(),
+                Settlement::Reject => {
+                    let held = st.settle(s.position).is_some();
+                    if held {
+                        rejected.push((s.queue.clone(), s.message));
+                    }
+                    held
+                }
+                Settlement::Release { redelivered } => {
+                    let mut lost = Vec::new();
+                    let held =
+                        s.queue
+                            .release_locked(st, s.position, s.message, redelivered, &mut lost);
+                    orphans.extend(lost.into_iter().map(|m| (s.queue.clone(), m)));
+                    held
+                }
+            };
+            outcome.settled += usize::from(applied);
+        }
+        for (i, q, message) in routes {
+            let Some(st) = slot(&q).and_then(|k| locked.get_mut(k)) else {
+                continue;
+            };
+            let mut lost = Vec::new();
+            match q.enqueue_locked(st, message, &mut lost) {
+                Ok(true) => outcome.routed[i] += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    outcome.refused.get_or_insert(e);
+                }
+            }
+            dropped.extend(lost.into_iter().map(|m| (q.clone(), m)));
+        }
+        for (q, st) in queues.iter().zip(locked.iter_mut()) {
+            st.dispatch(q);
+        }
+        drop(locked);
+
+        // Dead letters are new publishes of their own, made once no queue is locked.
+        for (q, m) in rejected {
+            q.dead_letter(m, DeathReason::Rejected);
+        }
+        for (q, m) in dropped {
+            q.dead_letter(m, DeathReason::Maxlen);
+        }
+        for (q, m) in orphans {
+            q.to_alternate(&m);
+        }
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::limits::{LimitPolicy, QueueLimits};
+    use crate::outbox::{Outbox, OutboxItem};
+    use crate::queue::{ConsumerSpec, QueueOptions};
+    use crate::value::{Arguments, HeaderValue};
+    use crate::{Broker, BrokerConfig, ExchangeKind, ExchangeOptions};
+
+    fn broker() -> Arc<Broker> {
+        Broker::new(BrokerConfig::default())
+    }
+
+    fn declare(b: &Broker, name: &str, opts: QueueOptions) -> Arc<Queue> {
+        b.declare_queue(name, opts, false, 1).unwrap().0
+    }
+
+    fn msg(key: &str, body: &'static str) -> Arc<Message> {
+        Arc::new(Message::new(
+            "",
+            key.to_owned(),
+            Bytes::from_static(body.as_bytes()),
+        ))
+    }
+
+    fn consumer(q: &Arc<Queue>, id: u64) -> Arc<Outbox> {
+        let outbox = Outbox::new();
+        q.subscribe(ConsumerSpec {
+            id,
+            outbox: outbox.clone(),
+            owner: 1,
+            tag: Bytes::new(),
+            acquire: true,
+            exclusive: false,
+            window: None,
+        })
+        .unwrap();
+        q.add_credit(id, u32::MAX, u32::MAX).unwrap();
+        outbox
+    }
+
+    fn taken(outbox: &Outbox) -> Vec<(u64, Arc<Message>, bool)> {
+        let mut items = Vec::new();
+        outbox.take(&mut items);
+        items
+            .into_iter()
+            .filter_map(|i| match i {
+                OutboxItem::Deliver(d) => Some((d.position, d.message, d.redelivered)),
+                OutboxItem::ConsumerCancelled { .. } => None,
+            })
+            .collect()
+    }
+
+    fn bodies(q: &Queue) -> Vec<Bytes> {
+        q.queued_bodies()
+    }
+
+    #[test]
+    fn publishes_are_invisible_until_commit_and_rollback_discards_them() {
+        let b = broker();
+        let q = declare(&b, "q", QueueOptions::default());
+        let ex = b.default_exchange().clone();
+        let mut tx = Transaction::new();
+        tx.publish(ex.clone(), msg("q", "1"));
+        tx.publish(ex.clone(), msg("nowhere", "2"));
+        tx.publish(ex.clone(), msg("q", "3"));
+        assert_eq!(q.message_count(), 0);
+        let outcome = b.commit(&mut tx);
+        assert_eq!(outcome.routed, [1, 0, 1]);
+        assert_eq!(outcome.refused, None);
+        assert!(tx.is_empty(), "a commit starts the next transaction empty");
+        assert_eq!(
+            bodies(&q),
+            [Bytes::from_static(b"1"), Bytes::from_static(b"3")]
+        );
+
+        tx.publish(ex, msg("q", "rolled back"));
+        tx.clear();
+        assert_eq!(b.commit(&mut tx), CommitOutcome::default());
+        assert_eq!(q.message_count(), 2);
+    }
+
+    #[test]
+    fn settlements_apply_only_at_commit() {
+        let b = broker();
+        b.declare_exchange(
+            "dlx",
+            ExchangeKind::Fanout,
+            ExchangeOptions::default(),
+            false,
+        )
+        .unwrap();
+        let dead = declare(&b, "dead", QueueOptions::default());
+        b.bind("dead", "dlx", "", &Arguments::new()).unwrap();
+        let q = declare(
+            &b,
+            "q",
+            QueueOptions {
+                alternate_exchange: Some("dlx".into()),
+                arguments: [("x-dead-letter-exchange", HeaderValue::Str("dlx".into()))]
+                    .into_iter()
+                    .collect(),
+                ..QueueOptions::default()
+            },
+        );
+        for body in ["a", "r", "k", "x"] {
+            q.enqueue(msg("q", body)).unwrap();
+        }
+        let outbox = consumer(&q, 7);
+        let got = taken(&outbox);
+        assert_eq!(got.len(), 4);
+        let mut tx = Transaction::new();
+        tx.settle(q.clone(), got[0].0, got[0].1.clone(), Settlement::Accept);
+        tx.settle(q.clone(), got[1].0, got[1].1.clone(), Settlement::Reject);
+        tx.settle(
+            q.clone(),
+            got[2].0,
+            got[2].1.clone(),
+            Settlement::Release { redelivered: true },
+        );
+        assert_eq!(q.unsettled_count(), 4, "nothing settles before the commit");
+        assert_eq!(dead.message_count(), 0);
+        q.stop(7).unwrap();
+        let outcome = b.commit(&mut tx);
+        assert_eq!(outcome.settled, 3);
+        assert_eq!(q.unsettled_count(), 1, "only x is still held");
+        assert_eq!(bodies(&q), [Bytes::from_static(b"k")]);
+        assert_eq!(bodies(&dead), [Bytes::from_static(b"r")]);
+        let requeued = q.get().unwrap();
+        assert!(requeued.redelivered);
+
+        // A message released outside the transaction is no longer the transaction's to settle.
+        let mut tx = Transaction::new();
+        tx.settle(q.clone(), got[3].0, got[3].1.clone(), Settlement::Accept);
+        q.release([(got[3].0, got[3].1.clone())], false);
+        assert_eq!(b.commit(&mut tx).settled, 0);
+        assert_eq!(q.message_count(), 1);
+    }
+
+    #[test]
+    fn a_commit_reaches_every_queue_together() {
+        let b = broker();
+        let qa = declare(&b, "a", QueueOptions::default());
+        let qb = declare(&b, "b", QueueOptions::default());
+        let (oa, ob) = (consumer(&qa, 1), consumer(&qb, 2));
+        let ex = b.default_exchange().clone();
+        let mut tx = Transaction::new();
+        for (key, body) in [("a", "a1"), ("b", "b1"), ("a", "a2"), ("b", "b2")] {
+            tx.publish(ex.clone(), msg(key, body));
+        }
+        b.commit(&mut tx);
+        let bodies_of = |o: &Outbox| -> Vec<Bytes> {
+            taken(o)
+                .into_iter()
+                .map(|(_, m, _)| m.body.clone())
+                .collect()
+        };
+        assert_eq!(
+            bodies_of(&oa),
+            [Bytes::from_static(b"a1"), Bytes::from_static(b"a2")]
+        );
+        assert_eq!(
+            bodies_of(&ob),
+            [Bytes::from_static(b"b1"), Bytes::from_static(b"b2")]
+        );
+    }
+
+    #[test]
+    fn limit_refusals_are_reported_and_other_queues_still_get_the_message() {
+        let b = broker();
+        let full = declare(
+            &b,
+            "full",
+            QueueOptions {
+                limits: QueueLimits {
+                    max_count: Some(1),
+                    max_size: None,
+                    policy: LimitPolicy::Reject,
+                },
+                ..QueueOptions::default()
+            },
+        );
+        let open = declare(&b, "open", QueueOptions::default());
+        b.bind("full", "amq.fanout", "", &Arguments::new()).unwrap();
+        b.bind("open", "amq.fanout", "", &Arguments::new()).unwrap();
+        let fanout = b.exchange("amq.fanout").unwrap();
+        let mut tx = Transaction::new();
+        tx.publish(fanout.clone(), msg("", "1"));
+        tx.publish(fanout, msg("", "2"));
+        let outcome = b.commit(&mut tx);
+        assert_eq!(outcome.routed, [2, 1]);
+        assert!(matches!(
+            outcome.refused,
+            Some(BrokerError::ResourceLimitExceeded(_))
+        ));
+        assert_eq!(full.message_count(), 1);
+        assert_eq!(open.message_count(), 2);
+    }
+
+    #[test]
+    fn expired_messages_and_deleted_exchanges_route_nowhere() {
+        let b = broker();
+        let q = declare(&b, "q", QueueOptions::default());
+        b.declare_exchange(
+            "gone",
+            ExchangeKind::Fanout,
+            ExchangeOptions::default(),
+            false,
+        )
+        .unwrap();
+        b.bind("q", "gone", "", &Arguments::new()).unwrap();
+        let gone = b.exchange("gone").unwrap();
+        let mut tx = Transaction::new();
+        let mut expired = Message::new("", "q", Bytes::from_static(b"old"));
+        expired.expires_at = Some(1);
+        tx.publish(b.default_exchange().clone(), Arc::new(expired));
+        tx.publish(gone, msg("", "late"));
+        b.delete_exchange("gone", false).unwrap();
+        assert_eq!(b.commit(&mut tx).routed, [0, 0]);
+        assert_eq!(q.message_count(), 0);
+    }
+
+    /// Commits lock several queues; plain publishes and other commits lock one at a time or
+    /// in the same id order, so concurrent commits over the same queues in opposite staging
+    /// order must all finish.
+    #[test]
+    fn concurrent_commits_over_shared_queues_do_not_deadlock() {
+        let b = broker();
+        let names = ["q1", "q2", "q3"];
+        for n in names {
+            declare(&b, n, QueueOptions::default());
+        }
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        for reversed in [false, true] {
+            let b = b.clone();
+            let done_tx = done_tx.clone();
+            std::thread::spawn(move || {
+                let ex = b.default_exchange().clone();
+                for _ in 0..500 {
+                    let mut tx = Transaction::new();
+                    let mut order = names.to_vec();
+                    if reversed {
+                        order.reverse();
+                    }
+                    for n in order {
+                        tx.publish(ex.clone(), msg(n, "m"));
+                    }
+                    b.commit(&mut tx);
+                    b.publish(&ex, msg("q2", "plain")).unwrap();
+                }
+                done_tx.send(()).unwrap();
+            });
+        }
+        for _ in 0..2 {
+            done_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("commits finished");
+        }
+        assert_eq!(b.queue("q1").unwrap().message_count(), 1000);
+        assert_eq!(b.queue("q2").unwrap().message_count(), 2000);
+    }
+}
