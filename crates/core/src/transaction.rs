@@ -117,6 +117,7 @@ impl Transaction {
             route::collect(exchange, message, &mut targets);
             for q in targets.drain(..) {
                 let stored = q.apply_ttl(message.clone());
+                q.note_expiry(&stored);
                 routes.push((i, q, stored));
             }
         }
