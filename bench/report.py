@@ -121,7 +121,9 @@ def section_run(d, md_dir):
         ("invocation", f"`{m.get('invocation')}`" + (" (BENCH_QUICK=1)" if m.get("quick") == "1" else "")),
         ("run length", f"{m.get('duration_secs')} s of measurement (build, charts and report not included)"),
         ("settings", f"perftest points sized to ~{m.get('perf_secs')} s, {m.get('perf_repeats')} repetitions (median shown); "
-                     f"latency-test {m.get('lat_secs')} s per size; other brokers' --count capped at {m.get('other_max_count')}"),
+                     f"latency-test {m.get('lat_secs')} s per size"
+                     + (f"; other brokers' --count capped at {m.get('other_max_count')}"
+                        if m.get("other_max_count") not in (None, "", "0") else "")),
     ]
     s = "## The run\n\n" + table(["", ""], rows)
     cmds = command_templates(d.out / "commands.txt")
@@ -439,16 +441,16 @@ def section_notes(d):
     ]
     if d.others:
         notes.append(
-            "Other brokers run with `--count` capped (see *settings* above): Broker-J keeps every "
-            "delivery it sent in a per-session command buffer of 65,536 entries until the client "
-            "completes it, and `ferry-client` completes a delivery only when the harness takes it "
-            "from the subscription, so a subscriber more than 65,536 messages behind makes Broker-J "
-            "fail the connection with `SessionException: Command buffer full` and the run hang. "
-            "Broker-J's figures are also taken after a pilot run that warms its JIT. "
-            "`ferry perftest` runs with more than one subscriber on a queue can hang against "
-            "Broker-J with no error from either side (seen while writing this script with "
-            "`--npubs 1 --nsubs 2 --qt 1` and `--npubs 2 --nsubs 2 --qt 2`, though "
-            "`--npubs 2 --nsubs 2 --qt 1` finished once); hung runs are cut off after the per-run "
+            "Broker-J's figures are taken after a pilot run that warms its JIT. Two Broker-J "
+            "behaviours shape the harness: (1) while a consumer has credit and its socket drains, "
+            "Broker-J's I/O thread keeps sending and reads nothing, so it never sees the client's "
+            "`session.completed` and fails the session once 65,536 transfers are uncompleted "
+            "(`Command buffer full`); `ferry perftest` therefore grants each subscriber its quota "
+            "a 20,000-message window at a time. (2) With more than one subscriber on a queue, "
+            "Broker-J sometimes leaves the last messages on the queue while a subscriber still has "
+            "credit for them and every socket is idle (seen with `--npubs 1 --nsubs 2 --qt 1`: the "
+            "message was still on the queue afterwards); the subscriber then times out with a "
+            "message saying so. Such runs are cut off after the per-run "
             "timeout and listed below as failed.")
     failed = [(k, p) for k, p in d.perf.items() if p.failed]
     if failed:

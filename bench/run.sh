@@ -29,8 +29,7 @@
 #   BENCH_PERF_SECS       target seconds per perftest point (default 2; quick 0.5)
 #   BENCH_PERF_REPEATS    perftest repetitions per point; the report takes the median (default 3)
 #   BENCH_LAT_SECS        latency-test --time-limit per size (default 8; quick 2)
-#   BENCH_OTHER_MAX_COUNT messages per publisher at most for other brokers (default 60000;
-#                         see below)
+#   BENCH_OTHER_MAX_COUNT messages per publisher at most for other brokers (default 0: no cap)
 #   BROKERJ_JAVA_OPTS     JVM options for Broker-J (default -Xmx2g)
 set -euo pipefail
 
@@ -70,12 +69,10 @@ if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     scale_configs=("2 2")
     publish=0
 fi
-# Broker-J (and qpidd) keep every delivery they sent in a per-session command buffer until
-# the client completes it; ferry-client completes a delivery only when the harness takes it,
-# so a subscriber more than 65536 messages behind overflows Broker-J's buffer ("Command buffer
-# full", the connection's I/O thread dies and the run hangs). Each subscriber receives at most
-# --count messages in the configurations run here, so capping --count keeps other brokers safe.
-other_max_count=${BENCH_OTHER_MAX_COUNT:-60000}
+# Optional cap on --count for other brokers (0: none). It was needed while Broker-J's
+# 65,536-entry command buffer overflowed; `ferry perftest` now grants subscriber credit a
+# window at a time (see crates/tools/src/perftest/credit.rs), so no cap is needed.
+other_max_count=${BENCH_OTHER_MAX_COUNT:-0}
 # Longest a perftest run may take; a run sized to $perf_secs takes a few seconds, so this only
 # cuts off a hung run (Broker-J with several subscribers on a queue sometimes never finishes).
 perf_timeout=${BENCH_PERF_TIMEOUT:-30}

@@ -34,6 +34,10 @@ pub(crate) enum Registration {
         channel: u16,
         destination: Bytes,
         tx: mpsc::UnboundedSender<RawDelivery>,
+        /// `Some(batch)`: the reader completes each transfer as it arrives, sending
+        /// `session.completed` every `batch` (credit mode, where completion returns no
+        /// credit). `None`: completed when the application takes it (window mode).
+        complete_on_receipt: Option<u32>,
     },
 }
 

@@ -34,7 +34,12 @@ struct Channel {
     session: Option<Arc<SessionShared>>,
     /// The id the server's next command gets (set by its `session.command-point`).
     next_in: u32,
-    destinations: HashMap<Bytes, mpsc::UnboundedSender<RawDelivery>>,
+    destinations: HashMap<Bytes, Destination>,
+}
+
+struct Destination {
+    tx: mpsc::UnboundedSender<RawDelivery>,
+    complete_on_receipt: Option<u32>,
 }
 
 /// What the connection loop must do after a frame.
@@ -135,9 +140,16 @@ impl Reader {
                 channel,
                 destination,
                 tx,
+                complete_on_receipt,
             } => {
                 if let Some(ch) = self.channels.get_mut(&channel) {
-                    ch.destinations.insert(destination, tx);
+                    ch.destinations.insert(
+                        destination,
+                        Destination {
+                            tx,
+                            complete_on_receipt,
+                        },
+                    );
                 }
             }
         }
@@ -276,17 +288,25 @@ impl Reader {
         match command {
             Command::MessageTransfer(t) => {
                 let destination = t.destination.unwrap_or_default();
-                if let Some(tx) = ch.destinations.get(destination.as_bytes()) {
+                if let Some(dest) = ch.destinations.get(destination.as_bytes()) {
+                    let on_receipt = dest.complete_on_receipt;
                     let delivery = RawDelivery {
                         id,
                         destination: destination.clone(),
                         header: message_header,
                         body,
                         sync: header.sync,
+                        completed: on_receipt.is_some(),
                     };
-                    // Completed when the application takes it, so window-mode credit
-                    // comes back only as fast as the application consumes.
-                    if tx.send(delivery).is_ok() {
+                    if dest.tx.send(delivery).is_ok() {
+                        // In credit mode completion returns no credit, so it is reported
+                        // as transfers arrive, however slowly the application takes them:
+                        // brokers keep every uncompleted transfer (Broker-J fails the
+                        // session past 65,536). In window mode completion is what refunds
+                        // credit, so it waits for the application (see Subscription).
+                        if let Some(batch) = on_receipt {
+                            session.complete_incoming(id, threshold.min(batch));
+                        }
                         return;
                     }
                     ch.destinations.remove(destination.as_bytes());

@@ -18,11 +18,16 @@ pub(crate) struct RawDelivery {
     pub body: Bytes,
     /// The server asked for prompt completion.
     pub sync: bool,
+    /// The reader already completed it (credit-mode subscriptions).
+    pub completed: bool,
 }
 
 /// Deliveries for one destination, in arrival order. Memory is bounded by the credit
 /// granted: in window mode a delivery is completed (returning its credit) when taken
-/// with [`Subscription::next`].
+/// with [`Subscription::next`]; in credit mode it is completed on arrival, since
+/// completion returns no credit there and the broker must not wait for a slow reader.
+/// The flow mode given to [`Session::subscribe`] decides which, for the subscription's
+/// life.
 #[derive(Debug)]
 pub struct Subscription {
     session: Session,
@@ -69,8 +74,10 @@ impl Subscription {
     }
 
     fn take(&self, raw: RawDelivery) -> Delivery {
-        let threshold = if raw.sync { 1 } else { self.threshold };
-        self.session.core.complete_incoming(raw.id, threshold);
+        if !raw.completed {
+            let threshold = if raw.sync { 1 } else { self.threshold };
+            self.session.core.complete_incoming(raw.id, threshold);
+        }
         Delivery::new(raw.id, raw.destination, raw.header, raw.body)
     }
 

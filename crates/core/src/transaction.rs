@@ -235,6 +235,7 @@ mod tests {
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,
+            window: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();

@@ -1,5 +1,7 @@
 //! ferryd: the Ferry broker daemon.
 
+mod acl;
+mod memory;
 mod options;
 
 use std::io::Write;
@@ -74,9 +76,41 @@ async fn serve(options: Options) -> ExitCode {
         allow_anonymous: options.allow_anonymous.on(),
         max_connections: options.max_connections.max(1),
         max_message_size: options.max_message_size,
+        connection_limit_per_user: options.connection_limit_per_user,
+        connection_limit_per_ip: options.connection_limit_per_ip,
+        max_queues_per_user: options.max_queues_per_user,
+        session_max_unacked: options.session_max_unacked,
+        max_consumers_per_session: options.max_consumers_per_session,
+        channel_max: options.channel_max,
+        handshake_timeout: std::time::Duration::from_millis(options.max_negotiate_time),
         ..ServerConfig::default()
     };
-    let broker = Broker::new(BrokerConfig::default());
+    let mut config = config;
+    if let Some(path) = &options.acl_file {
+        match acl::load(path) {
+            Ok(rules) => config.acl = Some(rules),
+            Err(e) => {
+                eprintln!("ferryd: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let acl = config.acl.clone();
+    let memory_watermarks = match memory::watermarks(
+        options.memory_high_watermark,
+        options.memory_low_watermark,
+        memory::total_memory(),
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let broker = Broker::new(BrokerConfig {
+        memory_watermarks,
+        ..BrokerConfig::default()
+    });
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
@@ -105,6 +139,8 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Before the port is printed: a SIGHUP sent as soon as it is must not stop the broker.
+    reload_on_sighup(server.tls(), acl);
     let mut out = std::io::stdout();
     if options.port == 0 {
         // As qpidd does: scripts and tests read the chosen port from the first stdout line.
@@ -115,11 +151,17 @@ async fn serve(options: Options) -> ExitCode {
         let _ = writeln!(out, "{}", tls_addr.port());
     }
     let _ = out.flush();
+    match memory_watermarks {
+        Some(w) => info!(
+            "memory alarm at {} bytes held by queues, cleared at {}",
+            w.high, w.low
+        ),
+        None => warn!("--memory-high-watermark 0: publishers are never paused for memory"),
+    }
     info!("ferryd listening on {addr}");
     if let Some(tls_addr) = tls_addr {
         info!("ferryd listening for TLS on {tls_addr}");
     }
-    tokio::spawn(reload_on_sighup(server.tls()));
     let (stop, shutdown) = Shutdown::new();
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -130,23 +172,33 @@ async fn serve(options: Options) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// SIGHUP re-reads the TLS certificate, key and CA files; new connections use them. (It is
-/// handled even without TLS: its default action would stop the broker.)
-async fn reload_on_sighup(tls: Option<std::sync::Arc<ferry_server::Tls>>) {
+/// SIGHUP re-reads the TLS certificate, key and CA files (new connections use them) and the
+/// ACL file. (It is handled even without either: its default action would stop the broker.)
+/// The handler is installed before this returns.
+fn reload_on_sighup(
+    tls: Option<std::sync::Arc<ferry_server::Tls>>,
+    acl: Option<std::sync::Arc<ferry_acl::SharedAcl>>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         error!("cannot install the SIGHUP handler");
         return;
     };
-    while hup.recv().await.is_some() {
-        match tls.as_ref().map(|t| t.reload()) {
-            Some(Ok(())) => info!("SIGHUP: TLS certificate, key and CA files reloaded"),
-            Some(Err(e)) => {
-                error!("SIGHUP: TLS files not reloaded, keeping the previous ones: {e}")
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            match tls.as_ref().map(|t| t.reload()) {
+                Some(Ok(())) => info!("SIGHUP: TLS certificate, key and CA files reloaded"),
+                Some(Err(e)) => {
+                    error!("SIGHUP: TLS files not reloaded, keeping the previous ones: {e}")
+                }
+                None if acl.is_none() => info!("SIGHUP: nothing to reload"),
+                None => {}
             }
-            None => info!("SIGHUP: nothing to reload"),
+            if let Some(acl) = &acl {
+                acl::reload(acl);
+            }
         }
-    }
+    });
 }
 
 async fn wait_for_signal() {

@@ -106,6 +106,53 @@ pub struct Options {
     #[arg(long)]
     pub log_to_file: Option<PathBuf>,
 
+    /// Access control list in qpidd's format; re-read on SIGHUP (a bad file keeps the rules
+    /// in force).
+    #[arg(long)]
+    pub acl_file: Option<PathBuf>,
+
+    /// Most connections one authenticated user may hold (0: no limit). ACL `quota
+    /// connections` rules override it per user.
+    #[arg(long, alias = "max-connections-per-user", default_value_t = 0)]
+    pub connection_limit_per_user: u32,
+
+    /// Most connections from one client address (0: no limit).
+    #[arg(long, alias = "max-connections-per-ip", default_value_t = 0)]
+    pub connection_limit_per_ip: u32,
+
+    /// Most queues one user may have created and not deleted (0: no limit). ACL `quota
+    /// queues` rules override it per user.
+    #[arg(long, default_value_t = 0)]
+    pub max_queues_per_user: u32,
+
+    /// Deliveries a session (0-10) or channel (0-9-1) may leave unacknowledged before the
+    /// broker waits for acknowledgements, whatever the credit or prefetch (0: no limit).
+    #[arg(long, default_value_t = 10_000)]
+    pub session_max_unacked: u32,
+
+    /// Subscriptions per 0-10 session and consumers per 0-9-1 channel (0: no limit).
+    #[arg(long, default_value_t = 1024)]
+    pub max_consumers_per_session: u32,
+
+    /// Sessions (0-10) or channels (0-9-1) per connection.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+    pub channel_max: u16,
+
+    /// Milliseconds a new connection has to send its protocol header, and again to log in
+    /// and open the connection; slower ones are closed.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_negotiate_time: u64,
+
+    /// Pause publishers when queues hold more than this: bytes (`512MiB`, `2GB`) or a
+    /// fraction of the machine's memory (`0.4`); 0 turns the alarm off.
+    #[arg(long, default_value = "0.4", value_parser = crate::memory::parse)]
+    pub memory_high_watermark: crate::memory::Mark,
+
+    /// Resume publishers once queues hold this much or less (default: 80% of the high-water
+    /// mark); bytes or a fraction of memory.
+    #[arg(long, value_parser = crate::memory::parse)]
+    pub memory_low_watermark: Option<crate::memory::Mark>,
+
     /// Read options from a qpidd.conf-style file of `name=value` lines; the command line wins.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -252,6 +299,29 @@ mod tests {
         assert_eq!(o.worker_threads, Some(2));
         assert!(o.tcp_nodelay.on());
         assert!(!o.auth.on());
+    }
+
+    #[test]
+    fn limits_take_qpidd_names_and_aliases() {
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--acl-file",
+            "/etc/ferry/ferry.acl",
+            "--max-connections-per-user",
+            "3",
+            "--connection-limit-per-ip",
+            "4",
+            "--max-queues-per-user",
+            "5",
+        ]))
+        .unwrap();
+        assert_eq!(
+            o.acl_file.as_deref(),
+            Some(Path::new("/etc/ferry/ferry.acl"))
+        );
+        assert_eq!(o.connection_limit_per_user, 3);
+        assert_eq!(o.connection_limit_per_ip, 4);
+        assert_eq!(o.max_queues_per_user, 5);
     }
 
     #[test]

@@ -105,6 +105,32 @@ fn perftest_with_acknowledgements_and_iterations() {
 }
 
 #[test]
+fn perftest_subscribers_get_their_quota_a_credit_window_at_a_time() {
+    let broker = Ferryd::start();
+    // Each of two subscribers is owed 25,000 messages: more than one credit window
+    // (CreditWindow::DEFAULT), so credit is topped up as they go, and each must end with
+    // exactly its share or the other waits for a message that never comes.
+    let count = 50_000;
+    assert!(count / 2 > ferry_tools::perftest::CreditWindow::DEFAULT as usize);
+    let (plan, report, _) = perftest(
+        &broker,
+        &[
+            "--count",
+            &count.to_string(),
+            "--size",
+            "8",
+            "--nsubs",
+            "2",
+            "-s",
+            "--base-name",
+            "windowed",
+        ],
+    );
+    assert_eq!(plan.sub_quota, 25_000);
+    assert_eq!(report.iterations[0].transfers, 2 * count);
+}
+
+#[test]
 fn latency_test_receives_every_stamped_message() {
     let broker = Ferryd::start();
     let port = broker.addr.port().to_string();

@@ -91,6 +91,7 @@ impl Server {
             self.services.broker.clone(),
             shutdown.clone(),
         ));
+        let memory = tokio::spawn(watch_memory(self.services.broker.clone(), shutdown.clone()));
         let mut stop = shutdown.clone();
         loop {
             let accepted = tokio::select! {
@@ -115,6 +116,15 @@ impl Server {
                 drop(stream);
                 continue;
             };
+            let config = &self.services.config;
+            let Some(ip_slot) = config
+                .counters
+                .take_ip(peer.ip(), config.connection_limit_per_ip)
+            else {
+                warn!(%peer, "refusing connection: --connection-limit-per-ip reached");
+                drop(stream);
+                continue;
+            };
             debug!(%peer, "accepted connection");
             let services = self.services.clone();
             let shutdown = shutdown.clone();
@@ -124,10 +134,12 @@ impl Server {
                     Some(acceptor) => serve_tls(stream, peer, acceptor, services, shutdown).await,
                     None => serve(stream, peer, services, shutdown).await,
                 }
+                drop(ip_slot);
                 drop(permit);
             });
         }
         expiry.abort();
+        memory.abort();
         // Give connection tasks a moment to send their close and release their messages.
         let all = self.services.config.max_connections as u32;
         let _ = tokio::time::timeout(Duration::from_secs(2), slots.acquire_many(all)).await;
@@ -216,6 +228,45 @@ async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
         tokio::select! {
             _ = shutdown.wait() => return,
             _ = tokio::time::sleep_until(round_floor) => {}
+        }
+    }
+}
+
+/// How often queued bytes are compared with the watermarks when nothing is published (the
+/// alarm clears as consumers drain); publishing connections also check after each batch read.
+const MEMORY_CHECK: Duration = Duration::from_millis(50);
+
+/// Raises or clears the memory alarm as the watermarks say, and logs a change.
+pub(crate) fn check_memory_alarm(broker: &Broker) {
+    let Some(marks) = broker.config().memory_watermarks else {
+        return;
+    };
+    match broker.check_memory() {
+        Some(true) => warn!(
+            used = broker.memory_used(),
+            high = marks.high,
+            "memory alarm: queues hold more than the high-water mark; publishers are paused"
+        ),
+        Some(false) => info!(
+            used = broker.memory_used(),
+            low = marks.low,
+            "memory alarm cleared; publishers resume"
+        ),
+        None => {}
+    }
+}
+
+/// Clears (and raises) the memory alarm while no publisher is being read.
+async fn watch_memory(broker: Arc<Broker>, mut shutdown: Shutdown) {
+    if broker.config().memory_watermarks.is_none() {
+        return;
+    }
+    let mut tick = tokio::time::interval(MEMORY_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tick.tick() => check_memory_alarm(&broker),
         }
     }
 }

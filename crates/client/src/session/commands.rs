@@ -169,12 +169,17 @@ impl Session {
     ) -> Result<Subscription, ClientError> {
         self.core.check()?;
         let (tx, rx) = mpsc::unbounded_channel();
+        let batch = self.core.options.completion_batch.max(1);
         // Registered before the subscribe goes out, so the reader knows the destination
         // by the time the first transfer can arrive.
         self.core.conn.register(Registration::Destination {
             channel: self.core.channel,
             destination: Bytes::copy_from_slice(destination.as_bytes()),
             tx,
+            complete_on_receipt: match options.flow_mode {
+                FlowMode::Credit => Some(batch),
+                FlowMode::Window => None,
+            },
         })?;
         self.send(
             MessageSubscribe {
@@ -196,7 +201,6 @@ impl Session {
         )?;
         self.execute(flow(destination, CreditUnit::Byte, options.byte_credit))
             .await?;
-        let batch = self.core.options.completion_batch.max(1);
         // In window mode credit only returns on completion: report it by half-windows
         // so the broker never stalls waiting for the timer.
         let threshold = match options.flow_mode {
@@ -273,6 +277,8 @@ impl Session {
         self.send(flow(destination, unit, value), false).map(drop)
     }
 
+    /// Changes the flow mode. When transfers are completed (on arrival or when taken)
+    /// still follows the mode the subscription was made with.
     pub async fn set_flow_mode(
         &self,
         destination: &str,

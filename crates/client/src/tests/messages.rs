@@ -127,6 +127,40 @@ async fn window_mode_completes_every_half_window_without_the_timer() {
 }
 
 #[tokio::test]
+async fn credit_mode_completes_on_arrival_without_the_application() {
+    // The timer would hide the difference; completion must come from the batch alone.
+    let options = SessionOptions {
+        completion_delay: Duration::from_secs(60),
+        completion_batch: 16,
+        ..Default::default()
+    };
+    let (_conn, session, mut peer, ch) = with_session(options).await;
+    let sub_options = SubscribeOptions {
+        flow_mode: FlowMode::Credit,
+        message_credit: 1000,
+        ..Default::default()
+    };
+    let mut sub = subscribe(&session, &mut peer, sub_options).await;
+    for _ in 0..64 {
+        peer.transfer(ch, "d", b"", b"m").await;
+    }
+    // Nothing has been taken, yet every batch of 16 is reported.
+    let (count, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        completions_until(&mut peer, &SequenceSet::from_range(0, 63)),
+    )
+    .await
+    .expect("transfers not completed until taken");
+    assert!(count <= 4, "64 transfers took {count} session.completed");
+    // Taking them later completes nothing twice and loses nothing.
+    for i in 0..64 {
+        assert_eq!(sub.next().await.unwrap().id, i);
+    }
+    let quiet = tokio::time::timeout(Duration::from_millis(100), peer.next()).await;
+    assert!(quiet.is_err(), "completed again when taken: {quiet:?}");
+}
+
+#[tokio::test]
 async fn bodies_larger_than_a_frame_go_both_ways() {
     let tune = ConnectionTune {
         max_frame_size: Some(4096),

@@ -11,6 +11,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
+use crate::alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 use crate::error::BrokerError;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 use crate::limits::QueueLimits;
@@ -25,6 +26,8 @@ use crate::{ConsumerId, OwnerId};
 pub struct BrokerConfig {
     /// Applied to queues declared without any limit of their own.
     pub default_limits: QueueLimits,
+    /// When to raise and clear the memory alarm; `None` never raises it.
+    pub memory_watermarks: Option<Watermarks>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +122,8 @@ pub struct Broker {
     next_consumer: AtomicU64,
     next_owner: AtomicU64,
     next_name: AtomicU64,
+    memory: Arc<MemoryMeter>,
+    alarms: Alarms,
     /// Queues declared with `x-expires`, for [`Broker::expire_unused_queues`]. Locked
     /// after the registry, before any queue.
     expiring: Mutex<Vec<Weak<Queue>>>,
@@ -157,6 +162,8 @@ impl Broker {
             next_consumer: AtomicU64::new(1),
             next_owner: AtomicU64::new(1),
             next_name: AtomicU64::new(1),
+            memory: Arc::default(),
+            alarms: Alarms::default(),
             expiring: Mutex::new(Vec::new()),
             expiry_changed: Arc::new(Notify::new()),
             dead_lettering: Mutex::new(Vec::new()),
@@ -173,6 +180,30 @@ impl Broker {
 
     pub fn next_owner_id(&self) -> OwnerId {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Bytes of messages held by queues now (queued or delivered and unsettled).
+    pub fn memory_used(&self) -> u64 {
+        self.memory.bytes()
+    }
+
+    /// The resource alarms publishers wait on.
+    pub fn alarms(&self) -> &Alarms {
+        &self.alarms
+    }
+
+    /// Raises the memory alarm above the high-water mark and clears it at or below the low
+    /// one; returns the alarm's new state when it changed. Called periodically.
+    pub fn check_memory(&self) -> Option<bool> {
+        let marks = self.config.memory_watermarks?;
+        let used = self.memory.bytes();
+        let raised = self.alarms.is_raised(Alarm::Memory);
+        let want = if raised {
+            used > marks.low.min(marks.high)
+        } else {
+            used > marks.high
+        };
+        (want != raised && self.alarms.set(Alarm::Memory, want)).then_some(want)
     }
 
     /// The nameless direct exchange every queue is implicitly bound to by its name.
@@ -398,7 +429,13 @@ impl Broker {
         } else {
             opts.limits
         };
-        let q = Queue::new(name.to_owned(), &opts, alternate, limits);
+        let q = Queue::metered(
+            name.to_owned(),
+            &opts,
+            alternate,
+            limits,
+            self.memory.clone(),
+        );
         self.default_exchange
             .bind(&q, name, &Arguments::new())
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
@@ -446,6 +483,7 @@ impl Broker {
             reg.queues.remove(q.name());
         }
         self.default_exchange.unbind(q.id(), q.name());
+        q.release_quota();
         for (ex, key) in q.take_bindings() {
             if let Some(ex) = ex.upgrade() {
                 ex.unbind(q.id(), &key);

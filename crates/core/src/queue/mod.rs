@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::limits::{LimitPolicy, QueueLimits};
@@ -41,7 +42,14 @@ pub struct QueueOptions {
     pub alternate_exchange: Option<String>,
     pub limits: QueueLimits,
     pub arguments: Arguments,
+    /// Held while the queue exists and dropped when it is deleted: a protocol layer counting
+    /// queues against a quota passes a guard whose drop gives the slot back. Ignored when the
+    /// declare finds an existing queue.
+    pub quota: Option<QuotaCharge>,
 }
+
+/// See [`QueueOptions::quota`].
+pub type QuotaCharge = Arc<dyn fmt::Debug + Send + Sync>;
 
 /// Answer data for queue.query / queue.declare-ok.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +80,7 @@ pub struct Queue {
     /// Set for dead-lettering queues: told when a message that will expire arrives, so
     /// the broker's housekeeping dead-letters it on time.
     expiry_watch: OnceLock<Arc<Notify>>,
+    quota: Mutex<Option<QuotaCharge>>,
 }
 
 impl fmt::Debug for Queue {
@@ -108,15 +117,29 @@ pub(crate) enum OwnerGone {
 }
 
 impl Queue {
+    /// A queue whose bytes count towards nobody's total (tests).
+    #[cfg(test)]
     pub(crate) fn new(
         name: String,
         opts: &QueueOptions,
         alternate: Option<Arc<Exchange>>,
         limits: QueueLimits,
     ) -> Arc<Queue> {
+        Queue::metered(name, opts, alternate, limits, Arc::default())
+    }
+
+    /// A queue whose held bytes count in `meter` (the broker's).
+    pub(crate) fn metered(
+        name: String,
+        opts: &QueueOptions,
+        alternate: Option<Arc<Exchange>>,
+        limits: QueueLimits,
+        meter: Arc<MemoryMeter>,
+    ) -> Arc<Queue> {
+        let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
         Arc::new(Queue {
             name,
-            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
             alternate,
@@ -126,9 +149,12 @@ impl Queue {
             state: Mutex::new(QueueState::new(
                 opts.exclusive_owner,
                 &Features::from_arguments(&opts.arguments),
+                meter,
+                id as usize,
             )),
             bindings: Mutex::new(Vec::new()),
             expiry_watch: OnceLock::new(),
+            quota: Mutex::new(opts.quota.clone()),
         })
     }
 
@@ -665,6 +691,11 @@ impl Queue {
         self.bindings
             .lock()
             .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
+    }
+
+    /// The queue is gone from the registry: its quota slot is free again.
+    pub(crate) fn release_quota(&self) {
+        self.quota.lock().take();
     }
 
     pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {

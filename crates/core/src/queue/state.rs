@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use crate::alarm::MemoryMeter;
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
@@ -90,6 +91,17 @@ pub(crate) struct QueueState {
     pub(crate) expired: Vec<Arc<Message>>,
     /// A last-value queue's index (qpidd's `qpid.last_value_queue_key`).
     last_value: Option<LastValue>,
+    /// The broker's count of bytes held by queues; this queue writes its own shard.
+    meter: Arc<MemoryMeter>,
+    shard: usize,
+}
+
+impl Drop for QueueState {
+    fn drop(&mut self) {
+        // Whatever a dropped queue still holds is no longer held.
+        self.meter
+            .sub(self.shard, self.queued_bytes + self.unsettled_bytes);
+    }
 }
 
 /// Which queued message is the latest for each value of the key header. Positions of
@@ -114,7 +126,12 @@ fn key_bytes(v: &HeaderValue) -> Option<Vec<u8>> {
 }
 
 impl QueueState {
-    pub(crate) fn new(owner: Option<OwnerId>, features: &Features) -> QueueState {
+    pub(crate) fn new(
+        owner: Option<OwnerId>,
+        features: &Features,
+        meter: Arc<MemoryMeter>,
+        shard: usize,
+    ) -> QueueState {
         QueueState {
             entries: Entries::new(features.priorities),
             next_position: 1,
@@ -135,11 +152,14 @@ impl QueueState {
                 key,
                 latest: HashMap::new(),
             }),
+            meter,
+            shard,
         }
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
     fn expire(&mut self, message: Arc<Message>) {
+        self.meter.sub(self.shard, message.size);
         if self.keep_expired {
             self.expired.push(message);
         }
@@ -167,6 +187,7 @@ impl QueueState {
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
+        self.meter.add(self.shard, message.size);
         self.account_in(&message);
         self.entries.push_back(Entry {
             position,
@@ -194,6 +215,7 @@ impl QueueState {
         };
         if let Some(e) = self.entries.remove_position(old) {
             self.account_out(&e.message);
+            self.meter.sub(self.shard, e.message.size);
         }
     }
 
@@ -219,6 +241,7 @@ impl QueueState {
 
     /// Puts a message back in position order, ahead of anything newer.
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
+        self.meter.add(self.shard, entry.message.size);
         self.account_in(&entry.message);
         self.entries.insert_sorted(entry);
     }
@@ -238,6 +261,7 @@ impl QueueState {
     pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
+        self.meter.sub(self.shard, u.size);
         Some(u)
     }
 
@@ -258,7 +282,9 @@ impl QueueState {
     /// Removes the next entry without acquiring it (drop-head overflow; in a priority queue
     /// the head is the highest-priority message, as RabbitMQ drops it).
     pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
-        self.take_next().map(|e| e.message)
+        let message = self.take_next()?.message;
+        self.meter.sub(self.shard, message.size);
+        Some(message)
     }
 
     /// Acquires the front entry, dropping expired ones before it.
@@ -292,6 +318,7 @@ impl QueueState {
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
         self.entries.clear();
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         n
@@ -311,7 +338,10 @@ impl QueueState {
             }
             live
         });
-        self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
+        let left: u64 = self.entries.iter().map(|e| e.message.size).sum();
+        self.meter
+            .sub(self.shard, self.queued_bytes.saturating_sub(left));
+        self.queued_bytes = left;
         self.expiring = self
             .entries
             .iter()
@@ -324,6 +354,7 @@ impl QueueState {
     /// can still be routed to the alternate exchange.
     pub(crate) fn drain_for_delete(&mut self) -> (Vec<Arc<Message>>, Vec<Consumer>) {
         self.deleted = true;
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         let messages = self
@@ -370,7 +401,7 @@ impl QueueState {
                 c.cursor = e.position;
                 continue;
             }
-            if !c.has_credit_for(e.message.size) {
+            if !c.has_credit_for(e.message.size) || !c.reserve(queue) {
                 break;
             }
             c.charge(e.message.size);
@@ -396,7 +427,7 @@ impl QueueState {
                 continue;
             }
             let size = front.message.size;
-            let Some(ci) = self.next_acquirer(size) else {
+            let Some(ci) = self.next_acquirer(size, queue) else {
                 break;
             };
             let Some(entry) = self.take_next() else {
@@ -420,21 +451,23 @@ impl QueueState {
         }
     }
 
-    fn next_acquirer(&self, size: u64) -> Option<usize> {
+    /// The consumer to take the next message, with its settlement-window slot reserved.
+    fn next_acquirer(&self, size: u64, queue: &Arc<Queue>) -> Option<usize> {
         if self.single_active {
             // The oldest acquiring consumer is the active one; the others wait their turn.
             let active = self.consumers.iter().position(|c| c.spec.acquire)?;
             return self
                 .consumers
                 .get(active)
-                .is_some_and(|c| c.has_credit_for(size))
+                .is_some_and(|c| c.has_credit_for(size) && c.reserve(queue))
                 .then_some(active);
         }
         let n = self.consumers.len();
+        // `find` stops at the first consumer that reserved, so no other takes a slot.
         (0..n).map(|k| (self.next_rr + k) % n).find(|&i| {
             self.consumers
                 .get(i)
-                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size))
+                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size) && c.reserve(queue))
         })
     }
 }

@@ -31,13 +31,34 @@ impl Raw {
         Raw {
             stream,
             inbuf: BytesMut::new(),
-            assemblers: (0..8).map(|_| Assembler::new(64 << 20)).collect(),
-            next_id: vec![0; 8],
+            assemblers: (0..16).map(|_| Assembler::new(64 << 20)).collect(),
+            next_id: vec![0; 16],
         }
     }
 
     /// Protocol header, ANONYMOUS login, tune, open.
     pub fn open(addr: SocketAddr) -> Raw {
+        let mut raw = Raw::login(addr, "ANONYMOUS", b"");
+        raw.expect_control(0, |c| matches!(c, Control::ConnectionOpenOk(_)));
+        raw
+    }
+
+    /// As [`Raw::open`], logged in as `user` with SASL PLAIN.
+    pub fn open_as(addr: SocketAddr, user: &str) -> Raw {
+        let mut raw = Raw::login_as(addr, user);
+        raw.expect_control(0, |c| matches!(c, Control::ConnectionOpenOk(_)));
+        raw
+    }
+
+    /// PLAIN login as `user` up to connection.open, without waiting for the answer.
+    pub fn login_as(addr: SocketAddr, user: &str) -> Raw {
+        let response = format!("\0{user}\0password");
+        Raw::login(addr, "PLAIN", response.as_bytes())
+    }
+
+    /// Protocol header, start-ok, tune-ok and connection.open; the answer to open is the
+    /// caller's to read.
+    pub fn login(addr: SocketAddr, mechanism: &str, response: &[u8]) -> Raw {
         let mut raw = Raw::connect(addr);
         raw.send_bytes(&PROTOCOL_HEADER);
         let mut header = [0u8; 8];
@@ -47,8 +68,8 @@ impl Raw {
         raw.control(
             0,
             ConnectionStartOk {
-                mechanism: Some(Str::from("ANONYMOUS")),
-                response: Some(Bytes::new()),
+                mechanism: Some(Str::from(mechanism)),
+                response: Some(Bytes::copy_from_slice(response)),
                 ..Default::default()
             }
             .into(),
@@ -72,7 +93,6 @@ impl Raw {
             }
             .into(),
         );
-        raw.expect_control(0, |c| matches!(c, Control::ConnectionOpenOk(_)));
         raw
     }
 

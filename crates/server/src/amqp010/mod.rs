@@ -28,6 +28,7 @@ use ferry_amqp010::{
 use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem};
 use tracing::{debug, warn};
 
+use crate::access::ClientAccess;
 use crate::auth::{AuthOutcome, AuthService, AuthTask, Pending};
 use crate::config::ServerConfig;
 use crate::connection::{Peer, Services};
@@ -94,6 +95,9 @@ struct Connection {
     auth_task: Option<AuthTask>,
     /// A multi-step SASL exchange waiting for secure-ok.
     sasl: Option<Pending>,
+    access: ClientAccess,
+    /// A message.transfer has been received: resource alarms pause this connection.
+    publisher: bool,
 }
 
 /// Serves one connection whose 0-10 protocol header has been read and answered.
@@ -165,6 +169,20 @@ impl ProtocolConnection for Connection {
         Connection::teardown(self);
     }
 
+    fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
+    fn is_publisher(&self) -> bool {
+        self.publisher
+    }
+
+    fn set_flow_blocked(&mut self, blocked: bool) {
+        // 0-10 has no notification: the publisher sees TCP back-pressure, and transfers
+        // already read stay incomplete until reading resumes (qpidd's producer flow control).
+        debug!(peer = %self.peer, blocked, "publisher flow control");
+    }
+
     fn take_auth_task(&mut self) -> Option<AuthTask> {
         self.auth_task.take()
     }
@@ -214,6 +232,8 @@ impl Connection {
             auth,
         } = services;
         Connection {
+            access: ClientAccess::new(&config, peer.addr),
+            publisher: false,
             max_frame: usize::from(config.max_frame_size),
             channel_max: config.channel_max,
             broker,
@@ -398,6 +418,14 @@ impl Connection {
                 self.phase = Phase::AwaitOpen;
             }
             Control::ConnectionOpen(_) if self.phase == Phase::AwaitOpen && channel == 0 => {
+                let user = self.user.clone().unwrap_or_default();
+                if let Err(reason) = self.access.admit(&user) {
+                    self.fault(ConnectionFault {
+                        code: CloseCode::ConnectionForced,
+                        text: reason,
+                    });
+                    return;
+                }
                 // One virtual host: any name is accepted, as qpidd does.
                 let open_ok = ConnectionOpenOk {
                     known_hosts: Some(Array::of_str16(std::iter::empty::<&str>())),
@@ -437,6 +465,7 @@ impl Connection {
                     .is_some_and(|s| s.name == name)
         });
         let owner = self.broker.next_owner_id();
+        let window = ferry_core::SettleWindow::with_limit(self.config.session_max_unacked);
         let Some(c) = self.channel_mut(channel) else {
             return;
         };
@@ -458,7 +487,8 @@ impl Connection {
                 let _ = write_control_framed(&mut out, channel, &detached.into(), max_frame);
             }
             _ => {
-                let session = Session::new(name.clone(), channel, owner);
+                let mut session = Session::new(name.clone(), channel, owner);
+                session.settle_window = window;
                 session.write_control(
                     &mut out,
                     max_frame,
@@ -581,6 +611,8 @@ impl Connection {
             out: &mut self.out,
             max_frame: self.max_frame,
             consumers: &mut self.consumers,
+            access: &self.access,
+            config: &self.config,
         };
         (&mut self.channels, env)
     }
@@ -594,6 +626,9 @@ impl Connection {
         body: Bytes,
     ) {
         let codes = (command.class_code(), command.code());
+        if matches!(command, Command::MessageTransfer(_)) {
+            self.publisher = true;
+        }
         let (channels, mut env) = self.split();
         let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
             return;

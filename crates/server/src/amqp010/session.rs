@@ -12,12 +12,15 @@ use ferry_amqp010::{
 };
 use ferry_core::{
     Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
+    SettleWindow,
 };
 use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::outgoing::{DeliveryRecord, Outgoing};
 use super::tx::SessionTx;
+use crate::access::{ClientAccess, PublishCache};
+use crate::config::ServerConfig;
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -27,6 +30,9 @@ pub struct Env<'a> {
     pub max_frame: usize,
     /// Which channel each of this connection's consumers belongs to, for routing deliveries.
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    /// Who the client is, for ACL checks and quotas.
+    pub access: &'a ClientAccess,
+    pub config: &'a ServerConfig,
 }
 
 pub struct Subscription {
@@ -61,6 +67,11 @@ pub struct Session {
     by_destination: HashMap<Str, ConsumerId>,
     /// The exchange of the last transfer: publishers nearly always reuse one destination.
     last_exchange: Option<(Str, Arc<Exchange>)>,
+    /// ACL decisions for this session's publishes.
+    pub publish_acl: PublishCache,
+    /// Caps the transfers sent and not yet both completed and settled, over all of the
+    /// session's subscriptions (`--session-max-unacked`).
+    pub settle_window: Option<Arc<SettleWindow>>,
     /// Set by tx.select: what the open transaction has staged.
     pub tx: Option<Box<SessionTx>>,
 }
@@ -83,6 +94,8 @@ impl Session {
             subscriptions: HashMap::new(),
             by_destination: HashMap::new(),
             last_exchange: None,
+            publish_acl: PublishCache::default(),
+            settle_window: None,
             tx: None,
         }
     }
@@ -212,6 +225,27 @@ impl Session {
         Some(exchange)
     }
 
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len()
+    }
+
+    /// Gives the window slots of finished transfer records back (once per batch of
+    /// completions or settlements, not per message).
+    pub fn return_window_slots(&mut self) {
+        let n = self.outgoing.take_finished();
+        if let Some(w) = &self.settle_window {
+            w.give_back(n);
+        }
+    }
+
+    /// A delivery that will never be recorded (its subscription is gone, or it could not be
+    /// encoded) frees its window slot at once.
+    fn window_slot_unused(&self) {
+        if let Some(w) = &self.settle_window {
+            w.give_back(1);
+        }
+    }
+
     pub fn subscription(&self, destination: &Str) -> Option<&Subscription> {
         self.by_destination
             .get(destination)
@@ -247,6 +281,7 @@ impl Session {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.window_slot_unused();
             return false;
         };
         let transfer = MessageTransfer {
@@ -268,6 +303,7 @@ impl Session {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.window_slot_unused();
             return false;
         }
         // With accept-mode none the message is settled as soon as it is sent.
@@ -312,6 +348,7 @@ impl Session {
             }
         }
         self.outgoing.trim();
+        self.return_window_slots();
     }
 
     /// Should the peer be asked for known-completed? (qpidd answers every timely-reply.)

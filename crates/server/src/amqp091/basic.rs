@@ -11,6 +11,9 @@ use ferry_amqp091::{
 };
 use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery, Message, ProtocolHeader};
 
+use crate::access;
+use ferry_acl::{Action, ObjectType};
+
 use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
 use super::convert::{encode_properties, table_to_headers};
 use super::error::Fault;
@@ -37,6 +40,11 @@ impl Channel {
             return Err(Fault::not_implemented("immediate=true"));
         }
         let exchange = self.exchange_for(ctx.broker, p.exchange.bytes())?;
+        ctx.access.check_publish(
+            &mut self.publish_acl,
+            p.exchange.bytes(),
+            p.routing_key.bytes(),
+        )?;
         let props = m.header.properties;
         let expires_at = match &props.expiration {
             None => None,
@@ -99,6 +107,13 @@ impl Channel {
         Ok(())
     }
 
+    fn check_consume(&self, ctx: &Ctx, queue: &ShortStr) -> Result<(), Fault> {
+        let name = self.queue_name(queue)?;
+        ctx.access
+            .check(Action::Consume, ObjectType::Queue, || access::named(name))?;
+        Ok(())
+    }
+
     pub fn confirm_select(&mut self, ctx: &mut Ctx, nowait: bool) -> Result<(), Fault> {
         if self.tx.is_some() {
             return Err(Fault::precondition("cannot switch from tx to confirm mode"));
@@ -136,6 +151,15 @@ impl Channel {
     }
 
     pub fn consume(&mut self, ctx: &mut Ctx, m: BasicConsume) -> Result<(), Fault> {
+        let max = ctx.config.max_consumers_per_session;
+        if max > 0 && self.consumers.len() >= max as usize {
+            // RabbitMQ's consumer_max_per_channel is a not_allowed connection error too.
+            return Err(Fault::new(
+                reply::NOT_ALLOWED,
+                format!("a channel may have at most {max} consumers"),
+            ));
+        }
+        self.check_consume(ctx, &m.queue)?;
         let queue = self.usable_queue(ctx, &m.queue)?;
         let tag = if m.consumer_tag.is_empty() {
             let tag = format!("amq.ctag-{}-{}", ctx.owner, self.next_ctag);
@@ -161,6 +185,7 @@ impl Channel {
             tag: tag.bytes().clone(),
             acquire: true,
             exclusive: m.exclusive,
+            window: self.settle_window.clone(),
         };
         queue.subscribe(spec).map_err(|e| match e {
             // RabbitMQ: a queue in exclusive use by another consumer is access-refused.
@@ -227,11 +252,13 @@ impl Channel {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.free_window_slots(1);
             return;
         };
         let consumer_tag = c.tag.clone();
         let tag = if c.no_ack {
             d.queue.accept(d.position);
+            self.free_window_slots(1);
             self.unacked.next_tag()
         } else {
             self.qos.delivered(d.consumer, d.message.size);
@@ -253,6 +280,7 @@ impl Channel {
     }
 
     pub fn get(&mut self, ctx: &mut Ctx, m: BasicGet) -> Result<(), Fault> {
+        self.check_consume(ctx, &m.queue)?;
         let queue = self.usable_queue(ctx, &m.queue)?;
         let Some(got) = queue.get() else {
             self.write(
@@ -311,12 +339,15 @@ impl Channel {
     /// marked redelivered (RabbitMQ's behaviour; it also ignores `requeue = false`).
     pub fn recover(&mut self, ctx: &mut Ctx) {
         let all = self.unacked.take_all();
+        let mut from_consumers = 0;
         for p in &all {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
+                from_consumers += 1;
             }
         }
         requeue(all);
+        self.free_window_slots(from_consumers);
         self.grant(ctx);
     }
 
@@ -340,9 +371,11 @@ impl Channel {
             .take(tag, multiple)
             .map_err(|e| Fault::precondition(e.to_string()))?;
         let mut back = Vec::new();
+        let mut from_consumers = 0;
         for p in settled {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
+                from_consumers += 1;
             }
             match how {
                 Outcome::Ack => {
@@ -355,6 +388,7 @@ impl Channel {
             }
         }
         requeue(back);
+        self.free_window_slots(from_consumers);
         self.grant(ctx);
         Ok(())
     }

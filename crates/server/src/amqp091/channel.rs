@@ -14,8 +14,12 @@ use ferry_amqp091::{
 };
 use ferry_core::{
     Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
-    OwnerId, Queue,
+    OwnerId, Queue, SettleWindow,
 };
+
+use crate::access::{self, ClientAccess, PublishCache};
+use crate::config::ServerConfig;
+use ferry_acl::{Action, ObjectType};
 
 use super::args;
 use super::confirms::Confirms;
@@ -37,6 +41,9 @@ pub struct Ctx<'a> {
     pub frame_max: usize,
     /// Consumer → channel, for routing outbox items.
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    /// Who the client is, for ACL checks and quotas.
+    pub access: &'a ClientAccess,
+    pub config: &'a ServerConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +84,11 @@ pub struct Channel {
     /// Set by tx.select: what the open transaction has staged.
     pub tx: Option<Box<ChannelTx>>,
     exchanges: HashMap<Bytes, Arc<Exchange>>,
+    /// ACL decisions for this channel's publishes.
+    pub publish_acl: PublishCache,
+    /// Caps unacknowledged deliveries over all of the channel's consumers, prefetch or not
+    /// (`--session-max-unacked`).
+    pub settle_window: Option<Arc<SettleWindow>>,
 }
 
 impl Channel {
@@ -94,6 +106,15 @@ impl Channel {
             next_ctag: 1,
             tx: None,
             exchanges: HashMap::new(),
+            publish_acl: PublishCache::default(),
+            settle_window: None,
+        }
+    }
+
+    /// `n` deliveries were settled (or never needed settling): their window slots are free.
+    pub fn free_window_slots(&self, n: u32) {
+        if let Some(w) = &self.settle_window {
+            w.give_back(n);
         }
     }
 
@@ -171,6 +192,9 @@ impl Channel {
     pub fn exchange_declare(&mut self, ctx: &mut Ctx, m: ExchangeDeclare) -> Result<(), Fault> {
         let name = utf8(m.exchange.bytes(), "exchange")?;
         if m.passive {
+            ctx.access.check(Action::Access, ObjectType::Exchange, || {
+                access::exchange_named(name)
+            })?;
             if ctx.broker.exchange(name).is_none() {
                 return Err(Fault::not_found(format!(
                     "no exchange '{name}' in vhost '/'"
@@ -205,6 +229,14 @@ impl Channel {
                     .map(str::to_owned),
                 arguments,
             };
+            let action = if ctx.broker.exchange(name).is_some() {
+                Action::Access
+            } else {
+                Action::Create
+            };
+            ctx.access.check(action, ObjectType::Exchange, || {
+                access::exchange_props(name, kind_name, &opts)
+            })?;
             ctx.broker.declare_exchange(name, kind, opts, false)?;
         }
         if !m.nowait {
@@ -220,6 +252,12 @@ impl Channel {
                 "the default exchange cannot be deleted",
             ));
         }
+        let info = ctx.broker.exchange_info(name);
+        ctx.access
+            .check(Action::Delete, ObjectType::Exchange, || match &info {
+                Some(info) => access::existing_exchange_props(info),
+                None => access::exchange_named(name),
+            })?;
         match ctx.broker.delete_exchange(name, m.if_unused) {
             // Deleting what does not exist succeeds, as in RabbitMQ.
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
@@ -273,6 +311,9 @@ impl Channel {
 
     pub fn queue_declare(&mut self, ctx: &mut Ctx, m: QueueDeclare) -> Result<(), Fault> {
         let q = if m.passive {
+            let name = self.queue_name(&m.queue)?;
+            ctx.access
+                .check(Action::Access, ObjectType::Queue, || access::named(name))?;
             self.usable_queue(ctx, &m.queue)?
         } else {
             let arguments = table_to_headers(&m.arguments);
@@ -284,6 +325,11 @@ impl Channel {
             opts.exclusive_owner = m.exclusive.then_some(ctx.owner);
             opts.arguments = arguments;
             if m.queue.is_empty() {
+                // The name is the broker's to choose: rules see its prefix.
+                ctx.access.check(Action::Create, ObjectType::Queue, || {
+                    access::queue_props("amq.gen-", &opts)
+                })?;
+                opts.quota = ctx.access.charge_queue()?;
                 ctx.broker.declare_server_named_queue("amq.gen-", opts)?
             } else {
                 let name = utf8(m.queue.bytes(), "queue")?;
@@ -294,10 +340,18 @@ impl Channel {
                         )));
                     }
                     Some(existing) => {
+                        ctx.access.check(Action::Access, ObjectType::Queue, || {
+                            access::queue_props(name, &opts)
+                        })?;
                         existing.check_access(ctx.owner)?;
                         args::check_equivalent(&existing, &opts)?;
                     }
-                    None => {}
+                    None => {
+                        ctx.access.check(Action::Create, ObjectType::Queue, || {
+                            access::queue_props(name, &opts)
+                        })?;
+                        opts.quota = ctx.access.charge_queue()?;
+                    }
                 }
                 ctx.broker.declare_queue(name, opts, false, ctx.owner)?.0
             }
@@ -331,6 +385,9 @@ impl Channel {
         } else {
             utf8(m.routing_key.bytes(), "routing-key")?
         };
+        ctx.access.check(Action::Bind, ObjectType::Exchange, || {
+            access::binding_props(exchange, Some(q.name()), Some(key))
+        })?;
         ctx.broker
             .bind(q.name(), exchange, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
@@ -348,6 +405,9 @@ impl Channel {
             ));
         }
         let key = utf8(m.routing_key.bytes(), "routing-key")?;
+        ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
+            access::binding_props(exchange, Some(q.name()), Some(key))
+        })?;
         match ctx.broker.unbind(q.name(), exchange, key) {
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
@@ -357,6 +417,9 @@ impl Channel {
     }
 
     pub fn queue_purge(&mut self, ctx: &mut Ctx, m: QueuePurge) -> Result<(), Fault> {
+        let name = self.queue_name(&m.queue)?;
+        ctx.access
+            .check(Action::Purge, ObjectType::Queue, || access::named(name))?;
         let q = self.usable_queue(ctx, &m.queue)?;
         let n = q.purge();
         if !m.nowait {
@@ -372,6 +435,12 @@ impl Channel {
 
     pub fn queue_delete(&mut self, ctx: &mut Ctx, m: QueueDelete) -> Result<(), Fault> {
         let name = self.queue_name(&m.queue)?.to_owned();
+        let existing = ctx.broker.queue(&name);
+        ctx.access
+            .check(Action::Delete, ObjectType::Queue, || match &existing {
+                Some(q) => access::existing_queue_props(&name, q),
+                None => access::named(&name),
+            })?;
         let n = match ctx
             .broker
             .delete_queue(&name, m.if_unused, m.if_empty, ctx.owner)

@@ -8,7 +8,7 @@ use ferry_client::{
     Subscription,
 };
 
-use super::{header_segment, Client};
+use super::{header_segment, subscription_ended, Client};
 use crate::driver::DriverError;
 use crate::latency_test::{LatencyOpts, LatencyReceiver, LatencySender, Stamp};
 
@@ -114,11 +114,7 @@ impl LatencyReceiver for LatencyReceiverClient {
             .block_on(async { tokio::time::timeout(timeout, self.sub.next()).await });
         let delivery = match next {
             Err(_) => return Ok(None),
-            Ok(None) => {
-                return Err(DriverError::Connection(
-                    "the latency subscription ended".into(),
-                ))
-            }
+            Ok(None) => return Err(subscription_ended(self.sub.session(), "latency")),
             Ok(Some(d)) => d,
         };
         if self.accept_every > 0 {

@@ -102,6 +102,16 @@ impl Client {
     }
 }
 
+/// The error for a subscription that ended while the harness still wanted messages: the
+/// session's or connection's own failure when there is one, since "ended" alone says
+/// nothing about why.
+pub fn subscription_ended(session: &Session, what: &str) -> DriverError {
+    match session.error() {
+        Some(e) => DriverError::Connection(format!("subscription ended ({what}): {e}")),
+        None => DriverError::Connection(format!("subscription ended ({what})")),
+    }
+}
+
 fn connect_options(opts: &ConnectionOpts) -> Result<ConnectOptions, DriverError> {
     let mechanism = match opts.mechanism.as_deref() {
         None => None,

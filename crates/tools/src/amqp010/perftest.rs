@@ -8,10 +8,12 @@ use ferry_client::{
     SubscribeOptions, Subscription,
 };
 
-use super::{header_segment, Client};
+use super::{header_segment, subscription_ended, Client, STEP_TIMEOUT};
 use crate::conn::ConnectionOpts;
 use crate::driver::DriverError;
-use crate::perftest::{ControllerOps, Mode, PerftestConnector, Plan, PublisherOps, SubscriberOps};
+use crate::perftest::{
+    ControllerOps, CreditWindow, Mode, PerftestConnector, Plan, PublisherOps, SubscriberOps,
+};
 
 /// How many pipelined transfers a publisher queues before letting its writer run.
 const PUBLISH_BATCH: usize = 64;
@@ -37,9 +39,10 @@ impl Client {
     /// The next delivery on `sub`, bounded by the step timeout.
     fn next_on(&self, sub: &mut Subscription, what: &str) -> Result<Delivery, DriverError> {
         self.run(what, async {
-            sub.next()
-                .await
-                .ok_or_else(|| DriverError::Connection(format!("subscription ended: {what}")))
+            match sub.next().await {
+                Some(d) => Ok(d),
+                None => Err(subscription_ended(sub.session(), what)),
+            }
         })
     }
 
@@ -115,7 +118,9 @@ impl PerftestConnector for Connector {
 
     fn subscriber(&self, plan: &Plan, key: &str) -> Result<Subscriber, DriverError> {
         let client = Client::open(&self.conn)?;
-        let quota = u32::try_from(plan.sub_quota).unwrap_or(u32::MAX);
+        let quota = plan.sub_quota as u64;
+        let mut window = CreditWindow::new(CreditWindow::DEFAULT);
+        let first = window.start(quota);
         let explicit = plan.sub_ack > 0 || plan.tx_sub > 0;
         let session = client.session.clone();
         let (queue, iteration) = client.run("subscribing", async {
@@ -157,7 +162,7 @@ impl PerftestConnector for Connector {
             } else {
                 AcceptMode::None
             },
-            ..credit(quota)
+            ..credit(first)
         };
         let sub = client.run("subscribing to the test queue", async {
             Ok(client.session.subscribe(&queue, "test", options).await?)
@@ -167,6 +172,7 @@ impl PerftestConnector for Connector {
             iteration,
             unaccepted: SequenceSet::new(),
             quota,
+            credit: window,
             ready_queue: plan.control_queue("sub_ready"),
             done_queue: plan.control_queue("sub_done"),
             client,
@@ -297,7 +303,8 @@ pub struct Subscriber {
     sub: Subscription,
     iteration: Option<Subscription>,
     unaccepted: SequenceSet,
-    quota: u32,
+    quota: u64,
+    credit: CreditWindow,
     ready_queue: String,
     done_queue: String,
 }
@@ -333,17 +340,31 @@ impl SubscriberOps for Subscriber {
                 actual: text(&d),
             });
         }
-        let quota = self.quota;
-        self.client.run_and_flush("granting test credit", async {
-            Ok(session
-                .message_flow("test", CreditUnit::Message, quota)
-                .await?)
-        })
+        let first = self.credit.start(self.quota);
+        self.grant(first)
     }
 
     fn receive(&mut self) -> Result<u64, DriverError> {
-        let d = self.client.next_on(&mut self.sub, "a test message")?;
+        let d = match self.client.next_on(&mut self.sub, "a test message") {
+            // Seen with Broker-J and several subscribers on a queue: messages stay queued
+            // while this subscriber has credit for them (see BENCHMARKS.md's notes).
+            Err(DriverError::Timeout(_)) => {
+                let c = &self.credit;
+                return Err(DriverError::Timeout(format!(
+                    "test message {} of {}: the broker sent nothing for {} s although this \
+                     subscriber had credit for {} more",
+                    c.taken() + 1,
+                    c.quota(),
+                    STEP_TIMEOUT.as_secs(),
+                    c.granted() - c.taken()
+                )));
+            }
+            other => other?,
+        };
         self.unaccepted.add(d.id);
+        if let Some(more) = self.credit.take() {
+            self.grant(more)?;
+        }
         sequence_of(&d)
     }
 
@@ -363,6 +384,17 @@ impl SubscriberOps for Subscriber {
 
     fn report(&mut self, body: &str) -> Result<(), DriverError> {
         self.client.send_control(&self.done_queue, body, 1)
+    }
+}
+
+impl Subscriber {
+    fn grant(&self, messages: u32) -> Result<(), DriverError> {
+        let session = &self.client.session;
+        self.client.run_and_flush("granting test credit", async {
+            Ok(session
+                .message_flow("test", CreditUnit::Message, messages)
+                .await?)
+        })
     }
 }
 

@@ -1,12 +1,14 @@
 //! qpid-perftest's throughput test: options, the arithmetic of its totals, its report, and
 //! the publisher/subscriber/controller loops written against traits a client implements.
 
+mod credit;
 mod driver;
 mod opts;
 mod plan;
 mod report;
 
 pub use crate::driver::DriverError;
+pub use credit::CreditWindow;
 pub use driver::{
     run_controller, run_perftest, run_publisher, run_subscriber, ControllerOps, PerftestConnector,
     PublisherOps, SubscriberOps,

@@ -27,6 +27,9 @@ fn new_histogram() -> Histogram<u64> {
 pub struct LatencyRecorder {
     from_intended: Histogram<u64>,
     from_sent: Histogram<u64>,
+    /// How far behind its schedule the sender was: the part of the corrected figure that
+    /// the sending side (its thread not getting a CPU in time) rather than the path added.
+    send_lateness: Histogram<u64>,
     interval: IntervalStats,
 }
 
@@ -41,6 +44,7 @@ impl LatencyRecorder {
         LatencyRecorder {
             from_intended: new_histogram(),
             from_sent: new_histogram(),
+            send_lateness: new_histogram(),
             interval: IntervalStats::default(),
         }
     }
@@ -52,6 +56,8 @@ impl LatencyRecorder {
         let raw = received_ns.saturating_sub(sent_ns);
         self.from_intended.saturating_record(corrected);
         self.from_sent.saturating_record(raw);
+        self.send_lateness
+            .saturating_record(sent_ns.saturating_sub(intended_ns));
         self.interval.update(corrected);
     }
 
@@ -74,6 +80,7 @@ impl LatencyRecorder {
         // Same bounds on both sides, so addition cannot go out of range.
         let _ = self.from_intended.add(&other.from_intended);
         let _ = self.from_sent.add(&other.from_sent);
+        let _ = self.send_lateness.add(&other.send_lateness);
         self.interval.absorb(&other.interval);
     }
 
@@ -81,6 +88,7 @@ impl LatencyRecorder {
         LatencySummary {
             corrected: Percentiles::of(&self.from_intended),
             uncorrected: Percentiles::of(&self.from_sent),
+            send_lateness: Percentiles::of(&self.send_lateness),
         }
     }
 }
@@ -159,6 +167,8 @@ impl Percentiles {
 pub struct LatencySummary {
     pub corrected: Percentiles,
     pub uncorrected: Percentiles,
+    /// Sent time minus due time; all zero when unpaced.
+    pub send_lateness: Percentiles,
 }
 
 impl LatencySummary {
@@ -173,6 +183,14 @@ impl LatencySummary {
             out.push_str(&format!(
                 "\n  (from actual send time, not corrected for coordinated omission: {})",
                 self.uncorrected.text()
+            ));
+            let l = &self.send_lateness;
+            out.push_str(&format!(
+                "\n  (sender behind its schedule: p50={:.4} p99={:.4} p99.9={:.4} max={:.4})",
+                ns_to_ms(l.p50_ns),
+                ns_to_ms(l.p99_ns),
+                ns_to_ms(l.p999_ns),
+                ns_to_ms(l.max_ns),
             ));
         }
         out
@@ -251,6 +269,23 @@ mod tests {
         );
         assert!(within(s.corrected.max_ns, 100 * MS, 0.001));
         assert!(within(s.corrected.p50_ns, 100 * US, 0.001));
+    }
+
+    #[test]
+    fn sender_lateness_is_kept_apart() {
+        let mut r = LatencyRecorder::new();
+        // Due at 0, sent 300 µs late, back 100 µs after sending.
+        r.record(0, 300 * US, 400 * US);
+        let s = r.summary();
+        assert!(within(s.corrected.max_ns, 400 * US, 0.001));
+        assert!(within(s.uncorrected.max_ns, 100 * US, 0.001));
+        assert!(within(s.send_lateness.max_ns, 300 * US, 0.001));
+        assert!(
+            s.text(true).contains("sender behind its schedule: p50=0.3"),
+            "{}",
+            s.text(true)
+        );
+        assert!(!s.text(false).contains("behind"));
     }
 
     #[test]
