@@ -787,6 +787,11 @@ impl Broker {
         route::deliver(exchange, &msg).map(|queues| PublishOutcome { queues })
     }
 
+    /// A new, empty transaction whose staged publishes count in the broker's memory meter.
+    pub fn transaction(&self) -> Transaction {
+        Transaction::metered(self.memory.clone())
+    }
+
     /// Commits a transaction: its settlements, then its publishes (routed now, in the order
     /// staged), applied with every queue involved locked at once, so a consumer never sees
     /// part of a commit without the rest; then a single dispatch per queue. Dead letters
