@@ -414,6 +414,7 @@ impl QueueState {
                 position: e.position,
                 redelivered: e.redelivered,
                 acquired: false,
+                windowed: c.windowed(),
             }));
         }
     }
@@ -447,6 +448,7 @@ impl QueueState {
                 position: entry.position,
                 redelivered: entry.redelivered,
                 acquired: true,
+                windowed: c.windowed(),
             }));
         }
     }
