@@ -141,7 +141,8 @@ ferryd_start() {
         exit 2
     fi
     : >"$workdir/ferryd.out"
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth no \
+    # Memory-only: suites run side by side and must not share (or lock) one data directory.
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &
     ferryd_pid=$!
     # ferryd prints the bound port alone on its first stdout line (as qpidd does for
