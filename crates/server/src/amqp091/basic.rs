@@ -19,6 +19,9 @@ use super::convert::{encode_properties, table_to_headers};
 use super::error::Fault;
 use super::qos::Settings;
 
+/// Bodies this large usually span frames and so own their memory (see `publish`).
+const LARGE_BODY: usize = 4096;
+
 /// How a settled delivery leaves the channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -57,9 +60,20 @@ impl Channel {
             }
         };
         let raw = encode_properties(&props);
+        // The routing key and exchange name are slices of the read buffer, and would keep
+        // all of it alive while the message is queued. A body that spanned frames was joined
+        // into its own allocation, so these get their own too (a copy of some 100 bytes):
+        // a deep queue of large messages then costs what it holds, not twice that.
+        let owned = |b: &Bytes| {
+            if m.body.len() >= LARGE_BODY {
+                Bytes::copy_from_slice(b)
+            } else {
+                b.clone()
+            }
+        };
         let message = Arc::new(Message {
-            routing_key: p.routing_key.bytes().clone(),
-            exchange: p.exchange.bytes().clone(),
+            routing_key: owned(p.routing_key.bytes()),
+            exchange: owned(p.exchange.bytes()),
             size: (m.body.len() + raw.len()) as u64,
             body: m.body,
             headers: if exchange.needs_headers() {
