@@ -115,7 +115,7 @@ ferryd_start_secure() {
     printf '%s\n' "$FERRY_PASSWORD" |
         "$ferry" user add "$FERRY_USER" --password-stdin --users-file "$workdir/users" 2>/dev/null ||
         { echo "run.sh: ferry user add failed" >&2; exit 1; }
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth yes --users-file "$workdir/users" \
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth yes --users-file "$workdir/users" --no-data-dir \
         --ssl-port 0 --ssl-cert-file "$tls/server.pem" --ssl-key-file "$tls/server.key" \
         --ssl-ca-file "$tls/ca.pem" \
         >"$workdir/secure.out" 2>"$workdir/secure.err" </dev/null &
@@ -143,11 +143,12 @@ ferryd_start() {
         exit 2
     fi
     : >"$workdir/ferryd.out"
-    # Every suite runs under the suite ACL (FERRY_ACL_FILE= turns it off).
+    # Every suite runs under the suite ACL (FERRY_ACL_FILE= turns it off), memory-only:
+    # suites run side by side and must not share (or lock) one data directory.
     local acl=()
     local acl_file=${FERRY_ACL_FILE-$_ferry_lib/ferryd.acl}
     [ -n "$acl_file" ] && acl=(--acl-file "$acl_file")
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth no "${acl[@]}" \
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir "${acl[@]}" \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &
     ferryd_pid=$!
     # ferryd prints the bound port alone on its first stdout line (as qpidd does for

@@ -7,7 +7,8 @@
 //! delivery can be written back without re-encoding.
 //!
 //! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox or
-//! settlement window.
+//! settlement window; a [`Journal`]'s own locks are leaves (queues append dequeues under their
+//! lock).
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
 //! one exchange read lock, then each target queue's mutex in turn (never two at once). Only a
 //! transaction's commit holds several queue locks, taken in queue-id order.
@@ -16,6 +17,7 @@ mod alarm;
 mod broker;
 mod error;
 mod exchange;
+mod journal;
 mod limits;
 mod message;
 mod outbox;
@@ -29,6 +31,7 @@ pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+pub use journal::{ExchangeDefinition, Journal, JournalTx, QueueDefinition, StoreRef, SyncPoint};
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader};
 pub use outbox::{Delivery, Outbox, OutboxItem};

@@ -8,6 +8,7 @@ use parking_lot::MutexGuard;
 use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
+use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::{now_ms, DeathReason, Message};
 use crate::queue::{Queue, QueueState};
 use crate::route;
@@ -64,6 +65,9 @@ pub struct CommitOutcome {
     pub refused: Option<BrokerError>,
     /// Settlements that applied (the others named messages no longer held).
     pub settled: usize,
+    /// Set when the commit journaled anything (persistent messages in, stored messages
+    /// out): confirm the commit once the journal is durable up to here, where all of it is.
+    pub sync: Option<SyncPoint>,
 }
 
 impl Transaction {
@@ -139,7 +143,7 @@ impl Transaction {
     }
 
     /// Applies and empties the transaction; see [`crate::Broker::commit`].
-    pub(crate) fn apply(&mut self) -> CommitOutcome {
+    pub(crate) fn apply(&mut self, journal: Option<&Arc<dyn Journal>>) -> CommitOutcome {
         // From here the queues that store the messages account for them.
         self.uncharge();
         let publishes = std::mem::take(&mut self.publishes);
@@ -149,6 +153,8 @@ impl Transaction {
             ..CommitOutcome::default()
         };
 
+        // Everything the commit journals is one unit: all of it survives a crash or none.
+        let jtx = journal.map(|_| Arc::new(JournalTx::default()));
         // Route first, outside any queue lock (routing takes exchange locks).
         let now = now_ms();
         let mut routes: Vec<(usize, Arc<Queue>, Arc<Message>)> = Vec::new();
@@ -158,6 +164,22 @@ impl Transaction {
                 continue;
             }
             route::collect(exchange, message, &mut targets);
+            // Journaled before any queue holds it, as for a plain publish.
+            let mut message = message.clone();
+            if let Some(j) = journal.filter(|_| message.persistent && !targets.is_empty()) {
+                match route::record(j, &message, &targets, jtx.as_deref()) {
+                    Ok(Some((journaled, point))) => {
+                        message = journaled;
+                        outcome.sync = outcome.sync.max(Some(point));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        targets.clear();
+                        outcome.refused.get_or_insert(e);
+                        continue;
+                    }
+                }
+            }
             for q in targets.drain(..) {
                 let stored = q.apply_ttl(message.clone());
                 q.note_expiry(&stored);
@@ -177,6 +199,9 @@ impl Transaction {
         queues.dedup_by_key(|q| q.id());
         let mut locked: Vec<MutexGuard<'_, QueueState>> =
             queues.iter().map(|q| q.lock_state()).collect();
+        for st in &mut locked {
+            st.journal_tx = jtx.clone();
+        }
         let slot = |q: &Queue| queues.binary_search_by_key(&q.id(), |x| x.id()).ok();
 
         let mut rejected: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
@@ -188,9 +213,9 @@ impl Transaction {
                 continue;
             };
             let applied = match s.how {
-                Settlement::Accept => st.settle(s.position).is_some(),
+                Settlement::Accept => st.settle_done(s.position).is_some(),
                 Settlement::Reject => {
-                    let held = st.settle(s.position).is_some();
+                    let held = st.settle_done(s.position).is_some();
                     if held {
                         rejected.push((s.queue.clone(), s.message));
                     }
@@ -212,7 +237,11 @@ impl Transaction {
                 continue;
             };
             let mut lost = Vec::new();
-            match q.enqueue_locked(st, message, &mut lost) {
+            let result = q.enqueue_locked(st, message.clone(), &mut lost);
+            if !matches!(result, Ok(true)) {
+                route::forget(&q, &message, jtx.as_deref());
+            }
+            match result {
                 Ok(true) => outcome.routed[i] += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -220,6 +249,14 @@ impl Transaction {
                 }
             }
             dropped.extend(lost.into_iter().map(|m| (q.clone(), m)));
+        }
+        for st in &mut locked {
+            st.journal_tx = None;
+        }
+        // Closed before any consumer sees the commit's messages, so no settlement of one
+        // can come before the commit in the journal.
+        if let (Some(j), Some(t)) = (journal, &jtx) {
+            outcome.sync = outcome.sync.max(j.commit_tx(t));
         }
         for (q, st) in queues.iter().zip(locked.iter_mut()) {
             st.dispatch(q);
@@ -292,7 +329,7 @@ mod tests {
             .into_iter()
             .filter_map(|i| match i {
                 OutboxItem::Deliver(d) => Some((d.position, d.message, d.redelivered)),
-                OutboxItem::ConsumerCancelled { .. } => None,
+                OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
             })
             .collect()
     }

@@ -9,8 +9,11 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
+use std::sync::Arc;
+
 use ferry_core::{Broker, BrokerConfig};
 use ferry_server::{AuthMode, Server, ServerConfig, Shutdown, TlsSettings};
+use ferry_store::{Store, StoreConfig};
 use options::Options;
 use tracing::{error, info, warn};
 
@@ -120,10 +123,17 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let broker = Broker::new(BrokerConfig {
+    let broker_config = BrokerConfig {
         memory_watermarks,
         ..BrokerConfig::default()
-    });
+    };
+    let (broker, store) = match open_store(&options, broker_config) {
+        Ok(pair) => pair,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
@@ -182,7 +192,42 @@ async fn serve(options: Options) -> ExitCode {
         let _ = stop.send(true);
     });
     server.run(shutdown).await;
+    if let Some(store) = store {
+        // Everything appended (settlements of the last moments included) reaches the disk.
+        store.close();
+    }
     ExitCode::SUCCESS
+}
+
+/// The broker, over the durable store of `--data-dir` (recovered first) unless memory-only.
+fn open_store(
+    options: &Options,
+    broker_config: BrokerConfig,
+) -> Result<(Arc<Broker>, Option<Arc<Store>>), String> {
+    let Some(dir) = options.data_dir() else {
+        if !options.no_data_dir {
+            warn!("no data directory (neither --data-dir, XDG_DATA_HOME nor HOME): memory-only");
+        }
+        return Ok((Broker::new(broker_config), None));
+    };
+    let config = StoreConfig {
+        segment_size: options.store_segment_size,
+    };
+    let (store, recovered) = Store::open(&dir, config).map_err(|e| e.to_string())?;
+    let broker = Broker::with_journal(broker_config, store.clone());
+    let stats = recovered.stats.clone();
+    recovered.restore(&broker);
+    info!(
+        dir = %dir.display(),
+        segments = stats.segments,
+        records = stats.records,
+        queues = stats.queues,
+        messages = stats.messages,
+        mib_read = stats.bytes_read >> 20,
+        ms = stats.elapsed.as_millis() as u64,
+        "store recovered"
+    );
+    Ok((broker, Some(store)))
 }
 
 /// SIGHUP re-reads the TLS certificate, key and CA files (new connections use them) and the

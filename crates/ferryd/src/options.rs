@@ -157,6 +157,42 @@ pub struct Options {
     /// Read options from a qpidd.conf-style file of `name=value` lines; the command line wins.
     #[arg(long)]
     pub config: Option<PathBuf>,
+
+    /// Directory of the durable store (default: $XDG_DATA_HOME/ferry, else
+    /// ~/.local/share/ferry). Locked: one broker per directory.
+    #[arg(long, value_name = "DIR", overrides_with = "no_data_dir")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Run memory-only: durable queues and persistent messages do not survive a restart.
+    #[arg(long, overrides_with = "data_dir")]
+    pub no_data_dir: bool,
+
+    /// Size of the store's journal segment files, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 32 << 20)]
+    pub store_segment_size: u64,
+}
+
+impl Options {
+    /// The store's directory; `None` when running memory-only (or when no default exists).
+    pub fn data_dir(&self) -> Option<PathBuf> {
+        if self.no_data_dir {
+            return None;
+        }
+        self.data_dir.clone().or_else(|| {
+            default_data_dir(
+                std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),
+                std::env::var_os("HOME").map(PathBuf::from),
+            )
+        })
+    }
+}
+
+/// The per-user data directory of the XDG base directory specification.
+fn default_data_dir(xdg_data_home: Option<PathBuf>, home: Option<PathBuf>) -> Option<PathBuf> {
+    xdg_data_home
+        .filter(|p| p.is_absolute())
+        .or_else(|| home.map(|h| h.join(".local/share")))
+        .map(|base| base.join("ferry"))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -402,6 +438,27 @@ mod tests {
         assert_eq!(o.port, 6001);
         assert_eq!(o.max_connections, 7);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn data_dir_defaults_to_the_user_data_directory_and_can_be_turned_off() {
+        let o = Options::try_parse_from(strings(&["ferryd", "--data-dir", "/srv/ferry"])).unwrap();
+        assert_eq!(o.data_dir(), Some(PathBuf::from("/srv/ferry")));
+        let o = Options::try_parse_from(strings(&["ferryd", "--no-data-dir"])).unwrap();
+        assert_eq!(o.data_dir(), None);
+        // The later of the two wins, so a config file's data-dir can be overridden.
+        let o = Options::try_parse_from(strings(&["ferryd", "--data-dir=/x", "--no-data-dir"]))
+            .unwrap();
+        assert_eq!(o.data_dir(), None);
+        assert_eq!(
+            default_data_dir(Some("/xdg".into()), Some("/home/u".into())),
+            Some(PathBuf::from("/xdg/ferry"))
+        );
+        assert_eq!(
+            default_data_dir(Some("relative".into()), Some("/home/u".into())),
+            Some(PathBuf::from("/home/u/.local/share/ferry"))
+        );
+        assert_eq!(default_data_dir(None, None), None);
     }
 
     #[test]

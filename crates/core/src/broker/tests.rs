@@ -931,7 +931,7 @@ fn take_deliveries(ob: &Outbox) -> Vec<crate::Delivery> {
         .into_iter()
         .filter_map(|i| match i {
             OutboxItem::Deliver(d) => Some(d),
-            OutboxItem::ConsumerCancelled { .. } => None,
+            OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
         })
         .collect()
 }

@@ -7,6 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::alarm::MemoryMeter;
+use crate::journal::{JournalTx, QueueStore};
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
@@ -29,6 +30,8 @@ pub(crate) struct Entry {
 pub(crate) struct Unsettled {
     pub(crate) size: u64,
     pub(crate) redelivered: bool,
+    /// The message's store id, 0 if it is not journaled on this queue.
+    pub(crate) stored: u64,
 }
 
 /// Positions are broker-assigned integers, not peer-chosen keys, so a multiplicative hash is
@@ -94,6 +97,11 @@ pub(crate) struct QueueState {
     /// The broker's count of bytes held by queues; this queue writes its own shard.
     meter: Arc<MemoryMeter>,
     shard: usize,
+    /// Set for a durable queue with a journal. Dequeues are appended under the queue lock,
+    /// so the journal sees them in the queue's own order.
+    pub(crate) store: Option<QueueStore>,
+    /// Set while a transaction's commit holds the lock: its dequeues belong to it.
+    pub(crate) journal_tx: Option<Arc<JournalTx>>,
 }
 
 impl Drop for QueueState {
@@ -154,11 +162,29 @@ impl QueueState {
             }),
             meter,
             shard,
+            store: None,
+            journal_tx: None,
+        }
+    }
+
+    /// The message left the queue for good: journal its dequeue if the store holds it here.
+    pub(crate) fn forget(&self, m: &Message) {
+        if let Some(id) = m.stored.get() {
+            self.forget_ids(&[id]);
+        }
+    }
+
+    fn forget_ids(&self, ids: &[u64]) {
+        if let (Some(store), false) = (&self.store, ids.is_empty()) {
+            store
+                .journal
+                .dequeue(store.id, ids, self.journal_tx.as_deref());
         }
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
     fn expire(&mut self, message: Arc<Message>) {
+        self.forget(&message);
         self.meter.sub(self.shard, message.size);
         if self.keep_expired {
             self.expired.push(message);
@@ -182,6 +208,15 @@ impl QueueState {
     }
 
     pub(crate) fn push(&mut self, message: Arc<Message>) {
+        self.push_entry(message, false);
+    }
+
+    /// A message recovered from the store: it may have been delivered before the restart.
+    pub(crate) fn push_recovered(&mut self, message: Arc<Message>) {
+        self.push_entry(message, true);
+    }
+
+    fn push_entry(&mut self, message: Arc<Message>, redelivered: bool) {
         let position = self.next_position;
         self.next_position += 1;
         if self.last_value.is_some() {
@@ -192,7 +227,7 @@ impl QueueState {
         self.entries.push_back(Entry {
             position,
             message,
-            redelivered: false,
+            redelivered,
         });
     }
 
@@ -216,6 +251,7 @@ impl QueueState {
         if let Some(e) = self.entries.remove_position(old) {
             self.account_out(&e.message);
             self.meter.sub(self.shard, e.message.size);
+            self.forget(&e.message);
         }
     }
 
@@ -253,6 +289,11 @@ impl QueueState {
             Unsettled {
                 size: e.message.size,
                 redelivered: e.redelivered,
+                stored: if self.store.is_some() {
+                    e.message.stored.get().unwrap_or(0)
+                } else {
+                    0
+                },
             },
         );
     }
@@ -262,6 +303,15 @@ impl QueueState {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
         self.meter.sub(self.shard, u.size);
+        Some(u)
+    }
+
+    /// Settles an acquired message that leaves the queue (accepted or rejected).
+    pub(crate) fn settle_done(&mut self, position: u64) -> Option<Unsettled> {
+        let u = self.settle(position)?;
+        if u.stored != 0 {
+            self.forget_ids(&[u.stored]);
+        }
         Some(u)
     }
 
@@ -317,6 +367,14 @@ impl QueueState {
 
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
+        if self.store.is_some() {
+            let ids: Vec<u64> = self
+                .entries
+                .iter()
+                .filter_map(|e| e.message.stored.get())
+                .collect();
+            self.forget_ids(&ids);
+        }
         self.entries.clear();
         self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
@@ -331,13 +389,21 @@ impl QueueState {
         let before = self.entries.len();
         let keep = self.keep_expired;
         let expired = &mut self.expired;
+        let mut dequeued = Vec::new();
+        let stored = self.store.is_some();
         self.entries.retain(|e| {
             let live = !e.message.is_expired_at(now);
-            if !live && keep {
-                expired.push(e.message.clone());
+            if !live {
+                if keep {
+                    expired.push(e.message.clone());
+                }
+                if let Some(id) = e.message.stored.get().filter(|_| stored) {
+                    dequeued.push(id);
+                }
             }
             live
         });
+        self.forget_ids(&dequeued);
         let left: u64 = self.entries.iter().map(|e| e.message.size).sum();
         self.meter
             .sub(self.shard, self.queued_bytes.saturating_sub(left));

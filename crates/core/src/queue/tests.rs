@@ -39,7 +39,7 @@ fn deliveries(outbox: &Outbox) -> Vec<Delivery> {
     buf.into_iter()
         .filter_map(|i| match i {
             OutboxItem::Deliver(d) => Some(d),
-            OutboxItem::ConsumerCancelled { .. } => None,
+            OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
         })
         .collect()
 }

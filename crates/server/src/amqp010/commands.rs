@@ -369,10 +369,14 @@ fn transfer(
         tx.stage_publish(exchange, Arc::new(message));
         return Ok(());
     }
-    env.broker
+    let outcome = env
+        .broker
         .publish(&exchange, Arc::new(message))
-        .map(|_| ())
-        .map_err(Exception::from)
+        .map_err(Exception::from)?;
+    if let Some(point) = outcome.sync {
+        session.needs_sync(point);
+    }
+    Ok(())
 }
 
 /// Fills the routing fields from delivery-properties, and the application headers only

@@ -1,7 +1,7 @@
 //! One attached 0-10 session: command numbering and completion in both directions, the
 //! subscriptions it owns, and the transfers it has sent but the client has not yet settled.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -12,7 +12,7 @@ use ferry_amqp010::{
 };
 use ferry_core::{
     Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
-    SettleWindow,
+    SettleWindow, SyncPoint,
 };
 use tracing::{debug, warn};
 
@@ -74,6 +74,20 @@ pub struct Session {
     pub settle_window: Option<Arc<SettleWindow>>,
     /// Set by tx.select: what the open transaction has staged.
     pub tx: Option<Box<SessionTx>>,
+    /// Set by a command whose effect must reach stable storage before it completes.
+    needs_sync: Option<SyncPoint>,
+    /// Commands executed but not complete until the journal is durable up to their point,
+    /// in command order (points only grow within a session).
+    waiting: VecDeque<Waiting>,
+}
+
+/// An executed command whose completion waits for the journal.
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting {
+    pub id: u32,
+    pub point: SyncPoint,
+    /// The command carried the sync flag: report its completion as soon as it has it.
+    pub sync: bool,
 }
 
 /// session.completed asks for known-completed once the unacknowledged span gets this wide,
@@ -96,8 +110,50 @@ impl Session {
             last_exchange: None,
             publish_acl: PublishCache::default(),
             settle_window: None,
+            needs_sync: None,
+            waiting: VecDeque::new(),
             tx: None,
         }
+    }
+
+    /// The command being executed may complete only once the journal is durable up to
+    /// `point` (a persistent message's record, a durable declaration).
+    pub fn needs_sync(&mut self, point: SyncPoint) {
+        self.needs_sync = Some(self.needs_sync.map_or(point, |p| p.max(point)));
+    }
+
+    pub fn take_needs_sync(&mut self) -> Option<SyncPoint> {
+        self.needs_sync.take()
+    }
+
+    /// Holds back command `id`'s completion until the journal reaches `point`.
+    pub fn wait_for_sync(&mut self, id: u32, point: SyncPoint, sync: bool) {
+        self.waiting.push_back(Waiting { id, point, sync });
+    }
+
+    /// The point the last waiting command needs, if any waits.
+    pub fn last_waiting_point(&self) -> Option<SyncPoint> {
+        self.waiting.back().map(|w| w.point)
+    }
+
+    /// Completes the waiting commands the journal has made durable; returns whether one of
+    /// them asked (with sync) for its completion to be reported at once.
+    pub fn complete_durable(&mut self, durable: SyncPoint) -> bool {
+        let mut sync = false;
+        while let Some(w) = self.waiting.front().copied() {
+            if w.point > durable {
+                break;
+            }
+            self.waiting.pop_front();
+            self.complete(w.id);
+            sync |= w.sync;
+        }
+        sync
+    }
+
+    /// The first command that can now never complete (the journal failed).
+    pub fn first_waiting(&self) -> Option<Waiting> {
+        self.waiting.front().copied()
     }
 
     /// The broker sends commands too (transfers, results), numbered from zero: say so.
@@ -210,6 +266,8 @@ impl Session {
         );
         env.broker.release_owner(self.owner);
         self.last_exchange = None;
+        self.waiting.clear();
+        self.needs_sync = None;
         // An open transaction dies with the session: nothing it staged happens.
         self.tx = None;
     }

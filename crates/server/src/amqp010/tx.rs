@@ -71,7 +71,13 @@ pub fn commit(session: &mut Session, env: &mut Env) -> Result<(), Exception> {
         // As for a plain transfer: the other queues got the message, the publisher learns
         // of the loss.
         Some(e) => Err(e.into()),
-        None => Ok(()),
+        None => {
+            // Completed once everything the commit journaled is on stable storage.
+            if let Some(point) = outcome.sync {
+                session.needs_sync(point);
+            }
+            Ok(())
+        }
     }
 }
 

@@ -88,6 +88,7 @@ impl Channel {
             priority: props.priority.unwrap_or(0),
             persistent: props.delivery_mode == Some(2),
             header: ProtocolHeader::Amqp091(raw),
+            stored: Default::default(),
             deaths: None,
         });
         if let Some(tx) = self.tx.as_mut() {
@@ -99,7 +100,7 @@ impl Channel {
             );
             return Ok(());
         }
-        let stored = match ctx.broker.publish(&exchange, message.clone()) {
+        let (stored, sync) = match ctx.broker.publish(&exchange, message.clone()) {
             Ok(outcome) => {
                 if outcome.queues == 0 && p.mandatory {
                     let ret = BasicReturn {
@@ -110,14 +111,14 @@ impl Channel {
                     };
                     self.write_content(ctx, ret.into(), &message);
                 }
-                true
+                (true, outcome.sync)
             }
-            // A full queue with reject-publish: the publisher learns through a nack (RabbitMQ
-            // drops silently without confirms).
-            Err(BrokerError::ResourceLimitExceeded(_)) => false,
+            // A full queue with reject-publish, or a full store: the publisher learns through
+            // a nack (RabbitMQ drops silently without confirms).
+            Err(BrokerError::ResourceLimitExceeded(_)) => (false, None),
             Err(e) => return Err(e.into()),
         };
-        self.confirms.record(stored);
+        self.confirms.record(stored, sync);
         Ok(())
     }
 
@@ -139,12 +140,22 @@ impl Channel {
         Ok(())
     }
 
-    /// Writes pending publisher confirms (once per read batch, and before the channel ends).
+    /// Writes the publisher confirms the journal allows (once per read batch, on each journal
+    /// wake-up, and before the channel ends). They wait behind held replies.
     pub fn flush_confirms(&mut self, ctx: &mut Ctx) {
-        if self.confirms.has_pending() {
-            for m in self.confirms.flush() {
-                self.write(ctx.out, m);
+        if !self.confirms.has_pending() || !self.held.is_empty() {
+            return;
+        }
+        let durable = match ctx.broker.journal() {
+            Some(j) if j.is_failed() => {
+                self.confirms.fail_unsynced();
+                j.durable()
             }
+            Some(j) => j.durable(),
+            None => ferry_core::SyncPoint::default(),
+        };
+        for m in self.confirms.flush(durable) {
+            self.write(ctx.out, m);
         }
     }
 

@@ -14,7 +14,7 @@ use ferry_amqp091::{
 };
 use ferry_core::{
     Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
-    OwnerId, Queue, SettleWindow,
+    OwnerId, Queue, SettleWindow, SyncPoint,
 };
 
 use crate::access::{self, ClientAccess, PublishCache};
@@ -25,6 +25,7 @@ use super::args;
 use super::confirms::Confirms;
 use super::convert::{self, table_to_headers, PROPERTIES_OFFSET};
 use super::error::Fault;
+use super::held::HeldReplies;
 use super::qos::Qos;
 use super::tx::ChannelTx;
 use super::unacked::Unacked;
@@ -91,6 +92,8 @@ pub struct Channel {
     /// Caps unacknowledged deliveries over all of the channel's consumers, prefetch or not
     /// (`--session-max-unacked`).
     pub settle_window: Option<Arc<SettleWindow>>,
+    /// Replies waiting for the journal to make their change durable.
+    pub held: HeldReplies,
 }
 
 impl Channel {
@@ -110,6 +113,7 @@ impl Channel {
             exchanges: HashMap::new(),
             publish_acl: PublishCache::default(),
             settle_window: None,
+            held: HeldReplies::default(),
         }
     }
 
@@ -122,6 +126,53 @@ impl Channel {
 
     pub fn write(&self, out: &mut BytesMut, method: impl Into<Method>) {
         write_method(out, self.id, &method.into());
+    }
+
+    /// Sends `method`, the reply to a command that changed durable state when `durable`, once
+    /// the journal has the change on stable storage.
+    pub fn reply_when_durable(&mut self, ctx: &mut Ctx, durable: bool, method: impl Into<Method>) {
+        let point = ctx
+            .broker
+            .journal()
+            .filter(|_| durable)
+            .map(|j| j.appended());
+        self.reply_at(ctx, point, method);
+    }
+
+    /// Sends `method` once the journal is durable up to `point`, after every reply held
+    /// before it.
+    pub fn reply_at(&mut self, ctx: &mut Ctx, point: Option<SyncPoint>, method: impl Into<Method>) {
+        let wait = match ctx.broker.journal() {
+            Some(j) => point.filter(|p| *p > j.durable()),
+            None => None,
+        };
+        match wait {
+            None if self.held.is_empty() => self.write(ctx.out, method),
+            wait => self.held.hold(wait.unwrap_or_default(), method.into()),
+        }
+    }
+
+    /// Sends the held replies the journal has made true. If it failed instead, they never
+    /// will be: the error closes the connection.
+    pub fn flush_held(&mut self, ctx: &mut Ctx) -> Result<(), Fault> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let (durable, failed) = match ctx.broker.journal() {
+            Some(j) => (j.durable(), j.is_failed()),
+            None => (SyncPoint(u64::MAX), false),
+        };
+        for m in self.held.release(durable) {
+            self.write(ctx.out, m);
+        }
+        if failed && !self.held.is_empty() {
+            self.held.clear();
+            return Err(Fault::new(
+                reply::INTERNAL_ERROR,
+                "the store failed: the change is not on stable storage",
+            ));
+        }
+        Ok(())
     }
 
     /// Method, content header and body of a delivery, get-ok or return.
@@ -186,6 +237,7 @@ impl Channel {
             ctx.consumers.remove(&c.id);
         }
         self.tx_teardown();
+        self.held.clear();
         requeue(self.unacked.take_all());
         self.assembler.reset();
         self.exchanges.clear();
@@ -242,7 +294,7 @@ impl Channel {
             ctx.broker.declare_exchange(name, kind, opts, false)?;
         }
         if !m.nowait {
-            self.write(ctx.out, ExchangeDeclareOk {});
+            self.reply_when_durable(ctx, !m.passive && m.durable, ExchangeDeclareOk {});
         }
         Ok(())
     }
@@ -267,7 +319,8 @@ impl Channel {
         }
         self.exchanges.remove(m.exchange.bytes());
         if !m.nowait {
-            self.write(ctx.out, ExchangeDeleteOk {});
+            let durable = info.is_some_and(|i| i.durable);
+            self.reply_when_durable(ctx, durable, ExchangeDeleteOk {});
         }
         Ok(())
     }
@@ -291,7 +344,8 @@ impl Channel {
         ctx.broker
             .bind_exchange(destination, source, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
-            self.write(ctx.out, ExchangeBindOk {});
+            let durable = both_durable(ctx.broker, source, destination);
+            self.reply_when_durable(ctx, durable, ExchangeBindOk {});
         }
         Ok(())
     }
@@ -314,7 +368,8 @@ impl Channel {
             Err(e) => return Err(e.into()),
         }
         if !m.nowait {
-            self.write(ctx.out, ExchangeUnbindOk {});
+            let durable = both_durable(ctx.broker, source, destination);
+            self.reply_when_durable(ctx, durable, ExchangeUnbindOk {});
         }
         Ok(())
     }
@@ -369,14 +424,12 @@ impl Channel {
         self.last_queue = Some(q.name().to_owned());
         if !m.nowait {
             let info = q.info();
-            self.write(
-                ctx.out,
-                QueueDeclareOk {
-                    queue: ShortStr::new(Bytes::from(info.name)).unwrap_or_default(),
-                    message_count: clamp(info.message_count),
-                    consumer_count: clamp(info.consumer_count),
-                },
-            );
+            let ok = QueueDeclareOk {
+                queue: ShortStr::new(Bytes::from(info.name)).unwrap_or_default(),
+                message_count: clamp(info.message_count),
+                consumer_count: clamp(info.consumer_count),
+            };
+            self.reply_when_durable(ctx, !m.passive && q.is_durable(), ok);
         }
         Ok(())
     }
@@ -401,7 +454,7 @@ impl Channel {
         ctx.broker
             .bind(q.name(), exchange, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
-            self.write(ctx.out, QueueBindOk {});
+            self.reply_when_durable(ctx, q.is_durable(), QueueBindOk {});
         }
         Ok(())
     }
@@ -422,7 +475,7 @@ impl Channel {
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }
-        self.write(ctx.out, QueueUnbindOk {});
+        self.reply_when_durable(ctx, q.is_durable(), QueueUnbindOk {});
         Ok(())
     }
 
@@ -433,12 +486,10 @@ impl Channel {
         let q = self.usable_queue(ctx, &m.queue)?;
         let n = q.purge();
         if !m.nowait {
-            self.write(
-                ctx.out,
-                QueuePurgeOk {
-                    message_count: clamp(n),
-                },
-            );
+            let ok = QueuePurgeOk {
+                message_count: clamp(n),
+            };
+            self.reply_when_durable(ctx, q.is_durable() && n > 0, ok);
         }
         Ok(())
     }
@@ -446,6 +497,7 @@ impl Channel {
     pub fn queue_delete(&mut self, ctx: &mut Ctx, m: QueueDelete) -> Result<(), Fault> {
         let name = self.queue_name(&m.queue)?.to_owned();
         let existing = ctx.broker.queue(&name);
+        let durable = existing.as_ref().is_some_and(|q| q.is_durable());
         ctx.access
             .check(Action::Delete, ObjectType::Queue, || match &existing {
                 Some(q) => access::existing_queue_props(&name, q),
@@ -460,12 +512,10 @@ impl Channel {
             Err(e) => return Err(e.into()),
         };
         if !m.nowait {
-            self.write(
-                ctx.out,
-                QueueDeleteOk {
-                    message_count: clamp(n),
-                },
-            );
+            let ok = QueueDeleteOk {
+                message_count: clamp(n),
+            };
+            self.reply_when_durable(ctx, durable, ok);
         }
         Ok(())
     }
@@ -485,6 +535,13 @@ pub fn requeue(pending: Vec<Pending>) {
     for (queue, list) in per_queue {
         queue.release(list, true);
     }
+}
+
+/// Whether a binding between these exchanges is journaled (both are durable).
+fn both_durable(broker: &Broker, source: &str, destination: &str) -> bool {
+    [source, destination]
+        .iter()
+        .all(|name| broker.exchange(name).is_some_and(|e| e.is_durable()))
 }
 
 pub fn utf8<'a>(b: &'a [u8], what: &str) -> Result<&'a str, Fault> {

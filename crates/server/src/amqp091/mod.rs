@@ -13,6 +13,7 @@ pub mod convert;
 mod deaths;
 mod error;
 mod handshake;
+mod held;
 mod qos;
 mod tx;
 mod unacked;
@@ -72,6 +73,8 @@ struct Connection {
     channels: HashMap<u16, Channel>,
     consumers: HashMap<ConsumerId, u16>,
     closing_since: Option<Instant>,
+    /// The highest sync point we asked the journal to wake us for.
+    sync_requested: ferry_core::SyncPoint,
     /// The authenticated user, set once SASL succeeds (access control keys on it).
     user: Option<String>,
     auth: Arc<AuthService>,
@@ -246,6 +249,7 @@ impl Connection {
             channels: HashMap::new(),
             consumers: HashMap::new(),
             closing_since: None,
+            sync_requested: ferry_core::SyncPoint::default(),
             user: None,
             auth,
             client_identity: peer.client_identity,
@@ -291,10 +295,39 @@ impl Connection {
                 _ => self.on_channel_frame(frame),
             }
         }
+        self.flush_durable();
+    }
+
+    /// Sends every channel's held replies and confirms the journal allows, then asks the
+    /// journal to wake the connection for what still waits (one registration per new point).
+    fn flush_durable(&mut self) {
         let mut ids: Vec<u16> = self.channels.keys().copied().collect();
         ids.sort_unstable();
+        let mut wanted = None;
+        let mut failed = None;
         for id in ids {
-            self.with_channel(id, |c, ctx| c.flush_confirms(ctx));
+            let Some((held, point)) = self.with_channel(id, |c, ctx| {
+                let held = c.flush_held(ctx);
+                c.flush_confirms(ctx);
+                let point = c.confirms.last_unsynced_point().max(c.held.last_point());
+                (held, point)
+            }) else {
+                continue;
+            };
+            wanted = wanted.max(point);
+            if let Err(f) = held {
+                failed.get_or_insert((id, f));
+            }
+        }
+        if let Some((id, f)) = failed {
+            self.fail(id, f, (0, 0));
+            return;
+        }
+        if let (Some(journal), Some(point)) = (self.broker.journal(), wanted) {
+            if point > self.sync_requested {
+                self.sync_requested = point;
+                journal.notify_when_durable(point, &self.outbox);
+            }
         }
     }
 
@@ -568,6 +601,7 @@ impl Connection {
                     }
                 }
             }
+            OutboxItem::Durable => self.flush_durable(),
             OutboxItem::ConsumerCancelled { consumer, .. } => {
                 if let Some(id) = self.consumers.remove(&consumer) {
                     let notify = self.caps.consumer_cancel_notify;

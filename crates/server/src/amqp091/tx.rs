@@ -117,7 +117,8 @@ impl Channel {
             }
         }
         self.grant(ctx);
-        self.write(ctx.out, TxCommitOk {});
+        // Everything the commit journaled is on stable storage before the client hears of it.
+        self.reply_at(ctx, outcome.sync, TxCommitOk {});
         Ok(())
     }
 
