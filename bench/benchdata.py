@@ -42,6 +42,8 @@ class PerfPoint:
     broker_cores: list = field(default_factory=list)
     harness_cores: list = field(default_factory=list)
     failed: int = 0
+    # The script could not measure it here (e.g. persistent rows without a durable store).
+    unavailable: bool = False
 
     @property
     def ok(self):
@@ -85,13 +87,24 @@ class PerfPoint:
 
 def perftest_points(out):
     """{(broker, size, npubs, qt): PerfPoint}; pilot runs are left out."""
+    return grouped_points(Path(out) / "perftest.csv", ("broker", "size", "npubs", "qt"))
+
+
+def grouped_points(path, key_cols):
+    """{key: PerfPoint} from a perftest-style CSV, the key being the values of key_cols
+    (numbers where they parse as integers); pilot runs are left out, failed runs counted,
+    rows with status 'unavailable' mark the point as not measurable here."""
     points = {}
-    for r in read_rows(Path(out) / "perftest.csv"):
+    for r in read_rows(path):
         if r.get("rep") == "pilot" and r.get("status") == "ok":
             continue
-        key = (r["broker"], int(r["size"]), int(r["npubs"]), int(r["qt"]))
-        p = points.setdefault(key, PerfPoint(*key))
-        p.count = int(r["count"])
+        key = tuple(int(r[c]) if r[c].isdigit() else r[c] for c in key_cols)
+        p = points.setdefault(key, PerfPoint(r["broker"], int(r["size"]), int(r["npubs"]), int(r["qt"])))
+        if r.get("count", "").isdigit():
+            p.count = int(r["count"])
+        if r.get("status") == "unavailable":
+            p.unavailable = True
+            continue
         if r.get("status") != "ok" or num(r.get("transfers_per_sec")) is None:
             p.failed += 1
             continue
@@ -104,7 +117,8 @@ def perftest_points(out):
 
 
 def brokers(out):
-    """Broker labels in the order they were measured (ferryd first)."""
+    """Broker labels of the papers' matrix (0-10), in the order they were measured (ferryd
+    first)."""
     seen = []
     for name in ("perftest.csv", "latency_test.csv"):
         for r in read_rows(Path(out) / name):
@@ -125,6 +139,37 @@ def latency_points(out):
             continue
         points[key] = {k: (num(v) if k not in ("broker", "view", "status") else v) for k, v in r.items()}
     return points
+
+
+def amqp091_points(out):
+    """{(broker, persistent 'yes'|'no', confirm window, size): PerfPoint} of the 0-9-1
+    side-by-side matrix."""
+    return grouped_points(Path(out) / "amqp091.csv", ("broker", "persistent", "confirm", "size"))
+
+
+def persistent_points(out):
+    """{(broker, protocol, size, npubs): PerfPoint} of the durable-store benchmark."""
+    return grouped_points(Path(out) / "persistent.csv", ("broker", "protocol", "size", "npubs"))
+
+
+def variant_latency(out, name, variant_col):
+    """{(broker, variant, size, view): row or None} from a latency CSV with one extra
+    identifying column after the broker (amqp091_latency.csv, persistent_latency.csv)."""
+    points = {}
+    for r in read_rows(Path(out) / name):
+        key = (r["broker"], r[variant_col], int(r["size"]), r["view"])
+        if r.get("status") != "ok":
+            points.setdefault(key, None)
+            continue
+        points[key] = {k: (num(v) if k not in ("broker", variant_col, "view", "status") else v)
+                       for k, v in r.items()}
+    return points
+
+
+def fsync_rates(out):
+    """{size: row} of `ferry netbench fsync`: syncs/s and latency of append + fdatasync."""
+    return {int(r["size"]): {k: num(v) for k, v in r.items() if k != "test"}
+            for r in read_rows(Path(out) / "fsync.csv")}
 
 
 def latency_failures(out):

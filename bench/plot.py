@@ -131,6 +131,66 @@ def scaling(out):
     print(f"wrote {outfile}")
 
 
+def amqp091(out):
+    """ferryd beside RabbitMQ over 0-9-1: one group per (persistent, confirms, size)."""
+    pts = bd.amqp091_points(out)
+    measured = {k: p for k, p in pts.items() if p.ok}
+    if not measured:
+        return
+    names = []
+    for (b, *_rest) in pts:
+        if b not in names:
+            names.append(b)
+    configs = sorted({(pe, c, s) for (_, pe, c, s) in pts}, key=lambda k: (k[0] == "yes", k[1], k[2]))
+    fig, ax = plt.subplots(figsize=(12, 5))
+    width = 0.8 / max(1, len(names))
+    for i, b in enumerate(names):
+        ys = [measured[(b, *c)].transfers_per_sec if (b, *c) in measured else 0 for c in configs]
+        ax.bar([j + i * width for j in range(len(configs))], ys, width, label=b)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(configs))])
+    ax.set_xticklabels([f"{s} B\n{'persistent' if pe == 'yes' else 'transient'}\n"
+                        f"{'confirms ' + str(c) if c else 'no confirms'}" for pe, c, s in configs],
+                       fontsize="small")
+    ax.set_ylabel("transfers/s (perftest over AMQP 0-9-1)")
+    ax.set_yscale("log")
+    ax.set_title("AMQP 0-9-1, same harness: 1 publisher, 1 subscriber (ack every 100), 1 queue")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    outfile = Path(out) / "amqp091.png"
+    fig.savefig(outfile, dpi=100)
+    plt.close(fig)
+    print(f"wrote {outfile}")
+
+
+def persistent(out):
+    """Persistent messages/s by size and publishers, beside the device's syncs/s."""
+    pts = {k: p for k, p in bd.persistent_points(out).items() if p.ok}
+    if not pts:
+        return
+    fsync = bd.fsync_rates(out)
+    configs = sorted({(s, n) for (_, _, s, n) in pts})
+    fig, ax = plt.subplots(figsize=(10, 5))
+    xs = range(len(configs))
+    ax.bar([x - 0.2 for x in xs], [next((p.msgs_per_sec for (b, pr, s, n), p in pts.items()
+                                          if (s, n) == c), 0) for c in configs], 0.4,
+           label="ferryd persistent messages/s (perftest --durable yes)")
+    ax.bar([x + 0.2 for x in xs], [(fsync.get(s) or {}).get("syncs_per_sec") or 0 for s, _ in configs], 0.4,
+           label="device: append + fdatasync per second (netbench fsync)")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([f"{s} B, {n} pub" for s, n in configs])
+    ax.set_yscale("log")
+    ax.set_ylabel("per second")
+    ax.set_title("Persistent messages against the device's sync rate")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    outfile = Path(out) / "persistent.png"
+    fig.savefig(outfile, dpi=100)
+    plt.close(fig)
+    print(f"wrote {outfile}")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -138,6 +198,8 @@ def main():
     throughput(out)
     latency(out)
     scaling(out)
+    amqp091(out)
+    persistent(out)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
 # Ferry benchmarks: the MRG papers' matrix against ferryd, beside the loopback baselines and
-# (optionally) a second AMQP 0-10 broker.
+# (optionally) a second AMQP 0-10 broker; the AMQP 0-9-1 side-by-side with RabbitMQ; the
+# persistent (durable store) figures with the device's fsync rate.
 #
-#   bench/run.sh [--brokerj] [--no-publish] [OTHER_HOST:PORT]
+#   bench/run.sh [--brokerj] [--rabbitmq] [--quick] [--sections LIST] [--no-publish]
+#                [OTHER_HOST:PORT]
 #
 #   --brokerj         also start Apache Qpid Broker-J (interop/brokerj/start.sh) on a free
 #                     loopback port, measure it with the same harnesses, and stop it
+#   --rabbitmq        also start Debian's rabbitmq-server (installed with apt-get if missing)
+#                     on free loopback ports, in a scratch directory, for the 0-9-1 section
 #   OTHER_HOST:PORT   also measure an AMQP 0-10 broker that is already running there
 #                     (label it with BENCH_OTHER_LABEL, default "other"; credentials with
 #                     BENCH_OTHER_USER / BENCH_OTHER_PASSWORD, default guest/guest)
-#   --no-publish      leave bench/results/ and BENCHMARKS.md alone (BENCH_QUICK implies it)
+#   --quick           smoke run (same as BENCH_QUICK=1): few sizes, short points, one
+#                     repetition; never publishes
+#   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent
+#                     (default: all of them)
+#   --no-publish      leave bench/results/ and BENCHMARKS.md alone
 #
-# What it does: builds the release `ferry` and `ferryd`, starts ferryd on a free loopback port,
-# runs netbench (pingpong, stream, relay) over the papers' sizes, `ferry perftest -s` for every
-# size (1 pub/1 sub/1 queue, repeated) and a few npubs=nsubs x qt points, and
-# `ferry latency-test --rate 10000 --tcp-nodelay` for every size; the same broker rows for the
-# other brokers. Every figure lands as CSV under bench/out/ (or $BENCH_OUT); bench/plot.py
-# draws the charts and bench/report.py writes the report. A full run then copies the CSVs and
-# charts to bench/results/ and writes BENCHMARKS.md at the repository root.
+# What it does: builds the release `ferry` and `ferryd`, then
+#   baselines   netbench pingpong, stream, relay over the papers' sizes, and the fsync rate
+#               of the device under bench/out (no broker running);
+#   papers      starts ferryd, runs `ferry perftest -s` for every size (1 pub/1 sub/1 queue,
+#               repeated) and a few npubs=nsubs x qt points, and `ferry latency-test --rate
+#               10000 --tcp-nodelay` for every size; the same for the other 0-10 brokers;
+#   amqp091     ferryd and RabbitMQ over AMQP 0-9-1 with the same harness: transient and
+#               persistent, with and without publisher confirms (window 100), 16 and 256 B,
+#               plus 2-hop latency at 10k msg/s; persistent rows need ferryd's durable store
+#               (--data-dir) and are marked "unavailable" when this ferryd has none;
+#   persistent  ferryd's durable store: perftest --durable yes at 256 B and 4 KiB with 1 and
+#               8 publishers (over 0-10, completion after the store's sync), and persistent
+#               latency; "unavailable" without --data-dir.
+# Every figure lands as CSV under bench/out/ (or $BENCH_OUT); bench/plot.py draws the charts
+# and bench/report.py writes the report. A full run then copies the CSVs and charts to
+# bench/results/ and writes BENCHMARKS.md at the repository root.
 #
 # Every client run is bounded: a message count (sized from a short pilot run so that a point
 # takes about $BENCH_PERF_SECS seconds), --time-limit where the harness has one, and
@@ -29,6 +46,7 @@
 #   BENCH_PERF_SECS       target seconds per perftest point (default 2; quick 0.5)
 #   BENCH_PERF_REPEATS    perftest repetitions per point; the report takes the median (default 3)
 #   BENCH_LAT_SECS        latency-test --time-limit per size (default 8; quick 2)
+#   BENCH_NET_SECS        seconds per netbench stream/relay run (default 2; quick 1)
 #   BENCH_OTHER_MAX_COUNT messages per publisher at most for other brokers (default 0: no cap)
 #   BROKERJ_JAVA_OPTS     JVM options for Broker-J (default -Xmx2g)
 set -euo pipefail
@@ -39,34 +57,57 @@ out=${BENCH_OUT:-$here/out}
 results=$here/results
 
 brokerj=0
+rabbitmq=0
 publish=1
 other=
-for arg in "$@"; do
-    case $arg in
+sections=baselines,papers,amqp091,persistent
+args=("$@")
+while (( $# )); do
+    case $1 in
         --brokerj) brokerj=1 ;;
+        --rabbitmq) rabbitmq=1 ;;
+        --quick) export BENCH_QUICK=1 ;;
+        --sections) shift; sections=${1:?--sections needs a list} ;;
+        --sections=*) sections=${1#--sections=} ;;
         --no-publish) publish=0 ;;
-        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
-        -*) echo "unknown option $arg" >&2; exit 2 ;;
-        *:*) other=$arg ;;
-        *) echo "expected HOST:PORT, got $arg" >&2; exit 2 ;;
+        -h|--help) sed -n '2,55p' "$0"; exit 0 ;;
+        -*) echo "unknown option $1" >&2; exit 2 ;;
+        *:*) other=$1 ;;
+        *) echo "expected HOST:PORT, got $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+for sec in ${sections//,/ }; do
+    case $sec in
+        baselines|papers|amqp091|persistent) ;;
+        *) echo "unknown section $sec (baselines, papers, amqp091, persistent)" >&2; exit 2 ;;
     esac
 done
+want() { [[ ,$sections, == *",$1,"* ]]; }
 
 sizes=(8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768)
 perf_secs=${BENCH_PERF_SECS:-2}
 perf_repeats=${BENCH_PERF_REPEATS:-3}
 lat_secs=${BENCH_LAT_SECS:-8}
+net_secs=${BENCH_NET_SECS:-2}
 pingpong_count=20000
 scale_sizes=(256 1024)
 scale_configs=("2 2" "4 4")   # "npubs=nsubs qt"
+amqp091_sizes=(16 256)
+persistent_sizes=(256 4096)
+persistent_pubs=(1 8)
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     sizes=(8 256 32768)
     perf_secs=${BENCH_PERF_SECS:-0.5}
     perf_repeats=${BENCH_PERF_REPEATS:-1}
     lat_secs=${BENCH_LAT_SECS:-2}
+    net_secs=${BENCH_NET_SECS:-1}
     pingpong_count=5000
     scale_sizes=(256)
     scale_configs=("2 2")
+    amqp091_sizes=(256)
+    persistent_sizes=(256)
+    persistent_pubs=(1)
     publish=0
 fi
 # Optional cap on --count for other brokers (0: none). It was needed while Broker-J's
@@ -98,9 +139,12 @@ stop_pid() {   # pid, seconds to wait after SIGTERM before SIGKILL; kills the pr
     fi
     wait "$pid" 2>/dev/null || true
 }
+rabbitmq_pid=
+rabbitmq_epmd_port=
 cleanup() {
     stop_pid "$ferryd_pid" 10
     stop_pid "$brokerj_pid" 30
+    stop_rabbitmq
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -116,19 +160,30 @@ wait_for_line() {
     return 1
 }
 
+# Does this ferryd have the durable store? (--data-dir, issue 4.) Persistent rows need it.
+ferryd_has_store() { "$ferryd" --help 2>/dev/null | grep -q -- '--data-dir'; }
+
 start_ferryd() {
+    local store=()
+    if ferryd_has_store; then
+        # A fresh store per start, under the run's directory: nothing from an earlier run or
+        # from the invoking user's default data directory.
+        rm -rf "$out/raw/ferryd-data"
+        mkdir -p "$out/raw/ferryd-data"
+        store=(--data-dir "$out/raw/ferryd-data")
+    fi
     # setsid: its own process group, so stop_pid reaches everything it started.
     # Authentication on, as shipped; a users file that does not exist leaves the built-in
     # guest/guest, whatever the invoking user's own users file holds.
-    setsid "$ferryd" --port 0 --interface 127.0.0.1 --no-data-dir --users-file "$out/raw/no-such-users-file" \
-        >"$out/raw/ferryd.stdout" 2>"$out/raw/ferryd.log" &
+    setsid "$ferryd" --port 0 --interface 127.0.0.1 --users-file "$out/raw/no-such-users-file" \
+        "${store[@]}" >"$out/raw/ferryd.stdout" 2>"$out/raw/ferryd.log" &
     ferryd_pid=$!
     if ! wait_for_line "$out/raw/ferryd.stdout" '^[0-9]' 20 "$ferryd_pid"; then
         echo "ferryd did not start; see $out/raw/ferryd.log" >&2
         exit 1
     fi
     ferryd_port=$(head -n 1 "$out/raw/ferryd.stdout")
-    echo "ferryd pid $ferryd_pid on 127.0.0.1:$ferryd_port"
+    echo "ferryd pid $ferryd_pid on 127.0.0.1:$ferryd_port${store:+ (store in ${store[1]})}"
 }
 
 start_brokerj() {
@@ -141,6 +196,64 @@ start_brokerj() {
     fi
     brokerj_port=$(sed -n -E 's/^BROKERJ READY [0-9.]+:([0-9]+).*/\1/p' "$out/raw/brokerj.stdout" | head -n 1)
     echo "Broker-J pid $brokerj_pid on 127.0.0.1:$brokerj_port"
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+rabbitmq_bin=/usr/lib/rabbitmq/bin/rabbitmq-server
+# Debian's rabbitmq-server, started by hand (never the system service): its own node name,
+# ports, Mnesia and log directories under the run's directory, an empty plugin list, epmd on
+# a port of its own, the Erlang distribution port on loopback. Stopped by stop_rabbitmq.
+start_rabbitmq() {
+    if [[ ! -x $rabbitmq_bin ]]; then
+        echo "installing rabbitmq-server (apt-get)"
+        if ! { apt-get install -y -qq rabbitmq-server >"$out/raw/apt.log" 2>&1 ||
+               { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+                   apt-get install -y -qq rabbitmq-server; } >>"$out/raw/apt.log" 2>&1; }; then
+            echo "could not install rabbitmq-server; see $out/raw/apt.log" >&2
+            return 1
+        fi
+    fi
+    local dir=$out/raw/rabbitmq
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    echo "[]." >"$dir/enabled_plugins"
+    rabbitmq_port=$(free_port)
+    rabbitmq_epmd_port=$(free_port)
+    local dist_port
+    dist_port=$(free_port)
+    env HOME="$dir" RABBITMQ_NODENAME="ferrybench-$$@localhost" \
+        RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$rabbitmq_port" \
+        RABBITMQ_DIST_PORT="$dist_port" ERL_EPMD_PORT="$rabbitmq_epmd_port" ERL_EPMD_ADDRESS=127.0.0.1 \
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+        RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
+        RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" RABBITMQ_CONF_ENV_FILE="$dir/env.conf" \
+        RABBITMQ_CONFIG_FILE="$dir/rabbitmq" RABBITMQ_ADVANCED_CONFIG_FILE="$dir/advanced.config" \
+        RABBITMQ_PID_FILE="$dir/pid" \
+        setsid "$rabbitmq_bin" >"$out/raw/rabbitmq.stdout" 2>"$out/raw/rabbitmq.log" &
+    rabbitmq_pid=$!
+    if ! wait_for_line "$out/raw/rabbitmq.stdout" 'Starting broker.*completed' 120 "$rabbitmq_pid"; then
+        echo "RabbitMQ did not start; see $out/raw/rabbitmq.stdout and $dir/log" >&2
+        stop_rabbitmq
+        return 1
+    fi
+    # The VM itself, for CPU accounting (the launcher is a shell script).
+    rabbitmq_vm_pid=$(cat "$dir/pid" 2>/dev/null || echo "$rabbitmq_pid")
+    echo "RabbitMQ $(rabbitmq_version) pid $rabbitmq_vm_pid on 127.0.0.1:$rabbitmq_port"
+}
+
+rabbitmq_version() { dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo unknown; }
+
+stop_rabbitmq() {
+    stop_pid "$rabbitmq_pid" 30
+    rabbitmq_pid=
+    # epmd daemonizes out of the launcher's process group; it has a port of its own.
+    if [[ -n $rabbitmq_epmd_port ]]; then
+        epmd -port "$rabbitmq_epmd_port" -kill >/dev/null 2>&1 || true
+        rabbitmq_epmd_port=
+    fi
 }
 
 # ---------------------------------------------------------------- helpers
@@ -164,11 +277,9 @@ append_csv() {
     fi
 }
 
-# Messages for a netbench throughput run: at most 200k, and at most 512 MiB in all.
-throughput_count() {
-    local by_bytes=$(( 512 * 1024 * 1024 / $1 ))
-    echo $(( by_bytes < 200000 ? by_bytes : 200000 ))
-}
+# Messages for a netbench throughput run: time decides (--time-limit), so small messages
+# batched 64 to a write run as long as large ones instead of finishing in milliseconds.
+netbench_unbounded_count=1000000000000
 
 # CPU accounting around a broker run: machine-wide busy fraction (all CPUs) from /proc/stat
 # and the broker process's CPU time, so the report can say what was saturated.
@@ -211,7 +322,7 @@ netbench_stream() {
     for batch in 1 64; do
         for s in "${sizes[@]}"; do
             append_csv "$out/throughput.csv" "$ferry" netbench stream --size "$s" \
-                --count "$(throughput_count "$s")" --batch "$batch" --time-limit 3 --csv
+                --count "$netbench_unbounded_count" --batch "$batch" --time-limit "$net_secs" --csv
         done
     done
 }
@@ -222,7 +333,7 @@ netbench_relay() {
     for batch in 1 64; do
         for s in "${sizes[@]}"; do
             append_csv "$out/throughput.csv" "$ferry" netbench relay --size "$s" \
-                --count "$(throughput_count "$s")" --batch "$batch" --time-limit 3 --csv
+                --count "$netbench_unbounded_count" --batch "$batch" --time-limit "$net_secs" --csv
         done
     done
     # One-way latency through the relay at the papers' 10k msg/s; the stamp needs 16 bytes.
@@ -230,6 +341,17 @@ netbench_relay() {
         (( s >= 16 )) || continue
         append_csv "$out/latency.csv" "$ferry" netbench relay --latency --rate 10000 \
             --size "$s" --count 20000 --time-limit 5 --tcp-nodelay --csv
+    done
+}
+
+# The device's own rate of durable appends, where ferryd keeps its store: the bound for
+# persistent messages confirmed only after their sync.
+netbench_fsync() {
+    echo "netbench fsync (append + fdatasync, in $out/raw)"
+    local s
+    for s in 256 4096; do
+        append_csv "$out/fsync.csv" "$ferry" netbench fsync --dir "$out/raw" --size "$s" \
+            --time-limit "$(( net_secs * 2 ))" --csv
     done
 }
 
@@ -242,18 +364,25 @@ set_broker() {
     b_auth=("$@")
 }
 
+# Extra `ferry perftest` / `ferry latency-test` options for the points being run (protocol,
+# durability, confirms), and where their rows go: the CSV file and the columns that identify
+# the point in it before the common ones.
+pt_extra=()
+pt_csv=
+pt_prefix=
+
 # One `ferry perftest -s` run; prints "pubs subs transfers mbytes" (tab-separated) or fails.
 perftest_once() {   # size npubs nsubs qt count rawfile
     local size=$1 n=$2 qt=$4 count=$5 raw=$6
-    local cmd=("$ferry" perftest -b "$b_host" -p "$b_port" "${b_auth[@]}" -s --size "$size"
-        --npubs "$n" --nsubs "$3" --qt "$qt" --count "$count"
+    local cmd=("$ferry" perftest -b "$b_host" -p "$b_port" "${b_auth[@]}" "${pt_extra[@]}" -s
+        --size "$size" --npubs "$n" --nsubs "$3" --qt "$qt" --count "$count"
         --base-name "bench-$$-$RANDOM")
     log_cmd "${cmd[@]}"
     # bash's `time` reports the CPU time of the harness process (user, sys) into $raw.cpu.
     local TIMEFORMAT='%U %S' rc=0
     { time timeout -k 5 "$perf_timeout" "${cmd[@]}" >"$raw" 2>&1 || rc=$?; } 2>"$raw.cpu"
     if (( rc != 0 )); then
-        echo "  perftest failed ($b_label size $size npubs $n qt $qt count $count): $(tail -n 1 "$raw" || true)" >&2
+        echo "  perftest failed ($b_label $pt_prefix size $size npubs $n qt $qt count $count): $(tail -n 1 "$raw" || true)" >&2
         return 1
     fi
     awk -F '\t' 'NF == 4 { line = $0 } END { if (line == "") exit 1; print line }' "$raw"
@@ -261,9 +390,9 @@ perftest_once() {   # size npubs nsubs qt count rawfile
 
 # Messages per publisher so that a run takes about $perf_secs: from the pilot's
 # transfers/s (measured by the harness from "start" to the last report).
-count_for() {   # transfers_per_sec size npubs qt
-    awk -v r="$1" -v size="$2" -v n="$3" -v qt="$4" -v secs="$perf_secs" -v max="$b_max" 'BEGIN {
-        per_msg = 2 * n * qt;                 # each message: one publish, one delivery
+count_for() {   # transfers_per_sec size npubs qt nsubs
+    awk -v r="$1" -v size="$2" -v n="$3" -v qt="$4" -v ns="$5" -v secs="$perf_secs" -v max="$b_max" 'BEGIN {
+        per_msg = (n + ns) * qt;              # each message: one publish, one delivery
         c = r * secs / per_msg;
         bytes_cap = 2 * 1024 * 1024 * 1024 / size / (n * qt);   # 2 GiB per run at most
         if (c > bytes_cap) c = bytes_cap;
@@ -273,31 +402,40 @@ count_for() {   # transfers_per_sec size npubs qt
         printf "%d", c }'
 }
 
-perftest_point() {   # size npubs qt repeats
-    local size=$1 n=$2 qt=$3 reps=$4 pilot line count rep t0 t1 c0 c1 secs cpu
+perftest_point() {   # size npubs qt repeats [nsubs]
+    local size=$1 n=$2 qt=$3 reps=$4 ns=${5:-$2} pilot line count rep t0 t1 c0 c1 secs cpu raw
+    local csv=${pt_csv:-$out/perftest.csv} prefix=${pt_prefix:+$pt_prefix,}
+    local tag=$b_label${pt_prefix:+-${pt_prefix//,/-}}-$size-$n-$ns-$qt
     # Pilot: a small run that sizes the real ones and warms the broker (a JVM's JIT too).
     pilot=$(( 64 * 1024 * 1024 / size / (n * qt) ))
     (( pilot > 20000 )) && pilot=20000
     (( pilot < 1000 )) && pilot=1000
-    if ! line=$(perftest_once "$size" "$n" "$n" "$qt" "$pilot" "$out/raw/perftest-$b_label-$size-$n-$qt-pilot.txt"); then
-        echo "$b_label,$size,$n,$n,$qt,$pilot,pilot,,,,,,,,,failed" >>"$out/perftest.csv"
+    if ! line=$(perftest_once "$size" "$n" "$ns" "$qt" "$pilot" "$out/raw/perftest-$tag-pilot.txt"); then
+        echo "$b_label,$prefix$size,$n,$ns,$qt,$pilot,pilot,,,,,,,,,failed" >>"$csv"
         return 0
     fi
-    count=$(count_for "$(cut -f3 <<<"$line")" "$size" "$n" "$qt")
+    count=$(count_for "$(cut -f3 <<<"$line")" "$size" "$n" "$qt" "$ns")
     for (( rep = 1; rep <= reps; rep++ )); do
+        raw=$out/raw/perftest-$tag-$rep.txt
         c0=$(cpu_sample "$b_pid"); t0=$(now)
-        if line=$(perftest_once "$size" "$n" "$n" "$qt" "$count" "$out/raw/perftest-$b_label-$size-$n-$qt-$rep.txt"); then
+        if line=$(perftest_once "$size" "$n" "$ns" "$qt" "$count" "$raw"); then
             t1=$(now); c1=$(cpu_sample "$b_pid"); secs=$(elapsed "$t0" "$t1")
             cpu=$(cpu_delta "$c0" "$c1" "$secs")
-            cpu+=,$(awk -v secs="$secs" '{ printf "%.2f", ($1 + $2) / secs }' "$out/raw/perftest-$b_label-$size-$n-$qt-$rep.txt.cpu")
-            awk -F '\t' -v pre="$b_label,$size,$n,$n,$qt,$count,$rep" -v post="$secs,$cpu" \
-                '{ printf "%s,%s,%s,%s,%s,%s,ok\n", pre, $1, $2, $3, $4, post }' <<<"$line" >>"$out/perftest.csv"
+            cpu+=,$(awk -v secs="$secs" '{ printf "%.2f", ($1 + $2) / secs }' "$raw.cpu")
+            awk -F '\t' -v pre="$b_label,$prefix$size,$n,$ns,$qt,$count,$rep" -v post="$secs,$cpu" \
+                '{ printf "%s,%s,%s,%s,%s,%s,ok\n", pre, $1, $2, $3, $4, post }' <<<"$line" >>"$csv"
         else
-            echo "$b_label,$size,$n,$n,$qt,$count,$rep,,,,,,,,,failed" >>"$out/perftest.csv"
+            echo "$b_label,$prefix$size,$n,$ns,$qt,$count,$rep,,,,,,,,,failed" >>"$csv"
         fi
     done
-    printf '  %-8s %6s B  npubs=nsubs=%s qt=%s  count %-8s %s transfers/s\n' \
-        "$b_label" "$size" "$n" "$qt" "$count" "$(cut -f3 <<<"$line")"
+    printf '  %-8s %-16s %6s B  npubs=%s nsubs=%s qt=%s  count %-8s %s transfers/s\n' \
+        "$b_label" "$pt_prefix" "$size" "$n" "$ns" "$qt" "$count" "$(cut -f3 <<<"$line")"
+}
+
+# A row saying the point was not measured and why, for the report to show.
+unavailable_point() {   # size npubs nsubs qt
+    local csv=${pt_csv:-$out/perftest.csv} prefix=${pt_prefix:+$pt_prefix,}
+    echo "$b_label,$prefix$1,$2,$3,$4,,,,,,,,,,,unavailable" >>"$csv"
 }
 
 broker_perftest() {
@@ -321,46 +459,114 @@ broker_perftest() {
 #     (from actual send time, not corrected for coordinated omission: min=.. ...)
 broker_latency() {
     echo "latency-test against $b_label: --rate 10000 --tcp-nodelay, ${lat_secs}s per size"
-    local s raw cmd sent achieved corr act c0 c1 t0 t1 secs cpu
-    # A short unrecorded run first, so the first size does not pay for warm-up.
-    timeout -k 5 30 "$ferry" latency-test -b "$b_host" -p "$b_port" "${b_auth[@]}" --rate 10000 \
-        --tcp-nodelay --size 256 --time-limit 2 >/dev/null 2>&1 || true
+    local s
+    latency_warmup
     for s in "${sizes[@]}"; do
-        raw=$out/raw/latency-$b_label-$s.txt
-        cmd=("$ferry" latency-test -b "$b_host" -p "$b_port" "${b_auth[@]}" --rate 10000 --tcp-nodelay
-            --size "$s" --time-limit "$lat_secs")
+        latency_point "$s" 10000
+    done
+}
+
+# A short unrecorded run first, so the first size does not pay for warm-up.
+latency_warmup() {
+    timeout -k 5 30 "$ferry" latency-test -b "$b_host" -p "$b_port" "${b_auth[@]}" "${pt_extra[@]}" \
+        --rate 10000 --tcp-nodelay --size 256 --time-limit 2 >/dev/null 2>&1 || true
+}
+
+# One latency-test run into ${pt_csv:-latency_test.csv}, two rows (corrected and actual).
+latency_point() {   # size rate
+    local s=$1 rate=$2 raw cmd sent achieved corr act c0 c1 t0 t1 secs cpu try
+    local csv=${pt_csv:-$out/latency_test.csv} prefix=${pt_prefix:+$pt_prefix,}
+    raw=$out/raw/latency-$b_label${pt_prefix:+-${pt_prefix//,/-}}-$s.txt
+    cmd=("$ferry" latency-test -b "$b_host" -p "$b_port" "${b_auth[@]}" "${pt_extra[@]}" --rate "$rate"
+        --tcp-nodelay --size "$s" --time-limit "$lat_secs")
+    for try in 1 2; do
         log_cmd "${cmd[@]}"
         c0=$(cpu_sample "$b_pid"); t0=$(now)
-        if ! timeout -k 5 $(( lat_secs + 30 )) "${cmd[@]}" >"$raw" 2>&1; then
-            # Retried once: the harness's receiver sometimes sees its subscription end
-            # ("the latency subscription ended") with either broker; the failure is kept.
-            echo "  latency-test failed ($b_label size $s): $(tail -n 1 "$raw" || true); retrying once" >&2
-            mv "$raw" "$raw.failed"
-            echo "$b_label,$s,10000,$lat_secs,,,corrected,,,,,,,,,,failed" >>"$out/latency_test.csv"
-            log_cmd "${cmd[@]}"
-            c0=$(cpu_sample "$b_pid"); t0=$(now)
-            if ! timeout -k 5 $(( lat_secs + 30 )) "${cmd[@]}" >"$raw" 2>&1; then
-                echo "  latency-test failed again ($b_label size $s): $(tail -n 1 "$raw" || true)" >&2
-                echo "$b_label,$s,10000,$lat_secs,,,corrected,,,,,,,,,,failed" >>"$out/latency_test.csv"
-                continue
-            fi
+        if timeout -k 5 $(( lat_secs + 30 )) "${cmd[@]}" >"$raw" 2>&1; then
+            break
         fi
-        t1=$(now); c1=$(cpu_sample "$b_pid"); secs=$(elapsed "$t0" "$t1")
-        cpu=$(cpu_delta "$c0" "$c1" "$secs")
-        read -r sent achieved < <(sed -n -E 's/^Sent ([0-9]+) msgs in [0-9]+ms \(([0-9]+) msgs\/s\).*/\1 \2/p' "$raw")
-        # "min=a avg=b ..." -> "a,b,..." (min,avg,max,p50,p90,p99,p99.9)
-        corr=$(grep '^Latency(ms) over' "$raw" | sed -E 's/.*samples: //; s/[a-z0-9.]+=//g; s/ +/,/g')
-        act=$(grep 'from actual send time' "$raw" | sed -E 's/.*omission: //; s/\)$//; s/[a-z0-9.]+=//g; s/ +/,/g')
-        echo "$b_label,$s,10000,$lat_secs,$sent,$achieved,corrected,$corr,$cpu,ok" >>"$out/latency_test.csv"
-        echo "$b_label,$s,10000,$lat_secs,$sent,$achieved,actual,$act,$cpu,ok" >>"$out/latency_test.csv"
-        printf '  %-8s %6s B  avg %s ms  p99 %s ms (corrected)\n' "$b_label" "$s" \
-            "$(cut -d, -f2 <<<"$corr")" "$(cut -d, -f6 <<<"$corr")"
+        # Kept as a failed row; a second failure leaves the size without figures.
+        echo "  latency-test failed ($b_label $pt_prefix size $s, try $try): $(tail -n 1 "$raw" || true)" >&2
+        mv "$raw" "$raw.failed-$try"
+        echo "$b_label,$prefix$s,$rate,$lat_secs,,,corrected,,,,,,,,,,failed" >>"$csv"
+        (( try == 2 )) && return 0
     done
+    t1=$(now); c1=$(cpu_sample "$b_pid"); secs=$(elapsed "$t0" "$t1")
+    cpu=$(cpu_delta "$c0" "$c1" "$secs")
+    read -r sent achieved < <(sed -n -E 's/^Sent ([0-9]+) msgs in [0-9]+ms \(([0-9]+) msgs\/s\).*/\1 \2/p' "$raw")
+    # "min=a avg=b ..." -> "a,b,..." (min,avg,max,p50,p90,p99,p99.9)
+    corr=$(grep '^Latency(ms) over' "$raw" | sed -E 's/.*samples: //; s/[a-z0-9.]+=//g; s/ +/,/g')
+    act=$(grep 'from actual send time' "$raw" | sed -E 's/.*omission: //; s/\)$//; s/[a-z0-9.]+=//g; s/ +/,/g')
+    echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,corrected,$corr,$cpu,ok" >>"$csv"
+    echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,actual,$act,$cpu,ok" >>"$csv"
+    printf '  %-8s %-16s %6s B  avg %s ms  p99 %s ms (corrected)\n' "$b_label" "$pt_prefix" "$s" \
+        "$(cut -d, -f2 <<<"$corr")" "$(cut -d, -f6 <<<"$corr")"
 }
 
 measure_broker() {
     broker_perftest
     broker_latency
+}
+
+# ---------------------------------------------------------------- AMQP 0-9-1 side by side
+# Issue 5's matrix with the same harness over 0-9-1: transient and persistent (durable queue,
+# delivery mode 2), without and with publisher confirms (window 100), 16 and 256 B; 1 pub,
+# 1 sub, 1 queue; the subscriber acknowledges every 100 with `multiple`, prefetch 1000.
+# Then 2-hop latency at 10k msg/s, 256 B. $1: can this broker keep persistent messages?
+amqp091_header="broker,persistent,confirm,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status"
+measure_amqp091() {
+    local durable_ok=$1 persistent confirm s
+    echo "perftest over AMQP 0-9-1 against $b_label (127.0.0.1:$b_port)"
+    pt_csv=$out/amqp091.csv
+    for persistent in no yes; do
+        for confirm in 0 100; do
+            pt_prefix=$persistent,$confirm
+            pt_extra=(--protocol amqp0-9-1 --sub-ack 100 --prefetch 1000 --durable "$persistent")
+            (( confirm > 0 )) && pt_extra+=(--confirm "$confirm")
+            for s in "${amqp091_sizes[@]}"; do
+                if [[ $persistent == yes && $durable_ok != 1 ]]; then
+                    unavailable_point "$s" 1 1 1
+                else
+                    perftest_point "$s" 1 1 "$perf_repeats"
+                fi
+            done
+        done
+    done
+    echo "latency-test over AMQP 0-9-1 against $b_label"
+    pt_csv=$out/amqp091_latency.csv pt_prefix=no pt_extra=(--protocol amqp0-9-1)
+    latency_warmup
+    latency_point 256 10000
+    pt_csv= pt_prefix= pt_extra=()
+}
+
+# ---------------------------------------------------------------- persistent (durable store)
+# Issue 4: persistent throughput at 256 B and 4 KiB with 1 and 8 publishers (one subscriber,
+# one durable queue, delivery mode persistent), over 0-10 where a transfer is completed only
+# after the store's sync; and 2-hop latency of persistent messages at 1,000 msg/s (a rate
+# every fsync policy can carry, so the figure is the sync's cost, not a backlog's).
+persistent_header="broker,protocol,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status"
+persistent_latency_header="broker,protocol,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status"
+measure_persistent() {
+    local durable_ok=$1 s n
+    echo "persistent perftest against $b_label (--durable yes)"
+    pt_csv=$out/persistent.csv pt_prefix=amqp0-10 pt_extra=(--durable yes)
+    for s in "${persistent_sizes[@]}"; do
+        for n in "${persistent_pubs[@]}"; do
+            if [[ $durable_ok != 1 ]]; then
+                unavailable_point "$s" "$n" 1 1
+            else
+                perftest_point "$s" "$n" 1 "$perf_repeats" 1
+            fi
+        done
+    done
+    if [[ $durable_ok == 1 ]]; then
+        echo "persistent latency-test against $b_label (--durable yes, 1000 msg/s)"
+        pt_csv=$out/persistent_latency.csv
+        for s in "${persistent_sizes[@]}"; do
+            latency_point "$s" 1000
+        done
+    fi
+    pt_csv= pt_prefix= pt_extra=()
 }
 
 # ---------------------------------------------------------------- machine and versions
@@ -378,17 +584,24 @@ write_meta() {
     meta ferryd_version "$("$ferryd" --version 2>&1 | head -n 1)"
     meta ferry_version "$("$ferry" --version 2>&1 | head -n 1)"
     meta rustc "$(rustc --version 2>/dev/null || echo unknown)"
-    meta invocation "bench/run.sh $*"
+    meta invocation "bench/run.sh${*:+ $*}"
+    meta sections "$sections"
     meta quick "${BENCH_QUICK:-0}"
     meta perf_secs "$perf_secs"
     meta perf_repeats "$perf_repeats"
     meta lat_secs "$lat_secs"
     meta other_max_count "$other_max_count"
-    meta ferryd_options "--port 0 --interface 127.0.0.1 --no-data-dir (defaults otherwise: worker threads = CPUs, tcp-nodelay yes)"
+    meta ferryd_options "--port 0 --interface 127.0.0.1 --users-file (none: guest/guest)$(ferryd_has_store && echo " --data-dir (fresh, under the run's directory)") (defaults otherwise: worker threads = CPUs, tcp-nodelay yes)"
+    meta ferryd_store "$(ferryd_has_store && echo yes || echo no)"
+    meta net_secs "$net_secs"
     if (( brokerj )); then
         meta brokerj_version "Apache Qpid Broker-J $(sed -n -E 's/.*<brokerj.version>(.*)<\/brokerj.version>.*/\1/p' "$root/interop/brokerj/pom.xml" | head -n 1), in-memory virtual host"
         meta java_version "$(java -version 2>&1 | head -n 1)"
         meta brokerj_java_opts "${BROKERJ_JAVA_OPTS:--Xmx2g}"
+    fi
+    if (( rabbitmq )); then
+        meta rabbitmq_version "RabbitMQ $(rabbitmq_version) (Debian package), started by the script with default settings, no plugins"
+        meta erlang_version "$(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo unknown)"
     fi
 }
 
@@ -397,32 +610,53 @@ cargo build --release -p ferry-tools -p ferryd --manifest-path "$root/Cargo.toml
 bin=${CARGO_TARGET_DIR:-$root/target}/release
 ferry=$bin/ferry
 ferryd=$bin/ferryd
-write_meta "$@"
+write_meta "${args[@]}"
 
 echo "broker,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status" >"$out/perftest.csv"
 echo "broker,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status" >"$out/latency_test.csv"
+echo "$amqp091_header" >"$out/amqp091.csv"
+echo "broker,persistent,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status" >"$out/amqp091_latency.csv"
+echo "$persistent_header" >"$out/persistent.csv"
+echo "$persistent_latency_header" >"$out/persistent_latency.csv"
 
 # Baselines first, with no broker running, so nothing competes for the two CPUs.
-netbench_pingpong
-netbench_stream
-netbench_relay
+if want baselines; then
+    netbench_pingpong
+    netbench_stream
+    netbench_relay
+    netbench_fsync
+fi
 
-start_ferryd
-set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0 --username guest --password guest
-measure_broker
-stop_pid "$ferryd_pid" 10; ferryd_pid=
+ferryd_store=0
+ferryd_has_store && ferryd_store=1
+if want papers || want amqp091 || want persistent; then
+    start_ferryd
+    set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0 --username guest --password guest
+    want papers && measure_broker
+    want amqp091 && measure_amqp091 "$ferryd_store"
+    want persistent && measure_persistent "$ferryd_store"
+    stop_pid "$ferryd_pid" 10; ferryd_pid=
+fi
 
-if (( brokerj )); then
+if want papers && (( brokerj )); then
     start_brokerj
     set_broker brokerj 127.0.0.1 "$brokerj_port" "$brokerj_pid" "$other_max_count" \
         --username guest --password guest
     measure_broker
     stop_pid "$brokerj_pid" 30; brokerj_pid=
 fi
-if [[ -n $other ]]; then
+if want papers && [[ -n $other ]]; then
     set_broker "${BENCH_OTHER_LABEL:-other}" "${other%:*}" "${other##*:}" "" "$other_max_count" \
         --username "${BENCH_OTHER_USER:-guest}" --password "${BENCH_OTHER_PASSWORD:-guest}"
     measure_broker
+fi
+if want amqp091 && (( rabbitmq )); then
+    if start_rabbitmq; then
+        set_broker rabbitmq 127.0.0.1 "$rabbitmq_port" "$rabbitmq_vm_pid" "$other_max_count" \
+            --username guest --password guest
+        measure_amqp091 1
+        stop_rabbitmq
+    fi
 fi
 
 meta duration_secs "$(( $(date +%s) - started_at ))"

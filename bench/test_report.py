@@ -77,6 +77,37 @@ def write_set(d, with_other=True):
         "target/release/ferry perftest -b 127.0.0.1 -p 4000 -s --size 256 --count 90000\n")
 
 
+AMQP091_HEADER = ("broker,persistent,confirm,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,"
+                  "transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,"
+                  "harness_cpu_cores,status")
+PERSISTENT_HEADER = AMQP091_HEADER.replace("persistent,confirm,", "protocol,")
+
+
+def write_amqp091(d, ferryd_store):
+    """The 0-9-1 matrix at 256 B: ferryd ahead transient, RabbitMQ measured everywhere;
+    ferryd's persistent rows measured or unavailable."""
+    rows = [AMQP091_HEADER]
+    for pe in ("no", "yes"):
+        for c in (0, 100):
+            for b, tps in (("ferryd", 800_000 if pe == "no" else 400_000), ("rabbitmq", 100_000 if pe == "no" else 60_000)):
+                if b == "ferryd" and pe == "yes" and not ferryd_store:
+                    rows.append(f"ferryd,{pe},{c},256,1,1,1,,,,,,,,,,,unavailable")
+                    continue
+                rows.append(f"{b},{pe},{c},256,1,1,1,50000,pilot,{tps},{tps},{tps},1,1,1,1,1,ok")
+                rows.append(f"{b},{pe},{c},256,1,1,1,50000,1,{tps},{tps},{tps},1,1,1,1,1,ok")
+    (Path(d) / "amqp091.csv").write_text("\n".join(rows) + "\n")
+    prow = [PERSISTENT_HEADER]
+    for n in (1, 8):
+        if ferryd_store:
+            prow.append(f"ferryd,amqp0-10,256,{n},1,1,9000,1,1,1,{60_000 * n},1,1,1,1,1,ok")
+        else:
+            prow.append(f"ferryd,amqp0-10,256,{n},1,1,,,,,,,,,,,unavailable")
+    (Path(d) / "persistent.csv").write_text("\n".join(prow) + "\n")
+    (Path(d) / "fsync.csv").write_text(
+        "test,size,count,seconds,syncs_per_sec,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms\n"
+        "fsync,256,5000,1.0,5000,0.1,0.2,3.0,0.18,0.2,0.5,1.0\n")
+
+
 class ReportTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -129,6 +160,44 @@ class ReportTest(unittest.TestCase):
         self.assertNotIn("brokerj transfers", md)
         self.assertNotIn("ferryd / brokerj", md)
         self.assertIn("| ferryd (perftest / latency-test) | 650,000 |", md)
+
+    def test_amqp091_side_by_side_with_unavailable_persistent_rows(self):
+        write_set(self.dir)
+        write_amqp091(self.dir, ferryd_store=False)
+        pts = bd.amqp091_points(self.dir)
+        self.assertTrue(pts[("ferryd", "yes", 100, 256)].unavailable)
+        self.assertEqual(pts[("rabbitmq", "no", 0, 256)].transfers_per_sec, 100_000)
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("## AMQP 0-9-1: ferryd beside RabbitMQ", md)
+        self.assertIn("| no | window 100 | 256 | 800,000 | 100,000 | 8.00× |", md)
+        self.assertIn("| yes | no | 256 | not available | 60,000 | — |", md)
+        self.assertIn("ferryd is ahead on 2 of the 2 rows", md)
+        self.assertIn("Not available: the ferryd of this run has no durable store", md)
+        # Issue 4's target needs ferryd's figure: not judged without it.
+        self.assertIn("ferryd not available.", md)
+
+    def test_persistent_rows_against_the_device_and_rabbitmq(self):
+        write_set(self.dir)
+        write_amqp091(self.dir, ferryd_store=True)
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        # 8 publishers: 480k transfers/s = 240k msgs/s over 5,000 syncs/s = 48 per sync.
+        self.assertIn("| ferryd | amqp0-10 | 256 | 8 | 480,000 | 240,000 |", md)
+        self.assertIn("| 48× |", md)
+        # 400k against 5 x 60k = 300k: met.
+        self.assertIn("≥ 300,000; ferryd 400,000 — **met**", md)
+        self.assertIn("| 256 | 5,000 | 0.180 | 0.500 | 3.000 |", md)
+
+    def test_the_tail_analysis_is_included_as_a_section(self):
+        write_set(self.dir)
+        doc = self.dir / "tail.md"
+        doc.write_text("# What bounds the tail\n\nThe scheduler.\n")
+        saved = report.TAIL_ANALYSIS
+        report.TAIL_ANALYSIS = doc
+        try:
+            md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        finally:
+            report.TAIL_ANALYSIS = saved
+        self.assertIn("## What bounds the tail\n\nThe scheduler.", md)
 
     def test_an_empty_set_still_renders(self):
         md = report.render(self.dir, self.dir / "BENCHMARKS.md")

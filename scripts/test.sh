@@ -30,6 +30,9 @@ cargo build --workspace --locked
 section "cargo test"
 cargo test --workspace --locked
 
+section "bench: report generator"
+python3 -m unittest bench/test_report.py
+
 if [[ -x scripts/fuzz-smoke.sh ]]; then
   section "fuzz smoke run"
   scripts/fuzz-smoke.sh

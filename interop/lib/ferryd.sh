@@ -7,6 +7,8 @@
 #   ferryd_finish $status          # prints the log tail on failure, exits with $status
 #
 # FERRYD_BINARY defaults to target/debug/ferryd under the repo root; nothing is built here.
+# ferryd runs with lib/ferryd.acl (allow all but what the access-control tests expect to be
+# refused); FERRY_ACL_FILE names another file, or none when empty.
 
 set -uo pipefail
 
@@ -113,7 +115,7 @@ ferryd_start_secure() {
     printf '%s\n' "$FERRY_PASSWORD" |
         "$ferry" user add "$FERRY_USER" --password-stdin --users-file "$workdir/users" 2>/dev/null ||
         { echo "run.sh: ferry user add failed" >&2; exit 1; }
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth yes --users-file "$workdir/users" \
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth yes --users-file "$workdir/users" --no-data-dir \
         --ssl-port 0 --ssl-cert-file "$tls/server.pem" --ssl-key-file "$tls/server.key" \
         --ssl-ca-file "$tls/ca.pem" \
         >"$workdir/secure.out" 2>"$workdir/secure.err" </dev/null &
@@ -141,8 +143,12 @@ ferryd_start() {
         exit 2
     fi
     : >"$workdir/ferryd.out"
-    # Memory-only: suites run side by side and must not share (or lock) one data directory.
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir \
+    # Every suite runs under the suite ACL (FERRY_ACL_FILE= turns it off), memory-only:
+    # suites run side by side and must not share (or lock) one data directory.
+    local acl=()
+    local acl_file=${FERRY_ACL_FILE-$_ferry_lib/ferryd.acl}
+    [ -n "$acl_file" ] && acl=(--acl-file "$acl_file")
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir "${acl[@]}" \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &
     ferryd_pid=$!
     # ferryd prints the bound port alone on its first stdout line (as qpidd does for

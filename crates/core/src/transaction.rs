@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::MutexGuard;
 
+use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::{Journal, JournalTx, SyncPoint};
@@ -35,10 +36,22 @@ struct StagedSettlement {
 /// is visible to anyone until [`crate::Broker::commit`]; rolling back is dropping (or
 /// [`Transaction::clear`]ing) it. Settlements refer to messages the session holds acquired,
 /// which stay acquired (and counted against queue limits) until the commit.
+///
+/// Staged publishes count in the broker's memory meter (make the transaction with
+/// [`crate::Broker::transaction`]), so a client staging without committing meets the memory
+/// alarm like one filling a queue.
 #[derive(Debug, Default)]
 pub struct Transaction {
     publishes: Vec<(Arc<Exchange>, Arc<Message>)>,
     settlements: Vec<StagedSettlement>,
+    meter: Option<Arc<MemoryMeter>>,
+    staged_bytes: u64,
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        self.uncharge();
+    }
 }
 
 /// What a commit did.
@@ -58,13 +71,40 @@ pub struct CommitOutcome {
 }
 
 impl Transaction {
+    /// A transaction whose staged bytes are not metered (tests); brokers hand out metered
+    /// ones with [`crate::Broker::transaction`].
     pub fn new() -> Transaction {
         Transaction::default()
     }
 
+    pub(crate) fn metered(meter: Arc<MemoryMeter>) -> Transaction {
+        Transaction {
+            publishes: Vec::new(),
+            settlements: Vec::new(),
+            meter: Some(meter),
+            staged_bytes: 0,
+        }
+    }
+
     /// Stages a publish; it is routed when the transaction commits.
     pub fn publish(&mut self, exchange: Arc<Exchange>, message: Arc<Message>) {
+        if let Some(meter) = &self.meter {
+            meter.add(0, message.size);
+        }
+        self.staged_bytes += message.size;
         self.publishes.push((exchange, message));
+    }
+
+    /// Bytes of the staged publishes.
+    pub fn staged_bytes(&self) -> u64 {
+        self.staged_bytes
+    }
+
+    fn uncharge(&mut self) {
+        if let Some(meter) = &self.meter {
+            meter.sub(0, self.staged_bytes);
+        }
+        self.staged_bytes = 0;
     }
 
     /// Stages the settlement of an acquired message.
@@ -97,12 +137,15 @@ impl Transaction {
 
     /// Discards everything staged (rollback).
     pub fn clear(&mut self) {
+        self.uncharge();
         self.publishes.clear();
         self.settlements.clear();
     }
 
     /// Applies and empties the transaction; see [`crate::Broker::commit`].
     pub(crate) fn apply(&mut self, journal: Option<&Arc<dyn Journal>>) -> CommitOutcome {
+        // From here the queues that store the messages account for them.
+        self.uncharge();
         let publishes = std::mem::take(&mut self.publishes);
         let settlements = std::mem::take(&mut self.settlements);
         let mut outcome = CommitOutcome {
@@ -139,6 +182,7 @@ impl Transaction {
             }
             for q in targets.drain(..) {
                 let stored = q.apply_ttl(message.clone());
+                q.note_expiry(&stored);
                 routes.push((i, q, stored));
             }
         }
@@ -374,6 +418,26 @@ mod tests {
         q.release([(got[3].0, got[3].1.clone())], false);
         assert_eq!(b.commit(&mut tx).settled, 0);
         assert_eq!(q.message_count(), 1);
+    }
+
+    #[test]
+    fn staged_publishes_count_in_the_memory_meter_until_commit_or_rollback() {
+        let b = broker();
+        declare(&b, "q", QueueOptions::default());
+        let ex = b.default_exchange().clone();
+        let before = b.memory_used();
+        let mut tx = b.transaction();
+        tx.publish(ex.clone(), msg("q", "12345"));
+        assert_eq!(tx.staged_bytes(), 5);
+        assert_eq!(b.memory_used(), before + 5);
+        tx.clear();
+        assert_eq!(b.memory_used(), before);
+        tx.publish(ex.clone(), msg("q", "12345"));
+        b.commit(&mut tx);
+        assert_eq!(b.memory_used(), before + 5, "now held by the queue");
+        tx.publish(ex, msg("nowhere", "123"));
+        drop(tx);
+        assert_eq!(b.memory_used(), before + 5);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! ferryd: the Ferry broker daemon.
 
 mod acl;
+mod fdlimit;
 mod memory;
 mod options;
 
@@ -55,6 +56,18 @@ fn main() -> ExitCode {
 async fn serve(options: Options) -> ExitCode {
     if options.mgmt_enable.on() {
         warn!("--mgmt-enable yes accepted, but management is not implemented yet");
+    }
+    if let Some((before, after)) = fdlimit::raise() {
+        info!("open files limit raised from {before} to {after}");
+    }
+    if let Some(limit) = fdlimit::current() {
+        if limit < options.max_connections as u64 + 64 {
+            warn!(
+                "open files limit {limit} is below --max-connections {}: connections beyond it \
+                 will fail to be accepted",
+                options.max_connections
+            );
+        }
     }
     let config = ServerConfig {
         interface: options.interface,

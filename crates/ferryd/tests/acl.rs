@@ -79,17 +79,6 @@ fn exception(raw: &mut Raw, channel: u16) -> ExecutionException {
     }
 }
 
-fn declare(raw: &mut Raw, channel: u16, queue: &str) -> u32 {
-    raw.command(
-        channel,
-        QueueDeclare {
-            queue: Some(Str::from(queue)),
-            ..Default::default()
-        }
-        .into(),
-    )
-}
-
 /// The command fails with unauthorized-access and the session is detached, as qpidd does.
 fn assert_denied(raw: &mut Raw, channel: u16, id: u32) {
     let e = exception(raw, channel);
@@ -139,7 +128,7 @@ fn amqp010_every_denied_command_is_unauthorized_access_and_allowed_ones_work() {
 
     // Allowed: his own queue, publishing to it, binding it, consuming from it.
     let ch = fresh(&mut bob);
-    let id = declare(&mut bob, ch, "bob.q");
+    let id = bob.declare_queue(ch, "bob.q");
     assert_completed(&mut bob, ch, id);
     let id = bob.transfer(ch, transfer_to(""), &header("bob.q"), b"hello");
     assert_completed(&mut bob, ch, id);
@@ -322,6 +311,20 @@ fn amqp091_denials_close_the_channel_with_access_refused() {
         .into(),
     );
     refused(&mut bob, 1);
+    // An exchange-to-exchange binding is a bind of the source exchange.
+    bob.method(1, ChannelOpen::default().into());
+    bob.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
+    bob.method(
+        1,
+        ferry_amqp091::ExchangeBind {
+            destination: short("amq.fanout"),
+            source: short("amq.topic"),
+            routing_key: short("#"),
+            ..Default::default()
+        }
+        .into(),
+    );
+    refused(&mut bob, 1);
     // And an allowed publish and consume still work on a new channel.
     bob.method(1, ChannelOpen::default().into());
     bob.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
@@ -352,7 +355,7 @@ fn connection_rules_refuse_at_open_on_both_protocols() {
 fn try_declare(addr: std::net::SocketAddr, user: &str, queue: &str) -> Result<(), ErrorCode> {
     let mut raw = Raw::open_as(addr, user);
     raw.attach(1, "try");
-    let id = declare(&mut raw, 1, queue);
+    let id = raw.declare_queue(1, queue);
     loop {
         match raw.next().expect("an answer") {
             (
@@ -466,13 +469,13 @@ fn per_user_queue_quotas_refuse_creation_until_a_queue_goes() {
     let mut bob = Raw::open_as(broker.addr, "bob");
     bob.attach(1, "q");
     for name in ["q1", "q2"] {
-        let id = declare(&mut bob, 1, name);
+        let id = bob.declare_queue(1, name);
         assert_completed(&mut bob, 1, id);
     }
     // Redeclaring an existing queue is not a new queue.
-    let id = declare(&mut bob, 1, "q1");
+    let id = bob.declare_queue(1, "q1");
     assert_completed(&mut bob, 1, id);
-    let id = declare(&mut bob, 1, "q3");
+    let id = bob.declare_queue(1, "q3");
     let e = exception(&mut bob, 1);
     assert_eq!(e.error_code, Some(ErrorCode::ResourceLimitExceeded));
     assert_eq!(e.command_id, Some(id));
@@ -503,11 +506,11 @@ fn per_user_queue_quotas_refuse_creation_until_a_queue_goes() {
     );
     assert_completed(&mut admin, 1, id);
     bob.attach(2, "again");
-    let id = declare(&mut bob, 2, "q3");
+    let id = bob.declare_queue(2, "q3");
     assert_completed(&mut bob, 2, id);
     // Other users have no quota.
     for name in ["a1", "a2", "a3"] {
-        let id = declare(&mut admin, 1, name);
+        let id = admin.declare_queue(1, name);
         assert_completed(&mut admin, 1, id);
     }
 }

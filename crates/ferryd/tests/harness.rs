@@ -5,10 +5,10 @@ mod common;
 
 use clap::Parser;
 use common::Ferryd;
-use ferry_tools::amqp010::{Connector, LatencyClient, LatencyReceiverClient};
+use ferry_tools::amqp010::{LatencyClient, LatencyReceiverClient};
 use ferry_tools::cli::{Cli, Command};
 use ferry_tools::latency_test::run_latency;
-use ferry_tools::perftest::{run_perftest, Plan};
+use ferry_tools::perftest::Plan;
 
 fn perftest(
     broker: &Ferryd,
@@ -21,14 +21,21 @@ fn perftest(
         unreachable!()
     };
     let (plan, _) = Plan::from_opts(&opts).unwrap();
-    let connector = Connector {
-        conn: opts.conn.clone(),
-    };
     let mut out = Vec::new();
-    let report = run_perftest(&connector, &plan, &mut out)
+    let report = ferry_tools::perftest::run(&opts, &plan, &mut out)
         .expect("perftest run")
         .expect("this process controls the run");
     (plan, report, String::from_utf8(out).unwrap())
+}
+
+/// The same over AMQP 0-9-1.
+fn perftest091(
+    broker: &Ferryd,
+    extra: &[&str],
+) -> (Plan, ferry_tools::perftest::PerftestReport, String) {
+    let mut args = vec!["--protocol", "amqp0-9-1"];
+    args.extend_from_slice(extra);
+    perftest(broker, &args)
 }
 
 #[test]
@@ -163,4 +170,192 @@ fn latency_test_receives_every_stamped_message() {
     assert_eq!(run.received, 1000);
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("p99"), "{text}");
+}
+
+#[test]
+fn perftest_transactions_over_0_10() {
+    let broker = Ferryd::start();
+    // qpid-perftest's --tx: transactional publish and subscribe sessions committing every
+    // N (here with a remainder, 1000 = 7 x 137 + 41), accepting inside the transaction.
+    let (plan, report, _) = perftest(
+        &broker,
+        &[
+            "--count",
+            "1000",
+            "--tx",
+            "137",
+            "--tcp-nodelay",
+            "-s",
+            "--base-name",
+            "tx010",
+        ],
+    );
+    assert_eq!((plan.tx_pub, plan.tx_sub), (137, 137));
+    assert_eq!(report.iterations[0].transfers, 2000);
+    // Only publishing in transactions, with two subscribers sharing the queue.
+    let (_, report, _) = perftest(
+        &broker,
+        &[
+            "--count",
+            "1000",
+            "--pub-tx",
+            "100",
+            "--nsubs",
+            "2",
+            "-s",
+            "--base-name",
+            "tx010b",
+        ],
+    );
+    assert_eq!(report.iterations[0].transfers, 1000 + 2 * 500);
+}
+
+#[test]
+fn perftest_over_0_9_1_with_confirms_and_persistence() {
+    let broker = Ferryd::start();
+    let (plan, report, _) = perftest091(
+        &broker,
+        &[
+            "--count",
+            "3000",
+            "--confirm",
+            "100",
+            "--durable",
+            "yes",
+            "-s",
+            "--base-name",
+            "p91",
+        ],
+    );
+    assert_eq!((plan.confirm, plan.durable), (100, true));
+    // In order, every message: the subscriber checks the sequence as over 0-10.
+    assert_eq!(report.iterations[0].transfers, 6000);
+    let (plan, report, _) = perftest091(&broker, &["--count", "200", "--sync-publish", "-s"]);
+    assert_eq!(plan.confirm, 1);
+    assert_eq!(report.iterations[0].transfers, 400);
+}
+
+#[test]
+fn perftest_over_0_9_1_splits_a_shared_queue_exactly() {
+    let broker = Ferryd::start();
+    // Three subscribers on each of two queues, a prefetch larger than each one's quota of
+    // 400: whoever gets its quota first gives the surplus back for the others, over two
+    // iterations, or someone waits forever.
+    let (plan, report, _) = perftest091(
+        &broker,
+        &[
+            "--count",
+            "600",
+            "--npubs",
+            "2",
+            "--nsubs",
+            "3",
+            "--qt",
+            "2",
+            "--prefetch",
+            "1000",
+            "--iterations",
+            "2",
+            "-s",
+            "--base-name",
+            "split91",
+        ],
+    );
+    assert_eq!(plan.sub_quota, 400);
+    assert_eq!(report.iterations.len(), 2);
+    for it in &report.iterations {
+        assert_eq!(it.transfers, 2 * (2 * 600 + 3 * 400));
+    }
+}
+
+#[test]
+fn perftest_over_0_9_1_fanout_topic_and_acknowledgements() {
+    let broker = Ferryd::start();
+    let (_, report, _) = perftest091(
+        &broker,
+        &[
+            "--mode",
+            "fanout",
+            "--nsubs",
+            "3",
+            "--count",
+            "500",
+            "-s",
+            "--base-name",
+            "f91",
+        ],
+    );
+    assert_eq!(report.iterations[0].transfers, 500 + 3 * 500);
+    let (_, report, _) = perftest091(
+        &broker,
+        &[
+            "--mode",
+            "topic",
+            "--qt",
+            "2",
+            "--npubs",
+            "2",
+            "--nsubs",
+            "2",
+            "--count",
+            "250",
+            "--sub-ack",
+            "50",
+            "-s",
+            "--base-name",
+            "t91",
+        ],
+    );
+    assert_eq!(report.iterations[0].transfers, 2 * (2 * 250 + 2 * 500));
+}
+
+#[test]
+fn perftest_transactions_over_0_9_1() {
+    let broker = Ferryd::start();
+    let (plan, report, _) = perftest091(
+        &broker,
+        &[
+            "--count",
+            "1000",
+            "--tx",
+            "137",
+            "-s",
+            "--base-name",
+            "tx91",
+        ],
+    );
+    assert_eq!((plan.tx_pub, plan.tx_sub), (137, 137));
+    assert_eq!(report.iterations[0].transfers, 2000);
+}
+
+#[test]
+fn latency_test_over_0_9_1() {
+    let broker = Ferryd::start();
+    let port = broker.addr.port().to_string();
+    for prefetch in ["100", "0"] {
+        let args = [
+            "ferry",
+            "latency-test",
+            "--protocol",
+            "amqp0-9-1",
+            "-p",
+            &port,
+            "--rate",
+            "2000",
+            "--count",
+            "500",
+            "--size",
+            "64",
+            "--prefetch",
+            prefetch,
+        ];
+        let Command::LatencyTest(opts) = Cli::try_parse_from(args).unwrap().command else {
+            unreachable!()
+        };
+        let mut out = Vec::new();
+        let run = ferry_tools::latency_test::run(&opts, &mut out).expect("latency run");
+        assert_eq!((run.sent, run.received), (500, 500), "prefetch {prefetch}");
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("sender behind its schedule"), "{text}");
+    }
 }

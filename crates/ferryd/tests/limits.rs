@@ -115,54 +115,15 @@ fn connections_beyond_max_connections_are_refused() {
     assert!(ok, "a new connection is accepted after one closes");
 }
 
-/// Resident memory of a process, from /proc (Linux).
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_consumer_that_never_reads_stalls_nobody_and_holds_bounded_memory() {
-    use ferry_amqp010::{CreditUnit, MessageFlow, MessageSubscribe};
     let broker = Ferryd::start();
     let mut stuck = Raw::open(broker.addr);
     stuck.attach(1, "never-reads");
-    stuck.command(
-        1,
-        QueueDeclare {
-            queue: Some(Str::from("firehose")),
-            ..Default::default()
-        }
-        .into(),
-    );
-    stuck.command(
-        1,
-        MessageSubscribe {
-            queue: Some(Str::from("firehose")),
-            destination: Some(Str::from("d")),
-            accept_mode: Some(ferry_amqp010::AcceptMode::None),
-            ..Default::default()
-        }
-        .into(),
-    );
-    for unit in [CreditUnit::Message, CreditUnit::Byte] {
-        stuck.command(
-            1,
-            MessageFlow {
-                destination: Some(Str::from("d")),
-                unit: Some(unit),
-                value: Some(u32::MAX),
-            }
-            .into(),
-        );
-    }
+    stuck.declare_queue(1, "firehose");
+    stuck.subscribe_unlimited(1, "firehose", "d", ferry_amqp010::AcceptMode::None);
     // From here on `stuck` never reads: its socket buffers fill, then ferryd's.
-    let before = rss_kib(broker.pid());
+    let before = common::rss_kib(broker.pid());
     let mut publisher = Raw::open(broker.addr);
     publisher.attach(1, "publisher");
     let h = header("firehose");
@@ -197,37 +158,12 @@ fn a_consumer_that_never_reads_stalls_nobody_and_holds_bounded_memory() {
     // kernel's socket buffers take a few MiB more.
     let queued = u64::from(q.message_count.unwrap_or(0));
     assert!(queued > 0 && queued < u64::from(total), "queued {queued}");
-    let grown_mib = rss_kib(broker.pid()).saturating_sub(before) / 1024;
+    let grown_mib = common::rss_kib(broker.pid()).saturating_sub(before) / 1024;
     assert!(
         grown_mib < 64 + 32,
         "ferryd grew by {grown_mib} MiB holding {queued} queued 16 KiB messages"
     );
     drop(stuck);
-}
-
-fn subscribe_unlimited(raw: &mut Raw, channel: u16, queue: &str, destination: &str) {
-    use ferry_amqp010::{CreditUnit, MessageFlow, MessageSubscribe};
-    raw.command(
-        channel,
-        MessageSubscribe {
-            queue: Some(Str::from(queue)),
-            destination: Some(Str::from(destination)),
-            accept_mode: Some(ferry_amqp010::AcceptMode::Explicit),
-            ..Default::default()
-        }
-        .into(),
-    );
-    for unit in [CreditUnit::Message, CreditUnit::Byte] {
-        raw.command(
-            channel,
-            MessageFlow {
-                destination: Some(Str::from(destination)),
-                unit: Some(unit),
-                value: Some(u32::MAX),
-            }
-            .into(),
-        );
-    }
 }
 
 /// Transfers that arrive on `channel` until nothing more comes for `quiet`.
@@ -262,19 +198,12 @@ fn unacknowledged_deliveries_stop_at_session_max_unacked_on_0_10() {
     let broker = Ferryd::start_with(&["--session-max-unacked", "5"]);
     let mut raw = Raw::open(broker.addr);
     raw.attach(1, "window");
-    raw.command(
-        1,
-        QueueDeclare {
-            queue: Some(Str::from("unacked")),
-            ..Default::default()
-        }
-        .into(),
-    );
+    raw.declare_queue(1, "unacked");
     let h = header("unacked");
     for _ in 0..20 {
         raw.transfer(1, to_default_exchange(), &h, b"m");
     }
-    subscribe_unlimited(&mut raw, 1, "unacked", "d");
+    raw.subscribe_unlimited(1, "unacked", "d", ferry_amqp010::AcceptMode::Explicit);
     let first = transfers_until_quiet(&mut raw, 1, Duration::from_millis(500));
     assert_eq!(
         first.len(),
@@ -366,14 +295,7 @@ fn subscriptions_per_session_and_consumers_per_channel_are_capped() {
     let broker = Ferryd::start_with(&["--max-consumers-per-session", "2"]);
     let mut raw = Raw::open(broker.addr);
     raw.attach(1, "subs");
-    raw.command(
-        1,
-        QueueDeclare {
-            queue: Some(Str::from("many")),
-            ..Default::default()
-        }
-        .into(),
-    );
+    raw.declare_queue(1, "many");
     let mut last = 0;
     for d in ["a", "b", "c"] {
         last = raw.command(
@@ -614,14 +536,7 @@ fn memory_alarm_stops_reading_0_10_publishers_until_consumers_drain() {
     let broker = Ferryd::start_with(&FLOW_ARGS);
     let mut p = Raw::open(broker.addr);
     p.attach(1, "publisher");
-    let id = p.command(
-        1,
-        QueueDeclare {
-            queue: Some(Str::from("flow010")),
-            ..Default::default()
-        }
-        .into(),
-    );
+    let id = p.declare_queue(1, "flow010");
     p.expect_control(1, |c| {
         matches!(c, ferry_amqp010::Control::SessionCompleted(sc)
             if sc.commands.as_ref().is_some_and(|s| s.contains(id)))
@@ -658,4 +573,155 @@ fn memory_alarm_stops_reading_0_10_publishers_until_consumers_drain() {
     assert!(held >= 200, "held at {held}");
     drain(broker.addr, "flow010", FLOW_MESSAGES);
     writer.join().unwrap();
+}
+
+/// What a passive declare of `queue` on a fresh 0-9-1 connection says: 200 for declare-ok, or
+/// the channel.close code (404 missing, 405 exclusive to another connection).
+fn passive_declare(addr: std::net::SocketAddr, queue: &str) -> u16 {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::Method;
+    let mut raw = Raw091::open(addr);
+    raw.method(
+        1,
+        ferry_amqp091::QueueDeclare {
+            queue: short(queue),
+            passive: true,
+            ..Default::default()
+        }
+        .into(),
+    );
+    match raw.expect(1, |m| {
+        matches!(m, Method::QueueDeclareOk(_) | Method::ChannelClose(_))
+    }) {
+        Method::ChannelClose(c) => c.reply_code,
+        _ => 200,
+    }
+}
+
+#[test]
+fn a_publisher_paused_by_the_alarm_that_disconnects_is_noticed() {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::{write_content, BasicProperties, BasicPublish, Method};
+    use std::io::Write;
+    let broker = Ferryd::start_with(&FLOW_ARGS);
+    let mut p = Raw091::open(broker.addr);
+    // An exclusive queue lives exactly as long as its connection.
+    p.call(
+        ferry_amqp091::QueueDeclare {
+            queue: short("paused-excl"),
+            exclusive: true,
+            ..Default::default()
+        },
+        |m| matches!(m, Method::QueueDeclareOk(_)),
+    );
+    p.declare_queue("paused-sink", ferry_amqp091::FieldTable::new());
+    let mut bytes = BytesMut::new();
+    let publish = Method::BasicPublish(BasicPublish {
+        routing_key: short("paused-sink"),
+        ..Default::default()
+    });
+    // Enough to raise the alarm, then nothing more: a client that honours connection.blocked.
+    for _ in 0..400 {
+        write_content(
+            &mut bytes,
+            1,
+            &publish,
+            &BasicProperties::default(),
+            &[1u8; 1024],
+            4096,
+        );
+    }
+    p.writer().write_all(&bytes).unwrap();
+    p.expect(0, |m| matches!(m, Method::ConnectionBlocked(_)));
+    assert_eq!(
+        passive_declare(broker.addr, "paused-excl"),
+        405,
+        "held by the publisher"
+    );
+    // The publisher goes away while paused: ferryd notices without waiting for the alarm.
+    drop(p);
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        passive_declare(broker.addr, "paused-excl") == 404
+    });
+    assert!(gone, "the paused connection was not noticed closing");
+}
+
+#[test]
+fn a_transfer_held_while_thousands_of_commands_pass_is_still_settled_by_its_id() {
+    use ferry_amqp010::{CreditUnit, MessageFlow, MessageRelease, MessageSubscribe, QueueQuery};
+    // The session's books keep the held transfer aside and drop the finished commands after
+    // it (unit-tested in outgoing.rs); here a real session does that, then still finds it.
+    let broker = Ferryd::start();
+    let mut raw = Raw::open(broker.addr);
+    raw.attach(1, "books");
+    raw.declare_queue(1, "books");
+    raw.transfer(1, to_default_exchange(), &header("books"), b"held");
+    raw.command(
+        1,
+        MessageSubscribe {
+            queue: Some(Str::from("books")),
+            destination: Some(Str::from("d")),
+            accept_mode: Some(ferry_amqp010::AcceptMode::Explicit),
+            ..Default::default()
+        }
+        .into(),
+    );
+    for (unit, value) in [(CreditUnit::Message, 1), (CreditUnit::Byte, u32::MAX)] {
+        raw.command(
+            1,
+            MessageFlow {
+                destination: Some(Str::from("d")),
+                unit: Some(unit),
+                value: Some(value),
+            }
+            .into(),
+        );
+    }
+    raw.expect_command(1, |c| matches!(c, Command::MessageTransfer(_)));
+    // The transfer was the broker's first command on this session: id 0. It stays
+    // uncompleted and unsettled while 10,000 results go out after it.
+    const QUERIES: usize = 10_000;
+    for _ in 0..QUERIES {
+        raw.command(
+            1,
+            QueueQuery {
+                queue: Some(Str::from("books")),
+            }
+            .into(),
+        );
+    }
+    let mut results = 0;
+    while results < QUERIES {
+        raw.expect_command(1, |c| matches!(c, Command::ExecutionResult(_)));
+        results += 1;
+    }
+    let mut held = ferry_amqp010::SequenceSet::new();
+    held.add(0);
+    raw.command(
+        1,
+        MessageRelease {
+            transfers: Some(held),
+            set_redelivered: true,
+        }
+        .into(),
+    );
+    raw.command(
+        1,
+        QueueQuery {
+            queue: Some(Str::from("books")),
+        }
+        .into(),
+    );
+    let Command::ExecutionResult(r) =
+        raw.expect_command(1, |c| matches!(c, Command::ExecutionResult(_)))
+    else {
+        unreachable!()
+    };
+    let q: ferry_amqp010::QueueQueryResult = r.value.unwrap().decode_as().unwrap();
+    assert_eq!(
+        q.message_count,
+        Some(1),
+        "the released message is back on its queue"
+    );
 }

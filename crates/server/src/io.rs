@@ -17,6 +17,8 @@ use crate::listener::Shutdown;
 
 /// Read this much at a time; a full-size frame of either protocol fits.
 pub const READ_CHUNK: usize = 64 * 1024;
+/// Input held unprocessed for a publisher an alarm paused (one read batch).
+const BLOCKED_INPUT: usize = 4 * READ_CHUNK;
 /// How long a connection waits for the peer's close-ok after sending its close.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -157,8 +159,12 @@ pub async fn drive<T: Transport, C: ProtocolConnection>(
         // Above the high-water mark we neither read nor take deliveries: a peer that never
         // reads costs at most this buffer plus its credit.
         let below_high_water = conn.out().len() < high_water;
-        let want_read =
-            below_high_water && !conn.is_finished() && auth_task.is_none() && !flow_blocked;
+        // A publisher paused by an alarm is still read, without processing, up to one batch:
+        // enough to notice that it went away, not enough to matter.
+        let want_read = below_high_water
+            && !conn.is_finished()
+            && auth_task.is_none()
+            && (!flow_blocked || inbuf.len() < BLOCKED_INPUT);
         let interest = match (want_read, all_written) {
             (true, true) => Some(Interest::READABLE),
             (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
@@ -177,6 +183,7 @@ pub async fn drive<T: Transport, C: ProtocolConnection>(
                 if ready.is_readable() && want_read {
                     match read_available(&mut stream, &mut inbuf) {
                         Ok(ReadOutcome::Eof) => break Ok(()),
+                        Ok(ReadOutcome::Data) if flow_blocked => {}
                         Ok(ReadOutcome::Data) => {
                             last_read = Instant::now();
                             conn.process(&mut inbuf);

@@ -195,18 +195,27 @@ async fn serve_tls(
 
 /// Without consumers nothing else would ever look at an expired message: drop them on a
 /// timer so a queue of expired messages cannot hold memory forever. The same task deletes
-/// `x-expires` queues when they fall due, waking at their deadlines rather than on the tick.
+/// `x-expires` queues when they fall due (waking at their deadlines rather than on the tick)
+/// and, while dead-lettering queues hold messages that will expire, checks their heads
+/// often, so delay queues (TTL + dead letter exchange) hand messages on in time.
 async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
     const SWEEP: Duration = Duration::from_secs(1);
+    /// Also the shortest gap between rounds, so a stream of notifications (every message
+    /// that will expire arriving at a dead-lettering queue notifies) costs at most 40
+    /// rounds a second.
+    const HEAD_POLL: Duration = Duration::from_millis(25);
     let mut next_sweep = tokio::time::Instant::now() + SWEEP;
     loop {
-        let wake = match broker.expire_unused_queues() {
-            Some(at) => {
-                let wait = Duration::from_millis(at.saturating_sub(ferry_core::now_ms()) + 1);
-                next_sweep.min(tokio::time::Instant::now() + wait)
-            }
-            None => next_sweep,
-        };
+        let now = tokio::time::Instant::now();
+        let round_floor = now + HEAD_POLL;
+        let mut wake = next_sweep;
+        if broker.expire_heads() {
+            wake = wake.min(now + HEAD_POLL);
+        }
+        if let Some(at) = broker.expire_unused_queues() {
+            let wait = Duration::from_millis(at.saturating_sub(ferry_core::now_ms()) + 1);
+            wake = wake.min(now + wait);
+        }
         tokio::select! {
             _ = shutdown.wait() => return,
             _ = tokio::time::sleep_until(wake) => {}
@@ -215,6 +224,10 @@ async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
         if tokio::time::Instant::now() >= next_sweep {
             broker.purge_expired();
             next_sweep = tokio::time::Instant::now() + SWEEP;
+        }
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tokio::time::sleep_until(round_floor) => {}
         }
     }
 }

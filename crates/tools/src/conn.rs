@@ -1,10 +1,24 @@
 //! Connection options shared by perftest and latency-test, named as qpid's TestOptions
 //! names them so existing command lines carry over.
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+
+/// The AMQP version a harness speaks to the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Protocol {
+    /// AMQP 0-10, with ferry-client (qpidd, Qpid Broker-J, ferryd).
+    #[value(name = "amqp0-10")]
+    Amqp010,
+    /// AMQP 0-9-1, with ferry-client091 (RabbitMQ, ferryd).
+    #[value(name = "amqp0-9-1")]
+    Amqp091,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct ConnectionOpts {
+    /// Protocol to speak to the broker.
+    #[arg(long, value_enum, default_value = "amqp0-10")]
+    pub protocol: Protocol,
     /// Broker host to connect to.
     #[arg(
         short = 'b',
@@ -21,7 +35,8 @@ pub struct ConnectionOpts {
         default_value_t = 5672
     )]
     pub port: u16,
-    /// Turn on TCP_NODELAY (no Nagle batching).
+    /// Turn on TCP_NODELAY (no Nagle batching). Over AMQP 0-9-1 it is always on, as in
+    /// RabbitMQ's clients.
     #[arg(long = "tcp-nodelay")]
     pub tcp_nodelay: bool,
     /// Largest frame the client will accept.
@@ -53,6 +68,16 @@ pub fn parse_yes_no(s: &str) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protocol_names() {
+        assert_eq!(
+            Protocol::from_str("amqp0-9-1", false),
+            Ok(Protocol::Amqp091)
+        );
+        assert_eq!(Protocol::from_str("amqp0-10", false), Ok(Protocol::Amqp010));
+        assert!(Protocol::from_str("amqp1-0", false).is_err());
+    }
 
     #[test]
     fn yes_no() {

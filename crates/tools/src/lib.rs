@@ -3,9 +3,11 @@
 //! `netbench` measures what loopback TCP on this machine can do, the ceiling any broker here
 //! is held against. `perftest` and `latency_test` carry qpid-perftest's and
 //! qpid-latency-test's options, arithmetic and reports; their protocol-driving parts are
-//! traits, implemented over AMQP 0-10 with `ferry-client` in `amqp010`.
+//! traits, implemented over AMQP 0-10 with `ferry-client` in `amqp010` and over AMQP 0-9-1
+//! with `ferry-client091` in `amqp091` (`--protocol`).
 
 pub mod amqp010;
+pub mod amqp091;
 pub mod cli;
 pub mod conn;
 pub mod driver;

@@ -148,8 +148,12 @@ pub struct Broker {
     /// Queues declared with `x-expires`, for [`Broker::expire_unused_queues`]. Locked
     /// after the registry, before any queue.
     expiring: Mutex<Vec<Weak<Queue>>>,
-    /// Wakes the housekeeping task when an `x-expires` deadline may have come closer.
-    expiry_changed: Notify,
+    /// Wakes the housekeeping task when an `x-expires` deadline may have come closer, or a
+    /// dead-lettering queue got a message that will expire.
+    expiry_changed: Arc<Notify>,
+    /// Queues that dead-letter expired messages, whose heads [`Broker::expire_heads`]
+    /// watches closely (a delay queue should deliver on time, not on the next sweep).
+    dead_lettering: Mutex<Vec<Weak<Queue>>>,
 }
 
 impl Broker {
@@ -198,7 +202,8 @@ impl Broker {
             offload,
             alarms: Alarms::default(),
             expiring: Mutex::new(Vec::new()),
-            expiry_changed: Notify::new(),
+            expiry_changed: Arc::new(Notify::new()),
+            dead_lettering: Mutex::new(Vec::new()),
         })
     }
 
@@ -566,6 +571,10 @@ impl Broker {
             self.expiring.lock().push(Arc::downgrade(&q));
             self.expiry_changed.notify_one();
         }
+        if q.dead_letters() {
+            q.watch_expiry(self.expiry_changed.clone());
+            self.dead_lettering.lock().push(Arc::downgrade(&q));
+        }
         Ok((q, true))
     }
 
@@ -926,9 +935,28 @@ impl Broker {
 
     /// Resolves when an `x-expires` queue was declared or lost its last consumer, so a
     /// deadline earlier than the one [`Broker::expire_unused_queues`] last returned may
-    /// exist. A change before the call is not lost (one stored permit).
+    /// exist, or when a dead-lettering queue took a message that will expire (see
+    /// [`Broker::expire_heads`]). A change before the call is not lost (one stored permit).
     pub fn queue_expiry_changed(&self) -> Notified<'_> {
         self.expiry_changed.notified()
+    }
+
+    /// Dead-letters the expired messages at the heads of dead-lettering queues; returns
+    /// whether any of them still holds messages that will expire, so the caller knows to
+    /// come back soon (the full sweep of [`Broker::purge_expired`] is only periodic).
+    pub fn expire_heads(&self) -> bool {
+        let queues: Vec<Arc<Queue>> = {
+            let mut list = self.dead_lettering.lock();
+            list.retain(|w| w.upgrade().is_some_and(|q| !q.is_deleted()));
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        let now = now_ms();
+        let mut more = false;
+        for q in &queues {
+            // Every queue must be looked at: no short-circuit.
+            more |= q.expire_head(now);
+        }
+        more
     }
 
     /// Drops expired messages from every queue; returns how many. Called periodically so
@@ -964,6 +992,11 @@ impl Broker {
             queues: r.queues,
             sync: r.sync,
         })
+    }
+
+    /// A new, empty transaction whose staged publishes count in the broker's memory meter.
+    pub fn transaction(&self) -> Transaction {
+        Transaction::metered(self.memory.clone())
     }
 
     /// Commits a transaction: its settlements, then its publishes (routed now, in the order

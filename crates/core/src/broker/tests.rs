@@ -1473,3 +1473,45 @@ fn exchanges_forwarding_to_others_ask_for_headers() {
     b.unbind_exchange("hdr", "src", "k").unwrap();
     assert!(!b.exchange("src").unwrap().needs_headers());
 }
+
+#[test]
+fn dead_lettering_heads_are_watched_and_expire_without_the_sweep() {
+    let b = broker();
+    let dead = declare(&b, "after-delay");
+    let delay = rabbit_dlq(
+        &b,
+        "delay",
+        "",
+        &[
+            ("x-dead-letter-routing-key", V::Str("after-delay".into())),
+            ("x-message-ttl", V::Int(300)),
+        ],
+    );
+    let plain = declare(&b, "plain");
+    assert!(!b.expire_heads(), "nothing will expire yet");
+    // Consume the permit left by the declares, then check a delayed message notifies.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_millis(10),
+            b.queue_expiry_changed(),
+        )
+        .await;
+    });
+    publish(&b, "", "delay", "later");
+    publish(&b, "", "plain", "never-expires");
+    runtime.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(1), b.queue_expiry_changed())
+            .await
+            .expect("a delayed message wakes the housekeeping");
+    });
+    assert!(b.expire_heads(), "one will expire");
+    std::thread::sleep(std::time::Duration::from_millis(350));
+    assert!(!b.expire_heads(), "dead-lettered, nothing left to watch");
+    assert_eq!(delay.message_count(), 0);
+    assert_eq!(bodies(&dead), [bs("later")]);
+    assert_eq!(plain.message_count(), 1);
+}

@@ -9,9 +9,10 @@ mod tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::Notify;
 
 use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
@@ -82,6 +83,9 @@ pub struct Queue {
     /// Explicit bindings (exchange, key), so deleting the queue can remove them without
     /// scanning every exchange. Weak: an exchange's bindings already own the queue.
     bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
+    /// Set for dead-lettering queues: told when a message that will expire arrives, so
+    /// the broker's housekeeping dead-letters it on time.
+    expiry_watch: OnceLock<Arc<Notify>>,
     quota: Mutex<Option<QuotaCharge>>,
 }
 
@@ -168,6 +172,7 @@ impl Queue {
             store,
             journal,
             bindings: Mutex::new(Vec::new()),
+            expiry_watch: OnceLock::new(),
             quota: Mutex::new(opts.quota.clone()),
         })
     }
@@ -282,6 +287,7 @@ impl Queue {
     /// publisher routed with a stale handle; the message is simply not stored here).
     pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
         let msg = self.apply_ttl(msg);
+        self.note_expiry(&msg);
         let mut dropped = Vec::new();
         let stored = {
             let mut st = self.state.lock();
@@ -616,6 +622,38 @@ impl Queue {
             self.dead_letter(m, DeathReason::Expired);
         }
         n
+    }
+
+    /// Dead-letters the expired messages at the head of a dead-lettering queue promptly
+    /// (the periodic sweep is coarse); returns whether messages with an expiry remain.
+    pub(crate) fn expire_head(&self, now: u64) -> bool {
+        let (expired, more) = {
+            let mut st = self.state.lock();
+            let more = st.expire_head(now);
+            (std::mem::take(&mut st.expired), more)
+        };
+        for m in expired {
+            self.dead_letter(m, DeathReason::Expired);
+        }
+        more
+    }
+
+    pub(crate) fn watch_expiry(&self, notify: Arc<Notify>) {
+        let _ = self.expiry_watch.set(notify);
+    }
+
+    /// A message that will expire arrives at a dead-lettering queue: wake the housekeeping.
+    pub(crate) fn note_expiry(&self, msg: &Message) {
+        if msg.expires_at.is_some() {
+            if let Some(n) = self.expiry_watch.get() {
+                n.notify_one();
+            }
+        }
+    }
+
+    /// Whether the queue dead-letters the RabbitMQ way (`x-dead-letter-exchange`).
+    pub(crate) fn dead_letters(&self) -> bool {
+        self.features.dead_letter
     }
 
     /// A message leaves the queue for `reason`. A queue declared with

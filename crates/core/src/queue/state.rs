@@ -396,6 +396,21 @@ impl QueueState {
         }
     }
 
+    /// Takes expired messages off the head (where RabbitMQ expires them), keeping them for
+    /// dead-lettering; returns whether queued messages with an expiry remain.
+    pub(crate) fn expire_head(&mut self, now: u64) -> bool {
+        while self
+            .entries
+            .front()
+            .is_some_and(|e| e.message.is_expired_at(now))
+        {
+            if let Some(e) = self.take_next() {
+                self.expire(e);
+            }
+        }
+        self.expiring > 0
+    }
+
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
         if self.store.is_some() {
@@ -534,6 +549,7 @@ impl QueueState {
                 position: e.position,
                 redelivered: e.redelivered,
                 acquired: false,
+                windowed: c.windowed(),
             }));
         }
     }
@@ -573,6 +589,7 @@ impl QueueState {
                 position: entry.position,
                 redelivered: entry.redelivered,
                 acquired: true,
+                windowed: c.windowed(),
             }));
         }
     }

@@ -116,6 +116,50 @@ impl Raw {
         );
     }
 
+    /// Declares `queue` (no options) on `channel`; returns the command id.
+    pub fn declare_queue(&mut self, channel: u16, queue: &str) -> u32 {
+        self.command(
+            channel,
+            ferry_amqp010::QueueDeclare {
+                queue: Some(Str::from(queue)),
+                ..Default::default()
+            }
+            .into(),
+        )
+    }
+
+    /// Subscribes `destination` to `queue` with unlimited message and byte credit.
+    pub fn subscribe_unlimited(
+        &mut self,
+        channel: u16,
+        queue: &str,
+        destination: &str,
+        accept_mode: ferry_amqp010::AcceptMode,
+    ) {
+        use ferry_amqp010::{CreditUnit, MessageFlow, MessageSubscribe};
+        self.command(
+            channel,
+            MessageSubscribe {
+                queue: Some(Str::from(queue)),
+                destination: Some(Str::from(destination)),
+                accept_mode: Some(accept_mode),
+                ..Default::default()
+            }
+            .into(),
+        );
+        for unit in [CreditUnit::Message, CreditUnit::Byte] {
+            self.command(
+                channel,
+                MessageFlow {
+                    destination: Some(Str::from(destination)),
+                    unit: Some(unit),
+                    value: Some(u32::MAX),
+                }
+                .into(),
+            );
+        }
+    }
+
     pub fn send_bytes(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("write");
     }

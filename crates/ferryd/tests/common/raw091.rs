@@ -51,6 +51,9 @@ impl Raw091 {
         stream
             .set_read_timeout(Some(super::raw::TIMEOUT))
             .expect("timeout");
+        // Handshake frames go out back to back: without this Nagle holds the second until the
+        // first is acknowledged (40 ms of delayed ACK per connection).
+        stream.set_nodelay(true).expect("nodelay");
         let mut raw = Raw091 {
             stream,
             inbuf: BytesMut::new(),

@@ -309,7 +309,7 @@ pub fn execute(
             session.write_result(env, result_of(id, &result));
             Ok(())
         }
-        Command::TxSelect(_) => tx::select(session),
+        Command::TxSelect(_) => tx::select(session, env),
         Command::TxCommit(_) => tx::commit(session, env),
         Command::TxRollback(_) => tx::rollback(session),
         Command::DtxSelect(_)

@@ -19,6 +19,9 @@ use super::convert::{encode_properties, table_to_headers};
 use super::error::Fault;
 use super::qos::Settings;
 
+/// Bodies this large usually span frames and so own their memory (see `publish`).
+const LARGE_BODY: usize = 4096;
+
 /// How a settled delivery leaves the channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -57,9 +60,20 @@ impl Channel {
             }
         };
         let raw = encode_properties(&props);
+        // The routing key and exchange name are slices of the read buffer, and would keep
+        // all of it alive while the message is queued. A body that spanned frames was joined
+        // into its own allocation, so these get their own too (a copy of some 100 bytes):
+        // a deep queue of large messages then costs what it holds, not twice that.
+        let owned = |b: &Bytes| {
+            if m.body.len() >= LARGE_BODY {
+                Bytes::copy_from_slice(b)
+            } else {
+                b.clone()
+            }
+        };
         let message = Arc::new(Message {
-            routing_key: p.routing_key.bytes().clone(),
-            exchange: p.exchange.bytes().clone(),
+            routing_key: owned(p.routing_key.bytes()),
+            exchange: owned(p.exchange.bytes()),
             size: (m.body.len() + raw.len()) as u64,
             body: m.body,
             headers: if exchange.needs_headers() {
@@ -260,21 +274,22 @@ impl Channel {
     /// has go back to their queue.
     pub fn deliver(&mut self, ctx: &mut Ctx, d: Delivery) {
         let Some(c) = self.consumers.iter().find(|c| c.id == d.consumer) else {
+            self.free_window_slots(u32::from(d.windowed));
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
-            self.free_window_slots(1);
             return;
         };
         let consumer_tag = c.tag.clone();
         let tag = if c.no_ack {
             d.queue.accept(d.position);
-            self.free_window_slots(1);
+            self.free_window_slots(u32::from(d.windowed));
             self.unacked.next_tag()
         } else {
             self.qos.delivered(d.consumer, d.message.size);
             self.unacked.push(Pending {
                 consumer: Some(d.consumer),
+                windowed: d.windowed,
                 queue: d.queue,
                 position: d.position,
                 message: d.message.clone(),
@@ -308,6 +323,7 @@ impl Channel {
         } else {
             self.unacked.push(Pending {
                 consumer: None,
+                windowed: false,
                 queue,
                 position: got.position,
                 message: got.message.clone(),
@@ -350,15 +366,15 @@ impl Channel {
     /// marked redelivered (RabbitMQ's behaviour; it also ignores `requeue = false`).
     pub fn recover(&mut self, ctx: &mut Ctx) {
         let all = self.unacked.take_all();
-        let mut from_consumers = 0;
+        let mut windowed = 0;
         for p in &all {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
-                from_consumers += 1;
             }
+            windowed += u32::from(p.windowed);
         }
         requeue(all);
-        self.free_window_slots(from_consumers);
+        self.free_window_slots(windowed);
         self.grant(ctx);
     }
 
@@ -382,12 +398,12 @@ impl Channel {
             .take(tag, multiple)
             .map_err(|e| Fault::precondition(e.to_string()))?;
         let mut back = Vec::new();
-        let mut from_consumers = 0;
+        let mut windowed = 0;
         for p in settled {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
-                from_consumers += 1;
             }
+            windowed += u32::from(p.windowed);
             match how {
                 Outcome::Ack => {
                     p.queue.accept(p.position);
@@ -399,7 +415,7 @@ impl Channel {
             }
         }
         requeue(back);
-        self.free_window_slots(from_consumers);
+        self.free_window_slots(windowed);
         self.grant(ctx);
         Ok(())
     }

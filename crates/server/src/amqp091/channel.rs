@@ -65,6 +65,8 @@ pub struct ConsumerRec {
 /// A delivery (or get-ok) awaiting ack; `consumer` is `None` for basic.get.
 pub struct Pending {
     pub consumer: Option<ConsumerId>,
+    /// Holds a slot of the channel's settlement window until settled.
+    pub windowed: bool,
     pub queue: Arc<Queue>,
     pub position: u64,
     pub message: Arc<Message>,
@@ -334,6 +336,11 @@ impl Channel {
                 "operation not permitted on the default exchange",
             ));
         }
+        // The ACL sees an exchange-to-exchange binding as a binding of the source exchange
+        // whose target (`queuename`) is the destination exchange.
+        ctx.access.check(Action::Bind, ObjectType::Exchange, || {
+            access::binding_props(source, Some(destination), Some(key))
+        })?;
         ctx.broker
             .bind_exchange(destination, source, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
@@ -352,6 +359,9 @@ impl Channel {
                 "operation not permitted on the default exchange",
             ));
         }
+        ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
+            access::binding_props(source, Some(destination), Some(key))
+        })?;
         // As queue.unbind: unbinding what is not there succeeds.
         match ctx.broker.unbind_exchange(destination, source, key) {
             Ok(()) | Err(BrokerError::NotFound(_)) => {}

@@ -168,6 +168,7 @@ mod tests {
     #[test]
     fn unknown_mechanism_is_refused_before_connecting() {
         let opts = ConnectionOpts {
+            protocol: crate::conn::Protocol::Amqp010,
             broker: "127.0.0.1".into(),
             port: 1,
             tcp_nodelay: false,

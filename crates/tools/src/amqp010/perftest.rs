@@ -12,7 +12,8 @@ use super::{header_segment, subscription_ended, Client, STEP_TIMEOUT};
 use crate::conn::ConnectionOpts;
 use crate::driver::DriverError;
 use crate::perftest::{
-    ControllerOps, CreditWindow, Mode, PerftestConnector, Plan, PublisherOps, SubscriberOps,
+    ControllerOps, CreditWindow, Mode, PerftestConnector, Plan, PublisherOps, Received,
+    SubscriberOps,
 };
 
 /// How many pipelined transfers a publisher queues before letting its writer run.
@@ -119,7 +120,7 @@ impl PerftestConnector for Connector {
     fn subscriber(&self, plan: &Plan, key: &str) -> Result<Subscriber, DriverError> {
         let client = Client::open(&self.conn)?;
         let quota = plan.sub_quota as u64;
-        let mut window = CreditWindow::new(CreditWindow::DEFAULT);
+        let mut window = CreditWindow::new(plan.prefetch);
         let first = window.start(quota);
         let explicit = plan.sub_ack > 0 || plan.tx_sub > 0;
         let session = client.session.clone();
@@ -344,7 +345,7 @@ impl SubscriberOps for Subscriber {
         self.grant(first)
     }
 
-    fn receive(&mut self) -> Result<u64, DriverError> {
+    fn receive(&mut self) -> Result<Received, DriverError> {
         let d = match self.client.next_on(&mut self.sub, "a test message") {
             // Seen with Broker-J and several subscribers on a queue: messages stay queued
             // while this subscriber has credit for them (see BENCHMARKS.md's notes).
@@ -365,7 +366,10 @@ impl SubscriberOps for Subscriber {
         if let Some(more) = self.credit.take() {
             self.grant(more)?;
         }
-        sequence_of(&d)
+        Ok(Received {
+            seq: sequence_of(&d)?,
+            redelivered: d.redelivered,
+        })
     }
 
     fn accept(&mut self) -> Result<(), DriverError> {

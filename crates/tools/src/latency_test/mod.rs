@@ -9,13 +9,30 @@ mod runner;
 pub use opts::LatencyOpts;
 pub use runner::{run_latency, LatencyReceiver, LatencyRun, LatencySender, RunLimits, Stamp};
 
-/// Runs `ferry latency-test` against an AMQP 0-10 broker.
+/// Runs `ferry latency-test` against a broker, over the protocol `--protocol` names.
 pub fn command(opts: &LatencyOpts) -> Result<(), crate::ToolError> {
+    run(opts, &mut std::io::stdout())?;
+    Ok(())
+}
+
+/// A whole latency test over `opts.conn.protocol`, reporting to `out`.
+pub fn run(
+    opts: &LatencyOpts,
+    out: &mut dyn std::io::Write,
+) -> Result<LatencyRun, crate::ToolError> {
     let limits = opts.limits()?;
     // The receiver declares the queue, so it opens first.
-    let mut receiver = crate::amqp010::LatencyReceiverClient::open(opts)?;
-    let sender = crate::amqp010::LatencyClient::open(opts)?;
-    let mut out = std::io::stdout();
-    run_latency(&limits, sender, &mut receiver, &mut out)?;
-    Ok(())
+    let run = match opts.conn.protocol {
+        crate::conn::Protocol::Amqp010 => {
+            let mut receiver = crate::amqp010::LatencyReceiverClient::open(opts)?;
+            let sender = crate::amqp010::LatencyClient::open(opts)?;
+            run_latency(&limits, sender, &mut receiver, out)?
+        }
+        crate::conn::Protocol::Amqp091 => {
+            let mut receiver = crate::amqp091::LatencyReceiverClient::open(opts)?;
+            let sender = crate::amqp091::LatencyClient::open(opts)?;
+            run_latency(&limits, sender, &mut receiver, out)?
+        }
+    };
+    Ok(run)
 }

@@ -31,7 +31,8 @@ pub struct LatencyOpts {
     /// Print stats in csv format (rate,min,max,avg).
     #[arg(long)]
     pub csv: bool,
-    /// Prefetch (credit window) of the receiver; 0 means no flow control and no acks.
+    /// Prefetch of the receiver (0-10: credit window; 0-9-1: basic.qos); 0 means no flow
+    /// control and no acks.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub prefetch: u32,
     /// Accept every N messages (0: half the prefetch).

@@ -1,6 +1,7 @@
 //! `ferry netbench`: what loopback TCP on this machine can do, measured with plain threads
 //! and blocking sockets. The figures are the ceiling any broker here is compared with.
 
+mod fsync;
 mod pingpong;
 mod relay;
 mod report;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
+pub use fsync::{run_fsync, FsyncRow};
 pub use pingpong::{run_pingpong, PingpongResult};
 pub use relay::{run_relay_latency, run_relay_throughput};
 pub use report::{LatencyRow, ThroughputRow};
@@ -29,6 +31,8 @@ pub enum NetbenchCmd {
     Relay(RelayOpts),
     /// Echo/sink server for pingpong and stream run from another process (--connect).
     Serve(ServeOpts),
+    /// How fast the device behind a directory makes appends durable (write + fdatasync).
+    Fsync(FsyncOpts),
 }
 
 /// Options every client-side test shares.
@@ -106,6 +110,25 @@ pub struct RelayOpts {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct FsyncOpts {
+    /// Directory on the device to measure (a scratch file is created and removed there).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Bytes appended before each fdatasync.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=64 * 1024 * 1024))]
+    pub size: u32,
+    /// Appends to make at most.
+    #[arg(long, default_value_t = 10_000)]
+    pub count: u64,
+    /// Stop after this many seconds even if --count is not reached.
+    #[arg(long = "time-limit", value_name = "SECS", default_value_t = 5)]
+    pub time_limit: u64,
+    /// Print a CSV header and one row instead of text.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct ServeOpts {
     /// Port to listen on, on 127.0.0.1 only.
     #[arg(long)]
@@ -131,6 +154,13 @@ pub fn command(cmd: &NetbenchCmd) -> Result<(), ToolError> {
         }
         NetbenchCmd::Relay(o) => print!("{}", run_relay_throughput(o)?.render(o.common.csv)),
         NetbenchCmd::Serve(o) => serve::serve(o.port, o.tcp_nodelay, o.max_connections)?,
+        NetbenchCmd::Fsync(o) => {
+            let limit = Duration::from_secs(o.time_limit.max(1));
+            print!(
+                "{}",
+                run_fsync(&o.dir, o.size, o.count, limit)?.render(o.csv)
+            );
+        }
     }
     Ok(())
 }
@@ -194,6 +224,16 @@ mod tests {
             panic!("not serve")
         };
         assert_eq!(o.port, 7000);
+    }
+
+    #[test]
+    fn fsync_options() {
+        let NetbenchCmd::Fsync(o) = parse(&["fsync", "--dir", "/tmp", "--size", "256"]).unwrap()
+        else {
+            panic!("not fsync")
+        };
+        assert_eq!((o.size, o.count, o.time_limit), (256, 10_000, 5));
+        assert_eq!(o.dir, std::path::PathBuf::from("/tmp"));
     }
 
     #[test]

@@ -61,9 +61,19 @@ pub struct PerftestOpts {
           num_args = 0..=1, default_value = "no", default_missing_value = "yes")]
     pub sync_publish: bool,
 
+    /// AMQP 0-9-1 only: publishers put their channel in confirm mode and keep at most N
+    /// messages unconfirmed (RabbitMQ PerfTest's --confirm); 0 publishes without confirms.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub confirm: u32,
+
     /// Create N subscribers.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub nsubs: usize,
+    /// Deliveries a subscriber may hold unsettled: basic.qos prefetch-count per consumer
+    /// over AMQP 0-9-1 (default 1000; ignored by consumers that do not acknowledge), the
+    /// credit window over AMQP 0-10 (default 20000).
+    #[arg(long, value_name = "N")]
+    pub prefetch: Option<u32>,
     /// N>0: subscriber accepts in batches of N. N=0: unconfirmed mode.
     #[arg(long = "sub-ack", value_name = "N", default_value_t = 0)]
     pub sub_ack: usize,
@@ -127,6 +137,8 @@ mod tests {
         assert_eq!((o.count, o.size), (500_000, 1024));
         assert!(o.pub_confirm && !o.durable && !o.sync_publish && !o.summary);
         assert_eq!(o.base_name, "qpid-perftest");
+        assert_eq!(o.conn.protocol, crate::conn::Protocol::Amqp010);
+        assert_eq!((o.confirm, o.prefetch), (0, None));
     }
 
     #[test]

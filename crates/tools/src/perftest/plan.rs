@@ -1,5 +1,9 @@
-use super::{Mode, PerftestOpts};
+use super::{CreditWindow, Mode, PerftestOpts};
+use crate::conn::Protocol;
 use crate::ToolError;
+
+/// Default basic.qos prefetch of an acknowledging 0-9-1 subscriber.
+pub const DEFAULT_PREFETCH_091: u32 = 1000;
 
 /// Which parts of the test this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +50,11 @@ pub struct Plan {
     pub interval_sub_ms: u32,
     pub base_name: String,
     pub actions: Actions,
+    pub protocol: Protocol,
+    /// 0-9-1 publishers' window of unconfirmed messages; 0: no confirm mode.
+    pub confirm: u32,
+    /// Unsettled deliveries a subscriber may hold: 0-9-1 prefetch, 0-10 credit window.
+    pub prefetch: u32,
 }
 
 impl Plan {
@@ -114,6 +123,53 @@ impl Plan {
             }
         }
 
+        let protocol = o.conn.protocol;
+        let mut confirm = o.confirm;
+        match protocol {
+            Protocol::Amqp010 if confirm > 0 => {
+                return bad(
+                    "--confirm is for --protocol amqp0-9-1: over 0-10 the broker \
+                            completes every transfer (see --pub-confirm and --sync-publish)",
+                );
+            }
+            Protocol::Amqp091 if o.sync_publish && confirm != 1 => {
+                // Over 0-9-1 the only per-message answer is a publisher confirm.
+                confirm = 1;
+                warnings.push("--sync-publish over 0-9-1: publisher confirms, window 1".into());
+            }
+            _ => {}
+        }
+        if confirm > 0 && tx_pub > 0 {
+            return bad("--confirm and publisher transactions exclude each other \
+                        (a 0-9-1 channel is in confirm mode or transactional, not both)");
+        }
+        let prefetch = match (protocol, o.prefetch) {
+            (_, Some(0)) => return bad("--prefetch must be at least 1"),
+            (Protocol::Amqp091, Some(n)) if n > u32::from(u16::MAX) => {
+                return bad("--prefetch over 0-9-1 is at most 65535 (basic.qos takes 16 bits)")
+            }
+            (_, Some(n)) => n,
+            (Protocol::Amqp091, None) => DEFAULT_PREFETCH_091,
+            (Protocol::Amqp010, None) => CreditWindow::DEFAULT,
+        };
+        // A 0-9-1 subscriber acknowledges (or commits) every N messages; with fewer than N
+        // unacknowledged allowed, the broker would stop short of N and wait forever.
+        let batch = o.sub_ack.max(tx_sub);
+        let prefetch = if protocol == Protocol::Amqp091 && (batch as u64) > u64::from(prefetch) {
+            let raised = u32::try_from(batch).unwrap_or(u32::MAX);
+            if raised > u32::from(u16::MAX) {
+                return bad(
+                    "--sub-ack and --tx over 0-9-1 are at most 65535 (the largest prefetch)",
+                );
+            }
+            warnings.push(format!(
+                "Raised --prefetch to {raised} to cover the acknowledgement batch"
+            ));
+            raised
+        } else {
+            prefetch
+        };
+
         let single_process = !(o.setup || o.control || o.publish || o.subscribe);
         let actions = Actions {
             setup: o.setup || single_process,
@@ -146,6 +202,9 @@ impl Plan {
             interval_sub_ms: o.interval_sub,
             base_name: o.base_name.clone(),
             actions,
+            protocol,
+            confirm,
+            prefetch,
         };
         Ok((plan, warnings))
     }
@@ -283,6 +342,45 @@ mod tests {
         assert_eq!(p.control_queue("pub_start"), "b_pub_start");
         assert_eq!(p.queue_or_topic(3), "b3");
         assert_eq!(p.exchange(), "");
+    }
+
+    #[test]
+    fn protocol_options() {
+        let (p, w) = plan(&["--protocol", "amqp0-9-1", "--confirm", "100"]);
+        assert!(w.is_empty());
+        assert_eq!(
+            (p.protocol, p.confirm, p.prefetch),
+            (Protocol::Amqp091, 100, 1000)
+        );
+        let (p, w) = plan(&["--protocol", "amqp0-9-1", "--sync-publish"]);
+        assert_eq!(p.confirm, 1);
+        assert_eq!(w.len(), 1);
+        let (p, _) = plan(&["--prefetch", "500"]);
+        assert_eq!((p.protocol, p.prefetch), (Protocol::Amqp010, 500));
+        let (p, _) = plan(&[]);
+        assert_eq!(p.prefetch, CreditWindow::DEFAULT);
+        // Acknowledging every 5000 needs 5000 deliveries outstanding.
+        let (p, w) = plan(&["--protocol", "amqp0-9-1", "--sub-ack", "5000"]);
+        assert_eq!(p.prefetch, 5000);
+        assert_eq!(
+            w,
+            vec!["Raised --prefetch to 5000 to cover the acknowledgement batch"]
+        );
+    }
+
+    #[test]
+    fn conflicting_protocol_options_are_refused() {
+        for args in [
+            &["--confirm", "10"][..],
+            &["--protocol", "amqp0-9-1", "--confirm", "10", "--tx", "5"],
+            &["--protocol", "amqp0-9-1", "--prefetch", "70000"],
+            &["--prefetch", "0"],
+        ] {
+            let o = Cmd::try_parse_from(std::iter::once("perftest").chain(args.iter().copied()))
+                .unwrap()
+                .opts;
+            assert!(Plan::from_opts(&o).is_err(), "{args:?}");
+        }
     }
 
     #[test]
