@@ -10,23 +10,20 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{DataDir, Ferryd};
+use common::kills::{declare_durable, drain, env_or, open, seed, start_on, Rng, STEP};
+use common::DataDir;
 use ferry_amqp010::MessageAccept;
-use ferry_client::{
-    AcceptMode, Command, ConnectOptions, Connection, FlowMode, OutgoingMessage,
-    QueueDeclareOptions, SequenceSet, Session, SubscribeOptions,
-};
+use ferry_client::{AcceptMode, Command, FlowMode, OutgoingMessage, SequenceSet, SubscribeOptions};
 
 const QUEUE: &str = "crash-test";
 const PUBLISHERS: usize = 3;
 const CONSUMERS: usize = 2;
 /// Transfers per completion round trip.
 const BATCH: usize = 8;
-const STEP: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
 struct Ledger {
@@ -43,30 +40,6 @@ struct Ledger {
 }
 
 type Shared = Arc<Mutex<Ledger>>;
-
-/// xorshift64*: enough randomness for kill timings, and replayable from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
-async fn open(broker: std::net::SocketAddr) -> Option<(Connection, Session)> {
-    let conn = tokio::time::timeout(STEP, Connection::connect(broker, ConnectOptions::default()))
-        .await
-        .ok()?
-        .ok()?;
-    let s = tokio::time::timeout(STEP, conn.session())
-        .await
-        .ok()?
-        .ok()?;
-    Some((conn, s))
-}
 
 async fn publisher(addr: std::net::SocketAddr, tag: String, ledger: Shared) {
     let Some((_c, s)) = open(addr).await else {
@@ -172,47 +145,20 @@ async fn consumer(addr: std::net::SocketAddr, tag: String, ledger: Shared) {
     }
 }
 
-fn start(dir: &DataDir) -> Ferryd {
-    // Small segments: the kills land in rolls, reclamation and compaction too. A small
-    // memory budget: the backlog's contents are mostly on disk, read back on delivery.
-    Ferryd::start_with(&[
-        &dir.arg(),
-        "--store-segment-size",
-        "262144",
-        "--store-memory-budget",
-        "64KiB",
-    ])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_completed_message_survives_sigkill_exactly_once_or_was_accepted() {
-    let cycles: usize = std::env::var("FERRY_CRASH_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
-    let seed: u64 = std::env::var("FERRY_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
+    let cycles = env_or("FERRY_CRASH_CYCLES", 20);
+    let seed = seed("FERRY_CRASH_SEED");
     eprintln!("crash test: {cycles} cycles, FERRY_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
     let dir = DataDir::new("crash");
     let ledger: Shared = Arc::default();
     let started = Instant::now();
     for cycle in 0..cycles {
-        let broker = start(&dir);
+        let broker = start_on(&dir);
         {
             let (_c, s) = open(broker.addr).await.expect("connect after restart");
-            let opts = QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            };
-            s.queue_declare(QUEUE, opts).await.expect("declare");
+            declare_durable(&s, QUEUE).await;
         }
         let mut tasks = Vec::new();
         for p in 0..PUBLISHERS {
@@ -236,32 +182,9 @@ async fn every_completed_message_survives_sigkill_exactly_once_or_was_accepted()
         }
     }
     // The total-queue check: drain everything that is left.
-    let broker = start(&dir);
+    let broker = start_on(&dir);
     let (_c, s) = open(broker.addr).await.expect("connect for the check");
-    let count = s
-        .queue_query(QUEUE)
-        .await
-        .expect("query")
-        .message_count
-        .unwrap_or(0);
-    let opts = SubscribeOptions {
-        accept_mode: AcceptMode::None,
-        flow_mode: FlowMode::Credit,
-        message_credit: u32::MAX,
-        ..SubscribeOptions::default()
-    };
-    let mut sub = s.subscribe(QUEUE, "check", opts).await.expect("subscribe");
-    let mut left: HashMap<String, usize> = HashMap::new();
-    for _ in 0..count {
-        let d = tokio::time::timeout(STEP, sub.next())
-            .await
-            .expect("every counted message is delivered")
-            .expect("subscription open");
-        assert!(d.redelivered, "recovered messages are marked redelivered");
-        *left
-            .entry(String::from_utf8_lossy(&d.body).into_owned())
-            .or_default() += 1;
-    }
+    let left = drain(&s, QUEUE).await;
     let l = ledger.lock().unwrap();
     let mut violations = l.violations.clone();
     for (body, n) in &left {

@@ -10,27 +10,24 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::kills::{declare_durable, drain, env_or, open, seed, start_on, Rng, STEP};
 use common::raw091::{short, Raw091};
-use common::{DataDir, Ferryd};
+use common::DataDir;
 use ferry_amqp010::{TxCommit, TxSelect};
 use ferry_amqp091::{
     Assembled, BasicAck, BasicGet, BasicProperties, BasicPublish, Method, TxCommit as TxCommit091,
     TxSelect as TxSelect091,
 };
-use ferry_client::{
-    AcceptMode, ConnectOptions, Connection, FlowMode, OutgoingMessage, QueueDeclareOptions,
-    SequenceSet, Session, SubscribeOptions,
-};
+use ferry_client::{AcceptMode, FlowMode, OutgoingMessage, SequenceSet, Session, SubscribeOptions};
 
 const IN: &str = "tx-in";
 const OUT: &str = "tx-out";
 /// Messages moved per transaction.
 const MOVE: usize = 4;
-const STEP: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
 struct Ledger {
@@ -42,30 +39,6 @@ struct Ledger {
 }
 
 type Shared = Arc<Mutex<Ledger>>;
-
-/// xorshift64*, replayable from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
-async fn open(broker: std::net::SocketAddr) -> Option<(Connection, Session)> {
-    let conn = tokio::time::timeout(STEP, Connection::connect(broker, ConnectOptions::default()))
-        .await
-        .ok()?
-        .ok()?;
-    let s = tokio::time::timeout(STEP, conn.session())
-        .await
-        .ok()?
-        .ok()?;
-    Some((conn, s))
-}
 
 fn persistent_to(queue: &str, body: &str) -> OutgoingMessage {
     OutgoingMessage::builder()
@@ -228,70 +201,23 @@ fn reply(raw: &mut Raw091, want: impl Fn(&Method) -> bool) -> bool {
     }
 }
 
-fn start(dir: &DataDir) -> Ferryd {
-    Ferryd::start_with(&[&dir.arg(), "--store-segment-size", "262144"])
-}
-
 async fn declare(s: &Session) {
     for q in [IN, OUT] {
-        let opts = QueueDeclareOptions {
-            durable: true,
-            ..QueueDeclareOptions::default()
-        };
-        s.queue_declare(q, opts).await.expect("declare");
+        declare_durable(s, q).await;
     }
-}
-
-/// Everything left on `queue`, by body.
-async fn drain(s: &Session, queue: &str) -> HashMap<String, usize> {
-    let count = s
-        .queue_query(queue)
-        .await
-        .expect("query")
-        .message_count
-        .unwrap_or(0);
-    let opts = SubscribeOptions {
-        accept_mode: AcceptMode::None,
-        flow_mode: FlowMode::Credit,
-        message_credit: u32::MAX,
-        ..SubscribeOptions::default()
-    };
-    let mut sub = s.subscribe(queue, queue, opts).await.expect("subscribe");
-    let mut left: HashMap<String, usize> = HashMap::new();
-    for _ in 0..count {
-        let d = tokio::time::timeout(STEP, sub.next())
-            .await
-            .expect("every counted message is delivered")
-            .expect("subscription open");
-        *left
-            .entry(String::from_utf8_lossy(&d.body).into_owned())
-            .or_default() += 1;
-    }
-    left
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_transaction_survives_sigkill_whole_or_not_at_all() {
-    let cycles: usize = std::env::var("FERRY_TX_CRASH_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
-    let seed: u64 = std::env::var("FERRY_TX_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
+    let cycles = env_or("FERRY_TX_CRASH_CYCLES", 10);
+    let seed = seed("FERRY_TX_CRASH_SEED");
     eprintln!("tx crash test: {cycles} cycles, FERRY_TX_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
     let dir = DataDir::new("tx-crash");
     let ledger: Shared = Arc::default();
     let started = Instant::now();
     for cycle in 0..cycles {
-        let broker = start(&dir);
+        let broker = start_on(&dir);
         {
             let (_c, s) = open(broker.addr).await.expect("connect after restart");
             declare(&s).await;
@@ -313,7 +239,7 @@ async fn a_transaction_survives_sigkill_whole_or_not_at_all() {
         }
         let _ = raw_mover.join();
     }
-    let broker = start(&dir);
+    let broker = start_on(&dir);
     let (_c, s) = open(broker.addr).await.expect("connect for the check");
     declare(&s).await;
     let input = drain(&s, IN).await;

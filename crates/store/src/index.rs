@@ -295,16 +295,19 @@ impl Index {
         self.drop_bindings(|(_, q, _)| !queues.contains(q));
     }
 
-    /// Every live record in `segment`: what compaction copies forward.
-    pub fn live_in(&self, segment: u64) -> Vec<Live> {
-        let topology = self
-            .exchanges
+    /// Where the live declarations and bindings are.
+    pub fn topology(&self) -> impl Iterator<Item = &Live> {
+        self.exchanges
             .values()
             .chain(self.queues.values())
             .chain(self.bindings.values())
-            .chain(self.exchange_bindings.values());
+            .chain(self.exchange_bindings.values())
+    }
+
+    /// Every live record in `segment`: what compaction copies forward.
+    pub fn live_in(&self, segment: u64) -> Vec<Live> {
         let messages = self.messages.values().map(|m| &m.at);
-        topology
+        self.topology()
             .chain(messages)
             .filter(|l| l.loc.segment == segment)
             .copied()

@@ -278,13 +278,11 @@ fn rebuild(
         .iter()
         .map(|(id, m)| (m.at.loc.segment, m.at.loc.offset, Some((*id, m))))
         .collect();
-    let topology = index
-        .exchanges
-        .values()
-        .chain(index.queues.values())
-        .chain(index.bindings.values())
-        .chain(index.exchange_bindings.values());
-    wanted.extend(topology.map(|l| (l.loc.segment, l.loc.offset, None)));
+    wanted.extend(
+        index
+            .topology()
+            .map(|l| (l.loc.segment, l.loc.offset, None)),
+    );
     wanted.sort_unstable_by_key(|(segment, offset, _)| (*segment, *offset));
     let mut exchanges: Vec<(u64, ExchangeRec)> = Vec::new();
     let mut queues: HashMap<u64, QueueRec> = HashMap::new();

@@ -308,11 +308,10 @@ fn a_checksum_mismatch_ends_the_journal_there() {
     assert_eq!(bodies(&q), expected);
 }
 
-#[test]
-fn stale_bytes_after_a_segments_end_marker_are_not_a_tear() {
-    let dir = TempDir::new("stale");
+/// 150 persistent messages of 1200 bytes on "q": about three segments of 64 KiB.
+fn three_segments(dir: &TempDir) -> Vec<PathBuf> {
     {
-        let (store, b, _) = start(&dir, small());
+        let (store, b, _) = start(dir, small());
         durable_queue(&b, "q");
         for i in 0..150u32 {
             publish(&b, "q", vec![(i % 251) as u8; 1200], true);
@@ -320,8 +319,15 @@ fn stale_bytes_after_a_segments_end_marker_are_not_a_tear() {
         store.sync();
         store.close();
     }
-    let files = segment_files(&dir);
+    let files = segment_files(dir);
     assert!(files.len() >= 3, "{files:?}");
+    files
+}
+
+#[test]
+fn stale_bytes_after_a_segments_end_marker_are_not_a_tear() {
+    let dir = TempDir::new("stale");
+    let files = three_segments(&dir);
     // A recycled segment keeps the bytes of its earlier life after its last frame.
     for f in &files[..files.len() - 1] {
         let mut data = std::fs::read(f).unwrap();
@@ -345,18 +351,7 @@ fn stale_bytes_after_a_segments_end_marker_are_not_a_tear() {
 #[test]
 fn segments_after_a_hole_are_set_aside() {
     let dir = TempDir::new("hole");
-    {
-        let (store, b, _) = start(&dir, small());
-        durable_queue(&b, "q");
-        // ~3 segments of 64 KiB.
-        for i in 0..150u32 {
-            publish(&b, "q", vec![(i % 251) as u8; 1200], true);
-        }
-        store.sync();
-        store.close();
-    }
-    let files = segment_files(&dir);
-    assert!(files.len() >= 3, "{files:?}");
+    let files = three_segments(&dir);
     // Corrupt the middle segment's last frame: what follows it cannot be trusted.
     let mid = &files[1];
     let mut data = std::fs::read(mid).unwrap();
@@ -416,6 +411,22 @@ fn disk_use_follows_the_backlog_not_the_history() {
     assert_eq!(b.queue("q").unwrap().message_count(), 200);
 }
 
+/// Publishes and consumes `rounds` x 50 messages on `q` (about 50 KB a round), then waits
+/// for compaction to have copied what the head segments still held forward.
+fn churn_until_compacted(store: &Store, b: &Broker, q: &Arc<Queue>, rounds: u32) {
+    for round in 0..rounds {
+        for i in 0..50u32 {
+            publish(b, "q", vec![((round * i) % 251) as u8; 1000], true);
+        }
+        assert_eq!(consume(b, q, 50).len(), 50);
+        store.sync();
+    }
+    wait_until("compaction", || {
+        let (disk, live) = store.usage();
+        disk <= 2 * live + 4 * 64 * 1024
+    });
+}
+
 #[test]
 fn a_long_lived_message_at_the_head_is_compacted_forward() {
     let dir = TempDir::new("compact");
@@ -423,17 +434,7 @@ fn a_long_lived_message_at_the_head_is_compacted_forward() {
     let old = durable_queue(&b, "old");
     let q = durable_queue(&b, "q");
     publish(&b, "old", b"keep me".to_vec(), true);
-    for round in 0..40u32 {
-        for i in 0..50u32 {
-            publish(&b, "q", vec![((round * i) % 251) as u8; 1000], true);
-        }
-        assert_eq!(consume(&b, &q, 50).len(), 50);
-        store.sync();
-    }
-    wait_until("compaction", || {
-        let (disk, live) = store.usage();
-        disk <= 2 * live + 4 * 64 * 1024
-    });
+    churn_until_compacted(&store, &b, &q, 40);
     assert!(segment_files(&dir).len() <= 5);
     assert_eq!(bodies(&old), [Bytes::from_static(b"keep me")]);
     store.sync();
@@ -828,17 +829,7 @@ fn contents_on_disk_survive_compaction_and_a_restart_within_the_budget() {
             publish(&b, "old", numbered(i, 1000), true);
         }
         // Churn on another queue until the old messages' segments are compacted away.
-        for round in 0..60u32 {
-            for i in 0..50u32 {
-                publish(&b, "q", vec![((round * i) % 251) as u8; 1000], true);
-            }
-            assert_eq!(consume(&b, &q, 50).len(), 50);
-            store.sync();
-        }
-        wait_until("compaction", || {
-            let (disk, live) = store.usage();
-            disk <= 2 * live + 4 * 64 * 1024
-        });
+        churn_until_compacted(&store, &b, &q, 60);
         check_numbered(&consume(&b, &old, 50), 0, 1000);
         store.sync();
         store.close();
