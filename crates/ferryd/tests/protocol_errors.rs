@@ -306,3 +306,57 @@ fn bad_option_is_an_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Settling or acquiring a set that spans half the id space costs what the session has
+/// outstanding, not four billion lookups: the command completes, and a transaction that
+/// staged such an accept commits.
+#[test]
+fn settlement_sets_spanning_billions_of_ids_complete_promptly() {
+    use ferry_amqp010::{
+        MessageAccept, MessageAcquire, MessageRelease, SequenceSet, TxCommit, TxSelect,
+    };
+    let broker = Ferryd::start();
+    let mut raw = Raw::open(broker.addr);
+    raw.attach(1, "wide");
+    // Ranges are serial numbers: the widest one a set can name spans half the id space.
+    let mut everything = SequenceSet::new();
+    everything.add_range(0, (1 << 31) - 2);
+    assert!(everything.count() > 1 << 30);
+    let commands: [Command; 3] = [
+        MessageAccept {
+            transfers: Some(everything.clone()),
+        }
+        .into(),
+        MessageRelease {
+            transfers: Some(everything.clone()),
+            set_redelivered: false,
+        }
+        .into(),
+        MessageAcquire {
+            transfers: Some(everything.clone()),
+        }
+        .into(),
+    ];
+    for command in commands {
+        let id = raw.command(1, command);
+        assert_completed(&mut raw, 1, id);
+    }
+    raw.command(1, TxSelect {}.into());
+    raw.command(
+        1,
+        MessageAccept {
+            transfers: Some(everything),
+        }
+        .into(),
+    );
+    let commit = raw.command(1, TxCommit {}.into());
+    assert_completed(&mut raw, 1, commit);
+    assert_session_works(&mut raw, 1, "after-wide-sets");
+}
+
+fn assert_completed(raw: &mut Raw, channel: u16, id: u32) {
+    raw.expect_control(channel, |c| {
+        matches!(c, Control::SessionCompleted(sc)
+            if sc.commands.as_ref().is_some_and(|s| s.contains(id)))
+    });
+}

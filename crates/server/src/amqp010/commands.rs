@@ -46,7 +46,7 @@ pub fn execute(
         }
         Command::MessageAccept(c) => {
             match (session.tx.as_mut(), c.transfers) {
-                (Some(tx), Some(transfers)) => tx.stage_accepts(&transfers),
+                (Some(tx), Some(transfers)) => tx.stage_accepts(&session.outgoing, &transfers),
                 (_, transfers) => settle(session, transfers, Settle::Accept),
             }
             Ok(())
@@ -423,24 +423,27 @@ enum Settle {
 fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
     let Some(transfers) = transfers else { return };
     let mut released = Vec::new();
-    for id in transfers.iter() {
-        let Some((queue, position, message, acquired)) = session.outgoing.settle(id) else {
-            continue;
-        };
-        match how {
-            Settle::Accept => {
-                if acquired {
-                    queue.accept(position);
+    // Only ids we have records for: a peer's set may span the whole id space.
+    for &(lo, hi) in transfers.ranges() {
+        for id in session.outgoing.live_ids(lo, hi) {
+            let Some((queue, position, message, acquired)) = session.outgoing.settle(id) else {
+                continue;
+            };
+            match how {
+                Settle::Accept => {
+                    if acquired {
+                        queue.accept(position);
+                    }
                 }
-            }
-            Settle::Reject => {
-                if acquired {
-                    queue.reject(position, message);
+                Settle::Reject => {
+                    if acquired {
+                        queue.reject(position, message);
+                    }
                 }
-            }
-            Settle::Release(_) => {
-                if acquired {
-                    released.push((queue, position, message));
+                Settle::Release(_) => {
+                    if acquired {
+                        released.push((queue, position, message));
+                    }
                 }
             }
         }
@@ -459,16 +462,20 @@ fn acquire(
     transfers: Option<SequenceSet>,
 ) -> Outcome {
     let mut acquired = SequenceSet::new();
-    for transfer in transfers.iter().flat_map(|t| t.iter()) {
-        let Some(record) = session.outgoing.get_mut(transfer) else {
-            continue;
-        };
-        if record.acquired || record.message.is_none() {
-            continue;
-        }
-        if !record.queue.acquire([record.position]).is_empty() {
-            record.acquired = true;
-            acquired.add(transfer);
+    let ranges = transfers.as_ref().map_or(&[][..], |t| t.ranges());
+    // Only ids we have records for: a peer's set may span the whole id space.
+    for &(lo, hi) in ranges {
+        for transfer in session.outgoing.live_ids(lo, hi) {
+            let Some(record) = session.outgoing.get_mut(transfer) else {
+                continue;
+            };
+            if record.acquired || record.message.is_none() {
+                continue;
+            }
+            if !record.queue.acquire([record.position]).is_empty() {
+                record.acquired = true;
+                acquired.add(transfer);
+            }
         }
     }
     let result = Acquired {

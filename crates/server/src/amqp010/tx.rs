@@ -10,6 +10,7 @@ use ferry_amqp010::{ErrorCode, SequenceSet};
 use ferry_core::{Exchange, Message, Settlement, Transaction};
 
 use super::convert::Exception;
+use super::outgoing::Outgoing;
 use super::session::{Env, Session};
 
 /// What a transactional session has staged since its last commit or rollback.
@@ -24,9 +25,13 @@ impl SessionTx {
         self.core.publish(exchange, message);
     }
 
-    pub fn stage_accepts(&mut self, transfers: &SequenceSet) {
+    /// Stages the accepted transfers we have records for: the set a peer sends may span
+    /// the whole id space, and what is staged must stay as small as what is outstanding.
+    pub fn stage_accepts(&mut self, outgoing: &Outgoing, transfers: &SequenceSet) {
         for &(lo, hi) in transfers.ranges() {
-            self.accepts.add_range(lo, hi);
+            for id in outgoing.live_ids(lo, hi) {
+                self.accepts.add(id);
+            }
         }
     }
 }
