@@ -148,6 +148,8 @@ pub struct PublishCache {
     generation: u64,
     acl: Option<Arc<Acl>>,
     exchanges: HashMap<Bytes, Verdict>,
+    /// Routing keys cached over all exchanges.
+    keys: usize,
 }
 
 #[derive(Debug)]
@@ -156,8 +158,9 @@ enum Verdict {
     ByKey(HashMap<Bytes, Decision>),
 }
 
-/// Exchanges and routing keys a cache remembers before it starts over: a publisher cycling
-/// through endless keys costs lookups, not memory.
+/// Exchanges and routing keys (over all exchanges) a cache remembers before it starts over: a
+/// publisher cycling through endless keys costs lookups, not memory. Cached names are copies:
+/// the caller's are slices of the read buffer, and one would keep all of that buffer alive.
 const CACHED_EXCHANGES: usize = 256;
 const CACHED_KEYS: usize = 1024;
 
@@ -291,6 +294,7 @@ impl ClientAccess {
             cache.generation = generation;
             cache.acl = Some(shared.current());
             cache.exchanges.clear();
+            cache.keys = 0;
         }
         let Some(acl) = cache.acl.clone() else {
             return Ok(());
@@ -299,14 +303,17 @@ impl ClientAccess {
         if !cache.exchanges.contains_key(exchange) {
             if cache.exchanges.len() >= CACHED_EXCHANGES {
                 cache.exchanges.clear();
+                cache.keys = 0;
             }
             let verdict = match acl.publish_policy(&self.user, &name) {
                 PublishPolicy::Fixed(d) => Verdict::Fixed(d),
                 PublishPolicy::ByRoutingKey => Verdict::ByKey(HashMap::new()),
             };
-            cache.exchanges.insert(exchange.clone(), verdict);
+            cache
+                .exchanges
+                .insert(Bytes::copy_from_slice(exchange), verdict);
         }
-        let decision = match cache.exchanges.get_mut(exchange) {
+        let decision = match cache.exchanges.get(exchange) {
             Some(Verdict::Fixed(d)) => *d,
             Some(Verdict::ByKey(keys)) => match keys.get(routing_key) {
                 Some(d) => *d,
@@ -321,10 +328,18 @@ impl ClientAccess {
                             (Property::RoutingKey, Value::Text(&key)),
                         ],
                     );
-                    if keys.len() >= CACHED_KEYS {
-                        keys.clear();
+                    if cache.keys >= CACHED_KEYS {
+                        cache.keys = 0;
+                        for verdict in cache.exchanges.values_mut() {
+                            if let Verdict::ByKey(k) = verdict {
+                                k.clear();
+                            }
+                        }
                     }
-                    keys.insert(routing_key.clone(), d);
+                    if let Some(Verdict::ByKey(keys)) = cache.exchanges.get_mut(exchange) {
+                        keys.insert(Bytes::copy_from_slice(routing_key), d);
+                        cache.keys += 1;
+                    }
                     d
                 }
             },
@@ -577,6 +592,53 @@ mod tests {
         let (deny, _) = ferry_acl::parse("acl deny all all\n").unwrap();
         c.acl.as_ref().unwrap().replace(deny);
         assert!(a.check_publish(&mut cache, &default, &key("any")).is_err());
+    }
+
+    #[test]
+    fn the_publish_cache_is_bounded_over_all_exchanges_and_holds_copies() {
+        let c = config(
+            "acl allow bob publish exchange name=ex* routingkey=bob.#\n\
+             acl deny all all\n",
+        );
+        let a = admitted(&c, "bob");
+        let mut cache = PublishCache::default();
+        // Names sliced from a large read buffer, as the protocol layers pass them.
+        let buffer = Bytes::from(vec![b'x'; 64 * 1024]);
+        let within = |b: &Bytes| buffer.as_ptr_range().contains(&b.as_ptr());
+        for e in 0..4 {
+            for k in 0..CACHED_KEYS {
+                let exchange = Bytes::from(format!("ex{e}"));
+                let key = Bytes::from(format!("bob.{k}"));
+                assert!(a.check_publish(&mut cache, &exchange, &key).is_ok());
+            }
+        }
+        let cached: usize = cache
+            .exchanges
+            .values()
+            .map(|v| match v {
+                Verdict::ByKey(k) => k.len(),
+                Verdict::Fixed(_) => 0,
+            })
+            .sum();
+        assert!(cached <= CACHED_KEYS, "{cached} keys cached");
+        let exchange = buffer.slice(0..2);
+        let key = buffer.slice(2..10);
+        assert!(a.check_publish(&mut cache, &exchange, &key).is_err());
+        let (name, verdict) = cache.exchanges.get_key_value(&exchange).unwrap();
+        assert!(!within(name), "the cache holds a slice of the read buffer");
+        let Verdict::Fixed(_) = verdict else {
+            panic!("exchange xx has no key-dependent rule");
+        };
+        let topic = Bytes::from_static(b"ex0");
+        assert!(a.check_publish(&mut cache, &topic, &key).is_err());
+        let Some(Verdict::ByKey(keys)) = cache.exchanges.get(&topic) else {
+            panic!("ex0's decisions depend on the key");
+        };
+        let (cached_key, _) = keys.get_key_value(&key).unwrap();
+        assert!(
+            !within(cached_key),
+            "the cache holds a slice of the read buffer"
+        );
     }
 
     #[test]
