@@ -155,20 +155,21 @@ impl Users {
             std::process::id()
         ));
         let written = (|| {
+            // A leftover from a crash goes first. The file is then created anew, never
+            // opened: in a directory others can write to, whatever they put at this name
+            // (a link to a file of ours, say) must not be what gets the secrets.
+            match std::fs::remove_file(&tmp) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
             let mut options = std::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true);
+            options.write(true).create_new(true);
             #[cfg(unix)]
             {
                 use std::os::unix::fs::OpenOptionsExt;
                 options.mode(0o600);
             }
             let mut file = options.open(&tmp)?;
-            #[cfg(unix)]
-            {
-                // A leftover temporary file from a crash may have other permissions.
-                use std::os::unix::fs::PermissionsExt;
-                file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            }
             file.write_all(self.to_text().as_bytes())?;
             file.sync_all()?;
             std::fs::rename(&tmp, path)?;
@@ -207,6 +208,32 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ferry-auth-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn saving_never_writes_through_a_planted_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("link");
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let path = dir.join("users");
+        let tmp = dir.join(format!(".users.tmp{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        let mut users = Users::default();
+        users
+            .insert("alice", Credentials::new("a", MIN_ITERATIONS).unwrap())
+            .unwrap();
+        users.save(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(Users::load(&path).unwrap(), Some(users));
+        let mode = std::fs::symlink_metadata(&path)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
