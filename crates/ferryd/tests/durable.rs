@@ -309,3 +309,70 @@ fn amqp091_e2e_bindings_and_dead_letter_history_survive_a_kill() {
     let routed = raw.get("dlq", true).expect("routed through entry -> dlx");
     assert_eq!(&routed.body[..], b"through");
 }
+
+/// Replies held for the journal (a durable queue's declare-ok) keep the order of the
+/// requests: the qos-ok, consume-ok and get-ok pipelined behind it come after it, and the
+/// new consumer's first delivery after its consume-ok.
+#[test]
+fn amqp091_replies_behind_a_held_declare_ok_keep_request_order() {
+    use ferry_amqp091::{write_method, Assembled, BasicConsume, BasicGet, BasicQos};
+    use std::io::Write;
+    let dir = DataDir::new("reply-order");
+    let broker = Ferryd::start_with(&[&dir.arg()]);
+    let mut raw = Raw091::open(broker.addr);
+    raw.declare_queue("src", FieldTable::new());
+    for body in [b"one", b"two"] {
+        raw.publish("", "src", &BasicProperties::default(), body);
+    }
+    // One write, so one read batch: the declare-ok is still held when the rest is handled.
+    let mut batch = bytes::BytesMut::new();
+    let requests: [Method; 4] = [
+        QueueDeclare {
+            queue: short("durable-q"),
+            durable: true,
+            ..Default::default()
+        }
+        .into(),
+        BasicGet {
+            queue: short("src"),
+            no_ack: true,
+            ..Default::default()
+        }
+        .into(),
+        BasicQos {
+            prefetch_count: 10,
+            ..Default::default()
+        }
+        .into(),
+        BasicConsume {
+            queue: short("src"),
+            consumer_tag: short("c"),
+            no_ack: true,
+            ..Default::default()
+        }
+        .into(),
+    ];
+    for m in &requests {
+        write_method(&mut batch, 1, m);
+    }
+    raw.writer().write_all(&batch).expect("write");
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        match raw.next() {
+            Some((1, Assembled::Method(m))) => seen.push(m.name().to_string()),
+            Some((1, Assembled::Message(m))) => seen.push(m.method.name().to_string()),
+            Some(_) => {}
+            None => panic!("connection ended; seen {seen:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "queue.declare-ok",
+            "basic.get-ok",
+            "basic.qos-ok",
+            "basic.consume-ok",
+            "basic.deliver"
+        ]
+    );
+}

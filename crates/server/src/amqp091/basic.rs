@@ -135,7 +135,7 @@ impl Channel {
         }
         self.confirms.enable();
         if !nowait {
-            self.write(ctx.out, ConfirmSelectOk {});
+            self.reply(ctx, ConfirmSelectOk {});
         }
         Ok(())
     }
@@ -170,7 +170,7 @@ impl Channel {
                 global_count: s.global_count,
             };
         }
-        self.write(ctx.out, BasicQosOk {});
+        self.reply(ctx, BasicQosOk {});
         // A global limit applies to the channel's consumers from now on.
         self.grant(ctx);
     }
@@ -226,7 +226,7 @@ impl Channel {
             no_ack: m.no_ack,
         });
         if !m.nowait {
-            self.write(ctx.out, BasicConsumeOk { consumer_tag: tag });
+            self.reply_consume_ok(ctx, BasicConsumeOk { consumer_tag: tag }.into(), id);
         }
         if self.flow_active {
             self.grant(ctx);
@@ -242,8 +242,8 @@ impl Channel {
             self.qos.remove_consumer(c.id);
         }
         if !m.nowait {
-            self.write(
-                ctx.out,
+            self.reply(
+                ctx,
                 BasicCancelOk {
                     consumer_tag: m.consumer_tag,
                 },
@@ -260,8 +260,9 @@ impl Channel {
         let c = self.consumers.remove(i);
         self.qos.remove_consumer(c.id);
         if notify && self.state == super::channel::State::Open {
-            self.write(
-                ctx.out,
+            // Behind a consume-ok still held for this consumer.
+            self.reply(
+                ctx,
                 BasicCancel {
                     consumer_tag: c.tag,
                     nowait: true,
@@ -309,8 +310,8 @@ impl Channel {
         self.check_consume(ctx, &m.queue)?;
         let queue = self.usable_queue(ctx, &m.queue)?;
         let Some(got) = queue.get() else {
-            self.write(
-                ctx.out,
+            self.reply(
+                ctx,
                 BasicGetEmpty {
                     cluster_id: ShortStr::default(),
                 },
@@ -336,7 +337,7 @@ impl Channel {
             routing_key: ShortStr::new(got.message.routing_key.clone()).unwrap_or_default(),
             message_count: clamp(got.remaining),
         };
-        self.write_content(ctx, method.into(), &got.message);
+        self.reply_content(ctx, method.into(), got.message);
         Ok(())
     }
 

@@ -25,7 +25,7 @@ use super::args;
 use super::confirms::Confirms;
 use super::convert::{self, table_to_headers, PROPERTIES_OFFSET};
 use super::error::Fault;
-use super::held::HeldReplies;
+use super::held::{HeldReplies, Reply};
 use super::qos::Qos;
 use super::tx::ChannelTx;
 use super::unacked::Unacked;
@@ -142,13 +142,59 @@ impl Channel {
     /// Sends `method` once the journal is durable up to `point`, after every reply held
     /// before it.
     pub fn reply_at(&mut self, ctx: &mut Ctx, point: Option<SyncPoint>, method: impl Into<Method>) {
+        self.reply_held(ctx, point, Reply::from(method.into()));
+    }
+
+    /// Sends a reply that changed nothing durable: at once, unless replies are held (then
+    /// behind them, so the client sees replies in the order of its requests).
+    pub fn reply(&mut self, ctx: &mut Ctx, method: impl Into<Method>) {
+        self.reply_at(ctx, None, method);
+    }
+
+    fn reply_held(&mut self, ctx: &mut Ctx, point: Option<SyncPoint>, reply: Reply) {
         let wait = match ctx.broker.journal() {
             Some(j) => point.filter(|p| *p > j.durable()),
             None => None,
         };
         match wait {
-            None if self.held.is_empty() => self.write(ctx.out, method),
-            wait => self.held.hold(wait.unwrap_or_default(), method.into()),
+            None if self.held.is_empty() => self.send(ctx, reply),
+            wait => self.held.hold(wait.unwrap_or_default(), reply),
+        }
+    }
+
+    /// A get-ok with its message, in order with held replies.
+    pub fn reply_content(&mut self, ctx: &mut Ctx, method: Method, message: Arc<Message>) {
+        let reply = Reply {
+            method,
+            content: Some(message),
+            announces: None,
+        };
+        self.reply_held(ctx, None, reply);
+    }
+
+    /// A consume-ok. The consumer gets credit only once it has been sent: its deliveries
+    /// must not overtake it.
+    pub fn reply_consume_ok(&mut self, ctx: &mut Ctx, method: Method, consumer: ConsumerId) {
+        if self.held.is_empty() {
+            self.write(ctx.out, method);
+            return;
+        }
+        self.qos.hold_back(consumer);
+        let reply = Reply {
+            method,
+            content: None,
+            announces: Some(consumer),
+        };
+        self.reply_held(ctx, None, reply);
+    }
+
+    fn send(&mut self, ctx: &mut Ctx, reply: Reply) {
+        match reply.content {
+            Some(message) => self.write_content(ctx, reply.method, &message),
+            None => self.write(ctx.out, reply.method),
+        }
+        if let Some(consumer) = reply.announces {
+            self.qos.announce(consumer);
         }
     }
 
@@ -162,8 +208,13 @@ impl Channel {
             Some(j) => (j.durable(), j.is_failed()),
             None => (SyncPoint(u64::MAX), false),
         };
-        for m in self.held.release(durable) {
-            self.write(ctx.out, m);
+        let mut announced = false;
+        for reply in self.held.release(durable) {
+            announced |= reply.announces.is_some();
+            self.send(ctx, reply);
+        }
+        if announced && self.flow_active {
+            self.grant(ctx);
         }
         if failed && !self.held.is_empty() {
             self.held.clear();

@@ -541,7 +541,7 @@ impl Connection {
             Method::ChannelFlow(f) => {
                 self.with_channel(id, |c, ctx| {
                     c.flow(ctx, f.active);
-                    c.write(ctx.out, ChannelFlowOk { active: f.active });
+                    c.reply(ctx, ChannelFlowOk { active: f.active });
                 });
                 Ok(())
             }
@@ -682,7 +682,7 @@ fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
         Method::BasicNack(m) => c.nack(ctx, m),
         Method::BasicRecover(_) => {
             c.recover(ctx);
-            c.write(ctx.out, ferry_amqp091::BasicRecoverOk {});
+            c.reply(ctx, ferry_amqp091::BasicRecoverOk {});
             Ok(())
         }
         Method::BasicRecoverAsync(_) => {

@@ -35,6 +35,8 @@ struct Slot {
     credit_bytes: u64,
     /// Unlimited dimensions are granted `u32::MAX` once; the core never charges those.
     granted_once: bool,
+    /// Its consume-ok waits behind held replies: no credit until it has gone out.
+    unannounced: bool,
 }
 
 impl Slot {
@@ -70,7 +72,22 @@ impl Qos {
             credit: 0,
             credit_bytes: 0,
             granted_once: false,
+            unannounced: false,
         });
+    }
+
+    /// `id` gets no credit until [`Qos::announce`]: its consume-ok is held.
+    pub fn hold_back(&mut self, id: ConsumerId) {
+        if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
+            s.unannounced = true;
+        }
+    }
+
+    /// `id`'s consume-ok has gone out: it may be granted credit.
+    pub fn announce(&mut self, id: ConsumerId) {
+        if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
+            s.unannounced = false;
+        }
     }
 
     pub fn remove_consumer(&mut self, id: ConsumerId) {
@@ -116,7 +133,7 @@ impl Qos {
         if self.paused {
             return out;
         }
-        for s in &mut self.slots {
+        for s in self.slots.iter_mut().filter(|s| !s.unannounced) {
             let first = !s.granted_once;
             s.granted_once = true;
             if s.no_ack {
@@ -169,7 +186,7 @@ impl Qos {
             let Some(s) = self
                 .slots
                 .iter_mut()
-                .filter(|s| s.in_global && !s.no_ack && s.own_room() != Some(0))
+                .filter(|s| s.in_global && !s.no_ack && !s.unannounced && s.own_room() != Some(0))
                 .min_by_key(|s| s.load())
             else {
                 break;
@@ -197,6 +214,21 @@ mod tests {
             },
             ..Qos::default()
         }
+    }
+
+    #[test]
+    fn held_back_consumers_get_credit_only_once_announced() {
+        let mut q = qos(0, 2);
+        q.add_consumer(1, false);
+        q.add_consumer(2, true);
+        q.hold_back(1);
+        q.hold_back(2);
+        assert!(q.grants().is_empty());
+        q.announce(2);
+        assert_eq!(q.grants(), vec![(2, UNLIMITED, UNLIMITED)]);
+        q.announce(1);
+        // The channel-wide budget of two goes to the one announced consumer it covers.
+        assert_eq!(q.grants(), vec![(1, 2, UNLIMITED)]);
     }
 
     #[test]

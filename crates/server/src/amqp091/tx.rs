@@ -80,7 +80,7 @@ impl Channel {
         if self.tx.is_none() {
             self.tx = Some(Box::new(ChannelTx::new(ctx.broker)));
         }
-        self.write(ctx.out, TxSelectOk {});
+        self.reply(ctx, TxSelectOk {});
         Ok(())
     }
 
@@ -129,7 +129,7 @@ impl Channel {
         let acks = std::mem::take(&mut tx.acks);
         self.unacked
             .restore(acks.into_iter().map(|(tag, p, _)| (tag, p)));
-        self.write(ctx.out, TxRollbackOk {});
+        self.reply(ctx, TxRollbackOk {});
         Ok(())
     }
 
