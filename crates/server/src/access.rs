@@ -280,15 +280,26 @@ impl ClientAccess {
 
     /// Authorises one message published to `exchange` with `routing_key`. Decisions are cached
     /// in `cache` (per session or channel) until the ACL changes.
+    #[inline]
     pub fn check_publish(
         &self,
         cache: &mut PublishCache,
         exchange: &Bytes,
         routing_key: &Bytes,
     ) -> Result<(), Denied> {
-        let Some(shared) = &self.acl else {
-            return Ok(());
-        };
+        match &self.acl {
+            None => Ok(()),
+            Some(shared) => self.check_publish_by(shared, cache, exchange, routing_key),
+        }
+    }
+
+    fn check_publish_by(
+        &self,
+        shared: &SharedAcl,
+        cache: &mut PublishCache,
+        exchange: &Bytes,
+        routing_key: &Bytes,
+    ) -> Result<(), Denied> {
         let generation = shared.generation();
         if cache.generation != generation || cache.acl.is_none() {
             cache.generation = generation;

@@ -731,29 +731,32 @@ impl Connection {
         let completed_later = match commands::execute(session, &mut env, id, command, header, body)
         {
             Ok(()) => {
-                let journal = env.broker.journal();
-                let durable = journal.map(|j| j.durable()).unwrap_or_default();
-                // Commands made durable meanwhile complete first: execution.sync's
-                // completion says every earlier command is complete.
-                session.complete_durable(durable);
-                let point = session.take_needs_sync().or_else(|| {
-                    if execution_sync {
-                        session.last_waiting_point()
-                    } else if changes_durable_state {
-                        journal.map(|j| j.appended())
-                    } else {
-                        None
-                    }
+                // Without a journal nothing ever waits.
+                let point = env.broker.journal().and_then(|journal| {
+                    let durable = journal.durable();
+                    // Commands made durable meanwhile complete first: execution.sync's
+                    // completion says every earlier command is complete.
+                    session.complete_durable(durable);
+                    let point = session.take_needs_sync().or_else(|| {
+                        if execution_sync {
+                            session.last_waiting_point()
+                        } else if changes_durable_state {
+                            Some(journal.appended())
+                        } else {
+                            None
+                        }
+                    });
+                    point.filter(|p| *p > durable)
                 });
                 match point {
-                    Some(point) if point > durable => {
+                    Some(point) => {
                         session.wait_for_sync(id, point, sync);
                         if !self.waiting_sessions.contains(&channel) {
                             self.waiting_sessions.push(channel);
                         }
                         false
                     }
-                    _ => {
+                    None => {
                         session.complete(id);
                         if sync {
                             session.flush_completion(env.out, env.max_frame, true);

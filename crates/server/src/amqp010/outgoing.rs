@@ -211,10 +211,15 @@ impl Outgoing {
 
     /// When finished slots dominate, moves the unfinished records at the front to `holdouts`
     /// and drops the finished slots after them.
+    #[inline]
     fn compact_if_sparse(&mut self) {
-        if self.slots.len() < 2 * self.live + 2 * SPARSE_SLOTS {
-            return;
+        if self.slots.len() >= 2 * self.live + 2 * SPARSE_SLOTS {
+            self.compact();
         }
+    }
+
+    #[cold]
+    fn compact(&mut self) {
         while self.slots.len() > 2 * self.live + SPARSE_SLOTS {
             let abs = self.base_abs;
             match self.advance() {
