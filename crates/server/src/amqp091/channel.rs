@@ -379,19 +379,8 @@ impl Channel {
     /// RabbitMQ's exchange.bind: messages `source` routes under the key go on through
     /// `destination`.
     pub fn exchange_bind(&mut self, ctx: &mut Ctx, m: ExchangeBind) -> Result<(), Fault> {
-        let destination = utf8(m.destination.bytes(), "destination")?;
-        let source = utf8(m.source.bytes(), "source")?;
-        let key = utf8(m.routing_key.bytes(), "routing-key")?;
-        if destination.is_empty() || source.is_empty() {
-            return Err(Fault::access_refused(
-                "operation not permitted on the default exchange",
-            ));
-        }
-        // The ACL sees an exchange-to-exchange binding as a binding of the source exchange
-        // whose target (`queuename`) is the destination exchange.
-        ctx.access.check(Action::Bind, ObjectType::Exchange, || {
-            access::binding_props(source, Some(destination), Some(key))
-        })?;
+        let (source, destination, key) =
+            exchange_binding(ctx, Action::Bind, &m.source, &m.destination, &m.routing_key)?;
         ctx.broker
             .bind_exchange(destination, source, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
@@ -402,17 +391,13 @@ impl Channel {
     }
 
     pub fn exchange_unbind(&mut self, ctx: &mut Ctx, m: ExchangeUnbind) -> Result<(), Fault> {
-        let destination = utf8(m.destination.bytes(), "destination")?;
-        let source = utf8(m.source.bytes(), "source")?;
-        let key = utf8(m.routing_key.bytes(), "routing-key")?;
-        if destination.is_empty() || source.is_empty() {
-            return Err(Fault::access_refused(
-                "operation not permitted on the default exchange",
-            ));
-        }
-        ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
-            access::binding_props(source, Some(destination), Some(key))
-        })?;
+        let (source, destination, key) = exchange_binding(
+            ctx,
+            Action::Unbind,
+            &m.source,
+            &m.destination,
+            &m.routing_key,
+        )?;
         // As queue.unbind: unbinding what is not there succeeds.
         match ctx.broker.unbind_exchange(destination, source, key) {
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
@@ -586,6 +571,31 @@ pub fn requeue(pending: Vec<Pending>) {
     for (queue, list) in per_queue {
         queue.release(list, true);
     }
+}
+
+/// The names of an exchange-to-exchange (un)binding, if they are usable and the ACL allows
+/// `action` on it.
+fn exchange_binding<'a>(
+    ctx: &Ctx,
+    action: Action,
+    source: &'a ShortStr,
+    destination: &'a ShortStr,
+    key: &'a ShortStr,
+) -> Result<(&'a str, &'a str, &'a str), Fault> {
+    let destination = utf8(destination.bytes(), "destination")?;
+    let source = utf8(source.bytes(), "source")?;
+    let key = utf8(key.bytes(), "routing-key")?;
+    if destination.is_empty() || source.is_empty() {
+        return Err(Fault::access_refused(
+            "operation not permitted on the default exchange",
+        ));
+    }
+    // The ACL sees an exchange-to-exchange binding as a binding of the source exchange
+    // whose target (`queuename`) is the destination exchange.
+    ctx.access.check(action, ObjectType::Exchange, || {
+        access::binding_props(source, Some(destination), Some(key))
+    })?;
+    Ok((source, destination, key))
 }
 
 /// Whether a binding between these exchanges is journaled (both are durable).

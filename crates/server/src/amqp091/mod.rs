@@ -219,13 +219,6 @@ impl ProtocolConnection for Connection {
 }
 
 impl Connection {
-    /// The user this connection authenticated as; `None` until the handshake's SASL step is
-    /// done.
-    #[allow(dead_code)]
-    pub fn user(&self) -> Option<&str> {
-        self.user.as_deref()
-    }
-
     fn new(services: Services, peer: Peer) -> Connection {
         let Services {
             broker,
