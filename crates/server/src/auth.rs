@@ -251,6 +251,104 @@ impl AuthService {
     }
 }
 
+/// One connection's login, for either protocol layer: the SASL step in flight (the event
+/// loop awaits it), the exchange waiting for the client's next response, and who logged in.
+pub struct Login {
+    service: Arc<AuthService>,
+    peer: SocketAddr,
+    client_identity: Option<String>,
+    amqp091: bool,
+    task: Option<AuthTask>,
+    pending: Option<Pending>,
+    mechanism: String,
+    user: Option<String>,
+}
+
+/// What a finished SASL step asks the protocol layer to do.
+pub enum LoginStep {
+    /// Send this in connection.secure.
+    Challenge(Vec<u8>),
+    /// Logged in as [`Login::user`]: go on with tune.
+    Success,
+    /// Refused (already logged and delayed): close.
+    Failure,
+}
+
+impl Login {
+    pub fn new(
+        service: Arc<AuthService>,
+        peer: SocketAddr,
+        client_identity: Option<String>,
+        amqp091: bool,
+    ) -> Login {
+        Login {
+            service,
+            peer,
+            client_identity,
+            amqp091,
+            task: None,
+            pending: None,
+            mechanism: String::new(),
+            user: None,
+        }
+    }
+
+    /// Mechanism names for connection.start.
+    pub fn offered(&self) -> Vec<&'static str> {
+        self.service
+            .offered(self.client_identity.is_some(), self.amqp091)
+    }
+
+    /// Starts the exchange with the client's start-ok.
+    pub fn start(&mut self, mechanism: &[u8], response: Vec<u8>) {
+        self.mechanism = String::from_utf8_lossy(mechanism).into_owned();
+        self.task = Some(self.service.start(
+            mechanism,
+            response,
+            self.peer,
+            self.client_identity.clone(),
+            self.amqp091,
+        ));
+    }
+
+    /// Goes on with the client's secure-ok; false if no exchange waits for one.
+    pub fn resume(&mut self, response: Vec<u8>) -> bool {
+        let Some(pending) = self.pending.take() else {
+            return false;
+        };
+        self.task = Some(self.service.resume(pending, response));
+        true
+    }
+
+    pub fn take_task(&mut self) -> Option<AuthTask> {
+        self.task.take()
+    }
+
+    pub fn finish(&mut self, outcome: AuthOutcome) -> LoginStep {
+        match outcome {
+            AuthOutcome::Challenge { challenge, pending } => {
+                self.pending = Some(pending);
+                LoginStep::Challenge(challenge)
+            }
+            AuthOutcome::Success(user) => {
+                self.user = Some(user);
+                LoginStep::Success
+            }
+            AuthOutcome::Failure => LoginStep::Failure,
+        }
+    }
+
+    /// The mechanism the client chose, as it named it.
+    pub fn mechanism(&self) -> &str {
+        &self.mechanism
+    }
+
+    /// Who logged in; empty before that.
+    pub fn user(&self) -> &str {
+        self.user.as_deref().unwrap_or_default()
+    }
+}
+
 fn step(mut pending: Pending, response: &[u8]) -> AuthOutcome {
     let mechanism = pending.mechanism.name();
     let peer = pending.peer;

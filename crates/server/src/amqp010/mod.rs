@@ -29,7 +29,7 @@ use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem};
 use tracing::{debug, warn};
 
 use crate::access::ClientAccess;
-use crate::auth::{AuthOutcome, AuthService, AuthTask, Pending};
+use crate::auth::{AuthOutcome, AuthTask, Login, LoginStep};
 use crate::config::ServerConfig;
 use crate::connection::{Peer, Services};
 use crate::io::{self, CloseReason, ProtocolConnection, Transport, READ_CHUNK};
@@ -92,13 +92,7 @@ struct Connection {
     /// The highest sync point we asked the journal to wake us for.
     sync_requested: ferry_core::SyncPoint,
     closing_since: Option<Instant>,
-    /// The authenticated user, set once SASL succeeds (access control keys on it).
-    user: Option<String>,
-    auth: Arc<AuthService>,
-    client_identity: Option<String>,
-    auth_task: Option<AuthTask>,
-    /// A multi-step SASL exchange waiting for secure-ok.
-    sasl: Option<Pending>,
+    login: Login,
     access: ClientAccess,
     /// A message.transfer has been received: resource alarms pause this connection.
     publisher: bool,
@@ -112,7 +106,7 @@ pub async fn run<T: Transport>(
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let mut conn = Connection::new(services, peer);
-    let mechanisms = conn.auth.offered(conn.client_identity.is_some(), false);
+    let mechanisms = conn.login.offered();
     conn.write_control(0, handshake::start(&mechanisms).into());
     io::drive(stream, &mut conn, shutdown).await
 }
@@ -188,28 +182,26 @@ impl ProtocolConnection for Connection {
     }
 
     fn take_auth_task(&mut self) -> Option<AuthTask> {
-        self.auth_task.take()
+        self.login.take_task()
     }
 
     fn on_auth_done(&mut self, outcome: AuthOutcome) {
         if self.phase != Phase::Authenticating {
             return;
         }
-        match outcome {
-            AuthOutcome::Challenge { challenge, pending } => {
-                self.sasl = Some(pending);
+        match self.login.finish(outcome) {
+            LoginStep::Challenge(challenge) => {
                 let secure = ConnectionSecure {
                     challenge: Some(challenge.into()),
                 };
                 self.write_control(0, secure.into());
                 self.phase = Phase::AwaitSecureOk;
             }
-            AuthOutcome::Success(user) => {
-                self.user = Some(user);
+            LoginStep::Success => {
                 self.write_control(0, handshake::tune(&self.config).into());
                 self.phase = Phase::AwaitTuneOk;
             }
-            AuthOutcome::Failure => {
+            LoginStep::Failure => {
                 // 0-10's close codes have no not-allowed; connection-forced is what qpidd
                 // sends, and the text says what happened (never why: that is in our log).
                 self.fault(ConnectionFault {
@@ -246,11 +238,7 @@ impl Connection {
             waiting_sessions: Vec::new(),
             sync_requested: ferry_core::SyncPoint::default(),
             closing_since: None,
-            user: None,
-            auth,
-            client_identity: peer.client_identity,
-            auth_task: None,
-            sasl: None,
+            login: Login::new(auth, peer.addr, peer.client_identity, false),
         }
     }
 
@@ -440,21 +428,14 @@ impl Connection {
             Control::ConnectionStartOk(c) if self.phase == Phase::AwaitStartOk && channel == 0 => {
                 let mechanism = c.mechanism.unwrap_or_default();
                 let response = c.response.map(|r| r.to_vec()).unwrap_or_default();
-                self.auth_task = Some(self.auth.start(
-                    mechanism.as_bytes(),
-                    response,
-                    self.peer,
-                    self.client_identity.clone(),
-                    false,
-                ));
+                self.login.start(mechanism.as_bytes(), response);
                 self.phase = Phase::Authenticating;
             }
             Control::ConnectionSecureOk(c)
                 if self.phase == Phase::AwaitSecureOk && channel == 0 =>
             {
-                if let Some(pending) = self.sasl.take() {
-                    let response = c.response.map(|r| r.to_vec()).unwrap_or_default();
-                    self.auth_task = Some(self.auth.resume(pending, response));
+                let response = c.response.map(|r| r.to_vec()).unwrap_or_default();
+                if self.login.resume(response) {
                     self.phase = Phase::Authenticating;
                 }
             }
@@ -477,8 +458,7 @@ impl Connection {
                 self.phase = Phase::AwaitOpen;
             }
             Control::ConnectionOpen(_) if self.phase == Phase::AwaitOpen && channel == 0 => {
-                let user = self.user.clone().unwrap_or_default();
-                if let Err(reason) = self.access.admit(&user) {
+                if let Err(reason) = self.access.admit(self.login.user()) {
                     self.fault(ConnectionFault {
                         code: CloseCode::ConnectionForced,
                         text: reason,

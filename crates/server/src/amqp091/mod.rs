@@ -34,7 +34,7 @@ use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, OwnerId};
 use tracing::debug;
 
 use crate::access::ClientAccess;
-use crate::auth::{AuthOutcome, AuthService, AuthTask, Pending};
+use crate::auth::{AuthOutcome, AuthTask, Login, LoginStep};
 use crate::config::ServerConfig;
 use crate::connection::{Peer, Services};
 use crate::io::{self, CloseReason, ProtocolConnection, Transport, READ_CHUNK};
@@ -75,15 +75,7 @@ struct Connection {
     closing_since: Option<Instant>,
     /// The highest sync point we asked the journal to wake us for.
     sync_requested: ferry_core::SyncPoint,
-    /// The authenticated user, set once SASL succeeds (access control keys on it).
-    user: Option<String>,
-    auth: Arc<AuthService>,
-    client_identity: Option<String>,
-    auth_task: Option<AuthTask>,
-    /// A multi-step SASL exchange waiting for secure-ok.
-    sasl: Option<Pending>,
-    /// The mechanism the client chose, for the refusal's text.
-    mechanism: String,
+    login: Login,
     access: ClientAccess,
     /// A message has been published: resource alarms pause this connection.
     publisher: bool,
@@ -97,7 +89,7 @@ pub async fn run<T: Transport>(
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let mut conn = Connection::new(services, peer);
-    let mechanisms = conn.auth.offered(conn.client_identity.is_some(), true);
+    let mechanisms = conn.login.offered();
     write_method(&mut conn.out, 0, &handshake::start(&mechanisms).into());
     io::drive(stream, &mut conn, shutdown).await
 }
@@ -182,34 +174,32 @@ impl ProtocolConnection for Connection {
     }
 
     fn take_auth_task(&mut self) -> Option<AuthTask> {
-        self.auth_task.take()
+        self.login.take_task()
     }
 
     fn on_auth_done(&mut self, outcome: AuthOutcome) {
         if self.phase != Phase::Authenticating {
             return;
         }
-        match outcome {
-            AuthOutcome::Challenge { challenge, pending } => {
-                self.sasl = Some(pending);
+        match self.login.finish(outcome) {
+            LoginStep::Challenge(challenge) => {
                 let challenge = LongStr::new(challenge).unwrap_or_default();
                 self.write(0, ConnectionSecure { challenge });
                 self.phase = Phase::AwaitSecureOk;
             }
-            AuthOutcome::Success(user) => {
-                self.user = Some(user);
+            LoginStep::Success => {
                 self.write(0, handshake::tune(&self.config));
                 self.phase = Phase::AwaitTuneOk;
             }
-            AuthOutcome::Failure if self.caps.authentication_failure_close => {
+            LoginStep::Failure if self.caps.authentication_failure_close => {
                 let text = format!(
                     "Login was refused using authentication mechanism {}. \
                      For details see the broker logfile.",
-                    self.mechanism
+                    self.login.mechanism()
                 );
                 self.close_connection(Fault::access_refused(text), (0, 0));
             }
-            AuthOutcome::Failure => {
+            LoginStep::Failure => {
                 // Clients without authentication_failure_close expect the socket to just
                 // close (the 0-9-1 spec's rule).
                 self.phase = Phase::Finished;
@@ -243,12 +233,7 @@ impl Connection {
             consumers: HashMap::new(),
             closing_since: None,
             sync_requested: ferry_core::SyncPoint::default(),
-            user: None,
-            auth,
-            client_identity: peer.client_identity,
-            auth_task: None,
-            sasl: None,
-            mechanism: String::new(),
+            login: Login::new(auth, peer.addr, peer.client_identity, true),
         }
     }
 
@@ -361,25 +346,16 @@ impl Connection {
             (Phase::AwaitStartOk, Method::ConnectionStartOk(s)) => {
                 self.caps = handshake::client_caps(&s);
                 let mechanism = s.mechanism.as_bytes();
-                self.mechanism = String::from_utf8_lossy(mechanism).into_owned();
                 let response = if mechanism.eq_ignore_ascii_case(b"AMQPLAIN") {
                     handshake::amqplain_as_plain(s.response.as_bytes())
                 } else {
                     s.response.as_bytes().to_vec()
                 };
-                self.auth_task = Some(self.auth.start(
-                    mechanism,
-                    response,
-                    self.peer,
-                    self.client_identity.clone(),
-                    true,
-                ));
+                self.login.start(mechanism, response);
                 self.phase = Phase::Authenticating;
             }
             (Phase::AwaitSecureOk, Method::ConnectionSecureOk(s)) => {
-                if let Some(pending) = self.sasl.take() {
-                    let response = s.response.as_bytes().to_vec();
-                    self.auth_task = Some(self.auth.resume(pending, response));
+                if self.login.resume(s.response.as_bytes().to_vec()) {
                     self.phase = Phase::Authenticating;
                 }
             }
@@ -414,8 +390,7 @@ impl Connection {
                 self.phase = Phase::AwaitOpen;
             }
             (Phase::AwaitOpen, Method::ConnectionOpen(_)) => {
-                let user = self.user.clone().unwrap_or_default();
-                if let Err(reason) = self.access.admit(&user) {
+                if let Err(reason) = self.access.admit(self.login.user()) {
                     // RabbitMQ refuses vhost access and connection limits with 530.
                     self.close_connection(Fault::new(reply::NOT_ALLOWED, reason), ids);
                     return;
