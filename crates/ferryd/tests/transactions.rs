@@ -172,6 +172,39 @@ fn amqp091_transactions_and_confirms_exclude_each_other() {
     assert_eq!(raw.channel_closed(), 406, "commit without select");
 }
 
+/// A message refused at commit (a full reject-publish queue, or a full store) fails the
+/// commit with 406 "partial tx completion", as RabbitMQ does; what was accepted stays.
+#[test]
+fn amqp091_a_commit_a_queue_refused_part_of_is_a_precondition_failure() {
+    let broker = Ferryd::start();
+    let mut raw = Raw091::open(broker.addr);
+    let mut limits = FieldTable::new();
+    limits.push(short("x-max-length"), ferry_amqp091::FieldValue::I32(1));
+    limits.push(
+        short("x-overflow"),
+        ferry_amqp091::FieldValue::LongStr(ferry_amqp091::LongStr::from_static("reject-publish")),
+    );
+    raw.declare_queue("tx-full", limits);
+    tx_select(&mut raw);
+    for body in [b"1", b"2"] {
+        raw.publish("", "tx-full", &BasicProperties::default(), body);
+    }
+    raw.method(1, TxCommit091 {}.into());
+    let close = raw.expect(1, |m| {
+        matches!(m, Method::ChannelClose(_) | Method::TxCommitOk(_))
+    });
+    let Method::ChannelClose(close) = close else {
+        panic!("commit-ok although the queue refused a message");
+    };
+    assert_eq!(close.reply_code, 406);
+    assert_eq!(
+        close.reply_text.as_bytes(),
+        b"PRECONDITION_FAILED - partial tx completion"
+    );
+    let mut raw = Raw091::open(broker.addr);
+    assert_eq!(message_count(&mut raw, "tx-full"), 1);
+}
+
 async fn session(broker: &Ferryd) -> (Connection, Session) {
     let conn = Connection::connect(broker.addr, ConnectOptions::default())
         .await

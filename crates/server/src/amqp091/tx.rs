@@ -96,8 +96,6 @@ impl Channel {
             tx.core
                 .settle(p.queue.clone(), p.position, p.message.clone(), how);
         }
-        // A refusal by a full reject-publish queue loses the message there silently, as a
-        // plain publish without confirms does.
         let outcome = ctx.broker.commit(&mut tx.core);
         let returns = std::mem::take(&mut tx.returns);
         for (ret, routed) in returns.into_iter().zip(outcome.routed) {
@@ -117,6 +115,11 @@ impl Channel {
             }
         }
         self.grant(ctx);
+        if outcome.refused.is_some() {
+            // A queue at its limit (reject-publish) or a full store refused a message: the
+            // rest took effect, so the commit did not, as a whole. RabbitMQ's answer.
+            return Err(Fault::precondition("partial tx completion"));
+        }
         // Everything the commit journaled is on stable storage before the client hears of it.
         self.reply_at(ctx, outcome.sync, TxCommitOk {});
         Ok(())
