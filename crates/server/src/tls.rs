@@ -121,10 +121,17 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 /// The subject common name of the client's (verified) certificate: the identity SASL
 /// EXTERNAL logs in as.
 pub fn client_identity(conn: &ServerConnection) -> Option<String> {
-    let der = conn.peer_certificates()?.first()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
-    let cn = cert.subject().iter_common_name().next()?;
-    cn.as_str().ok().map(str::to_owned)
+    identity_of(conn.peer_certificates()?.first()?.as_ref())
+}
+
+/// The first subject CN of a DER certificate, if it is a name a user may have: an empty CN,
+/// or one with blanks, control characters or `:`, would log in as a user no users file can
+/// name and no log line shows plainly, so such a certificate offers no EXTERNAL login.
+fn identity_of(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    ferry_auth::validate_user_name(cn).ok()?;
+    Some(cn.to_owned())
 }
 
 /// A TLS connection after the handshake, driven by the shared event loop.
@@ -246,5 +253,31 @@ impl Transport for TlsTransport {
 
     fn wants_write(&self) -> bool {
         self.tls.wants_write()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn certificate_for(common_name: &str) -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, common_name);
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn the_identity_is_a_usable_common_name() {
+        assert_eq!(
+            identity_of(&certificate_for("client1")).as_deref(),
+            Some("client1")
+        );
+        for bad in ["", "two words", "line\nbreak", "a:b"] {
+            assert_eq!(identity_of(&certificate_for(bad)), None, "{bad:?}");
+        }
+        assert_eq!(identity_of(b"not a certificate"), None);
     }
 }
