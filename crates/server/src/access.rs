@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -35,7 +34,7 @@ pub type Props<'a> = Vec<(Property, Value<'a>)>;
 pub struct ClientCounters {
     by_user: Mutex<HashMap<String, u32>>,
     by_ip: Mutex<HashMap<IpAddr, u32>>,
-    queues_by_user: Mutex<HashMap<String, Arc<AtomicU32>>>,
+    queues_by_user: Mutex<HashMap<String, u32>>,
 }
 
 /// A connection counted against its client address; dropping it gives the slot back.
@@ -54,7 +53,10 @@ struct UserSlot {
 
 /// A queue counted against the user who created it (held by the queue until it is deleted).
 #[derive(Debug)]
-struct QueueSlot(Arc<AtomicU32>);
+struct QueueSlot {
+    counters: Arc<ClientCounters>,
+    user: String,
+}
 
 fn release<K: std::hash::Hash + Eq>(map: &Mutex<HashMap<K, u32>>, key: &K) {
     let mut map = map.lock();
@@ -97,7 +99,7 @@ impl Drop for UserSlot {
 
 impl Drop for QueueSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        release(&self.counters.queues_by_user, &self.user);
     }
 }
 
@@ -120,25 +122,24 @@ impl ClientCounters {
         })
     }
 
-    fn take_queue(&self, user: &str, limit: Option<u32>) -> Result<QueueSlot, u32> {
-        let count = self
-            .queues_by_user
-            .lock()
-            .entry(user.to_owned())
-            .or_default()
-            .clone();
-        count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match limit {
-                Some(max) if n >= max => None,
-                _ => Some(n + 1),
-            })
-            .map_err(|_| limit.unwrap_or(0))?;
-        Ok(QueueSlot(count))
+    /// Counts a queue against `user`; the entry goes when the user's last queue does, so
+    /// names that come and go (any name logs in with `--auth no`) leave nothing behind.
+    fn take_queue(self: &Arc<Self>, user: &str, limit: Option<u32>) -> Result<QueueSlot, u32> {
+        take(&self.queues_by_user, user.to_owned(), limit)?;
+        Ok(QueueSlot {
+            counters: self.clone(),
+            user: user.to_owned(),
+        })
     }
 
     #[cfg(test)]
     fn user_connections(&self, user: &str) -> u32 {
         self.by_user.lock().get(user).copied().unwrap_or(0)
+    }
+
+    #[cfg(test)]
+    fn users_with_queues(&self) -> usize {
+        self.queues_by_user.lock().len()
     }
 }
 
@@ -707,6 +708,13 @@ mod tests {
         ));
         drop(first);
         assert!(a.charge_queue().unwrap().is_some());
+        // Every name that ever made a queue costs nothing once its queues are gone.
+        let charges: Vec<_> = (0..100)
+            .map(|i| admitted(&c, &format!("user{i}")).charge_queue().unwrap())
+            .collect();
+        assert_eq!(c.counters.users_with_queues(), 100);
+        drop(charges);
+        assert_eq!(c.counters.users_with_queues(), 0);
         let unlimited = admitted(&ServerConfig::default(), "bob");
         assert!(unlimited.charge_queue().unwrap().is_none());
     }
