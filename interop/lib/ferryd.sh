@@ -7,6 +7,8 @@
 #   ferryd_finish $status          # prints the log tail on failure, exits with $status
 #
 # FERRYD_BINARY defaults to target/debug/ferryd under the repo root; nothing is built here.
+# ferryd runs with lib/ferryd.acl (allow all but what the access-control tests expect to be
+# refused); FERRY_ACL_FILE names another file, or none when empty.
 
 set -uo pipefail
 
@@ -16,8 +18,16 @@ startup_timeout=${FERRY_STARTUP_TIMEOUT:-30}
 workdir=$(mktemp -d "${TMPDIR:-/tmp}/ferry-interop.XXXXXX")
 ferryd_pid=""
 port=""
+secure_pid=""
 
 ferryd_stop() {
+    _ferryd_stop_pid "$secure_pid"
+    _ferryd_stop_pid "$ferryd_pid"
+    rm -rf "$workdir"
+}
+
+_ferryd_stop_pid() {
+    local ferryd_pid=$1
     if [ -n "$ferryd_pid" ] && kill -0 "$ferryd_pid" 2>/dev/null; then
         kill -TERM "$ferryd_pid" 2>/dev/null
         for _ in $(seq 50); do
@@ -30,7 +40,6 @@ ferryd_stop() {
         fi
         wait "$ferryd_pid" 2>/dev/null
     fi
-    rm -rf "$workdir"
 }
 trap ferryd_stop EXIT
 trap 'exit 130' INT
@@ -40,6 +49,87 @@ ferryd_log_tail() {
     [ -n "$ferryd_pid" ] || return 0
     echo "---- ferryd stderr (tail) ----" >&2
     tail -n 100 "$workdir/ferryd.err" >&2
+    if [ -n "$secure_pid" ]; then
+        echo "---- secure ferryd stderr (tail) ----" >&2
+        tail -n 60 "$workdir/secure.err" >&2
+    fi
+}
+
+# Reads the first $2 lines of file $1 (ports) while process $3 lives; sets $lines.
+_ferryd_wait_lines() {
+    local file=$1 want=$2 pid=$3 deadline=$((SECONDS + startup_timeout))
+    while [ $SECONDS -lt $deadline ]; do
+        if [ "$(wc -l <"$file")" -ge "$want" ]; then
+            lines=$(head -n "$want" "$file" | tr -d '\r ')
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+# A second ferryd for the security tests: --auth yes with a users file made by `ferry user`,
+# and a TLS listener whose CA, server and client certificates are generated here with the
+# openssl CLI (nothing secret is kept in the repository). Exports:
+#   FERRY_SECURE_PORT  plain port (auth required)      FERRY_TLS_PORT  TLS port
+#   FERRY_USER / FERRY_PASSWORD  a user in the users file
+#   FERRY_TLS_DIR      ca.pem, client.pem + client.key (CN=interop-client), and for Java
+#                      truststore.p12 / client.p12 (password: changeit)
+# With FERRY_PORT set (a broker run elsewhere) nothing starts and FERRY_SECURE_PORT is empty,
+# which the suites take as "skip the security tests".
+ferryd_start_secure() {
+    if [ -n "${FERRY_PORT:-}" ]; then
+        export FERRY_SECURE_PORT="" FERRY_TLS_PORT=""
+        return 0
+    fi
+    local ferryd=${1:-$repo_root/target/debug/ferryd}
+    local ferry
+    ferry=$(dirname "$ferryd")/ferry
+    [ -x "$ferry" ] || { echo "run.sh: no ferry binary at $ferry" >&2; exit 2; }
+    command -v openssl >/dev/null || { echo "run.sh: openssl is needed for the TLS tests" >&2; exit 2; }
+    local tls=$workdir/tls
+    mkdir -p "$tls"
+    (
+        set -e
+        cd "$tls"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Ferry interop CA" \
+            -keyout ca.key -out ca.pem -addext "basicConstraints=critical,CA:TRUE" \
+            -addext "keyUsage=critical,keyCertSign,cRLSign"
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile server.ext -out server.pem
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=interop-client" -keyout client.key -out client.csr
+        printf 'extendedKeyUsage=clientAuth\n' >client.ext
+        openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile client.ext -out client.pem
+        if command -v keytool >/dev/null; then
+            keytool -importcert -noprompt -alias ferry-ca -file ca.pem -keystore truststore.p12 \
+                -storetype PKCS12 -storepass changeit
+            openssl pkcs12 -export -in client.pem -inkey client.key -name client \
+                -out client.p12 -passout pass:changeit
+        fi
+    ) >"$workdir/tls.log" 2>&1 || { echo "run.sh: making test certificates failed:" >&2; cat "$workdir/tls.log" >&2; exit 1; }
+    export FERRY_USER=interop FERRY_PASSWORD=interop-secret-pw
+    printf '%s\n' "$FERRY_PASSWORD" |
+        "$ferry" user add "$FERRY_USER" --password-stdin --users-file "$workdir/users" 2>/dev/null ||
+        { echo "run.sh: ferry user add failed" >&2; exit 1; }
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth yes --users-file "$workdir/users" --no-data-dir \
+        --ssl-port 0 --ssl-cert-file "$tls/server.pem" --ssl-key-file "$tls/server.key" \
+        --ssl-ca-file "$tls/ca.pem" \
+        >"$workdir/secure.out" 2>"$workdir/secure.err" </dev/null &
+    secure_pid=$!
+    local lines
+    if ! _ferryd_wait_lines "$workdir/secure.out" 2 "$secure_pid"; then
+        echo "run.sh: the secure ferryd printed no ports" >&2
+        tail -n 40 "$workdir/secure.err" >&2
+        exit 1
+    fi
+    FERRY_SECURE_PORT=$(echo "$lines" | sed -n 1p)
+    FERRY_TLS_PORT=$(echo "$lines" | sed -n 2p)
+    export FERRY_SECURE_PORT FERRY_TLS_PORT FERRY_TLS_DIR=$tls
+    echo "run.sh: secure ferryd (pid $secure_pid): auth on 127.0.0.1:$FERRY_SECURE_PORT, TLS on :$FERRY_TLS_PORT"
 }
 
 ferryd_start() {
@@ -53,7 +143,12 @@ ferryd_start() {
         exit 2
     fi
     : >"$workdir/ferryd.out"
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth no \
+    # Every suite runs under the suite ACL (FERRY_ACL_FILE= turns it off), memory-only:
+    # suites run side by side and must not share (or lock) one data directory.
+    local acl=()
+    local acl_file=${FERRY_ACL_FILE-$_ferry_lib/ferryd.acl}
+    [ -n "$acl_file" ] && acl=(--acl-file "$acl_file")
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir "${acl[@]}" \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &
     ferryd_pid=$!
     # ferryd prints the bound port alone on its first stdout line (as qpidd does for
@@ -107,5 +202,8 @@ run_pytest_suite() {
 run_maven_suite() {
     local here=$1
     # shellcheck disable=SC2086
-    (cd "$here" && mvn -B -q test -Dferry.host=127.0.0.1 -Dferry.port="$port" ${MVN_ARGS:-})
+    (cd "$here" && mvn -B -q test -Dferry.host=127.0.0.1 -Dferry.port="$port" \
+        -Dferry.securePort="${FERRY_SECURE_PORT-}" -Dferry.tlsPort="${FERRY_TLS_PORT-}" \
+        -Dferry.tlsDir="${FERRY_TLS_DIR-}" -Dferry.user="${FERRY_USER-}" \
+        -Dferry.password="${FERRY_PASSWORD-}" ${MVN_ARGS:-})
 }

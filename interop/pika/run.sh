@@ -8,5 +8,6 @@
 # arguments go in PYTEST_ARGS. Exits non-zero on any failure, including "no tests ran".
 source "$(dirname "$0")/../lib/ferryd.sh"
 ferryd_start "${1:-}"
+ferryd_start_secure "${1:-}"
 run_pytest_suite "$(cd "$(dirname "$0")" && pwd)" "import pika, pytest"
 ferryd_finish $?

@@ -32,6 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tag: Bytes::from_static(b"bench"),
         acquire: true,
         exclusive: false,
+        window: None,
     })?;
     queue.add_credit(consumer, window, u32::MAX)?;
 

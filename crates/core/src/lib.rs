@@ -6,14 +6,18 @@
 //! never parses protocol headers: a [`Message`] carries its encoded header opaquely so a
 //! delivery can be written back without re-encoding.
 //!
-//! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox.
+//! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox or
+//! settlement window; a [`Journal`]'s own locks are leaves (queues append dequeues under their
+//! lock).
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
 //! one exchange read lock, then each target queue's mutex in turn (never two at once). Only a
 //! transaction's commit holds several queue locks, taken in queue-id order.
 
+mod alarm;
 mod broker;
 mod error;
 mod exchange;
+mod journal;
 mod limits;
 mod message;
 mod outbox;
@@ -21,16 +25,22 @@ mod queue;
 mod route;
 mod transaction;
 mod value;
+mod window;
 
+pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+pub use journal::{ExchangeDefinition, Journal, JournalTx, QueueDefinition, StoreRef, SyncPoint};
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader};
 pub use outbox::{Delivery, Outbox, OutboxItem};
-pub use queue::{release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions};
+pub use queue::{
+    release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge,
+};
 pub use transaction::{CommitOutcome, Settlement, Transaction};
 pub use value::{Arguments, HeaderValue, Headers};
+pub use window::SettleWindow;
 
 /// Identifies a consumer (subscription) across the broker; allocate with
 /// [`Broker::next_consumer_id`].

@@ -5,6 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use crate::journal::StoreRef;
 use crate::value::Headers;
 
 /// The protocol header exactly as received, kept so a delivery can be re-sent without the core
@@ -39,6 +40,8 @@ pub struct Message {
     /// Bytes counted against queue size limits and consumer byte credit (header + body as set by
     /// the protocol layer).
     pub size: u64,
+    /// Set when a journal has recorded the message (persistent, on a durable queue).
+    pub stored: StoreRef,
     /// Where and why the message was dead-lettered so far; `None` for a message that never
     /// was. Protocol layers render it on delivery (0-9-1 as RabbitMQ's `x-death` headers).
     pub deaths: Option<Arc<DeathHistory>>,

@@ -35,6 +35,9 @@ pub enum OutboxItem {
         tag: Bytes,
         queue: String,
     },
+    /// The journal reached a sync point this connection asked about
+    /// ([`crate::Journal::notify_when_durable`]): completions or confirms waiting for it can go.
+    Durable,
 }
 
 /// Deliveries waiting for one connection's writer.
@@ -173,7 +176,7 @@ impl Outbox {
 fn item_bytes(item: &OutboxItem) -> u64 {
     match item {
         OutboxItem::Deliver(d) => d.message.size,
-        OutboxItem::ConsumerCancelled { .. } => 0,
+        OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => 0,
     }
 }
 
@@ -201,6 +204,7 @@ mod tests {
             .map(|i| match i {
                 OutboxItem::ConsumerCancelled { consumer, .. } => *consumer,
                 OutboxItem::Deliver(d) => d.consumer,
+                OutboxItem::Durable => 0,
             })
             .collect();
         assert_eq!(ids, vec![1, 2]);

@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use parking_lot::MutexGuard;
 
+use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
+use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::{now_ms, DeathReason, Message};
 use crate::queue::{Queue, QueueState};
 use crate::route;
@@ -34,10 +36,22 @@ struct StagedSettlement {
 /// is visible to anyone until [`crate::Broker::commit`]; rolling back is dropping (or
 /// [`Transaction::clear`]ing) it. Settlements refer to messages the session holds acquired,
 /// which stay acquired (and counted against queue limits) until the commit.
+///
+/// Staged publishes count in the broker's memory meter (make the transaction with
+/// [`crate::Broker::transaction`]), so a client staging without committing meets the memory
+/// alarm like one filling a queue.
 #[derive(Debug, Default)]
 pub struct Transaction {
     publishes: Vec<(Arc<Exchange>, Arc<Message>)>,
     settlements: Vec<StagedSettlement>,
+    meter: Option<Arc<MemoryMeter>>,
+    staged_bytes: u64,
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        self.uncharge();
+    }
 }
 
 /// What a commit did.
@@ -51,16 +65,46 @@ pub struct CommitOutcome {
     pub refused: Option<BrokerError>,
     /// Settlements that applied (the others named messages no longer held).
     pub settled: usize,
+    /// Set when the commit journaled anything (persistent messages in, stored messages
+    /// out): confirm the commit once the journal is durable up to here, where all of it is.
+    pub sync: Option<SyncPoint>,
 }
 
 impl Transaction {
+    /// A transaction whose staged bytes are not metered (tests); brokers hand out metered
+    /// ones with [`crate::Broker::transaction`].
     pub fn new() -> Transaction {
         Transaction::default()
     }
 
+    pub(crate) fn metered(meter: Arc<MemoryMeter>) -> Transaction {
+        Transaction {
+            publishes: Vec::new(),
+            settlements: Vec::new(),
+            meter: Some(meter),
+            staged_bytes: 0,
+        }
+    }
+
     /// Stages a publish; it is routed when the transaction commits.
     pub fn publish(&mut self, exchange: Arc<Exchange>, message: Arc<Message>) {
+        if let Some(meter) = &self.meter {
+            meter.add(0, message.size);
+        }
+        self.staged_bytes += message.size;
         self.publishes.push((exchange, message));
+    }
+
+    /// Bytes of the staged publishes.
+    pub fn staged_bytes(&self) -> u64 {
+        self.staged_bytes
+    }
+
+    fn uncharge(&mut self) {
+        if let Some(meter) = &self.meter {
+            meter.sub(0, self.staged_bytes);
+        }
+        self.staged_bytes = 0;
     }
 
     /// Stages the settlement of an acquired message.
@@ -93,12 +137,15 @@ impl Transaction {
 
     /// Discards everything staged (rollback).
     pub fn clear(&mut self) {
+        self.uncharge();
         self.publishes.clear();
         self.settlements.clear();
     }
 
     /// Applies and empties the transaction; see [`crate::Broker::commit`].
-    pub(crate) fn apply(&mut self) -> CommitOutcome {
+    pub(crate) fn apply(&mut self, journal: Option<&Arc<dyn Journal>>) -> CommitOutcome {
+        // From here the queues that store the messages account for them.
+        self.uncharge();
         let publishes = std::mem::take(&mut self.publishes);
         let settlements = std::mem::take(&mut self.settlements);
         let mut outcome = CommitOutcome {
@@ -106,6 +153,8 @@ impl Transaction {
             ..CommitOutcome::default()
         };
 
+        // Everything the commit journals is one unit: all of it survives a crash or none.
+        let jtx = journal.map(|_| Arc::new(JournalTx::default()));
         // Route first, outside any queue lock (routing takes exchange locks).
         let now = now_ms();
         let mut routes: Vec<(usize, Arc<Queue>, Arc<Message>)> = Vec::new();
@@ -115,8 +164,25 @@ impl Transaction {
                 continue;
             }
             route::collect(exchange, message, &mut targets);
+            // Journaled before any queue holds it, as for a plain publish.
+            let mut message = message.clone();
+            if let Some(j) = journal.filter(|_| message.persistent && !targets.is_empty()) {
+                match route::record(j, &message, &targets, jtx.as_deref()) {
+                    Ok(Some((journaled, point))) => {
+                        message = journaled;
+                        outcome.sync = outcome.sync.max(Some(point));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        targets.clear();
+                        outcome.refused.get_or_insert(e);
+                        continue;
+                    }
+                }
+            }
             for q in targets.drain(..) {
                 let stored = q.apply_ttl(message.clone());
+                q.note_expiry(&stored);
                 routes.push((i, q, stored));
             }
         }
@@ -133,6 +199,9 @@ impl Transaction {
         queues.dedup_by_key(|q| q.id());
         let mut locked: Vec<MutexGuard<'_, QueueState>> =
             queues.iter().map(|q| q.lock_state()).collect();
+        for st in &mut locked {
+            st.journal_tx = jtx.clone();
+        }
         let slot = |q: &Queue| queues.binary_search_by_key(&q.id(), |x| x.id()).ok();
 
         let mut rejected: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
@@ -144,9 +213,9 @@ impl Transaction {
                 continue;
             };
             let applied = match s.how {
-                Settlement::Accept => st.settle(s.position).is_some(),
+                Settlement::Accept => st.settle_done(s.position).is_some(),
                 Settlement::Reject => {
-                    let held = st.settle(s.position).is_some();
+                    let held = st.settle_done(s.position).is_some();
                     if held {
                         rejected.push((s.queue.clone(), s.message));
                     }
@@ -168,7 +237,11 @@ impl Transaction {
                 continue;
             };
             let mut lost = Vec::new();
-            match q.enqueue_locked(st, message, &mut lost) {
+            let result = q.enqueue_locked(st, message.clone(), &mut lost);
+            if !matches!(result, Ok(true)) {
+                route::forget(&q, &message, jtx.as_deref());
+            }
+            match result {
                 Ok(true) => outcome.routed[i] += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -176,6 +249,14 @@ impl Transaction {
                 }
             }
             dropped.extend(lost.into_iter().map(|m| (q.clone(), m)));
+        }
+        for st in &mut locked {
+            st.journal_tx = None;
+        }
+        // Closed before any consumer sees the commit's messages, so no settlement of one
+        // can come before the commit in the journal.
+        if let (Some(j), Some(t)) = (journal, &jtx) {
+            outcome.sync = outcome.sync.max(j.commit_tx(t));
         }
         for (q, st) in queues.iter().zip(locked.iter_mut()) {
             st.dispatch(q);
@@ -234,6 +315,7 @@ mod tests {
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,
+            window: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();
@@ -247,7 +329,7 @@ mod tests {
             .into_iter()
             .filter_map(|i| match i {
                 OutboxItem::Deliver(d) => Some((d.position, d.message, d.redelivered)),
-                OutboxItem::ConsumerCancelled { .. } => None,
+                OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
             })
             .collect()
     }
@@ -336,6 +418,26 @@ mod tests {
         q.release([(got[3].0, got[3].1.clone())], false);
         assert_eq!(b.commit(&mut tx).settled, 0);
         assert_eq!(q.message_count(), 1);
+    }
+
+    #[test]
+    fn staged_publishes_count_in_the_memory_meter_until_commit_or_rollback() {
+        let b = broker();
+        declare(&b, "q", QueueOptions::default());
+        let ex = b.default_exchange().clone();
+        let before = b.memory_used();
+        let mut tx = b.transaction();
+        tx.publish(ex.clone(), msg("q", "12345"));
+        assert_eq!(tx.staged_bytes(), 5);
+        assert_eq!(b.memory_used(), before + 5);
+        tx.clear();
+        assert_eq!(b.memory_used(), before);
+        tx.publish(ex.clone(), msg("q", "12345"));
+        b.commit(&mut tx);
+        assert_eq!(b.memory_used(), before + 5, "now held by the queue");
+        tx.publish(ex, msg("nowhere", "123"));
+        drop(tx);
+        assert_eq!(b.memory_used(), before + 5);
     }
 
     #[test]

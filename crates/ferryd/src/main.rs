@@ -1,13 +1,19 @@
 //! ferryd: the Ferry broker daemon.
 
+mod acl;
+mod fdlimit;
+mod memory;
 mod options;
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
+use std::sync::Arc;
+
 use ferry_core::{Broker, BrokerConfig};
 use ferry_server::{AuthMode, Server, ServerConfig, Shutdown, TlsSettings};
+use ferry_store::{Store, StoreConfig};
 use options::Options;
 use tracing::{error, info, warn};
 
@@ -51,6 +57,18 @@ async fn serve(options: Options) -> ExitCode {
     if options.mgmt_enable.on() {
         warn!("--mgmt-enable yes accepted, but management is not implemented yet");
     }
+    if let Some((before, after)) = fdlimit::raise() {
+        info!("open files limit raised from {before} to {after}");
+    }
+    if let Some(limit) = fdlimit::current() {
+        if limit < options.max_connections as u64 + 64 {
+            warn!(
+                "open files limit {limit} is below --max-connections {}: connections beyond it \
+                 will fail to be accepted",
+                options.max_connections
+            );
+        }
+    }
     let config = ServerConfig {
         interface: options.interface,
         port: options.port,
@@ -74,9 +92,48 @@ async fn serve(options: Options) -> ExitCode {
         allow_anonymous: options.allow_anonymous.on(),
         max_connections: options.max_connections.max(1),
         max_message_size: options.max_message_size,
+        connection_limit_per_user: options.connection_limit_per_user,
+        connection_limit_per_ip: options.connection_limit_per_ip,
+        max_queues_per_user: options.max_queues_per_user,
+        session_max_unacked: options.session_max_unacked,
+        max_consumers_per_session: options.max_consumers_per_session,
+        channel_max: options.channel_max,
+        handshake_timeout: std::time::Duration::from_millis(options.max_negotiate_time),
         ..ServerConfig::default()
     };
-    let broker = Broker::new(BrokerConfig::default());
+    let mut config = config;
+    if let Some(path) = &options.acl_file {
+        match acl::load(path) {
+            Ok(rules) => config.acl = Some(rules),
+            Err(e) => {
+                eprintln!("ferryd: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let acl = config.acl.clone();
+    let memory_watermarks = match memory::watermarks(
+        options.memory_high_watermark,
+        options.memory_low_watermark,
+        memory::total_memory(),
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let broker_config = BrokerConfig {
+        memory_watermarks,
+        ..BrokerConfig::default()
+    };
+    let (broker, store) = match open_store(&options, broker_config) {
+        Ok(pair) => pair,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
@@ -105,6 +162,8 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Before the port is printed: a SIGHUP sent as soon as it is must not stop the broker.
+    reload_on_sighup(server.tls(), acl);
     let mut out = std::io::stdout();
     if options.port == 0 {
         // As qpidd does: scripts and tests read the chosen port from the first stdout line.
@@ -115,11 +174,17 @@ async fn serve(options: Options) -> ExitCode {
         let _ = writeln!(out, "{}", tls_addr.port());
     }
     let _ = out.flush();
+    match memory_watermarks {
+        Some(w) => info!(
+            "memory alarm at {} bytes held by queues, cleared at {}",
+            w.high, w.low
+        ),
+        None => warn!("--memory-high-watermark 0: publishers are never paused for memory"),
+    }
     info!("ferryd listening on {addr}");
     if let Some(tls_addr) = tls_addr {
         info!("ferryd listening for TLS on {tls_addr}");
     }
-    tokio::spawn(reload_on_sighup(server.tls()));
     let (stop, shutdown) = Shutdown::new();
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -127,26 +192,71 @@ async fn serve(options: Options) -> ExitCode {
         let _ = stop.send(true);
     });
     server.run(shutdown).await;
+    if let Some(store) = store {
+        // Everything appended (settlements of the last moments included) reaches the disk.
+        store.close();
+    }
     ExitCode::SUCCESS
 }
 
-/// SIGHUP re-reads the TLS certificate, key and CA files; new connections use them. (It is
-/// handled even without TLS: its default action would stop the broker.)
-async fn reload_on_sighup(tls: Option<std::sync::Arc<ferry_server::Tls>>) {
+/// The broker, over the durable store of `--data-dir` (recovered first) unless memory-only.
+fn open_store(
+    options: &Options,
+    broker_config: BrokerConfig,
+) -> Result<(Arc<Broker>, Option<Arc<Store>>), String> {
+    let Some(dir) = options.data_dir() else {
+        if !options.no_data_dir {
+            warn!("no data directory (neither --data-dir, XDG_DATA_HOME nor HOME): memory-only");
+        }
+        return Ok((Broker::new(broker_config), None));
+    };
+    let config = StoreConfig {
+        segment_size: options.store_segment_size,
+    };
+    let (store, recovered) = Store::open(&dir, config).map_err(|e| e.to_string())?;
+    let broker = Broker::with_journal(broker_config, store.clone());
+    let stats = recovered.stats.clone();
+    recovered.restore(&broker);
+    info!(
+        dir = %dir.display(),
+        segments = stats.segments,
+        records = stats.records,
+        queues = stats.queues,
+        messages = stats.messages,
+        mib_read = stats.bytes_read >> 20,
+        ms = stats.elapsed.as_millis() as u64,
+        "store recovered"
+    );
+    Ok((broker, Some(store)))
+}
+
+/// SIGHUP re-reads the TLS certificate, key and CA files (new connections use them) and the
+/// ACL file. (It is handled even without either: its default action would stop the broker.)
+/// The handler is installed before this returns.
+fn reload_on_sighup(
+    tls: Option<std::sync::Arc<ferry_server::Tls>>,
+    acl: Option<std::sync::Arc<ferry_acl::SharedAcl>>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         error!("cannot install the SIGHUP handler");
         return;
     };
-    while hup.recv().await.is_some() {
-        match tls.as_ref().map(|t| t.reload()) {
-            Some(Ok(())) => info!("SIGHUP: TLS certificate, key and CA files reloaded"),
-            Some(Err(e)) => {
-                error!("SIGHUP: TLS files not reloaded, keeping the previous ones: {e}")
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            match tls.as_ref().map(|t| t.reload()) {
+                Some(Ok(())) => info!("SIGHUP: TLS certificate, key and CA files reloaded"),
+                Some(Err(e)) => {
+                    error!("SIGHUP: TLS files not reloaded, keeping the previous ones: {e}")
+                }
+                None if acl.is_none() => info!("SIGHUP: nothing to reload"),
+                None => {}
             }
-            None => info!("SIGHUP: nothing to reload"),
+            if let Some(acl) = &acl {
+                acl::reload(acl);
+            }
         }
-    }
+    });
 }
 
 async fn wait_for_signal() {

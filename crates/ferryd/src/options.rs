@@ -106,9 +106,92 @@ pub struct Options {
     #[arg(long)]
     pub log_to_file: Option<PathBuf>,
 
+    /// Access control list in qpidd's format; re-read on SIGHUP (a bad file keeps the rules
+    /// in force).
+    #[arg(long)]
+    pub acl_file: Option<PathBuf>,
+
+    /// Most connections one authenticated user may hold (0: no limit). ACL `quota
+    /// connections` rules override it per user.
+    #[arg(long, alias = "max-connections-per-user", default_value_t = 0)]
+    pub connection_limit_per_user: u32,
+
+    /// Most connections from one client address (0: no limit).
+    #[arg(long, alias = "max-connections-per-ip", default_value_t = 0)]
+    pub connection_limit_per_ip: u32,
+
+    /// Most queues one user may have created and not deleted (0: no limit). ACL `quota
+    /// queues` rules override it per user.
+    #[arg(long, default_value_t = 0)]
+    pub max_queues_per_user: u32,
+
+    /// Deliveries a session (0-10) or channel (0-9-1) may leave unacknowledged before the
+    /// broker waits for acknowledgements, whatever the credit or prefetch (0: no limit).
+    #[arg(long, default_value_t = 10_000)]
+    pub session_max_unacked: u32,
+
+    /// Subscriptions per 0-10 session and consumers per 0-9-1 channel (0: no limit).
+    #[arg(long, default_value_t = 1024)]
+    pub max_consumers_per_session: u32,
+
+    /// Sessions (0-10) or channels (0-9-1) per connection.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+    pub channel_max: u16,
+
+    /// Milliseconds a new connection has to send its protocol header, and again to log in
+    /// and open the connection; slower ones are closed.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_negotiate_time: u64,
+
+    /// Pause publishers when queues hold more than this: bytes (`512MiB`, `2GB`) or a
+    /// fraction of the machine's memory (`0.4`); 0 turns the alarm off.
+    #[arg(long, default_value = "0.4", value_parser = crate::memory::parse)]
+    pub memory_high_watermark: crate::memory::Mark,
+
+    /// Resume publishers once queues hold this much or less (default: 80% of the high-water
+    /// mark); bytes or a fraction of memory.
+    #[arg(long, value_parser = crate::memory::parse)]
+    pub memory_low_watermark: Option<crate::memory::Mark>,
+
     /// Read options from a qpidd.conf-style file of `name=value` lines; the command line wins.
     #[arg(long)]
     pub config: Option<PathBuf>,
+
+    /// Directory of the durable store (default: $XDG_DATA_HOME/ferry, else
+    /// ~/.local/share/ferry). Locked: one broker per directory.
+    #[arg(long, value_name = "DIR", overrides_with = "no_data_dir")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Run memory-only: durable queues and persistent messages do not survive a restart.
+    #[arg(long, overrides_with = "data_dir")]
+    pub no_data_dir: bool,
+
+    /// Size of the store's journal segment files, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 32 << 20)]
+    pub store_segment_size: u64,
+}
+
+impl Options {
+    /// The store's directory; `None` when running memory-only (or when no default exists).
+    pub fn data_dir(&self) -> Option<PathBuf> {
+        if self.no_data_dir {
+            return None;
+        }
+        self.data_dir.clone().or_else(|| {
+            default_data_dir(
+                std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),
+                std::env::var_os("HOME").map(PathBuf::from),
+            )
+        })
+    }
+}
+
+/// The per-user data directory of the XDG base directory specification.
+fn default_data_dir(xdg_data_home: Option<PathBuf>, home: Option<PathBuf>) -> Option<PathBuf> {
+    xdg_data_home
+        .filter(|p| p.is_absolute())
+        .or_else(|| home.map(|h| h.join(".local/share")))
+        .map(|base| base.join("ferry"))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -255,6 +338,29 @@ mod tests {
     }
 
     #[test]
+    fn limits_take_qpidd_names_and_aliases() {
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--acl-file",
+            "/etc/ferry/ferry.acl",
+            "--max-connections-per-user",
+            "3",
+            "--connection-limit-per-ip",
+            "4",
+            "--max-queues-per-user",
+            "5",
+        ]))
+        .unwrap();
+        assert_eq!(
+            o.acl_file.as_deref(),
+            Some(Path::new("/etc/ferry/ferry.acl"))
+        );
+        assert_eq!(o.connection_limit_per_user, 3);
+        assert_eq!(o.connection_limit_per_ip, 4);
+        assert_eq!(o.max_queues_per_user, 5);
+    }
+
+    #[test]
     fn auth_is_on_by_default_and_the_users_file_sits_beside_the_config() {
         let o = Options::try_parse_from(strings(&["ferryd"])).unwrap();
         assert!(o.auth.on());
@@ -331,6 +437,27 @@ mod tests {
         assert_eq!(o.port, 6001);
         assert_eq!(o.max_connections, 7);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn data_dir_defaults_to_the_user_data_directory_and_can_be_turned_off() {
+        let o = Options::try_parse_from(strings(&["ferryd", "--data-dir", "/srv/ferry"])).unwrap();
+        assert_eq!(o.data_dir(), Some(PathBuf::from("/srv/ferry")));
+        let o = Options::try_parse_from(strings(&["ferryd", "--no-data-dir"])).unwrap();
+        assert_eq!(o.data_dir(), None);
+        // The later of the two wins, so a config file's data-dir can be overridden.
+        let o = Options::try_parse_from(strings(&["ferryd", "--data-dir=/x", "--no-data-dir"]))
+            .unwrap();
+        assert_eq!(o.data_dir(), None);
+        assert_eq!(
+            default_data_dir(Some("/xdg".into()), Some("/home/u".into())),
+            Some(PathBuf::from("/xdg/ferry"))
+        );
+        assert_eq!(
+            default_data_dir(Some("relative".into()), Some("/home/u".into())),
+            Some(PathBuf::from("/home/u/.local/share/ferry"))
+        );
+        assert_eq!(default_data_dir(None, None), None);
     }
 
     #[test]

@@ -289,7 +289,7 @@ fn busy_port_is_a_one_line_error_and_nonzero_exit() {
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port().to_string();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferryd"))
-        .args(["--port", &port, "--interface", "127.0.0.1"])
+        .args(["--port", &port, "--interface", "127.0.0.1", "--no-data-dir"])
         .output()
         .unwrap();
     assert!(!out.status.success());

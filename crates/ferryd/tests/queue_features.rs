@@ -13,8 +13,8 @@ use ferry_amqp091::{
     QueueBind, QueueDeclare,
 };
 use ferry_client::{
-    ClientError, ConnectOptions, Connection, ErrorCode, Map, OutgoingMessage, QueueDeclareOptions,
-    Session, SubscribeOptions, Subscription, Value,
+    AcceptMode, ClientError, ConnectOptions, Connection, ErrorCode, Map, OutgoingMessage,
+    QueueDeclareOptions, RejectCode, Session, SubscribeOptions, Subscription, Value,
 };
 
 const QUIET: Duration = Duration::from_millis(300);
@@ -334,4 +334,104 @@ async fn amqp010_bad_priority_argument_is_invalid_argument() {
         ClientError::Exception { code, .. } => assert_eq!(code, ErrorCode::InvalidArgument),
         other => panic!("expected an exception, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn amqp010_dead_letters_carry_death_headers() {
+    let broker = Ferryd::start();
+    let (_c, s) = session(&broker).await;
+    s.queue_declare("dlq10", QueueDeclareOptions::default())
+        .await
+        .unwrap();
+    s.queue_declare(
+        "work10",
+        QueueDeclareOptions {
+            arguments: Some(args(&[
+                ("x-dead-letter-exchange", Value::Str16("".into())),
+                ("x-dead-letter-routing-key", Value::Str16("dlq10".into())),
+            ])),
+            ..QueueDeclareOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let m = OutgoingMessage::builder()
+        .routing_key("work10")
+        .body("poison".to_string())
+        .build()
+        .unwrap();
+    s.transfer_sync("", &m).await.unwrap();
+    let mut work = s
+        .subscribe(
+            "work10",
+            "w",
+            SubscribeOptions {
+                accept_mode: AcceptMode::Explicit,
+                ..SubscribeOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let d = tokio::time::timeout(Duration::from_secs(5), work.next())
+        .await
+        .unwrap()
+        .unwrap();
+    s.reject(&d.id_set(), RejectCode::Unspecified, "bad")
+        .await
+        .unwrap();
+    let mut dead = s
+        .subscribe("dlq10", "d", SubscribeOptions::default())
+        .await
+        .unwrap();
+    let d = tokio::time::timeout(Duration::from_secs(5), dead.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&d.body[..], b"poison");
+    let headers = d
+        .header
+        .properties
+        .and_then(|p| p.application_headers)
+        .expect("application headers");
+    let text = |k: &str| match headers.get(k) {
+        Some(Value::Str16(s)) => s.to_string(),
+        other => panic!("{k}: {other:?}"),
+    };
+    assert_eq!(text("x-first-death-queue"), "work10");
+    assert_eq!(text("x-first-death-reason"), "rejected");
+    assert_eq!(text("x-last-death-exchange"), "");
+    assert!(matches!(headers.get("x-death"), Some(Value::List(l)) if l.0.len() == 1));
+}
+
+#[tokio::test]
+async fn amqp010_last_value_queue_keeps_the_latest_per_key() {
+    let broker = Ferryd::start();
+    let (_c, s) = session(&broker).await;
+    s.queue_declare(
+        "prices",
+        QueueDeclareOptions {
+            arguments: Some(args(&[(
+                "qpid.last_value_queue_key",
+                Value::Str16("ticker".into()),
+            )])),
+            ..QueueDeclareOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    for (ticker, price) in [("IBM", "100"), ("HP", "20"), ("IBM", "101"), ("IBM", "102")] {
+        let m = OutgoingMessage::builder()
+            .routing_key("prices")
+            .header("ticker", Value::Str16(ticker.into()))
+            .body(format!("{ticker}={price}"))
+            .build()
+            .unwrap();
+        s.transfer("", &m).await.unwrap();
+    }
+    s.sync().await.unwrap();
+    let mut sub = s
+        .subscribe("prices", "d", SubscribeOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(drain(&mut sub).await, ["HP=20", "IBM=102"]);
 }

@@ -3,8 +3,12 @@
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_acl::SharedAcl;
+
+use crate::access::ClientCounters;
 use crate::tls::TlsSettings;
 
 /// `--auth`: whether clients must prove who they are.
@@ -46,6 +50,24 @@ pub struct ServerConfig {
     /// Outbound bytes buffered for one connection before we stop reading from it and stop
     /// taking deliveries for it: a peer that never reads cannot grow our memory.
     pub write_high_water: usize,
+    /// The ACL in force (`--acl-file`); `None` allows every request.
+    pub acl: Option<Arc<SharedAcl>>,
+    /// Connections one authenticated user may hold at once; 0 = unlimited. An ACL
+    /// `quota connections` overrides it.
+    pub connection_limit_per_user: u32,
+    /// Connections from one client address at once; 0 = unlimited.
+    pub connection_limit_per_ip: u32,
+    /// Queues one user may have created (and not yet deleted); 0 = unlimited. An ACL
+    /// `quota queues` overrides it.
+    pub max_queues_per_user: u32,
+    /// Deliveries one session (0-10) or channel (0-9-1) may have awaiting settlement before
+    /// the broker waits for acknowledgements, whatever the credit; 0 = unlimited (qpidd's
+    /// `--session-max-unacked`).
+    pub session_max_unacked: u32,
+    /// Subscriptions per 0-10 session, consumers per 0-9-1 channel; 0 = unlimited.
+    pub max_consumers_per_session: u32,
+    /// The live counts behind those limits, shared by the connections of one server.
+    pub counters: Arc<ClientCounters>,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +90,13 @@ impl Default for ServerConfig {
             heartbeat_max: 120,
             handshake_timeout: Duration::from_secs(10),
             write_high_water: 1024 * 1024,
+            acl: None,
+            connection_limit_per_user: 0,
+            connection_limit_per_ip: 0,
+            max_queues_per_user: 0,
+            session_max_unacked: 10_000,
+            max_consumers_per_session: 1024,
+            counters: Arc::default(),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use ferry_core::{Outbox, OutboxItem};
+use ferry_core::{Broker, Outbox, OutboxItem};
 use tokio::io::{Interest, Ready};
 use tokio::net::TcpStream;
 
@@ -17,6 +17,8 @@ use crate::listener::Shutdown;
 
 /// Read this much at a time; a full-size frame of either protocol fits.
 pub const READ_CHUNK: usize = 64 * 1024;
+/// Input held unprocessed for a publisher an alarm paused (one read batch).
+const BLOCKED_INPUT: usize = 4 * READ_CHUNK;
 /// How long a connection waits for the peer's close-ok after sending its close.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -88,6 +90,12 @@ pub trait ProtocolConnection {
     fn take_auth_task(&mut self) -> Option<AuthTask>;
     /// The SASL step finished.
     fn on_auth_done(&mut self, outcome: AuthOutcome);
+    fn broker(&self) -> &Broker;
+    /// The connection has published: while a resource alarm is raised nothing more is read
+    /// from it.
+    fn is_publisher(&self) -> bool;
+    /// A resource alarm stopped (true) or resumed (false) reading from this publisher.
+    fn set_flow_blocked(&mut self, blocked: bool);
 }
 
 /// Runs `conn` on `stream` until the peer or the broker ends it.
@@ -104,9 +112,22 @@ pub async fn drive<T: Transport, C: ProtocolConnection>(
     let mut last_write = Instant::now();
     let mut heartbeat_tick: Option<tokio::time::Interval> = None;
     let mut auth_task: Option<AuthTask> = None;
+    let mut alarm = Some(conn.broker().alarms().subscribe());
+    let mut flow_blocked = false;
     let result = loop {
         if auth_task.is_none() {
             auth_task = conn.take_auth_task();
+        }
+        // Resource alarms: stop reading from publishers, and pick up where we left off once
+        // the alarm clears (bytes already read wait in `inbuf`).
+        let block = conn.is_publisher() && conn.broker().alarms().blocked();
+        if block != flow_blocked {
+            flow_blocked = block;
+            conn.set_flow_blocked(block);
+            if !block {
+                last_read = Instant::now();
+                conn.process(&mut inbuf);
+            }
         }
         // Deliveries first, then write as much as the socket takes without waiting.
         if conn.out().len() < high_water {
@@ -138,7 +159,12 @@ pub async fn drive<T: Transport, C: ProtocolConnection>(
         // Above the high-water mark we neither read nor take deliveries: a peer that never
         // reads costs at most this buffer plus its credit.
         let below_high_water = conn.out().len() < high_water;
-        let want_read = below_high_water && !conn.is_finished() && auth_task.is_none();
+        // A publisher paused by an alarm is still read, without processing, up to one batch:
+        // enough to notice that it went away, not enough to matter.
+        let want_read = below_high_water
+            && !conn.is_finished()
+            && auth_task.is_none()
+            && (!flow_blocked || inbuf.len() < BLOCKED_INPUT);
         let interest = match (want_read, all_written) {
             (true, true) => Some(Interest::READABLE),
             (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
@@ -157,9 +183,15 @@ pub async fn drive<T: Transport, C: ProtocolConnection>(
                 if ready.is_readable() && want_read {
                     match read_available(&mut stream, &mut inbuf) {
                         Ok(ReadOutcome::Eof) => break Ok(()),
+                        Ok(ReadOutcome::Data) if flow_blocked => {}
                         Ok(ReadOutcome::Data) => {
                             last_read = Instant::now();
                             conn.process(&mut inbuf);
+                            if conn.is_publisher() {
+                                // Per batch read, not per tick: a fast publisher overshoots
+                                // the high-water mark by one batch, not by a tick's worth.
+                                crate::listener::check_memory_alarm(conn.broker());
+                            }
                         }
                         Ok(ReadOutcome::Nothing) => {}
                         Err(e) => break Err(e),
@@ -167,6 +199,14 @@ pub async fn drive<T: Transport, C: ProtocolConnection>(
                 }
             }
             _ = outbox.notified(), if below_high_water => {}
+            changed = async { match alarm.as_mut() {
+                Some(rx) => rx.changed().await,
+                None => std::future::pending().await,
+            }}, if conn.is_publisher() => {
+                if changed.is_err() {
+                    alarm = None;
+                }
+            }
             outcome = async { match auth_task.as_mut() {
                 Some(task) => task.await,
                 None => std::future::pending().await,
@@ -186,7 +226,8 @@ pub async fn drive<T: Transport, C: ProtocolConnection>(
                 None => std::future::pending().await,
             }} => {
                 let period = Duration::from_secs(u64::from(conn.heartbeat()));
-                if last_read.elapsed() > period * 2 {
+                // While an alarm keeps us from reading, the peer's heartbeats wait unread.
+                if !flow_blocked && last_read.elapsed() > period * 2 {
                     tracing::debug!("missed heartbeats: closing");
                     break Ok(());
                 }

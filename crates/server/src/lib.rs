@@ -1,6 +1,7 @@
 //! ferryd's server: listeners, connections, and the protocol layers that map AMQP onto
 //! `ferry-core`.
 
+mod access;
 mod amqp010;
 mod amqp091;
 mod auth;

@@ -91,6 +91,7 @@ impl Server {
             self.services.broker.clone(),
             shutdown.clone(),
         ));
+        let memory = tokio::spawn(watch_memory(self.services.broker.clone(), shutdown.clone()));
         let mut stop = shutdown.clone();
         loop {
             let accepted = tokio::select! {
@@ -115,6 +116,15 @@ impl Server {
                 drop(stream);
                 continue;
             };
+            let config = &self.services.config;
+            let Some(ip_slot) = config
+                .counters
+                .take_ip(peer.ip(), config.connection_limit_per_ip)
+            else {
+                warn!(%peer, "refusing connection: --connection-limit-per-ip reached");
+                drop(stream);
+                continue;
+            };
             debug!(%peer, "accepted connection");
             let services = self.services.clone();
             let shutdown = shutdown.clone();
@@ -124,10 +134,12 @@ impl Server {
                     Some(acceptor) => serve_tls(stream, peer, acceptor, services, shutdown).await,
                     None => serve(stream, peer, services, shutdown).await,
                 }
+                drop(ip_slot);
                 drop(permit);
             });
         }
         expiry.abort();
+        memory.abort();
         // Give connection tasks a moment to send their close and release their messages.
         let all = self.services.config.max_connections as u32;
         let _ = tokio::time::timeout(Duration::from_secs(2), slots.acquire_many(all)).await;
@@ -183,18 +195,27 @@ async fn serve_tls(
 
 /// Without consumers nothing else would ever look at an expired message: drop them on a
 /// timer so a queue of expired messages cannot hold memory forever. The same task deletes
-/// `x-expires` queues when they fall due, waking at their deadlines rather than on the tick.
+/// `x-expires` queues when they fall due (waking at their deadlines rather than on the tick)
+/// and, while dead-lettering queues hold messages that will expire, checks their heads
+/// often, so delay queues (TTL + dead letter exchange) hand messages on in time.
 async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
     const SWEEP: Duration = Duration::from_secs(1);
+    /// Also the shortest gap between rounds, so a stream of notifications (every message
+    /// that will expire arriving at a dead-lettering queue notifies) costs at most 40
+    /// rounds a second.
+    const HEAD_POLL: Duration = Duration::from_millis(25);
     let mut next_sweep = tokio::time::Instant::now() + SWEEP;
     loop {
-        let wake = match broker.expire_unused_queues() {
-            Some(at) => {
-                let wait = Duration::from_millis(at.saturating_sub(ferry_core::now_ms()) + 1);
-                next_sweep.min(tokio::time::Instant::now() + wait)
-            }
-            None => next_sweep,
-        };
+        let now = tokio::time::Instant::now();
+        let round_floor = now + HEAD_POLL;
+        let mut wake = next_sweep;
+        if broker.expire_heads() {
+            wake = wake.min(now + HEAD_POLL);
+        }
+        if let Some(at) = broker.expire_unused_queues() {
+            let wait = Duration::from_millis(at.saturating_sub(ferry_core::now_ms()) + 1);
+            wake = wake.min(now + wait);
+        }
         tokio::select! {
             _ = shutdown.wait() => return,
             _ = tokio::time::sleep_until(wake) => {}
@@ -203,6 +224,49 @@ async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
         if tokio::time::Instant::now() >= next_sweep {
             broker.purge_expired();
             next_sweep = tokio::time::Instant::now() + SWEEP;
+        }
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tokio::time::sleep_until(round_floor) => {}
+        }
+    }
+}
+
+/// How often queued bytes are compared with the watermarks when nothing is published (the
+/// alarm clears as consumers drain); publishing connections also check after each batch read.
+const MEMORY_CHECK: Duration = Duration::from_millis(50);
+
+/// Raises or clears the memory alarm as the watermarks say, and logs a change.
+pub(crate) fn check_memory_alarm(broker: &Broker) {
+    let Some(marks) = broker.config().memory_watermarks else {
+        return;
+    };
+    match broker.check_memory() {
+        Some(true) => warn!(
+            used = broker.memory_used(),
+            high = marks.high,
+            "memory alarm: queues hold more than the high-water mark; publishers are paused"
+        ),
+        Some(false) => info!(
+            used = broker.memory_used(),
+            low = marks.low,
+            "memory alarm cleared; publishers resume"
+        ),
+        None => {}
+    }
+}
+
+/// Clears (and raises) the memory alarm while no publisher is being read.
+async fn watch_memory(broker: Arc<Broker>, mut shutdown: Shutdown) {
+    if broker.config().memory_watermarks.is_none() {
+        return;
+    }
+    let mut tick = tokio::time::interval(MEMORY_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tick.tick() => check_memory_alarm(&broker),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The broker: registry of exchanges and queues, declarations, and the publish entry point.
 
 #[cfg(test)]
+mod journal_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
@@ -11,8 +13,10 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
+use crate::alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 use crate::error::BrokerError;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, QueueStore, SyncPoint};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
 use crate::queue::{Drained, Features, OwnerGone, Queue, QueueInfo, QueueOptions};
@@ -25,6 +29,8 @@ use crate::{ConsumerId, OwnerId};
 pub struct BrokerConfig {
     /// Applied to queues declared without any limit of their own.
     pub default_limits: QueueLimits,
+    /// When to raise and clear the memory alarm; `None` never raises it.
+    pub memory_watermarks: Option<Watermarks>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +38,9 @@ pub struct PublishOutcome {
     /// Queues that stored the message; 0 means it was dropped as unroutable (after trying the
     /// alternate exchange) or expired on arrival.
     pub queues: usize,
+    /// Set when the message was journaled (persistent, reaching a durable queue): a protocol
+    /// layer confirms it to the publisher only once the journal is durable up to here.
+    pub sync: Option<SyncPoint>,
 }
 
 /// 0-10 exchange.bound result flags.
@@ -55,6 +64,13 @@ fn name_suffix(n: u64, now: u64) -> String {
         v >>= 6;
     }
     s
+}
+
+/// Whether a queue being created comes from the store (with its store id) or is new.
+#[derive(Clone, Copy)]
+enum Restore {
+    No,
+    Yes(u64),
 }
 
 /// Besides the default (nameless direct) exchange.
@@ -114,20 +130,37 @@ impl Registry {
 /// `Arc<Exchange>` handles.
 pub struct Broker {
     config: BrokerConfig,
+    journal: Option<Arc<dyn Journal>>,
     registry: RwLock<Registry>,
     default_exchange: Arc<Exchange>,
     next_consumer: AtomicU64,
     next_owner: AtomicU64,
     next_name: AtomicU64,
+    memory: Arc<MemoryMeter>,
+    alarms: Alarms,
     /// Queues declared with `x-expires`, for [`Broker::expire_unused_queues`]. Locked
     /// after the registry, before any queue.
     expiring: Mutex<Vec<Weak<Queue>>>,
-    /// Wakes the housekeeping task when an `x-expires` deadline may have come closer.
-    expiry_changed: Notify,
+    /// Wakes the housekeeping task when an `x-expires` deadline may have come closer, or a
+    /// dead-lettering queue got a message that will expire.
+    expiry_changed: Arc<Notify>,
+    /// Queues that dead-letter expired messages, whose heads [`Broker::expire_heads`]
+    /// watches closely (a delay queue should deliver on time, not on the next sweep).
+    dead_lettering: Mutex<Vec<Weak<Queue>>>,
 }
 
 impl Broker {
     pub fn new(config: BrokerConfig) -> Arc<Broker> {
+        Broker::build(config, None)
+    }
+
+    /// A broker whose durable state goes to `journal`. Restore what the store recovered with
+    /// the `restore_*` methods before serving clients.
+    pub fn with_journal(config: BrokerConfig, journal: Arc<dyn Journal>) -> Arc<Broker> {
+        Broker::build(config, Some(journal))
+    }
+
+    fn build(config: BrokerConfig, journal: Option<Arc<dyn Journal>>) -> Arc<Broker> {
         let builtin_opts = ExchangeOptions {
             durable: true,
             ..ExchangeOptions::default()
@@ -148,18 +181,27 @@ impl Broker {
             .insert(String::new(), default_exchange.clone());
         Arc::new(Broker {
             config,
+            journal,
             registry: RwLock::new(reg),
             default_exchange,
             next_consumer: AtomicU64::new(1),
             next_owner: AtomicU64::new(1),
             next_name: AtomicU64::new(1),
+            memory: Arc::default(),
+            alarms: Alarms::default(),
             expiring: Mutex::new(Vec::new()),
-            expiry_changed: Notify::new(),
+            expiry_changed: Arc::new(Notify::new()),
+            dead_lettering: Mutex::new(Vec::new()),
         })
     }
 
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// The journal durable state goes to; `None` for a memory-only broker.
+    pub fn journal(&self) -> Option<&Arc<dyn Journal>> {
+        self.journal.as_ref()
     }
 
     pub fn next_consumer_id(&self) -> ConsumerId {
@@ -168,6 +210,30 @@ impl Broker {
 
     pub fn next_owner_id(&self) -> OwnerId {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Bytes of messages held by queues now (queued or delivered and unsettled).
+    pub fn memory_used(&self) -> u64 {
+        self.memory.bytes()
+    }
+
+    /// The resource alarms publishers wait on.
+    pub fn alarms(&self) -> &Alarms {
+        &self.alarms
+    }
+
+    /// Raises the memory alarm above the high-water mark and clears it at or below the low
+    /// one; returns the alarm's new state when it changed. Called periodically.
+    pub fn check_memory(&self) -> Option<bool> {
+        let marks = self.config.memory_watermarks?;
+        let used = self.memory.bytes();
+        let raised = self.alarms.is_raised(Alarm::Memory);
+        let want = if raised {
+            used > marks.low.min(marks.high)
+        } else {
+            used > marks.high
+        };
+        (want != raised && self.alarms.set(Alarm::Memory, want)).then_some(want)
     }
 
     /// The nameless direct exchange every queue is implicitly bound to by its name.
@@ -245,7 +311,43 @@ impl Broker {
                 "exchange name {name:?} is reserved"
             )));
         }
+        self.create_exchange(&mut reg, name, kind, opts, true)
+    }
+
+    /// Recreates a durable exchange the store recovered, without journaling it again.
+    pub fn restore_exchange(
+        &self,
+        name: &str,
+        kind: ExchangeKind,
+        opts: ExchangeOptions,
+    ) -> Result<Arc<Exchange>, BrokerError> {
+        let mut reg = self.registry.write();
+        if reg.exchanges.contains_key(name) {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "exchange {name} exists"
+            )));
+        }
+        self.create_exchange(&mut reg, name, kind, opts, false)
+    }
+
+    fn create_exchange(
+        &self,
+        reg: &mut Registry,
+        name: &str,
+        kind: ExchangeKind,
+        opts: ExchangeOptions,
+        record: bool,
+    ) -> Result<Arc<Exchange>, BrokerError> {
         let alternate = reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
+        if let Some(journal) = self.journal.as_ref().filter(|_| record && opts.durable) {
+            journal.declare_exchange(&ExchangeDefinition {
+                name,
+                kind,
+                auto_delete: opts.auto_delete,
+                alternate_exchange: alternate.as_ref().map(|a| a.name()),
+                arguments: &opts.arguments,
+            })?;
+        }
         let ex = Exchange::new(name.to_owned(), kind, &opts, alternate, false);
         reg.exchanges.insert(name.to_owned(), ex.clone());
         Ok(ex)
@@ -269,13 +371,16 @@ impl Broker {
                 "exchange {name} is the alternate exchange of {user}"
             )));
         }
-        Self::unlink_exchange(&mut reg, &ex);
+        self.unlink_exchange(&mut reg, &ex);
         Ok(())
     }
 
     /// Removes an exchange from the registry with every binding it is the source or the
     /// destination of; sources left without bindings that are auto-delete go too.
-    fn unlink_exchange(reg: &mut Registry, ex: &Arc<Exchange>) {
+    fn unlink_exchange(&self, reg: &mut Registry, ex: &Arc<Exchange>) {
+        if let Some(journal) = self.journal.as_ref().filter(|_| ex.is_durable()) {
+            journal.delete_exchange(ex.name());
+        }
         if reg
             .exchanges
             .get(ex.name())
@@ -294,7 +399,7 @@ impl Broker {
         for (source, key) in ex.take_inbound() {
             if let Some(source) = source.upgrade() {
                 source.unbind_exchange(ex.id(), &key);
-                Self::auto_delete_exchange(reg, &source);
+                self.auto_delete_exchange(reg, &source);
             }
         }
     }
@@ -346,7 +451,25 @@ impl Broker {
                 "queue name {name} is reserved"
             )));
         }
-        self.create_queue(&mut reg, name, opts)
+        self.create_queue(&mut reg, name, opts, Restore::No)
+    }
+
+    /// Recreates a durable queue the store recovered under its store id `store_id`, without
+    /// journaling it again. Put its messages back with [`Queue::restore`].
+    pub fn restore_queue(
+        &self,
+        name: &str,
+        opts: QueueOptions,
+        store_id: u64,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        let mut reg = self.registry.write();
+        if reg.queues.contains_key(name) {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "queue {name} exists"
+            )));
+        }
+        self.create_queue(&mut reg, name, opts, Restore::Yes(store_id))
+            .map(|(q, _)| q)
     }
 
     /// Creates a queue under a fresh broker-chosen name starting with `prefix` (0-9-1's
@@ -364,7 +487,9 @@ impl Broker {
             // clients caching names from an earlier run would otherwise confuse.
             let name = format!("{prefix}{}", name_suffix(n, now_ms()));
             if !reg.queues.contains_key(&name) {
-                return self.create_queue(&mut reg, &name, opts).map(|(q, _)| q);
+                return self
+                    .create_queue(&mut reg, &name, opts, Restore::No)
+                    .map(|(q, _)| q);
             }
         }
     }
@@ -374,14 +499,19 @@ impl Broker {
         reg: &mut Registry,
         name: &str,
         opts: QueueOptions,
+        restore: Restore,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
         Features::validate(&opts.arguments)?;
-        let alternate = match opts.alternate_exchange.as_deref() {
+        // x-dead-letter-exchange is the alternate exchange unless the protocol gave one
+        // (0-9-1 maps it there; a 0-10 client may send it as a plain argument).
+        let dead_letter_exchange = opts
+            .arguments
+            .get("x-dead-letter-exchange")
+            .and_then(|v| v.as_str());
+        let alternate = match opts.alternate_exchange.as_deref().or(dead_letter_exchange) {
             // RabbitMQ: a dead letter exchange of "" is the default exchange, so dead letters
             // can go straight to a queue named by x-dead-letter-routing-key.
-            Some("") if opts.arguments.get("x-dead-letter-exchange").is_some() => {
-                Some(self.default_exchange.clone())
-            }
+            Some("") if dead_letter_exchange.is_some() => Some(self.default_exchange.clone()),
             name => reg.resolve_alternate(name)?,
         };
         let limits = if opts.limits.is_unlimited() {
@@ -389,7 +519,36 @@ impl Broker {
         } else {
             opts.limits
         };
-        let q = Queue::new(name.to_owned(), &opts, alternate, limits);
+        let store = match (&self.journal, restore) {
+            _ if !opts.durable => None,
+            (Some(journal), Restore::Yes(id)) => Some(QueueStore {
+                journal: journal.clone(),
+                id,
+            }),
+            (Some(journal), Restore::No) => {
+                let id = journal.declare_queue(&QueueDefinition {
+                    name,
+                    auto_delete: opts.auto_delete,
+                    alternate_exchange: alternate.as_ref().map(|a| a.name()),
+                    limits: opts.limits,
+                    arguments: &opts.arguments,
+                })?;
+                Some(QueueStore {
+                    journal: journal.clone(),
+                    id,
+                })
+            }
+            (None, _) => None,
+        };
+        let q = Queue::with_store(
+            name.to_owned(),
+            &opts,
+            alternate,
+            limits,
+            self.memory.clone(),
+            self.journal.clone(),
+            store,
+        );
         self.default_exchange
             .bind(&q, name, &Arguments::new())
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
@@ -397,6 +556,10 @@ impl Broker {
         if q.expires().is_some() {
             self.expiring.lock().push(Arc::downgrade(&q));
             self.expiry_changed.notify_one();
+        }
+        if q.dead_letters() {
+            q.watch_expiry(self.expiry_changed.clone());
+            self.dead_lettering.lock().push(Arc::downgrade(&q));
         }
         Ok((q, true))
     }
@@ -432,18 +595,22 @@ impl Broker {
         if reg.queues.get(q.name()).is_some_and(|e| Arc::ptr_eq(e, q)) {
             reg.queues.remove(q.name());
         }
+        if let Some(store) = q.store() {
+            store.journal.delete_queue(store.id);
+        }
         self.default_exchange.unbind(q.id(), q.name());
+        q.release_quota();
         for (ex, key) in q.take_bindings() {
             if let Some(ex) = ex.upgrade() {
                 ex.unbind(q.id(), &key);
-                Self::auto_delete_exchange(reg, &ex);
+                self.auto_delete_exchange(reg, &ex);
             }
         }
     }
 
-    fn auto_delete_exchange(reg: &mut Registry, ex: &Arc<Exchange>) {
+    fn auto_delete_exchange(&self, reg: &mut Registry, ex: &Arc<Exchange>) {
         if ex.auto_delete_due() && !ex.is_deleted() && reg.alternate_users(ex).is_none() {
-            Self::unlink_exchange(reg, ex);
+            self.unlink_exchange(reg, ex);
         }
     }
 
@@ -469,6 +636,38 @@ impl Broker {
         let reg = self.registry.write();
         let ex = reg.exchange(exchange)?;
         let q = reg.queue(queue)?;
+        self.record_binding(ex, q, binding_key, arguments)?;
+        if ex.bind(q, binding_key, arguments)? {
+            q.add_binding(ex, binding_key);
+        }
+        Ok(())
+    }
+
+    /// Journals a binding between a durable exchange and a durable queue.
+    fn record_binding(
+        &self,
+        ex: &Exchange,
+        q: &Queue,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        match (q.store(), ex.is_durable()) {
+            (Some(store), true) => store.journal.bind(ex.name(), store.id, key, arguments),
+            _ => Ok(()),
+        }
+    }
+
+    /// Recreates a binding the store recovered, without journaling it again.
+    pub fn restore_binding(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        let reg = self.registry.write();
+        let ex = reg.exchange(exchange)?;
+        let q = reg.queue(queue)?;
         if ex.bind(q, binding_key, arguments)? {
             q.add_binding(ex, binding_key);
         }
@@ -487,6 +686,29 @@ impl Broker {
         binding_key: &str,
         arguments: &Arguments,
     ) -> Result<(), BrokerError> {
+        self.link_exchanges(destination, source, binding_key, arguments, true)
+    }
+
+    /// Recreates an exchange-to-exchange binding the store recovered, without journaling it
+    /// again.
+    pub fn restore_exchange_binding(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.link_exchanges(destination, source, binding_key, arguments, false)
+    }
+
+    fn link_exchanges(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+        record: bool,
+    ) -> Result<(), BrokerError> {
         if destination.is_empty() || source.is_empty() {
             return Err(BrokerError::NotAllowed(
                 "the default exchange cannot be bound explicitly".into(),
@@ -495,10 +717,20 @@ impl Broker {
         let reg = self.registry.write();
         let src = reg.exchange(source)?;
         let dst = reg.exchange(destination)?;
+        if let Some(journal) = self.journal_for(src, dst).filter(|_| record) {
+            journal.bind_exchange(destination, source, binding_key, arguments)?;
+        }
         if src.bind_exchange(dst, binding_key, arguments)? {
             dst.add_inbound(src, binding_key);
         }
         Ok(())
+    }
+
+    /// The journal, when a binding between these exchanges is durable (both are).
+    fn journal_for(&self, source: &Exchange, destination: &Exchange) -> Option<&Arc<dyn Journal>> {
+        self.journal
+            .as_ref()
+            .filter(|_| source.is_durable() && destination.is_durable())
     }
 
     /// Removes an exchange-to-exchange binding; a missing binding is not an error. A source
@@ -519,7 +751,10 @@ impl Broker {
         let dst = reg.exchange(destination)?.clone();
         if src.unbind_exchange(dst.id(), binding_key) {
             dst.remove_inbound(&src, binding_key);
-            Self::auto_delete_exchange(&mut reg, &src);
+            if let Some(journal) = self.journal_for(&src, &dst) {
+                journal.unbind_exchange(destination, source, binding_key);
+            }
+            self.auto_delete_exchange(&mut reg, &src);
         }
         Ok(())
     }
@@ -541,7 +776,10 @@ impl Broker {
         let q = reg.queue(queue)?.clone();
         if ex.unbind(q.id(), binding_key) {
             q.remove_binding(&ex, binding_key);
-            Self::auto_delete_exchange(&mut reg, &ex);
+            if let (Some(store), true) = (q.store(), ex.is_durable()) {
+                store.journal.unbind(ex.name(), store.id, binding_key);
+            }
+            self.auto_delete_exchange(&mut reg, &ex);
         }
         Ok(())
     }
@@ -683,9 +921,28 @@ impl Broker {
 
     /// Resolves when an `x-expires` queue was declared or lost its last consumer, so a
     /// deadline earlier than the one [`Broker::expire_unused_queues`] last returned may
-    /// exist. A change before the call is not lost (one stored permit).
+    /// exist, or when a dead-lettering queue took a message that will expire (see
+    /// [`Broker::expire_heads`]). A change before the call is not lost (one stored permit).
     pub fn queue_expiry_changed(&self) -> Notified<'_> {
         self.expiry_changed.notified()
+    }
+
+    /// Dead-letters the expired messages at the heads of dead-lettering queues; returns
+    /// whether any of them still holds messages that will expire, so the caller knows to
+    /// come back soon (the full sweep of [`Broker::purge_expired`] is only periodic).
+    pub fn expire_heads(&self) -> bool {
+        let queues: Vec<Arc<Queue>> = {
+            let mut list = self.dead_lettering.lock();
+            list.retain(|w| w.upgrade().is_some_and(|q| !q.is_deleted()));
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        let now = now_ms();
+        let mut more = false;
+        for q in &queues {
+            // Every queue must be looked at: no short-circuit.
+            more |= q.expire_head(now);
+        }
+        more
     }
 
     /// Drops expired messages from every queue; returns how many. Called periodically so
@@ -712,9 +969,20 @@ impl Broker {
             )));
         }
         if msg.expires_at.is_some_and(|at| at <= now_ms()) {
-            return Ok(PublishOutcome { queues: 0 });
+            return Ok(PublishOutcome {
+                queues: 0,
+                sync: None,
+            });
         }
-        route::deliver(exchange, &msg).map(|queues| PublishOutcome { queues })
+        route::deliver(exchange, &msg, self.journal.as_ref()).map(|r| PublishOutcome {
+            queues: r.queues,
+            sync: r.sync,
+        })
+    }
+
+    /// A new, empty transaction whose staged publishes count in the broker's memory meter.
+    pub fn transaction(&self) -> Transaction {
+        Transaction::metered(self.memory.clone())
     }
 
     /// Commits a transaction: its settlements, then its publishes (routed now, in the order
@@ -727,6 +995,6 @@ impl Broker {
     /// commit's persistent enqueues and dequeues atomic in its journal here, before the
     /// effects become visible.
     pub fn commit(&self, tx: &mut Transaction) -> CommitOutcome {
-        tx.apply()
+        tx.apply(self.journal.as_ref())
     }
 }

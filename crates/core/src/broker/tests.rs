@@ -51,6 +51,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, owner: OwnerId) -> Co
         tag: b_tag(id),
         acquire: true,
         exclusive: false,
+        window: None,
     })
     .unwrap();
     id
@@ -557,6 +558,7 @@ fn default_limits_apply_to_unlimited_declares() {
             max_count: Some(1),
             ..QueueLimits::default()
         },
+        ..BrokerConfig::default()
     });
     let q = declare(&b, "q");
     assert_eq!(q.limits().max_count, Some(1));
@@ -712,6 +714,7 @@ fn subscribe_on_a_deleted_queue_fails() {
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,
+        window: None,
     });
     assert!(matches!(err, Err(BrokerError::NotFound(_))));
 }
@@ -817,6 +820,7 @@ fn single_active_consumer_gets_everything_until_it_leaves() {
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,
+            window: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();
@@ -879,6 +883,130 @@ fn expired_messages_met_by_dispatch_are_dead_lettered_on_the_next_sweep() {
     assert!(bodies(&dead).is_empty());
     b.purge_expired();
     assert_eq!(bodies(&dead), vec![bs("old")]);
+}
+
+#[test]
+fn a_quota_charge_lives_exactly_as_long_as_the_queue() {
+    let b = broker();
+    let charge: crate::QuotaCharge = Arc::new("slot");
+    let with = |c: &crate::QuotaCharge| QueueOptions {
+        quota: Some(c.clone()),
+        ..QueueOptions::default()
+    };
+    b.declare_queue("counted", with(&charge), false, ME)
+        .unwrap();
+    assert_eq!(
+        Arc::strong_count(&charge),
+        2,
+        "the new queue holds its charge"
+    );
+    // Redeclaring an existing queue does not keep the new charge.
+    b.declare_queue("counted", with(&charge), false, ME)
+        .unwrap();
+    assert_eq!(Arc::strong_count(&charge), 2);
+    let q = b.queue("counted").unwrap();
+    b.delete_queue("counted", false, false, ME).unwrap();
+    assert_eq!(
+        Arc::strong_count(&charge),
+        1,
+        "deleting frees it even while handles remain"
+    );
+    drop(q);
+    // Auto-deleted queues free theirs too.
+    let auto = QueueOptions {
+        exclusive_owner: Some(ME),
+        auto_delete: true,
+        ..with(&charge)
+    };
+    b.declare_queue("mine", auto, false, ME).unwrap();
+    assert_eq!(Arc::strong_count(&charge), 2);
+    b.release_owner(ME);
+    assert_eq!(Arc::strong_count(&charge), 1);
+}
+
+fn take_deliveries(ob: &Outbox) -> Vec<crate::Delivery> {
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    items
+        .into_iter()
+        .filter_map(|i| match i {
+            OutboxItem::Deliver(d) => Some(d),
+            OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
+        })
+        .collect()
+}
+
+#[test]
+fn memory_meter_follows_messages_in_and_out_of_queues() {
+    let b = broker();
+    let q = declare(&b, "mem");
+    let other = declare(&b, "mem2");
+    b.bind("mem2", "amq.fanout", "", &Arguments::new()).unwrap();
+    b.bind("mem", "amq.fanout", "", &Arguments::new()).unwrap();
+    assert_eq!(b.memory_used(), 0);
+    publish(&b, "amq.fanout", "", "12345");
+    publish(&b, "amq.fanout", "", "123");
+    assert_eq!(b.memory_used(), 16, "a message on two queues counts twice");
+    // Delivered and unsettled still counts; released counts once; accepted leaves.
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    q.add_credit(c, 2, u32::MAX).unwrap();
+    let ds = take_deliveries(&ob);
+    assert_eq!(b.memory_used(), 16);
+    q.release([(ds[1].position, ds[1].message.clone())], true);
+    assert_eq!(b.memory_used(), 16);
+    assert!(q.accept(ds[0].position));
+    assert_eq!(b.memory_used(), 11);
+    // Purge, reject and delete.
+    assert_eq!(other.purge(), 2);
+    assert_eq!(b.memory_used(), 3);
+    b.cancel_consumer(&q, c);
+    b.delete_queue("mem", false, false, ME).unwrap();
+    assert_eq!(b.memory_used(), 0);
+    // Expired messages leave the count when swept.
+    let e = declare(&b, "expiring");
+    let mut m = Message::new("", "expiring", bs("abcd"));
+    m.expires_at = Some(1);
+    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    let _ = e;
+    assert_eq!(b.memory_used(), 0, "expired on arrival is never stored");
+    let mut m = Message::new("", "expiring", bs("abcd"));
+    m.expires_at = Some(now_ms() + 30);
+    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    assert_eq!(b.memory_used(), 4);
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    b.purge_expired();
+    assert_eq!(b.memory_used(), 0);
+}
+
+#[test]
+fn memory_alarm_rises_above_high_and_clears_at_low() {
+    let b = Broker::new(BrokerConfig {
+        memory_watermarks: Some(Watermarks { high: 10, low: 5 }),
+        ..BrokerConfig::default()
+    });
+    let q = declare(&b, "m");
+    publish(&b, "", "m", "123456");
+    assert_eq!(b.check_memory(), None);
+    publish(&b, "", "m", "123456");
+    assert_eq!(b.check_memory(), Some(true));
+    assert!(b.alarms().blocked());
+    assert_eq!(b.check_memory(), None, "no change");
+    // Between the marks the alarm stays.
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    q.add_credit(c, 1, u32::MAX).unwrap();
+    let d = take_deliveries(&ob);
+    q.accept(d[0].position);
+    assert_eq!(b.memory_used(), 6);
+    assert_eq!(b.check_memory(), None);
+    assert!(b.alarms().blocked());
+    q.add_credit(c, 1, u32::MAX).unwrap();
+    let d = take_deliveries(&ob);
+    q.accept(d[0].position);
+    assert_eq!(b.check_memory(), Some(false));
+    assert!(!b.alarms().blocked());
+    assert_eq!(broker().check_memory(), None, "no watermarks, no alarm");
 }
 
 fn rabbit_dlq(b: &Broker, name: &str, dlx: &str, extra: &[(&str, V)]) -> Arc<Queue> {
@@ -1289,4 +1417,101 @@ fn deleting_either_end_removes_exchange_bindings_and_auto_delete_follows() {
         "a new src has no old bindings"
     );
     assert_eq!(q.message_count(), 0);
+}
+
+fn keyed(key: &str, value: &str, body: &'static str) -> Arc<Message> {
+    let mut m = Message::new("", "lvq", bs(body));
+    m.headers = Some(Arc::new(
+        [(key, V::Str(value.into()))].into_iter().collect(),
+    ));
+    Arc::new(m)
+}
+
+#[test]
+fn last_value_queue_keeps_the_latest_message_per_key() {
+    let b = broker();
+    assert!(!b.default_exchange().needs_headers());
+    let q = declare_with(
+        &b,
+        "lvq",
+        QueueOptions {
+            arguments: [("qpid.last_value_queue_key", V::Str("ticker".into()))]
+                .into_iter()
+                .collect(),
+            ..QueueOptions::default()
+        },
+    );
+    // Publishers must now decode headers for the default exchange (it routes to the LVQ).
+    assert!(b.default_exchange().needs_headers());
+    let ex = b.default_exchange().clone();
+    for (value, body) in [("IBM", "ibm-1"), ("HP", "hp-1"), ("IBM", "ibm-2")] {
+        b.publish(&ex, keyed("ticker", value, body)).unwrap();
+    }
+    let mut unkeyed = Message::new("", "lvq", bs("no-key"));
+    unkeyed.headers = None;
+    b.publish(&ex, Arc::new(unkeyed)).unwrap();
+    assert_eq!(bodies(&q), [bs("hp-1"), bs("ibm-2"), bs("no-key")]);
+    // An acquired message is not replaced; the next one for its key queues behind.
+    let got = q.get().unwrap();
+    assert_eq!(got.message.body, bs("hp-1"));
+    b.publish(&ex, keyed("ticker", "HP", "hp-2")).unwrap();
+    assert_eq!(bodies(&q), [bs("ibm-2"), bs("no-key"), bs("hp-2")]);
+    assert_eq!(q.unsettled_count(), 1);
+    b.delete_queue("lvq", false, false, ME).unwrap();
+    assert!(!b.default_exchange().needs_headers());
+}
+
+#[test]
+fn exchanges_forwarding_to_others_ask_for_headers() {
+    let b = broker();
+    exchange_of(&b, "src", ExchangeKind::Direct, false);
+    exchange_of(&b, "hdr", ExchangeKind::Headers, false);
+    assert!(!b.exchange("src").unwrap().needs_headers());
+    b.bind_exchange("hdr", "src", "k", &Arguments::new())
+        .unwrap();
+    assert!(b.exchange("src").unwrap().needs_headers());
+    b.unbind_exchange("hdr", "src", "k").unwrap();
+    assert!(!b.exchange("src").unwrap().needs_headers());
+}
+
+#[test]
+fn dead_lettering_heads_are_watched_and_expire_without_the_sweep() {
+    let b = broker();
+    let dead = declare(&b, "after-delay");
+    let delay = rabbit_dlq(
+        &b,
+        "delay",
+        "",
+        &[
+            ("x-dead-letter-routing-key", V::Str("after-delay".into())),
+            ("x-message-ttl", V::Int(300)),
+        ],
+    );
+    let plain = declare(&b, "plain");
+    assert!(!b.expire_heads(), "nothing will expire yet");
+    // Consume the permit left by the declares, then check a delayed message notifies.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_millis(10),
+            b.queue_expiry_changed(),
+        )
+        .await;
+    });
+    publish(&b, "", "delay", "later");
+    publish(&b, "", "plain", "never-expires");
+    runtime.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(1), b.queue_expiry_changed())
+            .await
+            .expect("a delayed message wakes the housekeeping");
+    });
+    assert!(b.expire_heads(), "one will expire");
+    std::thread::sleep(std::time::Duration::from_millis(350));
+    assert!(!b.expire_heads(), "dead-lettered, nothing left to watch");
+    assert_eq!(delay.message_count(), 0);
+    assert_eq!(bodies(&dead), [bs("later")]);
+    assert_eq!(plain.message_count(), 1);
 }

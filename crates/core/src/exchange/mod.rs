@@ -7,7 +7,7 @@ mod topic;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
@@ -74,17 +74,29 @@ pub struct ExchangeInfo {
 pub(crate) trait Destination: Clone + fmt::Debug {
     /// Unique among destinations of the same type.
     fn dest_id(&self) -> u64;
+    /// Whether messages routed here need their application headers decoded.
+    fn needs_headers(&self) -> bool;
 }
 
 impl Destination for Arc<Queue> {
     fn dest_id(&self) -> u64 {
         self.id()
     }
+
+    fn needs_headers(&self) -> bool {
+        Queue::needs_headers(self)
+    }
 }
 
 impl Destination for Arc<Exchange> {
     fn dest_id(&self) -> u64 {
         self.id
+    }
+
+    /// Whatever is bound further on may match on headers (or be a last-value queue), and
+    /// what an exchange needs may change after it was bound: forward headers always.
+    fn needs_headers(&self) -> bool {
+        true
     }
 }
 
@@ -236,12 +248,11 @@ impl<T: Destination> Bindings<T> {
         Ok(true)
     }
 
-    fn unbind(&mut self, id: u64, key: &str) -> bool {
-        if self.records.remove(&(id, key.to_owned())).is_none() {
-            return false;
-        }
+    /// Removes the (destination, key) binding; returns its destination.
+    fn unbind(&mut self, id: u64, key: &str) -> Option<T> {
+        let (dest, _) = self.records.remove(&(id, key.to_owned()))?;
         self.index.remove(id, key);
-        true
+        Some(dest)
     }
 
     fn clear(&mut self, kind: ExchangeKind) -> Vec<(T, String)> {
@@ -281,6 +292,9 @@ pub struct Exchange {
     alternate: Option<Arc<Exchange>>,
     arguments: Arguments,
     table: RwLock<Table>,
+    /// Bindings to destinations that need decoded application headers (see
+    /// [`Exchange::needs_headers`]); read on every publish, so kept outside the lock.
+    header_dependents: AtomicUsize,
     /// Exchange-to-exchange bindings where this exchange is the destination (source, key),
     /// so deleting it can remove them. Weak: the source's bindings own this exchange.
     inbound: Mutex<Vec<(Weak<Exchange>, String)>>,
@@ -318,6 +332,7 @@ impl Exchange {
                 exchanges: None,
                 ever_bound: false,
             }),
+            header_dependents: AtomicUsize::new(0),
             inbound: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
         })
@@ -331,9 +346,21 @@ impl Exchange {
         self.kind
     }
 
-    /// Whether publishers must fill [`Message::headers`] for routing to work.
+    /// Whether publishers must fill [`Message::headers`]: to route (a headers exchange), for
+    /// a last-value queue bound here, or for exchanges this one forwards to. Decoding headers
+    /// costs, so plain exchanges to plain queues skip it.
     pub fn needs_headers(&self) -> bool {
-        self.kind == ExchangeKind::Headers
+        self.kind == ExchangeKind::Headers || self.header_dependents.load(Ordering::Relaxed) > 0
+    }
+
+    fn count_dependent(&self, dest: &impl Destination, added: bool) {
+        if dest.needs_headers() {
+            if added {
+                self.header_dependents.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.header_dependents.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     pub fn alternate(&self) -> Option<&Arc<Exchange>> {
@@ -422,6 +449,9 @@ impl Exchange {
         let mut table = self.table.write();
         let added = table.queues.bind(self.kind, queue, key, args)?;
         table.ever_bound |= added;
+        if added {
+            self.count_dependent(queue, true);
+        }
         Ok(added)
     }
 
@@ -440,12 +470,19 @@ impl Exchange {
             .get_or_insert_with(|| Box::new(Bindings::new(kind)))
             .bind(kind, destination, key, args)?;
         table.ever_bound |= added;
+        if added {
+            self.count_dependent(destination, true);
+        }
         Ok(added)
     }
 
     /// Removes the (queue, key) binding; false if there was none.
     pub(crate) fn unbind(&self, queue_id: u64, key: &str) -> bool {
-        self.table.write().queues.unbind(queue_id, key)
+        let removed = self.table.write().queues.unbind(queue_id, key);
+        if let Some(q) = &removed {
+            self.count_dependent(q, false);
+        }
+        removed.is_some()
     }
 
     /// Removes the (destination exchange, key) binding; false if there was none.
@@ -454,7 +491,7 @@ impl Exchange {
         let removed = table
             .exchanges
             .as_mut()
-            .is_some_and(|e| e.unbind(destination_id, key));
+            .and_then(|e| e.unbind(destination_id, key));
         if table
             .exchanges
             .as_ref()
@@ -462,7 +499,10 @@ impl Exchange {
         {
             table.exchanges = None;
         }
-        removed
+        if let Some(dest) = &removed {
+            self.count_dependent(dest, false);
+        }
+        removed.is_some()
     }
 
     pub(crate) fn add_inbound(&self, source: &Arc<Exchange>, key: &str) {
@@ -492,6 +532,7 @@ impl Exchange {
             .take()
             .map(|mut e| e.clear(self.kind))
             .unwrap_or_default();
+        self.header_dependents.store(0, Ordering::Relaxed);
         (queues, exchanges)
     }
 

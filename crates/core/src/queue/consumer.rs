@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use crate::outbox::{Outbox, OutboxItem};
 use crate::queue::Queue;
+use crate::window::SettleWindow;
 use crate::{ConsumerId, OwnerId};
 
 /// What a protocol layer supplies to subscribe.
@@ -19,6 +20,8 @@ pub struct ConsumerSpec {
     /// False browses: the consumer sees messages without removing them.
     pub acquire: bool,
     pub exclusive: bool,
+    /// Shared cap on this consumer's (and its session's) deliveries awaiting settlement.
+    pub window: Option<Arc<SettleWindow>>,
 }
 
 /// `u32::MAX` is unlimited credit, as 0-10's 0xFFFFFFFF.
@@ -57,6 +60,15 @@ impl Consumer {
             && self.room.1 > 0
             && self.credit_messages > 0
             && (self.credit_bytes == UNLIMITED || size <= u64::from(self.credit_bytes))
+    }
+
+    /// Takes a settlement-window slot for one delivery (always succeeds without a window).
+    /// Called only for the consumer about to be charged for a delivery.
+    pub(crate) fn reserve(&self, queue: &Arc<Queue>) -> bool {
+        self.spec
+            .window
+            .as_ref()
+            .map_or(true, |w| w.try_take(queue))
     }
 
     /// Starts a dispatch pass: how much the connection's outbox can take now.
@@ -111,6 +123,7 @@ mod tests {
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,
+            window: None,
         })
     }
 

@@ -21,6 +21,9 @@ pub(crate) struct Features {
     pub(crate) priorities: Option<PriorityLevels>,
     /// `x-expires`: milliseconds unused after which the queue is deleted.
     pub(crate) expires: Option<u64>,
+    /// `qpid.last_value_queue_key` (or the older `qpid.last_value_queue`, keyed by
+    /// `qpid.LVQ_key`): a last-value queue keyed by this application header.
+    pub(crate) last_value_key: Option<String>,
 }
 
 /// RabbitMQ's cap on `x-max-priority`.
@@ -61,6 +64,7 @@ impl Features {
                 .get("x-expires")
                 .and_then(HeaderValue::as_u64)
                 .filter(|&ms| ms > 0),
+            last_value_key: last_value_key(args),
         }
     }
 
@@ -88,6 +92,21 @@ impl Features {
         }
         Ok(())
     }
+}
+
+fn last_value_key(args: &Arguments) -> Option<String> {
+    if let Some(key) = args
+        .get("qpid.last_value_queue_key")
+        .and_then(|v| v.as_str())
+    {
+        return Some(key.to_owned());
+    }
+    let legacy = match args.get("qpid.last_value_queue") {
+        Some(HeaderValue::Bool(b)) => *b,
+        Some(v) => v.as_u64().is_some_and(|n| n != 0),
+        None => false,
+    };
+    legacy.then(|| "qpid.LVQ_key".to_owned())
 }
 
 fn integer(v: &HeaderValue) -> Option<i128> {
@@ -121,6 +140,19 @@ mod tests {
         assert_eq!(f.priorities, Some(PriorityLevels::spread(10)));
         let f = Features::from_arguments(&args(&[("x-max-priority", V::Int(0))]));
         assert_eq!(f.priorities, None, "0 is an ordinary queue");
+    }
+
+    #[test]
+    fn last_value_keys() {
+        let f = Features::from_arguments(&args(&[(
+            "qpid.last_value_queue_key",
+            V::Str("ticker".into()),
+        )]));
+        assert_eq!(f.last_value_key.as_deref(), Some("ticker"));
+        let f = Features::from_arguments(&args(&[("qpid.last_value_queue", V::Int(1))]));
+        assert_eq!(f.last_value_key.as_deref(), Some("qpid.LVQ_key"));
+        let f = Features::from_arguments(&args(&[("qpid.last_value_queue", V::Int(0))]));
+        assert_eq!(f.last_value_key, None);
     }
 
     #[test]

@@ -9,12 +9,15 @@ mod tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::Notify;
 
+use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
+use crate::journal::{Journal, QueueStore};
 use crate::limits::{LimitPolicy, QueueLimits};
 use crate::message::{now_ms, DeathReason, Message};
 use crate::outbox::{Delivery, OutboxItem};
@@ -40,7 +43,14 @@ pub struct QueueOptions {
     pub alternate_exchange: Option<String>,
     pub limits: QueueLimits,
     pub arguments: Arguments,
+    /// Held while the queue exists and dropped when it is deleted: a protocol layer counting
+    /// queues against a quota passes a guard whose drop gives the slot back. Ignored when the
+    /// declare finds an existing queue.
+    pub quota: Option<QuotaCharge>,
 }
+
+/// See [`QueueOptions::quota`].
+pub type QuotaCharge = Arc<dyn fmt::Debug + Send + Sync>;
 
 /// Answer data for queue.query / queue.declare-ok.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,10 +74,19 @@ pub struct Queue {
     arguments: Arguments,
     limits: QueueLimits,
     features: Features,
+    /// Set for a durable queue of a broker with a journal.
+    store: Option<QueueStore>,
+    /// The broker's journal, if any: dead-lettered persistent messages are journaled for
+    /// durable targets even when this queue is not durable.
+    journal: Option<Arc<dyn Journal>>,
     state: Mutex<QueueState>,
     /// Explicit bindings (exchange, key), so deleting the queue can remove them without
     /// scanning every exchange. Weak: an exchange's bindings already own the queue.
     bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
+    /// Set for dead-lettering queues: told when a message that will expire arrives, so
+    /// the broker's housekeeping dead-letters it on time.
+    expiry_watch: OnceLock<Arc<Notify>>,
+    quota: Mutex<Option<QuotaCharge>>,
 }
 
 impl fmt::Debug for Queue {
@@ -104,31 +123,48 @@ pub(crate) enum OwnerGone {
 }
 
 impl Queue {
+    /// A queue whose bytes count towards nobody's total, with no store (tests).
+    #[cfg(test)]
     pub(crate) fn new(
         name: String,
         opts: &QueueOptions,
         alternate: Option<Arc<Exchange>>,
         limits: QueueLimits,
     ) -> Arc<Queue> {
+        Queue::with_store(name, opts, alternate, limits, Arc::default(), None, None)
+    }
+
+    /// A queue whose held bytes count in `meter` (the broker's). `store` links a durable
+    /// queue to the journal; `journal` is the broker's, for dead-lettering into durable
+    /// queues.
+    pub(crate) fn with_store(
+        name: String,
+        opts: &QueueOptions,
+        alternate: Option<Arc<Exchange>>,
+        limits: QueueLimits,
+        meter: Arc<MemoryMeter>,
+        journal: Option<Arc<dyn Journal>>,
+        store: Option<QueueStore>,
+    ) -> Arc<Queue> {
+        let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
+        let features = Features::from_arguments(&opts.arguments);
+        let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
+        state.store = store.clone();
         Arc::new(Queue {
             name,
-            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
             alternate,
             arguments: opts.arguments.clone(),
             limits,
-            features: Features::from_arguments(&opts.arguments),
-            state: Mutex::new({
-                let features = Features::from_arguments(&opts.arguments);
-                QueueState::new(
-                    opts.exclusive_owner,
-                    features.single_active_consumer,
-                    features.dead_letter,
-                    features.priorities,
-                )
-            }),
+            features,
+            state: Mutex::new(state),
+            store,
+            journal,
             bindings: Mutex::new(Vec::new()),
+            expiry_watch: OnceLock::new(),
+            quota: Mutex::new(opts.quota.clone()),
         })
     }
 
@@ -140,34 +176,47 @@ impl Queue {
         self.id
     }
 
+    /// The queue's store id, for a durable queue of a broker with a journal.
+    pub fn store_id(&self) -> Option<u64> {
+        self.store.as_ref().map(|s| s.id)
+    }
+
+    pub(crate) fn store(&self) -> Option<&QueueStore> {
+        self.store.as_ref()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock()
+    }
+
     /// Messages available on the queue (not counting acquired-but-unsettled ones).
     /// Messages available now: expired ones are swept first, so a count never includes
     /// messages no consumer could get.
     pub fn message_count(&self) -> u64 {
         self.purge_expired(now_ms());
-        self.state.lock().entries.len() as u64
+        self.lock().entries.len() as u64
     }
 
     /// Bytes of the messages available on the queue.
     pub fn byte_count(&self) -> u64 {
-        self.state.lock().queued_bytes()
+        self.lock().queued_bytes()
     }
 
     /// Messages acquired by consumers and not yet accepted, released or rejected.
     pub fn unsettled_count(&self) -> u64 {
-        self.state.lock().unsettled_count() as u64
+        self.lock().unsettled_count() as u64
     }
 
     pub fn consumer_count(&self) -> usize {
-        self.state.lock().consumers.len()
+        self.lock().consumers.len()
     }
 
     pub fn is_exclusive(&self) -> bool {
-        self.state.lock().owner.is_some()
+        self.lock().owner.is_some()
     }
 
     pub fn owner(&self) -> Option<OwnerId> {
-        self.state.lock().owner
+        self.lock().owner
     }
 
     pub fn is_auto_delete(&self) -> bool {
@@ -179,7 +228,7 @@ impl Queue {
     }
 
     pub fn is_deleted(&self) -> bool {
-        self.state.lock().deleted
+        self.lock().deleted
     }
 
     pub fn alternate_exchange(&self) -> Option<&Arc<Exchange>> {
@@ -197,7 +246,7 @@ impl Queue {
     /// 0-10 forbids other sessions to declare, bind, consume from or get from an exclusive
     /// queue; protocol layers call this for the operations whose core call has no requester.
     pub fn check_access(&self, requester: OwnerId) -> Result<(), BrokerError> {
-        match self.state.lock().owner {
+        match self.lock().owner {
             Some(owner) if owner != requester => Err(self.locked()),
             _ => Ok(()),
         }
@@ -212,7 +261,7 @@ impl Queue {
 
     pub fn info(&self) -> QueueInfo {
         self.purge_expired(now_ms());
-        let st = self.state.lock();
+        let st = self.lock();
         QueueInfo {
             name: self.name.clone(),
             durable: self.durable,
@@ -229,6 +278,7 @@ impl Queue {
     /// publisher routed with a stale handle; the message is simply not stored here).
     pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
         let msg = self.apply_ttl(msg);
+        self.note_expiry(&msg);
         let mut dropped = Vec::new();
         let stored = {
             let mut st = self.state.lock();
@@ -267,6 +317,7 @@ impl Queue {
             // Oldest available messages make room; acquired ones cannot be dropped, so
             // if they alone fill the queue the new message is still taken.
             while let Some(old) = st.pop_front() {
+                st.forget(&old);
                 dropped.push(old);
                 let (count, bytes) = st.depth();
                 if self.limits.admits(count, bytes, msg.size) {
@@ -287,16 +338,18 @@ impl Queue {
         if msg.expires_at.is_some_and(|own| own <= at) {
             return msg;
         }
-        // A shallow copy: body and headers are shared, only the expiry differs per queue.
+        // A shallow copy: body and headers are shared, only the expiry differs per queue. It
+        // is the same message for the store, already journaled for this queue.
         let mut copy = (*msg).clone();
         copy.expires_at = Some(at);
+        copy.stored.carry_from(&msg.stored);
         Arc::new(copy)
     }
 
     /// Adds a consumer with no credit (0-10 subscriptions start stopped; grant with
     /// [`Queue::add_credit`]).
     pub fn subscribe(self: &Arc<Self>, spec: ConsumerSpec) -> Result<(), BrokerError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if st.deleted {
             return Err(BrokerError::NotFound(format!(
                 "queue {} was deleted",
@@ -333,7 +386,7 @@ impl Queue {
     /// Removes a consumer; returns whether it existed and whether the queue should now be
     /// auto-deleted (auto-delete, not exclusively owned, had consumers, has none left).
     pub(crate) fn remove_consumer(&self, id: ConsumerId) -> (bool, bool) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let before = st.consumers.len();
         st.consumers.retain(|c| c.spec.id != id);
         let removed = st.consumers.len() != before;
@@ -373,7 +426,7 @@ impl Queue {
         messages: u32,
         bytes: u32,
     ) -> Result<(), BrokerError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         self.with_consumer(&mut st, consumer, |c| c.add_credit(messages, bytes))?;
         st.dispatch(self);
         Ok(())
@@ -381,7 +434,7 @@ impl Queue {
 
     /// Sets the consumer's credit to zero.
     pub fn stop(&self, consumer: ConsumerId) -> Result<(), BrokerError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         self.with_consumer(&mut st, consumer, Consumer::stop)
     }
 
@@ -393,13 +446,13 @@ impl Queue {
 
     /// Runs dispatch again: an outbox that was full has been drained.
     pub(crate) fn redispatch(self: &Arc<Self>) {
-        self.state.lock().dispatch(self);
+        self.lock().dispatch(self);
     }
 
     /// Delivers what the consumer's credit allows now, then zeroes its credit (0-10
     /// message.flush).
     pub fn flush(self: &Arc<Self>, consumer: ConsumerId) -> Result<(), BrokerError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         self.with_consumer(&mut st, consumer, |_| ())?;
         st.dispatch(self);
         self.with_consumer(&mut st, consumer, Consumer::stop)
@@ -408,15 +461,15 @@ impl Queue {
     /// The consumer accepted the message: it leaves the queue for good. Returns false if the
     /// position was not acquired-and-unsettled (double accept is harmless).
     pub fn accept(&self, position: u64) -> bool {
-        self.state.lock().settle(position).is_some()
+        self.lock().settle_done(position).is_some()
     }
 
     /// [`Queue::accept`] for many positions under one lock; returns how many were settled.
     pub fn accept_all(&self, positions: impl IntoIterator<Item = u64>) -> usize {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         positions
             .into_iter()
-            .filter(|p| st.settle(*p).is_some())
+            .filter(|p| st.settle_done(*p).is_some())
             .count()
     }
 
@@ -488,7 +541,7 @@ impl Queue {
     /// the alternate exchange if there is one, else it is dropped). False if the position was
     /// not acquired.
     pub fn reject(&self, position: u64, msg: Arc<Message>) -> bool {
-        if self.state.lock().settle(position).is_none() {
+        if self.lock().settle_done(position).is_none() {
             return false;
         }
         self.dead_letter(msg, DeathReason::Rejected);
@@ -498,7 +551,7 @@ impl Queue {
     /// Acquires browsed messages (0-10 message.acquire); returns the positions that were still
     /// queued and are now acquired by the caller.
     pub fn acquire(&self, positions: impl IntoIterator<Item = u64>) -> Vec<u64> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let mut clock = Clock::default();
         positions
             .into_iter()
@@ -511,7 +564,7 @@ impl Queue {
     /// [`Queue::release`] or [`Queue::reject`]. Expired messages met on the way are dropped.
     /// `None` when nothing is available (or the queue was deleted).
     pub fn get(&self) -> Option<Got> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if st.deleted {
             return None;
         }
@@ -527,16 +580,26 @@ impl Queue {
         })
     }
 
+    /// Puts messages recovered from the store back, in the given order, marked redelivered
+    /// (they may have been delivered before the restart). Nothing is journaled: the store
+    /// already holds them.
+    pub fn restore(&self, messages: impl IntoIterator<Item = Arc<Message>>) {
+        let mut st = self.lock();
+        for m in messages {
+            st.push_recovered(self.apply_ttl(m));
+        }
+    }
+
     /// Drops every available message (acquired ones are unaffected); returns how many.
     pub fn purge(&self) -> u64 {
-        self.state.lock().purge()
+        self.lock().purge()
     }
 
     /// Drops expired messages, or dead-letters them when the queue asked for that; also
     /// routes those that dispatch found expired since the last call.
     pub(crate) fn purge_expired(&self, now: u64) -> u64 {
         let (n, expired) = {
-            let mut st = self.state.lock();
+            let mut st = self.lock();
             let n = st.purge_expired(now);
             (n, std::mem::take(&mut st.expired))
         };
@@ -544,6 +607,38 @@ impl Queue {
             self.dead_letter(m, DeathReason::Expired);
         }
         n
+    }
+
+    /// Dead-letters the expired messages at the head of a dead-lettering queue promptly
+    /// (the periodic sweep is coarse); returns whether messages with an expiry remain.
+    pub(crate) fn expire_head(&self, now: u64) -> bool {
+        let (expired, more) = {
+            let mut st = self.state.lock();
+            let more = st.expire_head(now);
+            (std::mem::take(&mut st.expired), more)
+        };
+        for m in expired {
+            self.dead_letter(m, DeathReason::Expired);
+        }
+        more
+    }
+
+    pub(crate) fn watch_expiry(&self, notify: Arc<Notify>) {
+        let _ = self.expiry_watch.set(notify);
+    }
+
+    /// A message that will expire arrives at a dead-lettering queue: wake the housekeeping.
+    pub(crate) fn note_expiry(&self, msg: &Message) {
+        if msg.expires_at.is_some() {
+            if let Some(n) = self.expiry_watch.get() {
+                n.notify_one();
+            }
+        }
+    }
+
+    /// Whether the queue dead-letters the RabbitMQ way (`x-dead-letter-exchange`).
+    pub(crate) fn dead_letters(&self) -> bool {
+        self.features.dead_letter
     }
 
     /// A message leaves the queue for `reason`. A queue declared with
@@ -586,7 +681,7 @@ impl Queue {
                 .as_ref()
                 .is_some_and(|h| h.is_cycle_into(q.name()))
         };
-        if let Err(e) = route::deliver_except(alt, &copy, cycle) {
+        if let Err(e) = route::deliver_except(alt, &copy, self.journal.as_ref(), cycle) {
             tracing::debug!(queue = %self.name, error = %e, "dead letter exchange refused message");
         }
     }
@@ -609,16 +704,15 @@ impl Queue {
                 }
                 None => msg,
             };
-            if let Err(e) = route::deliver(alt, msg) {
+            if let Err(e) = route::deliver(alt, msg, self.journal.as_ref()) {
                 tracing::debug!(queue = %self.name, error = %e, "alternate exchange refused message");
             }
         }
     }
 
-    /// Bodies of the queued messages, front first.
-    #[cfg(test)]
-    pub(crate) fn queued_bodies(&self) -> Vec<bytes::Bytes> {
-        let st = self.state.lock();
+    /// Bodies of the available messages, front first: a snapshot for tests and tools.
+    pub fn queued_bodies(&self) -> Vec<bytes::Bytes> {
+        let st = self.lock();
         st.entries.iter().map(|e| e.message.body.clone()).collect()
     }
 
@@ -634,6 +728,11 @@ impl Queue {
             .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
     }
 
+    /// The queue is gone from the registry: its quota slot is free again.
+    pub(crate) fn release_quota(&self) {
+        self.quota.lock().take();
+    }
+
     pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {
         std::mem::take(&mut *self.bindings.lock())
     }
@@ -644,7 +743,7 @@ impl Queue {
         &self,
         check: impl FnOnce(&Queue, &QueueState) -> Result<(), BrokerError>,
     ) -> Result<Drained, BrokerError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if st.deleted {
             return Err(BrokerError::NotFound(format!(
                 "queue {} was deleted",
@@ -683,6 +782,12 @@ impl Queue {
             }
             Ok(())
         })
+    }
+
+    /// Whether publishers must fill [`Message::headers`] for this queue to work (a
+    /// last-value queue reads its key from them).
+    pub fn needs_headers(&self) -> bool {
+        self.features.last_value_key.is_some()
     }
 
     /// `x-expires`, if the queue has it.
@@ -734,7 +839,7 @@ impl Queue {
     /// lose their owner and become usable by any session (qpidd does the same; 0-10 only
     /// requires exclusivity "until the declaring session closes").
     pub(crate) fn owner_gone(&self, owner: OwnerId) -> OwnerGone {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if st.deleted || st.owner != Some(owner) {
             return OwnerGone::NotOwned;
         }
@@ -748,7 +853,7 @@ impl Queue {
 
     /// A non-passive exclusive declare of an existing unowned queue claims it, as in qpidd.
     pub(crate) fn claim(&self, owner: OwnerId) -> Result<(), BrokerError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         match st.owner {
             None => {
                 st.owner = Some(owner);

@@ -6,11 +6,15 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use crate::alarm::MemoryMeter;
+use crate::journal::{JournalTx, QueueStore};
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
-use crate::queue::entries::{Entries, PriorityLevels};
+use crate::queue::entries::Entries;
+use crate::queue::features::Features;
 use crate::queue::Queue;
+use crate::value::HeaderValue;
 use crate::OwnerId;
 
 #[derive(Debug)]
@@ -26,6 +30,8 @@ pub(crate) struct Entry {
 pub(crate) struct Unsettled {
     pub(crate) size: u64,
     pub(crate) redelivered: bool,
+    /// The message's store id, 0 if it is not journaled on this queue.
+    pub(crate) stored: u64,
 }
 
 /// Positions are broker-assigned integers, not peer-chosen keys, so a multiplicative hash is
@@ -86,17 +92,56 @@ pub(crate) struct QueueState {
     /// Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
     pub(crate) expired: Vec<Arc<Message>>,
+    /// A last-value queue's index (qpidd's `qpid.last_value_queue_key`).
+    last_value: Option<LastValue>,
+    /// The broker's count of bytes held by queues; this queue writes its own shard.
+    meter: Arc<MemoryMeter>,
+    shard: usize,
+    /// Set for a durable queue with a journal. Dequeues are appended under the queue lock,
+    /// so the journal sees them in the queue's own order.
+    pub(crate) store: Option<QueueStore>,
+    /// Set while a transaction's commit holds the lock: its dequeues belong to it.
+    pub(crate) journal_tx: Option<Arc<JournalTx>>,
+}
+
+impl Drop for QueueState {
+    fn drop(&mut self) {
+        // Whatever a dropped queue still holds is no longer held.
+        self.meter
+            .sub(self.shard, self.queued_bytes + self.unsettled_bytes);
+    }
+}
+
+/// Which queued message is the latest for each value of the key header. Positions of
+/// messages that left the queue meanwhile just no longer match anything.
+#[derive(Debug)]
+struct LastValue {
+    key: String,
+    latest: HashMap<Vec<u8>, u64>,
+}
+
+/// The key's value in a form that compares as qpidd compares them (its text form).
+fn key_bytes(v: &HeaderValue) -> Option<Vec<u8>> {
+    match v {
+        HeaderValue::Str(s) => Some(s.as_bytes().to_vec()),
+        HeaderValue::Bytes(b) => Some(b.to_vec()),
+        HeaderValue::Int(i) => Some(i.to_string().into_bytes()),
+        HeaderValue::UInt(u) => Some(u.to_string().into_bytes()),
+        HeaderValue::Bool(b) => Some(b.to_string().into_bytes()),
+        HeaderValue::Float(f) => Some(f.to_string().into_bytes()),
+        HeaderValue::Void | HeaderValue::Other => None,
+    }
 }
 
 impl QueueState {
     pub(crate) fn new(
         owner: Option<OwnerId>,
-        single_active: bool,
-        keep_expired: bool,
-        priorities: Option<PriorityLevels>,
+        features: &Features,
+        meter: Arc<MemoryMeter>,
+        shard: usize,
     ) -> QueueState {
         QueueState {
-            entries: Entries::new(priorities),
+            entries: Entries::new(features.priorities),
             next_position: 1,
             queued_bytes: 0,
             unsettled: HashMap::default(),
@@ -104,18 +149,43 @@ impl QueueState {
             expiring: 0,
             consumers: Vec::new(),
             next_rr: 0,
-            single_active,
+            single_active: features.single_active_consumer,
             owner,
             had_consumers: false,
             deleted: false,
             last_used: now_ms(),
-            keep_expired,
+            keep_expired: features.dead_letter,
             expired: Vec::new(),
+            last_value: features.last_value_key.clone().map(|key| LastValue {
+                key,
+                latest: HashMap::new(),
+            }),
+            meter,
+            shard,
+            store: None,
+            journal_tx: None,
+        }
+    }
+
+    /// The message left the queue for good: journal its dequeue if the store holds it here.
+    pub(crate) fn forget(&self, m: &Message) {
+        if let Some(id) = m.stored.get() {
+            self.forget_ids(&[id]);
+        }
+    }
+
+    fn forget_ids(&self, ids: &[u64]) {
+        if let (Some(store), false) = (&self.store, ids.is_empty()) {
+            store
+                .journal
+                .dequeue(store.id, ids, self.journal_tx.as_deref());
         }
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
     fn expire(&mut self, message: Arc<Message>) {
+        self.forget(&message);
+        self.meter.sub(self.shard, message.size);
         if self.keep_expired {
             self.expired.push(message);
         }
@@ -138,14 +208,51 @@ impl QueueState {
     }
 
     pub(crate) fn push(&mut self, message: Arc<Message>) {
+        self.push_entry(message, false);
+    }
+
+    /// A message recovered from the store: it may have been delivered before the restart.
+    pub(crate) fn push_recovered(&mut self, message: Arc<Message>) {
+        self.push_entry(message, true);
+    }
+
+    fn push_entry(&mut self, message: Arc<Message>, redelivered: bool) {
         let position = self.next_position;
         self.next_position += 1;
+        if self.last_value.is_some() {
+            self.replace_last_value(&message, position);
+        }
+        self.meter.add(self.shard, message.size);
         self.account_in(&message);
         self.entries.push_back(Entry {
             position,
             message,
-            redelivered: false,
+            redelivered,
         });
+    }
+
+    /// A last-value queue drops the queued message this one supersedes (same key value);
+    /// one already acquired by a consumer stays with it.
+    fn replace_last_value(&mut self, message: &Message, position: u64) {
+        let Some(lv) = self.last_value.as_mut() else {
+            return;
+        };
+        let Some(value) = message
+            .headers
+            .as_deref()
+            .and_then(|h| h.get(&lv.key))
+            .and_then(key_bytes)
+        else {
+            return;
+        };
+        let Some(old) = lv.latest.insert(value, position) else {
+            return;
+        };
+        if let Some(e) = self.entries.remove_position(old) {
+            self.account_out(&e.message);
+            self.meter.sub(self.shard, e.message.size);
+            self.forget(&e.message);
+        }
     }
 
     fn account_in(&mut self, m: &Message) {
@@ -170,6 +277,7 @@ impl QueueState {
 
     /// Puts a message back in position order, ahead of anything newer.
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
+        self.meter.add(self.shard, entry.message.size);
         self.account_in(&entry.message);
         self.entries.insert_sorted(entry);
     }
@@ -181,6 +289,11 @@ impl QueueState {
             Unsettled {
                 size: e.message.size,
                 redelivered: e.redelivered,
+                stored: if self.store.is_some() {
+                    e.message.stored.get().unwrap_or(0)
+                } else {
+                    0
+                },
             },
         );
     }
@@ -189,6 +302,16 @@ impl QueueState {
     pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
+        self.meter.sub(self.shard, u.size);
+        Some(u)
+    }
+
+    /// Settles an acquired message that leaves the queue (accepted or rejected).
+    pub(crate) fn settle_done(&mut self, position: u64) -> Option<Unsettled> {
+        let u = self.settle(position)?;
+        if u.stored != 0 {
+            self.forget_ids(&[u.stored]);
+        }
         Some(u)
     }
 
@@ -209,7 +332,9 @@ impl QueueState {
     /// Removes the next entry without acquiring it (drop-head overflow; in a priority queue
     /// the head is the highest-priority message, as RabbitMQ drops it).
     pub(crate) fn pop_front(&mut self) -> Option<Arc<Message>> {
-        self.take_next().map(|e| e.message)
+        let message = self.take_next()?.message;
+        self.meter.sub(self.shard, message.size);
+        Some(message)
     }
 
     /// Acquires the front entry, dropping expired ones before it.
@@ -225,9 +350,33 @@ impl QueueState {
         }
     }
 
+    /// Takes expired messages off the head (where RabbitMQ expires them), keeping them for
+    /// dead-lettering; returns whether queued messages with an expiry remain.
+    pub(crate) fn expire_head(&mut self, now: u64) -> bool {
+        while self
+            .entries
+            .front()
+            .is_some_and(|e| e.message.is_expired_at(now))
+        {
+            if let Some(e) = self.take_next() {
+                self.expire(e.message);
+            }
+        }
+        self.expiring > 0
+    }
+
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
+        if self.store.is_some() {
+            let ids: Vec<u64> = self
+                .entries
+                .iter()
+                .filter_map(|e| e.message.stored.get())
+                .collect();
+            self.forget_ids(&ids);
+        }
         self.entries.clear();
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         n
@@ -240,14 +389,25 @@ impl QueueState {
         let before = self.entries.len();
         let keep = self.keep_expired;
         let expired = &mut self.expired;
+        let mut dequeued = Vec::new();
+        let stored = self.store.is_some();
         self.entries.retain(|e| {
             let live = !e.message.is_expired_at(now);
-            if !live && keep {
-                expired.push(e.message.clone());
+            if !live {
+                if keep {
+                    expired.push(e.message.clone());
+                }
+                if let Some(id) = e.message.stored.get().filter(|_| stored) {
+                    dequeued.push(id);
+                }
             }
             live
         });
-        self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
+        self.forget_ids(&dequeued);
+        let left: u64 = self.entries.iter().map(|e| e.message.size).sum();
+        self.meter
+            .sub(self.shard, self.queued_bytes.saturating_sub(left));
+        self.queued_bytes = left;
         self.expiring = self
             .entries
             .iter()
@@ -260,6 +420,7 @@ impl QueueState {
     /// can still be routed to the alternate exchange.
     pub(crate) fn drain_for_delete(&mut self) -> (Vec<Arc<Message>>, Vec<Consumer>) {
         self.deleted = true;
+        self.meter.sub(self.shard, self.queued_bytes);
         self.queued_bytes = 0;
         self.expiring = 0;
         let messages = self
@@ -306,7 +467,7 @@ impl QueueState {
                 c.cursor = e.position;
                 continue;
             }
-            if !c.has_credit_for(e.message.size) {
+            if !c.has_credit_for(e.message.size) || !c.reserve(queue) {
                 break;
             }
             c.charge(e.message.size);
@@ -332,7 +493,7 @@ impl QueueState {
                 continue;
             }
             let size = front.message.size;
-            let Some(ci) = self.next_acquirer(size) else {
+            let Some(ci) = self.next_acquirer(size, queue) else {
                 break;
             };
             let Some(entry) = self.take_next() else {
@@ -356,21 +517,23 @@ impl QueueState {
         }
     }
 
-    fn next_acquirer(&self, size: u64) -> Option<usize> {
+    /// The consumer to take the next message, with its settlement-window slot reserved.
+    fn next_acquirer(&self, size: u64, queue: &Arc<Queue>) -> Option<usize> {
         if self.single_active {
             // The oldest acquiring consumer is the active one; the others wait their turn.
             let active = self.consumers.iter().position(|c| c.spec.acquire)?;
             return self
                 .consumers
                 .get(active)
-                .is_some_and(|c| c.has_credit_for(size))
+                .is_some_and(|c| c.has_credit_for(size) && c.reserve(queue))
                 .then_some(active);
         }
         let n = self.consumers.len();
+        // `find` stops at the first consumer that reserved, so no other takes a slot.
         (0..n).map(|k| (self.next_rr + k) % n).find(|&i| {
             self.consumers
                 .get(i)
-                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size))
+                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size) && c.reserve(queue))
         })
     }
 }

@@ -29,6 +29,7 @@ fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
         tag: Bytes::from(format!("c{id}")),
         acquire,
         exclusive: false,
+        window: None,
     }
 }
 
@@ -38,7 +39,7 @@ fn deliveries(outbox: &Outbox) -> Vec<Delivery> {
     buf.into_iter()
         .filter_map(|i| match i {
             OutboxItem::Deliver(d) => Some(d),
-            OutboxItem::ConsumerCancelled { .. } => None,
+            OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
         })
         .collect()
 }
@@ -487,6 +488,105 @@ fn get_acquires_the_front_and_skips_expired() {
     assert!(q.accept(again.position));
     assert_eq!(&q.get().unwrap().message.body[..], b"b");
     assert!(q.get().is_none());
+}
+
+#[test]
+fn a_settlement_window_caps_unlimited_credit_across_queues() {
+    let window = crate::SettleWindow::with_limit(3).unwrap();
+    let (q1, q2) = (queue(), queue());
+    let ob = Outbox::new();
+    let windowed = |id| ConsumerSpec {
+        window: Some(window.clone()),
+        ..spec(id, &ob, true)
+    };
+    q1.subscribe(windowed(1)).unwrap();
+    q2.subscribe(windowed(2)).unwrap();
+    q1.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    q2.add_credit(2, u32::MAX, u32::MAX).unwrap();
+    publish(&q1, &["a", "b"]);
+    publish(&q2, &["c", "d", "e"]);
+    let ds = deliveries(&ob);
+    assert_eq!(
+        bodies(&ds),
+        [b"a", b"b", b"c"],
+        "three slots shared by two queues"
+    );
+    assert_eq!(window.available(), 0);
+    // Settling one frees one slot and the waiting queue is dispatched again.
+    assert!(q1.accept(ds[0].position));
+    window.give_back(1);
+    assert_eq!(bodies(&deliveries(&ob)), [b"d"]);
+    window.give_back(2);
+    assert_eq!(bodies(&deliveries(&ob)), [b"e"]);
+    assert_eq!(window.available(), 1);
+    assert!(
+        crate::SettleWindow::with_limit(0).is_none(),
+        "0 means no window"
+    );
+}
+
+#[test]
+fn a_browser_stops_at_the_window_too() {
+    let window = crate::SettleWindow::with_limit(1).unwrap();
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(ConsumerSpec {
+        window: Some(window.clone()),
+        ..spec(1, &ob, false)
+    })
+    .unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    publish(&q, &["a", "b"]);
+    assert_eq!(bodies(&deliveries(&ob)), [b"a"]);
+    window.give_back(1);
+    assert_eq!(bodies(&deliveries(&ob)), [b"b"]);
+}
+
+#[test]
+fn slots_given_back_concurrently_with_dispatch_are_never_lost() {
+    // Publishers on two threads race the consumer's give-backs; with a window of one slot any
+    // missed wake-up would strand messages.
+    let window = crate::SettleWindow::with_limit(1).unwrap();
+    let queues = [queue(), queue()];
+    let ob = Outbox::new();
+    for (i, q) in queues.iter().enumerate() {
+        let id = i as ConsumerId + 1;
+        q.subscribe(ConsumerSpec {
+            window: Some(window.clone()),
+            ..spec(id, &ob, true)
+        })
+        .unwrap();
+        q.add_credit(id, u32::MAX, u32::MAX).unwrap();
+    }
+    const PER_QUEUE: usize = 2000;
+    let publishers: Vec<_> = queues
+        .iter()
+        .map(|q| {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                for _ in 0..PER_QUEUE {
+                    q.enqueue(msg("m")).unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut received = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while received < 2 * PER_QUEUE && std::time::Instant::now() < deadline {
+        let ds = deliveries(&ob);
+        for d in &ds {
+            d.queue.accept(d.position);
+        }
+        received += ds.len();
+        window.give_back(ds.len() as u32);
+        if ds.is_empty() {
+            std::thread::yield_now();
+        }
+    }
+    for p in publishers {
+        p.join().unwrap();
+    }
+    assert_eq!(received, 2 * PER_QUEUE);
 }
 
 fn priority_queue(max: i64, limits: QueueLimits) -> Arc<Queue> {

@@ -10,6 +10,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// Resident memory of a process in KiB, from /proc (Linux); 0 if it cannot be read.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 pub struct Ferryd {
     child: Child,
     pub addr: SocketAddr,
@@ -23,6 +34,8 @@ impl Ferryd {
         Ferryd::start_with(&[])
     }
 
+    /// Tests run in parallel: each broker is memory-only unless the test gives it a
+    /// `--data-dir` of its own.
     pub fn start_with(extra: &[&str]) -> Ferryd {
         Ferryd::spawn(extra, false)
     }
@@ -33,12 +46,18 @@ impl Ferryd {
     }
 
     fn spawn(extra: &[&str], tls: bool) -> Ferryd {
+        let memory_only: &[&str] = if extra.iter().any(|a| a.starts_with("--data-dir")) {
+            &[]
+        } else {
+            &["--no-data-dir"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferryd"))
             .args(["--port", "0", "--interface", "127.0.0.1", "--auth", "no"])
+            .args(memory_only)
             .args(extra)
             .env(
                 "RUST_LOG",
-                "ferryd=info,ferry_server=debug,ferry_core=debug",
+                "ferryd=info,ferry_server=debug,ferry_core=debug,ferry_store=info",
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -103,6 +122,46 @@ impl Ferryd {
             .and_then(|h| h.join().ok())
             .unwrap_or_default();
         (status, log)
+    }
+}
+
+/// A data directory for one test, removed when it ends.
+pub struct DataDir(pub std::path::PathBuf);
+
+impl DataDir {
+    pub fn new(tag: &str) -> DataDir {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "ferryd-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        DataDir(p)
+    }
+
+    /// `--data-dir=<dir>`, for [`Ferryd::start_with`].
+    pub fn arg(&self) -> String {
+        format!("--data-dir={}", self.0.display())
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Ferryd {
+    /// SIGKILL, as a crash: nothing is flushed or closed. Returns what it logged.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
     }
 }
 

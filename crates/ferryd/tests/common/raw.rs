@@ -31,13 +31,34 @@ impl Raw {
         Raw {
             stream,
             inbuf: BytesMut::new(),
-            assemblers: (0..8).map(|_| Assembler::new(64 << 20)).collect(),
-            next_id: vec![0; 8],
+            assemblers: (0..16).map(|_| Assembler::new(64 << 20)).collect(),
+            next_id: vec![0; 16],
         }
     }
 
     /// Protocol header, ANONYMOUS login, tune, open.
     pub fn open(addr: SocketAddr) -> Raw {
+        let mut raw = Raw::login(addr, "ANONYMOUS", b"");
+        raw.expect_control(0, |c| matches!(c, Control::ConnectionOpenOk(_)));
+        raw
+    }
+
+    /// As [`Raw::open`], logged in as `user` with SASL PLAIN.
+    pub fn open_as(addr: SocketAddr, user: &str) -> Raw {
+        let mut raw = Raw::login_as(addr, user);
+        raw.expect_control(0, |c| matches!(c, Control::ConnectionOpenOk(_)));
+        raw
+    }
+
+    /// PLAIN login as `user` up to connection.open, without waiting for the answer.
+    pub fn login_as(addr: SocketAddr, user: &str) -> Raw {
+        let response = format!("\0{user}\0password");
+        Raw::login(addr, "PLAIN", response.as_bytes())
+    }
+
+    /// Protocol header, start-ok, tune-ok and connection.open; the answer to open is the
+    /// caller's to read.
+    pub fn login(addr: SocketAddr, mechanism: &str, response: &[u8]) -> Raw {
         let mut raw = Raw::connect(addr);
         raw.send_bytes(&PROTOCOL_HEADER);
         let mut header = [0u8; 8];
@@ -47,8 +68,8 @@ impl Raw {
         raw.control(
             0,
             ConnectionStartOk {
-                mechanism: Some(Str::from("ANONYMOUS")),
-                response: Some(Bytes::new()),
+                mechanism: Some(Str::from(mechanism)),
+                response: Some(Bytes::copy_from_slice(response)),
                 ..Default::default()
             }
             .into(),
@@ -72,7 +93,6 @@ impl Raw {
             }
             .into(),
         );
-        raw.expect_control(0, |c| matches!(c, Control::ConnectionOpenOk(_)));
         raw
     }
 
@@ -94,6 +114,50 @@ impl Raw {
             }
             .into(),
         );
+    }
+
+    /// Declares `queue` (no options) on `channel`; returns the command id.
+    pub fn declare_queue(&mut self, channel: u16, queue: &str) -> u32 {
+        self.command(
+            channel,
+            ferry_amqp010::QueueDeclare {
+                queue: Some(Str::from(queue)),
+                ..Default::default()
+            }
+            .into(),
+        )
+    }
+
+    /// Subscribes `destination` to `queue` with unlimited message and byte credit.
+    pub fn subscribe_unlimited(
+        &mut self,
+        channel: u16,
+        queue: &str,
+        destination: &str,
+        accept_mode: ferry_amqp010::AcceptMode,
+    ) {
+        use ferry_amqp010::{CreditUnit, MessageFlow, MessageSubscribe};
+        self.command(
+            channel,
+            MessageSubscribe {
+                queue: Some(Str::from(queue)),
+                destination: Some(Str::from(destination)),
+                accept_mode: Some(accept_mode),
+                ..Default::default()
+            }
+            .into(),
+        );
+        for unit in [CreditUnit::Message, CreditUnit::Byte] {
+            self.command(
+                channel,
+                MessageFlow {
+                    destination: Some(Str::from(destination)),
+                    unit: Some(unit),
+                    value: Some(u32::MAX),
+                }
+                .into(),
+            );
+        }
     }
 
     pub fn send_bytes(&mut self, bytes: &[u8]) {

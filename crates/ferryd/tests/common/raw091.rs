@@ -27,10 +27,33 @@ pub fn short(s: &str) -> ShortStr {
 impl Raw091 {
     /// Connects, logs in with PLAIN and opens channel 1.
     pub fn open(addr: SocketAddr) -> Raw091 {
+        Raw091::open_as(addr, "guest")
+    }
+
+    /// As [`Raw091::open`], logged in as `user`.
+    pub fn open_as(addr: SocketAddr, user: &str) -> Raw091 {
+        let mut raw = Raw091::login_as(addr, user);
+        raw.expect(0, |m| matches!(m, Method::ConnectionOpenOk(_)));
+        raw.method(1, ChannelOpen::default().into());
+        raw.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
+        raw
+    }
+
+    /// Header, PLAIN login as `user`, tune-ok and connection.open; the answer to open is the
+    /// caller's to read.
+    pub fn login_as(addr: SocketAddr, user: &str) -> Raw091 {
+        Raw091::login(addr, user, 0)
+    }
+
+    /// As [`Raw091::login_as`], asking for heartbeats every `heartbeat` seconds.
+    pub fn login(addr: SocketAddr, user: &str, heartbeat: u16) -> Raw091 {
         let stream = TcpStream::connect(addr).expect("connect");
         stream
             .set_read_timeout(Some(super::raw::TIMEOUT))
             .expect("timeout");
+        // Handshake frames go out back to back: without this Nagle holds the second until the
+        // first is acknowledged (40 ms of delayed ACK per connection).
+        stream.set_nodelay(true).expect("nodelay");
         let mut raw = Raw091 {
             stream,
             inbuf: BytesMut::new(),
@@ -38,13 +61,26 @@ impl Raw091 {
         };
         raw.stream.write_all(&PROTOCOL_HEADER).expect("header");
         raw.expect(0, |m| matches!(m, Method::ConnectionStart(_)));
+        let password = if user == "guest" { "guest" } else { "password" };
+        let response = format!("\0{user}\0{password}");
+        // As RabbitMQ clients do: announce that connection.blocked is understood.
+        let mut capabilities = ferry_amqp091::FieldTable::new();
+        capabilities.push(
+            short("connection.blocked"),
+            ferry_amqp091::FieldValue::Bool(true),
+        );
+        let mut client_properties = ferry_amqp091::FieldTable::new();
+        client_properties.push(
+            short("capabilities"),
+            ferry_amqp091::FieldValue::Table(capabilities),
+        );
         raw.method(
             0,
             ConnectionStartOk {
+                client_properties,
                 mechanism: short("PLAIN"),
-                response: LongStr::new(Bytes::from_static(b"\0guest\0guest")).expect("response"),
+                response: LongStr::new(Bytes::from(response)).expect("response"),
                 locale: short("en_US"),
-                ..Default::default()
             }
             .into(),
         );
@@ -59,7 +95,7 @@ impl Raw091 {
             ConnectionTuneOk {
                 channel_max: 16,
                 frame_max: tune.frame_max.min(FRAME_MAX as u32),
-                heartbeat: 0,
+                heartbeat,
             }
             .into(),
         );
@@ -71,9 +107,6 @@ impl Raw091 {
             }
             .into(),
         );
-        raw.expect(0, |m| matches!(m, Method::ConnectionOpenOk(_)));
-        raw.method(1, ChannelOpen::default().into());
-        raw.expect(1, |m| matches!(m, Method::ChannelOpenOk(_)));
         raw
     }
 
@@ -175,7 +208,9 @@ impl Raw091 {
         }
     }
 
-    fn next(&mut self) -> Option<(u16, Assembled)> {
+    /// The next method or message on any channel; `None` once the broker closed the socket
+    /// (or nothing came for the read timeout).
+    pub fn next(&mut self) -> Option<(u16, Assembled)> {
         loop {
             match decode_frame(&mut self.inbuf, FRAME_MAX) {
                 Ok(Some(frame)) => {
@@ -196,6 +231,35 @@ impl Raw091 {
                 Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
             }
         }
+    }
+
+    /// A second handle on the socket, for writing from another thread.
+    pub fn writer(&self) -> TcpStream {
+        self.stream.try_clone().expect("clone socket")
+    }
+
+    pub fn set_read_timeout(&mut self, timeout: std::time::Duration) {
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .expect("timeout");
+    }
+
+    /// Reads and discards whatever comes until the broker closes the socket; false if it is
+    /// still open after `limit`.
+    pub fn discard_until_closed(&mut self, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        let mut chunk = [0u8; 65536];
+        while std::time::Instant::now() < deadline {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => return true,
+            }
+        }
+        false
     }
 
     pub fn expect(&mut self, channel: u16, want: impl Fn(&Method) -> bool) -> Method {

@@ -13,6 +13,9 @@ use ferry_core::{
     QueueLimits, QueueOptions,
 };
 
+use crate::access;
+use ferry_acl::{Action, ObjectType};
+
 use super::convert::{headers_to_map, map_to_headers, optional_name, required_name, Exception};
 use super::session::{release_to_queues, Env, Session, Subscription};
 use super::tx;
@@ -116,6 +119,20 @@ pub fn execute(
         Command::ExchangeDeclare(c) => {
             let name = required_name(&c.exchange, "exchange")?;
             let kind_name = optional_name(&c.r#type, "type")?;
+            let options = ExchangeOptions {
+                durable: c.durable,
+                auto_delete: c.auto_delete,
+                alternate_exchange: alternate(&c.alternate_exchange)?,
+                arguments: arguments(&c.arguments),
+            };
+            let action = if c.passive || env.broker.exchange(name).is_some() {
+                Action::Access
+            } else {
+                Action::Create
+            };
+            env.access.check(action, ObjectType::Exchange, || {
+                access::exchange_props(name, kind_name, &options)
+            })?;
             let kind = if c.passive && kind_name.is_empty() {
                 // A passive declare need not name the type; it only checks existence.
                 env.broker
@@ -130,12 +147,6 @@ pub fn execute(
                     )
                 })?
             };
-            let options = ExchangeOptions {
-                durable: c.durable,
-                auto_delete: c.auto_delete,
-                alternate_exchange: alternate(&c.alternate_exchange)?,
-                arguments: arguments(&c.arguments),
-            };
             env.broker
                 .declare_exchange(name, kind, options, c.passive)
                 .map(|_| ())
@@ -143,12 +154,21 @@ pub fn execute(
         }
         Command::ExchangeDelete(c) => {
             let name = required_name(&c.exchange, "exchange")?;
+            let info = env.broker.exchange_info(name);
+            env.access
+                .check(Action::Delete, ObjectType::Exchange, || match &info {
+                    Some(info) => access::existing_exchange_props(info),
+                    None => access::exchange_named(name),
+                })?;
             env.broker
                 .delete_exchange(name, c.if_unused)
                 .map_err(Exception::from)
         }
         Command::ExchangeQuery(c) => {
             let name = optional_name(&c.name, "name")?;
+            env.access.check(Action::Access, ObjectType::Exchange, || {
+                access::exchange_named(name)
+            })?;
             let result = match env.broker.exchange_info(name) {
                 Some(info) => ExchangeQueryResult {
                     r#type: Some(Str::from(info.kind.name())),
@@ -168,6 +188,9 @@ pub fn execute(
             let queue = required_name(&c.queue, "queue")?;
             let exchange = required_name(&c.exchange, "exchange")?;
             let key = optional_name(&c.binding_key, "binding-key")?;
+            env.access.check(Action::Bind, ObjectType::Exchange, || {
+                access::binding_props(exchange, Some(queue), Some(key))
+            })?;
             check_queue_access(session, env, queue)?;
             env.broker
                 .bind(queue, exchange, key, &arguments(&c.arguments))
@@ -177,6 +200,9 @@ pub fn execute(
             let queue = required_name(&c.queue, "queue")?;
             let exchange = required_name(&c.exchange, "exchange")?;
             let key = optional_name(&c.binding_key, "binding-key")?;
+            env.access.check(Action::Unbind, ObjectType::Exchange, || {
+                access::binding_props(exchange, Some(queue), Some(key))
+            })?;
             check_queue_access(session, env, queue)?;
             env.broker
                 .unbind(queue, exchange, key)
@@ -194,6 +220,9 @@ pub fn execute(
                 .as_ref()
                 .map(|_| required_name(&c.binding_key, "binding-key"))
                 .transpose()?;
+            env.access.check(Action::Access, ObjectType::Exchange, || {
+                access::binding_props(exchange, queue, key)
+            })?;
             let args = c.arguments.as_ref().map(map_to_headers);
             let bound = env.broker.bound(exchange, queue, key, args.as_ref());
             let result = ExchangeBoundResult {
@@ -210,14 +239,27 @@ pub fn execute(
             let name = required_name(&c.queue, "queue")?;
             let args = arguments(&c.arguments);
             let limits = QueueLimits::from_arguments(&args)?;
-            let options = QueueOptions {
+            let mut options = QueueOptions {
                 durable: c.durable,
                 exclusive_owner: c.exclusive.then_some(session.owner),
                 auto_delete: c.auto_delete,
                 alternate_exchange: alternate(&c.alternate_exchange)?,
                 limits,
                 arguments: args,
+                ..QueueOptions::default()
             };
+            let exists = env.broker.queue(name).is_some();
+            let action = if c.passive || exists {
+                Action::Access
+            } else {
+                Action::Create
+            };
+            env.access.check(action, ObjectType::Queue, || {
+                access::queue_props(name, &options)
+            })?;
+            if action == Action::Create {
+                options.quota = env.access.charge_queue()?;
+            }
             env.broker
                 .declare_queue(name, options, c.passive, session.owner)
                 .map(|_| ())
@@ -225,6 +267,12 @@ pub fn execute(
         }
         Command::QueueDelete(c) => {
             let name = required_name(&c.queue, "queue")?;
+            let existing = env.broker.queue(name);
+            env.access
+                .check(Action::Delete, ObjectType::Queue, || match &existing {
+                    Some(q) => access::existing_queue_props(name, q),
+                    None => access::named(name),
+                })?;
             env.broker
                 .delete_queue(name, c.if_unused, c.if_empty, session.owner)
                 .map(|_| ())
@@ -232,6 +280,8 @@ pub fn execute(
         }
         Command::QueuePurge(c) => {
             let name = required_name(&c.queue, "queue")?;
+            env.access
+                .check(Action::Purge, ObjectType::Queue, || access::named(name))?;
             check_queue_access(session, env, name)?;
             env.broker
                 .purge_queue(name)
@@ -240,6 +290,8 @@ pub fn execute(
         }
         Command::QueueQuery(c) => {
             let name = optional_name(&c.queue, "queue")?;
+            env.access
+                .check(Action::Access, ObjectType::Queue, || access::named(name))?;
             // qpidd answers a query for a missing queue with an empty result, not an error.
             let result = match env.broker.queue_info(name) {
                 Some(info) => QueueQueryResult {
@@ -257,7 +309,7 @@ pub fn execute(
             session.write_result(env, result_of(id, &result));
             Ok(())
         }
-        Command::TxSelect(_) => tx::select(session),
+        Command::TxSelect(_) => tx::select(session, env),
         Command::TxCommit(_) => tx::commit(session, env),
         Command::TxRollback(_) => tx::rollback(session),
         Command::DtxSelect(_)
@@ -307,15 +359,24 @@ fn transfer(
         ..Message::default()
     };
     read_properties(&header, exchange.needs_headers(), &mut message)?;
+    env.access.check_publish(
+        &mut session.publish_acl,
+        &message.exchange,
+        &message.routing_key,
+    )?;
     message.header = ProtocolHeader::Amqp010(header);
     if let Some(tx) = session.tx.as_mut() {
         tx.stage_publish(exchange, Arc::new(message));
         return Ok(());
     }
-    env.broker
+    let outcome = env
+        .broker
         .publish(&exchange, Arc::new(message))
-        .map(|_| ())
-        .map_err(Exception::from)
+        .map_err(Exception::from)?;
+    if let Some(point) = outcome.sync {
+        session.needs_sync(point);
+    }
+    Ok(())
 }
 
 /// Fills the routing fields from delivery-properties, and the application headers only
@@ -388,6 +449,7 @@ fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
         release_to_queues(released, set_redelivered);
     }
     session.outgoing.trim();
+    session.return_window_slots();
 }
 
 fn acquire(
@@ -418,7 +480,17 @@ fn acquire(
 
 fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubscribe) -> Outcome {
     let queue_name = required_name(&s.queue, "queue")?;
+    env.access.check(Action::Consume, ObjectType::Queue, || {
+        access::named(queue_name)
+    })?;
     let destination = s.destination.unwrap_or_default();
+    let max = env.config.max_consumers_per_session;
+    if max > 0 && session.subscription_count() >= max as usize {
+        return Err(Exception::new(
+            ErrorCode::ResourceLimitExceeded,
+            format!("a session may have at most {max} subscriptions"),
+        ));
+    }
     if session.subscription(&destination).is_some() {
         return Err(Exception::new(
             ErrorCode::NotAllowed,
@@ -439,6 +511,7 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         tag: destination.clone().into_bytes(),
         acquire: acquire_mode == AcquireMode::PreAcquired,
         exclusive: s.exclusive,
+        window: session.settle_window.clone(),
     })?;
     env.consumers.insert(consumer, session.channel);
     session.add_subscription(Subscription {

@@ -89,6 +89,12 @@ impl Exception {
     }
 }
 
+impl From<crate::access::Denied> for Exception {
+    fn from(d: crate::access::Denied) -> Exception {
+        Exception::new(ErrorCode::UnauthorizedAccess, d.0)
+    }
+}
+
 impl From<BrokerError> for Exception {
     fn from(e: BrokerError) -> Exception {
         let code = match &e {

@@ -7,6 +7,7 @@
 
 mod commands;
 mod convert;
+mod deaths;
 mod handshake;
 mod outgoing;
 mod session;
@@ -27,6 +28,7 @@ use ferry_amqp010::{
 use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem};
 use tracing::{debug, warn};
 
+use crate::access::ClientAccess;
 use crate::auth::{AuthOutcome, AuthService, AuthTask, Pending};
 use crate::config::ServerConfig;
 use crate::connection::{Peer, Services};
@@ -85,6 +87,10 @@ struct Connection {
     consumers: HashMap<ConsumerId, u16>,
     /// Channels whose sessions completed commands in the current read batch.
     dirty: Vec<u16>,
+    /// Channels whose sessions hold commands waiting for the journal.
+    waiting_sessions: Vec<u16>,
+    /// The highest sync point we asked the journal to wake us for.
+    sync_requested: ferry_core::SyncPoint,
     closing_since: Option<Instant>,
     /// The authenticated user, set once SASL succeeds (access control keys on it).
     user: Option<String>,
@@ -93,6 +99,9 @@ struct Connection {
     auth_task: Option<AuthTask>,
     /// A multi-step SASL exchange waiting for secure-ok.
     sasl: Option<Pending>,
+    access: ClientAccess,
+    /// A message.transfer has been received: resource alarms pause this connection.
+    publisher: bool,
 }
 
 /// Serves one connection whose 0-10 protocol header has been read and answered.
@@ -164,6 +173,20 @@ impl ProtocolConnection for Connection {
         Connection::teardown(self);
     }
 
+    fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
+    fn is_publisher(&self) -> bool {
+        self.publisher
+    }
+
+    fn set_flow_blocked(&mut self, blocked: bool) {
+        // 0-10 has no notification: the publisher sees TCP back-pressure, and transfers
+        // already read stay incomplete until reading resumes (qpidd's producer flow control).
+        debug!(peer = %self.peer, blocked, "publisher flow control");
+    }
+
     fn take_auth_task(&mut self) -> Option<AuthTask> {
         self.auth_task.take()
     }
@@ -213,6 +236,8 @@ impl Connection {
             auth,
         } = services;
         Connection {
+            access: ClientAccess::new(&config, peer.addr),
+            publisher: false,
             max_frame: usize::from(config.max_frame_size),
             channel_max: config.channel_max,
             broker,
@@ -225,6 +250,8 @@ impl Connection {
             channels: Vec::new(),
             consumers: HashMap::new(),
             dirty: Vec::new(),
+            waiting_sessions: Vec::new(),
+            sync_requested: ferry_core::SyncPoint::default(),
             closing_since: None,
             user: None,
             auth,
@@ -326,6 +353,66 @@ impl Connection {
                 }
             }
         }
+        self.request_sync_wakeup();
+    }
+
+    /// Asks the journal to wake this connection when the last point its sessions wait for
+    /// is durable: one registration per new point, one wake-up per sync at most.
+    fn request_sync_wakeup(&mut self) {
+        let Some(journal) = self.broker.journal() else {
+            return;
+        };
+        let mut wanted = None;
+        for &channel in &self.waiting_sessions {
+            let point = self
+                .channels
+                .get(usize::from(channel))
+                .and_then(|c| c.as_ref())
+                .and_then(|c| c.session.as_ref())
+                .and_then(Session::last_waiting_point);
+            wanted = wanted.max(point);
+        }
+        if let Some(point) = wanted.filter(|p| *p > self.sync_requested) {
+            self.sync_requested = point;
+            journal.notify_when_durable(point, &self.outbox);
+        }
+    }
+
+    /// The journal made progress: complete what it made durable. If it failed instead, the
+    /// first command that can never complete fails its session with resource-limit-exceeded.
+    fn on_durable(&mut self) {
+        let Some(journal) = self.broker.journal().cloned() else {
+            return;
+        };
+        let durable = journal.durable();
+        let failed = journal.is_failed();
+        let max_frame = self.max_frame;
+        for channel in std::mem::take(&mut self.waiting_sessions) {
+            let (channels, mut env) = self.split();
+            let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
+                continue;
+            };
+            let Some(session) = c.session.as_mut() else {
+                continue;
+            };
+            let sync = session.complete_durable(durable);
+            session.flush_completion(env.out, max_frame, sync);
+            match session.first_waiting() {
+                Some(w) if failed => {
+                    let e = Exception::new(
+                        ErrorCode::ResourceLimitExceeded,
+                        "the store failed: the message is not on stable storage",
+                    );
+                    session.fail(&mut env, w.id, (0, 0), e);
+                }
+                Some(_) => self.waiting_sessions.push(channel),
+                None => {}
+            }
+        }
+        if !failed {
+            // What still waits lies beyond `durable`: registered already, or registered now.
+            self.request_sync_wakeup();
+        }
     }
 
     fn channel_mut(&mut self, channel: u16) -> Option<&mut Channel> {
@@ -397,6 +484,14 @@ impl Connection {
                 self.phase = Phase::AwaitOpen;
             }
             Control::ConnectionOpen(_) if self.phase == Phase::AwaitOpen && channel == 0 => {
+                let user = self.user.clone().unwrap_or_default();
+                if let Err(reason) = self.access.admit(&user) {
+                    self.fault(ConnectionFault {
+                        code: CloseCode::ConnectionForced,
+                        text: reason,
+                    });
+                    return;
+                }
                 // One virtual host: any name is accepted, as qpidd does.
                 let open_ok = ConnectionOpenOk {
                     known_hosts: Some(Array::of_str16(std::iter::empty::<&str>())),
@@ -436,6 +531,7 @@ impl Connection {
                     .is_some_and(|s| s.name == name)
         });
         let owner = self.broker.next_owner_id();
+        let window = ferry_core::SettleWindow::with_limit(self.config.session_max_unacked);
         let Some(c) = self.channel_mut(channel) else {
             return;
         };
@@ -457,7 +553,8 @@ impl Connection {
                 let _ = write_control_framed(&mut out, channel, &detached.into(), max_frame);
             }
             _ => {
-                let session = Session::new(name.clone(), channel, owner);
+                let mut session = Session::new(name.clone(), channel, owner);
+                session.settle_window = window;
                 session.write_control(
                     &mut out,
                     max_frame,
@@ -580,6 +677,8 @@ impl Connection {
             out: &mut self.out,
             max_frame: self.max_frame,
             consumers: &mut self.consumers,
+            access: &self.access,
+            config: &self.config,
         };
         (&mut self.channels, env)
     }
@@ -593,6 +692,9 @@ impl Connection {
         body: Bytes,
     ) {
         let codes = (command.class_code(), command.code());
+        if matches!(command, Command::MessageTransfer(_)) {
+            self.publisher = true;
+        }
         let (channels, mut env) = self.split();
         let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
             return;
@@ -609,14 +711,56 @@ impl Connection {
             return;
         }
         let id = session.next_command_id();
+        // What these did to durable state (declarations, dequeues of accepted or rejected
+        // messages) is on disk before the client hears they are complete: an accepted
+        // message never comes back after a crash.
+        let changes_durable_state = matches!(
+            command,
+            Command::MessageAccept(_)
+                | Command::MessageReject(_)
+                | Command::TxCommit(_)
+                | Command::ExchangeDeclare(_)
+                | Command::ExchangeDelete(_)
+                | Command::ExchangeBind(_)
+                | Command::ExchangeUnbind(_)
+                | Command::QueueDeclare(_)
+                | Command::QueueDelete(_)
+                | Command::QueuePurge(_)
+        );
+        let execution_sync = matches!(command, Command::ExecutionSync(_));
         let completed_later = match commands::execute(session, &mut env, id, command, header, body)
         {
             Ok(()) => {
-                session.complete(id);
-                if sync {
-                    session.flush_completion(env.out, env.max_frame, true);
+                let journal = env.broker.journal();
+                let durable = journal.map(|j| j.durable()).unwrap_or_default();
+                // Commands made durable meanwhile complete first: execution.sync's
+                // completion says every earlier command is complete.
+                session.complete_durable(durable);
+                let point = session.take_needs_sync().or_else(|| {
+                    if execution_sync {
+                        session.last_waiting_point()
+                    } else if changes_durable_state {
+                        journal.map(|j| j.appended())
+                    } else {
+                        None
+                    }
+                });
+                match point {
+                    Some(point) if point > durable => {
+                        session.wait_for_sync(id, point, sync);
+                        if !self.waiting_sessions.contains(&channel) {
+                            self.waiting_sessions.push(channel);
+                        }
+                        false
+                    }
+                    _ => {
+                        session.complete(id);
+                        if sync {
+                            session.flush_completion(env.out, env.max_frame, true);
+                        }
+                        !sync
+                    }
                 }
-                !sync
             }
             Err(e) => {
                 session.fail(&mut env, id, codes, e);
@@ -677,6 +821,7 @@ impl Connection {
                     }
                 }
             }
+            OutboxItem::Durable => self.on_durable(),
             OutboxItem::ConsumerCancelled { consumer, .. } => {
                 // The queue is gone; qpidd leaves the subscription to fail later. Forget it so
                 // its destination can be reused.

@@ -36,6 +36,9 @@ pub struct Outgoing {
     /// One slot per command id from `base`; `None` for commands that need no record
     /// (execution.result, execution.exception) or whose record is finished.
     slots: VecDeque<Option<DeliveryRecord>>,
+    /// Transfer records finished since [`Outgoing::take_finished`] was last called: each held
+    /// a slot of the session's settlement window.
+    finished: u32,
 }
 
 impl Outgoing {
@@ -82,6 +85,7 @@ impl Outgoing {
         if record.finished() {
             if let Some(index) = self.index(id) {
                 self.slots[index] = None;
+                self.finished += 1;
             }
         }
         refund
@@ -119,8 +123,14 @@ impl Outgoing {
         );
         if record.finished() {
             *slot = None;
+            self.finished += 1;
         }
         Some(settled)
+    }
+
+    /// How many transfer records finished since the last call.
+    pub fn take_finished(&mut self) -> u32 {
+        std::mem::take(&mut self.finished)
     }
 
     /// Drops finished slots from the front so memory follows the unsettled window only.
@@ -192,8 +202,15 @@ mod tests {
         assert_eq!(out.complete(a), None, "window credit is refunded once");
         assert_eq!(out.complete(b), None, "credit mode refunds nothing");
         assert!(out.get_mut(a).is_some(), "completed but unsettled stays");
+        assert_eq!(out.take_finished(), 0);
         assert!(out.settle(a).is_some());
         assert!(out.settle(a).is_none(), "settling twice yields nothing");
+        assert_eq!(
+            out.take_finished(),
+            1,
+            "a finished record frees its window slot once"
+        );
+        assert_eq!(out.take_finished(), 0);
         out.trim();
         assert!(out.get_mut(a).is_none());
         assert!(out.get_mut(b).is_some());

@@ -1,7 +1,7 @@
 //! One attached 0-10 session: command numbering and completion in both directions, the
 //! subscriptions it owns, and the transfers it has sent but the client has not yet settled.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -12,12 +12,15 @@ use ferry_amqp010::{
 };
 use ferry_core::{
     Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
+    SettleWindow, SyncPoint,
 };
 use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::outgoing::{DeliveryRecord, Outgoing};
 use super::tx::SessionTx;
+use crate::access::{ClientAccess, PublishCache};
+use crate::config::ServerConfig;
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -27,6 +30,9 @@ pub struct Env<'a> {
     pub max_frame: usize,
     /// Which channel each of this connection's consumers belongs to, for routing deliveries.
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    /// Who the client is, for ACL checks and quotas.
+    pub access: &'a ClientAccess,
+    pub config: &'a ServerConfig,
 }
 
 pub struct Subscription {
@@ -61,8 +67,27 @@ pub struct Session {
     by_destination: HashMap<Str, ConsumerId>,
     /// The exchange of the last transfer: publishers nearly always reuse one destination.
     last_exchange: Option<(Str, Arc<Exchange>)>,
+    /// ACL decisions for this session's publishes.
+    pub publish_acl: PublishCache,
+    /// Caps the transfers sent and not yet both completed and settled, over all of the
+    /// session's subscriptions (`--session-max-unacked`).
+    pub settle_window: Option<Arc<SettleWindow>>,
     /// Set by tx.select: what the open transaction has staged.
     pub tx: Option<Box<SessionTx>>,
+    /// Set by a command whose effect must reach stable storage before it completes.
+    needs_sync: Option<SyncPoint>,
+    /// Commands executed but not complete until the journal is durable up to their point,
+    /// in command order (points only grow within a session).
+    waiting: VecDeque<Waiting>,
+}
+
+/// An executed command whose completion waits for the journal.
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting {
+    pub id: u32,
+    pub point: SyncPoint,
+    /// The command carried the sync flag: report its completion as soon as it has it.
+    pub sync: bool,
 }
 
 /// session.completed asks for known-completed once the unacknowledged span gets this wide,
@@ -83,8 +108,52 @@ impl Session {
             subscriptions: HashMap::new(),
             by_destination: HashMap::new(),
             last_exchange: None,
+            publish_acl: PublishCache::default(),
+            settle_window: None,
+            needs_sync: None,
+            waiting: VecDeque::new(),
             tx: None,
         }
+    }
+
+    /// The command being executed may complete only once the journal is durable up to
+    /// `point` (a persistent message's record, a durable declaration).
+    pub fn needs_sync(&mut self, point: SyncPoint) {
+        self.needs_sync = Some(self.needs_sync.map_or(point, |p| p.max(point)));
+    }
+
+    pub fn take_needs_sync(&mut self) -> Option<SyncPoint> {
+        self.needs_sync.take()
+    }
+
+    /// Holds back command `id`'s completion until the journal reaches `point`.
+    pub fn wait_for_sync(&mut self, id: u32, point: SyncPoint, sync: bool) {
+        self.waiting.push_back(Waiting { id, point, sync });
+    }
+
+    /// The point the last waiting command needs, if any waits.
+    pub fn last_waiting_point(&self) -> Option<SyncPoint> {
+        self.waiting.back().map(|w| w.point)
+    }
+
+    /// Completes the waiting commands the journal has made durable; returns whether one of
+    /// them asked (with sync) for its completion to be reported at once.
+    pub fn complete_durable(&mut self, durable: SyncPoint) -> bool {
+        let mut sync = false;
+        while let Some(w) = self.waiting.front().copied() {
+            if w.point > durable {
+                break;
+            }
+            self.waiting.pop_front();
+            self.complete(w.id);
+            sync |= w.sync;
+        }
+        sync
+    }
+
+    /// The first command that can now never complete (the journal failed).
+    pub fn first_waiting(&self) -> Option<Waiting> {
+        self.waiting.front().copied()
     }
 
     /// The broker sends commands too (transfers, results), numbered from zero: say so.
@@ -197,6 +266,8 @@ impl Session {
         );
         env.broker.release_owner(self.owner);
         self.last_exchange = None;
+        self.waiting.clear();
+        self.needs_sync = None;
         // An open transaction dies with the session: nothing it staged happens.
         self.tx = None;
     }
@@ -210,6 +281,27 @@ impl Session {
         let exchange = broker.exchange(name.as_str().ok()?)?;
         self.last_exchange = Some((name.clone(), exchange.clone()));
         Some(exchange)
+    }
+
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len()
+    }
+
+    /// Gives the window slots of finished transfer records back (once per batch of
+    /// completions or settlements, not per message).
+    pub fn return_window_slots(&mut self) {
+        let n = self.outgoing.take_finished();
+        if let Some(w) = &self.settle_window {
+            w.give_back(n);
+        }
+    }
+
+    /// A delivery that will never be recorded (its subscription is gone, or it could not be
+    /// encoded) frees its window slot at once.
+    fn window_slot_unused(&self) {
+        if let Some(w) = &self.settle_window {
+            w.give_back(1);
+        }
     }
 
     pub fn subscription(&self, destination: &Str) -> Option<&Subscription> {
@@ -247,6 +339,7 @@ impl Session {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.window_slot_unused();
             return false;
         };
         let transfer = MessageTransfer {
@@ -268,6 +361,7 @@ impl Session {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.window_slot_unused();
             return false;
         }
         // With accept-mode none the message is settled as soon as it is sent.
@@ -312,6 +406,7 @@ impl Session {
             }
         }
         self.outgoing.trim();
+        self.return_window_slots();
     }
 
     /// Should the peer be asked for known-completed? (qpidd answers every timely-reply.)
@@ -323,7 +418,8 @@ impl Session {
     }
 }
 
-/// The header segment to send: as received, with `redelivered` set when it must be.
+/// The header segment to send: as received, with `redelivered` set when it must be, and the
+/// death headers of a dead letter.
 /// Messages published over 0-9-1 get their properties converted (per delivery: cross-protocol
 /// traffic pays for its translation, 0-10 to 0-10 traffic pays nothing).
 fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
@@ -333,6 +429,11 @@ fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
             crate::amqp091::convert::amqp010_header_for(message).unwrap_or_default()
         }
         ProtocolHeader::None => Bytes::new(),
+    };
+    // Dead letters carry their history in added headers (re-encoded; only they pay).
+    let raw = match &message.deaths {
+        Some(history) => super::deaths::render(&raw, history).unwrap_or(raw),
+        None => raw,
     };
     if !redelivered {
         return raw;

@@ -13,7 +13,6 @@ use super::convert::Exception;
 use super::session::{Env, Session};
 
 /// What a transactional session has staged since its last commit or rollback.
-#[derive(Default)]
 pub struct SessionTx {
     core: Transaction,
     /// Transfers (our command ids) the client accepted inside the transaction.
@@ -39,14 +38,17 @@ fn not_selected(what: &str) -> Exception {
     )
 }
 
-pub fn select(session: &mut Session) -> Result<(), Exception> {
+pub fn select(session: &mut Session, env: &Env) -> Result<(), Exception> {
     if session.tx.is_some() {
         return Err(Exception::new(
             ErrorCode::IllegalState,
             "tx.select on a session that is already transactional",
         ));
     }
-    session.tx = Some(Box::default());
+    session.tx = Some(Box::new(SessionTx {
+        core: env.broker.transaction(),
+        accepts: SequenceSet::new(),
+    }));
     Ok(())
 }
 
@@ -68,7 +70,13 @@ pub fn commit(session: &mut Session, env: &mut Env) -> Result<(), Exception> {
         // As for a plain transfer: the other queues got the message, the publisher learns
         // of the loss.
         Some(e) => Err(e.into()),
-        None => Ok(()),
+        None => {
+            // Completed once everything the commit journaled is on stable storage.
+            if let Some(point) = outcome.sync {
+                session.needs_sync(point);
+            }
+            Ok(())
+        }
     }
 }
 

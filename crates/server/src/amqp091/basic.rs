@@ -11,10 +11,16 @@ use ferry_amqp091::{
 };
 use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery, Message, ProtocolHeader};
 
+use crate::access;
+use ferry_acl::{Action, ObjectType};
+
 use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
 use super::convert::{encode_properties, table_to_headers};
 use super::error::Fault;
 use super::qos::Settings;
+
+/// Bodies this large usually span frames and so own their memory (see `publish`).
+const LARGE_BODY: usize = 4096;
 
 /// How a settled delivery leaves the channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +43,11 @@ impl Channel {
             return Err(Fault::not_implemented("immediate=true"));
         }
         let exchange = self.exchange_for(ctx.broker, p.exchange.bytes())?;
+        ctx.access.check_publish(
+            &mut self.publish_acl,
+            p.exchange.bytes(),
+            p.routing_key.bytes(),
+        )?;
         let props = m.header.properties;
         let expires_at = match &props.expiration {
             None => None,
@@ -49,9 +60,20 @@ impl Channel {
             }
         };
         let raw = encode_properties(&props);
+        // The routing key and exchange name are slices of the read buffer, and would keep
+        // all of it alive while the message is queued. A body that spanned frames was joined
+        // into its own allocation, so these get their own too (a copy of some 100 bytes):
+        // a deep queue of large messages then costs what it holds, not twice that.
+        let owned = |b: &Bytes| {
+            if m.body.len() >= LARGE_BODY {
+                Bytes::copy_from_slice(b)
+            } else {
+                b.clone()
+            }
+        };
         let message = Arc::new(Message {
-            routing_key: p.routing_key.bytes().clone(),
-            exchange: p.exchange.bytes().clone(),
+            routing_key: owned(p.routing_key.bytes()),
+            exchange: owned(p.exchange.bytes()),
             size: (m.body.len() + raw.len()) as u64,
             body: m.body,
             headers: if exchange.needs_headers() {
@@ -66,6 +88,7 @@ impl Channel {
             priority: props.priority.unwrap_or(0),
             persistent: props.delivery_mode == Some(2),
             header: ProtocolHeader::Amqp091(raw),
+            stored: Default::default(),
             deaths: None,
         });
         if let Some(tx) = self.tx.as_mut() {
@@ -77,7 +100,7 @@ impl Channel {
             );
             return Ok(());
         }
-        let stored = match ctx.broker.publish(&exchange, message.clone()) {
+        let (stored, sync) = match ctx.broker.publish(&exchange, message.clone()) {
             Ok(outcome) => {
                 if outcome.queues == 0 && p.mandatory {
                     let ret = BasicReturn {
@@ -88,14 +111,21 @@ impl Channel {
                     };
                     self.write_content(ctx, ret.into(), &message);
                 }
-                true
+                (true, outcome.sync)
             }
-            // A full queue with reject-publish: the publisher learns through a nack (RabbitMQ
-            // drops silently without confirms).
-            Err(BrokerError::ResourceLimitExceeded(_)) => false,
+            // A full queue with reject-publish, or a full store: the publisher learns through
+            // a nack (RabbitMQ drops silently without confirms).
+            Err(BrokerError::ResourceLimitExceeded(_)) => (false, None),
             Err(e) => return Err(e.into()),
         };
-        self.confirms.record(stored);
+        self.confirms.record(stored, sync);
+        Ok(())
+    }
+
+    fn check_consume(&self, ctx: &Ctx, queue: &ShortStr) -> Result<(), Fault> {
+        let name = self.queue_name(queue)?;
+        ctx.access
+            .check(Action::Consume, ObjectType::Queue, || access::named(name))?;
         Ok(())
     }
 
@@ -110,12 +140,22 @@ impl Channel {
         Ok(())
     }
 
-    /// Writes pending publisher confirms (once per read batch, and before the channel ends).
+    /// Writes the publisher confirms the journal allows (once per read batch, on each journal
+    /// wake-up, and before the channel ends). They wait behind held replies.
     pub fn flush_confirms(&mut self, ctx: &mut Ctx) {
-        if self.confirms.has_pending() {
-            for m in self.confirms.flush() {
-                self.write(ctx.out, m);
+        if !self.confirms.has_pending() || !self.held.is_empty() {
+            return;
+        }
+        let durable = match ctx.broker.journal() {
+            Some(j) if j.is_failed() => {
+                self.confirms.fail_unsynced();
+                j.durable()
             }
+            Some(j) => j.durable(),
+            None => ferry_core::SyncPoint::default(),
+        };
+        for m in self.confirms.flush(durable) {
+            self.write(ctx.out, m);
         }
     }
 
@@ -136,6 +176,15 @@ impl Channel {
     }
 
     pub fn consume(&mut self, ctx: &mut Ctx, m: BasicConsume) -> Result<(), Fault> {
+        let max = ctx.config.max_consumers_per_session;
+        if max > 0 && self.consumers.len() >= max as usize {
+            // RabbitMQ's consumer_max_per_channel is a not_allowed connection error too.
+            return Err(Fault::new(
+                reply::NOT_ALLOWED,
+                format!("a channel may have at most {max} consumers"),
+            ));
+        }
+        self.check_consume(ctx, &m.queue)?;
         let queue = self.usable_queue(ctx, &m.queue)?;
         let tag = if m.consumer_tag.is_empty() {
             let tag = format!("amq.ctag-{}-{}", ctx.owner, self.next_ctag);
@@ -161,6 +210,7 @@ impl Channel {
             tag: tag.bytes().clone(),
             acquire: true,
             exclusive: m.exclusive,
+            window: self.settle_window.clone(),
         };
         queue.subscribe(spec).map_err(|e| match e {
             // RabbitMQ: a queue in exclusive use by another consumer is access-refused.
@@ -227,11 +277,13 @@ impl Channel {
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
+            self.free_window_slots(1);
             return;
         };
         let consumer_tag = c.tag.clone();
         let tag = if c.no_ack {
             d.queue.accept(d.position);
+            self.free_window_slots(1);
             self.unacked.next_tag()
         } else {
             self.qos.delivered(d.consumer, d.message.size);
@@ -253,6 +305,7 @@ impl Channel {
     }
 
     pub fn get(&mut self, ctx: &mut Ctx, m: BasicGet) -> Result<(), Fault> {
+        self.check_consume(ctx, &m.queue)?;
         let queue = self.usable_queue(ctx, &m.queue)?;
         let Some(got) = queue.get() else {
             self.write(
@@ -311,12 +364,15 @@ impl Channel {
     /// marked redelivered (RabbitMQ's behaviour; it also ignores `requeue = false`).
     pub fn recover(&mut self, ctx: &mut Ctx) {
         let all = self.unacked.take_all();
+        let mut from_consumers = 0;
         for p in &all {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
+                from_consumers += 1;
             }
         }
         requeue(all);
+        self.free_window_slots(from_consumers);
         self.grant(ctx);
     }
 
@@ -340,9 +396,11 @@ impl Channel {
             .take(tag, multiple)
             .map_err(|e| Fault::precondition(e.to_string()))?;
         let mut back = Vec::new();
+        let mut from_consumers = 0;
         for p in settled {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
+                from_consumers += 1;
             }
             match how {
                 Outcome::Ack => {
@@ -355,6 +413,7 @@ impl Channel {
             }
         }
         requeue(back);
+        self.free_window_slots(from_consumers);
         self.grant(ctx);
         Ok(())
     }

@@ -14,13 +14,18 @@ use ferry_amqp091::{
 };
 use ferry_core::{
     Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
-    OwnerId, Queue,
+    OwnerId, Queue, SettleWindow, SyncPoint,
 };
+
+use crate::access::{self, ClientAccess, PublishCache};
+use crate::config::ServerConfig;
+use ferry_acl::{Action, ObjectType};
 
 use super::args;
 use super::confirms::Confirms;
 use super::convert::{self, table_to_headers, PROPERTIES_OFFSET};
 use super::error::Fault;
+use super::held::HeldReplies;
 use super::qos::Qos;
 use super::tx::ChannelTx;
 use super::unacked::Unacked;
@@ -37,6 +42,9 @@ pub struct Ctx<'a> {
     pub frame_max: usize,
     /// Consumer → channel, for routing outbox items.
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    /// Who the client is, for ACL checks and quotas.
+    pub access: &'a ClientAccess,
+    pub config: &'a ServerConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +85,13 @@ pub struct Channel {
     /// Set by tx.select: what the open transaction has staged.
     pub tx: Option<Box<ChannelTx>>,
     exchanges: HashMap<Bytes, Arc<Exchange>>,
+    /// ACL decisions for this channel's publishes.
+    pub publish_acl: PublishCache,
+    /// Caps unacknowledged deliveries over all of the channel's consumers, prefetch or not
+    /// (`--session-max-unacked`).
+    pub settle_window: Option<Arc<SettleWindow>>,
+    /// Replies waiting for the journal to make their change durable.
+    pub held: HeldReplies,
 }
 
 impl Channel {
@@ -94,11 +109,68 @@ impl Channel {
             next_ctag: 1,
             tx: None,
             exchanges: HashMap::new(),
+            publish_acl: PublishCache::default(),
+            settle_window: None,
+            held: HeldReplies::default(),
+        }
+    }
+
+    /// `n` deliveries were settled (or never needed settling): their window slots are free.
+    pub fn free_window_slots(&self, n: u32) {
+        if let Some(w) = &self.settle_window {
+            w.give_back(n);
         }
     }
 
     pub fn write(&self, out: &mut BytesMut, method: impl Into<Method>) {
         write_method(out, self.id, &method.into());
+    }
+
+    /// Sends `method`, the reply to a command that changed durable state when `durable`, once
+    /// the journal has the change on stable storage.
+    pub fn reply_when_durable(&mut self, ctx: &mut Ctx, durable: bool, method: impl Into<Method>) {
+        let point = ctx
+            .broker
+            .journal()
+            .filter(|_| durable)
+            .map(|j| j.appended());
+        self.reply_at(ctx, point, method);
+    }
+
+    /// Sends `method` once the journal is durable up to `point`, after every reply held
+    /// before it.
+    pub fn reply_at(&mut self, ctx: &mut Ctx, point: Option<SyncPoint>, method: impl Into<Method>) {
+        let wait = match ctx.broker.journal() {
+            Some(j) => point.filter(|p| *p > j.durable()),
+            None => None,
+        };
+        match wait {
+            None if self.held.is_empty() => self.write(ctx.out, method),
+            wait => self.held.hold(wait.unwrap_or_default(), method.into()),
+        }
+    }
+
+    /// Sends the held replies the journal has made true. If it failed instead, they never
+    /// will be: the error closes the connection.
+    pub fn flush_held(&mut self, ctx: &mut Ctx) -> Result<(), Fault> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let (durable, failed) = match ctx.broker.journal() {
+            Some(j) => (j.durable(), j.is_failed()),
+            None => (SyncPoint(u64::MAX), false),
+        };
+        for m in self.held.release(durable) {
+            self.write(ctx.out, m);
+        }
+        if failed && !self.held.is_empty() {
+            self.held.clear();
+            return Err(Fault::new(
+                reply::INTERNAL_ERROR,
+                "the store failed: the change is not on stable storage",
+            ));
+        }
+        Ok(())
     }
 
     /// Method, content header and body of a delivery, get-ok or return.
@@ -163,6 +235,7 @@ impl Channel {
             ctx.consumers.remove(&c.id);
         }
         self.tx_teardown();
+        self.held.clear();
         requeue(self.unacked.take_all());
         self.assembler.reset();
         self.exchanges.clear();
@@ -171,6 +244,9 @@ impl Channel {
     pub fn exchange_declare(&mut self, ctx: &mut Ctx, m: ExchangeDeclare) -> Result<(), Fault> {
         let name = utf8(m.exchange.bytes(), "exchange")?;
         if m.passive {
+            ctx.access.check(Action::Access, ObjectType::Exchange, || {
+                access::exchange_named(name)
+            })?;
             if ctx.broker.exchange(name).is_none() {
                 return Err(Fault::not_found(format!(
                     "no exchange '{name}' in vhost '/'"
@@ -205,10 +281,18 @@ impl Channel {
                     .map(str::to_owned),
                 arguments,
             };
+            let action = if ctx.broker.exchange(name).is_some() {
+                Action::Access
+            } else {
+                Action::Create
+            };
+            ctx.access.check(action, ObjectType::Exchange, || {
+                access::exchange_props(name, kind_name, &opts)
+            })?;
             ctx.broker.declare_exchange(name, kind, opts, false)?;
         }
         if !m.nowait {
-            self.write(ctx.out, ExchangeDeclareOk {});
+            self.reply_when_durable(ctx, !m.passive && m.durable, ExchangeDeclareOk {});
         }
         Ok(())
     }
@@ -220,6 +304,12 @@ impl Channel {
                 "the default exchange cannot be deleted",
             ));
         }
+        let info = ctx.broker.exchange_info(name);
+        ctx.access
+            .check(Action::Delete, ObjectType::Exchange, || match &info {
+                Some(info) => access::existing_exchange_props(info),
+                None => access::exchange_named(name),
+            })?;
         match ctx.broker.delete_exchange(name, m.if_unused) {
             // Deleting what does not exist succeeds, as in RabbitMQ.
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
@@ -227,7 +317,8 @@ impl Channel {
         }
         self.exchanges.remove(m.exchange.bytes());
         if !m.nowait {
-            self.write(ctx.out, ExchangeDeleteOk {});
+            let durable = info.is_some_and(|i| i.durable);
+            self.reply_when_durable(ctx, durable, ExchangeDeleteOk {});
         }
         Ok(())
     }
@@ -243,10 +334,16 @@ impl Channel {
                 "operation not permitted on the default exchange",
             ));
         }
+        // The ACL sees an exchange-to-exchange binding as a binding of the source exchange
+        // whose target (`queuename`) is the destination exchange.
+        ctx.access.check(Action::Bind, ObjectType::Exchange, || {
+            access::binding_props(source, Some(destination), Some(key))
+        })?;
         ctx.broker
             .bind_exchange(destination, source, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
-            self.write(ctx.out, ExchangeBindOk {});
+            let durable = both_durable(ctx.broker, source, destination);
+            self.reply_when_durable(ctx, durable, ExchangeBindOk {});
         }
         Ok(())
     }
@@ -260,19 +357,26 @@ impl Channel {
                 "operation not permitted on the default exchange",
             ));
         }
+        ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
+            access::binding_props(source, Some(destination), Some(key))
+        })?;
         // As queue.unbind: unbinding what is not there succeeds.
         match ctx.broker.unbind_exchange(destination, source, key) {
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }
         if !m.nowait {
-            self.write(ctx.out, ExchangeUnbindOk {});
+            let durable = both_durable(ctx.broker, source, destination);
+            self.reply_when_durable(ctx, durable, ExchangeUnbindOk {});
         }
         Ok(())
     }
 
     pub fn queue_declare(&mut self, ctx: &mut Ctx, m: QueueDeclare) -> Result<(), Fault> {
         let q = if m.passive {
+            let name = self.queue_name(&m.queue)?;
+            ctx.access
+                .check(Action::Access, ObjectType::Queue, || access::named(name))?;
             self.usable_queue(ctx, &m.queue)?
         } else {
             let arguments = table_to_headers(&m.arguments);
@@ -284,6 +388,11 @@ impl Channel {
             opts.exclusive_owner = m.exclusive.then_some(ctx.owner);
             opts.arguments = arguments;
             if m.queue.is_empty() {
+                // The name is the broker's to choose: rules see its prefix.
+                ctx.access.check(Action::Create, ObjectType::Queue, || {
+                    access::queue_props("amq.gen-", &opts)
+                })?;
+                opts.quota = ctx.access.charge_queue()?;
                 ctx.broker.declare_server_named_queue("amq.gen-", opts)?
             } else {
                 let name = utf8(m.queue.bytes(), "queue")?;
@@ -294,10 +403,18 @@ impl Channel {
                         )));
                     }
                     Some(existing) => {
+                        ctx.access.check(Action::Access, ObjectType::Queue, || {
+                            access::queue_props(name, &opts)
+                        })?;
                         existing.check_access(ctx.owner)?;
                         args::check_equivalent(&existing, &opts)?;
                     }
-                    None => {}
+                    None => {
+                        ctx.access.check(Action::Create, ObjectType::Queue, || {
+                            access::queue_props(name, &opts)
+                        })?;
+                        opts.quota = ctx.access.charge_queue()?;
+                    }
                 }
                 ctx.broker.declare_queue(name, opts, false, ctx.owner)?.0
             }
@@ -305,14 +422,12 @@ impl Channel {
         self.last_queue = Some(q.name().to_owned());
         if !m.nowait {
             let info = q.info();
-            self.write(
-                ctx.out,
-                QueueDeclareOk {
-                    queue: ShortStr::new(Bytes::from(info.name)).unwrap_or_default(),
-                    message_count: clamp(info.message_count),
-                    consumer_count: clamp(info.consumer_count),
-                },
-            );
+            let ok = QueueDeclareOk {
+                queue: ShortStr::new(Bytes::from(info.name)).unwrap_or_default(),
+                message_count: clamp(info.message_count),
+                consumer_count: clamp(info.consumer_count),
+            };
+            self.reply_when_durable(ctx, !m.passive && q.is_durable(), ok);
         }
         Ok(())
     }
@@ -331,10 +446,13 @@ impl Channel {
         } else {
             utf8(m.routing_key.bytes(), "routing-key")?
         };
+        ctx.access.check(Action::Bind, ObjectType::Exchange, || {
+            access::binding_props(exchange, Some(q.name()), Some(key))
+        })?;
         ctx.broker
             .bind(q.name(), exchange, key, &table_to_headers(&m.arguments))?;
         if !m.nowait {
-            self.write(ctx.out, QueueBindOk {});
+            self.reply_when_durable(ctx, q.is_durable(), QueueBindOk {});
         }
         Ok(())
     }
@@ -348,30 +466,41 @@ impl Channel {
             ));
         }
         let key = utf8(m.routing_key.bytes(), "routing-key")?;
+        ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
+            access::binding_props(exchange, Some(q.name()), Some(key))
+        })?;
         match ctx.broker.unbind(q.name(), exchange, key) {
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }
-        self.write(ctx.out, QueueUnbindOk {});
+        self.reply_when_durable(ctx, q.is_durable(), QueueUnbindOk {});
         Ok(())
     }
 
     pub fn queue_purge(&mut self, ctx: &mut Ctx, m: QueuePurge) -> Result<(), Fault> {
+        let name = self.queue_name(&m.queue)?;
+        ctx.access
+            .check(Action::Purge, ObjectType::Queue, || access::named(name))?;
         let q = self.usable_queue(ctx, &m.queue)?;
         let n = q.purge();
         if !m.nowait {
-            self.write(
-                ctx.out,
-                QueuePurgeOk {
-                    message_count: clamp(n),
-                },
-            );
+            let ok = QueuePurgeOk {
+                message_count: clamp(n),
+            };
+            self.reply_when_durable(ctx, q.is_durable() && n > 0, ok);
         }
         Ok(())
     }
 
     pub fn queue_delete(&mut self, ctx: &mut Ctx, m: QueueDelete) -> Result<(), Fault> {
         let name = self.queue_name(&m.queue)?.to_owned();
+        let existing = ctx.broker.queue(&name);
+        let durable = existing.as_ref().is_some_and(|q| q.is_durable());
+        ctx.access
+            .check(Action::Delete, ObjectType::Queue, || match &existing {
+                Some(q) => access::existing_queue_props(&name, q),
+                None => access::named(&name),
+            })?;
         let n = match ctx
             .broker
             .delete_queue(&name, m.if_unused, m.if_empty, ctx.owner)
@@ -381,12 +510,10 @@ impl Channel {
             Err(e) => return Err(e.into()),
         };
         if !m.nowait {
-            self.write(
-                ctx.out,
-                QueueDeleteOk {
-                    message_count: clamp(n),
-                },
-            );
+            let ok = QueueDeleteOk {
+                message_count: clamp(n),
+            };
+            self.reply_when_durable(ctx, durable, ok);
         }
         Ok(())
     }
@@ -406,6 +533,13 @@ pub fn requeue(pending: Vec<Pending>) {
     for (queue, list) in per_queue {
         queue.release(list, true);
     }
+}
+
+/// Whether a binding between these exchanges is journaled (both are durable).
+fn both_durable(broker: &Broker, source: &str, destination: &str) -> bool {
+    [source, destination]
+        .iter()
+        .all(|name| broker.exchange(name).is_some_and(|e| e.is_durable()))
 }
 
 pub fn utf8<'a>(b: &'a [u8], what: &str) -> Result<&'a str, Fault> {

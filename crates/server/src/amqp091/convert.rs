@@ -308,8 +308,18 @@ pub fn decode_properties(raw: &Bytes) -> Option<BasicProperties> {
 }
 
 /// The properties to send for any core message, encoded: as stored for 0-9-1 messages,
-/// converted for 0-10 ones, empty otherwise.
+/// converted for 0-10 ones, empty otherwise; dead-lettered messages get RabbitMQ's
+/// `x-death` headers added (and so are re-encoded).
 pub fn outgoing_properties(message: &Message) -> Bytes {
+    if let Some(history) = &message.deaths {
+        let mut props = match &message.header {
+            ProtocolHeader::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
+            ProtocolHeader::Amqp010(segment) => from_amqp010_header(segment),
+            ProtocolHeader::None => BasicProperties::default(),
+        };
+        super::deaths::render(&mut props, history);
+        return encode_properties(&props);
+    }
     match &message.header {
         ProtocolHeader::Amqp091(raw) => raw.clone(),
         ProtocolHeader::Amqp010(segment) => encode_properties(&from_amqp010_header(segment)),

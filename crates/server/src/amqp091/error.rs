@@ -79,6 +79,12 @@ fn code_name(code: u16) -> &'static str {
     }
 }
 
+impl From<crate::access::Denied> for Fault {
+    fn from(d: crate::access::Denied) -> Fault {
+        Fault::access_refused(d.0)
+    }
+}
+
 /// The default mapping of core errors. Methods where 0-9-1 (as RabbitMQ implements it) wants
 /// another code check for that case before calling the core.
 impl From<BrokerError> for Fault {

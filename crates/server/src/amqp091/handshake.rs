@@ -70,6 +70,8 @@ pub fn tune(config: &ServerConfig) -> ConnectionTune {
 pub struct ClientCaps {
     pub consumer_cancel_notify: bool,
     pub authentication_failure_close: bool,
+    /// The client understands connection.blocked / unblocked (RabbitMQ's resource alarms).
+    pub connection_blocked: bool,
 }
 
 pub fn client_caps(start_ok: &ConnectionStartOk) -> ClientCaps {
@@ -81,6 +83,7 @@ pub fn client_caps(start_ok: &ConnectionStartOk) -> ClientCaps {
     ClientCaps {
         consumer_cancel_notify: on("consumer_cancel_notify"),
         authentication_failure_close: on("authentication_failure_close"),
+        connection_blocked: on("connection.blocked"),
     }
 }
 

@@ -10,8 +10,10 @@ mod basic;
 mod channel;
 mod confirms;
 pub mod convert;
+mod deaths;
 mod error;
 mod handshake;
+mod held;
 mod qos;
 mod tx;
 mod unacked;
@@ -24,13 +26,14 @@ use std::time::Instant;
 use bytes::BytesMut;
 use ferry_amqp091::{
     decode_frame, reply, write_heartbeat, write_method, Assembled, AssemblyError, ChannelClose,
-    ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionClose, ConnectionCloseOk,
-    ConnectionOpenOk, ConnectionSecure, ConnectionUpdateSecretOk, Frame, FrameType, LongStr,
-    Method, ShortStr, FRAME_MIN_SIZE,
+    ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionBlocked, ConnectionClose,
+    ConnectionCloseOk, ConnectionOpenOk, ConnectionSecure, ConnectionUnblocked,
+    ConnectionUpdateSecretOk, Frame, FrameType, LongStr, Method, ShortStr, FRAME_MIN_SIZE,
 };
 use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, OwnerId};
 use tracing::debug;
 
+use crate::access::ClientAccess;
 use crate::auth::{AuthOutcome, AuthService, AuthTask, Pending};
 use crate::config::ServerConfig;
 use crate::connection::{Peer, Services};
@@ -70,6 +73,8 @@ struct Connection {
     channels: HashMap<u16, Channel>,
     consumers: HashMap<ConsumerId, u16>,
     closing_since: Option<Instant>,
+    /// The highest sync point we asked the journal to wake us for.
+    sync_requested: ferry_core::SyncPoint,
     /// The authenticated user, set once SASL succeeds (access control keys on it).
     user: Option<String>,
     auth: Arc<AuthService>,
@@ -79,6 +84,9 @@ struct Connection {
     sasl: Option<Pending>,
     /// The mechanism the client chose, for the refusal's text.
     mechanism: String,
+    access: ClientAccess,
+    /// A message has been published: resource alarms pause this connection.
+    publisher: bool,
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
@@ -147,6 +155,32 @@ impl ProtocolConnection for Connection {
         Connection::teardown(self);
     }
 
+    fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
+    fn is_publisher(&self) -> bool {
+        self.publisher
+    }
+
+    fn set_flow_blocked(&mut self, blocked: bool) {
+        debug!(peer = %self.peer, blocked, "publisher flow control");
+        if !self.caps.connection_blocked || self.phase != Phase::Open {
+            return;
+        }
+        if blocked {
+            let reason = self.broker.alarms().reason();
+            self.write(
+                0,
+                ConnectionBlocked {
+                    reason: ShortStr::from_static(reason),
+                },
+            );
+        } else {
+            self.write(0, ConnectionUnblocked {});
+        }
+    }
+
     fn take_auth_task(&mut self) -> Option<AuthTask> {
         self.auth_task.take()
     }
@@ -199,6 +233,8 @@ impl Connection {
             auth,
         } = services;
         Connection {
+            access: ClientAccess::new(&config, peer.addr),
+            publisher: false,
             owner: broker.next_owner_id(),
             frame_max: handshake::frame_max(&config) as usize,
             channel_max: config.channel_max,
@@ -213,6 +249,7 @@ impl Connection {
             channels: HashMap::new(),
             consumers: HashMap::new(),
             closing_since: None,
+            sync_requested: ferry_core::SyncPoint::default(),
             user: None,
             auth,
             client_identity: peer.client_identity,
@@ -258,10 +295,39 @@ impl Connection {
                 _ => self.on_channel_frame(frame),
             }
         }
+        self.flush_durable();
+    }
+
+    /// Sends every channel's held replies and confirms the journal allows, then asks the
+    /// journal to wake the connection for what still waits (one registration per new point).
+    fn flush_durable(&mut self) {
         let mut ids: Vec<u16> = self.channels.keys().copied().collect();
         ids.sort_unstable();
+        let mut wanted = None;
+        let mut failed = None;
         for id in ids {
-            self.with_channel(id, |c, ctx| c.flush_confirms(ctx));
+            let Some((held, point)) = self.with_channel(id, |c, ctx| {
+                let held = c.flush_held(ctx);
+                c.flush_confirms(ctx);
+                let point = c.confirms.last_unsynced_point().max(c.held.last_point());
+                (held, point)
+            }) else {
+                continue;
+            };
+            wanted = wanted.max(point);
+            if let Err(f) = held {
+                failed.get_or_insert((id, f));
+            }
+        }
+        if let Some((id, f)) = failed {
+            self.fail(id, f, (0, 0));
+            return;
+        }
+        if let (Some(journal), Some(point)) = (self.broker.journal(), wanted) {
+            if point > self.sync_requested {
+                self.sync_requested = point;
+                journal.notify_when_durable(point, &self.outbox);
+            }
         }
     }
 
@@ -275,6 +341,8 @@ impl Connection {
                 out: &mut self.out,
                 frame_max: self.frame_max,
                 consumers: &mut self.consumers,
+                access: &self.access,
+                config: &self.config,
             },
         )
     }
@@ -344,10 +412,21 @@ impl Connection {
                     0 => self.config.channel_max,
                     n => n.min(self.config.channel_max),
                 };
-                self.heartbeat = t.heartbeat;
+                // A client may turn heartbeats off (0) but not stretch them past our maximum,
+                // or a dead peer would hold its connection for up to 18 hours.
+                self.heartbeat = match t.heartbeat {
+                    0 => 0,
+                    n => n.min(self.config.heartbeat_max.max(1)),
+                };
                 self.phase = Phase::AwaitOpen;
             }
             (Phase::AwaitOpen, Method::ConnectionOpen(_)) => {
+                let user = self.user.clone().unwrap_or_default();
+                if let Err(reason) = self.access.admit(&user) {
+                    // RabbitMQ refuses vhost access and connection limits with 530.
+                    self.close_connection(Fault::new(reply::NOT_ALLOWED, reason), ids);
+                    return;
+                }
                 // One virtual host: any name is accepted, as for 0-10.
                 self.write(
                     0,
@@ -394,7 +473,10 @@ impl Connection {
                 );
             } else {
                 let max_body = self.config.max_message_size as u64;
-                self.channels.insert(id, Channel::new(id, max_body));
+                let mut channel = Channel::new(id, max_body);
+                channel.settle_window =
+                    ferry_core::SettleWindow::with_limit(self.config.session_max_unacked);
+                self.channels.insert(id, channel);
                 self.write(
                     id,
                     ChannelOpenOk {
@@ -423,6 +505,7 @@ impl Connection {
             Ok(None) => {}
             Ok(Some(Assembled::Method(m))) => self.on_channel_method(id, m),
             Ok(Some(Assembled::Message(msg))) => {
+                self.publisher = true;
                 let ids = (msg.method.class_id(), msg.method.method_id());
                 if let Some(Err(f)) = self.with_channel(id, |c, ctx| c.publish(ctx, msg)) {
                     self.fail(id, f, ids);
@@ -518,6 +601,7 @@ impl Connection {
                     }
                 }
             }
+            OutboxItem::Durable => self.flush_durable(),
             OutboxItem::ConsumerCancelled { consumer, .. } => {
                 if let Some(id) = self.consumers.remove(&consumer) {
                     let notify = self.caps.consumer_cancel_notify;

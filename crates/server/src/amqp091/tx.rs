@@ -15,7 +15,6 @@ use super::channel::{requeue, Channel, Ctx, Pending};
 use super::error::Fault;
 
 /// What a transactional channel has staged since its last commit or rollback.
-#[derive(Default)]
 pub struct ChannelTx {
     core: Transaction,
     /// One entry per staged publish: the basic.return to send if a mandatory publish turns
@@ -32,6 +31,14 @@ pub struct Return {
 }
 
 impl ChannelTx {
+    fn new(broker: &ferry_core::Broker) -> ChannelTx {
+        ChannelTx {
+            core: broker.transaction(),
+            returns: Vec::new(),
+            acks: Vec::new(),
+        }
+    }
+
     pub fn stage_publish(
         &mut self,
         exchange: Arc<ferry_core::Exchange>,
@@ -70,7 +77,9 @@ impl Channel {
         if self.confirms.is_enabled() {
             return Err(Fault::precondition("cannot switch from confirm to tx mode"));
         }
-        self.tx.get_or_insert_with(Box::default);
+        if self.tx.is_none() {
+            self.tx = Some(Box::new(ChannelTx::new(ctx.broker)));
+        }
         self.write(ctx.out, TxSelectOk {});
         Ok(())
     }
@@ -108,7 +117,8 @@ impl Channel {
             }
         }
         self.grant(ctx);
-        self.write(ctx.out, TxCommitOk {});
+        // Everything the commit journaled is on stable storage before the client hears of it.
+        self.reply_at(ctx, outcome.sync, TxCommitOk {});
         Ok(())
     }
 

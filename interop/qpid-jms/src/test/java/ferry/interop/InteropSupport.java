@@ -86,6 +86,33 @@ abstract class InteropSupport {
         connections.clear();
     }
 
+    /**
+     * qpidd semantics: an execution exception ends the session, not the connection, so a new
+     * session on {@code c} still sends and receives.
+     */
+    static void assertConnectionStillUsable(Connection c) throws Exception {
+        Session again = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Queue queue = createdQueue(again, unique("after-error"));
+        MessageConsumer consumer = again.createConsumer(queue);
+        again.createProducer(queue).send(again.createTextMessage("still alive"));
+        assertEquals("still alive", receiveText(consumer, "message on a new session after the error"));
+    }
+
+    /** An exception with its causes and linked exceptions, for assertions on the broker's error. */
+    static String describe(Throwable t) {
+        StringBuilder sb = new StringBuilder();
+        for (Throwable x = t; x != null; x = x.getCause() == x ? null : x.getCause()) {
+            sb.append(x.getClass().getName()).append(": ").append(x.getMessage()).append(" | ");
+            if (x instanceof JMSException && ((JMSException) x).getLinkedException() != null
+                    && ((JMSException) x).getLinkedException() != x.getCause()) {
+                Exception linked = ((JMSException) x).getLinkedException();
+                sb.append("linked ").append(linked.getClass().getName()).append(": ")
+                        .append(linked.getMessage()).append(" | ");
+            }
+        }
+        return sb.toString();
+    }
+
     /** A queue that the client declares (queue.declare) on first use. */
     static Queue createdQueue(Session session, String name) throws JMSException {
         return session.createQueue("ADDR:" + name + "; {create: always}");

@@ -12,7 +12,6 @@ import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Delivery;
 import com.rabbitmq.client.GetResponse;
 
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /** Dead-lettering (x-dead-letter-exchange) on reject and on per-queue TTL expiry. */
@@ -109,7 +108,6 @@ class DeadLetterTest extends RabbitSupport {
     }
 
     @Test
-    @Disabled("ferryd: dead-lettered messages carry no x-death / x-first-death-* headers; RabbitMQ adds them")
     void deadLetteredMessageCarriesXDeath() throws Exception {
         Channel ch = connect().createChannel();
         String dlx = exchange(ch, "dlx-xdeath", "fanout");
@@ -132,5 +130,48 @@ class DeadLetterTest extends RabbitSupport {
         assertEquals(1L, ((Number) death.get("count")).longValue());
         assertEquals(q, headers.get("x-first-death-queue").toString());
         assertEquals("rejected", headers.get("x-first-death-reason").toString());
+    }
+
+    @Test
+    void retryLoopCountsDeathsPerQueueAndReason() throws Exception {
+        Channel ch = connect().createChannel();
+        // work --reject--> (default exchange) retry --expire after 50 ms--> work
+        String work = unique("work");
+        String retry = queue(ch, "retry", Map.of("x-message-ttl", 50,
+                "x-dead-letter-exchange", "", "x-dead-letter-routing-key", work));
+        ch.queueDeclare(work, false, false, false, Map.of("x-dead-letter-exchange", "",
+                "x-dead-letter-routing-key", retry));
+        try {
+            publish(ch, "", work, "job");
+            Channel worker = connect().createChannel();
+            Collector w = new Collector(worker);
+            worker.basicConsume(work, false, w);
+            Delivery d = null;
+            for (int round = 1; round <= 3; round++) {
+                d = w.next("delivery " + round);
+                if (round < 3) {
+                    worker.basicReject(d.getEnvelope().getDeliveryTag(), false);
+                }
+            }
+            Map<String, Object> headers = d.getProperties().getHeaders();
+            assertNotNull(headers, "no headers on the third delivery");
+            @SuppressWarnings("unchecked")
+            List<Map<String, Object>> deaths = (List<Map<String, Object>>) headers.get("x-death");
+            assertEquals(2, deaths.size(), "one entry per queue and reason: " + deaths);
+            assertEquals(retry, deaths.get(0).get("queue").toString());
+            assertEquals("expired", deaths.get(0).get("reason").toString());
+            assertEquals(2L, ((Number) deaths.get(0).get("count")).longValue());
+            assertEquals(work, deaths.get(1).get("queue").toString());
+            assertEquals("rejected", deaths.get(1).get("reason").toString());
+            assertEquals(2L, ((Number) deaths.get(1).get("count")).longValue());
+            assertTrue(deaths.get(1).get("time") instanceof java.util.Date, "time is a timestamp");
+            assertEquals(List.of(work), ((List<?>) deaths.get(1).get("routing-keys")).stream()
+                    .map(Object::toString).toList());
+            assertEquals(work, headers.get("x-first-death-queue").toString());
+            assertEquals("rejected", headers.get("x-first-death-reason").toString());
+            worker.basicAck(d.getEnvelope().getDeliveryTag(), false);
+        } finally {
+            ch.queueDelete(work);
+        }
     }
 }

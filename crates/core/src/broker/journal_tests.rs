@@ -1,0 +1,430 @@
+//! What the broker tells its journal, checked with an in-memory journal.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::journal::testing::{Call, MemoryJournal};
+use crate::outbox::{Outbox, OutboxItem};
+use crate::queue::ConsumerSpec;
+
+fn broker() -> (Arc<Broker>, Arc<MemoryJournal>) {
+    let j = MemoryJournal::new();
+    (Broker::with_journal(BrokerConfig::default(), j.clone()), j)
+}
+
+fn durable() -> QueueOptions {
+    QueueOptions {
+        durable: true,
+        ..QueueOptions::default()
+    }
+}
+
+fn persistent(key: &str, body: &'static str) -> Arc<Message> {
+    let mut m = Message::new(
+        "amq.direct",
+        key.to_owned(),
+        Bytes::from_static(body.as_bytes()),
+    );
+    m.persistent = true;
+    Arc::new(m)
+}
+
+fn transient(key: &str) -> Arc<Message> {
+    Arc::new(Message::new("amq.direct", key.to_owned(), Bytes::new()))
+}
+
+fn store_id(q: &Queue) -> u64 {
+    q.store_id().expect("durable queue has a store id")
+}
+
+fn take_positions(ob: &Outbox) -> Vec<(u64, Arc<Message>)> {
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    items
+        .into_iter()
+        .filter_map(|i| match i {
+            OutboxItem::Deliver(d) => Some((d.position, d.message)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn consume_all(b: &Broker, q: &Arc<Queue>) -> Arc<Outbox> {
+    let ob = Outbox::new();
+    let id = b.next_consumer_id();
+    q.subscribe(ConsumerSpec {
+        id,
+        outbox: ob.clone(),
+        owner: 1,
+        tag: Bytes::new(),
+        acquire: true,
+        exclusive: false,
+        window: None,
+    })
+    .unwrap();
+    q.add_credit(id, u32::MAX, u32::MAX).unwrap();
+    ob
+}
+
+#[test]
+fn only_durable_objects_are_journaled() {
+    let (b, j) = broker();
+    let (dq, _) = b.declare_queue("d", durable(), false, 1).unwrap();
+    let (tq, _) = b
+        .declare_queue("t", QueueOptions::default(), false, 1)
+        .unwrap();
+    assert!(tq.store_id().is_none());
+    let opts = ExchangeOptions {
+        durable: true,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("dx", ExchangeKind::Topic, opts, false)
+        .unwrap();
+    b.declare_exchange("tx", ExchangeKind::Topic, ExchangeOptions::default(), false)
+        .unwrap();
+    b.bind("d", "dx", "k", &Arguments::new()).unwrap();
+    b.bind("t", "dx", "k", &Arguments::new()).unwrap();
+    b.bind("d", "tx", "k", &Arguments::new()).unwrap();
+    b.bind("d", "amq.direct", "d", &Arguments::new()).unwrap();
+    b.unbind("d", "dx", "k").unwrap();
+    let id = store_id(&dq);
+    assert_eq!(
+        j.take(),
+        [
+            Call::DeclareQueue("d".into(), id),
+            Call::DeclareExchange("dx".into()),
+            Call::Bind("dx".into(), id, "k".into()),
+            Call::Bind("amq.direct".into(), id, "d".into()),
+            Call::Unbind("dx".into(), id, "k".into()),
+        ]
+    );
+    b.delete_exchange("dx", false).unwrap();
+    b.delete_exchange("tx", false).unwrap();
+    b.delete_queue("d", false, false, 1).unwrap();
+    b.delete_queue("t", false, false, 1).unwrap();
+    assert_eq!(
+        j.take(),
+        [Call::DeleteExchange("dx".into()), Call::DeleteQueue(id)]
+    );
+}
+
+#[test]
+fn a_persistent_message_is_journaled_once_for_all_its_durable_queues() {
+    let (b, j) = broker();
+    let a = b.declare_queue("a", durable(), false, 1).unwrap().0;
+    let c = b.declare_queue("c", durable(), false, 1).unwrap().0;
+    b.declare_queue("t", QueueOptions::default(), false, 1)
+        .unwrap();
+    for q in ["a", "c", "t"] {
+        b.bind(q, "amq.fanout", "", &Arguments::new()).unwrap();
+    }
+    j.take();
+    let fanout = b.exchange("amq.fanout").unwrap();
+    let out = b.publish(&fanout, persistent("", "p")).unwrap();
+    assert_eq!(out.queues, 3);
+    let calls = j.take();
+    let [Call::Enqueue(mid, queues)] = &calls[..] else {
+        panic!("{calls:?}");
+    };
+    assert_eq!(queues, &[store_id(&a), store_id(&c)]);
+    assert_eq!(out.sync, Some(SyncPoint(*mid)));
+    let out = b.publish(&fanout, transient("")).unwrap();
+    assert_eq!((out.queues, out.sync), (3, None));
+    assert!(
+        j.take().is_empty(),
+        "transient messages never reach the store"
+    );
+}
+
+#[test]
+fn settling_purging_and_expiring_write_dequeues_and_releasing_does_not() {
+    let (b, j) = broker();
+    let q = b.declare_queue("q", durable(), false, 1).unwrap().0;
+    let id = store_id(&q);
+    let ex = b.exchange("").unwrap();
+    for body in ["1", "2", "3"] {
+        b.publish(&ex, persistent("q", body)).unwrap();
+    }
+    j.take();
+    let ob = consume_all(&b, &q);
+    let got = take_positions(&ob);
+    let sids: Vec<u64> = got.iter().map(|(_, m)| m.stored.get().unwrap()).collect();
+    q.release([got[0].clone()], true);
+    assert!(
+        j.take().is_empty(),
+        "a release keeps the message on the queue"
+    );
+    assert!(q.accept(got[1].0));
+    assert!(q.reject(got[2].0, got[2].1.clone()));
+    assert_eq!(
+        j.take(),
+        [
+            Call::Dequeue(id, vec![sids[1]]),
+            Call::Dequeue(id, vec![sids[2]])
+        ]
+    );
+    // The released one went to the consumer again; give it back and purge the queue.
+    b.cancel_consumer(&q, 1);
+    for (position, m) in take_positions(&ob) {
+        q.release([(position, m)], false);
+    }
+    assert_eq!(b.purge_queue("q").unwrap(), 1);
+    assert_eq!(j.take(), [Call::Dequeue(id, vec![sids[0]])]);
+    let q2 = b.declare_queue("q2", durable(), false, 1).unwrap().0;
+    let mut m = Message::new("", "q2", Bytes::new());
+    m.persistent = true;
+    m.expires_at = Some(1);
+    // Expired on arrival: never journaled.
+    assert_eq!(b.publish(&ex, Arc::new(m)).unwrap().queues, 0);
+    let mut m = Message::new("", "q2", Bytes::new());
+    m.persistent = true;
+    m.expires_at = Some(now_ms() + 50);
+    b.publish(&ex, Arc::new(m)).unwrap();
+    b.publish(&ex, persistent("q2", "stays")).unwrap();
+    let calls = j.take();
+    let Call::Enqueue(expiring, _) = calls[1] else {
+        panic!("{calls:?}")
+    };
+    std::thread::sleep(std::time::Duration::from_millis(80));
+    assert_eq!(b.purge_expired(), 1);
+    assert_eq!(j.take(), [Call::Dequeue(store_id(&q2), vec![expiring])]);
+    assert_eq!(b.purge_queue("q2").unwrap(), 1);
+    assert!(matches!(&j.take()[..], [Call::Dequeue(_, ids)] if ids.len() == 1));
+}
+
+#[test]
+fn a_refusing_journal_refuses_the_publish_and_durable_declares() {
+    let (b, j) = broker();
+    let q = b.declare_queue("q", durable(), false, 1).unwrap().0;
+    b.declare_queue("t", QueueOptions::default(), false, 1)
+        .unwrap();
+    j.refuse.store(true, Ordering::Relaxed);
+    let ex = b.exchange("").unwrap();
+    assert!(matches!(
+        b.publish(&ex, persistent("q", "x")),
+        Err(BrokerError::ResourceLimitExceeded(_))
+    ));
+    assert_eq!(q.message_count(), 0, "no queue holds a refused message");
+    assert_eq!(b.publish(&ex, transient("q")).unwrap().queues, 1);
+    assert_eq!(b.publish(&ex, persistent("t", "x")).unwrap().queues, 1);
+    assert!(b.declare_queue("d2", durable(), false, 1).is_err());
+    assert!(b.queue("d2").is_none());
+    assert!(b
+        .declare_queue("t2", QueueOptions::default(), false, 1)
+        .is_ok());
+}
+
+#[test]
+fn a_dead_lettered_persistent_message_is_journaled_anew_for_its_durable_target() {
+    let (b, j) = broker();
+    b.declare_queue("dlq", durable(), false, 1).unwrap();
+    b.bind("dlq", "amq.fanout", "", &Arguments::new()).unwrap();
+    let opts = QueueOptions {
+        durable: true,
+        alternate_exchange: Some("amq.fanout".into()),
+        ..QueueOptions::default()
+    };
+    let q = b.declare_queue("q", opts, false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    b.publish(&ex, persistent("q", "x")).unwrap();
+    j.take();
+    let ob = consume_all(&b, &q);
+    let (pos, m) = take_positions(&ob).remove(0);
+    let old = m.stored.get().unwrap();
+    q.reject(pos, m);
+    let calls = j.take();
+    assert_eq!(calls[0], Call::Dequeue(store_id(&q), vec![old]));
+    assert!(
+        matches!(&calls[1], Call::Enqueue(new, _) if *new != old),
+        "{calls:?}"
+    );
+    let dlq = b.queue("dlq").unwrap();
+    assert_eq!(dlq.message_count(), 1);
+}
+
+#[test]
+fn restoring_journals_nothing_and_marks_messages_redelivered() {
+    let (b, j) = broker();
+    let opts = ExchangeOptions {
+        durable: true,
+        ..ExchangeOptions::default()
+    };
+    b.restore_exchange("x", ExchangeKind::Direct, opts).unwrap();
+    let q = b.restore_queue("q", durable(), 42).unwrap();
+    b.restore_binding("q", "x", "k", &Arguments::new()).unwrap();
+    let m = persistent("q", "back");
+    m.stored.set(7);
+    q.restore([m]);
+    assert!(j.take().is_empty());
+    assert_eq!(q.store_id(), Some(42));
+    let ob = consume_all(&b, &q);
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    let Some(OutboxItem::Deliver(d)) = items.pop() else {
+        panic!("no delivery")
+    };
+    assert!(d.redelivered);
+    assert!(q.accept(d.position));
+    assert_eq!(j.take(), [Call::Dequeue(42, vec![7])]);
+    assert!(b.restore_queue("q", durable(), 43).is_err());
+}
+
+fn enqueued_ids(calls: &[Call]) -> Vec<u64> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Enqueue(id, _) => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn messages_queue_features_drop_leave_the_journal() {
+    use crate::value::HeaderValue as V;
+    let (b, j) = broker();
+    let ex = b.exchange("").unwrap();
+    // Last-value replacement drops the superseded message.
+    let lvq_opts = QueueOptions {
+        arguments: [("qpid.last_value_queue_key", V::Str("k".into()))]
+            .into_iter()
+            .collect(),
+        ..durable()
+    };
+    let lvq = b.declare_queue("lvq", lvq_opts, false, 1).unwrap().0;
+    j.take();
+    for body in ["old", "new"] {
+        let mut m = Message::new("", "lvq", Bytes::from_static(body.as_bytes()));
+        m.persistent = true;
+        m.headers = Some(Arc::new([("k", V::Str("a".into()))].into_iter().collect()));
+        b.publish(&ex, Arc::new(m)).unwrap();
+    }
+    let calls = j.take();
+    let ids = enqueued_ids(&calls);
+    assert_eq!(
+        calls.last(),
+        Some(&Call::Dequeue(store_id(&lvq), vec![ids[0]]))
+    );
+    // A ring (drop-head) queue drops its oldest.
+    let mut ring_opts = durable();
+    ring_opts.limits = QueueLimits {
+        max_count: Some(1),
+        max_size: None,
+        policy: crate::limits::LimitPolicy::DropHead,
+    };
+    let ring = b.declare_queue("ring", ring_opts, false, 1).unwrap().0;
+    j.take();
+    b.publish(&ex, persistent("ring", "1")).unwrap();
+    b.publish(&ex, persistent("ring", "2")).unwrap();
+    let calls = j.take();
+    let ids = enqueued_ids(&calls);
+    assert!(
+        calls.contains(&Call::Dequeue(store_id(&ring), vec![ids[0]])),
+        "{calls:?}"
+    );
+    assert_eq!(ring.queued_bodies(), [Bytes::from_static(b"2")]);
+    // A priority queue settles from any level.
+    let prio_opts = QueueOptions {
+        arguments: [("x-max-priority", V::Int(5))].into_iter().collect(),
+        ..durable()
+    };
+    let prio = b.declare_queue("prio", prio_opts, false, 1).unwrap().0;
+    j.take();
+    let mut high = Message::new("", "prio", Bytes::from_static(b"high"));
+    high.persistent = true;
+    high.priority = 5;
+    b.publish(&ex, persistent("prio", "low")).unwrap();
+    b.publish(&ex, Arc::new(high)).unwrap();
+    let ids = enqueued_ids(&j.take());
+    let ob = consume_all(&b, &prio);
+    let got = take_positions(&ob);
+    assert_eq!(got[0].1.body, Bytes::from_static(b"high"));
+    assert!(prio.accept_all(got.iter().map(|(p, _)| *p)) == 2);
+    assert_eq!(
+        j.take(),
+        [
+            Call::Dequeue(store_id(&prio), vec![ids[1]]),
+            Call::Dequeue(store_id(&prio), vec![ids[0]])
+        ]
+    );
+    // An unused x-expires queue is deleted with everything it held.
+    let exp_opts = QueueOptions {
+        arguments: [("x-expires", V::Int(1))].into_iter().collect(),
+        ..durable()
+    };
+    let exp = b.declare_queue("exp", exp_opts, false, 1).unwrap().0;
+    b.publish(&ex, persistent("exp", "gone")).unwrap();
+    let exp_id = store_id(&exp);
+    j.take();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    b.expire_unused_queues();
+    assert!(b.queue("exp").is_none());
+    assert_eq!(j.take(), [Call::DeleteQueue(exp_id)]);
+}
+
+#[test]
+fn a_commit_journals_its_enqueues_and_dequeues_as_one_transaction() {
+    use crate::transaction::{Settlement, Transaction};
+    let (b, j) = broker();
+    let q = b.declare_queue("q", durable(), false, 1).unwrap().0;
+    let out = b.declare_queue("out", durable(), false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    b.publish(&ex, persistent("q", "in")).unwrap();
+    j.take();
+    let ob = consume_all(&b, &q);
+    let (pos, m) = take_positions(&ob).remove(0);
+    let consumed = m.stored.get().unwrap();
+    let mut tx = Transaction::new();
+    tx.settle(q.clone(), pos, m, Settlement::Accept);
+    tx.publish(ex.clone(), persistent("out", "result"));
+    tx.publish(ex.clone(), transient("out"));
+    let outcome = b.commit(&mut tx);
+    let calls = j.take();
+    // Routed (and journaled) before the settlements apply.
+    let [Call::InTx(t, first), Call::InTx(t2, second), Call::CommitTx(t3)] = &calls[..] else {
+        panic!("{calls:?}");
+    };
+    assert!(t == t2 && t2 == t3, "{calls:?}");
+    assert!(matches!(&**first, Call::Enqueue(_, qs) if qs == &[store_id(&out)]));
+    assert_eq!(**second, Call::Dequeue(store_id(&q), vec![consumed]));
+    assert!(outcome.sync.is_some());
+    assert_eq!(out.message_count(), 2);
+    // A commit touching nothing durable writes nothing, not even a commit record.
+    let mut tx = Transaction::new();
+    tx.publish(ex.clone(), transient("out"));
+    assert_eq!(b.commit(&mut tx).sync, None);
+    assert!(j.take().is_empty());
+}
+
+#[test]
+fn exchange_to_exchange_bindings_are_journaled_between_durable_exchanges_only() {
+    let (b, j) = broker();
+    let durable_opts = ExchangeOptions {
+        durable: true,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("d", ExchangeKind::Fanout, durable_opts, false)
+        .unwrap();
+    b.declare_exchange("t", ExchangeKind::Fanout, ExchangeOptions::default(), false)
+        .unwrap();
+    j.take();
+    let none = Arguments::new();
+    b.bind_exchange("d", "amq.topic", "a.#", &none).unwrap();
+    b.bind_exchange("t", "amq.topic", "b.#", &none).unwrap();
+    b.bind_exchange("d", "t", "c", &none).unwrap();
+    b.unbind_exchange("d", "amq.topic", "a.#").unwrap();
+    b.unbind_exchange("t", "amq.topic", "b.#").unwrap();
+    assert_eq!(
+        j.take(),
+        [
+            Call::BindExchange("d".into(), "amq.topic".into(), "a.#".into()),
+            Call::UnbindExchange("d".into(), "amq.topic".into(), "a.#".into()),
+        ]
+    );
+    j.refuse.store(true, Ordering::Relaxed);
+    assert!(b.bind_exchange("d", "amq.topic", "x", &none).is_err());
+    assert_eq!(b.exchange("amq.topic").unwrap().binding_count(), 0);
+}

@@ -1,0 +1,348 @@
+//! The core's view of a durable store.
+//!
+//! The core does no I/O: it tells a [`Journal`] what changed in durable state at the moment it
+//! changes (declares, deletes, bindings, persistent messages entering and leaving durable
+//! queues), and protocol layers ask it when a change is on stable storage. A broker without a
+//! journal (memory only) makes none of these calls, and transient messages or non-durable
+//! queues never reach the journal even when there is one.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::error::BrokerError;
+use crate::exchange::ExchangeKind;
+use crate::limits::QueueLimits;
+use crate::outbox::Outbox;
+use crate::value::Arguments;
+
+/// A point in the journal's write order. Everything appended up to it is on stable storage
+/// once [`Journal::durable`] has reached it. Points only grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SyncPoint(pub u64);
+
+/// A durable exchange as the store keeps it.
+#[derive(Debug, Clone, Copy)]
+pub struct ExchangeDefinition<'a> {
+    pub name: &'a str,
+    pub kind: ExchangeKind,
+    pub auto_delete: bool,
+    pub alternate_exchange: Option<&'a str>,
+    pub arguments: &'a Arguments,
+}
+
+/// A durable queue as the store keeps it. Exclusivity is not kept: it belongs to a session,
+/// which does not outlive the broker (qpidd recovers such queues unowned too).
+#[derive(Debug, Clone, Copy)]
+pub struct QueueDefinition<'a> {
+    pub name: &'a str,
+    pub auto_delete: bool,
+    pub alternate_exchange: Option<&'a str>,
+    /// As declared (protocol layers derive them from arguments in their own ways).
+    pub limits: QueueLimits,
+    pub arguments: &'a Arguments,
+}
+
+/// Where durable state goes. Implementations must be cheap to call: `enqueue` and `dequeue`
+/// run on publish and settle paths (the latter under a queue's lock), so they only append to a
+/// buffer that another thread writes and syncs.
+///
+/// Identifiers (`u64`) are the store's: a durable queue's id is what `declare_queue` returned;
+/// a message's id is what `enqueue` returned.
+pub trait Journal: Send + Sync {
+    fn declare_exchange(&self, exchange: &ExchangeDefinition) -> Result<(), BrokerError>;
+    fn delete_exchange(&self, name: &str);
+    /// Records a durable queue; returns its store id.
+    fn declare_queue(&self, queue: &QueueDefinition) -> Result<u64, BrokerError>;
+    /// The queue is gone, with every message reference it held.
+    fn delete_queue(&self, queue: u64);
+    /// A binding between a durable exchange (by name; built-in ones included) and a durable
+    /// queue. Binding the same (exchange, queue, key) again replaces the arguments.
+    fn bind(
+        &self,
+        exchange: &str,
+        queue: u64,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError>;
+    fn unbind(&self, exchange: &str, queue: u64, key: &str);
+    /// An exchange-to-exchange binding between two durable exchanges (built-in ones
+    /// included): what `source` routes under `key` goes on through `destination`.
+    fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError>;
+    fn unbind_exchange(&self, destination: &str, source: &str, key: &str);
+    /// Records a persistent message once, referenced by each of `queues`. Refused (with
+    /// `ResourceLimitExceeded`) when the store cannot take more: full disk, failed device.
+    /// Inside a transaction's commit, `tx` groups it with the commit's other records.
+    fn enqueue(
+        &self,
+        message: &crate::message::Message,
+        queues: &[u64],
+        tx: Option<&JournalTx>,
+    ) -> Result<(u64, SyncPoint), BrokerError>;
+    /// The messages left `queue` for good (settled, purged, expired, dropped, dead-lettered).
+    fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>);
+    /// Closes a transaction's records: after a crash they all count if this commit reached
+    /// the disk, none if it did not. Returns the point the whole commit is durable at, or
+    /// `None` if the transaction journaled nothing. Never refused: what it closes is
+    /// already applied in memory.
+    fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint>;
+    /// The latest point appended so far: what a command that just changed durable state must
+    /// wait for.
+    fn appended(&self) -> SyncPoint;
+    /// Everything up to this point is on stable storage.
+    fn durable(&self) -> SyncPoint;
+    /// The device failed: points beyond [`Journal::durable`] will never become durable.
+    fn is_failed(&self) -> bool;
+    /// Pushes [`crate::OutboxItem::Durable`] into `outbox` once `point` is durable (or the
+    /// journal failed), at once if it already is. Each registration wakes its outbox once.
+    fn notify_when_durable(&self, point: SyncPoint, outbox: &Arc<Outbox>);
+}
+
+/// A message's identity in the store, set when a journal recorded it. A copy of a message
+/// (`Message::clone`) is a new message as far as the store is concerned, so cloning gives an
+/// unset reference; code that keeps the same stored message under another expiry carries it
+/// over with [`StoreRef::carry_from`].
+#[derive(Default)]
+pub struct StoreRef(AtomicU64);
+
+impl StoreRef {
+    /// The store's id for this message, if a journal recorded it.
+    pub fn get(&self) -> Option<u64> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// Ids are non-zero; 0 leaves the reference unset.
+    pub fn set(&self, id: u64) {
+        self.0.store(id, Ordering::Release);
+    }
+
+    pub fn carry_from(&self, other: &StoreRef) {
+        self.0
+            .store(other.0.load(Ordering::Acquire), Ordering::Release);
+    }
+}
+
+impl Clone for StoreRef {
+    fn clone(&self) -> StoreRef {
+        StoreRef::default()
+    }
+}
+
+impl fmt::Debug for StoreRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.get() {
+            Some(id) => write!(f, "StoreRef({id})"),
+            None => f.write_str("StoreRef(-)"),
+        }
+    }
+}
+
+/// One transaction commit's records in the journal. The store names the transaction when
+/// it writes its first record (0 until then), so a commit that touches nothing durable
+/// writes nothing at all.
+#[derive(Debug, Default)]
+pub struct JournalTx(AtomicU64);
+
+impl JournalTx {
+    /// The store's name for the transaction, once it has written a record of it.
+    pub fn id(&self) -> Option<u64> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// The transaction's name: `first` (non-zero, unique) unless it already has one.
+    pub fn get_or_set(&self, first: u64) -> u64 {
+        match self
+            .0
+            .compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => first,
+            Err(existing) => existing,
+        }
+    }
+}
+
+/// A durable queue's link to the journal.
+#[derive(Clone)]
+pub(crate) struct QueueStore {
+    pub(crate) journal: Arc<dyn Journal>,
+    pub(crate) id: u64,
+}
+
+impl fmt::Debug for QueueStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "QueueStore({})", self.id)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A journal that records calls in memory, for the core's tests.
+
+    use super::*;
+    use parking_lot::Mutex;
+
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum Call {
+        DeclareExchange(String),
+        DeleteExchange(String),
+        DeclareQueue(String, u64),
+        DeleteQueue(u64),
+        Bind(String, u64, String),
+        Unbind(String, u64, String),
+        /// (destination, source, key)
+        BindExchange(String, String, String),
+        UnbindExchange(String, String, String),
+        Enqueue(u64, Vec<u64>),
+        Dequeue(u64, Vec<u64>),
+        /// A record inside a transaction's commit (its id, then the record).
+        InTx(u64, Box<Call>),
+        CommitTx(u64),
+    }
+
+    #[derive(Default)]
+    pub struct MemoryJournal {
+        pub calls: Mutex<Vec<Call>>,
+        next: AtomicU64,
+        pub refuse: std::sync::atomic::AtomicBool,
+    }
+
+    impl MemoryJournal {
+        pub fn new() -> Arc<MemoryJournal> {
+            Arc::new(MemoryJournal::default())
+        }
+
+        pub fn take(&self) -> Vec<Call> {
+            std::mem::take(&mut *self.calls.lock())
+        }
+
+        fn id(&self) -> u64 {
+            self.next.fetch_add(1, Ordering::Relaxed) + 1
+        }
+
+        /// Records `call`, tagged with its transaction (named after `first` if it is the
+        /// transaction's first record).
+        fn push(&self, call: Call, tx: Option<&JournalTx>, first: u64) {
+            let call = match tx {
+                Some(tx) => Call::InTx(tx.get_or_set(first), Box::new(call)),
+                None => call,
+            };
+            self.calls.lock().push(call);
+        }
+
+        fn check(&self) -> Result<(), BrokerError> {
+            if self.refuse.load(Ordering::Relaxed) {
+                Err(BrokerError::ResourceLimitExceeded("store full".into()))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl Journal for MemoryJournal {
+        fn declare_exchange(&self, e: &ExchangeDefinition) -> Result<(), BrokerError> {
+            self.check()?;
+            self.calls.lock().push(Call::DeclareExchange(e.name.into()));
+            Ok(())
+        }
+        fn delete_exchange(&self, name: &str) {
+            self.calls.lock().push(Call::DeleteExchange(name.into()));
+        }
+        fn declare_queue(&self, q: &QueueDefinition) -> Result<u64, BrokerError> {
+            self.check()?;
+            let id = self.id();
+            self.calls
+                .lock()
+                .push(Call::DeclareQueue(q.name.into(), id));
+            Ok(id)
+        }
+        fn delete_queue(&self, queue: u64) {
+            self.calls.lock().push(Call::DeleteQueue(queue));
+        }
+        fn bind(&self, e: &str, q: u64, k: &str, _: &Arguments) -> Result<(), BrokerError> {
+            self.check()?;
+            self.calls.lock().push(Call::Bind(e.into(), q, k.into()));
+            Ok(())
+        }
+        fn unbind(&self, e: &str, q: u64, k: &str) {
+            self.calls.lock().push(Call::Unbind(e.into(), q, k.into()));
+        }
+        fn bind_exchange(
+            &self,
+            d: &str,
+            s: &str,
+            k: &str,
+            _: &Arguments,
+        ) -> Result<(), BrokerError> {
+            self.check()?;
+            let call = Call::BindExchange(d.into(), s.into(), k.into());
+            self.calls.lock().push(call);
+            Ok(())
+        }
+        fn unbind_exchange(&self, d: &str, s: &str, k: &str) {
+            let call = Call::UnbindExchange(d.into(), s.into(), k.into());
+            self.calls.lock().push(call);
+        }
+        fn enqueue(
+            &self,
+            _: &crate::message::Message,
+            queues: &[u64],
+            tx: Option<&JournalTx>,
+        ) -> Result<(u64, SyncPoint), BrokerError> {
+            self.check()?;
+            let id = self.id();
+            self.push(Call::Enqueue(id, queues.to_vec()), tx, id);
+            Ok((id, SyncPoint(id)))
+        }
+        fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>) {
+            let first = match tx {
+                Some(t) if t.id().is_none() => self.id(),
+                _ => 0,
+            };
+            self.push(Call::Dequeue(queue, messages.to_vec()), tx, first);
+        }
+        fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
+            let id = tx.id()?;
+            self.calls.lock().push(Call::CommitTx(id));
+            Some(SyncPoint(self.id()))
+        }
+        fn appended(&self) -> SyncPoint {
+            SyncPoint(self.next.load(Ordering::Relaxed))
+        }
+        fn durable(&self) -> SyncPoint {
+            SyncPoint(0)
+        }
+        fn is_failed(&self) -> bool {
+            false
+        }
+        fn notify_when_durable(&self, _: SyncPoint, _: &Arc<Outbox>) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clone_is_a_new_message_for_the_store() {
+        let r = StoreRef::default();
+        assert_eq!(r.get(), None);
+        r.set(7);
+        assert_eq!(r.get(), Some(7));
+        assert_eq!(r.clone().get(), None);
+        let carried = StoreRef::default();
+        carried.carry_from(&r);
+        assert_eq!(carried.get(), Some(7));
+    }
+}

@@ -1,0 +1,115 @@
+//! A full disk: ferryd's data directory on a small tmpfs. Publishers of persistent messages
+//! get resource-limit-exceeded once the journal cannot get another segment, nothing already
+//! completed is lost, consumers keep being served, and draining frees space for publishing
+//! again. Needs permission to mount a tmpfs (root); skips with a message otherwise.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{DataDir, Ferryd};
+use ferry_client::{
+    ClientError, ConnectOptions, Connection, ErrorCode, FlowMode, OutgoingMessage,
+    QueueDeclareOptions, SubscribeOptions,
+};
+
+/// A tmpfs mounted on a fresh directory, unmounted on drop.
+struct Tmpfs(DataDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = DataDir::new("diskfull");
+        std::fs::create_dir_all(&dir.0).ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0 .0).status();
+    }
+}
+
+fn message(i: usize) -> OutgoingMessage {
+    OutgoingMessage::builder()
+        .routing_key("full")
+        .persistent(true)
+        .body(format!("{i:08}-").repeat(100))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_full_disk_refuses_publishers_keeps_what_was_completed_and_recovers() {
+    let Some(fs) = Tmpfs::mount("3m") else {
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs here (needs root); the full-disk test did not run"
+        );
+        return;
+    };
+    let broker = Ferryd::start_with(&[&fs.0.arg(), "--store-segment-size", "262144"]);
+    let conn = Connection::connect(broker.addr, ConnectOptions::default())
+        .await
+        .unwrap();
+    let s = conn.session().await.unwrap();
+    let opts = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    s.queue_declare("full", opts).await.unwrap();
+    // Publish until refused: 1 KiB messages into 3 MiB.
+    let mut completed = 0;
+    let refusal = loop {
+        match s.transfer_sync("", &message(completed)).await {
+            Ok(_) => completed += 1,
+            Err(e) => break e,
+        }
+        assert!(completed < 10_000, "the disk never filled up");
+    };
+    match refusal {
+        ClientError::Exception { code, .. } => assert_eq!(code, ErrorCode::ResourceLimitExceeded),
+        other => panic!("expected resource-limit-exceeded, got {other:?}"),
+    }
+    assert!(completed > 100, "only {completed} messages fit");
+    // Consumers are still served, and get every completed message.
+    let s = conn.session().await.unwrap();
+    let sub_opts = SubscribeOptions {
+        flow_mode: FlowMode::Credit,
+        message_credit: u32::MAX,
+        ..SubscribeOptions::default()
+    };
+    let mut sub = s.subscribe("full", "d", sub_opts).await.unwrap();
+    for i in 0..completed {
+        let d = tokio::time::timeout(Duration::from_secs(10), sub.next())
+            .await
+            .expect("a delivery in time")
+            .expect("subscription open");
+        assert_eq!(d.body, message(i).body(), "message {i}");
+    }
+    s.message_cancel("d").await.unwrap();
+    s.sync().await.unwrap();
+    // Space comes back as the drained segments are recycled: publishing works again.
+    let mut again = false;
+    for _ in 0..100 {
+        let s = conn.session().await.unwrap();
+        if s.transfer_sync("", &message(0)).await.is_ok() {
+            again = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        again,
+        "publishing did not resume after the queue was drained"
+    );
+    drop(conn);
+    let (status, log) = broker.terminate();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("disk full"), "the log says why: {log}");
+}

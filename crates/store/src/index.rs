@@ -1,0 +1,416 @@
+//! Which records are still needed, and where they are. The same `apply` runs when a record
+//! is appended and when recovery reads it back, so the live state after a restart is the
+//! state before it.
+//!
+//! Liveness: a declaration or binding is live until deleted (or its exchange or queue is);
+//! a message record is live while some queue still references it. Dequeue, delete and unbind
+//! records are never live themselves: they only matter while the records they cancel exist,
+//! and segments are deleted oldest first, so a cancelling record always outlives what it
+//! cancels. A segment with no live record left at the head of the journal can go; one that
+//! still holds a few is compacted (its live records appended anew) first.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::record::{BindingKey, ExchangeBindingKey, Record};
+
+/// Where a frame is: segment, offset of the frame in the file, frame length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loc {
+    pub segment: u64,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// The frame currently standing for a live object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Live {
+    pub loc: Loc,
+    pub seq: u64,
+}
+
+/// Queues still referencing a message; nearly always one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refs {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Refs {
+    fn from_ids(ids: &[u64]) -> Option<Refs> {
+        match ids {
+            [] => None,
+            [one] => Some(Refs::One(*one)),
+            many => Some(Refs::Many(many.to_vec())),
+        }
+    }
+
+    /// Drops `queue`; true if no queue is left.
+    fn remove(&mut self, queue: u64) -> bool {
+        match self {
+            Refs::One(q) => *q == queue,
+            Refs::Many(qs) => {
+                qs.retain(|q| *q != queue);
+                qs.is_empty()
+            }
+        }
+    }
+
+    pub fn contains(&self, queue: u64) -> bool {
+        match self {
+            Refs::One(q) => *q == queue,
+            Refs::Many(qs) => qs.contains(&queue),
+        }
+    }
+
+    pub fn to_vec(&self) -> Vec<u64> {
+        match self {
+            Refs::One(q) => vec![*q],
+            Refs::Many(qs) => qs.clone(),
+        }
+    }
+
+    fn retain(&mut self, keep: impl Fn(u64) -> bool) -> bool {
+        match self {
+            Refs::One(q) => keep(*q),
+            Refs::Many(qs) => {
+                qs.retain(|q| keep(*q));
+                !qs.is_empty()
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LiveMessage {
+    pub at: Live,
+    pub queues: Refs,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SegmentStats {
+    /// Bytes of live frames.
+    pub live_bytes: u64,
+    /// Size of the file.
+    pub capacity: u64,
+    /// Set once the segment's live records were appended anew: it can be deleted when the
+    /// journal is durable up to this point.
+    pub compacted_upto: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct Index {
+    pub exchanges: HashMap<String, Live>,
+    pub queues: HashMap<u64, Live>,
+    pub bindings: HashMap<(String, u64, String), Live>,
+    pub exchange_bindings: HashMap<ExchangeBindingKey, Live>,
+    pub messages: HashMap<u64, LiveMessage>,
+    pub segments: BTreeMap<u64, SegmentStats>,
+    pub live_bytes: u64,
+    /// Recovery: queues deleted, swept from message references once at the end.
+    deleted_queues: HashSet<u64>,
+}
+
+fn binding_id(k: &BindingKey) -> (String, u64, String) {
+    (k.exchange.clone(), k.queue, k.key.clone())
+}
+
+impl Index {
+    pub fn add_segment(&mut self, id: u64, capacity: u64) {
+        self.segments.entry(id).or_default().capacity = capacity;
+    }
+
+    fn account(&mut self, at: Live) {
+        if let Some(s) = self.segments.get_mut(&at.loc.segment) {
+            s.live_bytes += at.loc.len;
+        }
+        self.live_bytes += at.loc.len;
+    }
+
+    fn unaccount(&mut self, at: Live) {
+        if let Some(s) = self.segments.get_mut(&at.loc.segment) {
+            s.live_bytes = s.live_bytes.saturating_sub(at.loc.len);
+        }
+        self.live_bytes = self.live_bytes.saturating_sub(at.loc.len);
+    }
+
+    fn replace<K: std::hash::Hash + Eq>(
+        map: &mut HashMap<K, Live>,
+        key: K,
+        at: Live,
+    ) -> Option<Live> {
+        map.insert(key, at)
+    }
+
+    /// Applies a record found at `at`. `recovering` defers the sweep of deleted queues'
+    /// message references to [`Index::finish_recovery`] (ids are never reused, so no later
+    /// record can refer to a deleted queue).
+    pub fn apply(&mut self, rec: &Record, at: Live, recovering: bool) {
+        match rec {
+            Record::ExchangeDeclare(e) => {
+                if let Some(old) = Self::replace(&mut self.exchanges, e.name.clone(), at) {
+                    self.unaccount(old);
+                }
+                self.account(at);
+            }
+            Record::ExchangeDelete(name) => {
+                if let Some(old) = self.exchanges.remove(name) {
+                    self.unaccount(old);
+                }
+                self.drop_bindings(|(ex, _, _)| ex == name);
+                self.drop_exchange_bindings(|b| &b.source == name || &b.destination == name);
+            }
+            Record::QueueDeclare(q) => {
+                if let Some(old) = Self::replace(&mut self.queues, q.id, at) {
+                    self.unaccount(old);
+                }
+                self.account(at);
+            }
+            Record::QueueDelete(id) => {
+                if let Some(old) = self.queues.remove(id) {
+                    self.unaccount(old);
+                }
+                self.drop_bindings(|(_, q, _)| q == id);
+                if recovering {
+                    self.deleted_queues.insert(*id);
+                } else {
+                    self.sweep_messages(|q| q != *id);
+                }
+            }
+            Record::Bind(k, _) => {
+                if let Some(old) = Self::replace(&mut self.bindings, binding_id(k), at) {
+                    self.unaccount(old);
+                }
+                self.account(at);
+            }
+            Record::Unbind(k) => {
+                if let Some(old) = self.bindings.remove(&binding_id(k)) {
+                    self.unaccount(old);
+                }
+            }
+            // Applied as they are appended: in memory the commit always completes. Recovery
+            // holds them back until it reads the commit (see `recover::Replay`).
+            Record::Message(m) | Record::TxMessage { message: m, .. } => {
+                self.message(m.id, &m.queues, at)
+            }
+            Record::Dequeue { queue, messages }
+            | Record::TxDequeue {
+                queue, messages, ..
+            } => {
+                for id in messages {
+                    self.dequeue(*queue, *id);
+                }
+            }
+            Record::TxCommit(_) => {}
+            Record::ExchangeBind(k, _) => {
+                if let Some(old) = self.exchange_bindings.insert(k.clone(), at) {
+                    self.unaccount(old);
+                }
+                self.account(at);
+            }
+            Record::ExchangeUnbind(k) => {
+                if let Some(old) = self.exchange_bindings.remove(k) {
+                    self.unaccount(old);
+                }
+            }
+        }
+    }
+
+    /// A message record for `queues`; a later record of the same message (a compacted copy)
+    /// replaces the earlier one.
+    pub fn message(&mut self, id: u64, queues: &[u64], at: Live) {
+        let Some(queues) = Refs::from_ids(queues) else {
+            return;
+        };
+        if let Some(old) = self.messages.insert(id, LiveMessage { at, queues }) {
+            self.unaccount(old.at);
+        }
+        self.account(at);
+    }
+
+    pub fn dequeue(&mut self, queue: u64, id: u64) {
+        let Some(m) = self.messages.get_mut(&id) else {
+            return;
+        };
+        if !m.queues.contains(queue) {
+            return;
+        }
+        if m.queues.remove(queue) {
+            if let Some(m) = self.messages.remove(&id) {
+                self.unaccount(m.at);
+            }
+        }
+    }
+
+    /// Whether a dequeue of `id` from `queue` would change anything.
+    pub fn is_referenced(&self, queue: u64, id: u64) -> bool {
+        self.messages
+            .get(&id)
+            .is_some_and(|m| m.queues.contains(queue))
+    }
+
+    fn drop_bindings(&mut self, doomed: impl Fn(&(String, u64, String)) -> bool) {
+        let keys: Vec<_> = self
+            .bindings
+            .keys()
+            .filter(|k| doomed(k))
+            .cloned()
+            .collect();
+        for k in keys {
+            if let Some(old) = self.bindings.remove(&k) {
+                self.unaccount(old);
+            }
+        }
+    }
+
+    fn drop_exchange_bindings(&mut self, doomed: impl Fn(&ExchangeBindingKey) -> bool) {
+        let keys: Vec<_> = self
+            .exchange_bindings
+            .keys()
+            .filter(|k| doomed(k))
+            .cloned()
+            .collect();
+        for k in keys {
+            if let Some(old) = self.exchange_bindings.remove(&k) {
+                self.unaccount(old);
+            }
+        }
+    }
+
+    /// Keeps only references to queues for which `keep` holds; messages left without any
+    /// die.
+    fn sweep_messages(&mut self, keep: impl Fn(u64) -> bool) {
+        let mut dead = Vec::new();
+        for (id, m) in &mut self.messages {
+            if !m.queues.retain(&keep) {
+                dead.push(*id);
+            }
+        }
+        for id in dead {
+            if let Some(m) = self.messages.remove(&id) {
+                self.unaccount(m.at);
+            }
+        }
+    }
+
+    /// Drops references to queues that were deleted or whose declaration is gone (and
+    /// bindings to them), once every segment has been read.
+    pub fn finish_recovery(&mut self) {
+        let queues: HashSet<u64> = self.queues.keys().copied().collect();
+        self.deleted_queues.clear();
+        self.sweep_messages(|q| queues.contains(&q));
+        self.drop_bindings(|(_, q, _)| !queues.contains(q));
+    }
+
+    /// Whether the live record standing for this frame is at `seq` in `segment`: what
+    /// compaction copies forward and recovery restores.
+    pub fn is_current(&self, rec: &Record, segment: u64, seq: u64) -> bool {
+        let here = |l: Option<&Live>| l.is_some_and(|l| l.loc.segment == segment && l.seq == seq);
+        match rec {
+            Record::ExchangeDeclare(e) => here(self.exchanges.get(&e.name)),
+            Record::QueueDeclare(q) => here(self.queues.get(&q.id)),
+            Record::Bind(k, _) => here(self.bindings.get(&binding_id(k))),
+            Record::ExchangeBind(k, _) => here(self.exchange_bindings.get(k)),
+            Record::Message(m) | Record::TxMessage { message: m, .. } => {
+                here(self.messages.get(&m.id).map(|m| &m.at))
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{MessageRec, QueueRec};
+    use bytes::Bytes;
+    use ferry_core::{Arguments, QueueLimits};
+
+    fn at(segment: u64, seq: u64, len: u64) -> Live {
+        Live {
+            loc: Loc {
+                segment,
+                offset: 0,
+                len,
+            },
+            seq,
+        }
+    }
+
+    fn queue(id: u64) -> Record {
+        Record::QueueDeclare(QueueRec {
+            id,
+            name: format!("q{id}"),
+            auto_delete: false,
+            alternate: None,
+            limits: QueueLimits::default(),
+            arguments: Arguments::new(),
+        })
+    }
+
+    fn message(id: u64, queues: &[u64]) -> Record {
+        Record::Message(MessageRec {
+            id,
+            queues: queues.to_vec(),
+            content: Bytes::new(),
+        })
+    }
+
+    #[test]
+    fn a_message_lives_until_every_queue_dequeued_it() {
+        let mut ix = Index::default();
+        ix.add_segment(1, 1000);
+        ix.add_segment(2, 1000);
+        ix.apply(&queue(1), at(1, 1, 10), false);
+        ix.apply(&queue(2), at(1, 2, 10), false);
+        ix.apply(&message(3, &[1, 2]), at(1, 3, 100), false);
+        assert_eq!(ix.segments[&1].live_bytes, 120);
+        let dq = |q, m: u64| Record::Dequeue {
+            queue: q,
+            messages: vec![m],
+        };
+        ix.apply(&dq(1, 3), at(2, 4, 20), false);
+        assert!(ix.is_referenced(2, 3) && !ix.is_referenced(1, 3));
+        ix.apply(&dq(1, 3), at(2, 5, 20), false);
+        ix.apply(&dq(2, 3), at(2, 6, 20), false);
+        assert!(ix.messages.is_empty());
+        assert_eq!(ix.segments[&1].live_bytes, 20);
+        assert_eq!(ix.segments[&2].live_bytes, 0, "dequeues are never live");
+        assert_eq!(ix.live_bytes, 20);
+    }
+
+    #[test]
+    fn deleting_a_queue_frees_its_messages_and_bindings() {
+        let mut ix = Index::default();
+        ix.add_segment(1, 1000);
+        ix.apply(&queue(1), at(1, 1, 10), false);
+        let k = BindingKey {
+            exchange: "amq.direct".into(),
+            queue: 1,
+            key: "k".into(),
+        };
+        ix.apply(&Record::Bind(k, Arguments::new()), at(1, 2, 10), false);
+        ix.apply(&message(3, &[1]), at(1, 3, 100), false);
+        ix.apply(&Record::QueueDelete(1), at(1, 4, 10), false);
+        assert!(ix.messages.is_empty() && ix.bindings.is_empty() && ix.queues.is_empty());
+        assert_eq!(ix.live_bytes, 0);
+    }
+
+    #[test]
+    fn a_copy_replaces_the_original_and_recovery_sweeps_unknown_queues() {
+        let mut ix = Index::default();
+        ix.add_segment(1, 1000);
+        ix.add_segment(5, 1000);
+        // The queue's declaration was compacted forward: messages come first on recovery.
+        ix.apply(&message(3, &[1, 2]), at(1, 3, 100), true);
+        ix.apply(&message(3, &[1]), at(5, 9, 90), true);
+        ix.apply(&queue(1), at(5, 10, 10), true);
+        ix.apply(&message(4, &[7]), at(5, 11, 50), true);
+        ix.finish_recovery();
+        assert_eq!(ix.messages.len(), 1);
+        assert_eq!(ix.messages[&3].at.loc.segment, 5);
+        assert!(ix.is_current(&message(3, &[1]), 5, 9));
+        assert!(!ix.is_current(&message(3, &[1]), 1, 3));
+        assert_eq!(ix.segments[&1].live_bytes, 0);
+        assert_eq!(ix.segments[&5].live_bytes, 100);
+    }
+}

@@ -1,0 +1,650 @@
+//! `ferry-store`: ferryd's durable store.
+//!
+//! One journal per data directory (locked with `flock`, so two brokers cannot share it): a
+//! sequence of pre-allocated segment files holding checksummed frames (see [`record`]).
+//! Durable declarations, bindings, persistent messages (each stored once, with the list of
+//! durable queues referencing it) and dequeues are appended to an in-memory buffer by the
+//! threads that cause them; one writer thread writes everything pending, calls fdatasync, and
+//! announces "durable up to N" (group commit: a lone publisher waits for one sync, many
+//! publishers share each sync, no timer). Connections waiting for a point are woken once per
+//! registration through their outbox.
+//!
+//! Space follows the backlog: segments at the head of the journal whose records are all dead
+//! are recycled as the next spare segment or deleted; when dead space grows beyond the live
+//! data, the head segment's live records are copied to the tail first (compaction). On start,
+//! [`Store::open`] reads every segment, stops at a torn or corrupt frame at the tail (and cuts
+//! the file there), and returns what is live for [`Recovered::restore`].
+
+mod codec;
+mod index;
+pub mod record;
+mod recover;
+mod segment;
+mod writer;
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use ferry_core::{
+    Arguments, BrokerError, ExchangeDefinition, Journal, JournalTx, Message, Outbox, OutboxItem,
+    QueueDefinition, SyncPoint,
+};
+use parking_lot::{Condvar, Mutex};
+
+use index::{Index, Live, Loc};
+use record::{
+    kind, write_frame, BindingKey, ExchangeBindingKey, ExchangeRec, QueueRec, Record, FRAME_HEADER,
+};
+use segment::SEGMENT_HEADER;
+
+pub use codec::DecodeError;
+pub use record::{read_frame, Frame};
+pub use recover::{Recovered, RecoveryStats};
+
+/// How the store is laid out and behaves.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Size of a segment file. A record larger than this gets a segment of its own size.
+    pub segment_size: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            segment_size: 32 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("data directory {0} is in use by another broker")]
+    Locked(PathBuf),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    fn io(what: &'static str, path: &Path, source: std::io::Error) -> StoreError {
+        StoreError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// A pending write: bytes for one segment, starting at `offset`.
+struct Chunk {
+    segment: u64,
+    offset: u64,
+    capacity: u64,
+    /// Set when the chunk begins the segment: the sequence number its header records.
+    first_seq: Option<u64>,
+    data: Vec<u8>,
+}
+
+/// Where the next frame goes.
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    segment: u64,
+    offset: u64,
+    capacity: u64,
+}
+
+struct State {
+    next_seq: u64,
+    tail: Tail,
+    chunks: Vec<Chunk>,
+    /// Buffers of written chunks, kept for reuse.
+    free: Vec<Vec<u8>>,
+    index: Index,
+    segment_size: u64,
+    /// Transactions with records appended and no commit record yet.
+    open_txs: HashSet<u64>,
+}
+
+impl State {
+    /// Appends one frame; returns its sequence number and place. The layout is decided here,
+    /// under the lock, so the index knows where every record lives before it is written.
+    /// Every segment keeps room for the end marker written when the journal moves on.
+    fn append(&mut self, kind: u8, payload: impl FnOnce(&mut Vec<u8>)) -> (u64, Loc) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let tail = self.tail;
+        let fresh = tail.offset == SEGMENT_HEADER as u64;
+        if self.chunks.last().is_none_or(|c| c.segment != tail.segment) {
+            let data = self.free.pop().unwrap_or_default();
+            self.chunks.push(Chunk {
+                segment: tail.segment,
+                offset: tail.offset,
+                capacity: tail.capacity,
+                first_seq: fresh.then_some(seq),
+                data,
+            });
+            if fresh {
+                self.index.add_segment(tail.segment, tail.capacity);
+            }
+        }
+        let Some(chunk) = self.chunks.last_mut() else {
+            unreachable!("a chunk for the tail was just ensured");
+        };
+        let start = chunk.data.len();
+        write_frame(&mut chunk.data, seq, kind, payload);
+        let len = (chunk.data.len() - start) as u64;
+        let end_marker = FRAME_HEADER as u64;
+        if tail.offset + len + end_marker > tail.capacity {
+            if fresh {
+                // A frame larger than a whole segment gets a segment of its own size.
+                let capacity = SEGMENT_HEADER as u64 + len + end_marker;
+                chunk.capacity = capacity;
+                self.tail.capacity = capacity;
+                self.index.add_segment(tail.segment, capacity);
+            } else {
+                let frame = chunk.data.split_off(start);
+                write_frame(&mut chunk.data, seq, kind::SEGMENT_END, |_| {});
+                let capacity = self
+                    .segment_size
+                    .max(SEGMENT_HEADER as u64 + len + end_marker);
+                self.tail = Tail {
+                    segment: tail.segment + 1,
+                    offset: SEGMENT_HEADER as u64,
+                    capacity,
+                };
+                self.index.add_segment(self.tail.segment, capacity);
+                self.chunks.push(Chunk {
+                    segment: self.tail.segment,
+                    offset: self.tail.offset,
+                    capacity,
+                    first_seq: Some(seq),
+                    data: frame,
+                });
+            }
+        }
+        let loc = Loc {
+            segment: self.tail.segment,
+            offset: self.tail.offset,
+            len,
+        };
+        self.tail.offset += len;
+        (seq, loc)
+    }
+
+    /// The name of the transaction the next record belongs to, if any: the sequence number
+    /// of its first record, which is unique for ever.
+    fn open_tx(&mut self, tx: Option<&JournalTx>) -> Option<u64> {
+        let t = tx?.get_or_set(self.next_seq);
+        self.open_txs.insert(t);
+        Some(t)
+    }
+
+    /// Appends a topology record and applies it to the index.
+    fn record(&mut self, rec: &Record) -> u64 {
+        let (seq, loc) = self.append(rec.kind(), |out| rec.encode(out));
+        self.index.apply(rec, Live { loc, seq }, false);
+        seq
+    }
+}
+
+/// Whether the spare segment is ready, and whether the preallocator should stop.
+#[derive(Debug, Default)]
+struct Spare {
+    ready: bool,
+    stop: bool,
+}
+
+struct Shared {
+    /// The `journal` directory.
+    dir: PathBuf,
+    segment_size: u64,
+    state: Mutex<State>,
+    /// The writer waits here for pending chunks.
+    work: Condvar,
+    durable: AtomicU64,
+    appended: AtomicU64,
+    failed: AtomicBool,
+    /// No room for another segment: persistent publishes and durable declares are refused
+    /// until space comes back.
+    full: AtomicBool,
+    stop: AtomicBool,
+    waiters: Mutex<Vec<(SyncPoint, Arc<Outbox>)>>,
+    spare: Mutex<Spare>,
+    spare_changed: Condvar,
+}
+
+impl Shared {
+    fn refuse(&self) -> Result<(), BrokerError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(BrokerError::ResourceLimitExceeded(
+                "the store failed (I/O error); nothing more can be made durable".into(),
+            ));
+        }
+        if self.full.load(Ordering::Acquire) {
+            return Err(BrokerError::ResourceLimitExceeded(
+                "the store is full: no disk space for the journal".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Wakes the connections waiting for points up to `durable` (all of them once failed).
+    fn wake(&self, durable: u64) {
+        let failed = self.failed.load(Ordering::Acquire);
+        let mut woken: Vec<Arc<Outbox>> = Vec::new();
+        self.waiters.lock().retain(|(point, outbox)| {
+            if failed || point.0 <= durable {
+                if !woken.iter().any(|w| Arc::ptr_eq(w, outbox)) {
+                    woken.push(outbox.clone());
+                }
+                false
+            } else {
+                true
+            }
+        });
+        for outbox in woken {
+            outbox.push(OutboxItem::Durable);
+        }
+    }
+
+    fn fail(&self, what: &str, e: &std::io::Error) {
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                "store: {what} failed: {e}; persistent publishes are refused from now on, \
+                 messages not yet confirmed are not durable"
+            );
+        }
+        self.wake(self.durable.load(Ordering::Acquire));
+    }
+}
+
+/// The durable store; the broker's [`Journal`].
+pub struct Store {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The `flock` on the data directory, held until the store is closed.
+    lock: Mutex<Option<File>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `data_dir`, recovers what the journal holds,
+    /// and starts the writer. Restore the result into a broker with [`Recovered::restore`].
+    pub fn open(
+        data_dir: &Path,
+        config: StoreConfig,
+    ) -> Result<(Arc<Store>, Recovered), StoreError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| StoreError::io("cannot create data directory", data_dir, e))?;
+        let lock_path = data_dir.join("lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StoreError::io("cannot open lock file", &lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked(data_dir.to_path_buf()))
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(StoreError::io("cannot lock", &lock_path, e))
+            }
+        }
+        let dir = data_dir.join("journal");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| StoreError::io("cannot create journal directory", &dir, e))?;
+        let segment_size = config.segment_size.max(4096);
+        let (recovered, found) = recover::recover(&dir)?;
+        let spare_ready = segment::spare_path(&dir)
+            .metadata()
+            .is_ok_and(|m| m.len() == segment_size);
+        let state = State {
+            next_seq: found.next_seq,
+            tail: Tail {
+                segment: found.next_segment,
+                offset: SEGMENT_HEADER as u64,
+                capacity: segment_size,
+            },
+            chunks: Vec::new(),
+            free: Vec::new(),
+            index: found.index,
+            segment_size,
+            open_txs: HashSet::new(),
+        };
+        let last = found.next_seq - 1;
+        let shared = Arc::new(Shared {
+            dir,
+            segment_size,
+            state: Mutex::new(state),
+            work: Condvar::new(),
+            durable: AtomicU64::new(last),
+            appended: AtomicU64::new(last),
+            failed: AtomicBool::new(false),
+            full: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            waiters: Mutex::new(Vec::new()),
+            spare: Mutex::new(Spare {
+                ready: spare_ready,
+                stop: false,
+            }),
+            spare_changed: Condvar::new(),
+        });
+        let spawn = |name: &str, f: fn(Arc<Shared>)| {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || f(shared))
+                .map_err(|e| StoreError::io("cannot start thread", Path::new(name), e))
+        };
+        let threads = vec![
+            spawn("ferry-journal", writer::run)?,
+            spawn("ferry-prealloc", writer::preallocate)?,
+        ];
+        let store = Arc::new(Store {
+            shared,
+            threads: Mutex::new(threads),
+            lock: Mutex::new(Some(lock)),
+        });
+        Ok((store, recovered))
+    }
+
+    /// Writes everything pending, then stops the store's threads. Appends after this are
+    /// not written.
+    pub fn close(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        {
+            let _st = self.shared.state.lock();
+            self.shared.work.notify_all();
+        }
+        {
+            let mut spare = self.shared.spare.lock();
+            spare.stop = true;
+            self.shared.spare_changed.notify_all();
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        // Another broker may use the directory now.
+        self.lock.lock().take();
+    }
+
+    /// Disk space in use by segment files, and bytes of live records in them.
+    pub fn usage(&self) -> (u64, u64) {
+        let st = self.shared.state.lock();
+        let disk = st.index.segments.values().map(|s| s.capacity).sum();
+        (disk, st.index.live_bytes)
+    }
+
+    /// Number of segment files, the spare not included.
+    pub fn segment_count(&self) -> usize {
+        self.shared.state.lock().index.segments.len()
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.shared.full.load(Ordering::Acquire)
+    }
+
+    /// Blocks until everything appended so far is durable (or the store failed).
+    pub fn sync(&self) {
+        let target = self.shared.appended.load(Ordering::Acquire);
+        while self.shared.durable.load(Ordering::Acquire) < target
+            && !self.shared.failed.load(Ordering::Acquire)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Appends and announces to the writer.
+    fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let r = {
+            let mut st = self.shared.state.lock();
+            let r = f(&mut st);
+            self.shared
+                .appended
+                .store(st.next_seq - 1, Ordering::Release);
+            r
+        };
+        self.shared.work.notify_one();
+        r
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl Journal for Store {
+    fn declare_exchange(&self, e: &ExchangeDefinition) -> Result<(), BrokerError> {
+        self.shared.refuse()?;
+        let rec = Record::ExchangeDeclare(ExchangeRec {
+            name: e.name.to_owned(),
+            kind: e.kind,
+            auto_delete: e.auto_delete,
+            alternate: e.alternate_exchange.map(str::to_owned),
+            arguments: e.arguments.clone(),
+        });
+        self.with_state(|st| st.record(&rec));
+        Ok(())
+    }
+
+    fn delete_exchange(&self, name: &str) {
+        let rec = Record::ExchangeDelete(name.to_owned());
+        self.with_state(|st| st.record(&rec));
+    }
+
+    fn declare_queue(&self, q: &QueueDefinition) -> Result<u64, BrokerError> {
+        self.shared.refuse()?;
+        Ok(self.with_state(|st| {
+            // The declaration's own sequence number is the queue's id: unique for ever.
+            let id = st.next_seq;
+            st.record(&Record::QueueDeclare(QueueRec {
+                id,
+                name: q.name.to_owned(),
+                auto_delete: q.auto_delete,
+                alternate: q.alternate_exchange.map(str::to_owned),
+                limits: q.limits,
+                arguments: q.arguments.clone(),
+            }));
+            id
+        }))
+    }
+
+    fn delete_queue(&self, queue: u64) {
+        self.with_state(|st| st.record(&Record::QueueDelete(queue)));
+    }
+
+    fn bind(
+        &self,
+        exchange: &str,
+        queue: u64,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.shared.refuse()?;
+        let k = BindingKey {
+            exchange: exchange.to_owned(),
+            queue,
+            key: key.to_owned(),
+        };
+        self.with_state(|st| st.record(&Record::Bind(k, arguments.clone())));
+        Ok(())
+    }
+
+    fn unbind(&self, exchange: &str, queue: u64, key: &str) {
+        let k = BindingKey {
+            exchange: exchange.to_owned(),
+            queue,
+            key: key.to_owned(),
+        };
+        self.with_state(|st| st.record(&Record::Unbind(k)));
+    }
+
+    fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.shared.refuse()?;
+        let k = exchange_binding_key(destination, source, key);
+        self.with_state(|st| st.record(&Record::ExchangeBind(k, arguments.clone())));
+        Ok(())
+    }
+
+    fn unbind_exchange(&self, destination: &str, source: &str, key: &str) {
+        let k = exchange_binding_key(destination, source, key);
+        self.with_state(|st| st.record(&Record::ExchangeUnbind(k)));
+    }
+
+    fn enqueue(
+        &self,
+        message: &Message,
+        queues: &[u64],
+        tx: Option<&JournalTx>,
+    ) -> Result<(u64, SyncPoint), BrokerError> {
+        self.shared.refuse()?;
+        Ok(self.with_state(|st| {
+            // A queue deleted meanwhile must not keep the message alive in the store.
+            let filtered: Vec<u64>;
+            let queues = if queues.iter().all(|q| st.index.queues.contains_key(q)) {
+                queues
+            } else {
+                filtered = queues
+                    .iter()
+                    .copied()
+                    .filter(|q| st.index.queues.contains_key(q))
+                    .collect();
+                &filtered
+            };
+            let id = st.next_seq;
+            let (seq, loc) = match st.open_tx(tx) {
+                None => st.append(kind::MESSAGE, |out| {
+                    record::put_message_head(out, id, queues);
+                    record::put_message_content(out, message);
+                }),
+                Some(t) => st.append(kind::TX_MESSAGE, |out| {
+                    codec::put_u64(out, t);
+                    record::put_message_head(out, id, queues);
+                    record::put_message_content(out, message);
+                }),
+            };
+            st.index.message(id, queues, Live { loc, seq });
+            (id, SyncPoint(seq))
+        }))
+    }
+
+    fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>) {
+        let mut st = self.shared.state.lock();
+        if !messages.iter().any(|id| st.index.is_referenced(queue, *id)) {
+            return;
+        }
+        match st.open_tx(tx) {
+            None => st.append(kind::DEQUEUE, |out| {
+                codec::put_u64(out, queue);
+                record::put_ids(out, messages);
+            }),
+            Some(t) => st.append(kind::TX_DEQUEUE, |out| {
+                codec::put_u64(out, t);
+                codec::put_u64(out, queue);
+                record::put_ids(out, messages);
+            }),
+        };
+        for id in messages {
+            st.index.dequeue(queue, *id);
+        }
+        self.shared
+            .appended
+            .store(st.next_seq - 1, Ordering::Release);
+        drop(st);
+        self.shared.work.notify_one();
+    }
+
+    fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
+        let t = tx.id()?;
+        Some(self.with_state(|st| {
+            st.open_txs.remove(&t);
+            SyncPoint(st.record(&Record::TxCommit(t)))
+        }))
+    }
+
+    fn appended(&self) -> SyncPoint {
+        SyncPoint(self.shared.appended.load(Ordering::Acquire))
+    }
+
+    fn durable(&self) -> SyncPoint {
+        SyncPoint(self.shared.durable.load(Ordering::Acquire))
+    }
+
+    fn is_failed(&self) -> bool {
+        self.shared.failed.load(Ordering::Acquire)
+    }
+
+    fn notify_when_durable(&self, point: SyncPoint, outbox: &Arc<Outbox>) {
+        let now = {
+            let mut waiters = self.shared.waiters.lock();
+            // Checked under the waiters lock: the writer publishes `durable` before taking
+            // it, so a point it has passed is seen here or handled by its wake.
+            let done = self.shared.durable.load(Ordering::Acquire) >= point.0
+                || self.shared.failed.load(Ordering::Acquire);
+            if !done {
+                waiters.push((point, outbox.clone()));
+            }
+            done
+        };
+        if now {
+            outbox.push(OutboxItem::Durable);
+        }
+    }
+}
+
+fn exchange_binding_key(destination: &str, source: &str, key: &str) -> ExchangeBindingKey {
+    ExchangeBindingKey {
+        source: source.to_owned(),
+        destination: destination.to_owned(),
+        key: key.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Fuzzing entry point: arbitrary bytes as the contents of a segment, read the way recovery
+/// reads them (frames, then record payloads, then message contents). Nothing may panic.
+#[doc(hidden)]
+pub fn fuzz_decode(data: &[u8]) {
+    let bytes = bytes::Bytes::copy_from_slice(data);
+    let mut pos = 0;
+    while let Some(rest) = data.get(pos..) {
+        match read_frame(rest) {
+            Frame::Record {
+                kind, payload, len, ..
+            } => {
+                let start = pos + FRAME_HEADER;
+                if let Ok(Record::Message(m)) =
+                    Record::decode(kind, bytes.slice(start..start + payload.len()))
+                {
+                    let _ = record::message_from_content(m.content);
+                }
+                pos += len;
+            }
+            Frame::End | Frame::Torn | Frame::Corrupt => break,
+        }
+    }
+    let _ = segment::decode_header(data);
+    // Payloads without the checksum in the way: every record type over the raw bytes.
+    for kind in 0..=kind::LAST + 1 {
+        let _ = Record::decode(kind, bytes.clone());
+    }
+    let _ = record::message_from_content(bytes);
+}

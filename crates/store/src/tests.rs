@@ -1,0 +1,765 @@
+//! The store end to end: a broker over a real journal in a temporary directory, restarted.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferry_core::{
+    Arguments, Broker, BrokerConfig, ConsumerSpec, ExchangeKind, ExchangeOptions, HeaderValue,
+    Journal, Message, Outbox, OutboxItem, Queue, QueueOptions, SyncPoint,
+};
+
+use super::*;
+
+/// A directory removed when the test ends.
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "ferry-store-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn journal(&self) -> PathBuf {
+        self.0.join("journal")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn small() -> StoreConfig {
+    StoreConfig {
+        segment_size: 64 * 1024,
+    }
+}
+
+fn start(dir: &TempDir, config: StoreConfig) -> (Arc<Store>, Arc<Broker>, RecoveryStats) {
+    let (store, recovered) = Store::open(dir.path(), config).expect("open store");
+    let broker = Broker::with_journal(BrokerConfig::default(), store.clone());
+    let stats = recovered.stats.clone();
+    recovered.restore(&broker);
+    (store, broker, stats)
+}
+
+fn durable_queue(b: &Broker, name: &str) -> Arc<Queue> {
+    let opts = QueueOptions {
+        durable: true,
+        ..QueueOptions::default()
+    };
+    b.declare_queue(name, opts, false, 1).unwrap().0
+}
+
+fn publish(b: &Broker, queue: &str, body: Vec<u8>, persistent: bool) -> Option<SyncPoint> {
+    let mut m = Message::new("", queue.to_owned(), Bytes::from(body));
+    m.persistent = persistent;
+    let ex = b.exchange("").unwrap();
+    b.publish(&ex, Arc::new(m)).unwrap().sync
+}
+
+/// Takes up to `n` messages off the queue and accepts them; returns their bodies.
+fn consume(b: &Broker, q: &Arc<Queue>, n: u32) -> Vec<Bytes> {
+    let ob = Outbox::new();
+    let id = b.next_consumer_id();
+    q.subscribe(ConsumerSpec {
+        id,
+        outbox: ob.clone(),
+        owner: 1,
+        tag: Bytes::new(),
+        acquire: true,
+        exclusive: false,
+        window: None,
+    })
+    .unwrap();
+    q.add_credit(id, n, u32::MAX).unwrap();
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    b.cancel_consumer(q, id);
+    items
+        .into_iter()
+        .filter_map(|i| match i {
+            OutboxItem::Deliver(d) => {
+                assert!(q.accept(d.position));
+                Some(d.message.body.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn bodies(q: &Queue) -> Vec<Bytes> {
+    q.queued_bodies()
+}
+
+#[test]
+fn durable_topology_and_persistent_messages_survive_a_restart() {
+    let dir = TempDir::new("restart");
+    {
+        let (store, b, stats) = start(&dir, small());
+        assert_eq!(stats.records, 0);
+        let mut args = Arguments::new();
+        args.push("x-message-ttl", HeaderValue::UInt(600_000));
+        args.push("qpid.max_count", HeaderValue::UInt(1000));
+        let opts = QueueOptions {
+            durable: true,
+            arguments: args.clone(),
+            limits: ferry_core::QueueLimits::from_arguments(&args).unwrap(),
+            ..QueueOptions::default()
+        };
+        b.declare_queue("q", opts, false, 1).unwrap();
+        durable_queue(&b, "gone");
+        b.declare_queue("transient", QueueOptions::default(), false, 1)
+            .unwrap();
+        let xo = ExchangeOptions {
+            durable: true,
+            ..ExchangeOptions::default()
+        };
+        b.declare_exchange("alt", ExchangeKind::Fanout, xo.clone(), false)
+            .unwrap();
+        let xo_alt = ExchangeOptions {
+            alternate_exchange: Some("alt".into()),
+            ..xo
+        };
+        b.declare_exchange("topics", ExchangeKind::Topic, xo_alt, false)
+            .unwrap();
+        b.bind("q", "topics", "a.#", &Arguments::new()).unwrap();
+        b.bind("q", "amq.direct", "k", &Arguments::new()).unwrap();
+        b.bind("gone", "topics", "b.#", &Arguments::new()).unwrap();
+        for i in 0..10u8 {
+            publish(&b, "q", vec![i; 100], true);
+        }
+        publish(&b, "q", b"transient".to_vec(), false);
+        publish(&b, "gone", b"x".to_vec(), true);
+        publish(&b, "transient", b"t".to_vec(), true);
+        let q = b.queue("q").unwrap();
+        let taken = consume(&b, &q, 3);
+        assert_eq!(taken.len(), 3);
+        b.delete_queue("gone", false, false, 1).unwrap();
+        store.sync();
+        store.close();
+    }
+    let (_store, b, stats) = start(&dir, small());
+    assert!(stats.records > 0);
+    assert_eq!(stats.cut_at, None);
+    assert!(b.queue("gone").is_none() && b.queue("transient").is_none());
+    let q = b.queue("q").unwrap();
+    assert!(q.is_durable());
+    assert_eq!(q.limits().max_count, Some(1000));
+    assert_eq!(
+        q.arguments().get("x-message-ttl"),
+        Some(&HeaderValue::UInt(600_000))
+    );
+    let expected: Vec<Bytes> = (3..10u8).map(|i| Bytes::from(vec![i; 100])).collect();
+    assert_eq!(
+        bodies(&q),
+        expected,
+        "unsettled persistent messages come back in order"
+    );
+    let topics = b.exchange("topics").unwrap();
+    assert_eq!(topics.kind(), ExchangeKind::Topic);
+    assert_eq!(topics.alternate().map(|a| a.name()), Some("alt"));
+    assert!(b.bound("topics", Some("q"), Some("a.#"), None) == Default::default());
+    assert!(b.bound("amq.direct", Some("q"), Some("k"), None) == Default::default());
+    // Recovered messages are marked redelivered and can be settled for good.
+    let ob = Outbox::new();
+    q.subscribe(ConsumerSpec {
+        id: 99,
+        outbox: ob.clone(),
+        owner: 1,
+        tag: Bytes::new(),
+        acquire: true,
+        exclusive: false,
+        window: None,
+    })
+    .unwrap();
+    q.add_credit(99, 1, u32::MAX).unwrap();
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    let Some(OutboxItem::Deliver(d)) = items.pop() else {
+        panic!("no delivery");
+    };
+    assert!(d.redelivered);
+    assert!(q.accept(d.position));
+    b.cancel_consumer(&q, 99);
+    _store.sync();
+    _store.close();
+    drop(b);
+    let (_s, b, _) = start(&dir, small());
+    assert_eq!(b.queue("q").unwrap().message_count(), 6);
+}
+
+#[test]
+fn a_second_store_on_the_same_directory_is_refused() {
+    let dir = TempDir::new("lock");
+    let (store, _) = Store::open(dir.path(), small()).unwrap();
+    assert!(matches!(
+        Store::open(dir.path(), small()),
+        Err(StoreError::Locked(_))
+    ));
+    store.close();
+    drop(store);
+    assert!(Store::open(dir.path(), small()).is_ok());
+}
+
+fn segment_files(dir: &TempDir) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.journal())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Appends persistent messages to "q" and closes; returns the journal's last segment.
+fn journal_with(dir: &TempDir, n: u8) -> PathBuf {
+    let (store, b, _) = start(dir, small());
+    durable_queue(&b, "q");
+    for i in 0..n {
+        publish(&b, "q", vec![i; 50], true);
+    }
+    store.sync();
+    store.close();
+    segment_files(dir).pop().unwrap()
+}
+
+/// Offset just past the last record of a segment (where its end marker is, if it has one).
+fn data_end(data: &[u8]) -> usize {
+    let mut pos = segment::SEGMENT_HEADER;
+    while let Frame::Record { len, kind, .. } = read_frame(&data[pos..]) {
+        if kind == record::kind::SEGMENT_END {
+            break;
+        }
+        pos += len;
+    }
+    pos
+}
+
+#[test]
+fn a_torn_tail_is_cut_and_everything_before_it_recovered() {
+    let dir = TempDir::new("torn");
+    let last = journal_with(&dir, 5);
+    let mut data = std::fs::read(&last).unwrap();
+    let end = data_end(&data);
+    // A sixth record whose write was cut short: only its first 20 bytes reached the disk.
+    let mut frame = Vec::new();
+    record::write_frame(&mut frame, 999, record::kind::DEQUEUE, |o| {
+        o.extend_from_slice(&[1; 40])
+    });
+    data[end..end + 20].copy_from_slice(&frame[..20]);
+    std::fs::write(&last, &data).unwrap();
+    let (store, b, stats) = start(&dir, small());
+    assert_eq!(stats.cut_at, Some((1, end as u64)));
+    assert_eq!(b.queue("q").unwrap().message_count(), 5);
+    assert_eq!(
+        std::fs::metadata(&last).unwrap().len(),
+        end as u64,
+        "cut at the tear"
+    );
+    // The journal goes on after the cut, and a restart after that is clean.
+    publish(&b, "q", b"after".to_vec(), true);
+    store.sync();
+    store.close();
+    drop(b);
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(stats.cut_at, None);
+    assert_eq!(b.queue("q").unwrap().message_count(), 6);
+}
+
+#[test]
+fn a_checksum_mismatch_ends_the_journal_there() {
+    let dir = TempDir::new("crc");
+    let last = journal_with(&dir, 6);
+    let mut data = std::fs::read(&last).unwrap();
+    // Flip one bit in the body of the fourth message record (frames: queue, m1..m6).
+    let mut pos = segment::SEGMENT_HEADER;
+    let mut starts = Vec::new();
+    while let Frame::Record { len, .. } = read_frame(&data[pos..]) {
+        starts.push(pos);
+        pos += len;
+    }
+    assert_eq!(starts.len(), 7);
+    data[starts[4] + 40] ^= 0x10;
+    std::fs::write(&last, &data).unwrap();
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(stats.cut_at, Some((1, starts[4] as u64)));
+    let q = b.queue("q").unwrap();
+    let expected: Vec<Bytes> = (0..3u8).map(|i| Bytes::from(vec![i; 50])).collect();
+    assert_eq!(bodies(&q), expected);
+}
+
+#[test]
+fn stale_bytes_after_a_segments_end_marker_are_not_a_tear() {
+    let dir = TempDir::new("stale");
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_queue(&b, "q");
+        for i in 0..150u32 {
+            publish(&b, "q", vec![(i % 251) as u8; 1200], true);
+        }
+        store.sync();
+        store.close();
+    }
+    let files = segment_files(&dir);
+    assert!(files.len() >= 3, "{files:?}");
+    // A recycled segment keeps the bytes of its earlier life after its last frame.
+    for f in &files[..files.len() - 1] {
+        let mut data = std::fs::read(f).unwrap();
+        let end = data_end(&data);
+        assert!(matches!(
+            read_frame(&data[end..]),
+            Frame::Record {
+                kind: record::kind::SEGMENT_END,
+                ..
+            }
+        ));
+        let marker = end + record::FRAME_HEADER;
+        data[marker..].iter_mut().for_each(|b| *b = 0xA5);
+        std::fs::write(f, &data).unwrap();
+    }
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!((stats.cut_at, stats.segments_discarded), (None, 0));
+    assert_eq!(b.queue("q").unwrap().message_count(), 150);
+}
+
+#[test]
+fn segments_after_a_hole_are_set_aside() {
+    let dir = TempDir::new("hole");
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_queue(&b, "q");
+        // ~3 segments of 64 KiB.
+        for i in 0..150u32 {
+            publish(&b, "q", vec![(i % 251) as u8; 1200], true);
+        }
+        store.sync();
+        store.close();
+    }
+    let files = segment_files(&dir);
+    assert!(files.len() >= 3, "{files:?}");
+    // Corrupt the middle segment's last frame: what follows it cannot be trusted.
+    let mid = &files[1];
+    let mut data = std::fs::read(mid).unwrap();
+    let end = data_end(&data);
+    data[end - 5] ^= 1;
+    std::fs::write(mid, &data).unwrap();
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(stats.segments_discarded, files.len() - 2);
+    let n = b.queue("q").unwrap().message_count();
+    assert!(n > 0 && n < 150, "a prefix is recovered: {n}");
+    assert!(std::fs::read_dir(dir.journal()).unwrap().any(|e| e
+        .unwrap()
+        .path()
+        .extension()
+        .is_some_and(|x| x == "discarded")));
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn disk_use_follows_the_backlog_not_the_history() {
+    let dir = TempDir::new("reclaim");
+    let (store, b, _) = start(&dir, small());
+    let q = durable_queue(&b, "q");
+    // Many times the segment size flows through; the backlog stays small.
+    for round in 0..40u32 {
+        for i in 0..50u32 {
+            publish(&b, "q", vec![((round + i) % 251) as u8; 1000], true);
+        }
+        assert_eq!(consume(&b, &q, 50).len(), 50);
+        store.sync();
+    }
+    wait_until("reclamation", || store.segment_count() <= 3);
+    let on_disk = segment_files(&dir).len();
+    assert!(on_disk <= 3, "{on_disk} segment files for an empty queue");
+    // Recycled segments hold stale bytes of their earlier life after their last frame: a
+    // restart must read them as the end of a segment, not as a tear.
+    for i in 0..200u32 {
+        publish(
+            &b,
+            "q",
+            vec![(i % 251) as u8; 700 + (i as usize * 7) % 500],
+            true,
+        );
+    }
+    store.sync();
+    store.close();
+    drop((b, q));
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!((stats.cut_at, stats.segments_discarded), (None, 0));
+    assert_eq!(b.queue("q").unwrap().message_count(), 200);
+}
+
+#[test]
+fn a_long_lived_message_at_the_head_is_compacted_forward() {
+    let dir = TempDir::new("compact");
+    let (store, b, _) = start(&dir, small());
+    let old = durable_queue(&b, "old");
+    let q = durable_queue(&b, "q");
+    publish(&b, "old", b"keep me".to_vec(), true);
+    for round in 0..40u32 {
+        for i in 0..50u32 {
+            publish(&b, "q", vec![((round * i) % 251) as u8; 1000], true);
+        }
+        assert_eq!(consume(&b, &q, 50).len(), 50);
+        store.sync();
+    }
+    wait_until("compaction", || {
+        let (disk, live) = store.usage();
+        disk <= 2 * live + 4 * 64 * 1024
+    });
+    assert!(segment_files(&dir).len() <= 5);
+    assert_eq!(bodies(&old), [Bytes::from_static(b"keep me")]);
+    store.sync();
+    store.close();
+    drop((b, old, q));
+    let (_s, b, _) = start(&dir, small());
+    assert_eq!(
+        bodies(&b.queue("old").unwrap()),
+        [Bytes::from_static(b"keep me")]
+    );
+    assert_eq!(b.queue("q").unwrap().message_count(), 0);
+}
+
+#[test]
+fn a_waiting_connection_is_woken_once_its_point_is_durable() {
+    let dir = TempDir::new("wake");
+    let (store, b, _) = start(&dir, small());
+    durable_queue(&b, "q");
+    let point = publish(&b, "q", b"m".to_vec(), true).expect("a sync point");
+    let ob = Outbox::new();
+    store.notify_when_durable(point, &ob);
+    wait_until("the wake-up", || !ob.is_empty());
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    assert!(matches!(items[..], [OutboxItem::Durable]));
+    assert!(store.durable() >= point);
+    // Already durable: woken at once.
+    store.notify_when_durable(point, &ob);
+    assert_eq!(ob.len(), 1);
+    store.close();
+}
+
+#[test]
+fn a_message_for_several_durable_queues_is_stored_once() {
+    let dir = TempDir::new("once");
+    {
+        let (store, b, _) = start(&dir, small());
+        for q in ["a", "b", "c"] {
+            durable_queue(&b, q);
+            b.bind(q, "amq.fanout", "", &Arguments::new()).unwrap();
+        }
+        let ex = b.exchange("amq.fanout").unwrap();
+        let mut m = Message::new("amq.fanout", "", Bytes::from(vec![7u8; 10_000]));
+        m.persistent = true;
+        b.publish(&ex, Arc::new(m)).unwrap();
+        store.sync();
+        let (_, live) = store.usage();
+        assert!(
+            live < 12_000,
+            "one copy of the body, not three: {live} live bytes"
+        );
+        let a = b.queue("a").unwrap();
+        consume(&b, &a, 1);
+        store.sync();
+        store.close();
+    }
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(stats.messages, 1);
+    assert_eq!(b.queue("a").unwrap().message_count(), 0);
+    assert_eq!(b.queue("b").unwrap().message_count(), 1);
+    assert_eq!(b.queue("c").unwrap().message_count(), 1);
+}
+
+#[test]
+fn the_fuzz_entry_point_survives_damaged_input() {
+    let dir = TempDir::new("fuzz");
+    journal_with(&dir, 3);
+    let data = std::fs::read(&segment_files(&dir)[0]).unwrap();
+    crate::fuzz_decode(&data);
+    crate::fuzz_decode(&data[segment::SEGMENT_HEADER..]);
+    for cut in (0..data.len().min(600)).step_by(7) {
+        crate::fuzz_decode(&data[cut..]);
+    }
+    crate::fuzz_decode(&[0xff; 40]);
+}
+
+/// Acquires the front message of `q` (as a consumer would, not settled yet).
+fn acquire_one(q: &Queue) -> (u64, Arc<Message>) {
+    let got = q.get().expect("a message");
+    (got.position, got.message)
+}
+
+#[test]
+fn a_committed_transaction_survives_a_restart_whole() {
+    let dir = TempDir::new("tx-commit");
+    {
+        let (store, b, _) = start(&dir, small());
+        let input = durable_queue(&b, "in");
+        durable_queue(&b, "out");
+        publish(&b, "in", b"work".to_vec(), true);
+        let (position, message) = acquire_one(&input);
+        let mut tx = ferry_core::Transaction::new();
+        tx.settle(
+            input.clone(),
+            position,
+            message,
+            ferry_core::Settlement::Accept,
+        );
+        let mut result = Message::new("", "out", Bytes::from_static(b"result"));
+        result.persistent = true;
+        tx.publish(b.exchange("").unwrap(), Arc::new(result));
+        let outcome = b.commit(&mut tx);
+        let point = outcome.sync.expect("the commit waits for the journal");
+        store.sync();
+        assert!(store.durable() >= point);
+        store.close();
+    }
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(stats.transactions_discarded, 0);
+    assert_eq!(b.queue("in").unwrap().message_count(), 0);
+    assert_eq!(
+        bodies(&b.queue("out").unwrap()),
+        [Bytes::from_static(b"result")]
+    );
+}
+
+/// The journal as a broker that died mid-commit leaves it: the commit's records are
+/// written, its commit record is not, and other records follow.
+#[test]
+fn a_transaction_without_its_commit_record_leaves_no_trace() {
+    let dir = TempDir::new("tx-open");
+    {
+        let (store, b, _) = start(&dir, small());
+        let input = durable_queue(&b, "in");
+        let out = durable_queue(&b, "out");
+        publish(&b, "in", b"work".to_vec(), true);
+        let old = input.queued_bodies();
+        assert_eq!(old.len(), 1);
+        let (_, message) = acquire_one(&input);
+        let tx = ferry_core::JournalTx::default();
+        let (in_id, out_id) = (input.store_id().unwrap(), out.store_id().unwrap());
+        let mut result = Message::new("", "out", Bytes::from_static(b"result"));
+        result.persistent = true;
+        store.enqueue(&result, &[out_id], Some(&tx)).unwrap();
+        store.dequeue(in_id, &[message.stored.get().unwrap()], Some(&tx));
+        assert!(tx.id().is_some());
+        // Not the tail: a later record by someone else made it to the disk.
+        publish(&b, "out", b"later".to_vec(), true);
+        store.sync();
+        store.close();
+    }
+    let (store, b, stats) = start(&dir, small());
+    assert_eq!(stats.transactions_discarded, 1);
+    assert_eq!(
+        bodies(&b.queue("in").unwrap()),
+        [Bytes::from_static(b"work")]
+    );
+    assert_eq!(
+        bodies(&b.queue("out").unwrap()),
+        [Bytes::from_static(b"later")]
+    );
+    // The dead records do not confuse the journal's continuation or the next recovery.
+    publish(&b, "out", b"after".to_vec(), true);
+    store.sync();
+    store.close();
+    drop(b);
+    let (_s, b, _) = start(&dir, small());
+    assert_eq!(b.queue("out").unwrap().message_count(), 2);
+    assert_eq!(b.queue("in").unwrap().message_count(), 1);
+}
+
+#[test]
+fn a_torn_commit_record_discards_the_whole_transaction() {
+    let dir = TempDir::new("tx-torn");
+    let last = {
+        let (store, b, _) = start(&dir, small());
+        let input = durable_queue(&b, "in");
+        durable_queue(&b, "out");
+        for body in [&b"a"[..], b"b"] {
+            publish(&b, "in", body.to_vec(), true);
+        }
+        let mut tx = ferry_core::Transaction::new();
+        for _ in 0..2 {
+            let (position, message) = acquire_one(&input);
+            tx.settle(
+                input.clone(),
+                position,
+                message,
+                ferry_core::Settlement::Accept,
+            );
+        }
+        for body in ["x", "y"] {
+            let mut m = Message::new("", "out", Bytes::from_static(body.as_bytes()));
+            m.persistent = true;
+            tx.publish(b.exchange("").unwrap(), Arc::new(m));
+        }
+        b.commit(&mut tx).sync.unwrap();
+        store.sync();
+        store.close();
+        segment_files(&dir).pop().unwrap()
+    };
+    // The commit record is the last frame: cut it in half.
+    let data = std::fs::read(&last).unwrap();
+    let end = data_end(&data);
+    let mut pos = segment::SEGMENT_HEADER;
+    let mut last_frame = (0, 0, 0u8);
+    while let Frame::Record { len, kind, .. } = read_frame(&data[pos..]) {
+        if kind == record::kind::SEGMENT_END {
+            break;
+        }
+        last_frame = (pos, len, kind);
+        pos += len;
+    }
+    assert_eq!(pos, end);
+    let (start_at, len, kind) = last_frame;
+    assert_eq!(kind, record::kind::TX_COMMIT);
+    let mut torn = data.clone();
+    torn[start_at + len / 2..].fill(0);
+    std::fs::write(&last, &torn).unwrap();
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(stats.cut_at, Some((1, start_at as u64)));
+    assert_eq!(stats.transactions_discarded, 1);
+    let input: Vec<Bytes> = bodies(&b.queue("in").unwrap());
+    assert_eq!(input, [Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+    assert_eq!(b.queue("out").unwrap().message_count(), 0);
+}
+
+fn durable_exchange(b: &Broker, name: &str, kind: ExchangeKind, durable: bool) {
+    let opts = ExchangeOptions {
+        durable,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange(name, kind, opts, false).unwrap();
+}
+
+fn routed_via(b: &Broker, exchange: &str, key: &str) -> usize {
+    let ex = b.exchange(exchange).unwrap();
+    let m = Message::new(
+        exchange.to_owned(),
+        key.to_owned(),
+        Bytes::from_static(b"probe"),
+    );
+    b.publish(&ex, Arc::new(m)).unwrap().queues
+}
+
+#[test]
+fn exchange_to_exchange_bindings_between_durable_exchanges_survive_a_restart() {
+    let dir = TempDir::new("e2e");
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_exchange(&b, "src", ExchangeKind::Direct, true);
+        durable_exchange(&b, "dst", ExchangeKind::Fanout, true);
+        durable_exchange(&b, "gone", ExchangeKind::Fanout, true);
+        durable_exchange(&b, "transient", ExchangeKind::Fanout, false);
+        durable_queue(&b, "sink");
+        for ex in ["dst", "gone", "transient"] {
+            b.bind("sink", ex, "", &Arguments::new()).unwrap();
+        }
+        let none = Arguments::new();
+        b.bind_exchange("dst", "src", "k", &none).unwrap();
+        b.bind_exchange("dst", "amq.topic", "t.#", &none).unwrap();
+        b.bind_exchange("gone", "src", "g", &none).unwrap();
+        b.bind_exchange("transient", "src", "t", &none).unwrap();
+        b.bind_exchange("dst", "src", "undone", &none).unwrap();
+        b.unbind_exchange("dst", "src", "undone").unwrap();
+        b.delete_exchange("gone", false).unwrap();
+        assert_eq!(routed_via(&b, "src", "k"), 1);
+        assert_eq!(routed_via(&b, "src", "t"), 1);
+        store.sync();
+        store.close();
+    }
+    let (_s, b, _) = start(&dir, small());
+    assert!(b.exchange("transient").is_none() && b.exchange("gone").is_none());
+    assert_eq!(routed_via(&b, "src", "k"), 1);
+    assert_eq!(routed_via(&b, "amq.topic", "t.x"), 1);
+    assert_eq!(routed_via(&b, "src", "undone"), 0);
+    assert_eq!(routed_via(&b, "src", "g"), 0);
+    assert_eq!(routed_via(&b, "src", "t"), 0);
+}
+
+#[test]
+fn dead_letter_history_and_last_value_keys_survive_a_restart() {
+    use ferry_core::DeathReason;
+    let dir = TempDir::new("deaths");
+    let keyed = |body: &'static str, value: &str| {
+        let mut m = Message::new("", "lvq", Bytes::from_static(body.as_bytes()));
+        m.persistent = true;
+        let mut h = Arguments::new();
+        h.push("k", HeaderValue::Str(value.into()));
+        m.headers = Some(Arc::new(h));
+        Arc::new(m)
+    };
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_exchange(&b, "dlx", ExchangeKind::Fanout, true);
+        durable_queue(&b, "dlq");
+        b.bind("dlq", "dlx", "", &Arguments::new()).unwrap();
+        let mut args = Arguments::new();
+        args.push("x-dead-letter-exchange", HeaderValue::Str("dlx".into()));
+        let opts = QueueOptions {
+            durable: true,
+            arguments: args,
+            ..QueueOptions::default()
+        };
+        let work = b.declare_queue("work", opts, false, 1).unwrap().0;
+        publish(&b, "work", b"failed".to_vec(), true);
+        let got = work.get().unwrap();
+        assert!(work.reject(got.position, got.message));
+        let mut args = Arguments::new();
+        args.push("qpid.last_value_queue_key", HeaderValue::Str("k".into()));
+        let opts = QueueOptions {
+            durable: true,
+            arguments: args,
+            ..QueueOptions::default()
+        };
+        b.declare_queue("lvq", opts, false, 1).unwrap();
+        let ex = b.exchange("").unwrap();
+        b.publish(&ex, keyed("a-1", "a")).unwrap();
+        b.publish(&ex, keyed("b-1", "b")).unwrap();
+        store.sync();
+        store.close();
+    }
+    let (_s, b, _) = start(&dir, small());
+    let dlq = b.queue("dlq").unwrap();
+    let got = dlq.get().expect("the dead letter");
+    let deaths = got.message.deaths.as_deref().expect("its history");
+    let last = deaths.last().unwrap();
+    assert_eq!(
+        (last.queue.as_str(), last.reason),
+        ("work", DeathReason::Rejected)
+    );
+    assert_eq!(
+        deaths.first.as_ref().map(|d| d.queue.as_str()),
+        Some("work")
+    );
+    // The recovered "a" is still the latest for its key: a new one replaces it.
+    let ex = b.exchange("").unwrap();
+    b.publish(&ex, keyed("a-2", "a")).unwrap();
+    let lvq = b.queue("lvq").unwrap();
+    assert_eq!(
+        bodies(&lvq),
+        [Bytes::from_static(b"b-1"), Bytes::from_static(b"a-2")]
+    );
+}
