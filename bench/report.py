@@ -578,8 +578,8 @@ def section_tail_analysis():
     if not TAIL_ANALYSIS.exists():
         return ""
     text = TAIL_ANALYSIS.read_text()
-    # Its own top heading becomes a section of this report.
-    text = re.sub(r"^# ", "## ", text, count=1, flags=re.M)
+    # One level down: its title becomes a section of this report, its sections subsections.
+    text = re.sub(r"^(#+) ", r"#\1 ", text, flags=re.M)
     return text.rstrip() + "\n"
 
 

@@ -193,7 +193,7 @@ class ReportTest(unittest.TestCase):
     def test_the_tail_analysis_is_included_as_a_section(self):
         write_set(self.dir)
         doc = self.dir / "tail.md"
-        doc.write_text("# What bounds the tail\n\nThe scheduler.\n")
+        doc.write_text("# What bounds the tail\n\nThe scheduler.\n\n## Wake-ups\n\nThree.\n")
         saved = report.TAIL_ANALYSIS
         report.TAIL_ANALYSIS = doc
         try:
@@ -201,6 +201,7 @@ class ReportTest(unittest.TestCase):
         finally:
             report.TAIL_ANALYSIS = saved
         self.assertIn("## What bounds the tail\n\nThe scheduler.", md)
+        self.assertIn("\n### Wake-ups\n", md)
 
     def test_an_empty_set_still_renders(self):
         md = report.render(self.dir, self.dir / "BENCHMARKS.md")
