@@ -618,8 +618,8 @@ def section_notes(d):
     lfail = bd.latency_failures(d.out)
     if lfail:
         notes.append("Failed latency-test runs (each retried once; a size with no figures failed "
-                     "twice): " + ", ".join(f"{b} {s} B" for b, s in lfail) + ". The harness's "
-                     "receiver reported `the latency subscription ended`, with ferryd and with Broker-J.")
+                     "twice): " + ", ".join(f"{b} {s} B" for b, s in lfail) + ". Each failure's "
+                     "message is kept in the run's raw/latency-*.failed-* files.")
     return "## Notes\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
 
 
