@@ -24,6 +24,9 @@ pub struct Delivery {
     pub redelivered: bool,
     /// False for browse deliveries: the message is still on the queue.
     pub acquired: bool,
+    /// The delivery took a slot of the consumer's settlement window (it had unlimited credit);
+    /// the protocol layer gives the slot back when the delivery is settled.
+    pub windowed: bool,
 }
 
 #[derive(Debug)]

@@ -125,8 +125,9 @@ pub struct Options {
     #[arg(long, default_value_t = 0)]
     pub max_queues_per_user: u32,
 
-    /// Deliveries a session (0-10) or channel (0-9-1) may leave unacknowledged before the
-    /// broker waits for acknowledgements, whatever the credit or prefetch (0: no limit).
+    /// Deliveries a session (0-10) or channel (0-9-1) with unlimited credit (0-10) or no
+    /// prefetch (0-9-1) may leave unacknowledged before the broker waits for acknowledgements
+    /// (0: no limit). Finite credit or prefetch is its own bound.
     #[arg(long, default_value_t = 10_000)]
     pub session_max_unacked: u32,
 

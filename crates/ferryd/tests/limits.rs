@@ -646,3 +646,82 @@ fn a_publisher_paused_by_the_alarm_that_disconnects_is_noticed() {
     });
     assert!(gone, "the paused connection was not noticed closing");
 }
+
+#[test]
+fn a_transfer_held_while_thousands_of_commands_pass_is_still_settled_by_its_id() {
+    use ferry_amqp010::{CreditUnit, MessageFlow, MessageRelease, MessageSubscribe, QueueQuery};
+    // The session's books keep the held transfer aside and drop the finished commands after
+    // it (unit-tested in outgoing.rs); here a real session does that, then still finds it.
+    let broker = Ferryd::start();
+    let mut raw = Raw::open(broker.addr);
+    raw.attach(1, "books");
+    raw.declare_queue(1, "books");
+    raw.transfer(1, to_default_exchange(), &header("books"), b"held");
+    raw.command(
+        1,
+        MessageSubscribe {
+            queue: Some(Str::from("books")),
+            destination: Some(Str::from("d")),
+            accept_mode: Some(ferry_amqp010::AcceptMode::Explicit),
+            ..Default::default()
+        }
+        .into(),
+    );
+    for (unit, value) in [(CreditUnit::Message, 1), (CreditUnit::Byte, u32::MAX)] {
+        raw.command(
+            1,
+            MessageFlow {
+                destination: Some(Str::from("d")),
+                unit: Some(unit),
+                value: Some(value),
+            }
+            .into(),
+        );
+    }
+    raw.expect_command(1, |c| matches!(c, Command::MessageTransfer(_)));
+    // The transfer was the broker's first command on this session: id 0. It stays
+    // uncompleted and unsettled while 10,000 results go out after it.
+    const QUERIES: usize = 10_000;
+    for _ in 0..QUERIES {
+        raw.command(
+            1,
+            QueueQuery {
+                queue: Some(Str::from("books")),
+            }
+            .into(),
+        );
+    }
+    let mut results = 0;
+    while results < QUERIES {
+        raw.expect_command(1, |c| matches!(c, Command::ExecutionResult(_)));
+        results += 1;
+    }
+    let mut held = ferry_amqp010::SequenceSet::new();
+    held.add(0);
+    raw.command(
+        1,
+        MessageRelease {
+            transfers: Some(held),
+            set_redelivered: true,
+        }
+        .into(),
+    );
+    raw.command(
+        1,
+        QueueQuery {
+            queue: Some(Str::from("books")),
+        }
+        .into(),
+    );
+    let Command::ExecutionResult(r) =
+        raw.expect_command(1, |c| matches!(c, Command::ExecutionResult(_)))
+    else {
+        unreachable!()
+    };
+    let q: ferry_amqp010::QueueQueryResult = r.value.unwrap().decode_as().unwrap();
+    assert_eq!(
+        q.message_count,
+        Some(1),
+        "the released message is back on its queue"
+    );
+}

@@ -88,6 +88,9 @@ fn amqp091_acks_take_effect_at_commit_and_rollback_leaves_them_unacked() {
     for body in [&b"a"[..], b"b", b"c"] {
         raw.publish("", "tx-ack", &props, body);
     }
+    // A round trip on the publishing connection: its publishes are queued before another
+    // connection looks (connections are not ordered with each other).
+    assert_eq!(message_count(&mut raw, "tx-ack"), 3);
     let mut consumer = Raw091::open(broker.addr);
     tx_select(&mut consumer);
     let (a, _, _) = get_tag(&mut consumer, "tx-ack");

@@ -60,9 +60,9 @@ pub struct ServerConfig {
     /// Queues one user may have created (and not yet deleted); 0 = unlimited. An ACL
     /// `quota queues` overrides it.
     pub max_queues_per_user: u32,
-    /// Deliveries one session (0-10) or channel (0-9-1) may have awaiting settlement before
-    /// the broker waits for acknowledgements, whatever the credit; 0 = unlimited (qpidd's
-    /// `--session-max-unacked`).
+    /// Deliveries made under unlimited credit (0-10) or without a prefetch (0-9-1) that one
+    /// session or channel may have awaiting settlement before the broker waits for
+    /// acknowledgements; 0 = unlimited (qpidd's `--session-max-unacked`).
     pub session_max_unacked: u32,
     /// Subscriptions per 0-10 session, consumers per 0-9-1 channel; 0 = unlimited.
     pub max_consumers_per_session: u32,

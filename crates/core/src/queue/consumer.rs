@@ -62,13 +62,20 @@ impl Consumer {
             && (self.credit_bytes == UNLIMITED || size <= u64::from(self.credit_bytes))
     }
 
-    /// Takes a settlement-window slot for one delivery (always succeeds without a window).
-    /// Called only for the consumer about to be charged for a delivery.
+    /// Whether deliveries to this consumer count against its settlement window: only while its
+    /// credit is unlimited. Finite credit is the client's own bound on what it leaves unsettled.
+    pub(crate) fn windowed(&self) -> bool {
+        self.spec.window.is_some() && self.credit_messages == UNLIMITED
+    }
+
+    /// Takes a settlement-window slot for one delivery when [`Consumer::windowed`] (always
+    /// succeeds otherwise). Called only for the consumer about to be charged for a delivery;
+    /// charging leaves unlimited credit unlimited, so `windowed` still holds after it.
     pub(crate) fn reserve(&self, queue: &Arc<Queue>) -> bool {
-        self.spec
-            .window
-            .as_ref()
-            .map_or(true, |w| w.try_take(queue))
+        match &self.spec.window {
+            Some(w) if self.windowed() => w.try_take(queue),
+            _ => true,
+        }
     }
 
     /// Starts a dispatch pass: how much the connection's outbox can take now.

@@ -480,6 +480,7 @@ impl QueueState {
                 position: e.position,
                 redelivered: e.redelivered,
                 acquired: false,
+                windowed: c.windowed(),
             }));
         }
     }
@@ -513,6 +514,7 @@ impl QueueState {
                 position: entry.position,
                 redelivered: entry.redelivered,
                 acquired: true,
+                windowed: c.windowed(),
             }));
         }
     }

@@ -687,3 +687,27 @@ fn drop_head_on_a_priority_queue_drops_the_next_to_deliver() {
     }
     assert_eq!(q.queued_bodies(), bs(&["low", "new"]));
 }
+
+#[test]
+fn finite_credit_is_its_own_bound_and_takes_no_window_slots() {
+    let window = crate::SettleWindow::with_limit(1).unwrap();
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(ConsumerSpec {
+        window: Some(window.clone()),
+        ..spec(1, &ob, true)
+    })
+    .unwrap();
+    publish(&q, &["a", "b", "c", "d"]);
+    q.add_credit(1, 3, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(bodies(&ds), [b"a", b"b", b"c"]);
+    assert!(ds.iter().all(|d| !d.windowed));
+    assert_eq!(window.available(), 1);
+    // Unlimited credit: the window applies again.
+    q.add_credit(1, u32::MAX, 0).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(bodies(&ds), [b"d"]);
+    assert!(ds[0].windowed);
+    assert_eq!(window.available(), 0);
+}

@@ -2,7 +2,7 @@
 //! id, and message transfers keep a record until the client has both completed them (window
 //! credit comes back on completion) and settled them (accept/reject/release).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use ferry_core::{ConsumerId, Message, Queue};
@@ -20,6 +20,8 @@ pub struct DeliveryRecord {
     pub credit_bytes: u32,
     pub window_credit: bool,
     pub completed: bool,
+    /// Holds a slot of the session's settlement window until finished.
+    pub windowed: bool,
 }
 
 impl DeliveryRecord {
@@ -29,17 +31,33 @@ impl DeliveryRecord {
 }
 
 /// Outgoing command ids and the records of unfinished transfers, indexed by id.
+///
+/// Records live in a deque indexed by id offset, so recording a transfer and finding it again
+/// cost O(1). A transfer the peer never finishes (one message held while thousands after it
+/// are settled) would keep every slot after it; once the deque is mostly finished slots, the
+/// unfinished records at its front move to `holdouts` and the finished run behind them is
+/// dropped, so memory follows the unfinished records, not the span of ids since the oldest.
 #[derive(Default)]
 pub struct Outgoing {
-    /// Id of the first slot in `slots`; ids before it are finished and forgotten.
+    /// Id of the first slot in `slots`; ids before it are finished or in `holdouts`.
     base: u32,
+    /// `base` counted without wrapping (`base == base_abs as u32`): the key space of
+    /// `holdouts`.
+    base_abs: u64,
     /// One slot per command id from `base`; `None` for commands that need no record
     /// (execution.result, execution.exception) or whose record is finished.
     slots: VecDeque<Option<DeliveryRecord>>,
-    /// Transfer records finished since [`Outgoing::take_finished`] was last called: each held
-    /// a slot of the session's settlement window.
+    /// Unfinished records in `slots`.
+    live: usize,
+    /// Unfinished records from before `base`, by unwrapped id.
+    holdouts: BTreeMap<u64, DeliveryRecord>,
+    /// Windowed transfer records finished since [`Outgoing::take_finished`] was last called.
     finished: u32,
 }
+
+/// Finished slots the deque may hold beyond twice its unfinished records before the oldest
+/// unfinished ones move out of the way.
+const SPARSE_SLOTS: usize = 4096;
 
 impl Outgoing {
     /// The id the next outgoing command will carry.
@@ -58,6 +76,8 @@ impl Outgoing {
     pub fn push_transfer(&mut self, record: DeliveryRecord) -> u32 {
         let id = self.next_id();
         self.slots.push_back(Some(record));
+        self.live += 1;
+        self.compact_if_sparse();
         id
     }
 
@@ -66,9 +86,39 @@ impl Outgoing {
         (offset < self.slots.len()).then_some(offset)
     }
 
+    /// The unwrapped id of `id` if it is before `base` (serial arithmetic: within half the id
+    /// space behind it).
+    fn behind(&self, id: u32) -> Option<u64> {
+        let distance = u64::from(self.base.wrapping_sub(id));
+        (distance > 0 && distance <= u64::from(u32::MAX / 2) && distance <= self.base_abs)
+            .then(|| self.base_abs - distance)
+    }
+
     pub fn get_mut(&mut self, id: u32) -> Option<&mut DeliveryRecord> {
-        let index = self.index(id)?;
-        self.slots.get_mut(index)?.as_mut()
+        match self.index(id) {
+            Some(index) => self.slots.get_mut(index)?.as_mut(),
+            None => {
+                let abs = self.behind(id)?;
+                self.holdouts.get_mut(&abs)
+            }
+        }
+    }
+
+    /// Forgets the finished record `id`, counting its window slot.
+    fn forget(&mut self, id: u32, windowed: bool) {
+        match self.index(id) {
+            Some(index) => {
+                if self.slots[index].take().is_some() {
+                    self.live -= 1;
+                }
+            }
+            None => {
+                if let Some(abs) = self.behind(id) {
+                    self.holdouts.remove(&abs);
+                }
+            }
+        }
+        self.finished += u32::from(windowed);
     }
 
     /// Marks `id` completed by the peer; returns the consumer and bytes whose window
@@ -83,16 +133,15 @@ impl Outgoing {
             .window_credit
             .then_some((record.consumer, record.credit_bytes));
         if record.finished() {
-            if let Some(index) = self.index(id) {
-                self.slots[index] = None;
-                self.finished += 1;
-            }
+            let windowed = record.windowed;
+            self.forget(id, windowed);
         }
         refund
     }
 
-    /// The ids of `lo..=hi` that still have slots: peers repeat cumulative completion sets,
-    /// so walking every id of a wide range each time would cost more than the window holds.
+    /// The ids of `lo..=hi` that still have records or slots: peers repeat cumulative
+    /// completion sets, so walking every id of a wide range each time would cost more than
+    /// the window holds.
     pub fn live_ids(&self, lo: u32, hi: u32) -> impl Iterator<Item = u32> {
         let base = self.base;
         let len = self.slots.len() as u32;
@@ -104,16 +153,27 @@ impl Outgoing {
             (true, _) => None,
             (false, _) => Some((0, end.min(len - 1))),
         };
-        span.into_iter()
-            .flat_map(|(first, last)| first..=last)
-            .map(move |offset| base.wrapping_add(offset))
+        // Holdouts in range: the range starts behind base and runs up to hi, or to base.
+        let held: Vec<u32> = match self.behind(lo) {
+            Some(first) if !self.holdouts.is_empty() => {
+                let last = self.behind(hi).unwrap_or(self.base_abs.saturating_sub(1));
+                self.holdouts
+                    .range(first..=last.max(first))
+                    .map(|(abs, _)| *abs as u32)
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        held.into_iter().chain(
+            span.into_iter()
+                .flat_map(|(first, last)| first..=last)
+                .map(move |offset| base.wrapping_add(offset)),
+        )
     }
 
     /// Takes the message out of an unsettled record so the caller can settle it.
     pub fn settle(&mut self, id: u32) -> Option<(Arc<Queue>, u64, Arc<Message>, bool)> {
-        let index = self.index(id)?;
-        let slot = self.slots.get_mut(index)?;
-        let record = slot.as_mut()?;
+        let record = self.get_mut(id)?;
         let message = record.message.take()?;
         let settled = (
             record.queue.clone(),
@@ -122,13 +182,13 @@ impl Outgoing {
             record.acquired,
         );
         if record.finished() {
-            *slot = None;
-            self.finished += 1;
+            let windowed = record.windowed;
+            self.forget(id, windowed);
         }
         Some(settled)
     }
 
-    /// How many transfer records finished since the last call.
+    /// How many windowed transfer records finished since the last call.
     pub fn take_finished(&mut self) -> u32 {
         std::mem::take(&mut self.finished)
     }
@@ -137,21 +197,53 @@ impl Outgoing {
     pub fn trim(&mut self) {
         // Popping a finished slot and advancing `base` together keeps next_id() unchanged.
         while let Some(None) = self.slots.front() {
-            self.slots.pop_front();
-            self.base = self.base.wrapping_add(1);
+            self.advance();
+        }
+        self.compact_if_sparse();
+    }
+
+    fn advance(&mut self) -> Option<Option<DeliveryRecord>> {
+        let slot = self.slots.pop_front()?;
+        self.base = self.base.wrapping_add(1);
+        self.base_abs += 1;
+        Some(slot)
+    }
+
+    /// When finished slots dominate, moves the unfinished records at the front to `holdouts`
+    /// and drops the finished slots after them.
+    fn compact_if_sparse(&mut self) {
+        if self.slots.len() < 2 * self.live + 2 * SPARSE_SLOTS {
+            return;
+        }
+        while self.slots.len() > 2 * self.live + SPARSE_SLOTS {
+            let abs = self.base_abs;
+            match self.advance() {
+                Some(Some(record)) => {
+                    self.live -= 1;
+                    self.holdouts.insert(abs, record);
+                }
+                Some(None) => {}
+                None => break,
+            }
         }
     }
 
     /// Every record that still holds a message, in id order (session end: release them).
     pub fn drain_unsettled(&mut self) -> Vec<DeliveryRecord> {
-        let drained: Vec<DeliveryRecord> = self
-            .slots
-            .iter_mut()
-            .filter_map(|slot| slot.take())
+        let held = std::mem::take(&mut self.holdouts).into_values();
+        let drained: Vec<DeliveryRecord> = held
+            .chain(self.slots.iter_mut().filter_map(|slot| slot.take()))
             .filter(|r| r.message.is_some())
             .collect();
+        self.live = 0;
         self.trim();
         drained
+    }
+
+    /// Slots and held-out records kept now (tests: memory follows unfinished records).
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        self.slots.len() + self.holdouts.len()
     }
 }
 
@@ -171,6 +263,7 @@ mod tests {
             credit_bytes: 10,
             window_credit: window,
             completed: false,
+            windowed: true,
         }
     }
 
@@ -254,5 +347,68 @@ mod tests {
         let mut out = Outgoing::default();
         assert!(out.complete(42).is_none());
         assert!(out.settle(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn a_transfer_never_finished_does_not_hold_the_slots_after_it() {
+        let q = queue();
+        let mut out = Outgoing::default();
+        let held = out.push_transfer(record(&q, 0, false));
+        for p in 1..100_000 {
+            let id = out.push_transfer(record(&q, p, false));
+            out.complete(id);
+            assert!(out.settle(id).is_some());
+            out.push_plain();
+            out.trim();
+        }
+        assert!(out.kept() < 3 * SPARSE_SLOTS, "kept {}", out.kept());
+        // The held transfer is still found by its id, completed and settled.
+        assert!(out.get_mut(held).is_some());
+        assert_eq!(out.live_ids(0, 5).collect::<Vec<_>>(), [held]);
+        assert!(out.complete(held).is_none(), "credit mode refunds nothing");
+        assert!(out.settle(held).is_some());
+        assert!(out.get_mut(held).is_none());
+        assert_eq!(out.next_id(), 200_000 - 1, "numbering is unchanged");
+    }
+
+    #[test]
+    fn held_out_records_drain_first_and_in_order() {
+        let q = queue();
+        let mut out = Outgoing::default();
+        out.push_transfer(record(&q, 1, false));
+        out.push_transfer(record(&q, 2, false));
+        for p in 3..(3 * SPARSE_SLOTS as u64) {
+            let id = out.push_transfer(record(&q, p, false));
+            out.complete(id);
+            out.settle(id);
+        }
+        let last = out.push_transfer(record(&q, 99_999, false));
+        assert!(out.holdouts.len() == 2, "the two oldest were moved out");
+        let positions: Vec<u64> = out.drain_unsettled().iter().map(|r| r.position).collect();
+        assert_eq!(positions, [1, 2, 99_999]);
+        assert!(out.get_mut(last).is_none());
+        assert_eq!(out.kept(), 0);
+    }
+
+    #[test]
+    fn ids_behind_base_resolve_across_the_wrap() {
+        let q = queue();
+        // As after 2^32 + 2^32 - 11 commands: base is always base_abs modulo 2^32.
+        let start = (1u64 << 32) + u64::from(u32::MAX - 10);
+        let mut out = Outgoing {
+            base: start as u32,
+            base_abs: start,
+            ..Outgoing::default()
+        };
+        let held = out.push_transfer(record(&q, 1, false));
+        for p in 0..(3 * SPARSE_SLOTS as u64) {
+            let id = out.push_transfer(record(&q, p + 2, false));
+            out.complete(id);
+            out.settle(id);
+        }
+        assert!(out.holdouts.contains_key(&start));
+        assert!(out.get_mut(held).is_some());
+        assert_eq!(out.live_ids(held, held.wrapping_add(3)).next(), Some(held));
+        assert!(out.settle(held).is_some());
     }
 }

@@ -297,9 +297,9 @@ impl Session {
     }
 
     /// A delivery that will never be recorded (its subscription is gone, or it could not be
-    /// encoded) frees its window slot at once.
-    fn window_slot_unused(&self) {
-        if let Some(w) = &self.settle_window {
+    /// encoded) frees its window slot at once, if it took one.
+    fn window_slot_unused(&self, d: &Delivery) {
+        if let Some(w) = self.settle_window.as_ref().filter(|_| d.windowed) {
             w.give_back(1);
         }
     }
@@ -336,10 +336,10 @@ impl Session {
     /// the message back) if the subscription no longer exists here.
     pub fn deliver(&mut self, out: &mut BytesMut, max_frame: usize, d: Delivery) -> bool {
         let Some(sub) = self.subscriptions.get(&d.consumer) else {
+            self.window_slot_unused(&d);
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
-            self.window_slot_unused();
             return false;
         };
         let transfer = MessageTransfer {
@@ -358,10 +358,10 @@ impl Session {
             max_frame,
         ) {
             warn!("cannot encode transfer: {e}");
+            self.window_slot_unused(&d);
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
-            self.window_slot_unused();
             return false;
         }
         // With accept-mode none the message is settled as soon as it is sent.
@@ -378,6 +378,7 @@ impl Session {
             credit_bytes: u32::try_from(d.message.size).unwrap_or(u32::MAX),
             window_credit: sub.window,
             completed: false,
+            windowed: d.windowed,
         });
         true
     }

@@ -66,6 +66,7 @@ pub fn commit(session: &mut Session, env: &mut Env) -> Result<(), Exception> {
     }
     session.outgoing.trim();
     let outcome = env.broker.commit(&mut tx.core);
+    session.return_window_slots();
     match outcome.refused {
         // As for a plain transfer: the other queues got the message, the publisher learns
         // of the loss.

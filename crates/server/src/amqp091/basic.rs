@@ -274,21 +274,22 @@ impl Channel {
     /// has go back to their queue.
     pub fn deliver(&mut self, ctx: &mut Ctx, d: Delivery) {
         let Some(c) = self.consumers.iter().find(|c| c.id == d.consumer) else {
+            self.free_window_slots(u32::from(d.windowed));
             if d.acquired {
                 d.queue.release([(d.position, d.message)], false);
             }
-            self.free_window_slots(1);
             return;
         };
         let consumer_tag = c.tag.clone();
         let tag = if c.no_ack {
             d.queue.accept(d.position);
-            self.free_window_slots(1);
+            self.free_window_slots(u32::from(d.windowed));
             self.unacked.next_tag()
         } else {
             self.qos.delivered(d.consumer, d.message.size);
             self.unacked.push(Pending {
                 consumer: Some(d.consumer),
+                windowed: d.windowed,
                 queue: d.queue,
                 position: d.position,
                 message: d.message.clone(),
@@ -322,6 +323,7 @@ impl Channel {
         } else {
             self.unacked.push(Pending {
                 consumer: None,
+                windowed: false,
                 queue,
                 position: got.position,
                 message: got.message.clone(),
@@ -364,15 +366,15 @@ impl Channel {
     /// marked redelivered (RabbitMQ's behaviour; it also ignores `requeue = false`).
     pub fn recover(&mut self, ctx: &mut Ctx) {
         let all = self.unacked.take_all();
-        let mut from_consumers = 0;
+        let mut windowed = 0;
         for p in &all {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
-                from_consumers += 1;
             }
+            windowed += u32::from(p.windowed);
         }
         requeue(all);
-        self.free_window_slots(from_consumers);
+        self.free_window_slots(windowed);
         self.grant(ctx);
     }
 
@@ -396,12 +398,12 @@ impl Channel {
             .take(tag, multiple)
             .map_err(|e| Fault::precondition(e.to_string()))?;
         let mut back = Vec::new();
-        let mut from_consumers = 0;
+        let mut windowed = 0;
         for p in settled {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
-                from_consumers += 1;
             }
+            windowed += u32::from(p.windowed);
             match how {
                 Outcome::Ack => {
                     p.queue.accept(p.position);
@@ -413,7 +415,7 @@ impl Channel {
             }
         }
         requeue(back);
-        self.free_window_slots(from_consumers);
+        self.free_window_slots(windowed);
         self.grant(ctx);
         Ok(())
     }

@@ -65,6 +65,8 @@ pub struct ConsumerRec {
 /// A delivery (or get-ok) awaiting ack; `consumer` is `None` for basic.get.
 pub struct Pending {
     pub consumer: Option<ConsumerId>,
+    /// Holds a slot of the channel's settlement window until settled.
+    pub windowed: bool,
     pub queue: Arc<Queue>,
     pub position: u64,
     pub message: Arc<Message>,
