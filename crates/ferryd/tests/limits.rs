@@ -287,6 +287,57 @@ fn unacknowledged_deliveries_stop_at_session_max_unacked_on_0_9_1() {
     assert_eq!(count(&mut raw, &mut tags), 3);
 }
 
+/// Acknowledgements committed in a transaction free their window slots as plain ones do:
+/// a transactional consumer is not cut off after --session-max-unacked deliveries.
+#[test]
+fn transactional_acks_give_their_window_slots_back_on_0_9_1() {
+    use common::raw091::{short, Raw091};
+    use ferry_amqp091::{
+        Assembled, BasicAck, BasicConsume, BasicProperties, Method, TxCommit, TxSelect,
+    };
+    let broker = Ferryd::start_with(&["--session-max-unacked", "4"]);
+    let mut raw = Raw091::open(broker.addr);
+    raw.declare_queue("unacked-tx", ferry_amqp091::FieldTable::new());
+    for _ in 0..10 {
+        raw.publish("", "unacked-tx", &BasicProperties::default(), b"m");
+    }
+    raw.call(TxSelect {}, |m| matches!(m, Method::TxSelectOk(_)));
+    raw.call(
+        BasicConsume {
+            queue: short("unacked-tx"),
+            consumer_tag: short("c"),
+            ..Default::default()
+        },
+        |m| matches!(m, Method::BasicConsumeOk(_)),
+    );
+    let deliveries = |raw: &mut Raw091| {
+        let mut tags = Vec::new();
+        while let Some((_, Assembled::Message(m))) = raw.next() {
+            if let Method::BasicDeliver(d) = m.method {
+                tags.push(d.delivery_tag);
+            }
+        }
+        tags
+    };
+    raw.set_read_timeout(Duration::from_millis(500));
+    let first = deliveries(&mut raw);
+    assert_eq!(first.len(), 4);
+    raw.method(
+        1,
+        BasicAck {
+            delivery_tag: first[3],
+            multiple: true,
+        }
+        .into(),
+    );
+    raw.call(TxCommit {}, |m| matches!(m, Method::TxCommitOk(_)));
+    assert_eq!(
+        deliveries(&mut raw).len(),
+        4,
+        "the committed acks freed the window"
+    );
+}
+
 #[test]
 fn subscriptions_per_session_and_consumers_per_channel_are_capped() {
     use common::raw091::{short, Raw091};

@@ -109,11 +109,14 @@ impl Channel {
                 self.write_content(ctx, method.into(), &r.message);
             }
         }
+        let mut windowed = 0;
         for (_, p, _) in &acks {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size);
             }
+            windowed += u32::from(p.windowed);
         }
+        self.free_window_slots(windowed);
         self.grant(ctx);
         if outcome.refused.is_some() {
             // A queue at its limit (reject-publish) or a full store refused a message: the
