@@ -8,6 +8,7 @@
 mod commands;
 mod convert;
 mod deaths;
+mod durable;
 mod handshake;
 mod outgoing;
 mod session;
@@ -337,65 +338,6 @@ impl Connection {
         self.request_sync_wakeup();
     }
 
-    /// Asks the journal to wake this connection when the last point its sessions wait for
-    /// is durable: one registration per new point, one wake-up per sync at most.
-    fn request_sync_wakeup(&mut self) {
-        let Some(journal) = self.broker.journal() else {
-            return;
-        };
-        let mut wanted = None;
-        for &channel in &self.waiting_sessions {
-            let point = self
-                .channels
-                .get(usize::from(channel))
-                .and_then(|c| c.as_ref())
-                .and_then(|c| c.session.as_ref())
-                .and_then(Session::last_waiting_point);
-            wanted = wanted.max(point);
-        }
-        if let Some(point) = wanted.filter(|p| *p > self.sync_requested) {
-            self.sync_requested = point;
-            journal.notify_when_durable(point, &self.outbox);
-        }
-    }
-
-    /// The journal made progress: complete what it made durable. If it failed instead, the
-    /// first command that can never complete fails its session with resource-limit-exceeded.
-    fn on_durable(&mut self) {
-        let Some(journal) = self.broker.journal().cloned() else {
-            return;
-        };
-        let durable = journal.durable();
-        let failed = journal.is_failed();
-        let max_frame = self.max_frame;
-        for channel in std::mem::take(&mut self.waiting_sessions) {
-            let (channels, mut env) = self.split();
-            let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
-                continue;
-            };
-            let Some(session) = c.session.as_mut() else {
-                continue;
-            };
-            let sync = session.complete_durable(durable);
-            session.flush_completion(env.out, max_frame, sync);
-            match session.first_waiting() {
-                Some(w) if failed => {
-                    let e = Exception::new(
-                        ErrorCode::ResourceLimitExceeded,
-                        "the store failed: the message is not on stable storage",
-                    );
-                    session.fail(&mut env, w.id, (0, 0), e);
-                }
-                Some(_) => self.waiting_sessions.push(channel),
-                None => {}
-            }
-        }
-        if !failed {
-            // What still waits lies beyond `durable`: registered already, or registered now.
-            self.request_sync_wakeup();
-        }
-    }
-
     fn channel_mut(&mut self, channel: u16) -> Option<&mut Channel> {
         let index = usize::from(channel);
         if index >= self.channels.len() {
@@ -684,43 +626,11 @@ impl Connection {
             return;
         }
         let id = session.next_command_id();
-        // What these did to durable state (declarations, dequeues of accepted or rejected
-        // messages) is on disk before the client hears they are complete: an accepted
-        // message never comes back after a crash.
-        let changes_durable_state = matches!(
-            command,
-            Command::MessageAccept(_)
-                | Command::MessageReject(_)
-                | Command::TxCommit(_)
-                | Command::ExchangeDeclare(_)
-                | Command::ExchangeDelete(_)
-                | Command::ExchangeBind(_)
-                | Command::ExchangeUnbind(_)
-                | Command::QueueDeclare(_)
-                | Command::QueueDelete(_)
-                | Command::QueuePurge(_)
-        );
-        let execution_sync = matches!(command, Command::ExecutionSync(_));
+        let waits_for = durable::WaitsFor::of(&command);
         let completed_later = match commands::execute(session, &mut env, id, command, header, body)
         {
             Ok(()) => {
-                // Without a journal nothing ever waits.
-                let point = env.broker.journal().and_then(|journal| {
-                    let durable = journal.durable();
-                    // Commands made durable meanwhile complete first: execution.sync's
-                    // completion says every earlier command is complete.
-                    session.complete_durable(durable);
-                    let point = session.take_needs_sync().or_else(|| {
-                        if execution_sync {
-                            session.last_waiting_point()
-                        } else if changes_durable_state {
-                            Some(journal.appended())
-                        } else {
-                            None
-                        }
-                    });
-                    point.filter(|p| *p > durable)
-                });
+                let point = waits_for.point(session, env.broker);
                 match point {
                     Some(point) => {
                         session.wait_for_sync(id, point, sync);
