@@ -78,10 +78,12 @@ impl<T> Unacked<T> {
     /// Makes taken items outstanding again under their old tags (a rolled-back transaction's
     /// acknowledgements).
     pub fn restore(&mut self, items: impl IntoIterator<Item = (u64, T)>) {
-        for (tag, item) in items {
-            let idx = self.items.partition_point(|(t, _)| *t < tag);
-            self.items.insert(idx, (tag, item));
-        }
+        // Both runs are sorted by tag: the stable sort merges them in linear time, where
+        // inserting one by one costs the product of the two lengths.
+        let mut all: Vec<(u64, T)> = std::mem::take(&mut self.items).into();
+        all.extend(items);
+        all.sort_by_key(|(tag, _)| *tag);
+        self.items = all.into();
     }
 
     /// Everything outstanding, oldest first (channel close, basic.recover).
