@@ -1515,3 +1515,49 @@ fn dead_lettering_heads_are_watched_and_expire_without_the_sweep() {
     assert_eq!(bodies(&dead), [bs("later")]);
     assert_eq!(plain.message_count(), 1);
 }
+
+/// Keys of messages that left a last-value queue are forgotten: a queue keyed by something
+/// unique per message (an order id) must not remember every key it ever saw. Keys of
+/// messages still queued or held by a consumer are remembered.
+#[test]
+fn a_last_value_queue_forgets_the_keys_of_messages_that_left() {
+    let b = broker();
+    let q = declare_with(
+        &b,
+        "lvq",
+        QueueOptions {
+            arguments: [
+                ("qpid.last_value_queue_key", V::Str("id".into())),
+                ("x-max-priority", V::Int(9)),
+            ]
+            .into_iter()
+            .collect(),
+            ..QueueOptions::default()
+        },
+    );
+    let ex = b.default_exchange().clone();
+    let publish_keyed = |value: &str, body: &'static str, priority: u8| {
+        let mut m = Message::new("", "lvq", bs(body));
+        m.priority = priority;
+        m.headers = Some(Arc::new(
+            [("id", V::Str(value.into()))].into_iter().collect(),
+        ));
+        b.publish(&ex, Arc::new(m)).unwrap();
+    };
+    publish_keyed("held", "held", 0);
+    let held = q.get().unwrap();
+    publish_keyed("kept", "first", 0);
+    // Each of these goes ahead of "first" (higher priority) and is consumed at once.
+    for i in 0..2000 {
+        publish_keyed(&format!("order-{i}"), "m", 9);
+        let got = q.get().unwrap();
+        assert_eq!(got.message.body, bs("m"));
+        assert!(q.accept(got.position));
+    }
+    assert!(q.last_value_keys() <= 100, "{} keys", q.last_value_keys());
+    publish_keyed("kept", "second", 0);
+    assert_eq!(bodies(&q), [bs("second")]);
+    q.release([(held.position, held.message)], false);
+    publish_keyed("held", "replaced", 0);
+    assert_eq!(bodies(&q), [bs("second"), bs("replaced")]);
+}

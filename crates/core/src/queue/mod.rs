@@ -809,6 +809,12 @@ impl Queue {
         self.features.last_value_key.is_some()
     }
 
+    /// Keys a last-value queue remembers (tests).
+    #[cfg(test)]
+    pub(crate) fn last_value_keys(&self) -> usize {
+        self.lock().last_value_keys()
+    }
+
     /// `x-expires`, if the queue has it.
     pub fn expires(&self) -> Option<u64> {
         self.features.expires

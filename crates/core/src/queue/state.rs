@@ -106,7 +106,8 @@ impl Drop for QueueState {
 }
 
 /// Which queued message is the latest for each value of the key header. Positions of
-/// messages that left the queue meanwhile just no longer match anything.
+/// messages that left the queue meanwhile no longer match anything, and are pruned now and
+/// then.
 #[derive(Debug)]
 struct LastValue {
     key: String,
@@ -263,6 +264,15 @@ impl QueueState {
             return;
         };
         let Some(old) = lv.latest.insert(value, position) else {
+            // A new key. Keys of messages that left meanwhile are dropped once they
+            // outnumber those still held, so the index follows the queue, not its history.
+            let held = self.entries.len() + self.unsettled.len();
+            if lv.latest.len() > 2 * held + 64 {
+                let (entries, unsettled) = (&self.entries, &self.unsettled);
+                lv.latest.retain(|_, p| {
+                    *p == position || unsettled.contains_key(p) || entries.contains(*p)
+                });
+            }
             return;
         };
         if let Some(e) = self.entries.remove_position(old) {
@@ -272,6 +282,11 @@ impl QueueState {
             }
             self.forget(&e.message);
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn last_value_keys(&self) -> usize {
+        self.last_value.as_ref().map_or(0, |lv| lv.latest.len())
     }
 
     fn account_in(&mut self, e: &Entry) {
