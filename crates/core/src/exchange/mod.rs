@@ -419,6 +419,19 @@ impl Exchange {
         self.table.read().queues.index.route(msg, out);
     }
 
+    /// [`Exchange::route`] for an exchange without exchange-to-exchange bindings: returns
+    /// whether that was all there is to routing here (it appended a queue and forwards
+    /// nowhere). False leaves `out` as it was, for [`Exchange::route_all`].
+    pub(crate) fn route_only_queues(&self, msg: &Message, out: &mut Vec<Arc<Queue>>) -> bool {
+        let table = self.table.read();
+        if table.exchanges.is_some() {
+            return false;
+        }
+        let start = out.len();
+        table.queues.index.route(msg, out);
+        out.len() > start
+    }
+
     /// Appends the queues the message reaches directly and the exchanges it is forwarded to
     /// (each once, under one read lock); returns whether anything matched.
     pub(crate) fn route_all(

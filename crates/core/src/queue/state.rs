@@ -231,10 +231,10 @@ impl QueueState {
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
-        let (message, on_disk) = if on_disk || self.admits_resident(&message) {
+        let (message, on_disk) = if on_disk || self.offload.is_none() {
             (message, on_disk)
         } else {
-            (Arc::new(message.stub()), true)
+            self.within_budget(message)
         };
         if !on_disk {
             self.meter.add(self.shard, message.size);
@@ -294,7 +294,9 @@ impl QueueState {
         if e.message.expires_at.is_some() {
             self.expiring += 1;
         }
-        self.offload_in(e);
+        if e.on_disk || self.offload.is_some() {
+            self.offload_in(e);
+        }
     }
 
     fn account_out(&mut self, e: &Entry) {
@@ -302,9 +304,12 @@ impl QueueState {
         if e.message.expires_at.is_some() {
             self.expiring = self.expiring.saturating_sub(1);
         }
-        self.offload_out(e);
+        if e.on_disk || self.offload.is_some() {
+            self.offload_out(e);
+        }
     }
 
+    #[inline(always)]
     fn take_next(&mut self) -> Option<Entry> {
         let e = self.entries.pop_front()?;
         self.account_out(&e);
