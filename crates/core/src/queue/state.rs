@@ -544,7 +544,7 @@ impl QueueState {
                 c.cursor = e.position;
                 continue;
             }
-            if !c.has_credit_for(e.message.size) || !c.reserve(queue) {
+            if !c.has_credit_for(e.message.size) {
                 break;
             }
             // Browsing leaves the queue as it is: a copy of an on-disk content, read now.
@@ -559,6 +559,10 @@ impl QueueState {
             } else {
                 e.message.clone()
             };
+            // Only for a delivery that is made: a slot taken for a skipped one never returns.
+            if !c.reserve(queue) {
+                break;
+            }
             c.charge(e.message.size);
             c.cursor = e.position;
             c.staged.push(OutboxItem::Deliver(Delivery {
