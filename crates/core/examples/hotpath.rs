@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferry_core::{Broker, BrokerConfig, ConsumerSpec, Message, Outbox, OutboxItem, QueueOptions};
+use ferry_core::{Message, OutboxItem};
+
+mod common;
 
 /// Messages published before the consumer takes, accepts and grants credit again.
 const BATCH: u32 = 100;
@@ -20,20 +22,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(200_000);
-    let broker = Broker::new(BrokerConfig::default());
-    let (queue, _) = broker.declare_queue("bench", QueueOptions::default(), false, 1)?;
-    let outbox = Outbox::new();
-    let consumer = broker.next_consumer_id();
-    queue.subscribe(ConsumerSpec {
-        id: consumer,
-        outbox: outbox.clone(),
-        owner: 1,
-        tag: Bytes::from_static(b"bench"),
-        acquire: true,
-        exclusive: false,
-        window: None,
-    })?;
-    queue.add_credit(consumer, BATCH, u32::MAX)?;
+    let common::Bench {
+        broker,
+        queue,
+        outbox,
+        consumer,
+    } = common::one_queue_one_consumer(BATCH)?;
     let exchange = broker.default_exchange().clone();
     let body = Bytes::from(vec![b'x'; 64]);
     let (mut items, mut positions) = (Vec::new(), Vec::new());

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::tests::{declare_with, declare_with_args, rabbit_dlq, take_deliveries};
 use super::*;
 use crate::journal::testing::MemoryJournal;
 use crate::limits::LimitPolicy;
-use crate::outbox::{Delivery, Outbox, OutboxItem};
+use crate::outbox::Outbox;
 use crate::queue::{release_deliveries, ConsumerSpec};
 use crate::transaction::Settlement;
 use crate::value::HeaderValue as V;
@@ -49,33 +50,15 @@ fn put_expiring(b: &Broker, key: &str, size: usize) {
     b.publish(b.default_exchange(), Arc::new(m)).unwrap();
 }
 
-fn declare(b: &Broker, name: &str, opts: QueueOptions) -> Arc<Queue> {
-    b.declare_queue(name, opts, false, ME).unwrap().0
-}
-
 fn plain(b: &Broker, name: &str) -> Arc<Queue> {
-    declare(b, name, QueueOptions::default())
+    declare_with(b, name, QueueOptions::default())
 }
 
 /// A RabbitMQ-style dead-lettering queue whose dead letters go to queue `dlq`.
 fn dead_lettering(b: &Broker, name: &str, dlq: &str, extra: &[(&str, V)]) -> Arc<Queue> {
-    let mut arguments: Arguments = [
-        ("x-dead-letter-exchange", V::Str(String::new())),
-        ("x-dead-letter-routing-key", V::Str(dlq.into())),
-    ]
-    .into_iter()
-    .collect();
-    for (k, v) in extra {
-        arguments.push(*k, v.clone());
-    }
-    declare(
-        b,
-        name,
-        QueueOptions {
-            arguments,
-            ..QueueOptions::default()
-        },
-    )
+    let mut args = vec![("x-dead-letter-routing-key", V::Str(dlq.into()))];
+    args.extend(extra.iter().cloned());
+    rabbit_dlq(b, name, "", &args)
 }
 
 fn subscribe(b: &Broker, q: &Arc<Queue>, acquire: bool, credit: u32) -> (ConsumerId, Arc<Outbox>) {
@@ -95,18 +78,6 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, acquire: bool, credit: u32) -> (Consume
     (id, ob)
 }
 
-fn deliveries(ob: &Outbox) -> Vec<Delivery> {
-    let mut items = Vec::new();
-    ob.take(&mut items);
-    items
-        .into_iter()
-        .filter_map(|i| match i {
-            OutboxItem::Deliver(d) => Some(d),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn accepted_rejected_and_released_messages() {
     let b = Broker::new(BrokerConfig::default());
@@ -116,7 +87,7 @@ fn accepted_rejected_and_released_messages() {
     }
     assert_eq!(b.memory_used(), 100);
     let (c, ob) = subscribe(&b, &q, true, 4);
-    let ds = deliveries(&ob);
+    let ds = take_deliveries(&ob);
     assert_eq!(b.memory_used(), 100, "delivered, not settled");
     assert!(q.accept(ds[0].position));
     assert!(q.reject(ds[1].position, ds[1].message.clone()));
@@ -151,7 +122,7 @@ fn dead_lettered_messages_move_to_their_dead_letter_queue() {
         max_size: None,
         policy: LimitPolicy::DropHead,
     };
-    let q = declare(&b, "q", opts);
+    let q = declare_with(&b, "q", opts);
     put(&b, "q", 10);
     put(&b, "q", 20); // drops the first (maxlen)
     let got = q.get().unwrap();
@@ -177,25 +148,18 @@ fn expired_messages_wherever_they_are_found() {
     let browsed = plain(&b, "browsed");
     put_expiring(&b, "browsed", 40);
     let (_, browser) = subscribe(&b, &browsed, false, u32::MAX);
-    let seen = deliveries(&browser);
+    let seen = take_deliveries(&browser);
     assert_eq!(seen.len(), 1);
     // Found at the head of a dead-lettering queue, and by a queue TTL.
     dead_lettering(&b, "delayed", "dlq", &[]);
     put_expiring(&b, "delayed", 50);
-    let ttl = declare(
-        &b,
-        "ttl",
-        QueueOptions {
-            arguments: [("x-message-ttl", V::Int(5))].into_iter().collect(),
-            ..QueueOptions::default()
-        },
-    );
+    let ttl = declare_with_args(&b, "ttl", &[("x-message-ttl", V::Int(5))]);
     put(&b, "ttl", 60);
     assert_eq!(b.memory_used(), 210);
     std::thread::sleep(PAST_SOON);
     assert_eq!(swept.purge_expired(now_ms()), 1);
     let (_, ob) = subscribe(&b, &dispatched, true, u32::MAX);
-    assert!(deliveries(&ob).is_empty());
+    assert!(take_deliveries(&ob).is_empty());
     assert!(got.get().is_none());
     assert!(browsed.acquire([seen[0].position]).is_empty());
     assert!(!b.expire_heads());
@@ -208,7 +172,7 @@ fn expired_messages_wherever_they_are_found() {
 #[test]
 fn messages_dropped_to_make_room_or_replaced_by_a_newer_value() {
     let b = Broker::new(BrokerConfig::default());
-    let ring = declare(
+    let ring = declare_with(
         &b,
         "ring",
         QueueOptions {
@@ -224,15 +188,10 @@ fn messages_dropped_to_make_room_or_replaced_by_a_newer_value() {
         put(&b, "ring", 10);
     }
     assert_eq!(b.memory_used(), 20);
-    let lvq = declare(
+    let lvq = declare_with_args(
         &b,
         "lvq",
-        QueueOptions {
-            arguments: [("qpid.last_value_queue_key", V::Str("k".into()))]
-                .into_iter()
-                .collect(),
-            ..QueueOptions::default()
-        },
+        &[("qpid.last_value_queue_key", V::Str("k".into()))],
     );
     for size in [5, 6, 7] {
         let mut m = message("lvq", size);
@@ -252,7 +211,7 @@ fn deleted_queues_and_what_their_consumers_still_held() {
     let alt_target = plain(&b, "alt-target");
     b.bind("alt-target", "amq.fanout", "", &Arguments::new())
         .unwrap();
-    let q = declare(
+    let q = declare_with(
         &b,
         "q",
         QueueOptions {
@@ -264,7 +223,7 @@ fn deleted_queues_and_what_their_consumers_still_held() {
         put(&b, "q", size);
     }
     let (_, ob) = subscribe(&b, &q, true, 3);
-    let ds = deliveries(&ob);
+    let ds = take_deliveries(&ob);
     b.delete_queue("q", false, false, ME).unwrap();
     assert_eq!(alt_target.message_count(), 2, "the queued ones");
     // After the delete: one accepted, one released (an orphan, routed on), one never
@@ -281,14 +240,9 @@ fn deleted_queues_and_what_their_consumers_still_held() {
 
     // Deleted when unused (x-expires), when its last consumer goes (auto-delete) and when
     // its owner goes (exclusive).
-    let expires = [("x-expires", V::Int(1))].into_iter().collect();
-    let opts = QueueOptions {
-        arguments: expires,
-        ..QueueOptions::default()
-    };
-    declare(&b, "unused", opts);
+    declare_with_args(&b, "unused", &[("x-expires", V::Int(1))]);
     put(&b, "unused", 7);
-    let auto = declare(
+    let auto = declare_with(
         &b,
         "auto",
         QueueOptions {
@@ -299,8 +253,8 @@ fn deleted_queues_and_what_their_consumers_still_held() {
     put(&b, "auto", 8);
     put(&b, "auto", 9);
     let (c, ob) = subscribe(&b, &auto, true, 1);
-    let held = deliveries(&ob);
-    declare(
+    let held = take_deliveries(&ob);
+    declare_with(
         &b,
         "mine",
         QueueOptions {
@@ -329,7 +283,7 @@ fn transactions_stage_publishes_and_settle_at_commit() {
         put(&b, "q", size);
     }
     let (c, ob) = subscribe(&b, &q, true, 3);
-    let ds = deliveries(&ob);
+    let ds = take_deliveries(&ob);
     q.stop(c).unwrap();
     let mut tx = b.transaction();
     tx.settle(
@@ -378,7 +332,7 @@ fn contents_on_disk_read_back_and_left_every_way() {
             arguments,
             ..QueueOptions::default()
         };
-        declare(&b, name, opts)
+        declare_with(&b, name, opts)
     };
     let persistent = |key: &str| {
         let mut m = message(key, 4096);
@@ -403,14 +357,14 @@ fn contents_on_disk_read_back_and_left_every_way() {
     // Browsed then acquired (most of them still stand-ins), consumed (read back in
     // batches), released, got.
     let (browser, seen) = subscribe(&b, &other, false, 40);
-    let seen = deliveries(&seen);
+    let seen = take_deliveries(&seen);
     assert_eq!(seen.len(), 40);
     b.cancel_consumer(&other, browser);
     let acquired = other.acquire(seen.iter().map(|d| d.position));
     assert_eq!(acquired.len(), 40);
     other.accept_all(acquired);
     let (c, ob) = subscribe(&b, &other, true, 50);
-    let ds = deliveries(&ob);
+    let ds = take_deliveries(&ob);
     assert_eq!(ds.len(), 50);
     other.accept_all(ds[..40].iter().map(|d| d.position));
     release_deliveries(ds[40..].iter().cloned(), true);

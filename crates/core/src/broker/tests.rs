@@ -736,8 +736,16 @@ fn server_named_queues_may_use_reserved_prefixes_and_are_unique() {
         .is_err());
 }
 
-fn declare_with(b: &Broker, name: &str, opts: QueueOptions) -> Arc<Queue> {
+pub(super) fn declare_with(b: &Broker, name: &str, opts: QueueOptions) -> Arc<Queue> {
     b.declare_queue(name, opts, false, ME).unwrap().0
+}
+
+pub(super) fn declare_with_args(b: &Broker, name: &str, args: &[(&str, V)]) -> Arc<Queue> {
+    let opts = QueueOptions {
+        arguments: args.iter().cloned().collect(),
+        ..QueueOptions::default()
+    };
+    declare_with(b, name, opts)
 }
 
 fn dead_letter_setup(b: &Broker) -> Arc<Queue> {
@@ -924,7 +932,7 @@ fn a_quota_charge_lives_exactly_as_long_as_the_queue() {
     assert_eq!(Arc::strong_count(&charge), 1);
 }
 
-fn take_deliveries(ob: &Outbox) -> Vec<crate::Delivery> {
+pub(super) fn take_deliveries(ob: &Outbox) -> Vec<crate::Delivery> {
     let mut items = Vec::new();
     ob.take(&mut items);
     items
@@ -1009,7 +1017,7 @@ fn memory_alarm_rises_above_high_and_clears_at_low() {
     assert_eq!(broker().check_memory(), None, "no watermarks, no alarm");
 }
 
-fn rabbit_dlq(b: &Broker, name: &str, dlx: &str, extra: &[(&str, V)]) -> Arc<Queue> {
+pub(super) fn rabbit_dlq(b: &Broker, name: &str, dlx: &str, extra: &[(&str, V)]) -> Arc<Queue> {
     let mut arguments: Arguments = [("x-dead-letter-exchange", V::Str(dlx.into()))]
         .into_iter()
         .collect();
@@ -1522,18 +1530,13 @@ fn dead_lettering_heads_are_watched_and_expire_without_the_sweep() {
 #[test]
 fn a_last_value_queue_forgets_the_keys_of_messages_that_left() {
     let b = broker();
-    let q = declare_with(
+    let q = declare_with_args(
         &b,
         "lvq",
-        QueueOptions {
-            arguments: [
-                ("qpid.last_value_queue_key", V::Str("id".into())),
-                ("x-max-priority", V::Int(9)),
-            ]
-            .into_iter()
-            .collect(),
-            ..QueueOptions::default()
-        },
+        &[
+            ("qpid.last_value_queue_key", V::Str("id".into())),
+            ("x-max-priority", V::Int(9)),
+        ],
     );
     let ex = b.default_exchange().clone();
     let publish_keyed = |value: &str, body: &'static str, priority: u8| {
