@@ -307,7 +307,9 @@ def section_latency(d, charts):
     out += ("`ferry latency-test --rate 10000 --tcp-nodelay --size S --time-limit T`: one sender, "
             "one receiver (prefetch 100, accepting every 50), ms. *Corrected* figures are measured "
             "from each message's intended send time on the 10k/s schedule; *actual* from the time "
-            "it was really sent. Achieved rate is what the sender managed.\n\n")
+            "it was really sent. Achieved rate is what the sender managed; *sender late* is how far "
+            "behind its schedule the sender itself was (its thread waiting for a CPU), the part of "
+            "the corrected figures the sending side added.\n\n")
     for b in d.brokers:
         out += f"### {b}\n\n"
         rows = []
@@ -317,13 +319,16 @@ def section_latency(d, charts):
                 if (b, s, "corrected") in d.lat:
                     rows.append([s, "failed"] + [""] * 10)
                 continue
+            late = d.l(b, s, "sender_lateness")
             rows.append([s, f_rate(c.get("achieved_rate")), f_ms(c["avg_ms"]), f_ms(c["p50_ms"]),
                          f_ms(c["p90_ms"]), f_ms(c["p99_ms"]), f_ms(c["p999_ms"]), f_ms(c["max_ms"]),
                          f_ms(a["avg_ms"] if a else None), f_ms(a["p99_ms"] if a else None),
                          f_ms(a["max_ms"] if a else None),
+                         f"{f_ms(late['p50_ms'])} / {f_ms(late['p99_ms'])}" if late else "—",
                          "—" if c.get("broker_cpu_cores") is None else f"{c['broker_cpu_cores']:.2f}"])
         out += table(["size", "achieved msg/s", "avg", "p50", "p90", "p99", "p99.9", "max",
-                      "avg (actual)", "p99 (actual)", "max (actual)", "broker CPU (cores)"], rows) + "\n"
+                      "avg (actual)", "p99 (actual)", "max (actual)", "sender late p50 / p99",
+                      "broker CPU (cores)"], rows) + "\n"
     out += "### Beside the TCP baselines\n\n"
     header = ["size"] + [f"{b} avg / p99" for b in d.brokers]
     header += ["ping-pong 10k/s avg / p99", "ping-pong back-to-back avg / p99", "relay one way 10k/s avg / p99",
@@ -573,8 +578,8 @@ def section_tail_analysis():
     if not TAIL_ANALYSIS.exists():
         return ""
     text = TAIL_ANALYSIS.read_text()
-    # Its own top heading becomes a section of this report.
-    text = re.sub(r"^# ", "## ", text, count=1, flags=re.M)
+    # One level down: its title becomes a section of this report, its sections subsections.
+    text = re.sub(r"^(#+) ", r"#\1 ", text, flags=re.M)
     return text.rstrip() + "\n"
 
 
@@ -613,8 +618,8 @@ def section_notes(d):
     lfail = bd.latency_failures(d.out)
     if lfail:
         notes.append("Failed latency-test runs (each retried once; a size with no figures failed "
-                     "twice): " + ", ".join(f"{b} {s} B" for b, s in lfail) + ". The harness's "
-                     "receiver reported `the latency subscription ended`, with ferryd and with Broker-J.")
+                     "twice): " + ", ".join(f"{b} {s} B" for b, s in lfail) + ". Each failure's "
+                     "message is kept in the run's raw/latency-*.failed-* files.")
     return "## Notes\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
 
 

@@ -474,7 +474,7 @@ latency_warmup() {
 
 # One latency-test run into ${pt_csv:-latency_test.csv}, two rows (corrected and actual).
 latency_point() {   # size rate
-    local s=$1 rate=$2 raw cmd sent achieved corr act c0 c1 t0 t1 secs cpu try
+    local s=$1 rate=$2 raw cmd sent achieved corr act late c0 c1 t0 t1 secs cpu try
     local csv=${pt_csv:-$out/latency_test.csv} prefix=${pt_prefix:+$pt_prefix,}
     raw=$out/raw/latency-$b_label${pt_prefix:+-${pt_prefix//,/-}}-$s.txt
     cmd=("$ferry" latency-test -b "$b_host" -p "$b_port" "${b_auth[@]}" "${pt_extra[@]}" --rate "$rate"
@@ -499,6 +499,9 @@ latency_point() {   # size rate
     act=$(grep 'from actual send time' "$raw" | sed -E 's/.*omission: //; s/\)$//; s/[a-z0-9.]+=//g; s/ +/,/g')
     echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,corrected,$corr,$cpu,ok" >>"$csv"
     echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,actual,$act,$cpu,ok" >>"$csv"
+    # How far behind its schedule the sender was: p50, p99, p99.9, max into those columns.
+    late=$(sed -n -E 's/.*behind its schedule: p50=([0-9.]+) p99=([0-9.]+) p99.9=([0-9.]+) max=([0-9.]+).*/,,\4,\1,,\2,\3/p' "$raw")
+    [[ -n $late ]] && echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,sender_lateness$late,$cpu,ok" >>"$csv"
     printf '  %-8s %-16s %6s B  avg %s ms  p99 %s ms (corrected)\n' "$b_label" "$pt_prefix" "$s" \
         "$(cut -d, -f2 <<<"$corr")" "$(cut -d, -f6 <<<"$corr")"
 }

@@ -51,6 +51,7 @@ def write_set(d, with_other=True):
         LAT_HEADER,
         lat("ferryd", 256, "corrected", 0.08, 0.30),    # avg meets 0.0845; p99 vs 3 x 0.09
         lat("ferryd", 256, "actual", 0.07, 0.25),
+        lat("ferryd", 256, "sender_lateness", 0.0, 0.02),
         lat("ferryd", 1024, "corrected", 0.0, 0.0, status="failed"),
         lat("ferryd", 1024, "corrected", 0.09, 0.5),    # the retry
         lat("ferryd", 1024, "actual", 0.085, 0.4),
@@ -153,6 +154,8 @@ class ReportTest(unittest.TestCase):
         self.assertIn("ferryd 1024 B", md)
         # One template per kind of command, whatever the size and count.
         self.assertEqual(md.count("ferry perftest -b 127.0.0.1"), 1)
+        # The sender's own lateness sits beside the broker's figures.
+        self.assertIn("| 0.0000 / 0.0200 |", md)
 
     def test_a_run_without_a_second_broker(self):
         write_set(self.dir, with_other=False)
@@ -190,7 +193,7 @@ class ReportTest(unittest.TestCase):
     def test_the_tail_analysis_is_included_as_a_section(self):
         write_set(self.dir)
         doc = self.dir / "tail.md"
-        doc.write_text("# What bounds the tail\n\nThe scheduler.\n")
+        doc.write_text("# What bounds the tail\n\nThe scheduler.\n\n## Wake-ups\n\nThree.\n")
         saved = report.TAIL_ANALYSIS
         report.TAIL_ANALYSIS = doc
         try:
@@ -198,6 +201,7 @@ class ReportTest(unittest.TestCase):
         finally:
             report.TAIL_ANALYSIS = saved
         self.assertIn("## What bounds the tail\n\nThe scheduler.", md)
+        self.assertIn("\n### Wake-ups\n", md)
 
     def test_an_empty_set_still_renders(self):
         md = report.render(self.dir, self.dir / "BENCHMARKS.md")

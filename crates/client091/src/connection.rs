@@ -881,7 +881,9 @@ impl Connection {
             Method::ConnectionClose(c) => {
                 self.send_method(0, &Method::ConnectionCloseOk(Default::default()));
                 // Best effort: the close-ok goes out if the socket takes it now.
-                let _ = self.stream.try_write(&self.wbuf);
+                if let Ok(n) = self.stream.try_write(&self.wbuf) {
+                    self.wbuf.advance(n);
+                }
                 self.fail(ClientError::ConnectionClosed {
                     code: c.reply_code,
                     text: c.reply_text.to_string(),

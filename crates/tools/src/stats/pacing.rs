@@ -1,11 +1,14 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Below this much waiting the pacer yields instead of sleeping. A sleep on this kind of
-/// machine overshoots by tens to hundreds of µs, which at 10k msg/s (100 µs apart) made the
-/// sender itself the main source of measured lateness; yielding costs CPU but keeps the
-/// schedule.
-const SPIN_BELOW: Duration = Duration::from_micros(500);
+/// Below this much waiting the pacer yields instead of sleeping. It sleeps (with 1 ns timer
+/// slack, see `precise_sleep`) until this close to the due time and yields the rest: a
+/// thread woken by a timer on this kind of machine is ~20 µs late, so 20 µs of spinning puts
+/// the median send within a few µs of its due time for ~2% more CPU. It used to spin the
+/// last 500 µs, which at 10k msg/s (100 µs apart) kept the sender on a CPU all the time
+/// (75-99% of one, measured per thread): on a 2-CPU machine that took half the CPUs from the
+/// broker and the receiver whose latency it was measuring.
+const SPIN_BELOW: Duration = Duration::from_micros(20);
 
 /// A fixed-rate send schedule: message `i` is due at `start + i / rate`.
 ///
