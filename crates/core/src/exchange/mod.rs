@@ -104,7 +104,10 @@ impl Destination for Arc<Exchange> {
 /// (except headers, which is inherently a scan).
 #[derive(Debug)]
 enum Index<T> {
-    Direct(HashMap<Vec<u8>, Vec<T>>),
+    /// foldhash, not SipHash: hashing the routing key was a tenth of a transient message's
+    /// cost, and the keys are bindings a client needs bind rights to create, hashed with a
+    /// per-process random seed.
+    Direct(HashMap<Vec<u8>, Vec<T>, foldhash::fast::RandomState>),
     /// Unique destinations, with a count of bindings per destination id (one may be bound
     /// under several keys but must receive each message once).
     Fanout(Vec<T>, HashMap<u64, usize>),
@@ -115,7 +118,7 @@ enum Index<T> {
 impl<T: Destination> Index<T> {
     fn empty(kind: ExchangeKind) -> Index<T> {
         match kind {
-            ExchangeKind::Direct => Index::Direct(HashMap::new()),
+            ExchangeKind::Direct => Index::Direct(HashMap::default()),
             ExchangeKind::Fanout => Index::Fanout(Vec::new(), HashMap::new()),
             ExchangeKind::Topic => Index::Topic(TopicTrie::default()),
             ExchangeKind::Headers => Index::Headers(Vec::new()),
