@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use ferry_core::{Broker, BrokerConfig, ConsumerSpec, Message, Outbox, OutboxItem, QueueOptions};
+use ferry_core::{Message, OutboxItem};
+
+mod common;
 
 fn arg(n: usize, default: u64) -> u64 {
     std::env::args()
@@ -21,20 +23,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size = arg(2, 64) as usize;
     let window = u32::try_from(arg(3, 1000))?;
 
-    let broker = Broker::new(BrokerConfig::default());
-    let (queue, _) = broker.declare_queue("bench", QueueOptions::default(), false, 1)?;
-    let outbox = Outbox::new();
-    let consumer = broker.next_consumer_id();
-    queue.subscribe(ConsumerSpec {
-        id: consumer,
-        outbox: outbox.clone(),
-        owner: 1,
-        tag: Bytes::from_static(b"bench"),
-        acquire: true,
-        exclusive: false,
-        window: None,
-    })?;
-    queue.add_credit(consumer, window, u32::MAX)?;
+    let common::Bench {
+        broker,
+        queue,
+        outbox,
+        consumer,
+    } = common::one_queue_one_consumer(window)?;
 
     let start = Instant::now();
     let rx = {

@@ -39,6 +39,15 @@ impl MemoryMeter {
             .fetch_sub(delta, Ordering::Relaxed);
     }
 
+    /// The total before clamping at zero, so tests see a sub too many.
+    #[cfg(test)]
+    pub(crate) fn signed_total(&self) -> i64 {
+        self.shards
+            .iter()
+            .map(|s| s.0.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// The current total (a snapshot: shards are read one after another).
     pub fn bytes(&self) -> u64 {
         let sum: i64 = self

@@ -33,7 +33,7 @@ pub(crate) fn deliver(
     msg: &Arc<Message>,
     journal: Option<&Arc<dyn Journal>>,
 ) -> Result<Routed, BrokerError> {
-    deliver_except(exchange, msg, journal, |_| false)
+    deliver_except(exchange, msg, journal, None)
 }
 
 /// [`deliver`], skipping the queues `skip` picks (dead-letter cycles).
@@ -45,49 +45,61 @@ pub(crate) fn deliver_except(
     exchange: &Exchange,
     msg: &Arc<Message>,
     journal: Option<&Arc<dyn Journal>>,
-    skip: impl Fn(&Queue) -> bool,
+    skip: Option<&dyn Fn(&Queue) -> bool>,
 ) -> Result<Routed, BrokerError> {
     let mut targets = SCRATCH.with(Cell::take);
     collect(exchange, msg, &mut targets);
-    targets.retain(|q| !skip(q));
-    let journaled = match journal {
-        Some(j) if msg.persistent && !targets.is_empty() => match record(j, msg, &targets, None) {
-            Ok(r) => r,
-            Err(e) => {
-                targets.clear();
-                SCRATCH.with(|c| c.set(targets));
-                return Err(e);
-            }
-        },
-        _ => None,
+    if let Some(skip) = skip {
+        targets.retain(|q| !skip(q));
+    }
+    let routed = match journal.filter(|_| msg.persistent && !targets.is_empty()) {
+        None => enqueue_all(&mut targets, msg, |_| {}).map(|queues| Routed { queues, sync: None }),
+        Some(journal) => deliver_journaled(journal, msg, &mut targets),
     };
-    let msg = journaled.as_ref().map_or(msg, |(m, _)| m);
+    targets.clear();
+    SCRATCH.with(|c| c.set(targets));
+    routed
+}
+
+/// Journals a persistent message for the durable queues among `targets`, then enqueues it.
+#[cold]
+fn deliver_journaled(
+    journal: &Arc<dyn Journal>,
+    msg: &Arc<Message>,
+    targets: &mut Vec<Arc<Queue>>,
+) -> Result<Routed, BrokerError> {
+    let Some((journaled, point)) = record(journal, msg, targets, None)? else {
+        return enqueue_all(targets, msg, |_| {}).map(|queues| Routed { queues, sync: None });
+    };
+    // Journaled for a queue that did not take it after all: take the reference back.
+    let queues = enqueue_all(targets, &journaled, |q| forget(q, &journaled, None))?;
+    Ok(Routed {
+        queues,
+        sync: Some(point),
+    })
+}
+
+/// Enqueues `msg` on every target; returns how many stored it, or the first refusal (the
+/// others still get the message). `not_taken` hears of each queue that did not store it.
+#[inline]
+fn enqueue_all(
+    targets: &mut Vec<Arc<Queue>>,
+    msg: &Arc<Message>,
+    mut not_taken: impl FnMut(&Queue),
+) -> Result<usize, BrokerError> {
     let mut stored = 0;
     let mut refused = None;
     for q in targets.drain(..) {
-        let result = q.enqueue(msg.clone());
-        if !matches!(result, Ok(true)) {
-            // Journaled for this queue but not taken by it: take the reference back.
-            if journaled.is_some() {
-                forget(&q, msg, None);
-            }
-        }
-        match result {
+        match q.enqueue(msg.clone()) {
             Ok(true) => stored += 1,
-            Ok(false) => {}
+            Ok(false) => not_taken(&q),
             Err(e) => {
+                not_taken(&q);
                 refused.get_or_insert(e);
             }
         }
     }
-    SCRATCH.with(|c| c.set(targets));
-    match refused {
-        Some(e) => Err(e),
-        None => Ok(Routed {
-            queues: stored,
-            sync: journaled.map(|(_, point)| point),
-        }),
-    }
+    refused.map_or(Ok(stored), Err)
 }
 
 /// Journals `msg` for the durable queues among `targets`; `None` if there are none. A message
@@ -132,14 +144,18 @@ pub(crate) fn forget(q: &Queue, msg: &Message, tx: Option<&JournalTx>) {
 /// exchange that matches nothing passes the message to its alternate, if it has one.
 /// Each exchange is visited at most once per message, so binding cycles end.
 pub(crate) fn collect(exchange: &Exchange, msg: &Message, targets: &mut Vec<Arc<Queue>>) {
+    // The common case: one exchange, a match, no forwarding.
+    if !exchange.route_only_queues(msg, targets) {
+        collect_onward(exchange, msg, targets);
+    }
+}
+
+/// [`collect`] through exchange-to-exchange bindings and alternate exchanges.
+#[cold]
+fn collect_onward(exchange: &Exchange, msg: &Message, targets: &mut Vec<Arc<Queue>>) {
     let start = targets.len();
     let mut onward: Vec<Arc<Exchange>> = Vec::new();
-    let matched = exchange.route_all(msg, targets, &mut onward);
-    if matched && onward.is_empty() {
-        // The common case: one exchange, no forwarding, no allocation.
-        return;
-    }
-    if !matched {
+    if !exchange.route_all(msg, targets, &mut onward) {
         match exchange.alternate() {
             Some(alt) => onward.push(alt.clone()),
             None => return,

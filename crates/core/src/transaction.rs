@@ -10,7 +10,7 @@ use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::{now_ms, DeathReason, Message};
-use crate::queue::{Queue, QueueState};
+use crate::queue::{Enqueued, Queue, QueueState};
 use crate::route;
 
 /// How a staged settlement leaves the consumer.
@@ -236,19 +236,18 @@ impl Transaction {
             let Some(st) = slot(&q).and_then(|k| locked.get_mut(k)) else {
                 continue;
             };
-            let mut lost = Vec::new();
-            let result = q.enqueue_locked(st, message.clone(), &mut lost);
-            if !matches!(result, Ok(true)) {
-                route::forget(&q, &message, jtx.as_deref());
-            }
-            match result {
-                Ok(true) => outcome.routed[i] += 1,
-                Ok(false) => {}
+            match q.enqueue_locked(st, message.clone()) {
+                Ok(Enqueued::Stored) => outcome.routed[i] += 1,
+                Ok(Enqueued::Dropping(lost)) => {
+                    outcome.routed[i] += 1;
+                    dropped.extend(lost.into_iter().map(|m| (q.clone(), m)));
+                }
+                Ok(Enqueued::Gone) => route::forget(&q, &message, jtx.as_deref()),
                 Err(e) => {
+                    route::forget(&q, &message, jtx.as_deref());
                     outcome.refused.get_or_insert(e);
                 }
             }
-            dropped.extend(lost.into_iter().map(|m| (q.clone(), m)));
         }
         for st in &mut locked {
             st.journal_tx = None;

@@ -97,6 +97,20 @@ pub struct SegmentStats {
     /// Set once the segment's live records were appended anew: it can be deleted when the
     /// journal is durable up to this point.
     pub compacted_upto: Option<u64>,
+    /// The latest record that made a record here dead (a dequeue, a delete, a transaction's
+    /// commit). The segment can go only once that record is durable: a dequeue lost in a
+    /// crash must find what it dequeued still on disk.
+    pub dead_upto: u64,
+}
+
+impl SegmentStats {
+    /// Whether the segment holds nothing that a restart from the journal durable up to
+    /// `durable` could still need.
+    pub fn can_go(&self, durable: u64) -> bool {
+        self.live_bytes == 0
+            && self.dead_upto <= durable
+            && self.compacted_upto.is_none_or(|upto| upto <= durable)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -128,9 +142,11 @@ impl Index {
         self.live_bytes += at.loc.len;
     }
 
-    fn unaccount(&mut self, at: Live) {
+    /// The record at `at` is dead from the record numbered `by` on.
+    fn unaccount(&mut self, at: Live, by: u64) {
         if let Some(s) = self.segments.get_mut(&at.loc.segment) {
             s.live_bytes = s.live_bytes.saturating_sub(at.loc.len);
+            s.dead_upto = s.dead_upto.max(by);
         }
         self.live_bytes = self.live_bytes.saturating_sub(at.loc.len);
     }
@@ -142,43 +158,44 @@ impl Index {
         match rec {
             Record::ExchangeDeclare(e) => {
                 if let Some(old) = self.exchanges.insert(e.name.clone(), at) {
-                    self.unaccount(old);
+                    self.unaccount(old, at.seq);
                 }
                 self.account(at);
             }
             Record::ExchangeDelete(name) => {
                 if let Some(old) = self.exchanges.remove(name) {
-                    self.unaccount(old);
+                    self.unaccount(old, at.seq);
                 }
-                self.drop_bindings(|(ex, _, _)| ex == name);
-                self.drop_exchange_bindings(|b| &b.source == name || &b.destination == name);
+                self.drop_bindings(|(ex, _, _)| ex == name, at.seq);
+                let linked = |b: &ExchangeBindingKey| &b.source == name || &b.destination == name;
+                self.drop_exchange_bindings(linked, at.seq);
             }
             Record::QueueDeclare(q) => {
                 if let Some(old) = self.queues.insert(q.id, at) {
-                    self.unaccount(old);
+                    self.unaccount(old, at.seq);
                 }
                 self.account(at);
             }
             Record::QueueDelete(id) => {
                 if let Some(old) = self.queues.remove(id) {
-                    self.unaccount(old);
+                    self.unaccount(old, at.seq);
                 }
-                self.drop_bindings(|(_, q, _)| q == id);
+                self.drop_bindings(|(_, q, _)| q == id, at.seq);
                 if recovering {
                     self.deleted_queues.insert(*id);
                 } else {
-                    self.sweep_messages(|q| q != *id);
+                    self.sweep_messages(|q| q != *id, at.seq);
                 }
             }
             Record::Bind(k, _) => {
                 if let Some(old) = self.bindings.insert(binding_id(k), at) {
-                    self.unaccount(old);
+                    self.unaccount(old, at.seq);
                 }
                 self.account(at);
             }
             Record::Unbind(k) => {
                 if let Some(old) = self.bindings.remove(&binding_id(k)) {
-                    self.unaccount(old);
+                    self.unaccount(old, at.seq);
                 }
             }
             // Applied as they are appended: in memory the commit always completes. Recovery
@@ -191,19 +208,19 @@ impl Index {
                 queue, messages, ..
             } => {
                 for id in messages {
-                    self.dequeue(*queue, *id);
+                    self.dequeue(*queue, *id, at.seq);
                 }
             }
             Record::TxCommit(_) => {}
             Record::ExchangeBind(k, _) => {
                 if let Some(old) = self.exchange_bindings.insert(k.clone(), at) {
-                    self.unaccount(old);
+                    self.unaccount(old, at.seq);
                 }
                 self.account(at);
             }
             Record::ExchangeUnbind(k) => {
                 if let Some(old) = self.exchange_bindings.remove(k) {
-                    self.unaccount(old);
+                    self.unaccount(old, at.seq);
                 }
             }
         }
@@ -216,12 +233,13 @@ impl Index {
             return;
         };
         if let Some(old) = self.messages.insert(id, LiveMessage { at, queues }) {
-            self.unaccount(old.at);
+            self.unaccount(old.at, at.seq);
         }
         self.account(at);
     }
 
-    pub fn dequeue(&mut self, queue: u64, id: u64) {
+    /// `queue` no longer references message `id`, from the record numbered `by` on.
+    pub fn dequeue(&mut self, queue: u64, id: u64, by: u64) {
         let Some(m) = self.messages.get_mut(&id) else {
             return;
         };
@@ -230,7 +248,7 @@ impl Index {
         }
         if m.queues.remove(queue) {
             if let Some(m) = self.messages.remove(&id) {
-                self.unaccount(m.at);
+                self.unaccount(m.at, by);
             }
         }
     }
@@ -242,7 +260,7 @@ impl Index {
             .is_some_and(|m| m.queues.contains(queue))
     }
 
-    fn drop_bindings(&mut self, doomed: impl Fn(&(String, u64, String)) -> bool) {
+    fn drop_bindings(&mut self, doomed: impl Fn(&(String, u64, String)) -> bool, by: u64) {
         let keys: Vec<_> = self
             .bindings
             .keys()
@@ -251,12 +269,12 @@ impl Index {
             .collect();
         for k in keys {
             if let Some(old) = self.bindings.remove(&k) {
-                self.unaccount(old);
+                self.unaccount(old, by);
             }
         }
     }
 
-    fn drop_exchange_bindings(&mut self, doomed: impl Fn(&ExchangeBindingKey) -> bool) {
+    fn drop_exchange_bindings(&mut self, doomed: impl Fn(&ExchangeBindingKey) -> bool, by: u64) {
         let keys: Vec<_> = self
             .exchange_bindings
             .keys()
@@ -265,14 +283,14 @@ impl Index {
             .collect();
         for k in keys {
             if let Some(old) = self.exchange_bindings.remove(&k) {
-                self.unaccount(old);
+                self.unaccount(old, by);
             }
         }
     }
 
     /// Keeps only references to queues for which `keep` holds; messages left without any
     /// die.
-    fn sweep_messages(&mut self, keep: impl Fn(u64) -> bool) {
+    fn sweep_messages(&mut self, keep: impl Fn(u64) -> bool, by: u64) {
         let mut dead = Vec::new();
         for (id, m) in &mut self.messages {
             if !m.queues.retain(&keep) {
@@ -281,7 +299,7 @@ impl Index {
         }
         for id in dead {
             if let Some(m) = self.messages.remove(&id) {
-                self.unaccount(m.at);
+                self.unaccount(m.at, by);
             }
         }
     }
@@ -291,8 +309,9 @@ impl Index {
     pub fn finish_recovery(&mut self) {
         let queues: HashSet<u64> = self.queues.keys().copied().collect();
         self.deleted_queues.clear();
-        self.sweep_messages(|q| queues.contains(&q));
-        self.drop_bindings(|(_, q, _)| !queues.contains(q));
+        // Everything read back is on disk: nothing it cancels waits for durability.
+        self.sweep_messages(|q| queues.contains(&q), 0);
+        self.drop_bindings(|(_, q, _)| !queues.contains(q), 0);
     }
 
     /// Where the live declarations and bindings are.
@@ -389,6 +408,19 @@ mod tests {
         assert_eq!(ix.segments[&1].live_bytes, 20);
         assert_eq!(ix.segments[&2].live_bytes, 0, "dequeues are never live");
         assert_eq!(ix.live_bytes, 20);
+    }
+
+    #[test]
+    fn a_segment_can_go_once_what_emptied_it_is_durable() {
+        let mut ix = Index::default();
+        ix.add_segment(1, 1000);
+        ix.add_segment(2, 1000);
+        ix.apply(&queue(1), at(2, 1, 10), false);
+        ix.apply(&message(2, &[1]), at(1, 2, 100), false);
+        assert!(!ix.segments[&1].can_go(u64::MAX), "a live message");
+        ix.dequeue(1, 2, 9);
+        assert!(!ix.segments[&1].can_go(8), "the dequeue may yet be lost");
+        assert!(ix.segments[&1].can_go(9));
     }
 
     #[test]

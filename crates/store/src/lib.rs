@@ -23,7 +23,7 @@ mod recover;
 mod segment;
 mod writer;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -116,8 +116,10 @@ struct State {
     free: Vec<Vec<u8>>,
     index: Index,
     segment_size: u64,
-    /// Transactions with records appended and no commit record yet.
-    open_txs: HashSet<u64>,
+    /// Transactions with records appended and no commit record yet, with the dequeues
+    /// (queue, message) they hold back: those take effect in the index with the commit
+    /// record, so that nothing the transaction dequeues can leave the disk before it.
+    open_txs: HashMap<u64, Vec<(u64, u64)>>,
 }
 
 impl State {
@@ -190,8 +192,17 @@ impl State {
     /// of its first record, which is unique for ever.
     fn open_tx(&mut self, tx: Option<&JournalTx>) -> Option<u64> {
         let t = tx?.get_or_set(self.next_seq);
-        self.open_txs.insert(t);
+        self.open_txs.entry(t).or_default();
         Some(t)
+    }
+
+    /// Whether an open transaction holds back a dequeue of message `id`. Compaction leaves
+    /// such a message where it is: a copy made now would come after the dequeue record and
+    /// outlive it.
+    fn dequeue_pending(&self, id: u64) -> bool {
+        self.open_txs
+            .values()
+            .any(|pending| pending.iter().any(|(_, m)| *m == id))
     }
 
     /// Appends a topology record and applies it to the index.
@@ -326,7 +337,7 @@ impl Store {
             free: Vec::new(),
             index: found.index,
             segment_size,
-            open_txs: HashSet::new(),
+            open_txs: HashMap::new(),
         };
         let last = found.next_seq - 1;
         let shared = Arc::new(Shared {
@@ -559,18 +570,24 @@ impl Journal for Store {
             return;
         }
         match st.open_tx(tx) {
-            None => st.append(kind::DEQUEUE, |out| {
-                codec::put_u64(out, queue);
-                record::put_ids(out, messages);
-            }),
-            Some(t) => st.append(kind::TX_DEQUEUE, |out| {
-                codec::put_u64(out, t);
-                codec::put_u64(out, queue);
-                record::put_ids(out, messages);
-            }),
-        };
-        for id in messages {
-            st.index.dequeue(queue, *id);
+            None => {
+                let (seq, _) = st.append(kind::DEQUEUE, |out| {
+                    codec::put_u64(out, queue);
+                    record::put_ids(out, messages);
+                });
+                for id in messages {
+                    st.index.dequeue(queue, *id, seq);
+                }
+            }
+            Some(t) => {
+                st.append(kind::TX_DEQUEUE, |out| {
+                    codec::put_u64(out, t);
+                    codec::put_u64(out, queue);
+                    record::put_ids(out, messages);
+                });
+                let pending = st.open_txs.entry(t).or_default();
+                pending.extend(messages.iter().map(|id| (queue, *id)));
+            }
         }
         self.shared
             .appended
@@ -582,8 +599,12 @@ impl Journal for Store {
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
         let t = tx.id()?;
         Some(self.with_state(|st| {
-            st.open_txs.remove(&t);
-            SyncPoint(st.record(&Record::TxCommit(t)))
+            let dequeues = st.open_txs.remove(&t).unwrap_or_default();
+            let seq = st.record(&Record::TxCommit(t));
+            for (queue, id) in dequeues {
+                st.index.dequeue(queue, id, seq);
+            }
+            SyncPoint(seq)
         }))
     }
 

@@ -841,3 +841,71 @@ fn contents_on_disk_survive_compaction_and_a_restart_within_the_budget() {
     check_numbered(&consume(&b, &old, 150), 50, 1000);
     assert_eq!(old.message_count(), 0);
 }
+
+/// Publishes and consumes on `q` until compaction has copied the declarations out of segment
+/// `head`, then lets two more write rounds run so that reclamation has had its say.
+fn churn_until_head_compacted(store: &Store, b: &Broker, q: &Arc<Queue>, head: u64) {
+    let compacted = || {
+        let st = store.shared.state.lock();
+        let moved = st.index.topology().all(|l| l.loc.segment != head);
+        drop(st);
+        moved
+    };
+    let mut round = 0;
+    while !compacted() {
+        assert!(round < 60, "segment {head} was never compacted");
+        for i in 0..50u32 {
+            publish(b, "q", vec![((round * i) % 251) as u8; 1000], true);
+        }
+        assert_eq!(consume(b, q, 50).len(), 50);
+        store.sync();
+        round += 1;
+    }
+    for _ in 0..2 {
+        publish(b, "q", b"tick".to_vec(), true);
+        assert_eq!(consume(b, q, 1).len(), 1);
+        store.sync();
+    }
+}
+
+/// A transaction's dequeues take effect only with its commit record: a broker that dies
+/// before that record reaches the disk must find the messages again, however the writer
+/// compacted and reclaimed segments meanwhile.
+#[test]
+fn an_uncommitted_transactions_dequeues_keep_their_messages_through_reclamation() {
+    let dir = TempDir::new("tx-reclaim");
+    {
+        let (store, b, _) = start(&dir, small());
+        let head = store.shared.state.lock().tail.segment;
+        let input = durable_queue(&b, "in");
+        durable_queue(&b, "keep");
+        let q = durable_queue(&b, "q");
+        for name in ["in", "keep"] {
+            b.bind(name, "amq.fanout", "", &Arguments::new()).unwrap();
+        }
+        publish(&b, "in", b"only".to_vec(), true);
+        let mut shared = Message::new("amq.fanout", "", Bytes::from_static(b"shared"));
+        shared.persistent = true;
+        b.publish(&b.exchange("amq.fanout").unwrap(), Arc::new(shared))
+            .unwrap();
+        // The commit's dequeues are appended; the broker dies before its commit record.
+        let tx = ferry_core::JournalTx::default();
+        for _ in 0..2 {
+            let (_, message) = acquire_one(&input);
+            let id = message.stored.get().unwrap();
+            store.dequeue(input.store_id().unwrap(), &[id], Some(&tx));
+        }
+        churn_until_head_compacted(&store, &b, &q, head);
+        store.close();
+    }
+    let (_s, b, stats) = start(&dir, small());
+    assert_eq!(
+        bodies(&b.queue("in").unwrap()),
+        [Bytes::from_static(b"only"), Bytes::from_static(b"shared")]
+    );
+    assert_eq!(
+        bodies(&b.queue("keep").unwrap()),
+        [Bytes::from_static(b"shared")]
+    );
+    assert_eq!(stats.transactions_discarded, 1);
+}

@@ -182,8 +182,7 @@ fn reclaim(shared: &Shared) {
             let Some((&id, stats)) = st.index.segments.first_key_value() else {
                 return;
             };
-            let copies_durable = stats.compacted_upto.is_none_or(|upto| upto <= durable);
-            if id >= tail || stats.live_bytes > 0 || !copies_durable {
+            if id >= tail || !stats.can_go(durable) {
                 return;
             }
             let capacity = stats.capacity;
@@ -235,7 +234,7 @@ fn compact_if_worth_it(shared: &Shared) {
 fn compact(shared: &Shared, head: u64) -> io::Result<()> {
     let mut live = shared.state.lock().index.live_in(head);
     live.sort_unstable_by_key(|l| l.loc.offset);
-    let mut unread = 0;
+    let (mut unread, mut held) = (0, 0);
     let mut rest = &live[..];
     while !rest.is_empty() {
         let mut bytes = 0;
@@ -263,7 +262,11 @@ fn compact(shared: &Shared, head: u64) -> io::Result<()> {
                 None => unread += 1,
             }
         });
-        copy_forward(shared, head, copies);
+        held += copy_forward(shared, head, copies);
+    }
+    if held > 0 {
+        // Messages an open transaction is dequeueing: compaction tries again later.
+        return Ok(());
     }
     if unread > 0 {
         // Those stay live where they are; the segment is not reclaimed.
@@ -279,12 +282,21 @@ fn compact(shared: &Shared, head: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Appends copies of records of segment `head` that are still live there.
-fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) {
+/// Appends copies of records of segment `head` that are still live there; returns how many
+/// it left there for now.
+fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) -> usize {
+    let mut held = 0;
     let mut st = shared.state.lock();
     for (seq, rec) in candidates {
         if !st.index.is_current(&rec, head, seq) {
             continue;
+        }
+        if let Record::Message(m) | Record::TxMessage { message: m, .. } = &rec {
+            if st.dequeue_pending(m.id) {
+                // A copy now would follow the transaction's dequeue record and outlive it.
+                held += 1;
+                continue;
+            }
         }
         let rec_tx = match &rec {
             Record::TxMessage { tx, .. } => Some(*tx),
@@ -298,7 +310,7 @@ fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) {
                 // A copy made before its transaction's commit record stays inside the
                 // transaction (it precedes the commit); after, it is a plain message.
                 let tx = match &rec_tx {
-                    Some(t) if st.open_txs.contains(t) => Some(*t),
+                    Some(t) if st.open_txs.contains_key(t) => Some(*t),
                     _ => None,
                 };
                 let (seq, loc) = st.append(tx.map_or(kind::MESSAGE, |_| kind::TX_MESSAGE), |out| {
@@ -318,6 +330,7 @@ fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) {
     shared.appended.store(st.next_seq - 1, Ordering::Release);
     drop(st);
     shared.work.notify_one();
+    held
 }
 
 /// Keeps one zero-filled spare segment ready. Failing to make one for want of space is how

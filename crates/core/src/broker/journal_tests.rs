@@ -538,3 +538,33 @@ fn contents_on_disk_serve_get_browse_purge_and_dead_letters() {
     assert_eq!(offload.resident(), 0);
     assert_eq!(b.memory_used(), 0);
 }
+
+/// A browser whose deliveries count against a settlement window takes a slot only for what
+/// it is actually sent: a content the journal lost is skipped without one.
+#[test]
+fn browsing_past_a_lost_content_takes_no_window_slot() {
+    let (b, j) = budgeted(64 << 10);
+    let q = b.declare_queue("q", durable(), false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    for i in 0..64 {
+        b.publish(&ex, numbered("q", i, 4096)).unwrap();
+    }
+    // The journal loses every content: only those still in memory can be shown.
+    j.contents.lock().clear();
+    let window = crate::SettleWindow::with_limit(1000).unwrap();
+    let ob = Outbox::new();
+    q.subscribe(ConsumerSpec {
+        id: 5,
+        outbox: ob.clone(),
+        owner: 1,
+        tag: Bytes::new(),
+        acquire: false,
+        exclusive: false,
+        window: Some(window.clone()),
+    })
+    .unwrap();
+    q.add_credit(5, u32::MAX, u32::MAX).unwrap();
+    let shown = take_positions(&ob).len() as u32;
+    assert!(0 < shown && shown < 64, "{shown} shown");
+    assert_eq!(window.available(), 1000 - shown);
+}

@@ -3,6 +3,8 @@
 #[cfg(test)]
 mod journal_tests;
 #[cfg(test)]
+mod meter_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;

@@ -736,8 +736,16 @@ fn server_named_queues_may_use_reserved_prefixes_and_are_unique() {
         .is_err());
 }
 
-fn declare_with(b: &Broker, name: &str, opts: QueueOptions) -> Arc<Queue> {
+pub(super) fn declare_with(b: &Broker, name: &str, opts: QueueOptions) -> Arc<Queue> {
     b.declare_queue(name, opts, false, ME).unwrap().0
+}
+
+pub(super) fn declare_with_args(b: &Broker, name: &str, args: &[(&str, V)]) -> Arc<Queue> {
+    let opts = QueueOptions {
+        arguments: args.iter().cloned().collect(),
+        ..QueueOptions::default()
+    };
+    declare_with(b, name, opts)
 }
 
 fn dead_letter_setup(b: &Broker) -> Arc<Queue> {
@@ -924,7 +932,7 @@ fn a_quota_charge_lives_exactly_as_long_as_the_queue() {
     assert_eq!(Arc::strong_count(&charge), 1);
 }
 
-fn take_deliveries(ob: &Outbox) -> Vec<crate::Delivery> {
+pub(super) fn take_deliveries(ob: &Outbox) -> Vec<crate::Delivery> {
     let mut items = Vec::new();
     ob.take(&mut items);
     items
@@ -1009,7 +1017,7 @@ fn memory_alarm_rises_above_high_and_clears_at_low() {
     assert_eq!(broker().check_memory(), None, "no watermarks, no alarm");
 }
 
-fn rabbit_dlq(b: &Broker, name: &str, dlx: &str, extra: &[(&str, V)]) -> Arc<Queue> {
+pub(super) fn rabbit_dlq(b: &Broker, name: &str, dlx: &str, extra: &[(&str, V)]) -> Arc<Queue> {
     let mut arguments: Arguments = [("x-dead-letter-exchange", V::Str(dlx.into()))]
         .into_iter()
         .collect();
@@ -1514,4 +1522,45 @@ fn dead_lettering_heads_are_watched_and_expire_without_the_sweep() {
     assert_eq!(delay.message_count(), 0);
     assert_eq!(bodies(&dead), [bs("later")]);
     assert_eq!(plain.message_count(), 1);
+}
+
+/// Keys of messages that left a last-value queue are forgotten: a queue keyed by something
+/// unique per message (an order id) must not remember every key it ever saw. Keys of
+/// messages still queued or held by a consumer are remembered.
+#[test]
+fn a_last_value_queue_forgets_the_keys_of_messages_that_left() {
+    let b = broker();
+    let q = declare_with_args(
+        &b,
+        "lvq",
+        &[
+            ("qpid.last_value_queue_key", V::Str("id".into())),
+            ("x-max-priority", V::Int(9)),
+        ],
+    );
+    let ex = b.default_exchange().clone();
+    let publish_keyed = |value: &str, body: &'static str, priority: u8| {
+        let mut m = Message::new("", "lvq", bs(body));
+        m.priority = priority;
+        m.headers = Some(Arc::new(
+            [("id", V::Str(value.into()))].into_iter().collect(),
+        ));
+        b.publish(&ex, Arc::new(m)).unwrap();
+    };
+    publish_keyed("held", "held", 0);
+    let held = q.get().unwrap();
+    publish_keyed("kept", "first", 0);
+    // Each of these goes ahead of "first" (higher priority) and is consumed at once.
+    for i in 0..2000 {
+        publish_keyed(&format!("order-{i}"), "m", 9);
+        let got = q.get().unwrap();
+        assert_eq!(got.message.body, bs("m"));
+        assert!(q.accept(got.position));
+    }
+    assert!(q.last_value_keys() <= 100, "{} keys", q.last_value_keys());
+    publish_keyed("kept", "second", 0);
+    assert_eq!(bodies(&q), [bs("second")]);
+    q.release([(held.position, held.message)], false);
+    publish_keyed("held", "replaced", 0);
+    assert_eq!(bodies(&q), [bs("second"), bs("replaced")]);
 }

@@ -104,7 +104,10 @@ impl Destination for Arc<Exchange> {
 /// (except headers, which is inherently a scan).
 #[derive(Debug)]
 enum Index<T> {
-    Direct(HashMap<Vec<u8>, Vec<T>>),
+    /// foldhash, not SipHash: hashing the routing key was a tenth of a transient message's
+    /// cost, and the keys are bindings a client needs bind rights to create, hashed with a
+    /// per-process random seed.
+    Direct(HashMap<Vec<u8>, Vec<T>, foldhash::fast::RandomState>),
     /// Unique destinations, with a count of bindings per destination id (one may be bound
     /// under several keys but must receive each message once).
     Fanout(Vec<T>, HashMap<u64, usize>),
@@ -115,7 +118,7 @@ enum Index<T> {
 impl<T: Destination> Index<T> {
     fn empty(kind: ExchangeKind) -> Index<T> {
         match kind {
-            ExchangeKind::Direct => Index::Direct(HashMap::new()),
+            ExchangeKind::Direct => Index::Direct(HashMap::default()),
             ExchangeKind::Fanout => Index::Fanout(Vec::new(), HashMap::new()),
             ExchangeKind::Topic => Index::Topic(TopicTrie::default()),
             ExchangeKind::Headers => Index::Headers(Vec::new()),
@@ -417,6 +420,19 @@ impl Exchange {
     /// see [`Exchange::route_all`].
     pub fn route(&self, msg: &Message, out: &mut Vec<Arc<Queue>>) {
         self.table.read().queues.index.route(msg, out);
+    }
+
+    /// [`Exchange::route`] for an exchange without exchange-to-exchange bindings: returns
+    /// whether that was all there is to routing here (it appended a queue and forwards
+    /// nowhere). False leaves `out` as it was, for [`Exchange::route_all`].
+    pub(crate) fn route_only_queues(&self, msg: &Message, out: &mut Vec<Arc<Queue>>) -> bool {
+        let table = self.table.read();
+        if table.exchanges.is_some() {
+            return false;
+        }
+        let start = out.len();
+        table.queues.index.route(msg, out);
+        out.len() > start
     }
 
     /// Appends the queues the message reaches directly and the exchanges it is forwarded to

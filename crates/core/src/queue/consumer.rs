@@ -55,6 +55,7 @@ impl Consumer {
         }
     }
 
+    #[inline]
     pub(crate) fn has_credit_for(&self, size: u64) -> bool {
         self.room.0 > 0
             && self.room.1 > 0
@@ -64,6 +65,7 @@ impl Consumer {
 
     /// Whether deliveries to this consumer count against its settlement window: only while its
     /// credit is unlimited. Finite credit is the client's own bound on what it leaves unsettled.
+    #[inline]
     pub(crate) fn windowed(&self) -> bool {
         self.spec.window.is_some() && self.credit_messages == UNLIMITED
     }
@@ -71,6 +73,7 @@ impl Consumer {
     /// Takes a settlement-window slot for one delivery when [`Consumer::windowed`] (always
     /// succeeds otherwise). Called only for the consumer about to be charged for a delivery;
     /// charging leaves unlimited credit unlimited, so `windowed` still holds after it.
+    #[inline]
     pub(crate) fn reserve(&self, queue: &Arc<Queue>) -> bool {
         match &self.spec.window {
             Some(w) if self.windowed() => w.try_take(queue),

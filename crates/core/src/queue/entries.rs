@@ -158,6 +158,15 @@ impl Entries {
         }
     }
 
+    /// Whether the entry at `position` is queued.
+    pub(crate) fn contains(&self, position: u64) -> bool {
+        let found = |f: &VecDeque<Entry>| f.binary_search_by_key(&position, |e| e.position).is_ok();
+        match self {
+            Entries::Fifo(f) => found(f),
+            Entries::Priority(p) => p.fifos.iter().any(found),
+        }
+    }
+
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) {
         match self {
             Entries::Fifo(f) => f.retain(keep),

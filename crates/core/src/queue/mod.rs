@@ -106,6 +106,17 @@ pub enum Restored {
     OnDisk(Arc<Message>),
 }
 
+/// What [`Queue::enqueue_locked`] did with a message.
+#[derive(Debug)]
+pub(crate) enum Enqueued {
+    /// Not stored: the queue was deleted meanwhile.
+    Gone,
+    Stored,
+    /// Stored, after dropping these from the head to make room (drop-head overflow); the
+    /// caller dead-letters them once the lock is released.
+    Dropping(Vec<Arc<Message>>),
+}
+
 /// A message taken by [`Queue::get`].
 #[derive(Debug, Clone)]
 pub struct Got {
@@ -288,32 +299,35 @@ impl Queue {
     pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
         let msg = self.apply_ttl(msg);
         self.note_expiry(&msg);
-        let mut dropped = Vec::new();
-        let stored = {
+        let enqueued = {
             let mut st = self.state.lock();
-            let stored = self.enqueue_locked(&mut st, msg, &mut dropped);
-            if matches!(stored, Ok(true)) {
+            let enqueued = self.enqueue_locked(&mut st, msg);
+            if matches!(enqueued, Ok(Enqueued::Stored | Enqueued::Dropping(_))) {
                 st.dispatch(self);
             }
-            stored
+            enqueued
         };
-        for m in dropped {
-            self.dead_letter(m, DeathReason::Maxlen);
+        match enqueued? {
+            Enqueued::Stored => Ok(true),
+            Enqueued::Gone => Ok(false),
+            Enqueued::Dropping(dropped) => {
+                for m in dropped {
+                    self.dead_letter(m, DeathReason::Maxlen);
+                }
+                Ok(true)
+            }
         }
-        stored
     }
 
     /// Stores a message (already through [`Queue::apply_ttl`]) under the caller's lock,
-    /// without dispatching. Messages dropped from the head to make room are added to
-    /// `dropped`, for the caller to dead-letter once the lock is released.
+    /// without dispatching.
     pub(crate) fn enqueue_locked(
         &self,
         st: &mut QueueState,
         msg: Arc<Message>,
-        dropped: &mut Vec<Arc<Message>>,
-    ) -> Result<bool, BrokerError> {
+    ) -> Result<Enqueued, BrokerError> {
         if st.deleted {
-            return Ok(false);
+            return Ok(Enqueued::Gone);
         }
         let (count, bytes) = st.depth();
         if !self.limits.admits(count, bytes, msg.size) {
@@ -325,6 +339,7 @@ impl Queue {
             }
             // Oldest available messages make room; acquired ones cannot be dropped, so
             // if they alone fill the queue the new message is still taken.
+            let mut dropped = Vec::new();
             while let Some((old, content)) = st.pop_front(self.alternate.is_some()) {
                 st.forget(&old);
                 dropped.extend(content);
@@ -333,16 +348,23 @@ impl Queue {
                     break;
                 }
             }
+            st.push(msg);
+            return Ok(Enqueued::Dropping(dropped));
         }
         st.push(msg);
-        Ok(true)
+        Ok(Enqueued::Stored)
     }
 
     /// A queue message TTL caps each message's own expiry.
+    #[inline]
     pub(crate) fn apply_ttl(&self, msg: Arc<Message>) -> Arc<Message> {
-        let Some(ttl) = self.features.message_ttl else {
-            return msg;
-        };
+        match self.features.message_ttl {
+            None => msg,
+            Some(ttl) => self.with_ttl(msg, ttl),
+        }
+    }
+
+    fn with_ttl(&self, msg: Arc<Message>, ttl: u64) -> Arc<Message> {
         let at = crate::message::now_ms().saturating_add(ttl);
         if msg.expires_at.is_some_and(|own| own <= at) {
             return msg;
@@ -643,6 +665,7 @@ impl Queue {
     }
 
     /// A message that will expire arrives at a dead-lettering queue: wake the housekeeping.
+    #[inline]
     pub(crate) fn note_expiry(&self, msg: &Message) {
         if msg.expires_at.is_some() {
             if let Some(n) = self.expiry_watch.get() {
@@ -696,7 +719,7 @@ impl Queue {
                 .as_ref()
                 .is_some_and(|h| h.is_cycle_into(q.name()))
         };
-        if let Err(e) = route::deliver_except(alt, &copy, self.journal.as_ref(), cycle) {
+        if let Err(e) = route::deliver_except(alt, &copy, self.journal.as_ref(), Some(&cycle)) {
             tracing::debug!(queue = %self.name, error = %e, "dead letter exchange refused message");
         }
     }
@@ -807,6 +830,12 @@ impl Queue {
     /// last-value queue reads its key from them).
     pub fn needs_headers(&self) -> bool {
         self.features.last_value_key.is_some()
+    }
+
+    /// Keys a last-value queue remembers (tests).
+    #[cfg(test)]
+    pub(crate) fn last_value_keys(&self) -> usize {
+        self.lock().last_value_keys()
     }
 
     /// `x-expires`, if the queue has it.

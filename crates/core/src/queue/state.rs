@@ -106,7 +106,8 @@ impl Drop for QueueState {
 }
 
 /// Which queued message is the latest for each value of the key header. Positions of
-/// messages that left the queue meanwhile just no longer match anything.
+/// messages that left the queue meanwhile no longer match anything, and are pruned now and
+/// then.
 #[derive(Debug)]
 struct LastValue {
     key: String,
@@ -230,10 +231,10 @@ impl QueueState {
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
-        let (message, on_disk) = if on_disk || self.admits_resident(&message) {
+        let (message, on_disk) = if on_disk || self.offload.is_none() {
             (message, on_disk)
         } else {
-            (Arc::new(message.stub()), true)
+            self.within_budget(message)
         };
         if !on_disk {
             self.meter.add(self.shard, message.size);
@@ -263,6 +264,15 @@ impl QueueState {
             return;
         };
         let Some(old) = lv.latest.insert(value, position) else {
+            // A new key. Keys of messages that left meanwhile are dropped once they
+            // outnumber those still held, so the index follows the queue, not its history.
+            let held = self.entries.len() + self.unsettled.len();
+            if lv.latest.len() > 2 * held + 64 {
+                let (entries, unsettled) = (&self.entries, &self.unsettled);
+                lv.latest.retain(|_, p| {
+                    *p == position || unsettled.contains_key(p) || entries.contains(*p)
+                });
+            }
             return;
         };
         if let Some(e) = self.entries.remove_position(old) {
@@ -274,12 +284,19 @@ impl QueueState {
         }
     }
 
+    #[cfg(test)]
+    pub(crate) fn last_value_keys(&self) -> usize {
+        self.last_value.as_ref().map_or(0, |lv| lv.latest.len())
+    }
+
     fn account_in(&mut self, e: &Entry) {
         self.queued_bytes += e.message.size;
         if e.message.expires_at.is_some() {
             self.expiring += 1;
         }
-        self.offload_in(e);
+        if e.on_disk || self.offload.is_some() {
+            self.offload_in(e);
+        }
     }
 
     fn account_out(&mut self, e: &Entry) {
@@ -287,9 +304,12 @@ impl QueueState {
         if e.message.expires_at.is_some() {
             self.expiring = self.expiring.saturating_sub(1);
         }
-        self.offload_out(e);
+        if e.on_disk || self.offload.is_some() {
+            self.offload_out(e);
+        }
     }
 
+    #[inline(always)]
     fn take_next(&mut self) -> Option<Entry> {
         let e = self.entries.pop_front()?;
         self.account_out(&e);
@@ -524,7 +544,7 @@ impl QueueState {
                 c.cursor = e.position;
                 continue;
             }
-            if !c.has_credit_for(e.message.size) || !c.reserve(queue) {
+            if !c.has_credit_for(e.message.size) {
                 break;
             }
             // Browsing leaves the queue as it is: a copy of an on-disk content, read now.
@@ -539,6 +559,10 @@ impl QueueState {
             } else {
                 e.message.clone()
             };
+            // Only for a delivery that is made: a slot taken for a skipped one never returns.
+            if !c.reserve(queue) {
+                break;
+            }
             c.charge(e.message.size);
             c.cursor = e.position;
             c.staged.push(OutboxItem::Deliver(Delivery {

@@ -42,8 +42,18 @@ impl OffloadBudget {
 }
 
 impl QueueState {
+    /// A new entry for `m`: the message itself, or a stand-in if its content stays on disk
+    /// (`true`).
+    pub(super) fn within_budget(&self, m: Arc<Message>) -> (Arc<Message>, bool) {
+        if self.admits_resident(&m) {
+            (m, false)
+        } else {
+            (Arc::new(m.stub()), true)
+        }
+    }
+
     /// Whether a new entry for `m` keeps its content in memory.
-    pub(super) fn admits_resident(&self, m: &Message) -> bool {
+    fn admits_resident(&self, m: &Message) -> bool {
         let Some(b) = &self.offload else {
             return true;
         };
