@@ -236,9 +236,15 @@ impl AuthService {
         Box::pin(async move {
             let started = tokio::time::Instant::now();
             let outcome = match slots.acquire_owned().await {
-                Ok(_permit) => tokio::task::spawn_blocking(work)
-                    .await
-                    .unwrap_or(AuthOutcome::Failure),
+                // The permit travels with the work: a connection that goes away mid-hash
+                // must not free its slot while the hash still runs on the blocking pool.
+                Ok(permit) => tokio::task::spawn_blocking(move || {
+                    let outcome = work();
+                    drop(permit);
+                    outcome
+                })
+                .await
+                .unwrap_or(AuthOutcome::Failure),
                 Err(_) => AuthOutcome::Failure,
             };
             if matches!(outcome, AuthOutcome::Failure) {
@@ -414,6 +420,34 @@ mod tests {
             auth_failure_delay: Duration::from_millis(50),
             ..ServerConfig::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_dropped_login_keeps_its_hashing_slot_until_the_hash_is_done() {
+        let s = service(quick());
+        let slots = s.slots.available_permits();
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        let mut task = s.run(move || {
+            let _ = started_tx.send(());
+            let _ = hold.recv();
+            AuthOutcome::Failure
+        });
+        // Poll the login until its work runs on the blocking pool, then drop it.
+        tokio::select! {
+            _ = &mut task => panic!("the work cannot finish before it is released"),
+            _ = started => {}
+        }
+        drop(task);
+        assert_eq!(s.slots.available_permits(), slots - 1);
+        release.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while s.slots.available_permits() != slots {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the slot comes back once the work is done");
     }
 
     #[tokio::test]
