@@ -255,16 +255,25 @@ fn reload_on_sighup(
     };
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            match tls.as_ref().map(|t| t.reload()) {
-                Some(Ok(())) => info!("SIGHUP: TLS certificate, key and CA files reloaded"),
-                Some(Err(e)) => {
-                    error!("SIGHUP: TLS files not reloaded, keeping the previous ones: {e}")
+            // Reading files and building TLS and ACL state is blocking work: keep it off the
+            // worker threads that serve connections.
+            let (tls, acl) = (tls.clone(), acl.clone());
+            let reloaded = tokio::task::spawn_blocking(move || {
+                match tls.as_ref().map(|t| t.reload()) {
+                    Some(Ok(())) => info!("SIGHUP: TLS certificate, key and CA files reloaded"),
+                    Some(Err(e)) => {
+                        error!("SIGHUP: TLS files not reloaded, keeping the previous ones: {e}")
+                    }
+                    None if acl.is_none() => info!("SIGHUP: nothing to reload"),
+                    None => {}
                 }
-                None if acl.is_none() => info!("SIGHUP: nothing to reload"),
-                None => {}
-            }
-            if let Some(acl) = &acl {
-                acl::reload(acl);
+                if let Some(acl) = &acl {
+                    acl::reload(acl);
+                }
+            })
+            .await;
+            if let Err(e) = reloaded {
+                error!("SIGHUP: reload failed: {e}");
             }
         }
     });
