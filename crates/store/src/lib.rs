@@ -34,7 +34,7 @@ use ferry_core::{
     Arguments, BrokerError, ExchangeDefinition, Journal, JournalTx, Message, Outbox, OutboxItem,
     QueueDefinition, SyncPoint,
 };
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use index::{Index, Live, Loc};
 use record::{
@@ -227,8 +227,13 @@ struct Shared {
     state: Mutex<State>,
     /// The writer waits here for pending chunks.
     work: Condvar,
+    /// Somebody waits for what is pending: write it now. Set under the state lock (see
+    /// [`Shared::kick`]).
+    kicked: AtomicBool,
     durable: AtomicU64,
     appended: AtomicU64,
+    /// Syncs done, for the messages-per-sync figure (group commit at work).
+    syncs: AtomicU64,
     failed: AtomicBool,
     /// No room for another segment: persistent publishes and durable declares are refused
     /// until space comes back.
@@ -240,6 +245,20 @@ struct Shared {
 }
 
 impl Shared {
+    /// Asks the writer to write and sync what is pending now. Appends do not do this
+    /// themselves: a connection appends a whole read batch and then asks once (through
+    /// [`Journal::notify_when_durable`]), so a burst of publishes shares one sync instead of
+    /// the first record starting a sync the rest must queue behind.
+    fn kick(&self) {
+        {
+            // Under the lock the writer checks the flag with, so the wake-up cannot fall
+            // between its check and its wait.
+            let _st = self.state.lock();
+            self.kicked.store(true, Ordering::Release);
+        }
+        self.work.notify_one();
+    }
+
     fn refuse(&self) -> Result<(), BrokerError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(BrokerError::ResourceLimitExceeded(
@@ -345,6 +364,8 @@ impl Store {
             segment_size,
             state: Mutex::new(state),
             work: Condvar::new(),
+            kicked: AtomicBool::new(false),
+            syncs: AtomicU64::new(0),
             durable: AtomicU64::new(last),
             appended: AtomicU64::new(last),
             failed: AtomicBool::new(false),
@@ -408,6 +429,11 @@ impl Store {
         self.shared.state.lock().index.segments.len()
     }
 
+    /// Rounds of write + sync the writer has done since the store opened.
+    pub fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+
     pub fn is_full(&self) -> bool {
         self.shared.full.load(Ordering::Acquire)
     }
@@ -415,6 +441,7 @@ impl Store {
     /// Blocks until everything appended so far is durable (or the store failed).
     pub fn sync(&self) {
         let target = self.shared.appended.load(Ordering::Acquire);
+        self.shared.kick();
         while self.shared.durable.load(Ordering::Acquire) < target
             && !self.shared.failed.load(Ordering::Acquire)
         {
@@ -422,18 +449,27 @@ impl Store {
         }
     }
 
-    /// Appends and announces to the writer.
+    /// Appends, and publishes how far the journal goes.
     fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        let r = {
-            let mut st = self.shared.state.lock();
-            let r = f(&mut st);
-            self.shared
-                .appended
-                .store(st.next_seq - 1, Ordering::Release);
-            r
-        };
-        self.shared.work.notify_one();
+        let mut st = self.shared.state.lock();
+        let idle = st.chunks.is_empty();
+        let r = f(&mut st);
+        self.appended_up_to(st, idle);
         r
+    }
+
+    /// Publishes how far the journal goes, releasing the state lock. The first record after
+    /// an idle spell wakes the writer, which then waits briefly for a kick (see
+    /// [`Shared::kick`]); the rest of a burst wakes nobody.
+    fn appended_up_to(&self, st: MutexGuard<'_, State>, was_idle: bool) {
+        self.shared
+            .appended
+            .store(st.next_seq - 1, Ordering::Release);
+        let wake = was_idle && !st.chunks.is_empty();
+        drop(st);
+        if wake {
+            self.shared.work.notify_one();
+        }
     }
 }
 
@@ -569,6 +605,7 @@ impl Journal for Store {
         if !messages.iter().any(|id| st.index.is_referenced(queue, *id)) {
             return;
         }
+        let idle = st.chunks.is_empty();
         match st.open_tx(tx) {
             None => {
                 let (seq, _) = st.append(kind::DEQUEUE, |out| {
@@ -589,11 +626,7 @@ impl Journal for Store {
                 pending.extend(messages.iter().map(|id| (queue, *id)));
             }
         }
-        self.shared
-            .appended
-            .store(st.next_seq - 1, Ordering::Release);
-        drop(st);
-        self.shared.work.notify_one();
+        self.appended_up_to(st, idle);
     }
 
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
@@ -638,6 +671,8 @@ impl Journal for Store {
         };
         if now {
             outbox.push(OutboxItem::Durable);
+        } else {
+            self.shared.kick();
         }
     }
 }

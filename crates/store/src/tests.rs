@@ -468,6 +468,42 @@ fn a_waiting_connection_is_woken_once_its_point_is_durable() {
 }
 
 #[test]
+fn a_burst_of_publishes_and_one_request_share_one_sync() {
+    let dir = TempDir::new("burst");
+    let (store, b, _) = start(&dir, small());
+    durable_queue(&b, "q");
+    let ob = Outbox::new();
+    store.notify_when_durable(store.appended(), &ob);
+    wait_until("the declare", || store.durable() >= store.appended());
+    let before = store.syncs();
+    // A connection's read batch: every publish appended, then one request to be woken.
+    let mut last = None;
+    for i in 0..50u32 {
+        last = publish(&b, "q", i.to_be_bytes().to_vec(), true);
+    }
+    let last = last.expect("a sync point");
+    store.notify_when_durable(last, &ob);
+    wait_until("the burst", || store.durable() >= last);
+    assert_eq!(
+        store.syncs() - before,
+        1,
+        "the first publish must not start a sync alone"
+    );
+    store.close();
+}
+
+#[test]
+fn records_nobody_waits_for_are_written_anyway() {
+    let dir = TempDir::new("unawaited");
+    let (store, b, _) = start(&dir, small());
+    durable_queue(&b, "q");
+    wait_until("the declare", || store.durable() >= store.appended());
+    let point = publish(&b, "q", b"m".to_vec(), true).expect("a sync point");
+    wait_until("the unrequested sync", || store.durable() >= point);
+    store.close();
+}
+
+#[test]
 fn a_message_for_several_durable_queues_is_stored_once() {
     let dir = TempDir::new("once");
     {

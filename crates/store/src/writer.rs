@@ -15,6 +15,10 @@ use crate::record::{kind, read_frame, Frame, Record};
 use crate::segment;
 use crate::{load, Chunk, Shared};
 
+/// Longest a record waits to be written when no connection asked for it (see
+/// `Shared::kick`).
+const UNAWAITED_RECORDS_DELAY: Duration = Duration::from_millis(2);
+
 /// Bytes of live records compaction reads (and copies) at a time.
 const COMPACT_BATCH: u64 = 1 << 20;
 
@@ -37,11 +41,27 @@ pub(crate) fn run(shared: Arc<Shared>) {
     loop {
         let (chunks, last) = {
             let mut st = shared.state.lock();
-            while st.chunks.is_empty() {
-                if shared.stop.load(Ordering::Acquire) {
-                    return;
+            loop {
+                let stopping = shared.stop.load(Ordering::Acquire);
+                if st.chunks.is_empty() {
+                    if stopping {
+                        return;
+                    }
+                    shared.work.wait(&mut st);
+                    continue;
                 }
-                shared.work.wait(&mut st);
+                if stopping || shared.kicked.swap(false, Ordering::AcqRel) {
+                    break;
+                }
+                // Records nobody waits for yet (0-9-1 acks, expiry, deletes) go out with the
+                // next kick, or after this long.
+                if shared
+                    .work
+                    .wait_for(&mut st, UNAWAITED_RECORDS_DELAY)
+                    .timed_out()
+                {
+                    break;
+                }
             }
             let chunks: Vec<Arc<Chunk>> = std::mem::take(&mut st.chunks)
                 .into_iter()
@@ -54,6 +74,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         if !shared.failed.load(Ordering::Acquire) {
             match write_round(&shared, &mut current, &chunks) {
                 Ok(()) => {
+                    shared.syncs.fetch_add(1, Ordering::Relaxed);
                     shared.durable.store(last, Ordering::Release);
                     shared.wake(last);
                 }
