@@ -120,7 +120,8 @@ perf_timeout=${BENCH_PERF_TIMEOUT:-30}
 
 started_at=$(date +%s)
 mkdir -p "$out/raw"
-rm -f "$out"/*.csv "$out"/*.png "$out"/commands.txt "$out"/BENCHMARKS.md "$out"/raw/*
+rm -f "$out"/*.csv "$out"/*.png "$out"/commands.txt "$out"/BENCHMARKS.md
+rm -rf "${out:?}"/raw/*
 
 # ---------------------------------------------------------------- servers and cleanup
 ferryd_pid=
@@ -500,7 +501,7 @@ latency_point() {   # size rate
     echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,corrected,$corr,$cpu,ok" >>"$csv"
     echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,actual,$act,$cpu,ok" >>"$csv"
     # How far behind its schedule the sender was: p50, p99, p99.9, max into those columns.
-    late=$(sed -n -E 's/.*behind its schedule: p50=([0-9.]+) p99=([0-9.]+) p99.9=([0-9.]+) max=([0-9.]+).*/,,\4,\1,,\2,\3/p' "$raw")
+    late=$(sed -n -E 's/.*behind its schedule: p50=([0-9.]+) p99=([0-9.]+) p99.9=([0-9.]+) max=([0-9.]+).*/,,,\4,\1,,\2,\3/p' "$raw")
     [[ -n $late ]] && echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,sender_lateness$late,$cpu,ok" >>"$csv"
     printf '  %-8s %-16s %6s B  avg %s ms  p99 %s ms (corrected)\n' "$b_label" "$pt_prefix" "$s" \
         "$(cut -d, -f2 <<<"$corr")" "$(cut -d, -f6 <<<"$corr")"
