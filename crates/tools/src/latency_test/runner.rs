@@ -103,7 +103,7 @@ pub fn run_latency<S: LatencySender, R: LatencyReceiver>(
 
     thread::scope(|scope| {
         let sending = scope.spawn(|| {
-            let result = send_loop(limits, &pacer, start, &mut sender, &sent, &stop);
+            let result = send_loop(limits, pacer, start, &mut sender, &sent, &stop);
             done.store(true, Ordering::Release);
             result
         });
@@ -136,7 +136,7 @@ pub fn run_latency<S: LatencySender, R: LatencyReceiver>(
 
 fn send_loop<S: LatencySender>(
     limits: &RunLimits,
-    pacer: &Pacer,
+    mut pacer: Pacer,
     start: Instant,
     sender: &mut S,
     sent: &AtomicU64,

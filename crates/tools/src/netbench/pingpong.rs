@@ -147,6 +147,7 @@ fn paced(
     let mut recorder = LatencyRecorder::new();
     let written = thread::scope(|scope| {
         let sending = scope.spawn(|| -> Result<u64, ToolError> {
+            let mut pacer = pacer;
             let mut written = 0u64;
             for (i, slot) in sent_at.iter().enumerate() {
                 pacer.wait_for(start, i as u64);
