@@ -21,6 +21,28 @@ def test_rejected_messages_are_dead_lettered(ch, name):
     ch.exchange_delete(name + "-dlx")
 
 
+def test_dead_letter_exchange_may_come_later_and_go(ch, name):
+    # As in RabbitMQ: the dead letter exchange is looked up when a message dies.
+    dlx = name + "-late-dlx"
+    ch.queue_declare(name, arguments={"x-dead-letter-exchange": dlx})
+
+    def reject(body):
+        ch.basic_publish("", name, body)
+        m, _, _ = ch.basic_get(name)
+        ch.basic_reject(m.delivery_tag, requeue=False)
+
+    reject(b"dropped: no exchange yet")
+    ch.exchange_declare(dlx, "fanout")
+    dead = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(dead, dlx)
+    reject(b"dead-lettered")
+    ch.exchange_delete(dlx)
+    reject(b"dropped: exchange deleted")
+    assert drain(ch, dead, timeout=0.5) == [b"dead-lettered"]
+    assert ch.queue_declare(name, passive=True).method.message_count == 0
+    ch.queue_delete(name)
+
+
 def test_per_message_expiration(ch, name):
     ch.queue_declare(name)
     ch.basic_publish("", name, b"short", pika.BasicProperties(expiration="100"))

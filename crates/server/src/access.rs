@@ -462,8 +462,8 @@ pub fn existing_queue_props<'a>(name: &'a str, q: &'a ferry_core::Queue) -> Prop
         (Property::AutoDelete, Value::Bool(q.is_auto_delete())),
         (Property::Exclusive, Value::Bool(q.is_exclusive())),
     ];
-    if let Some(alt) = q.alternate_exchange() {
-        props.push((Property::Alternate, Value::Text(alt.name())));
+    if let Some(alt) = q.alternate_exchange_name() {
+        props.push((Property::Alternate, Value::Text(alt)));
     }
     props
 }

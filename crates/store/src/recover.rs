@@ -421,9 +421,12 @@ impl Recovered {
         }
         let mut names = HashMap::new();
         for (q, messages) in self.queues {
+            // A RabbitMQ dead letter exchange may be missing: the queue keeps its name
+            // (in its arguments) and finds it when it is declared again.
+            let dead_letters_by_name = q.arguments.get("x-dead-letter-exchange").is_some();
             let alternate = q.alternate.clone().filter(|alt| {
                 let exists = broker.exchange(alt).is_some();
-                if !exists {
+                if !exists && !dead_letters_by_name {
                     tracing::warn!(
                         "store: queue {}: alternate exchange {alt} is gone; restored without it",
                         q.name

@@ -806,6 +806,38 @@ fn dead_letter_history_and_last_value_keys_survive_a_restart() {
     );
 }
 
+#[test]
+fn a_missing_dead_letter_exchange_is_found_after_a_restart_once_declared() {
+    let dir = TempDir::new("late-dlx");
+    let work_opts = || {
+        let mut args = Arguments::new();
+        args.push("x-dead-letter-exchange", HeaderValue::Str("dlx".into()));
+        QueueOptions {
+            durable: true,
+            arguments: args,
+            ..QueueOptions::default()
+        }
+    };
+    {
+        let (store, b, _) = start(&dir, small());
+        b.declare_queue("work", work_opts(), false, 1).unwrap();
+        publish(&b, "work", b"dies later".to_vec(), true);
+        store.sync();
+        store.close();
+    }
+    let (_s, b, _) = start(&dir, small());
+    let work = b
+        .queue("work")
+        .expect("the queue survives without its exchange");
+    assert_eq!(work.alternate_exchange_name(), Some("dlx"));
+    durable_exchange(&b, "dlx", ExchangeKind::Fanout, true);
+    let dlq = durable_queue(&b, "dlq");
+    b.bind("dlq", "dlx", "", &Arguments::new()).unwrap();
+    let got = work.get().unwrap();
+    assert!(work.reject(got.position, got.message));
+    assert_eq!(bodies(&dlq), [Bytes::from_static(b"dies later")]);
+}
+
 /// Small segments and a memory budget of 64 KiB for persistent contents.
 fn budgeted() -> StoreConfig {
     StoreConfig {

@@ -21,7 +21,10 @@ use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, QueueStore, SyncPoint};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
-use crate::queue::{Drained, Features, OffloadBudget, OwnerGone, Queue, QueueInfo, QueueOptions};
+use crate::queue::{
+    dead_letter_exchange_name, Drained, Features, OffloadBudget, OwnerGone, Queue, QueueInfo,
+    QueueOptions,
+};
 use crate::route;
 use crate::transaction::{CommitOutcome, Transaction};
 use crate::value::Arguments;
@@ -102,9 +105,12 @@ impl Registry {
             .find(|e| is_it(e.alternate()))
             .map(|e| format!("exchange {}", e.name()))
             .or_else(|| {
+                // A RabbitMQ dead letter exchange may be deleted; its queues then drop
+                // dead letters until it is declared again.
                 self.queues
                     .values()
-                    .find(|q| is_it(q.alternate_exchange()))
+                    .filter(|q| !q.dead_letters())
+                    .find(|q| is_it(q.alternate_exchange().as_ref()))
                     .map(|q| format!("queue {}", q.name()))
             })
     }
@@ -364,6 +370,9 @@ impl Broker {
         }
         let ex = Exchange::new(name.to_owned(), kind, &opts, alternate, false);
         reg.exchanges.insert(name.to_owned(), ex.clone());
+        for q in reg.queues.values() {
+            q.adopt_dead_letter_exchange(&ex);
+        }
         Ok(ex)
     }
 
@@ -403,6 +412,9 @@ impl Broker {
             reg.exchanges.remove(ex.name());
         }
         ex.mark_deleted();
+        for q in reg.queues.values() {
+            q.forget_dead_letter_exchange(ex);
+        }
         let (queues, exchanges) = ex.clear();
         for (q, key) in queues {
             q.remove_binding(ex, &key);
@@ -443,7 +455,7 @@ impl Broker {
             q.touch();
             if !passive {
                 if let Some(alt) = opts.alternate_exchange.as_deref().filter(|a| !a.is_empty()) {
-                    if q.alternate_exchange().map(|a| a.name()) != Some(alt) {
+                    if q.alternate_exchange_name() != Some(alt) {
                         return Err(BrokerError::NotAllowed(format!(
                             "queue {name} exists with a different alternate exchange"
                         )));
@@ -518,14 +530,13 @@ impl Broker {
         Features::validate(&opts.arguments)?;
         // x-dead-letter-exchange is the alternate exchange unless the protocol gave one
         // (0-9-1 maps it there; a 0-10 client may send it as a plain argument).
-        let dead_letter_exchange = opts
-            .arguments
-            .get("x-dead-letter-exchange")
-            .and_then(|v| v.as_str());
+        let dead_letter_exchange = dead_letter_exchange_name(&opts.arguments);
         let alternate = match opts.alternate_exchange.as_deref().or(dead_letter_exchange) {
             // RabbitMQ: a dead letter exchange of "" is the default exchange, so dead letters
             // can go straight to a queue named by x-dead-letter-routing-key.
             Some("") if dead_letter_exchange.is_some() => Some(self.default_exchange.clone()),
+            // RabbitMQ does not ask a dead letter exchange to exist yet.
+            Some(name) if dead_letter_exchange.is_some() => reg.exchanges.get(name).cloned(),
             name => reg.resolve_alternate(name)?,
         };
         let limits = if opts.limits.is_unlimited() {
@@ -544,7 +555,10 @@ impl Broker {
                 let id = journal.declare_queue(&QueueDefinition {
                     name,
                     auto_delete: opts.auto_delete,
-                    alternate_exchange: alternate.as_ref().map(|a| a.name()),
+                    alternate_exchange: alternate
+                        .as_ref()
+                        .map(|a| a.name())
+                        .or(dead_letter_exchange),
                     limits: opts.limits,
                     arguments: &opts.arguments,
                 })?;

@@ -1041,6 +1041,67 @@ fn take_one(q: &Arc<Queue>) -> (u64, Arc<Message>) {
 }
 
 #[test]
+fn a_dead_letter_exchange_is_found_by_name_when_a_message_dies() {
+    // RabbitMQ: the dead letter exchange need not exist when the queue is declared, and may
+    // be deleted and declared again; dead letters are dropped while it does not exist.
+    // A 0-10 alternate exchange must exist and cannot be deleted while in use (qpidd).
+    let b = broker();
+    let q = rabbit_dlq(&b, "work", "late-dlx", &[]);
+    assert_eq!(q.alternate_exchange_name(), Some("late-dlx"));
+    let reject_one = |body: &'static str| {
+        b.publish(
+            &b.exchange("").unwrap(),
+            Arc::new(Message::new("", "work", bs(body))),
+        )
+        .unwrap();
+        let (pos, m) = take_one(&q);
+        assert!(q.reject(pos, m));
+    };
+    reject_one("before the exchange");
+    assert_eq!(q.message_count(), 0);
+
+    let fanout = || ExchangeOptions::default();
+    b.declare_exchange("late-dlx", ExchangeKind::Fanout, fanout(), false)
+        .unwrap();
+    let dead = declare(&b, "dead");
+    b.bind("dead", "late-dlx", "", &Arguments::new()).unwrap();
+    reject_one("with the exchange");
+    assert_eq!(dead.queued_bodies(), vec![bs("with the exchange")]);
+
+    b.delete_exchange("late-dlx", false)
+        .expect("a dead letter exchange in use may be deleted");
+    reject_one("after the delete");
+    assert_eq!(dead.message_count(), 1);
+
+    b.declare_exchange("late-dlx", ExchangeKind::Fanout, fanout(), false)
+        .unwrap();
+    b.bind("dead", "late-dlx", "", &Arguments::new()).unwrap();
+    reject_one("declared again");
+    assert_eq!(
+        dead.queued_bodies(),
+        vec![bs("with the exchange"), bs("declared again")]
+    );
+    assert_eq!(
+        b.queue_info("work").unwrap().alternate_exchange.as_deref(),
+        Some("late-dlx")
+    );
+
+    let alt_opts = |alt: &str| QueueOptions {
+        alternate_exchange: Some(alt.to_owned()),
+        ..QueueOptions::default()
+    };
+    assert!(matches!(
+        b.declare_queue("plain", alt_opts("nope"), false, ME),
+        Err(BrokerError::NotFound(_))
+    ));
+    declare_with(&b, "plain", alt_opts("late-dlx"));
+    assert!(matches!(
+        b.delete_exchange("late-dlx", false),
+        Err(BrokerError::NotAllowed(_))
+    ));
+}
+
+#[test]
 fn dead_lettering_records_deaths_and_renames_the_exchange() {
     let b = broker();
     b.declare_exchange(

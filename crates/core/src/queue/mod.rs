@@ -70,7 +70,14 @@ pub struct Queue {
     id: u64,
     durable: bool,
     auto_delete: bool,
-    alternate: Option<Arc<Exchange>>,
+    /// Where messages leaving the queue go, by name: a 0-10 alternate exchange, or a
+    /// RabbitMQ dead letter exchange.
+    alternate_name: Option<String>,
+    /// That exchange while it exists. A 0-10 alternate exchange must exist when the queue is
+    /// declared and cannot be deleted while the queue uses it (qpidd); a dead letter
+    /// exchange may be declared after the queue and deleted and declared again (RabbitMQ),
+    /// and dead letters are dropped while it does not exist.
+    alternate: Mutex<Option<Arc<Exchange>>>,
     arguments: Arguments,
     limits: QueueLimits,
     features: Features,
@@ -167,6 +174,10 @@ impl Queue {
     ) -> Arc<Queue> {
         let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
         let features = Features::from_arguments(&opts.arguments);
+        let alternate_name = alternate
+            .as_ref()
+            .map(|a| a.name().to_owned())
+            .or_else(|| dead_letter_exchange_name(&opts.arguments).map(str::to_owned));
         let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
         state.offload = store.as_ref().and_then(|s| s.offload.clone());
         state.store = store.clone();
@@ -175,7 +186,8 @@ impl Queue {
             id,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
-            alternate,
+            alternate_name,
+            alternate: Mutex::new(alternate),
             arguments: opts.arguments.clone(),
             limits,
             features,
@@ -251,8 +263,35 @@ impl Queue {
         self.lock().deleted
     }
 
-    pub fn alternate_exchange(&self) -> Option<&Arc<Exchange>> {
-        self.alternate.as_ref()
+    /// The alternate (or dead letter) exchange, while it exists.
+    pub fn alternate_exchange(&self) -> Option<Arc<Exchange>> {
+        self.alternate.lock().clone()
+    }
+
+    /// The name of the alternate (or dead letter) exchange, whether or not it exists now.
+    pub fn alternate_exchange_name(&self) -> Option<&str> {
+        self.alternate_name.as_deref()
+    }
+
+    /// Takes `ex` as the dead letter exchange if this queue dead-letters by that name and
+    /// has none now: the exchange was declared after the queue.
+    pub(crate) fn adopt_dead_letter_exchange(&self, ex: &Arc<Exchange>) {
+        if self.features.dead_letter && self.alternate_name.as_deref() == Some(ex.name()) {
+            let mut alt = self.alternate.lock();
+            if alt.is_none() {
+                *alt = Some(ex.clone());
+            }
+        }
+    }
+
+    /// Lets go of `ex` if it is this queue's dead letter exchange: it is being deleted.
+    pub(crate) fn forget_dead_letter_exchange(&self, ex: &Arc<Exchange>) {
+        if self.features.dead_letter {
+            let mut alt = self.alternate.lock();
+            if alt.as_ref().is_some_and(|a| Arc::ptr_eq(a, ex)) {
+                *alt = None;
+            }
+        }
     }
 
     pub fn arguments(&self) -> &Arguments {
@@ -287,7 +326,7 @@ impl Queue {
             durable: self.durable,
             exclusive: st.owner.is_some(),
             auto_delete: self.auto_delete,
-            alternate_exchange: self.alternate.as_ref().map(|e| e.name().to_owned()),
+            alternate_exchange: self.alternate_name.clone(),
             arguments: self.arguments.clone(),
             message_count: st.entries.len() as u64,
             consumer_count: st.consumers.len() as u64,
@@ -340,7 +379,7 @@ impl Queue {
             // Oldest available messages make room; acquired ones cannot be dropped, so
             // if they alone fill the queue the new message is still taken.
             let mut dropped = Vec::new();
-            while let Some((old, content)) = st.pop_front(self.alternate.is_some()) {
+            while let Some((old, content)) = st.pop_front(self.alternate_name.is_some()) {
                 st.forget(&old);
                 dropped.extend(content);
                 let (count, bytes) = st.depth();
@@ -687,7 +726,7 @@ impl Queue {
     /// A queue with a plain alternate exchange (0-10) routes it there unchanged, as qpidd
     /// does.
     pub(crate) fn dead_letter(&self, msg: Arc<Message>, reason: DeathReason) {
-        let Some(alt) = &self.alternate else {
+        let Some(alt) = self.alternate_exchange() else {
             return;
         };
         if !self.features.dead_letter {
@@ -719,7 +758,7 @@ impl Queue {
                 .as_ref()
                 .is_some_and(|h| h.is_cycle_into(q.name()))
         };
-        if let Err(e) = route::deliver_except(alt, &copy, self.journal.as_ref(), Some(&cycle)) {
+        if let Err(e) = route::deliver_except(&alt, &copy, self.journal.as_ref(), Some(&cycle)) {
             tracing::debug!(queue = %self.name, error = %e, "dead letter exchange refused message");
         }
     }
@@ -731,7 +770,7 @@ impl Queue {
         if self.features.dead_letter {
             return;
         }
-        if let Some(alt) = &self.alternate {
+        if let Some(alt) = self.alternate_exchange() {
             let rekeyed;
             let msg = match &self.features.dead_letter_routing_key {
                 Some(key) => {
@@ -742,7 +781,7 @@ impl Queue {
                 }
                 None => msg,
             };
-            if let Err(e) = route::deliver(alt, msg, self.journal.as_ref()) {
+            if let Err(e) = route::deliver(&alt, msg, self.journal.as_ref()) {
                 tracing::debug!(queue = %self.name, error = %e, "alternate exchange refused message");
             }
         }
@@ -793,7 +832,7 @@ impl Queue {
             )));
         }
         check(self, &st)?;
-        let (messages, consumers) = st.drain_for_delete(self.alternate.is_some());
+        let (messages, consumers) = st.drain_for_delete(self.alternate_name.is_some());
         Ok(Drained {
             messages,
             consumers,
@@ -948,4 +987,9 @@ pub fn release_deliveries(deliveries: impl IntoIterator<Item = Delivery>, set_re
         );
         rest = tail;
     }
+}
+
+/// The `x-dead-letter-exchange` argument, if it is a string.
+pub(crate) fn dead_letter_exchange_name(args: &Arguments) -> Option<&str> {
+    args.get("x-dead-letter-exchange").and_then(|v| v.as_str())
 }
