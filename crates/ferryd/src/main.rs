@@ -83,6 +83,7 @@ async fn serve(options: Options) -> ExitCode {
             _ => None,
         },
         ssl_port: options.ssl_port,
+        require_encryption: options.require_encryption.on(),
         auth: if options.auth.on() {
             AuthMode::Required
         } else {

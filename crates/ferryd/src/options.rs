@@ -81,6 +81,11 @@ pub struct Options {
     #[arg(long, value_enum, num_args = 0..=1, default_value = "no", default_missing_value = "yes")]
     pub ssl_require_client_authentication: YesNo,
 
+    /// Accept only TLS clients: connections to the plain --port are closed at once.
+    #[arg(long, value_enum, num_args = 0..=1, default_value = "no", default_missing_value = "yes",
+          requires = "ssl_cert_file")]
+    pub require_encryption: YesNo,
+
     /// Accepted for qpidd compatibility; management is not implemented yet.
     #[arg(long, value_enum, default_value = "no")]
     pub mgmt_enable: YesNo,
@@ -402,6 +407,21 @@ mod tests {
         assert!(o.ssl_require_client_authentication.on());
         assert!(Options::try_parse_from(strings(&["ferryd", "--ssl-cert-file", "c.pem"])).is_err());
         assert!(Options::try_parse_from(strings(&["ferryd", "--ssl-ca-file", "ca.pem"])).is_err());
+        assert!(!o.require_encryption.on());
+        assert!(
+            Options::try_parse_from(strings(&["ferryd", "--require-encryption"])).is_err(),
+            "only TLS clients, but no TLS"
+        );
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--ssl-cert-file",
+            "c.pem",
+            "--ssl-key-file",
+            "k.pem",
+            "--require-encryption",
+        ]))
+        .unwrap();
+        assert!(o.require_encryption.on());
     }
 
     #[test]

@@ -846,6 +846,45 @@ fn tls_carries_both_protocols() {
 }
 
 #[test]
+fn require_encryption_closes_the_plain_port_to_everyone() {
+    let pki = Pki::new();
+    let dir = TempDir::new("require-encryption");
+    let b = tls_broker(&pki, &dir, &["--require-encryption"]);
+    for header in [
+        &ferry_amqp010::PROTOCOL_HEADER[..],
+        &ferry_amqp091::PROTOCOL_HEADER[..],
+    ] {
+        let mut s = tcp(b.addr);
+        let _ = s.write_all(header);
+        let mut buf = [0u8; 8];
+        // Closed at once: end of stream or a reset, not an answer and not a timeout.
+        match s.read(&mut buf) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("an unencrypted client was not turned away: {other:?}"),
+        }
+    }
+    let tls_addr = b.tls_addr.unwrap();
+    let config = pki.client_config(None);
+    let ok = amqp010::login(
+        tls(tls_addr, config.clone()),
+        &mut Plain("alice", "wonderland"),
+    )
+    .1;
+    assert_eq!(ok, Login::Open);
+    let (_, ok, _) = amqp091::login(
+        tls(tls_addr, config),
+        &mut Plain("alice", "wonderland"),
+        None,
+        None,
+        true,
+    );
+    assert_eq!(ok, Login::Open);
+    let (_, log) = b.terminate();
+    assert!(log.contains("refusing unencrypted connection"), "{log}");
+}
+
+#[test]
 fn external_logs_in_as_the_certificate_common_name() {
     let pki = Pki::new();
     let dir = TempDir::new("external");

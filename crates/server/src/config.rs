@@ -30,6 +30,9 @@ pub struct ServerConfig {
     /// A second listener speaking both protocols over TLS, on `ssl_port` (0: a free port).
     pub tls: Option<TlsSettings>,
     pub ssl_port: u16,
+    /// Close connections to the plain port at once: only TLS clients get in (qpidd's
+    /// `--require-encryption`).
+    pub require_encryption: bool,
     pub auth: AuthMode,
     /// The users file; `None` (or a missing file) leaves only the built-in guest.
     pub users_file: Option<PathBuf>,
@@ -78,6 +81,7 @@ impl Default for ServerConfig {
             tcp_nodelay: true,
             tls: None,
             ssl_port: 5671,
+            require_encryption: false,
             // ferryd defaults to Required; embedded servers and tests start open.
             auth: AuthMode::None,
             users_file: None,

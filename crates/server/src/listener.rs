@@ -111,6 +111,11 @@ impl Server {
                     continue;
                 }
             };
+            if tls.is_none() && self.services.config.require_encryption {
+                warn!(%peer, "refusing unencrypted connection: --require-encryption");
+                drop(stream);
+                continue;
+            }
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 warn!(%peer, "refusing connection: --max-connections reached");
                 drop(stream);
