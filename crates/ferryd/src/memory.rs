@@ -48,8 +48,21 @@ pub fn parse(text: &str) -> Result<Mark, String> {
         .ok_or_else(|| format!("{text:?} is too large"))
 }
 
-/// Physical memory, from /proc/meminfo (Linux); `None` where that cannot be read.
+/// The memory ferryd may use: physical memory (/proc/meminfo) or, in a container, its
+/// cgroup's limit if lower, so that fractional watermarks mean what they say under
+/// Docker or Kubernetes. `None` where neither can be read (not Linux).
 pub fn total_memory() -> Option<u64> {
+    let physical = physical_memory();
+    let limit = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|groups| cgroup_limit(&groups, |p| std::fs::read_to_string(p).ok()));
+    match (physical, limit) {
+        (Some(p), Some(l)) => Some(p.min(l)),
+        (p, l) => p.or(l),
+    }
+}
+
+fn physical_memory() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kib: u64 = info
         .lines()
@@ -59,6 +72,50 @@ pub fn total_memory() -> Option<u64> {
         .parse()
         .ok()?;
     kib.checked_mul(1024)
+}
+
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// The lowest memory limit on this process's cgroup and its ancestors, from the contents
+/// of /proc/self/cgroup; `read` reads a file. cgroup v2 (`0::/path`, `memory.max`) and v1
+/// (`N:...memory...:/path`, `memory/.../memory.limit_in_bytes`). Inside a container's
+/// cgroup namespace the path is `/`, where the container's own limit is found.
+fn cgroup_limit(groups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    let mut lowest: Option<u64> = None;
+    for line in groups.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let (dir, file) = if id == "0" && controllers.is_empty() {
+            (CGROUP_ROOT.to_owned(), "memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (format!("{CGROUP_ROOT}/memory"), "memory.limit_in_bytes")
+        } else {
+            continue;
+        };
+        let mut at = path.trim_end_matches('/');
+        loop {
+            let limit = read(&format!("{dir}{at}/{file}")).and_then(|t| parse_limit(&t));
+            if let Some(l) = limit {
+                lowest = Some(lowest.map_or(l, |x| x.min(l)));
+            }
+            match at.rfind('/') {
+                Some(i) => at = &at[..i],
+                None => break,
+            }
+        }
+    }
+    lowest
+}
+
+/// A cgroup memory limit file: a byte count, or `max` (v2). v1 writes "no limit" as a huge
+/// number (about 2^63), which no machine has.
+fn parse_limit(text: &str) -> Option<u64> {
+    let n: u64 = text.trim().parse().ok()?;
+    (n < 1 << 62).then_some(n)
 }
 
 /// `--store-memory-budget` in bytes; `None` for 0 (no budget).
@@ -136,5 +193,60 @@ mod tests {
             total_memory().is_some_and(|m| m > 0),
             "Linux test machines have /proc"
         );
+    }
+
+    fn files(entries: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: std::collections::HashMap<String, String> = entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |p| map.get(p).cloned()
+    }
+
+    #[test]
+    fn cgroup_v2_limit_of_the_group_or_an_ancestor() {
+        let groups = "0::/kubepods/pod1/ctr\n";
+        let read = files(&[
+            ("/sys/fs/cgroup/kubepods/pod1/ctr/memory.max", "max\n"),
+            ("/sys/fs/cgroup/kubepods/pod1/memory.max", "2147483648\n"),
+            ("/sys/fs/cgroup/kubepods/memory.max", "8589934592\n"),
+        ]);
+        assert_eq!(cgroup_limit(groups, read), Some(2 << 30));
+    }
+
+    #[test]
+    fn cgroup_v2_inside_a_container_namespace() {
+        let read = files(&[("/sys/fs/cgroup/memory.max", "536870912\n")]);
+        assert_eq!(cgroup_limit("0::/\n", read), Some(512 << 20));
+    }
+
+    #[test]
+    fn cgroup_v1_memory_controller() {
+        let groups = "5:devices:/\n4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n";
+        let read = files(&[
+            (
+                "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+                "1073741824\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
+        ]);
+        assert_eq!(cgroup_limit(groups, read), Some(1 << 30));
+    }
+
+    #[test]
+    fn no_limit_anywhere_is_none() {
+        let read = files(&[
+            (
+                "/sys/fs/cgroup/memory/p/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
+            ("/sys/fs/cgroup/memory.max", "max\n"),
+        ]);
+        assert_eq!(cgroup_limit("4:memory:/p\n0::/\n", &read), None);
+        assert_eq!(cgroup_limit("", &read), None);
+        assert_eq!(cgroup_limit("garbage without colons", &read), None);
     }
 }

@@ -150,7 +150,8 @@ pub struct Options {
     pub max_negotiate_time: u64,
 
     /// Pause publishers when queues hold more than this: bytes (`512MiB`, `2GB`) or a
-    /// fraction of the machine's memory (`0.4`); 0 turns the alarm off.
+    /// fraction of memory (`0.4`): the machine's, or its cgroup's limit if lower (containers);
+    /// 0 turns the alarm off.
     #[arg(long, default_value = "0.4", value_parser = crate::memory::parse)]
     pub memory_high_watermark: crate::memory::Mark,
 
@@ -177,7 +178,7 @@ pub struct Options {
     pub store_segment_size: u64,
 
     /// Flow to disk: content of persistent messages durable queues keep in memory, bytes
-    /// (`512MiB`) or a fraction of the machine's memory (`0.25`); beyond it (and a small
+    /// (`512MiB`) or a fraction of memory as for the watermark (`0.25`); beyond it (and a small
     /// read-ahead per queue) contents stay in the journal only and are read back for
     /// delivery, so a queue can hold more than memory. 0 keeps everything in memory.
     #[arg(long, default_value = "0.25", value_parser = crate::memory::parse)]
