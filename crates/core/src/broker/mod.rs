@@ -555,10 +555,12 @@ impl Broker {
                 let id = journal.declare_queue(&QueueDefinition {
                     name,
                     auto_delete: opts.auto_delete,
-                    alternate_exchange: alternate
-                        .as_ref()
-                        .map(|a| a.name())
-                        .or(dead_letter_exchange),
+                    // A dead letter exchange not declared yet is kept by name.
+                    alternate_exchange: alternate.as_ref().map(|a| a.name()).or(opts
+                        .alternate_exchange
+                        .as_deref()
+                        .filter(|a| !a.is_empty())
+                        .or(dead_letter_exchange)),
                     limits: opts.limits,
                     arguments: &opts.arguments,
                 })?;

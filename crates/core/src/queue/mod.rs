@@ -174,10 +174,15 @@ impl Queue {
     ) -> Arc<Queue> {
         let id = NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed);
         let features = Features::from_arguments(&opts.arguments);
-        let alternate_name = alternate
-            .as_ref()
-            .map(|a| a.name().to_owned())
-            .or_else(|| dead_letter_exchange_name(&opts.arguments).map(str::to_owned));
+        // The name the broker looked up, as `create_queue` does: a missing one is a dead
+        // letter exchange still to be declared.
+        let alternate_name = alternate.as_ref().map(|a| a.name().to_owned()).or_else(|| {
+            opts.alternate_exchange
+                .as_deref()
+                .filter(|a| !a.is_empty())
+                .or(dead_letter_exchange_name(&opts.arguments))
+                .map(str::to_owned)
+        });
         let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
         state.offload = store.as_ref().and_then(|s| s.offload.clone());
         state.store = store.clone();
