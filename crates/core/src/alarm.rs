@@ -2,9 +2,10 @@
 //! publishers check before the broker reads more from them.
 //!
 //! A memory alarm (raised above a high-water mark of queued bytes, cleared below a low-water
-//! mark) and, later, a disk alarm set by the store share one mechanism: while any alarm is
-//! raised the protocol layers stop reading from connections that publish, and consumers keep
-//! draining (RabbitMQ's resource alarms; qpidd's producer flow control).
+//! mark) and a disk alarm (raised by ferryd while free space is below `--disk-free-limit`)
+//! share one mechanism: while any alarm is raised the protocol layers stop reading from
+//! connections that publish, and consumers keep draining (RabbitMQ's resource alarms;
+//! qpidd's producer flow control).
 
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 

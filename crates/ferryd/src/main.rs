@@ -1,6 +1,7 @@
 //! ferryd: the Ferry broker daemon.
 
 mod acl;
+mod disk;
 mod fdlimit;
 mod memory;
 mod options;
@@ -144,6 +145,9 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let (Some(_), Some(dir)) = (&store, options.data_dir()) {
+        disk::watch(broker.clone(), dir, options.disk_free_limit);
+    }
     let server = match Server::bind(config, broker).await {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {

@@ -183,6 +183,19 @@ pub struct Options {
     /// delivery, so a queue can hold more than memory. 0 keeps everything in memory.
     #[arg(long, default_value = "0.25", value_parser = crate::memory::parse)]
     pub store_memory_budget: crate::memory::Mark,
+
+    /// Pause publishers while the data directory's file system has less free space than
+    /// this (`50MB`, `1GiB`; RabbitMQ's disk_free_limit); 0 turns the disk alarm off.
+    #[arg(long, value_name = "SIZE", default_value = "50MB", value_parser = parse_bytes)]
+    pub disk_free_limit: u64,
+}
+
+/// A size in bytes, in the watermarks' units; not a fraction.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    match crate::memory::parse(text)? {
+        crate::memory::Mark::Bytes(n) => Ok(n),
+        crate::memory::Mark::Fraction(_) => Err(format!("{text:?}: give a size in bytes")),
+    }
 }
 
 impl Options {
@@ -423,6 +436,15 @@ mod tests {
         ]))
         .unwrap();
         assert!(o.require_encryption.on());
+    }
+
+    #[test]
+    fn disk_free_limit_is_a_size() {
+        let o = Options::try_parse_from(strings(&["ferryd"])).unwrap();
+        assert_eq!(o.disk_free_limit, 50_000_000, "RabbitMQ's default");
+        let o = Options::try_parse_from(strings(&["ferryd", "--disk-free-limit", "1GiB"])).unwrap();
+        assert_eq!(o.disk_free_limit, 1 << 30);
+        assert!(Options::try_parse_from(strings(&["ferryd", "--disk-free-limit", "0.5"])).is_err());
     }
 
     #[test]

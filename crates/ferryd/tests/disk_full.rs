@@ -53,7 +53,14 @@ async fn a_full_disk_refuses_publishers_keeps_what_was_completed_and_recovers() 
         );
         return;
     };
-    let broker = Ferryd::start_with(&[&fs.0.arg(), "--store-segment-size", "262144"]);
+    // The disk alarm (tested below) would pause the publisher long before the disk is full.
+    let broker = Ferryd::start_with(&[
+        &fs.0.arg(),
+        "--store-segment-size",
+        "262144",
+        "--disk-free-limit",
+        "0",
+    ]);
     let conn = Connection::connect(broker.addr, ConnectOptions::default())
         .await
         .unwrap();
@@ -112,4 +119,51 @@ async fn a_full_disk_refuses_publishers_keeps_what_was_completed_and_recovers() 
     let (status, log) = broker.terminate();
     assert!(status.success(), "{log}");
     assert!(log.contains("disk full"), "the log says why: {log}");
+}
+
+#[test]
+fn the_disk_alarm_blocks_publishers_below_the_free_space_limit() {
+    use common::raw091::Raw091;
+    use ferry_amqp091::{BasicProperties, Method};
+    let Some(fs) = Tmpfs::mount("16m") else {
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs here (needs root); the disk alarm test did not run"
+        );
+        return;
+    };
+    let broker = Ferryd::start_with(&[
+        &fs.0.arg(),
+        "--store-segment-size",
+        "262144",
+        "--disk-free-limit",
+        "8MiB",
+    ]);
+    let mut p = Raw091::open(broker.addr);
+    p.declare_queue("disk-alarm", Default::default());
+    p.publish("", "disk-alarm", &BasicProperties::default(), b"before");
+    // Leave less than the limit free: the alarm rises within its check interval.
+    let filler = fs.0 .0.join("filler");
+    std::fs::write(&filler, vec![0u8; 10 << 20]).expect("fill the tmpfs");
+    let Method::ConnectionBlocked(b) = p.expect(0, |m| matches!(m, Method::ConnectionBlocked(_)))
+    else {
+        unreachable!()
+    };
+    assert_eq!(b.reason.as_bytes(), b"low on disk");
+    std::fs::remove_file(&filler).unwrap();
+    p.expect(0, |m| matches!(m, Method::ConnectionUnblocked(_)));
+    p.publish("", "disk-alarm", &BasicProperties::default(), b"after");
+    assert_eq!(
+        &p.get("disk-alarm", true).expect("first").body[..],
+        b"before"
+    );
+    assert_eq!(
+        &p.get("disk-alarm", true).expect("second").body[..],
+        b"after"
+    );
+    let (_, log) = broker.terminate();
+    assert!(
+        log.contains("disk alarm: free space below --disk-free-limit"),
+        "{log}"
+    );
+    assert!(log.contains("disk alarm cleared"), "{log}");
 }
