@@ -406,17 +406,21 @@ mod tests {
         assert_eq!(users_file(&o), Some(PathBuf::from("/srv/u")));
     }
 
-    #[test]
-    fn tls_options_come_together() {
-        let o = Options::try_parse_from(strings(&[
+    fn with_tls(extra: &str) -> Options {
+        let args = [
             "ferryd",
             "--ssl-cert-file",
             "c.pem",
             "--ssl-key-file",
             "k.pem",
-            "--ssl-require-client-authentication",
-        ]))
-        .unwrap();
+            extra,
+        ];
+        Options::try_parse_from(strings(&args)).unwrap()
+    }
+
+    #[test]
+    fn tls_options_come_together() {
+        let o = with_tls("--ssl-require-client-authentication");
         assert_eq!(o.ssl_port, 5671);
         assert!(o.ssl_require_client_authentication.on());
         assert!(Options::try_parse_from(strings(&["ferryd", "--ssl-cert-file", "c.pem"])).is_err());
@@ -426,16 +430,7 @@ mod tests {
             Options::try_parse_from(strings(&["ferryd", "--require-encryption"])).is_err(),
             "only TLS clients, but no TLS"
         );
-        let o = Options::try_parse_from(strings(&[
-            "ferryd",
-            "--ssl-cert-file",
-            "c.pem",
-            "--ssl-key-file",
-            "k.pem",
-            "--require-encryption",
-        ]))
-        .unwrap();
-        assert!(o.require_encryption.on());
+        assert!(with_tls("--require-encryption").require_encryption.on());
     }
 
     #[test]

@@ -36,6 +36,23 @@ impl Drop for Tmpfs {
     }
 }
 
+/// ferryd with its data directory on a fresh tmpfs of `size`, or `None` (and a SKIPPED line
+/// naming `test`) where no tmpfs can be mounted.
+fn broker_on_tmpfs(size: &str, test: &str, disk_free_limit: &str) -> Option<(Tmpfs, Ferryd)> {
+    let Some(fs) = Tmpfs::mount(size) else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the {test} test did not run");
+        return None;
+    };
+    let broker = Ferryd::start_with(&[
+        &fs.0.arg(),
+        "--store-segment-size",
+        "262144",
+        "--disk-free-limit",
+        disk_free_limit,
+    ]);
+    Some((fs, broker))
+}
+
 fn message(i: usize) -> OutgoingMessage {
     OutgoingMessage::builder()
         .routing_key("full")
@@ -47,20 +64,10 @@ fn message(i: usize) -> OutgoingMessage {
 
 #[tokio::test]
 async fn a_full_disk_refuses_publishers_keeps_what_was_completed_and_recovers() {
-    let Some(fs) = Tmpfs::mount("3m") else {
-        eprintln!(
-            "SKIPPED: cannot mount a tmpfs here (needs root); the full-disk test did not run"
-        );
+    // The disk alarm (tested below) would pause the publisher long before the disk is full.
+    let Some((_fs, broker)) = broker_on_tmpfs("3m", "full-disk", "0") else {
         return;
     };
-    // The disk alarm (tested below) would pause the publisher long before the disk is full.
-    let broker = Ferryd::start_with(&[
-        &fs.0.arg(),
-        "--store-segment-size",
-        "262144",
-        "--disk-free-limit",
-        "0",
-    ]);
     let conn = Connection::connect(broker.addr, ConnectOptions::default())
         .await
         .unwrap();
@@ -125,19 +132,9 @@ async fn a_full_disk_refuses_publishers_keeps_what_was_completed_and_recovers() 
 fn the_disk_alarm_blocks_publishers_below_the_free_space_limit() {
     use common::raw091::Raw091;
     use ferry_amqp091::{BasicProperties, Method};
-    let Some(fs) = Tmpfs::mount("16m") else {
-        eprintln!(
-            "SKIPPED: cannot mount a tmpfs here (needs root); the disk alarm test did not run"
-        );
+    let Some((fs, broker)) = broker_on_tmpfs("16m", "disk alarm", "8MiB") else {
         return;
     };
-    let broker = Ferryd::start_with(&[
-        &fs.0.arg(),
-        "--store-segment-size",
-        "262144",
-        "--disk-free-limit",
-        "8MiB",
-    ]);
     let mut p = Raw091::open(broker.addr);
     p.declare_queue("disk-alarm", Default::default());
     p.publish("", "disk-alarm", &BasicProperties::default(), b"before");
