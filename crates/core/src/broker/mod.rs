@@ -370,7 +370,7 @@ impl Broker {
         }
         let ex = Exchange::new(name.to_owned(), kind, &opts, alternate, false);
         reg.exchanges.insert(name.to_owned(), ex.clone());
-        for q in reg.queues.values() {
+        for q in self.dead_lettering_queues() {
             q.adopt_dead_letter_exchange(&ex);
         }
         Ok(ex)
@@ -412,7 +412,7 @@ impl Broker {
             reg.exchanges.remove(ex.name());
         }
         ex.mark_deleted();
-        for q in reg.queues.values() {
+        for q in self.dead_lettering_queues() {
             q.forget_dead_letter_exchange(ex);
         }
         let (queues, exchanges) = ex.clear();
@@ -963,11 +963,7 @@ impl Broker {
     /// whether any of them still holds messages that will expire, so the caller knows to
     /// come back soon (the full sweep of [`Broker::purge_expired`] is only periodic).
     pub fn expire_heads(&self) -> bool {
-        let queues: Vec<Arc<Queue>> = {
-            let mut list = self.dead_lettering.lock();
-            list.retain(|w| w.upgrade().is_some_and(|q| !q.is_deleted()));
-            list.iter().filter_map(Weak::upgrade).collect()
-        };
+        let queues = self.dead_lettering_queues();
         let now = now_ms();
         let mut more = false;
         for q in &queues {
@@ -975,6 +971,13 @@ impl Broker {
             more |= q.expire_head(now);
         }
         more
+    }
+
+    /// The live queues that dead-letter the RabbitMQ way; forgets deleted ones.
+    fn dead_lettering_queues(&self) -> Vec<Arc<Queue>> {
+        let mut list = self.dead_lettering.lock();
+        list.retain(|w| w.upgrade().is_some_and(|q| !q.is_deleted()));
+        list.iter().filter_map(Weak::upgrade).collect()
     }
 
     /// Drops expired messages from every queue; returns how many. Called periodically so
