@@ -103,17 +103,13 @@ async fn serve(options: Options) -> ExitCode {
         handshake_timeout: std::time::Duration::from_millis(options.max_negotiate_time),
         ..ServerConfig::default()
     };
-    let mut config = config;
-    if let Some(path) = &options.acl_file {
-        match acl::load(path) {
-            Ok(rules) => config.acl = Some(rules),
-            Err(e) => {
-                eprintln!("ferryd: {e}");
-                return ExitCode::from(2);
-            }
+    let acl = match options.acl_file.as_deref().map(acl::load).transpose() {
+        Ok(acl) => acl,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::from(2);
         }
-    }
-    let acl = config.acl.clone();
+    };
     let memory_watermarks = match memory::watermarks(
         options.memory_high_watermark,
         options.memory_low_watermark,
@@ -148,7 +144,7 @@ async fn serve(options: Options) -> ExitCode {
     if let (Some(_), Some(dir)) = (&store, options.data_dir()) {
         disk::watch(broker.clone(), dir, options.disk_free_limit);
     }
-    let server = match Server::bind(config, broker).await {
+    let server = match Server::bind(config, broker, acl.clone()).await {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
             eprintln!("ferryd: {e}");

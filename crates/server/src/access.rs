@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 use tracing::{info, warn};
 
 use crate::config::ServerConfig;
+use crate::state::ServerState;
 
 /// A request the ACL refused; the text is what the client is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,10 +180,10 @@ pub struct ClientAccess {
 
 impl ClientAccess {
     /// Before login: no user yet, nothing counted.
-    pub fn new(config: &ServerConfig, peer: SocketAddr) -> ClientAccess {
+    pub fn new(config: &ServerConfig, state: &ServerState, peer: SocketAddr) -> ClientAccess {
         ClientAccess {
-            acl: config.acl.clone(),
-            counters: config.counters.clone(),
+            acl: state.acl.clone(),
+            counters: state.counters.clone(),
             peer,
             user: String::new(),
             connection_limit_per_user: config.connection_limit_per_user,
@@ -533,27 +534,49 @@ pub fn binding_props<'a>(
 mod tests {
     use super::*;
 
-    fn config(acl: &str) -> ServerConfig {
+    /// Settings and live state of a server, as connections see them.
+    struct Setup {
+        config: ServerConfig,
+        state: ServerState,
+    }
+
+    fn with_acl(acl: &str, config: ServerConfig) -> Setup {
         let (rules, _) = ferry_acl::parse(acl).unwrap();
-        ServerConfig {
-            acl: Some(Arc::new(SharedAcl::with_rules("test.acl", rules))),
-            ..ServerConfig::default()
+        let acl = Arc::new(SharedAcl::with_rules("test.acl", rules));
+        Setup {
+            config,
+            state: ServerState::new(Some(acl)),
         }
+    }
+
+    fn config(acl: &str) -> Setup {
+        with_acl(acl, ServerConfig::default())
+    }
+
+    fn without_acl(config: ServerConfig) -> Setup {
+        Setup {
+            config,
+            state: ServerState::default(),
+        }
+    }
+
+    fn access(s: &Setup) -> ClientAccess {
+        ClientAccess::new(&s.config, &s.state, peer())
     }
 
     fn peer() -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], 5000))
     }
 
-    fn admitted(config: &ServerConfig, user: &str) -> ClientAccess {
-        let mut a = ClientAccess::new(config, peer());
+    fn admitted(setup: &Setup, user: &str) -> ClientAccess {
+        let mut a = access(setup);
         a.admit(user).unwrap();
         a
     }
 
     #[test]
     fn without_an_acl_everything_is_allowed_and_props_are_not_built() {
-        let c = ServerConfig::default();
+        let c = without_acl(ServerConfig::default());
         let a = admitted(&c, "bob");
         assert!(a
             .check(Action::Create, ObjectType::Queue, || unreachable!())
@@ -602,7 +625,7 @@ mod tests {
         ));
         // A reload replaces cached decisions.
         let (deny, _) = ferry_acl::parse("acl deny all all\n").unwrap();
-        c.acl.as_ref().unwrap().replace(deny);
+        c.state.acl.as_ref().unwrap().replace(deny);
         assert!(a.check_publish(&mut cache, &default, &key("any")).is_err());
     }
 
@@ -655,18 +678,21 @@ mod tests {
 
     #[test]
     fn connections_are_refused_by_rule_and_by_per_user_limit() {
-        let c = ServerConfig {
-            connection_limit_per_user: 2,
-            ..config("acl deny mallory create connection\nquota connections 1 carol\nacl allow all all\n")
-        };
-        let mut m = ClientAccess::new(&c, peer());
+        let c = with_acl(
+            "acl deny mallory create connection\nquota connections 1 carol\nacl allow all all\n",
+            ServerConfig {
+                connection_limit_per_user: 2,
+                ..ServerConfig::default()
+            },
+        );
+        let mut m = access(&c);
         assert!(m
             .admit("mallory")
             .unwrap_err()
             .contains("ACL denied connection"));
         let b1 = admitted(&c, "bob");
         let _b2 = admitted(&c, "bob");
-        let mut b3 = ClientAccess::new(&c, peer());
+        let mut b3 = access(&c);
         assert!(b3.admit("bob").unwrap_err().contains("2 connections"));
         drop(b1);
         assert!(
@@ -674,11 +700,8 @@ mod tests {
             "a slot frees when a connection ends"
         );
         let _c1 = admitted(&c, "carol");
-        assert!(
-            ClientAccess::new(&c, peer()).admit("carol").is_err(),
-            "ACL quota wins"
-        );
-        assert_eq!(c.counters.user_connections("bob"), 2);
+        assert!(access(&c).admit("carol").is_err(), "ACL quota wins");
+        assert_eq!(c.state.counters.user_connections("bob"), 2);
     }
 
     #[test]
@@ -696,10 +719,10 @@ mod tests {
 
     #[test]
     fn queue_quota_charges_free_when_dropped() {
-        let c = ServerConfig {
+        let c = without_acl(ServerConfig {
             max_queues_per_user: 1,
             ..ServerConfig::default()
-        };
+        });
         let a = admitted(&c, "bob");
         let first = a.charge_queue().unwrap().expect("counted");
         assert!(matches!(
@@ -712,10 +735,10 @@ mod tests {
         let charges: Vec<_> = (0..100)
             .map(|i| admitted(&c, &format!("user{i}")).charge_queue().unwrap())
             .collect();
-        assert_eq!(c.counters.users_with_queues(), 100);
+        assert_eq!(c.state.counters.users_with_queues(), 100);
         drop(charges);
-        assert_eq!(c.counters.users_with_queues(), 0);
-        let unlimited = admitted(&ServerConfig::default(), "bob");
+        assert_eq!(c.state.counters.users_with_queues(), 0);
+        let unlimited = admitted(&without_acl(ServerConfig::default()), "bob");
         assert!(unlimited.charge_queue().unwrap().is_none());
     }
 }

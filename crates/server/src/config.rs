@@ -1,14 +1,11 @@
 //! Settings the server needs at run time, independent of how they were given
-//! (command line, config file or a test).
+//! (command line, config file or a test). What changes while the server runs lives in
+//! `crate::state`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_acl::SharedAcl;
-
-use crate::access::ClientCounters;
 use crate::tls::TlsSettings;
 
 /// `--auth`: whether clients must prove who they are.
@@ -53,8 +50,6 @@ pub struct ServerConfig {
     /// Outbound bytes buffered for one connection before we stop reading from it and stop
     /// taking deliveries for it: a peer that never reads cannot grow our memory.
     pub write_high_water: usize,
-    /// The ACL in force (`--acl-file`); `None` allows every request.
-    pub acl: Option<Arc<SharedAcl>>,
     /// Connections one authenticated user may hold at once; 0 = unlimited. An ACL
     /// `quota connections` overrides it.
     pub connection_limit_per_user: u32,
@@ -69,8 +64,6 @@ pub struct ServerConfig {
     pub session_max_unacked: u32,
     /// Subscriptions per 0-10 session, consumers per 0-9-1 channel; 0 = unlimited.
     pub max_consumers_per_session: u32,
-    /// The live counts behind those limits, shared by the connections of one server.
-    pub counters: Arc<ClientCounters>,
 }
 
 impl Default for ServerConfig {
@@ -94,13 +87,11 @@ impl Default for ServerConfig {
             heartbeat_max: 120,
             handshake_timeout: Duration::from_secs(10),
             write_high_water: 1024 * 1024,
-            acl: None,
             connection_limit_per_user: 0,
             connection_limit_per_ip: 0,
             max_queues_per_user: 0,
             session_max_unacked: 10_000,
             max_consumers_per_session: 1024,
-            counters: Arc::default(),
         }
     }
 }

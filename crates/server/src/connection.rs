@@ -1,19 +1,14 @@
 //! The first bytes of a connection choose its protocol.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
 use ferry_amqp010::{ProtocolHeader, PROTOCOL_HEADER};
-use ferry_core::Broker;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
 
-use crate::auth::AuthService;
-use crate::config::ServerConfig;
-use crate::io::Transport;
-use crate::listener::Shutdown;
+use crate::lifecycle::Shutdown;
+use crate::shell::{Peer, Services};
 use crate::tls::TlsTransport;
+use crate::transport::Transport;
 
 /// A freshly accepted stream: read the protocol header from it, then drive it as a
 /// [`Transport`].
@@ -35,22 +30,6 @@ impl Accepted for tokio_rustls::server::TlsStream<TcpStream> {
         let (tcp, tls) = self.into_inner();
         TlsTransport::new(tcp, tls)
     }
-}
-
-/// What a connection task needs besides its socket.
-#[derive(Clone)]
-pub struct Services {
-    pub broker: Arc<Broker>,
-    pub config: Arc<ServerConfig>,
-    pub auth: Arc<AuthService>,
-}
-
-/// Who is on the other end: the address, and the name in the TLS client certificate when
-/// one was presented and verified (the identity SASL EXTERNAL logs in as).
-#[derive(Debug, Clone)]
-pub struct Peer {
-    pub addr: SocketAddr,
-    pub client_identity: Option<String>,
 }
 
 pub async fn run<S: Accepted>(

@@ -1,17 +1,28 @@
 //! ferryd's server: listeners, connections, and the protocol layers that map AMQP onto
 //! `ferry-core`.
+//!
+//! Layers, lowest first: `transport` (TCP, `tls`) and the shared pieces (`lifecycle`,
+//! `state`, `access`, `auth`, `bridge`, `text`); `shell` (the protocol-neutral connection and
+//! its event loop); the protocol layers `amqp010` and `amqp091`; `connection` (the protocol
+//! header picks a layer) and `listener` on top.
 
 mod access;
 mod amqp010;
 mod amqp091;
 mod auth;
+mod bridge;
 mod config;
 mod connection;
-mod io;
+mod lifecycle;
 mod listener;
+mod shell;
+mod state;
+mod text;
 mod tls;
+mod transport;
 
 pub use auth::allowed_from;
 pub use config::{AuthMode, ServerConfig};
-pub use listener::{Server, Shutdown};
+pub use lifecycle::Shutdown;
+pub use listener::Server;
 pub use tls::{Tls, TlsSettings};

@@ -6,12 +6,15 @@ use std::time::Duration;
 
 use ferry_core::Broker;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
 use crate::auth::AuthService;
 use crate::config::ServerConfig;
-use crate::connection::{self, Peer, Services};
+use crate::connection;
+use crate::lifecycle::{check_memory_alarm, Shutdown};
+use crate::shell::{Peer, Services};
+use crate::state::ServerState;
 use crate::tls::{self, Tls};
 
 /// A bound listener; `run` serves it until shutdown is signalled.
@@ -21,33 +24,14 @@ pub struct Server {
     services: Services,
 }
 
-/// Tells every connection task that the broker is stopping.
-#[derive(Clone)]
-pub struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    pub fn new() -> (watch::Sender<bool>, Shutdown) {
-        let (tx, rx) = watch::channel(false);
-        (tx, Shutdown(rx))
-    }
-
-    pub fn is_set(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    pub async fn wait(&mut self) {
-        while !*self.0.borrow_and_update() {
-            if self.0.changed().await.is_err() {
-                return;
-            }
-        }
-    }
-}
-
 impl Server {
     /// Binds the listener and loads the users. A bad users file is an error of kind
     /// `InvalidInput`, a socket that cannot be bound one of the socket's kind.
-    pub async fn bind(config: ServerConfig, broker: Arc<Broker>) -> std::io::Result<Server> {
+    pub async fn bind(
+        config: ServerConfig,
+        broker: Arc<Broker>,
+        acl: Option<Arc<ferry_acl::SharedAcl>>,
+    ) -> std::io::Result<Server> {
         let invalid = |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
         let listener = TcpListener::bind((config.interface, config.port)).await?;
         let tls = match &config.tls {
@@ -66,6 +50,7 @@ impl Server {
                 broker,
                 config: Arc::new(config),
                 auth: Arc::new(auth),
+                state: Arc::new(ServerState::new(acl)),
             },
         })
     }
@@ -122,7 +107,9 @@ impl Server {
                 continue;
             };
             let config = &self.services.config;
-            let Some(ip_slot) = config
+            let Some(ip_slot) = self
+                .services
+                .state
                 .counters
                 .take_ip(peer.ip(), config.connection_limit_per_ip)
             else {
@@ -240,26 +227,6 @@ async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
 /// How often queued bytes are compared with the watermarks when nothing is published (the
 /// alarm clears as consumers drain); publishing connections also check after each batch read.
 const MEMORY_CHECK: Duration = Duration::from_millis(50);
-
-/// Raises or clears the memory alarm as the watermarks say, and logs a change.
-pub(crate) fn check_memory_alarm(broker: &Broker) {
-    let Some(marks) = broker.config().memory_watermarks else {
-        return;
-    };
-    match broker.check_memory() {
-        Some(true) => warn!(
-            used = broker.memory_used(),
-            high = marks.high,
-            "memory alarm: queues hold more than the high-water mark; publishers are paused"
-        ),
-        Some(false) => info!(
-            used = broker.memory_used(),
-            low = marks.low,
-            "memory alarm cleared; publishers resume"
-        ),
-        None => {}
-    }
-}
 
 /// Clears (and raises) the memory alarm while no publisher is being read.
 async fn watch_memory(broker: Arc<Broker>, mut shutdown: Shutdown) {

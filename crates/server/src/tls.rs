@@ -21,7 +21,7 @@ use tokio::io::{Interest, Ready};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::io::Transport;
+use crate::transport::{shutdown_write, Transport};
 
 /// Where the TLS listener's certificate, key and client CA come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +140,8 @@ pub struct TlsTransport {
     tls: ServerConnection,
     /// rustls may hold decrypted bytes the socket's readiness knows nothing about.
     plaintext_waiting: bool,
+    /// `close_write` was called: the TCP FIN follows once close_notify is on the wire.
+    fin_pending: bool,
 }
 
 impl TlsTransport {
@@ -149,6 +151,7 @@ impl TlsTransport {
             tls,
             // Whatever arrived with the handshake may already be decrypted.
             plaintext_waiting: true,
+            fin_pending: false,
         }
     }
 
@@ -236,6 +239,11 @@ impl Transport for TlsTransport {
             if !self.flush_records()? {
                 break;
             }
+            if self.fin_pending {
+                self.fin_pending = false;
+                shutdown_write(&self.tcp)?;
+                break;
+            }
             if taken == buf.len() {
                 break;
             }
@@ -252,7 +260,13 @@ impl Transport for TlsTransport {
     }
 
     fn wants_write(&self) -> bool {
-        self.tls.wants_write()
+        self.tls.wants_write() || self.fin_pending
+    }
+
+    fn close_write(&mut self) -> std::io::Result<()> {
+        self.tls.send_close_notify();
+        self.fin_pending = true;
+        Ok(())
     }
 }
 

@@ -9,7 +9,8 @@ use ferry_core::{Broker, SyncPoint};
 
 use super::convert::Exception;
 use super::session::Session;
-use super::Connection;
+use super::Amqp010;
+use crate::shell::Shell;
 
 /// What a command's completion waits for, decided before the command is executed (and
 /// consumed).
@@ -58,13 +59,10 @@ impl WaitsFor {
     }
 }
 
-impl Connection {
+impl Amqp010 {
     /// Asks the journal to wake this connection when the last point its sessions wait for
     /// is durable: one registration per new point, one wake-up per sync at most.
-    pub(super) fn request_sync_wakeup(&mut self) {
-        let Some(journal) = self.broker.journal() else {
-            return;
-        };
+    pub(super) fn request_sync_wakeup(&mut self, shell: &mut Shell) {
         let mut wanted = None;
         for &channel in &self.waiting_sessions {
             let point = self
@@ -75,23 +73,20 @@ impl Connection {
                 .and_then(Session::last_waiting_point);
             wanted = wanted.max(point);
         }
-        if let Some(point) = wanted.filter(|p| *p > self.sync_requested) {
-            self.sync_requested = point;
-            journal.notify_when_durable(point, &self.outbox);
-        }
+        shell.wake_when_durable(wanted);
     }
 
     /// The journal made progress: complete what it made durable. If it failed instead, the
     /// first command that can never complete fails its session with resource-limit-exceeded.
-    pub(super) fn on_durable(&mut self) {
-        let Some(journal) = self.broker.journal().cloned() else {
+    pub(super) fn on_durable(&mut self, shell: &mut Shell) {
+        let Some(journal) = shell.broker.journal().cloned() else {
             return;
         };
         let durable = journal.durable();
         let failed = journal.is_failed();
         let max_frame = self.max_frame;
         for channel in std::mem::take(&mut self.waiting_sessions) {
-            let (channels, mut env) = self.split();
+            let (channels, mut env) = self.split(shell);
             let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
                 continue;
             };
@@ -114,7 +109,7 @@ impl Connection {
         }
         if !failed {
             // What still waits lies beyond `durable`: registered already, or registered now.
-            self.request_sync_wakeup();
+            self.request_sync_wakeup(shell);
         }
     }
 }

@@ -236,7 +236,7 @@ impl Session {
             class_code: Some(codes.0),
             command_code: Some(codes.1),
             field_index: e.field_index,
-            description: Some(Str::from(truncate(&e.description, 255))),
+            description: Some(Str::from(crate::text::truncated(&e.description, 255))),
             error_info: None,
         };
         self.write_command(env, exception.into());
@@ -427,7 +427,7 @@ fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
     let raw = match &message.header {
         ProtocolHeader::Amqp010(raw) => raw.clone(),
         ProtocolHeader::Amqp091(_) => {
-            crate::amqp091::convert::amqp010_header_for(message).unwrap_or_default()
+            crate::bridge::amqp010_header_for(message).unwrap_or_default()
         }
         ProtocolHeader::None => Bytes::new(),
     };
@@ -461,15 +461,4 @@ pub fn release_to_queues(entries: impl IntoIterator<Item = Unsettled>, set_redel
     for (queue, list) in per_queue {
         queue.release(list, set_redelivered);
     }
-}
-
-fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }

@@ -1,7 +1,9 @@
 //! RabbitMQ's queue arguments (`x-…`) mapped onto core queue options. Unknown arguments are
 //! kept on the queue and otherwise ignored.
 
-use ferry_core::{Arguments, HeaderValue, LimitPolicy, Queue, QueueLimits, QueueOptions};
+use ferry_core::{
+    Arguments, ExchangeInfo, HeaderValue, LimitPolicy, Queue, QueueLimits, QueueOptions,
+};
 
 use super::error::Fault;
 
@@ -101,6 +103,59 @@ pub fn check_equivalent(existing: &Queue, wanted: &QueueOptions) -> Result<(), F
                 "inequivalent arg '{key}' for queue '{name}'"
             )));
         }
+    }
+    Ok(())
+}
+
+/// What an exchange.declare asks for, to compare with an exchange that exists.
+pub struct WantedExchange<'a> {
+    pub kind: &'a str,
+    pub durable: bool,
+    pub auto_delete: bool,
+    pub internal: bool,
+    pub arguments: &'a Arguments,
+}
+
+/// RabbitMQ's rule for redeclaring an exchange: type, durable, auto-delete and internal must
+/// match, and of the arguments `alternate-exchange` (the one that changes routing); anything
+/// else is a 406 naming the first difference.
+pub fn check_exchange_equivalent(
+    existing: &ExchangeInfo,
+    wanted: &WantedExchange,
+) -> Result<(), Fault> {
+    let name = &existing.name;
+    let differs = |what: &str, want: &dyn std::fmt::Display, have: &dyn std::fmt::Display| {
+        Err(Fault::precondition(format!(
+            "inequivalent arg '{what}' for exchange '{name}' in vhost '/': received '{want}' but current is '{have}'"
+        )))
+    };
+    if existing.kind.name() != wanted.kind {
+        return differs("type", &wanted.kind, &existing.kind.name());
+    }
+    if existing.durable != wanted.durable {
+        return differs("durable", &wanted.durable, &existing.durable);
+    }
+    if existing.auto_delete != wanted.auto_delete {
+        return differs("auto_delete", &wanted.auto_delete, &existing.auto_delete);
+    }
+    // Exchanges are never internal here: a redeclaration asking for one is not equivalent.
+    if wanted.internal {
+        return differs("internal", &true, &false);
+    }
+    const KEY: &str = "alternate-exchange";
+    let same = match (existing.arguments.get(KEY), wanted.arguments.get(KEY)) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.matches(b),
+        _ => false,
+    };
+    if !same {
+        let show =
+            |v: Option<&HeaderValue>| v.and_then(HeaderValue::as_str).unwrap_or("none").to_owned();
+        return differs(
+            KEY,
+            &show(wanted.arguments.get(KEY)),
+            &show(existing.arguments.get(KEY)),
+        );
     }
     Ok(())
 }

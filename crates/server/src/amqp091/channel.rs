@@ -310,21 +310,25 @@ impl Channel {
             let kind = ExchangeKind::from_name(kind_name).ok_or_else(|| {
                 Fault::command_invalid(format!("unknown exchange type '{kind_name}'"))
             })?;
-            match ctx.broker.exchange(name) {
-                Some(ex) if ex.kind() != kind => {
-                    return Err(Fault::precondition(format!(
-                        "inequivalent arg 'type' for exchange '{name}': received '{kind_name}' but current is '{}'",
-                        ex.kind().name()
-                    )))
+            let arguments = table_to_headers(&m.arguments);
+            match ctx.broker.exchange_info(name) {
+                Some(existing) => {
+                    let wanted = args::WantedExchange {
+                        kind: kind.name(),
+                        durable: m.durable,
+                        auto_delete: m.auto_delete,
+                        internal: m.internal,
+                        arguments: &arguments,
+                    };
+                    args::check_exchange_equivalent(&existing, &wanted)?;
                 }
                 None if name.is_empty() || name.starts_with("amq.") => {
                     return Err(Fault::access_refused(format!(
                         "exchange name '{name}' contains reserved prefix 'amq.'"
                     )))
                 }
-                _ => {}
+                None => {}
             }
-            let arguments = table_to_headers(&m.arguments);
             let opts = ExchangeOptions {
                 durable: m.durable,
                 auto_delete: m.auto_delete,

@@ -1,13 +1,11 @@
-//! Translation between 0-9-1 wire values and the core's neutral ones, and between 0-9-1
-//! properties and 0-10 message headers (for messages crossing protocols).
+//! Translation between 0-9-1 wire values and the core's neutral ones, and the properties
+//! stored on messages published over 0-9-1.
 
 use bytes::{Bytes, BytesMut};
-use ferry_amqp010::{
-    DeliveryMode, DeliveryPriority, DeliveryProperties, Map, MessageHeader, MessageProperties,
-    ReplyTo, Str, Value,
-};
-use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, LongStr, ShortStr};
+use ferry_amqp091::{BasicProperties, FieldTable, FieldValue};
 use ferry_core::{HeaderValue, Headers, Message, ProtocolHeader};
+
+use crate::bridge;
 
 /// Offset of the property flags in a content-header payload: class, weight, body size.
 pub const PROPERTIES_OFFSET: usize = 12;
@@ -50,246 +48,6 @@ pub fn to_neutral(value: &FieldValue) -> HeaderValue {
     }
 }
 
-fn short(bytes: impl Into<Bytes>) -> Option<ShortStr> {
-    ShortStr::new(bytes.into()).ok()
-}
-
-/// The properties a 0-9-1 consumer sees for a message published over 0-10.
-///
-/// Mapping (see docs/PROTOCOL-MAPPING.md): content-type, content-encoding, correlation-id,
-/// user-id and app-id carry over; message-id (a UUID) becomes its hyphenated text; reply-to
-/// becomes the routing key when the exchange is the default one, else `exchange/key`;
-/// priority and delivery-mode carry over; ttl becomes `expiration` in milliseconds;
-/// application-headers become `headers`.
-pub fn from_amqp010_header(segment: &Bytes) -> BasicProperties {
-    let mut props = BasicProperties::default();
-    let Ok(header) = MessageHeader::decode(segment.clone()) else {
-        return props;
-    };
-    if let Some(dp) = header.delivery {
-        props.priority = dp.priority.map(|p| p as u8);
-        props.delivery_mode = dp.delivery_mode.map(|m| m as u8);
-        props.expiration = dp.ttl.and_then(|ttl| short(ttl.to_string()));
-        props.timestamp = dp.timestamp;
-    }
-    if let Some(mp) = header.properties {
-        props.content_type = mp.content_type.and_then(|s| short(s.into_bytes()));
-        props.content_encoding = mp.content_encoding.and_then(|s| short(s.into_bytes()));
-        props.correlation_id = mp.correlation_id.and_then(short);
-        props.user_id = mp.user_id.and_then(short);
-        props.app_id = mp.app_id.and_then(short);
-        props.message_id = mp.message_id.and_then(|id| short(uuid_text(&id)));
-        props.reply_to = mp.reply_to.and_then(|r| {
-            let key = r.routing_key.map(Str::into_bytes).unwrap_or_default();
-            match r.exchange.filter(|e| !e.is_empty()) {
-                None => short(key),
-                Some(ex) => {
-                    let mut text = BytesMut::from(ex.as_bytes());
-                    text.extend_from_slice(b"/");
-                    text.extend_from_slice(&key);
-                    short(text.freeze())
-                }
-            }
-        });
-        props.headers = mp.application_headers.map(|map| map_to_table(&map));
-    }
-    props
-}
-
-fn map_to_table(map: &Map) -> FieldTable {
-    let mut table = FieldTable::new();
-    for (k, v) in map.iter() {
-        let Some(key) = short(k.as_bytes().to_vec()) else {
-            continue;
-        };
-        let value = match v {
-            Value::Bool(b) => FieldValue::Bool(*b),
-            Value::Int8(v) => FieldValue::I8(*v),
-            Value::Uint8(v) | Value::Char(v) => FieldValue::U8(*v),
-            Value::Int16(v) => FieldValue::I16(*v),
-            Value::Uint16(v) => FieldValue::U16(*v),
-            Value::Int32(v) => FieldValue::I32(*v),
-            Value::Uint32(v) => FieldValue::U32(*v),
-            Value::Int64(v) => FieldValue::I64(*v),
-            Value::Uint64(v) => match i64::try_from(*v) {
-                Ok(v) => FieldValue::I64(v),
-                Err(_) => continue,
-            },
-            Value::Float(v) => FieldValue::F32(*v),
-            Value::Double(v) => FieldValue::F64(*v),
-            Value::Datetime(v) => FieldValue::Timestamp(*v),
-            Value::Str8(s) | Value::Str16(s) => match LongStr::new(s.clone().into_bytes()) {
-                Ok(s) => FieldValue::LongStr(s),
-                Err(_) => continue,
-            },
-            Value::Vbin8(b) | Value::Vbin16(b) | Value::Vbin32(b) => {
-                match LongStr::new(b.clone()) {
-                    Ok(s) => FieldValue::ByteArray(s),
-                    Err(_) => continue,
-                }
-            }
-            Value::Uuid(id) => match LongStr::new(Bytes::from(uuid_text(id))) {
-                Ok(s) => FieldValue::LongStr(s),
-                Err(_) => continue,
-            },
-            Value::Map(m) => FieldValue::Table(map_to_table(m)),
-            Value::Void => FieldValue::Void,
-            _ => continue,
-        };
-        table.push(key, value);
-    }
-    table
-}
-
-fn uuid_text(id: &[u8; 16]) -> String {
-    let mut s = String::with_capacity(36);
-    for (i, b) in id.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            s.push('-');
-        }
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
-
-fn parse_uuid(text: &[u8]) -> Option<[u8; 16]> {
-    let hex: Vec<u8> = text.iter().copied().filter(|c| *c != b'-').collect();
-    if hex.len() != 32 || text.len() != 36 {
-        return None;
-    }
-    let mut id = [0u8; 16];
-    for (slot, pair) in id.iter_mut().zip(hex.chunks(2)) {
-        let s = std::str::from_utf8(pair).ok()?;
-        *slot = u8::from_str_radix(s, 16).ok()?;
-    }
-    Some(id)
-}
-
-/// The 0-10 header segment a 0-10 consumer should see for a message published over 0-9-1;
-/// the inverse of [`from_amqp010_header`]. For the 0-10 layer to call when it delivers a
-/// message whose header is `ProtocolHeader::Amqp091` (see [`amqp010_header_for`]).
-///
-/// A message-id that is not a UUID (0-10's only form) is kept as application header
-/// `x-amqp-0-9-1-message-id`; `expiration` becomes ttl; `kind` (0-9-1 `type`) becomes
-/// application header `x-amqp-0-9-1-type`; a reply-to of the form `exchange/key` is split.
-pub fn to_amqp010_header(props: &BasicProperties, exchange: &[u8], routing_key: &[u8]) -> Bytes {
-    let dp = DeliveryProperties {
-        priority: props
-            .priority
-            .and_then(|p| DeliveryPriority::from_code(p.min(9))),
-        delivery_mode: props.delivery_mode.and_then(|m| match m {
-            2 => Some(DeliveryMode::Persistent),
-            1 => Some(DeliveryMode::NonPersistent),
-            _ => None,
-        }),
-        ttl: props
-            .expiration
-            .as_ref()
-            .and_then(|e| e.to_str().ok()?.trim().parse().ok()),
-        timestamp: props.timestamp,
-        exchange: Some(Str::from_bytes(Bytes::copy_from_slice(exchange))),
-        routing_key: Some(Str::from_bytes(Bytes::copy_from_slice(routing_key))),
-        ..DeliveryProperties::default()
-    };
-    let mut headers = props.headers.as_ref().map(table_to_map).unwrap_or_default();
-    let message_id = props.message_id.as_ref().and_then(|id| {
-        let parsed = parse_uuid(id.as_bytes());
-        if parsed.is_none() {
-            headers.insert(
-                "x-amqp-0-9-1-message-id",
-                Value::Str16(Str::from_bytes(id.bytes().clone())),
-            );
-        }
-        parsed
-    });
-    if let Some(kind) = &props.kind {
-        headers.insert(
-            "x-amqp-0-9-1-type",
-            Value::Str16(Str::from_bytes(kind.bytes().clone())),
-        );
-    }
-    let reply_to = props.reply_to.as_ref().map(|r| {
-        let raw = r.bytes();
-        match raw.iter().position(|b| *b == b'/') {
-            Some(at) => ReplyTo {
-                exchange: Some(Str::from_bytes(raw.slice(..at))),
-                routing_key: Some(Str::from_bytes(raw.slice(at + 1..))),
-            },
-            None => ReplyTo {
-                exchange: None,
-                routing_key: Some(Str::from_bytes(raw.clone())),
-            },
-        }
-    });
-    let mp = MessageProperties {
-        message_id,
-        correlation_id: props.correlation_id.as_ref().map(|c| c.bytes().clone()),
-        reply_to,
-        content_type: props
-            .content_type
-            .as_ref()
-            .map(|c| Str::from_bytes(c.bytes().clone())),
-        content_encoding: props
-            .content_encoding
-            .as_ref()
-            .map(|c| Str::from_bytes(c.bytes().clone())),
-        user_id: props.user_id.as_ref().map(|u| u.bytes().clone()),
-        app_id: props.app_id.as_ref().map(|a| a.bytes().clone()),
-        application_headers: (!headers.is_empty()).then_some(headers),
-        ..MessageProperties::default()
-    };
-    let header = MessageHeader {
-        delivery: Some(dp),
-        properties: Some(mp),
-        other: Vec::new(),
-    };
-    let mut out = BytesMut::new();
-    match header.encode(&mut out) {
-        Ok(()) => out.freeze(),
-        Err(_) => Bytes::new(),
-    }
-}
-
-/// [`to_amqp010_header`] for a core message published over 0-9-1; `None` for other messages
-/// (and for properties that no longer decode, which cannot happen for what we stored).
-pub fn amqp010_header_for(message: &Message) -> Option<Bytes> {
-    let ProtocolHeader::Amqp091(raw) = &message.header else {
-        return None;
-    };
-    let props = decode_properties(raw)?;
-    Some(to_amqp010_header(
-        &props,
-        &message.exchange,
-        &message.routing_key,
-    ))
-}
-
-fn table_to_map(table: &FieldTable) -> Map {
-    let mut map = Map::new();
-    for (k, v) in table.iter() {
-        let value = match v {
-            FieldValue::Bool(b) => Value::Bool(*b),
-            FieldValue::I8(v) => Value::Int8(*v),
-            FieldValue::U8(v) => Value::Uint8(*v),
-            FieldValue::I16(v) => Value::Int16(*v),
-            FieldValue::U16(v) => Value::Uint16(*v),
-            FieldValue::I32(v) => Value::Int32(*v),
-            FieldValue::U32(v) => Value::Uint32(*v),
-            FieldValue::I64(v) => Value::Int64(*v),
-            FieldValue::F32(v) => Value::Float(*v),
-            FieldValue::F64(v) => Value::Double(*v),
-            FieldValue::Timestamp(v) => Value::Datetime(*v),
-            FieldValue::LongStr(s) => Value::Str16(Str::from_bytes(s.bytes().clone())),
-            FieldValue::ByteArray(b) => Value::Vbin32(b.bytes().clone()),
-            FieldValue::Table(t) => Value::Map(table_to_map(t)),
-            FieldValue::Void => Value::Void,
-            FieldValue::Decimal { .. } | FieldValue::Array(_) => continue,
-        };
-        map.insert(Str::from_bytes(k.bytes().clone()), value);
-    }
-    map
-}
-
 /// Encoded properties (flags word onwards) as stored on the message.
 pub fn encode_properties(props: &BasicProperties) -> Bytes {
     let mut out = BytesMut::new();
@@ -314,7 +72,7 @@ pub fn outgoing_properties(message: &Message) -> Bytes {
     if let Some(history) = &message.deaths {
         let mut props = match &message.header {
             ProtocolHeader::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
-            ProtocolHeader::Amqp010(segment) => from_amqp010_header(segment),
+            ProtocolHeader::Amqp010(segment) => bridge::from_amqp010_header(segment),
             ProtocolHeader::None => BasicProperties::default(),
         };
         super::deaths::render(&mut props, history);
@@ -322,7 +80,9 @@ pub fn outgoing_properties(message: &Message) -> Bytes {
     }
     match &message.header {
         ProtocolHeader::Amqp091(raw) => raw.clone(),
-        ProtocolHeader::Amqp010(segment) => encode_properties(&from_amqp010_header(segment)),
+        ProtocolHeader::Amqp010(segment) => {
+            encode_properties(&bridge::from_amqp010_header(segment))
+        }
         ProtocolHeader::None => Bytes::from_static(&[0, 0]),
     }
 }
@@ -330,6 +90,7 @@ pub fn outgoing_properties(message: &Message) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_amqp091::{LongStr, ShortStr};
 
     fn props() -> BasicProperties {
         let mut headers = FieldTable::new();
@@ -353,48 +114,6 @@ mod tests {
             app_id: Some(ShortStr::from_static("app")),
             ..BasicProperties::default()
         }
-    }
-
-    #[test]
-    fn properties_survive_a_trip_through_0_10() {
-        let p = props();
-        let segment = to_amqp010_header(&p, b"", b"rk");
-        let back = from_amqp010_header(&segment);
-        assert_eq!(back.content_type, p.content_type);
-        assert_eq!(back.content_encoding, p.content_encoding);
-        assert_eq!(back.delivery_mode, Some(2));
-        assert_eq!(back.priority, Some(5));
-        assert_eq!(back.correlation_id, p.correlation_id);
-        assert_eq!(back.reply_to, p.reply_to);
-        assert_eq!(back.expiration, p.expiration);
-        assert_eq!(back.message_id, p.message_id);
-        assert_eq!(back.app_id, p.app_id);
-        let h = back.headers.unwrap();
-        assert_eq!(h.get("n"), Some(&FieldValue::I32(7)));
-        assert!(matches!(h.get("s"), Some(FieldValue::LongStr(s)) if s.as_bytes() == b"text"));
-        let decoded = MessageHeader::decode(segment).unwrap();
-        let dp = decoded.delivery.unwrap();
-        assert_eq!(dp.routing_key.unwrap().as_bytes(), b"rk");
-        assert_eq!(dp.ttl, Some(60000));
-    }
-
-    #[test]
-    fn non_uuid_message_ids_and_types_become_headers() {
-        let p = BasicProperties {
-            message_id: Some(ShortStr::from_static("job-42")),
-            kind: Some(ShortStr::from_static("task")),
-            reply_to: Some(ShortStr::from_static("amq.direct/replies")),
-            ..BasicProperties::default()
-        };
-        let h = MessageHeader::decode(to_amqp010_header(&p, b"x", b"k")).unwrap();
-        let mp = h.properties.unwrap();
-        assert_eq!(mp.message_id, None);
-        let app = mp.application_headers.unwrap();
-        assert!(app.get("x-amqp-0-9-1-message-id").is_some());
-        assert!(app.get("x-amqp-0-9-1-type").is_some());
-        let r = mp.reply_to.unwrap();
-        assert_eq!(r.exchange.unwrap().as_bytes(), b"amq.direct");
-        assert_eq!(r.routing_key.unwrap().as_bytes(), b"replies");
     }
 
     #[test]

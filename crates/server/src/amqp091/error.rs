@@ -47,11 +47,7 @@ impl Fault {
     /// The reply text as it goes on the wire: a shortstr, cut at a character boundary.
     pub fn wire_text(&self) -> String {
         let text = format!("{} - {}", code_name(self.code), self.text);
-        let mut end = text.len().min(255);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text[..end].to_owned()
+        crate::text::truncated(&text, 255).to_owned()
     }
 }
 

@@ -1,0 +1,373 @@
+//! The 0-10 layer driven frame by frame, without sockets: each test sends what a client
+//! would and checks the controls and commands that come back, with a clock of its own.
+
+use bytes::{Bytes, BytesMut};
+use ferry_amqp010::{
+    decode_frame, write_command, write_control, write_transfer, AcceptMode, AcquireMode, Assembler,
+    CloseCode, Command, ConnectionClose, ConnectionOpen, ConnectionStartOk, ConnectionTuneOk,
+    Control, CreditUnit, DeliveryProperties, DetachCode, ErrorCode, ExecutionSync, Incoming,
+    MessageAccept, MessageFlow, MessageHeader, MessageSubscribe, MessageTransfer, QueueDeclare,
+    SequenceSet, SessionAttach, SessionCompleted, SessionDetach, SessionDetached, Str,
+};
+
+use super::{connection, Amqp010};
+use crate::config::ServerConfig;
+use crate::shell::testing::{peer, services, Wire, SECOND};
+use crate::shell::timers::LINGER;
+use crate::shell::Phase;
+
+type Client = Wire<Amqp010>;
+
+const MAX_FRAME: usize = 65535;
+
+/// What the connection sent, decoded (body segments joined to their transfers).
+#[derive(Debug)]
+enum Item {
+    Control(u16, Control),
+    Command(u16, Command, Bytes),
+}
+
+fn decode(mut out: BytesMut) -> Vec<Item> {
+    let mut assemblers: Vec<Assembler> = Vec::new();
+    let mut items = Vec::new();
+    while let Some(frame) = decode_frame(&mut out, MAX_FRAME).expect("well-formed output") {
+        let channel = frame.header.channel;
+        while assemblers.len() <= usize::from(channel) {
+            assemblers.push(Assembler::new(1 << 20));
+        }
+        match assemblers[usize::from(channel)]
+            .push(frame)
+            .expect("assembles")
+        {
+            None => {}
+            Some(Incoming::Control(c)) => items.push(Item::Control(channel, c)),
+            Some(Incoming::Command { command, body, .. }) => {
+                items.push(Item::Command(channel, command, body))
+            }
+        }
+    }
+    assert!(out.is_empty(), "output ends with a partial frame");
+    items
+}
+
+fn control(channel: u16, c: impl Into<Control>) -> BytesMut {
+    let mut out = BytesMut::new();
+    write_control(&mut out, channel, &c.into()).expect("encodes");
+    out
+}
+
+fn command(channel: u16, c: impl Into<Command>, sync: bool) -> BytesMut {
+    let mut out = BytesMut::new();
+    write_command(&mut out, channel, &c.into(), sync, MAX_FRAME).expect("encodes");
+    out
+}
+
+fn exception(items: &[Item]) -> Option<ErrorCode> {
+    items.iter().find_map(|i| match i {
+        Item::Command(_, Command::ExecutionException(e), _) => e.error_code,
+        _ => None,
+    })
+}
+
+impl Client {
+    fn exchange(&mut self, bytes: BytesMut) -> Vec<Item> {
+        self.send(&bytes);
+        decode(self.take_output())
+    }
+
+    fn transfer(&mut self, channel: u16, exchange: &str, key: &str, body: &[u8]) {
+        let header = MessageHeader {
+            delivery: Some(DeliveryProperties {
+                routing_key: Some(Str::from(key)),
+                ..Default::default()
+            }),
+            properties: None,
+            other: Vec::new(),
+        };
+        let mut raw = BytesMut::new();
+        header.encode(&mut raw).expect("header encodes");
+        let transfer = MessageTransfer {
+            destination: Some(Str::from(exchange)),
+            accept_mode: Some(AcceptMode::None),
+            acquire_mode: Some(AcquireMode::PreAcquired),
+        };
+        let mut out = BytesMut::new();
+        write_transfer(&mut out, channel, &transfer, false, &raw, body, MAX_FRAME)
+            .expect("transfer encodes");
+        self.send(&out);
+    }
+
+    fn attach(&mut self, channel: u16, name: &'static str) {
+        let attach = SessionAttach {
+            name: Some(Bytes::from_static(name.as_bytes())),
+            force: false,
+        };
+        let items = self.exchange(control(channel, attach));
+        assert!(
+            matches!(items.first(), Some(Item::Control(ch, Control::SessionAttached(_))) if *ch == channel),
+            "{items:?}"
+        );
+    }
+}
+
+async fn open_with(config: ServerConfig, heartbeat: u16) -> Client {
+    let services = services(config);
+    let mut c = Wire::new(|now| connection(services, peer(), now));
+    let start = decode(c.take_output());
+    assert!(matches!(
+        &start[..],
+        [Item::Control(0, Control::ConnectionStart(_))]
+    ));
+    let start_ok = ConnectionStartOk {
+        client_properties: None,
+        mechanism: Some(Str::from("PLAIN")),
+        response: Some(Bytes::from_static(b"\0guest\0guest")),
+        locale: Some(Str::from("en_US")),
+    };
+    c.send(&control(0, start_ok));
+    assert_eq!(c.conn.shell.phase, Phase::Authenticating);
+    c.finish_auth().await;
+    let tune = decode(c.take_output());
+    assert!(
+        matches!(&tune[..], [Item::Control(0, Control::ConnectionTune(_))]),
+        "{tune:?}"
+    );
+    let tune_ok = ConnectionTuneOk {
+        channel_max: Some(32),
+        max_frame_size: Some(MAX_FRAME as u16),
+        heartbeat: Some(heartbeat),
+    };
+    c.send(&control(0, tune_ok));
+    let open_ok = c.exchange(control(0, ConnectionOpen::default()));
+    assert!(matches!(
+        &open_ok[..],
+        [Item::Control(0, Control::ConnectionOpenOk(_))]
+    ));
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+    c
+}
+
+async fn open() -> Client {
+    open_with(ServerConfig::default(), 0).await
+}
+
+fn declare(queue: &str) -> QueueDeclare {
+    QueueDeclare {
+        queue: Some(Str::from(queue)),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_transfer_reaches_a_subscriber_with_credit_and_completes() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q1"), false));
+    let subscribe = MessageSubscribe {
+        queue: Some(Str::from("q1")),
+        destination: Some(Str::from("d1")),
+        accept_mode: Some(AcceptMode::Explicit),
+        acquire_mode: Some(AcquireMode::PreAcquired),
+        ..Default::default()
+    };
+    c.exchange(command(1, subscribe, false));
+    let credit = |unit, value| MessageFlow {
+        destination: Some(Str::from("d1")),
+        unit: Some(unit),
+        value: Some(value),
+    };
+    c.exchange(command(1, credit(CreditUnit::Byte, u32::MAX), false));
+    c.exchange(command(1, credit(CreditUnit::Message, 1), false));
+    c.transfer(1, "", "q1", b"hello");
+    let got = decode(c.take_output());
+    let transfer = got.iter().find_map(|i| match i {
+        Item::Command(1, Command::MessageTransfer(t), body) => Some((t, body)),
+        _ => None,
+    });
+    let (t, body) = transfer.unwrap_or_else(|| panic!("no transfer in {got:?}"));
+    assert_eq!(
+        t.destination.as_ref().map(|d| d.as_bytes()),
+        Some(&b"d1"[..])
+    );
+    assert_eq!(&body[..], b"hello");
+    // One credit: the second message waits.
+    c.transfer(1, "", "q1", b"second");
+    assert!(decode(c.take_output())
+        .iter()
+        .all(|i| !matches!(i, Item::Command(_, Command::MessageTransfer(_), _))));
+    // Our transfer was command 0 of our side of the session: accepting it settles it.
+    let broker = c.conn.broker().clone();
+    let held = broker.memory_used();
+    let mut first = SequenceSet::new();
+    first.add(0);
+    c.exchange(command(
+        1,
+        MessageAccept {
+            transfers: Some(first),
+        },
+        false,
+    ));
+    assert!(broker.memory_used() < held);
+    // Completion of the client's commands is reported (sync asks for it at once).
+    let sync = c.exchange(command(1, ExecutionSync {}, true));
+    assert!(
+        sync.iter()
+            .any(|i| matches!(i, Item::Control(1, Control::SessionCompleted(_)))),
+        "{sync:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_command_detaches_its_session_and_a_crossing_detach_is_answered() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.attach(2, "s2");
+    // Publishing to a missing exchange: execution.exception(not-found) and session.detach.
+    c.transfer(1, "no-such-exchange", "k", b"x");
+    let failed = decode(c.take_output());
+    assert_eq!(exception(&failed), Some(ErrorCode::NotFound), "{failed:?}");
+    assert!(failed
+        .iter()
+        .any(|i| matches!(i, Item::Control(1, Control::SessionDetach(_)))));
+    // The client detached before it saw ours: answered, not a connection error.
+    let detach = SessionDetach {
+        name: Some(Bytes::from_static(b"s1")),
+    };
+    let answered = c.exchange(control(1, detach));
+    assert!(
+        matches!(&answered[..], [Item::Control(1, Control::SessionDetached(d))]
+            if d.code == Some(DetachCode::Normal)),
+        "{answered:?}"
+    );
+    // Then the client answers our detach: nothing more happens.
+    let detached = SessionDetached {
+        name: Some(Bytes::from_static(b"s1")),
+        code: Some(DetachCode::Normal),
+    };
+    assert!(c.exchange(control(1, detached)).is_empty());
+    // The other session carries on, and the channel can take a new session.
+    let ok = c.exchange(command(2, declare("q2"), true));
+    assert_eq!(exception(&ok), None, "{ok:?}");
+    c.attach(1, "s1-again");
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+}
+
+#[tokio::test]
+async fn commands_after_a_failure_are_ignored_until_the_peer_detaches() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let bad = c.exchange(command(1, declare(""), false));
+    assert!(exception(&bad).is_some(), "{bad:?}");
+    assert!(c.exchange(command(1, declare("q"), true)).is_empty());
+    assert!(c.conn.broker().queue("q").is_none());
+}
+
+#[tokio::test]
+async fn heartbeats_go_out_half_an_interval_after_the_last_write() {
+    let mut c = open_with(ServerConfig::default(), 2).await;
+    assert_eq!(c.conn.poll_timeout(), Some(c.now + SECOND));
+    let start = c.now;
+    let mut sent_at = Vec::new();
+    for _ in 0..6 {
+        c.send(&control(0, ferry_amqp010::ConnectionHeartbeat {}));
+        let out = decode(c.advance(SECOND / 2));
+        if out
+            .iter()
+            .any(|i| matches!(i, Item::Control(0, Control::ConnectionHeartbeat(_))))
+        {
+            sent_at.push((c.now - start).as_millis());
+        }
+    }
+    assert_eq!(sent_at, [1000, 2000, 3000]);
+}
+
+#[tokio::test]
+async fn a_peer_silent_for_two_intervals_is_dropped() {
+    let mut c = open_with(ServerConfig::default(), 1).await;
+    c.advance(SECOND + SECOND / 2);
+    assert!(!c.conn.is_finished());
+    c.advance(SECOND);
+    assert!(c.conn.is_done());
+}
+
+#[tokio::test]
+async fn after_close_ok_input_is_discarded_until_the_linger_ends() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let close = ConnectionClose {
+        reply_code: Some(CloseCode::Normal),
+        reply_text: None,
+    };
+    let closed = c.exchange(control(0, close));
+    assert!(matches!(
+        &closed[..],
+        [Item::Control(0, Control::ConnectionCloseOk(_))]
+    ));
+    for _ in 0..50 {
+        c.transfer(1, "", "q", b"late");
+    }
+    assert!(c.take_output().is_empty());
+    assert_eq!(c.pending_input(), 0);
+    c.advance(LINGER);
+    assert!(c.conn.is_done());
+}
+
+#[tokio::test]
+async fn a_session_control_before_open_closes_the_connection_with_framing_error() {
+    let services = services(ServerConfig::default());
+    let mut c = Wire::new(|now| connection(services, peer(), now));
+    c.take_output();
+    let attach = SessionAttach {
+        name: Some(Bytes::from_static(b"early")),
+        force: false,
+    };
+    let out = c.exchange(control(1, attach));
+    assert!(
+        matches!(&out[..], [Item::Control(0, Control::ConnectionClose(cl))]
+            if cl.reply_code == Some(CloseCode::FramingError)),
+        "{out:?}"
+    );
+    assert_eq!(c.conn.shell.phase, Phase::Closing);
+}
+
+#[tokio::test]
+async fn completion_of_a_pipelined_batch_is_reported_once() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q1"), false));
+    let mut batch = BytesMut::new();
+    for _ in 0..10 {
+        let header = MessageHeader {
+            delivery: Some(DeliveryProperties {
+                routing_key: Some(Str::from("q1")),
+                ..Default::default()
+            }),
+            properties: None,
+            other: Vec::new(),
+        };
+        let mut raw = BytesMut::new();
+        header.encode(&mut raw).expect("encodes");
+        let transfer = MessageTransfer {
+            destination: Some(Str::from("")),
+            accept_mode: Some(AcceptMode::None),
+            acquire_mode: Some(AcquireMode::PreAcquired),
+        };
+        write_transfer(&mut batch, 1, &transfer, false, &raw, b"m", MAX_FRAME).expect("encodes");
+    }
+    let out = c.exchange(batch);
+    let completions: Vec<_> = out
+        .iter()
+        .filter_map(|i| match i {
+            Item::Control(1, Control::SessionCompleted(SessionCompleted { commands, .. })) => {
+                commands.clone()
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(completions.len(), 1, "{out:?}");
+    assert_eq!(completions[0].ranges(), &[(0, 10)]);
+    assert_eq!(
+        c.conn.broker().queue("q1").unwrap().info().message_count,
+        10
+    );
+}

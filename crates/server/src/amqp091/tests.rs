@@ -1,0 +1,402 @@
+//! The 0-9-1 layer driven frame by frame, without sockets: each test sends what a client
+//! would and checks the frames that come back, with a clock of its own.
+
+use bytes::{Bytes, BytesMut};
+use ferry_amqp091::{
+    decode_frame, reply, write_body, write_content_header, write_method, BasicAck, BasicConsume,
+    BasicProperties, BasicPublish, ChannelClose, ChannelCloseOk, ChannelOpen, ConnectionClose,
+    ConnectionOpen, ConnectionStartOk, ConnectionTuneOk, ContentHeader, ExchangeDeclare,
+    FieldTable, FieldValue, Frame, FrameType, LongStr, Method, QueueDeclare, ShortStr,
+};
+
+use super::{connection, Amqp091};
+use crate::config::ServerConfig;
+use crate::shell::testing::{peer, services, Wire, SECOND};
+use crate::shell::timers::LINGER;
+use crate::shell::Phase;
+
+type Client = Wire<Amqp091>;
+
+fn frames(mut out: BytesMut) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    while let Some(f) = decode_frame(&mut out, 1 << 20).expect("well-formed output") {
+        frames.push(f);
+    }
+    assert!(out.is_empty(), "output ends with a partial frame");
+    frames
+}
+
+/// The methods in `out`, with their channels; content frames are skipped.
+fn methods(out: BytesMut) -> Vec<(u16, Method)> {
+    frames(out)
+        .into_iter()
+        .filter(|f| f.frame_type == FrameType::Method)
+        .map(|f| {
+            (
+                f.channel,
+                Method::decode(f.payload).expect("method decodes"),
+            )
+        })
+        .collect()
+}
+
+fn encode(channel: u16, m: impl Into<Method>) -> BytesMut {
+    let mut out = BytesMut::new();
+    write_method(&mut out, channel, &m.into());
+    out
+}
+
+fn short(s: &'static str) -> ShortStr {
+    ShortStr::from_static(s)
+}
+
+impl Client {
+    fn call(&mut self, channel: u16, m: impl Into<Method>) -> Vec<(u16, Method)> {
+        self.send(&encode(channel, m));
+        methods(self.take_output())
+    }
+
+    fn publish(&mut self, channel: u16, exchange: &'static str, key: &'static str, body: &[u8]) {
+        let mut out = encode(
+            channel,
+            BasicPublish {
+                exchange: short(exchange),
+                routing_key: short(key),
+                ..Default::default()
+            },
+        );
+        let header = ContentHeader::basic(body.len() as u64, BasicProperties::default());
+        write_content_header(&mut out, channel, &header);
+        write_body(&mut out, channel, body, 4096);
+        self.send(&out);
+    }
+}
+
+async fn open_with(config: ServerConfig, heartbeat: u16) -> Client {
+    let services = services(config);
+    let mut c = Wire::new(|now| connection(services, peer(), now));
+    let start = methods(c.take_output());
+    assert!(matches!(&start[..], [(0, Method::ConnectionStart(s))]
+        if s.mechanisms.as_bytes().windows(5).any(|w| w == b"PLAIN")));
+    let mut caps = FieldTable::new();
+    caps.push(
+        short("authentication_failure_close"),
+        FieldValue::Bool(true),
+    );
+    let mut props = FieldTable::new();
+    props.push(short("capabilities"), FieldValue::Table(caps));
+    let start_ok = ConnectionStartOk {
+        client_properties: props,
+        mechanism: short("PLAIN"),
+        response: LongStr::from_static("\0guest\0guest"),
+        locale: short("en_US"),
+    };
+    c.send(&encode(0, start_ok));
+    assert_eq!(c.conn.shell.phase, Phase::Authenticating);
+    c.finish_auth().await;
+    let tune = methods(c.take_output());
+    assert!(
+        matches!(&tune[..], [(0, Method::ConnectionTune(_))]),
+        "{tune:?}"
+    );
+    let tune_ok = ConnectionTuneOk {
+        channel_max: 0,
+        frame_max: 65535,
+        heartbeat,
+    };
+    c.send(&encode(0, tune_ok));
+    let open_ok = c.call(0, ConnectionOpen::default());
+    assert!(
+        matches!(&open_ok[..], [(0, Method::ConnectionOpenOk(_))]),
+        "{open_ok:?}"
+    );
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+    c
+}
+
+async fn open() -> Client {
+    open_with(ServerConfig::default(), 0).await
+}
+
+fn open_channel(c: &mut Client, id: u16) {
+    let ok = c.call(id, ChannelOpen::default());
+    assert!(matches!(&ok[..], [(ch, Method::ChannelOpenOk(_))] if *ch == id));
+}
+
+fn channel_close(code: u16) -> impl Fn(&(u16, Method)) -> bool {
+    move |m| matches!(m, (_, Method::ChannelClose(c)) if c.reply_code == code)
+}
+
+fn connection_close(code: u16) -> impl Fn(&(u16, Method)) -> bool {
+    move |m| matches!(m, (0, Method::ConnectionClose(c)) if c.reply_code == code)
+}
+
+#[tokio::test]
+async fn a_close_crossing_the_brokers_close_is_answered_and_the_channel_ends_at_close_ok() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    open_channel(&mut c, 2);
+    // The client publishes to a missing exchange and closes the channel before it hears of
+    // the 404: the broker's close and the client's cross on the wire.
+    c.publish(1, "no-such-exchange", "k", b"x");
+    let broker_close = methods(c.take_output());
+    assert!(
+        broker_close.iter().any(channel_close(reply::NOT_FOUND)),
+        "{broker_close:?}"
+    );
+    let crossing = c.call(1, ChannelClose::default());
+    assert!(
+        matches!(&crossing[..], [(1, Method::ChannelCloseOk(_))]),
+        "{crossing:?}"
+    );
+    // The client answers the broker's close: still the same channel, no connection error.
+    let after = c.call(1, ChannelCloseOk {});
+    assert!(after.is_empty(), "{after:?}");
+    // Frames for the closing channel before that were dropped, not refused; and the
+    // channel number is free again now.
+    open_channel(&mut c, 1);
+    let other = c.call(2, QueueDeclare::default());
+    assert!(
+        matches!(&other[..], [(2, Method::QueueDeclareOk(_))]),
+        "{other:?}"
+    );
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+}
+
+#[tokio::test]
+async fn frames_for_a_channel_the_broker_is_closing_are_dropped_until_close_ok() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    c.publish(1, "no-such-exchange", "k", b"x");
+    assert!(methods(c.take_output())
+        .iter()
+        .any(channel_close(reply::NOT_FOUND)));
+    // More publishes in flight when the client learns of the close: ignored.
+    c.publish(1, "no-such-exchange", "k", b"y");
+    assert!(c.call(1, QueueDeclare::default()).is_empty());
+    assert!(c.call(1, ChannelCloseOk {}).is_empty());
+    // Now the channel is gone: another close-ok is a frame for a closed channel, as in
+    // RabbitMQ a connection error.
+    let late = c.call(1, ChannelCloseOk {});
+    assert!(
+        late.iter().any(connection_close(reply::CHANNEL_ERROR)),
+        "{late:?}"
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_go_out_half_an_interval_after_the_last_write() {
+    let mut c = open_with(ServerConfig::default(), 4).await;
+    assert_eq!(c.conn.poll_timeout(), Some(c.now + 2 * SECOND));
+    let mut sent_at = Vec::new();
+    let start = c.now;
+    for _ in 0..12 {
+        // The client sends its own heartbeat every second: the connection stays alive.
+        c.send(&heartbeat_frame());
+        let out = c.advance(SECOND);
+        if frames(out)
+            .iter()
+            .any(|f| f.frame_type == FrameType::Heartbeat)
+        {
+            sent_at.push((c.now - start).as_secs());
+        }
+    }
+    assert_eq!(sent_at, [2, 4, 6, 8, 10, 12]);
+    // Any other output counts as traffic: a reply pushes the next heartbeat back.
+    open_channel(&mut c, 1);
+    let quiet = c.advance(SECOND + SECOND / 2);
+    assert!(frames(quiet).is_empty());
+}
+
+fn heartbeat_frame() -> BytesMut {
+    let mut out = BytesMut::new();
+    ferry_amqp091::write_heartbeat(&mut out);
+    out
+}
+
+#[tokio::test]
+async fn a_peer_silent_for_two_intervals_is_dropped() {
+    let mut c = open_with(ServerConfig::default(), 1).await;
+    c.advance(SECOND);
+    assert!(!c.conn.is_finished());
+    c.advance(SECOND);
+    assert!(c.conn.is_done());
+}
+
+#[tokio::test]
+async fn after_close_ok_input_is_discarded_until_the_linger_ends() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    let closed = c.call(0, ConnectionClose::default());
+    assert!(matches!(&closed[..], [(0, Method::ConnectionCloseOk(_))]));
+    assert!(c.conn.is_finished());
+    // Publishes the client sent before it saw close-ok: read and dropped, no reply.
+    for _ in 0..100 {
+        c.publish(1, "", "q", b"late");
+    }
+    assert!(c.take_output().is_empty());
+    assert_eq!(c.pending_input(), 0);
+    assert!(!c.conn.is_done());
+    c.advance(LINGER);
+    assert!(c.conn.is_done());
+}
+
+#[tokio::test]
+async fn the_handshake_must_finish_in_time() {
+    let config = ServerConfig {
+        handshake_timeout: 3 * SECOND,
+        ..ServerConfig::default()
+    };
+    let services = services(config);
+    let mut c = Wire::new(|now| connection(services, peer(), now));
+    c.take_output();
+    let out = methods(c.advance(3 * SECOND));
+    assert!(
+        out.iter().any(connection_close(reply::CONNECTION_FORCED)),
+        "{out:?}"
+    );
+    // No close-ok comes: the connection gives up after the grace period.
+    c.advance(5 * SECOND);
+    assert!(c.conn.is_done());
+}
+
+#[tokio::test]
+async fn a_frame_for_a_channel_never_opened_closes_the_connection() {
+    let mut c = open().await;
+    let out = c.call(7, QueueDeclare::default());
+    assert!(
+        out.iter().any(connection_close(reply::CHANNEL_ERROR)),
+        "{out:?}"
+    );
+    assert_eq!(c.conn.shell.phase, Phase::Closing);
+    // Only close-ok matters now.
+    assert!(c.call(0, QueueDeclare::default()).is_empty());
+    c.call(0, ferry_amqp091::ConnectionCloseOk {});
+    assert!(c.conn.is_finished());
+}
+
+#[tokio::test]
+async fn a_published_message_reaches_a_consumer_and_is_acknowledged() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    let declared = c.call(
+        1,
+        QueueDeclare {
+            queue: short("q1"),
+            ..Default::default()
+        },
+    );
+    assert!(matches!(&declared[..], [(1, Method::QueueDeclareOk(_))]));
+    let consume = c.call(
+        1,
+        BasicConsume {
+            queue: short("q1"),
+            consumer_tag: short("ctag"),
+            ..Default::default()
+        },
+    );
+    assert!(matches!(&consume[..], [(1, Method::BasicConsumeOk(_))]));
+    c.publish(1, "", "q1", b"hello");
+    let delivered = frames(c.take_output());
+    let kinds: Vec<FrameType> = delivered.iter().map(|f| f.frame_type).collect();
+    assert_eq!(
+        kinds,
+        [FrameType::Method, FrameType::Header, FrameType::Body]
+    );
+    let Ok(Method::BasicDeliver(d)) = Method::decode(delivered[0].payload.clone()) else {
+        panic!("not a delivery: {delivered:?}");
+    };
+    assert_eq!(d.consumer_tag.as_bytes(), b"ctag");
+    assert_eq!(delivered[2].payload, Bytes::from_static(b"hello"));
+    let broker = c.conn.broker().clone();
+    assert!(
+        broker.memory_used() > 0,
+        "an unacknowledged message is still held"
+    );
+    c.call(
+        1,
+        BasicAck {
+            delivery_tag: d.delivery_tag,
+            multiple: false,
+        },
+    );
+    assert_eq!(broker.memory_used(), 0, "acknowledged: gone");
+}
+
+#[tokio::test]
+async fn an_exchange_redeclared_with_other_properties_is_refused_on_its_channel_only() {
+    let mut c = open().await;
+    let mut alternate = FieldTable::new();
+    alternate.push(
+        short("alternate-exchange"),
+        FieldValue::LongStr(LongStr::from_static("ae")),
+    );
+    let original = ExchangeDeclare {
+        exchange: short("x1"),
+        kind: short("direct"),
+        durable: true,
+        arguments: alternate.clone(),
+        ..Default::default()
+    };
+    open_channel(&mut c, 1);
+    let ae = ExchangeDeclare {
+        exchange: short("ae"),
+        kind: short("fanout"),
+        ..Default::default()
+    };
+    c.call(1, ae);
+    let ok = c.call(1, original.clone());
+    assert!(
+        matches!(&ok[..], [(1, Method::ExchangeDeclareOk(_))]),
+        "{ok:?}"
+    );
+    let variants = [
+        ExchangeDeclare {
+            kind: short("fanout"),
+            ..original.clone()
+        },
+        ExchangeDeclare {
+            durable: false,
+            ..original.clone()
+        },
+        ExchangeDeclare {
+            auto_delete: true,
+            ..original.clone()
+        },
+        ExchangeDeclare {
+            internal: true,
+            ..original.clone()
+        },
+        ExchangeDeclare {
+            arguments: FieldTable::new(),
+            ..original.clone()
+        },
+    ];
+    for (i, variant) in variants.into_iter().enumerate() {
+        let channel = 2 + i as u16;
+        open_channel(&mut c, channel);
+        let refused = c.call(channel, variant);
+        assert!(
+            refused
+                .iter()
+                .any(channel_close(reply::PRECONDITION_FAILED)),
+            "variant {i}: {refused:?}"
+        );
+        c.call(channel, ChannelCloseOk {});
+    }
+    // The same declaration again is fine, other arguments do not matter (as in RabbitMQ).
+    let mut other_args = alternate;
+    other_args.push(short("x-whatever"), FieldValue::I32(1));
+    let same = c.call(
+        1,
+        ExchangeDeclare {
+            arguments: other_args,
+            ..original
+        },
+    );
+    assert!(
+        matches!(&same[..], [(1, Method::ExchangeDeclareOk(_))]),
+        "{same:?}"
+    );
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+}

@@ -1,0 +1,155 @@
+//! The event loop that runs a [`Connection`] over a [`Transport`]: read everything the
+//! socket has, hand it to the connection, take deliveries from the outbox, write the one
+//! outbound buffer with as few system calls as the socket allows, and sleep until the
+//! socket, the outbox, an alarm, a SASL step, shutdown or the connection's next deadline
+//! wakes it. The only place a connection meets the clock and the socket.
+
+use std::time::Instant;
+
+use bytes::BytesMut;
+use tokio::io::Interest;
+
+use super::{Connection, Protocol, READ_CHUNK};
+use crate::auth::AuthTask;
+use crate::lifecycle::Shutdown;
+use crate::transport::Transport;
+
+/// Most input read in one go before processing it: one busy peer cannot starve the others
+/// or grow our buffer without bound.
+const READ_BATCH: usize = 4 * READ_CHUNK;
+
+/// Runs `conn` on `stream` until the peer or the broker ends it.
+pub async fn drive<T: Transport, P: Protocol>(
+    mut stream: T,
+    conn: &mut Connection<P>,
+    mut shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let mut input = BytesMut::with_capacity(READ_CHUNK);
+    let mut items = Vec::new();
+    let mut auth_task: Option<AuthTask> = None;
+    let mut alarm = Some(conn.broker().alarms().subscribe());
+    let mut write_closed = false;
+    let result = loop {
+        let now = Instant::now();
+        if auth_task.is_none() {
+            auth_task = conn.take_auth_task();
+        }
+        conn.poll_flow(&mut input, now);
+        if !conn.is_finished() {
+            conn.handle_outbox(&mut items, now);
+        }
+        if !conn.output().is_empty() || stream.wants_write() {
+            match stream.try_write(conn.output()) {
+                Ok(n) => conn.on_transmitted(n, Instant::now()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => break Err(e),
+            }
+        }
+        let all_written = conn.output().is_empty() && !stream.wants_write();
+        if conn.is_done() {
+            break Ok(());
+        }
+        if conn.is_finished() && all_written && !write_closed {
+            // Our side is done; the peer's is read to its end (or the linger deadline), so
+            // what it still sends cannot reset the connection under it.
+            write_closed = true;
+            if let Err(e) = stream.close_write() {
+                break Err(e);
+            }
+            continue;
+        }
+        let want_read = conn.wants_read(input.len()) && auth_task.is_none();
+        let interest = match (want_read, all_written) {
+            (true, true) => Some(Interest::READABLE),
+            (true, false) => Some(Interest::READABLE | Interest::WRITABLE),
+            (false, false) => Some(Interest::WRITABLE),
+            (false, true) => None,
+        };
+        let deadline = conn.poll_timeout();
+        let take_deliveries = conn.below_high_water() && !conn.is_finished();
+        let outbox = conn.outbox().clone();
+        tokio::select! {
+            ready = async { match interest {
+                Some(i) => stream.ready(i).await,
+                None => std::future::pending().await,
+            }} => {
+                let ready = match ready { Ok(r) => r, Err(e) => break Err(e) };
+                if ready.is_readable() && want_read {
+                    match read_available(&mut stream, &mut input) {
+                        Ok(ReadOutcome::Eof) => break Ok(()),
+                        Ok(ReadOutcome::Data) => conn.handle_input(&mut input, Instant::now()),
+                        Ok(ReadOutcome::Nothing) => {}
+                        Err(e) => break Err(e),
+                    }
+                }
+            }
+            _ = outbox.notified(), if take_deliveries => {}
+            changed = async { match alarm.as_mut() {
+                Some(rx) => rx.changed().await,
+                None => std::future::pending().await,
+            }}, if conn.is_publisher() => {
+                if changed.is_err() {
+                    alarm = None;
+                }
+            }
+            outcome = async { match auth_task.as_mut() {
+                Some(task) => task.await,
+                None => std::future::pending().await,
+            }}, if auth_task.is_some() => {
+                auth_task = None;
+                conn.handle_auth(outcome, &mut input, Instant::now());
+            }
+            _ = async { match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }} => conn.handle_timeout(Instant::now()),
+            _ = shutdown.wait(), if !conn.shell.is_closing() => {
+                conn.handle_shutdown(Instant::now());
+            }
+        }
+    };
+    conn.teardown();
+    result
+}
+
+enum ReadOutcome {
+    Data,
+    Nothing,
+    Eof,
+}
+
+/// Drains the socket into `input`, up to [`READ_BATCH`].
+fn read_available<T: Transport>(
+    stream: &mut T,
+    input: &mut BytesMut,
+) -> std::io::Result<ReadOutcome> {
+    let mut got = false;
+    loop {
+        if input.capacity() - input.len() < READ_CHUNK / 4 {
+            input.reserve(READ_CHUNK);
+        }
+        match stream.try_read_buf(input) {
+            Ok(0) => {
+                return Ok(if got {
+                    ReadOutcome::Data
+                } else {
+                    ReadOutcome::Eof
+                })
+            }
+            Ok(_) => {
+                got = true;
+                if input.len() >= READ_BATCH {
+                    return Ok(ReadOutcome::Data);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Ok(if got {
+                    ReadOutcome::Data
+                } else {
+                    ReadOutcome::Nothing
+                })
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! The protocol-neutral connection shell, and the sans-I/O interface both protocol layers
+//! (and any later one) implement.
+//!
+//! A [`Connection`] is a [`Shell`] (what every AMQP connection has: phase, login, access,
+//! heartbeats, closing, the outbound buffer, the outbox deliveries arrive in, counters) plus a
+//! [`Protocol`] (frames and their meaning). It does no I/O and never reads the clock: the
+//! event loop in [`driver`] hands it input bytes and the time, takes its output bytes, and
+//! asks it when it next wants to be woken ([`Connection::poll_timeout`]). Unit tests drive
+//! it the same way, frame by frame, with a clock of their own.
+
+pub mod driver;
+#[cfg(test)]
+pub mod testing;
+pub mod timers;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, SyncPoint};
+use tracing::{debug, info};
+
+use crate::access::ClientAccess;
+use crate::auth::{AuthOutcome, AuthService, AuthTask, Login, LoginStep};
+use crate::config::ServerConfig;
+use crate::lifecycle::check_memory_alarm;
+use crate::state::ServerState;
+use timers::Timers;
+
+/// Read this much at a time; a full-size frame of either protocol fits.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// Where a connection is in its life; the same steps for every AMQP version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    AwaitStartOk,
+    /// A SASL step is running; nothing is read until it ends.
+    Authenticating,
+    AwaitSecureOk,
+    AwaitTuneOk,
+    AwaitOpen,
+    Open,
+    /// We sent connection.close; only close-ok matters now.
+    Closing,
+    /// Nothing more is processed: flush what is buffered, half-close, and discard input
+    /// until the peer closes (or [`timers::LINGER`] passes).
+    Finished,
+}
+
+/// Why the shell asks the protocol to close the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    HandshakeTimeout,
+    Shutdown,
+}
+
+/// What a connection task needs besides its socket.
+#[derive(Clone)]
+pub struct Services {
+    pub broker: Arc<Broker>,
+    pub config: Arc<ServerConfig>,
+    pub auth: Arc<AuthService>,
+    pub state: Arc<ServerState>,
+}
+
+/// Who is on the other end: the address, and the name in the TLS client certificate when
+/// one was presented and verified (the identity SASL EXTERNAL logs in as).
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    pub client_identity: Option<String>,
+}
+
+/// What went through one connection.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Traffic {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub frames_in: u64,
+}
+
+/// What every connection has, whatever its protocol.
+pub struct Shell {
+    pub broker: Arc<Broker>,
+    pub config: Arc<ServerConfig>,
+    pub peer: SocketAddr,
+    /// Deliveries from queues (and durability wake-ups) arrive here.
+    pub outbox: Arc<Outbox>,
+    /// Everything to send, in order; the driver writes it with as few system calls as the
+    /// socket allows.
+    pub out: BytesMut,
+    pub phase: Phase,
+    pub login: Login,
+    pub access: ClientAccess,
+    /// Consumer → channel (0-9-1) or session channel (0-10), to route deliveries.
+    pub consumers: HashMap<ConsumerId, u16>,
+    /// A message has been published: resource alarms pause this connection.
+    pub publisher: bool,
+    pub traffic: Traffic,
+    timers: Timers,
+    /// The time of the event being handled.
+    now: Instant,
+    /// A resource alarm stopped processing this publisher's input.
+    flow_blocked: bool,
+    /// The highest sync point we asked the journal to wake us for.
+    sync_requested: SyncPoint,
+    /// Give up at once, without lingering (the peer never answered our close).
+    abandoned: bool,
+}
+
+impl Shell {
+    pub fn new(services: Services, peer: Peer, amqp091: bool, now: Instant) -> Shell {
+        let Services {
+            broker,
+            config,
+            auth,
+            state,
+        } = services;
+        Shell {
+            access: ClientAccess::new(&config, &state, peer.addr),
+            login: Login::new(auth, peer.addr, peer.client_identity, amqp091),
+            timers: Timers::new(now, config.handshake_timeout),
+            broker,
+            config,
+            peer: peer.addr,
+            outbox: Outbox::new(),
+            out: BytesMut::with_capacity(READ_CHUNK),
+            phase: Phase::AwaitStartOk,
+            consumers: HashMap::new(),
+            publisher: false,
+            traffic: Traffic::default(),
+            now,
+            flow_blocked: false,
+            sync_requested: SyncPoint::default(),
+            abandoned: false,
+        }
+    }
+
+    /// The handshake is done: heartbeats (of `heartbeat` seconds, 0 for none) apply from
+    /// now, the handshake deadline no longer does.
+    pub fn open(&mut self, heartbeat: u16) {
+        self.phase = Phase::Open;
+        self.timers.open(self.now, heartbeat);
+    }
+
+    /// We sent our connection close: wait (briefly) for close-ok.
+    pub fn start_closing(&mut self) {
+        self.phase = Phase::Closing;
+        self.timers.closing(self.now);
+    }
+
+    pub fn is_closing(&self) -> bool {
+        matches!(self.phase, Phase::Closing | Phase::Finished)
+    }
+
+    /// Nothing more will be processed: what is buffered goes out, then the socket closes
+    /// once the peer has (or [`timers::LINGER`] passes).
+    pub fn finish(&mut self) {
+        if self.phase != Phase::Finished {
+            self.phase = Phase::Finished;
+            self.timers.finished(self.now);
+        }
+    }
+
+    /// Asks the journal to wake this connection (through its outbox) once it is durable up
+    /// to `point`; one registration per new point.
+    pub fn wake_when_durable(&mut self, point: Option<SyncPoint>) {
+        if let (Some(journal), Some(point)) = (self.broker.journal(), point) {
+            if point > self.sync_requested {
+                self.sync_requested = point;
+                journal.notify_when_durable(point, &self.outbox);
+            }
+        }
+    }
+
+    /// Puts deliveries that raced with the end of the connection back on their queues.
+    pub fn release_undelivered(&mut self) {
+        let mut items = Vec::new();
+        self.outbox.take(&mut items);
+        for item in items {
+            if let OutboxItem::Deliver(d) = item {
+                if d.acquired {
+                    d.queue.release([(d.position, d.message)], false);
+                }
+            }
+        }
+    }
+}
+
+/// What a protocol layer does; the shell does the rest.
+pub trait Protocol {
+    /// Processes every complete frame in `input` (consuming it), appending replies to
+    /// `shell.out`. Called only while the phase is neither `Authenticating` nor `Finished`.
+    fn process(&mut self, shell: &mut Shell, input: &mut BytesMut);
+    fn on_outbox_item(&mut self, shell: &mut Shell, item: OutboxItem);
+    /// A SASL step finished (the phase was `Authenticating`).
+    fn on_login(&mut self, shell: &mut Shell, step: LoginStep);
+    fn write_heartbeat(&mut self, shell: &mut Shell);
+    /// Sends the protocol's connection close for `reason` and starts closing.
+    fn close(&mut self, shell: &mut Shell, reason: CloseReason);
+    /// Releases everything the connection holds (idempotent).
+    fn teardown(&mut self, shell: &mut Shell);
+    /// A resource alarm stopped (true) or resumed (false) processing this publisher's input.
+    fn set_flow_blocked(&mut self, shell: &mut Shell, blocked: bool);
+}
+
+/// A connection without I/O: bytes and time in, bytes out.
+pub struct Connection<P> {
+    pub shell: Shell,
+    pub protocol: P,
+}
+
+impl<P: Protocol> Connection<P> {
+    pub fn new(shell: Shell, protocol: P) -> Connection<P> {
+        Connection { shell, protocol }
+    }
+
+    fn at(&mut self, now: Instant) {
+        // Time only moves forward, whatever the caller's clock does.
+        self.shell.now = self.shell.now.max(now);
+    }
+
+    /// Bytes arrived (appended to `input`): process what is complete. Input that cannot be
+    /// processed yet (a SASL step runs, an alarm pauses this publisher) stays in `input`.
+    pub fn handle_input(&mut self, input: &mut BytesMut, now: Instant) {
+        self.at(now);
+        self.shell.timers.read(self.shell.now);
+        if self.shell.phase == Phase::Finished {
+            // After close-ok everything the peer still sends is discarded, not refused:
+            // closing with unread input would reset the connection under the peer.
+            self.shell.traffic.bytes_in += input.len() as u64;
+            input.clear();
+            return;
+        }
+        self.process(input);
+    }
+
+    fn process(&mut self, input: &mut BytesMut) {
+        if self.shell.flow_blocked || self.shell.phase == Phase::Authenticating {
+            return;
+        }
+        let before = input.len();
+        self.protocol.process(&mut self.shell, input);
+        self.shell.traffic.bytes_in += (before - input.len()) as u64;
+        if self.shell.phase == Phase::Finished {
+            input.clear();
+        }
+        if self.shell.publisher {
+            // Per batch read, not per tick: a fast publisher overshoots the high-water mark
+            // by one batch, not by a tick's worth.
+            check_memory_alarm(&self.shell.broker);
+        }
+    }
+
+    /// Looks at the broker's resource alarms: a publisher is paused while one is raised,
+    /// and resumes (processing what waited in `input`) when it clears.
+    pub fn poll_flow(&mut self, input: &mut BytesMut, now: Instant) {
+        self.at(now);
+        let block = self.shell.publisher && self.shell.broker.alarms().blocked();
+        if block == self.shell.flow_blocked {
+            return;
+        }
+        self.shell.flow_blocked = block;
+        debug!(peer = %self.shell.peer, blocked = block, "publisher flow control");
+        self.protocol.set_flow_blocked(&mut self.shell, block);
+        if !block {
+            // Heartbeats that waited unread while we were not reading are not held
+            // against the peer.
+            self.shell.timers.read(self.shell.now);
+            self.process(input);
+        }
+    }
+
+    /// Takes the deliveries waiting in the outbox, unless the outbound buffer is already
+    /// past its high-water mark (a peer that never reads costs at most that plus its
+    /// credit).
+    pub fn handle_outbox(&mut self, items: &mut Vec<OutboxItem>, now: Instant) {
+        self.at(now);
+        if !self.below_high_water() {
+            return;
+        }
+        self.shell.outbox.take(items);
+        for item in items.drain(..) {
+            self.protocol.on_outbox_item(&mut self.shell, item);
+        }
+    }
+
+    pub fn below_high_water(&self) -> bool {
+        self.shell.out.len() < self.shell.config.write_high_water
+    }
+
+    /// The bytes to send.
+    pub fn output(&self) -> &[u8] {
+        &self.shell.out
+    }
+
+    /// `n` bytes of [`Connection::output`] went out.
+    pub fn on_transmitted(&mut self, n: usize, now: Instant) {
+        self.at(now);
+        self.shell.out.advance(n);
+        self.shell.traffic.bytes_out += n as u64;
+        if n > 0 {
+            self.shell.timers.wrote(self.shell.now);
+        }
+    }
+
+    /// When the connection next wants [`Connection::handle_timeout`] called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.shell
+            .timers
+            .next(self.shell.phase, self.shell.flow_blocked)
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.at(now);
+        let now = self.shell.now;
+        let timers = &self.shell.timers;
+        match self.shell.phase {
+            Phase::Finished => {}
+            Phase::Closing => {
+                if timers.close_grace_over(now) {
+                    debug!(peer = %self.shell.peer, "no close-ok in time: dropping the connection");
+                    self.shell.abandoned = true;
+                }
+            }
+            Phase::Open => {
+                if !self.shell.flow_blocked && timers.peer_silent(now) {
+                    info!(
+                        peer = %self.shell.peer,
+                        user = self.shell.login.user(),
+                        "missed heartbeats from the client: dropping the connection"
+                    );
+                    self.shell.abandoned = true;
+                } else if timers.heartbeat_due(now) {
+                    if self.shell.out.is_empty() {
+                        self.protocol.write_heartbeat(&mut self.shell);
+                    }
+                    // Due again half an interval from now unless something is written.
+                    self.shell.timers.wrote(now);
+                }
+            }
+            _ => {
+                if timers.handshake_over(now) {
+                    self.protocol
+                        .close(&mut self.shell, CloseReason::HandshakeTimeout);
+                }
+            }
+        }
+    }
+
+    /// The broker is stopping.
+    pub fn handle_shutdown(&mut self, now: Instant) {
+        self.at(now);
+        if !self.shell.is_closing() {
+            self.protocol.close(&mut self.shell, CloseReason::Shutdown);
+        }
+    }
+
+    /// A SASL step the connection started, for the driver to await (input waits meanwhile).
+    pub fn take_auth_task(&mut self) -> Option<AuthTask> {
+        self.shell.login.take_task()
+    }
+
+    /// The SASL step finished; whatever the client sent meanwhile is in `input`.
+    pub fn handle_auth(&mut self, outcome: AuthOutcome, input: &mut BytesMut, now: Instant) {
+        self.at(now);
+        if self.shell.phase != Phase::Authenticating {
+            return;
+        }
+        let step = self.shell.login.finish(outcome);
+        self.protocol.on_login(&mut self.shell, step);
+        if !input.is_empty() {
+            self.process(input);
+        }
+    }
+
+    /// Whether the driver should read from the socket now.
+    pub fn wants_read(&self, buffered: usize) -> bool {
+        // A publisher paused by an alarm is still read, without processing, up to one
+        // batch: enough to notice that it went away, not enough to matter.
+        self.below_high_water()
+            && self.shell.phase != Phase::Authenticating
+            && (!self.shell.flow_blocked || buffered < 4 * READ_CHUNK)
+    }
+
+    /// Nothing more will be processed; the driver flushes, half-closes and drains.
+    pub fn is_finished(&self) -> bool {
+        self.shell.phase == Phase::Finished || self.shell.abandoned
+    }
+
+    /// The socket may be dropped now (after a finish, once output is flushed).
+    pub fn is_done(&self) -> bool {
+        self.shell.abandoned
+            || (self.shell.phase == Phase::Finished
+                && self.shell.timers.linger_over(self.shell.now))
+    }
+
+    /// The driver is done with the socket: release everything.
+    pub fn teardown(&mut self) {
+        self.protocol.teardown(&mut self.shell);
+    }
+
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.shell.outbox
+    }
+
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.shell.broker
+    }
+
+    pub fn is_publisher(&self) -> bool {
+        self.shell.publisher
+    }
+}
