@@ -1,7 +1,8 @@
 //! Frames to segments to complete controls and commands (with a message's header and
 //! body segments), for one channel.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use ferry_chunks::Chunks;
 
 use crate::error::{AssemblyError, CommandError, CommandErrorKind, DecodeError, FrameError};
 use crate::frame::Frame;
@@ -28,63 +29,6 @@ pub enum Incoming {
         /// Empty if no body segment was sent.
         body: Body,
     },
-}
-
-/// Payload of a segment in progress. Frames are kept as received and joined once, into a
-/// buffer of exactly the final size, when the segment ends: growing one buffer as frames
-/// arrive would copy repeatedly and leave up to twice the message's size allocated for as
-/// long as the message lives in a queue.
-#[derive(Debug, Default)]
-enum Chunks {
-    #[default]
-    Empty,
-    One(Bytes),
-    Many {
-        parts: Vec<Bytes>,
-        len: usize,
-    },
-}
-
-impl Chunks {
-    fn len(&self) -> usize {
-        match self {
-            Chunks::Empty => 0,
-            Chunks::One(b) => b.len(),
-            Chunks::Many { len, .. } => *len,
-        }
-    }
-
-    fn push(&mut self, b: Bytes) {
-        if b.is_empty() {
-            return;
-        }
-        *self = match std::mem::take(self) {
-            Chunks::Empty => Chunks::One(b),
-            Chunks::One(first) => Chunks::Many {
-                len: first.len() + b.len(),
-                parts: vec![first, b],
-            },
-            Chunks::Many { mut parts, len } => {
-                let len = len + b.len();
-                parts.push(b);
-                Chunks::Many { parts, len }
-            }
-        };
-    }
-
-    fn finish(self) -> Bytes {
-        match self {
-            Chunks::Empty => Bytes::new(),
-            Chunks::One(b) => b,
-            Chunks::Many { parts, len } => {
-                let mut joined = BytesMut::with_capacity(len);
-                for part in &parts {
-                    joined.extend_from_slice(part);
-                }
-                joined.freeze()
-            }
-        }
-    }
 }
 
 #[derive(Debug)]

@@ -1,12 +1,13 @@
 //! Per-channel reassembly of content: a content-bearing method frame, one
 //! header frame, then body frames until `body_size` octets have arrived.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use ferry_chunks::Chunks;
 
 use crate::codec::DecodeError;
 use crate::frame::{Frame, FrameType};
 use crate::method::Method;
-use crate::properties::ContentHeader;
+use crate::properties::RawContentHeader;
 use crate::reply;
 
 /// What the assembler was waiting for when a frame arrived out of turn.
@@ -47,11 +48,12 @@ impl AssemblyError {
     }
 }
 
-/// A complete message: its method, header and body.
+/// A complete message: its method, header (properties still encoded, as a broker passes
+/// them on; [`crate::RawProperties::decode`] for the values) and body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     pub method: Method,
-    pub header: ContentHeader,
+    pub header: RawContentHeader,
     pub body: Bytes,
 }
 
@@ -65,15 +67,6 @@ pub enum Assembled {
     Message(Message),
 }
 
-enum Body {
-    Empty,
-    /// Single-frame bodies stay a slice of the read buffer.
-    One(Bytes),
-    /// Grown as frames arrive, not reserved from `body_size`, so memory
-    /// follows what the peer actually sent rather than what it announced.
-    Many(BytesMut),
-}
-
 // Boxing the body state would allocate per message; the size is a memcpy.
 #[allow(clippy::large_enum_variant)]
 #[derive(Default)]
@@ -83,9 +76,8 @@ enum State {
     Header(Method),
     Body {
         method: Method,
-        header: ContentHeader,
-        body: Body,
-        received: u64,
+        header: RawContentHeader,
+        body: Chunks,
     },
 }
 
@@ -142,7 +134,7 @@ impl ContentAssembler {
             (State::Header(method), FrameType::Header) => {
                 // Decoding accepts only the basic class, the class of every
                 // content-bearing method, so header and method always agree.
-                let header = ContentHeader::decode(frame.payload)?;
+                let header = RawContentHeader::decode(frame.payload)?;
                 if header.body_size > self.max_body_size {
                     return Err(AssemblyError::TooLarge {
                         size: header.body_size,
@@ -159,8 +151,7 @@ impl ContentAssembler {
                 self.state = State::Body {
                     method,
                     header,
-                    body: Body::Empty,
-                    received: 0,
+                    body: Chunks::Empty,
                 };
                 Ok(None)
             }
@@ -169,49 +160,30 @@ impl ContentAssembler {
                 State::Body {
                     method,
                     header,
-                    body,
-                    received,
+                    mut body,
                 },
                 FrameType::Body,
             ) => {
-                let received = received.saturating_add(frame.payload.len() as u64);
+                let received = (body.len() + frame.payload.len()) as u64;
                 if received > header.body_size {
                     return Err(AssemblyError::BodyOverrun {
                         declared: header.body_size,
                         received,
                     });
                 }
-                let body = match body {
-                    Body::Empty => Body::One(frame.payload),
-                    Body::One(first) => {
-                        let mut many = BytesMut::with_capacity(first.len() + frame.payload.len());
-                        many.extend_from_slice(&first);
-                        many.extend_from_slice(&frame.payload);
-                        Body::Many(many)
-                    }
-                    Body::Many(mut many) => {
-                        many.extend_from_slice(&frame.payload);
-                        Body::Many(many)
-                    }
-                };
+                body.push(frame.payload);
                 if received < header.body_size {
                     self.state = State::Body {
                         method,
                         header,
                         body,
-                        received,
                     };
                     return Ok(None);
                 }
-                let body = match body {
-                    Body::Empty => Bytes::new(),
-                    Body::One(b) => b,
-                    Body::Many(b) => b.freeze(),
-                };
                 Ok(Some(Assembled::Message(Message {
                     method,
                     header,
-                    body,
+                    body: body.finish(),
                 })))
             }
             (State::Body { .. }, _) => Err(unexpected(Expecting::Body)),
@@ -226,6 +198,7 @@ mod tests {
     use crate::method::{BasicAck, BasicPublish};
     use crate::properties::BasicProperties;
     use crate::strings::ShortStr;
+    use bytes::BytesMut;
 
     fn publish() -> Method {
         Method::BasicPublish(BasicPublish {
@@ -286,7 +259,7 @@ mod tests {
         };
         assert_eq!(m.method, publish());
         assert_eq!(m.header.body_size, 5);
-        assert_eq!(m.header.properties.priority, Some(3));
+        assert_eq!(m.header.properties.summary().priority, Some(3));
         assert_eq!(&m.body[..], b"hello");
         assert_eq!(m.body.as_ptr(), body_ptr);
         assert!(a.is_idle());

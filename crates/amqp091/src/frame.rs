@@ -211,6 +211,23 @@ pub fn write_content(
     write_body(out, channel, body, frame_max);
 }
 
+/// [`write_content`] for properties already encoded (flags word onwards), as a broker
+/// keeps them: the header frame is written from those octets as they are.
+pub fn write_content_raw(
+    out: &mut BytesMut,
+    channel: u16,
+    method: &Method,
+    properties: &[u8],
+    body: &[u8],
+    frame_max: usize,
+) {
+    write_method(out, channel, method);
+    write_encoded(out, FrameType::Header, channel, |o| {
+        crate::properties::encode_raw_header(o, body.len() as u64, properties)
+    });
+    write_body(out, channel, body, frame_max);
+}
+
 pub fn write_heartbeat(out: &mut BytesMut) {
     write_frame(out, FrameType::Heartbeat, 0, &[]);
 }

@@ -5,7 +5,7 @@ use bytes::{Bytes, BytesMut};
 use crate::assembler::ContentAssembler;
 use crate::frame::{decode_frame, FrameType};
 use crate::method::Method;
-use crate::properties::ContentHeader;
+use crate::properties::{ContentHeader, RawContentHeader};
 use crate::table::FieldTable;
 
 /// Large enough for interesting frames, small enough to keep runs fast.
@@ -50,9 +50,16 @@ fn check_method(payload: Bytes) {
 }
 
 fn check_header(payload: Bytes) {
+    // The broker's raw reading must accept exactly what the full decoder does, and agree
+    // with it on every value.
+    let raw = RawContentHeader::decode(payload.clone());
     let Ok(header) = ContentHeader::decode(payload) else {
+        assert!(raw.is_err(), "raw header accepted what the decoder refuses");
         return;
     };
+    let raw = raw.expect("raw header refused what the decoder accepts");
+    assert_eq!(raw.properties.decode(), header.properties);
+    assert_eq!(raw.properties.headers(), header.properties.headers);
     let mut first = BytesMut::new();
     header.encode(&mut first);
     let mut second = BytesMut::new();

@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use crate::codec::{DecodeError, Field, FieldKind, Reader, Writer};
 use crate::method::FieldInfo;
 use crate::strings::ShortStr;
-use crate::table::FieldTable;
+use crate::table::{skip_table, FieldTable};
 
 /// The only 0-9-1 class whose methods carry content.
 pub const BASIC_CLASS: u16 = 60;
@@ -114,30 +114,8 @@ impl ContentHeader {
 
     pub fn decode(payload: Bytes) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
-        let class_id = r.u16()?;
-        if class_id != BASIC_CLASS {
-            return Err(DecodeError::NoContentClass(class_id));
-        }
-        let weight = r.u16()?;
-        if weight != 0 {
-            return Err(DecodeError::NonZeroWeight(weight));
-        }
-        let body_size = r.u64()?;
-        let flags = r.u16()?;
-        if flags & !KNOWN_FLAGS & !CONTINUATION != 0 {
-            return Err(DecodeError::UnknownProperties(flags));
-        }
-        // Continuation words would flag properties past the fourteenth, which
-        // basic does not have; all-zero ones are tolerated. Each costs two
-        // octets of input, so the loop is bounded by the payload.
-        let mut more = flags & CONTINUATION != 0;
-        while more {
-            let next = r.u16()?;
-            if next & !CONTINUATION != 0 {
-                return Err(DecodeError::UnknownProperties(next));
-            }
-            more = next & CONTINUATION != 0;
-        }
+        let (class_id, body_size) = read_prefix(&mut r)?;
+        let flags = read_flags(&mut r)?;
         let properties = BasicProperties::read(flags, &mut r)?;
         match r.remaining() {
             0 => Ok(ContentHeader {
@@ -158,6 +136,197 @@ impl ContentHeader {
     pub fn encode(&self, out: &mut BytesMut) {
         encode_header_parts(out, self.class_id, self.body_size, &self.properties);
     }
+}
+
+/// Octets before the property flags in a content-header payload: class, weight, body size.
+pub const PROPERTIES_OFFSET: usize = 12;
+
+// Positions in `PROPERTIES` of the properties a broker acts on (checked by a test).
+const HEADERS: usize = 2;
+const DELIVERY_MODE: usize = 3;
+const PRIORITY: usize = 4;
+const EXPIRATION: usize = 7;
+
+/// A content header as a broker keeps it: the properties stay encoded, exactly as
+/// received (flags word onwards), so passing a message on costs no decoding or encoding;
+/// the few properties a broker acts on are read out while the whole is validated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawContentHeader {
+    pub body_size: u64,
+    pub properties: RawProperties,
+}
+
+/// Encoded basic properties, flags word onwards: valid by construction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawProperties {
+    raw: Bytes,
+    summary: PropertySummary,
+}
+
+/// The properties a broker routes and keeps messages by.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PropertySummary {
+    pub delivery_mode: Option<u8>,
+    pub priority: Option<u8>,
+    pub expiration: Option<ShortStr>,
+    /// The headers table still encoded (length prefix included): decoded only by whoever
+    /// needs its entries (a headers exchange).
+    pub headers: Option<Bytes>,
+}
+
+impl Default for RawProperties {
+    fn default() -> Self {
+        RawProperties {
+            raw: Bytes::from_static(&[0, 0]),
+            summary: PropertySummary::default(),
+        }
+    }
+}
+
+impl RawContentHeader {
+    pub fn decode(payload: Bytes) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(payload);
+        let (class_id, body_size) = read_prefix(&mut r)?;
+        let properties = RawProperties::parse(r.into_rest()).map_err(|e| match e {
+            DecodeError::TrailingBytes { extra, .. } => DecodeError::TrailingBytes {
+                class_id,
+                method_id: 0,
+                extra,
+            },
+            other => other,
+        })?;
+        Ok(RawContentHeader {
+            body_size,
+            properties,
+        })
+    }
+}
+
+impl RawProperties {
+    /// Validates encoded properties (flags word onwards) and reads the summary; the
+    /// headers table is checked but not built.
+    pub fn parse(raw: Bytes) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(raw.clone());
+        let flags = read_flags(&mut r)?;
+        let mut summary = PropertySummary::default();
+        for (index, info) in PROPERTIES.iter().enumerate() {
+            if flags & (1 << (15 - index)) == 0 {
+                continue;
+            }
+            match (index, info.kind) {
+                (HEADERS, _) => {
+                    let start = raw.len() - r.remaining();
+                    skip_table(&mut r, 0)?;
+                    let end = raw.len() - r.remaining();
+                    summary.headers = Some(raw.slice(start..end));
+                }
+                (DELIVERY_MODE, _) => summary.delivery_mode = Some(r.u8()?),
+                (PRIORITY, _) => summary.priority = Some(r.u8()?),
+                (EXPIRATION, _) => summary.expiration = Some(r.short_str()?),
+                (_, FieldKind::ShortStr) => drop(r.short_str()?),
+                (_, FieldKind::Timestamp) => drop(r.u64()?),
+                (_, FieldKind::Octet) => drop(r.u8()?),
+                // Every basic property is of a kind above; a table change that adds
+                // another must teach this walk to skip it.
+                _ => return Err(DecodeError::UnknownProperties(flags)),
+            }
+        }
+        match r.remaining() {
+            0 => Ok(RawProperties { raw, summary }),
+            extra => Err(DecodeError::TrailingBytes {
+                class_id: BASIC_CLASS,
+                method_id: 0,
+                extra,
+            }),
+        }
+    }
+
+    /// Encodes decoded properties.
+    pub fn encode(properties: &BasicProperties) -> Self {
+        let mut out = BytesMut::new();
+        let mut w = Writer::new(&mut out);
+        w.u16(properties.flags());
+        properties.write(&mut w);
+        let summary = PropertySummary {
+            delivery_mode: properties.delivery_mode,
+            priority: properties.priority,
+            expiration: properties.expiration.clone(),
+            headers: properties.headers.as_ref().map(|h| {
+                let mut t = BytesMut::new();
+                h.encode(&mut t);
+                t.freeze()
+            }),
+        };
+        RawProperties {
+            raw: out.freeze(),
+            summary,
+        }
+    }
+
+    /// The octets, flags word onwards, as received.
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.raw
+    }
+
+    pub fn summary(&self) -> &PropertySummary {
+        &self.summary
+    }
+
+    /// Everything, decoded.
+    pub fn decode(&self) -> BasicProperties {
+        let mut r = Reader::new(self.raw.clone());
+        // Validated when parsed: decoding again cannot fail.
+        read_flags(&mut r)
+            .and_then(|flags| BasicProperties::read(flags, &mut r))
+            .unwrap_or_default()
+    }
+
+    /// The headers table, decoded, if there is one.
+    pub fn headers(&self) -> Option<FieldTable> {
+        let mut raw = self.summary.headers.clone()?;
+        FieldTable::decode(&mut raw).ok()
+    }
+}
+
+/// Class, weight and body size: what precedes the properties.
+fn read_prefix(r: &mut Reader) -> Result<(u16, u64), DecodeError> {
+    let class_id = r.u16()?;
+    if class_id != BASIC_CLASS {
+        return Err(DecodeError::NoContentClass(class_id));
+    }
+    let weight = r.u16()?;
+    if weight != 0 {
+        return Err(DecodeError::NonZeroWeight(weight));
+    }
+    Ok((class_id, r.u64()?))
+}
+
+/// The property flags. Continuation words would flag properties past the fourteenth,
+/// which basic does not have; all-zero ones are tolerated. Each costs two octets of
+/// input, so the loop is bounded by the payload.
+fn read_flags(r: &mut Reader) -> Result<u16, DecodeError> {
+    let flags = r.u16()?;
+    if flags & !KNOWN_FLAGS & !CONTINUATION != 0 {
+        return Err(DecodeError::UnknownProperties(flags));
+    }
+    let mut more = flags & CONTINUATION != 0;
+    while more {
+        let next = r.u16()?;
+        if next & !CONTINUATION != 0 {
+            return Err(DecodeError::UnknownProperties(next));
+        }
+        more = next & CONTINUATION != 0;
+    }
+    Ok(flags)
+}
+
+/// Appends a content-header payload whose properties are already encoded.
+pub(crate) fn encode_raw_header(out: &mut BytesMut, body_size: u64, properties: &[u8]) {
+    let mut w = Writer::new(out);
+    w.u16(BASIC_CLASS);
+    w.u16(0);
+    w.u64(body_size);
+    w.bytes(properties);
 }
 
 /// `ContentHeader::encode` from borrowed parts, so a sender need not build
@@ -181,6 +350,65 @@ mod tests {
     use super::*;
     use crate::table::FieldValue;
     use crate::testutil::Gen;
+
+    #[test]
+    fn the_summary_positions_name_the_right_properties() {
+        assert_eq!(PROPERTIES[HEADERS].name, "headers");
+        assert_eq!(PROPERTIES[DELIVERY_MODE].name, "delivery_mode");
+        assert_eq!(PROPERTIES[PRIORITY].name, "priority");
+        assert_eq!(PROPERTIES[EXPIRATION].name, "expiration");
+    }
+
+    #[test]
+    fn raw_headers_keep_their_octets_and_agree_with_the_decoded_form() {
+        let mut g = Gen::new(7);
+        for _ in 0..500 {
+            let h = ContentHeader::basic(g.below(1 << 20), BasicProperties::sample(&mut g));
+            let payload = encode(&h).freeze();
+            let raw = RawContentHeader::decode(payload.clone()).expect("valid header");
+            assert_eq!(raw.body_size, h.body_size);
+            assert_eq!(
+                &raw.properties.as_bytes()[..],
+                &payload[PROPERTIES_OFFSET..]
+            );
+            assert_eq!(raw.properties.decode(), h.properties);
+            let p = &h.properties;
+            let s = raw.properties.summary();
+            assert_eq!(s.delivery_mode, p.delivery_mode);
+            assert_eq!(s.priority, p.priority);
+            assert_eq!(s.expiration, p.expiration);
+            assert_eq!(raw.properties.headers(), p.headers);
+            assert_eq!(RawProperties::encode(p), raw.properties);
+            let mut out = BytesMut::new();
+            encode_raw_header(&mut out, h.body_size, raw.properties.as_bytes());
+            assert_eq!(out.freeze(), payload);
+        }
+    }
+
+    #[test]
+    fn raw_headers_refuse_what_the_decoder_refuses() {
+        let mut g = Gen::new(11);
+        for _ in 0..2000 {
+            let h = ContentHeader::basic(1, BasicProperties::sample(&mut g));
+            let mut payload = encode(&h);
+            // Damage one octet past the prefix, or cut the payload short.
+            if payload.len() > PROPERTIES_OFFSET + 2 {
+                let at = PROPERTIES_OFFSET
+                    + g.below((payload.len() - PROPERTIES_OFFSET) as u64) as usize;
+                if g.below(2) == 0 {
+                    payload[at] ^= 1 << g.below(8);
+                } else {
+                    payload.truncate(at);
+                }
+            }
+            let payload = payload.freeze();
+            assert_eq!(
+                RawContentHeader::decode(payload.clone()).is_ok(),
+                ContentHeader::decode(payload.clone()).is_ok(),
+                "{payload:?}"
+            );
+        }
+    }
 
     fn encode(h: &ContentHeader) -> BytesMut {
         let mut out = BytesMut::new();

@@ -214,6 +214,51 @@ fn read_value(r: &mut Reader, depth: usize) -> Result<FieldValue, DecodeError> {
     })
 }
 
+/// Checks an encoded table (length prefix included) the way [`read_table`] would read it,
+/// building nothing: a broker that passes tables through needs them valid, not decoded.
+pub(crate) fn skip_table(r: &mut Reader, depth: usize) -> Result<(), DecodeError> {
+    if depth >= MAX_NESTING {
+        return Err(DecodeError::NestingTooDeep(MAX_NESTING));
+    }
+    let len = r.u32()?;
+    let body = r.take(usize::try_from(len).map_err(|_| DecodeError::Truncated)?)?;
+    let mut inner = Reader::new(body);
+    while inner.remaining() > 0 {
+        inner.short_str()?;
+        skip_value(&mut inner, depth)?;
+    }
+    Ok(())
+}
+
+fn skip_value(r: &mut Reader, depth: usize) -> Result<(), DecodeError> {
+    match r.u8()? {
+        b't' | b'b' | b'B' => drop(r.u8()?),
+        b's' | b'u' => drop(r.u16()?),
+        b'I' | b'i' | b'f' => drop(r.u32()?),
+        b'l' | b'd' | b'T' => drop(r.u64()?),
+        b'D' => {
+            r.u8()?;
+            r.u32()?;
+        }
+        b'S' | b'x' => drop(r.long_str()?),
+        b'A' => {
+            if depth + 1 >= MAX_NESTING {
+                return Err(DecodeError::NestingTooDeep(MAX_NESTING));
+            }
+            let len = r.u32()?;
+            let body = r.take(usize::try_from(len).map_err(|_| DecodeError::Truncated)?)?;
+            let mut inner = Reader::new(body);
+            while inner.remaining() > 0 {
+                skip_value(&mut inner, depth + 1)?;
+            }
+        }
+        b'F' => skip_table(r, depth + 1)?,
+        b'V' => {}
+        other => return Err(DecodeError::UnknownFieldType(other)),
+    }
+    Ok(())
+}
+
 pub(crate) fn write_table(table: &FieldTable, w: &mut Writer<'_>) {
     let at = w.begin_sized();
     for (key, value) in &table.entries {

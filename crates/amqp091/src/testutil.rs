@@ -18,6 +18,11 @@ impl Gen {
         self.n += 1;
         self.n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.seed
     }
+
+    /// A value in `0..n` (`n` > 0).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
 }
 
 pub(crate) trait Sample {

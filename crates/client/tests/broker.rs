@@ -23,7 +23,7 @@ async fn broker() -> Running {
         port: 0,
         ..ServerConfig::default()
     };
-    let server = Server::bind(config, Broker::new(BrokerConfig::default()))
+    let server = Server::bind(config, Broker::new(BrokerConfig::default()), None)
         .await
         .unwrap();
     let addr = server.local_addr().unwrap();

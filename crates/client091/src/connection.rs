@@ -951,7 +951,7 @@ impl Connection {
                     consumer_tag: d.consumer_tag,
                     delivery_tag: d.delivery_tag,
                     redelivered: d.redelivered,
-                    properties: message.header.properties,
+                    properties: message.header.properties.decode(),
                     body: message.body,
                 });
             }

@@ -120,7 +120,7 @@ async fn amqp010_publisher_to_amqp091_consumer() {
         .expect("delivery in time")
         .unwrap();
     assert_eq!(&delivered.body[..], b"from 0-10");
-    let props = &delivered.header.properties;
+    let props = &delivered.header.properties.decode();
     assert_eq!(
         props.content_type.as_ref().map(|c| c.as_bytes().to_vec()),
         Some(b"application/json".to_vec())

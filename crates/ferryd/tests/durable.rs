@@ -296,7 +296,7 @@ fn amqp091_e2e_bindings_and_dead_letter_history_survive_a_kill() {
     let mut raw = Raw091::open(broker.addr);
     let dead = raw.get("dlq", true).expect("the dead letter survived");
     assert_eq!(&dead.body[..], b"poison");
-    let headers = dead.header.properties.headers.expect("x-death headers");
+    let headers = dead.header.properties.headers().expect("x-death headers");
     assert!(
         matches!(headers.get("x-death"), Some(FieldValue::Array(a)) if a.len() == 1),
         "{headers:?}"

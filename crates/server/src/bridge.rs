@@ -8,10 +8,8 @@ use ferry_amqp010::{
     DeliveryMode, DeliveryPriority, DeliveryProperties, Map, MessageHeader, MessageProperties,
     ReplyTo, Str, Value,
 };
-use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, LongStr, ShortStr};
+use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, LongStr, RawProperties, ShortStr};
 use ferry_core::{Message, ProtocolHeader};
-
-use crate::amqp091::convert::decode_properties;
 
 fn short(bytes: impl Into<Bytes>) -> Option<ShortStr> {
     ShortStr::new(bytes.into()).ok()
@@ -219,7 +217,7 @@ pub fn amqp010_header_for(message: &Message) -> Option<Bytes> {
     let ProtocolHeader::Amqp091(raw) = &message.header else {
         return None;
     };
-    let props = decode_properties(raw)?;
+    let props = RawProperties::parse(raw.clone()).ok()?.decode();
     Some(to_amqp010_header(
         &props,
         &message.exchange,

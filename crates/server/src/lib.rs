@@ -2,7 +2,7 @@
 //! `ferry-core`.
 //!
 //! Layers, lowest first: `transport` (TCP, `tls`) and the shared pieces (`lifecycle`,
-//! `state`, `access`, `auth`, `bridge`, `text`); `shell` (the protocol-neutral connection and
+//! `state`, `access`, `auth`, `bridge`, `publish`, `text`); `shell` (the protocol-neutral connection and
 //! its event loop); the protocol layers `amqp010` and `amqp091`; `connection` (the protocol
 //! header picks a layer) and `listener` on top.
 
@@ -15,6 +15,7 @@ mod config;
 mod connection;
 mod lifecycle;
 mod listener;
+mod publish;
 mod shell;
 mod state;
 mod text;

@@ -1,4 +1,5 @@
 use super::*;
+use bytes::BytesMut;
 use crate::frame::{decode_frame, FrameHeader};
 use crate::generated::{
     ConnectionHeartbeat, ExecutionSync, MessageAccept, MessageTransfer, QueueDeclare,

@@ -9,11 +9,11 @@ use ferry_amqp010::{
     MessageProperties, QueueQueryResult, SequenceSet, Str, Struct32,
 };
 use ferry_core::{
-    now_ms, Arguments, ConsumerSpec, ExchangeKind, ExchangeOptions, Message, ProtocolHeader,
-    QueueLimits, QueueOptions,
+    now_ms, Arguments, ConsumerSpec, ExchangeKind, ExchangeOptions, QueueLimits, QueueOptions,
 };
 
 use crate::access;
+use crate::publish::{Encoding, Publish};
 use ferry_acl::{Action, ObjectType};
 
 use super::convert::{headers_to_map, map_to_headers, optional_name, required_name, Exception};
@@ -21,9 +21,6 @@ use super::session::{release_to_queues, Env, Session, Subscription};
 use super::tx;
 
 type Outcome = Result<(), Exception>;
-
-/// Bodies this large usually span frames and so own their memory (see `transfer`).
-const LARGE_BODY: usize = 4096;
 
 /// Runs one command. Results (execution.result) are written here; completion is the
 /// caller's job.
@@ -339,32 +336,25 @@ fn transfer(
     let exchange = session
         .exchange_for(env.broker, &destination)
         .ok_or_else(|| not_found("exchange", &destination.to_str_lossy()))?;
-    // Everything the message keeps that is sliced from the read buffer (header, routing key,
-    // exchange name) keeps that whole buffer alive while the message is queued. For small
-    // messages the body shares the buffer anyway; a large body was joined into its own
-    // allocation, so the rest gets its own too (a copy of some 100 bytes), and a deep queue
-    // of large messages costs what it holds, not twice that.
-    let owned = |b: Bytes| {
-        if body.len() >= LARGE_BODY {
-            Bytes::copy_from_slice(&b)
-        } else {
-            b
-        }
-    };
-    let header = owned(header.unwrap_or_default());
-    let mut message = Message {
-        exchange: owned(destination.into_bytes()),
-        size: (header.len() + body.len()) as u64,
+    let header = header.unwrap_or_default();
+    let mut publish = Publish {
+        exchange: destination.into_bytes(),
+        routing_key: Bytes::new(),
+        header: header.clone(),
+        encoding: Encoding::Amqp010,
         body,
-        ..Message::default()
+        persistent: false,
+        priority: 0,
+        expires_at: None,
+        headers: None,
     };
-    read_properties(&header, exchange.needs_headers(), &mut message)?;
+    read_properties(&header, exchange.needs_headers(), &mut publish)?;
     env.access.check_publish(
         &mut session.publish_acl,
-        &message.exchange,
-        &message.routing_key,
+        &publish.exchange,
+        &publish.routing_key,
     )?;
-    message.header = ProtocolHeader::Amqp010(header);
+    let message = publish.into_message();
     if let Some(tx) = session.tx.as_mut() {
         tx.stage_publish(exchange, Arc::new(message));
         return Ok(());
@@ -381,7 +371,7 @@ fn transfer(
 
 /// Fills the routing fields from delivery-properties, and the application headers only
 /// when the exchange matches on them (decoding them costs an allocation per entry).
-fn read_properties(header: &Bytes, want_headers: bool, message: &mut Message) -> Outcome {
+fn read_properties(header: &Bytes, want_headers: bool, message: &mut Publish) -> Outcome {
     let mut reader = ferry_amqp010::codec::Reader::new(header.clone());
     let malformed = |e: ferry_amqp010::DecodeError| {
         Exception::new(

@@ -9,18 +9,16 @@ use ferry_amqp091::{
     BasicGet, BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
     ConfirmSelectOk, Method, ShortStr,
 };
-use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery, Message, ProtocolHeader};
+use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery};
 
 use crate::access;
+use crate::publish::{Encoding, Publish};
 use ferry_acl::{Action, ObjectType};
 
 use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
-use super::convert::{encode_properties, table_to_headers};
+use super::convert::table_to_headers;
 use super::error::Fault;
 use super::qos::Settings;
-
-/// Bodies this large usually span frames and so own their memory (see `publish`).
-const LARGE_BODY: usize = 4096;
 
 /// How a settled delivery leaves the channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +47,8 @@ impl Channel {
             p.routing_key.bytes(),
         )?;
         let props = m.header.properties;
-        let expires_at = match &props.expiration {
+        let summary = props.summary();
+        let expires_at = match &summary.expiration {
             None => None,
             Some(e) => {
                 let ms: u64 = std::str::from_utf8(e.as_bytes())
@@ -59,38 +58,23 @@ impl Channel {
                 Some(now_ms().saturating_add(ms))
             }
         };
-        let raw = encode_properties(&props);
-        // The routing key and exchange name are slices of the read buffer, and would keep
-        // all of it alive while the message is queued. A body that spanned frames was joined
-        // into its own allocation, so these get their own too (a copy of some 100 bytes):
-        // a deep queue of large messages then costs what it holds, not twice that.
-        let owned = |b: &Bytes| {
-            if m.body.len() >= LARGE_BODY {
-                Bytes::copy_from_slice(b)
-            } else {
-                b.clone()
-            }
+        let headers = if exchange.needs_headers() {
+            props.headers().map(|h| Arc::new(table_to_headers(&h)))
+        } else {
+            None
         };
-        let message = Arc::new(Message {
-            routing_key: owned(p.routing_key.bytes()),
-            exchange: owned(p.exchange.bytes()),
-            size: (m.body.len() + raw.len()) as u64,
+        let publish = Publish {
+            exchange: p.exchange.bytes().clone(),
+            routing_key: p.routing_key.bytes().clone(),
+            persistent: summary.delivery_mode == Some(2),
+            priority: summary.priority.unwrap_or(0),
+            header: props.as_bytes().clone(),
+            encoding: Encoding::Amqp091,
             body: m.body,
-            headers: if exchange.needs_headers() {
-                props
-                    .headers
-                    .as_ref()
-                    .map(|h| Arc::new(table_to_headers(h)))
-            } else {
-                None
-            },
             expires_at,
-            priority: props.priority.unwrap_or(0),
-            persistent: props.delivery_mode == Some(2),
-            header: ProtocolHeader::Amqp091(raw),
-            stored: Default::default(),
-            deaths: None,
-        });
+            headers,
+        };
+        let message = Arc::new(publish.into_message());
         if let Some(tx) = self.tx.as_mut() {
             tx.stage_publish(
                 exchange,

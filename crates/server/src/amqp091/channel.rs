@@ -4,13 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use ferry_amqp091::{
-    reply, write_body, write_frame_header, write_method, ContentAssembler, ExchangeBind,
-    ExchangeBindOk, ExchangeDeclare, ExchangeDeclareOk, ExchangeDelete, ExchangeDeleteOk,
-    ExchangeUnbind, ExchangeUnbindOk, FrameType, Method, QueueBind, QueueBindOk, QueueDeclare,
-    QueueDeclareOk, QueueDelete, QueueDeleteOk, QueuePurge, QueuePurgeOk, QueueUnbind,
-    QueueUnbindOk, ShortStr, FRAME_END,
+    reply, write_content_raw, write_method, ContentAssembler, ExchangeBind, ExchangeBindOk,
+    ExchangeDeclare, ExchangeDeclareOk, ExchangeDelete, ExchangeDeleteOk, ExchangeUnbind,
+    ExchangeUnbindOk, Method, QueueBind, QueueBindOk, QueueDeclare, QueueDeclareOk, QueueDelete,
+    QueueDeleteOk, QueuePurge, QueuePurgeOk, QueueUnbind, QueueUnbindOk, ShortStr,
 };
 use ferry_core::{
     Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
@@ -23,7 +22,7 @@ use ferry_acl::{Action, ObjectType};
 
 use super::args;
 use super::confirms::Confirms;
-use super::convert::{self, table_to_headers, PROPERTIES_OFFSET};
+use super::convert::{self, table_to_headers};
 use super::error::Fault;
 use super::held::{HeldReplies, Reply};
 use super::qos::Qos;
@@ -228,16 +227,15 @@ impl Channel {
 
     /// Method, content header and body of a delivery, get-ok or return.
     pub fn write_content(&self, ctx: &mut Ctx, method: Method, message: &Message) {
-        write_method(ctx.out, self.id, &method);
         let props = convert::outgoing_properties(message);
-        let size = u32::try_from(PROPERTIES_OFFSET + props.len()).unwrap_or(u32::MAX);
-        write_frame_header(ctx.out, FrameType::Header, self.id, size);
-        ctx.out.put_u16(ferry_amqp091::BASIC_CLASS);
-        ctx.out.put_u16(0);
-        ctx.out.put_u64(message.body.len() as u64);
-        ctx.out.put_slice(&props);
-        ctx.out.put_u8(FRAME_END);
-        write_body(ctx.out, self.id, &message.body, ctx.frame_max);
+        write_content_raw(
+            ctx.out,
+            self.id,
+            &method,
+            &props,
+            &message.body,
+            ctx.frame_max,
+        );
     }
 
     /// The exchange to publish to, cached while it lives.

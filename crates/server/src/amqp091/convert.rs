@@ -1,14 +1,11 @@
 //! Translation between 0-9-1 wire values and the core's neutral ones, and the properties
 //! stored on messages published over 0-9-1.
 
-use bytes::{Bytes, BytesMut};
-use ferry_amqp091::{BasicProperties, FieldTable, FieldValue};
+use bytes::Bytes;
+use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, RawProperties};
 use ferry_core::{HeaderValue, Headers, Message, ProtocolHeader};
 
 use crate::bridge;
-
-/// Offset of the property flags in a content-header payload: class, weight, body size.
-pub const PROPERTIES_OFFSET: usize = 12;
 
 /// A field table in the core's neutral form.
 pub fn table_to_headers(table: &FieldTable) -> Headers {
@@ -48,21 +45,15 @@ pub fn to_neutral(value: &FieldValue) -> HeaderValue {
     }
 }
 
-/// Encoded properties (flags word onwards) as stored on the message.
+/// Encoded properties (flags word onwards), as stored on messages published over 0-9-1.
 pub fn encode_properties(props: &BasicProperties) -> Bytes {
-    let mut out = BytesMut::new();
-    ferry_amqp091::ContentHeader::basic(0, props.clone()).encode(&mut out);
-    out.freeze().slice(PROPERTIES_OFFSET..)
+    RawProperties::encode(props).as_bytes().clone()
 }
 
-/// Inverse of [`encode_properties`].
+/// Inverse of [`encode_properties`]; `None` for octets that are not properties (what we
+/// stored always is).
 pub fn decode_properties(raw: &Bytes) -> Option<BasicProperties> {
-    let mut payload = BytesMut::with_capacity(PROPERTIES_OFFSET + raw.len());
-    payload.extend_from_slice(&[0, 60, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    payload.extend_from_slice(raw);
-    ferry_amqp091::ContentHeader::decode(payload.freeze())
-        .ok()
-        .map(|h| h.properties)
+    RawProperties::parse(raw.clone()).ok().map(|p| p.decode())
 }
 
 /// The properties to send for any core message, encoded: as stored for 0-9-1 messages,
