@@ -875,10 +875,8 @@ impl DeliveryPriority {
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         let code = r.u8()?;
-        Self::from_code(code).ok_or(DecodeError::InvalidEnum {
-            domain: "message.delivery-priority",
-            value: u32::from(code),
-        })
+        // Read leniently (see the generator's LENIENT_DOMAINS).
+        Ok(Self::from_code(code).unwrap_or(Self::Highest))
     }
 }
 

@@ -3,6 +3,12 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
+/// Domains whose codes beyond the spec's choices are read as the last choice instead of
+/// refused. `message.delivery-priority`: qpidd (and its clients) treat priority as any
+/// octet, so a publisher's priority 10 must not fail its session; it reads as `highest`,
+/// while the message header itself is passed on unchanged.
+const LENIENT_DOMAINS: &[&str] = &["message.delivery-priority"];
+
 use crate::model::{Domain, Field, Op, Spec, StructDef, Width};
 use crate::names::{snake, studly};
 use crate::resolve::{all_domains, all_structs, Kind, Prim, Resolver};
@@ -180,10 +186,27 @@ impl<'s> Emitter<'s> {
             o,
             "pub fn encode(self, out: &mut BytesMut) {{ out.{put}(self.code()); }}\n\n\
              pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {{\n\
-             let code = r.{get}()?;\n\
-             Self::from_code(code).ok_or(DecodeError::InvalidEnum {{ domain: {qualified:?}, value: u32::from(code) }})\n\
-             }}\n}}\n"
+             let code = r.{get}()?;"
         );
+        match (
+            LENIENT_DOMAINS.contains(&qualified.as_str()),
+            variants.last(),
+        ) {
+            (true, Some((last, _, _))) => {
+                let _ = writeln!(
+                    o,
+                    "// Read leniently (see the generator's LENIENT_DOMAINS).\n\
+                     Ok(Self::from_code(code).unwrap_or(Self::{last}))"
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    o,
+                    "Self::from_code(code).ok_or(DecodeError::InvalidEnum {{ domain: {qualified:?}, value: u32::from(code) }})"
+                );
+            }
+        }
+        let _ = writeln!(o, "}}\n}}\n");
         Ok(())
     }
 

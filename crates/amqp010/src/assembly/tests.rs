@@ -1,11 +1,11 @@
 use super::*;
-use bytes::BytesMut;
 use crate::frame::{decode_frame, FrameHeader};
 use crate::generated::{
     ConnectionHeartbeat, ExecutionSync, MessageAccept, MessageTransfer, QueueDeclare,
 };
 use crate::str::Str;
 use crate::write::{write_command, write_control, write_transfer};
+use bytes::BytesMut;
 
 fn frames(mut wire: BytesMut) -> Vec<Frame> {
     let mut out = Vec::new();

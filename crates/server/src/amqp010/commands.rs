@@ -9,7 +9,8 @@ use ferry_amqp010::{
     MessageProperties, QueueQueryResult, SequenceSet, Str, Struct32,
 };
 use ferry_core::{
-    now_ms, Arguments, ConsumerSpec, ExchangeKind, ExchangeOptions, QueueLimits, QueueOptions,
+    now_ms, Arguments, BoundResult, Broker, ConsumerSpec, ExchangeKind, ExchangeOptions,
+    QueueLimits, QueueOptions,
 };
 
 use crate::access;
@@ -130,27 +131,45 @@ pub fn execute(
             env.access.check(action, ObjectType::Exchange, || {
                 access::exchange_props(name, kind_name, &options)
             })?;
-            let kind = if c.passive && kind_name.is_empty() {
-                // A passive declare need not name the type; it only checks existence.
-                env.broker
-                    .exchange(name)
-                    .map(|e| e.kind())
-                    .ok_or_else(|| not_found("exchange", name))?
-            } else {
-                ExchangeKind::from_name(kind_name).ok_or_else(|| {
+            // qpidd's order: reserved names, then the type against an existing exchange
+            // (a declare may leave the type out: it then means "whatever it is").
+            if !c.passive && is_reserved_exchange(name) {
+                return Err(Exception::new(
+                    ErrorCode::NotAllowed,
+                    format!(
+                        "Exchange names beginning with \"amq.\" or \"qpid.\" are reserved. (exchange=\"{name}\")"
+                    ),
+                ));
+            }
+            let existing = env.broker.exchange(name).map(|e| e.kind());
+            let kind = match (existing, kind_name) {
+                (None, _) if c.passive => return Err(not_found("exchange", name)),
+                (Some(kind), "") => kind,
+                (_, requested) => ExchangeKind::from_name(requested).ok_or_else(|| {
                     Exception::new(
                         ErrorCode::NotFound,
-                        format!("unknown exchange type {kind_name}"),
+                        format!("Exchange type not implemented: {requested}"),
                     )
-                })?
+                })?,
             };
+            if let Some(current) = existing.filter(|k| *k != kind) {
+                return Err(Exception::new(
+                    ErrorCode::NotAllowed,
+                    format!(
+                        "Exchange declared to be of type {}, requested {}",
+                        current.name(),
+                        kind.name()
+                    ),
+                ));
+            }
             env.broker
                 .declare_exchange(name, kind, options, c.passive)
                 .map(|_| ())
                 .map_err(Exception::from)
         }
         Command::ExchangeDelete(c) => {
-            let name = required_name(&c.exchange, "exchange")?;
+            let name = optional_name(&c.exchange, "exchange")?;
+            refuse_default_exchange(name, "Delete")?;
             let info = env.broker.exchange_info(name);
             env.access
                 .check(Action::Delete, ObjectType::Exchange, || match &info {
@@ -183,19 +202,25 @@ pub fn execute(
         }
         Command::ExchangeBind(c) => {
             let queue = required_name(&c.queue, "queue")?;
-            let exchange = required_name(&c.exchange, "exchange")?;
+            let exchange = optional_name(&c.exchange, "exchange")?;
+            refuse_default_exchange(exchange, "Bind")?;
             let key = optional_name(&c.binding_key, "binding-key")?;
             env.access.check(Action::Bind, ObjectType::Exchange, || {
                 access::binding_props(exchange, Some(queue), Some(key))
             })?;
             check_queue_access(session, env, queue)?;
+            let args = arguments(&c.arguments);
+            if env.broker.exchange(exchange).map(|e| e.kind()) == Some(ExchangeKind::Headers) {
+                check_headers_binding(env.broker, exchange, queue, key, &args)?;
+            }
             env.broker
-                .bind(queue, exchange, key, &arguments(&c.arguments))
+                .bind(queue, exchange, key, &args)
                 .map_err(Exception::from)
         }
         Command::ExchangeUnbind(c) => {
             let queue = required_name(&c.queue, "queue")?;
-            let exchange = required_name(&c.exchange, "exchange")?;
+            let exchange = optional_name(&c.exchange, "exchange")?;
+            refuse_default_exchange(exchange, "Unbind")?;
             let key = optional_name(&c.binding_key, "binding-key")?;
             env.access.check(Action::Unbind, ObjectType::Exchange, || {
                 access::binding_props(exchange, Some(queue), Some(key))
@@ -263,7 +288,13 @@ pub fn execute(
                 .map_err(Exception::from)
         }
         Command::QueueDelete(c) => {
-            let name = required_name(&c.queue, "queue")?;
+            let name = optional_name(&c.queue, "queue")?;
+            if name.is_empty() {
+                return Err(Exception::new(
+                    ErrorCode::NotFound,
+                    "Delete failed. No such queue: ",
+                ));
+            }
             let existing = env.broker.queue(name);
             env.access
                 .check(Action::Delete, ObjectType::Queue, || match &existing {
@@ -276,7 +307,7 @@ pub fn execute(
                 .map_err(Exception::from)
         }
         Command::QueuePurge(c) => {
-            let name = required_name(&c.queue, "queue")?;
+            let name = named_queue(&c.queue)?;
             env.access
                 .check(Action::Purge, ObjectType::Queue, || access::named(name))?;
             check_queue_access(session, env, name)?;
@@ -476,7 +507,7 @@ fn acquire(
 }
 
 fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubscribe) -> Outcome {
-    let queue_name = required_name(&s.queue, "queue")?;
+    let queue_name = named_queue(&s.queue)?;
     env.access.check(Action::Consume, ObjectType::Queue, || {
         access::named(queue_name)
     })?;
@@ -539,6 +570,66 @@ fn check_queue_access(session: &Session, env: &Env, queue: &str) -> Outcome {
         Some(q) => q.check_access(session.owner).map_err(Exception::from),
         // Let the core report the missing queue in its own words.
         None => Ok(()),
+    }
+}
+
+/// qpidd reserves these prefixes: no client may create (or redeclare without passive) an
+/// exchange named so.
+fn is_reserved_exchange(name: &str) -> bool {
+    name.starts_with("amq.") || name.starts_with("qpid.")
+}
+
+/// The default exchange binds every queue by its name and cannot be changed (qpidd's
+/// invalid-argument and texts).
+fn refuse_default_exchange(name: &str, what: &str) -> Outcome {
+    if name.is_empty() {
+        return Err(Exception::new(
+            ErrorCode::InvalidArgument,
+            format!("{what} not allowed for default exchange"),
+        ));
+    }
+    Ok(())
+}
+
+/// qpidd's rules for a headers-exchange binding (both internal-error): `x-match` must be
+/// given as "all" or "any" (RabbitMQ's default of "all" is a 0-9-1 habit), and a queue may
+/// not be bound twice with one key and different arguments.
+fn check_headers_binding(
+    broker: &Broker,
+    exchange: &str,
+    queue: &str,
+    key: &str,
+    args: &Arguments,
+) -> Outcome {
+    if !matches!(
+        args.get("x-match").and_then(|v| v.as_str()),
+        Some("all" | "any")
+    ) {
+        return Err(Exception::new(
+            ErrorCode::InternalError,
+            "Invalid or missing x-match value binding to headers exchange. Must be a string [\"all\" or \"any\"]",
+        ));
+    }
+    let bound =
+        |args| broker.bound(exchange, Some(queue), Some(key), args) == BoundResult::default();
+    if bound(None) && !bound(Some(args)) {
+        return Err(Exception::new(
+            ErrorCode::InternalError,
+            format!("Exchange: {exchange}, binding key: {key} Duplicate binding key not allowed."),
+        ));
+    }
+    Ok(())
+}
+
+/// The queue a purge or subscribe names: qpidd refuses an empty name as an illegal
+/// argument.
+fn named_queue(field: &Option<Str>) -> Result<&str, Exception> {
+    match optional_name(field, "queue")? {
+        "" => Err(Exception::new(
+            ErrorCode::IllegalArgument,
+            "No queue name specified.",
+        )),
+        name => Ok(name),
     }
 }
 

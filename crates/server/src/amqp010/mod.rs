@@ -64,8 +64,9 @@ pub struct Amqp010 {
     /// Negotiated in tune-ok, in force from connection.open.
     heartbeat: u16,
     channels: Vec<Option<Box<Channel>>>,
-    /// Channels whose sessions completed commands in the current read batch.
-    dirty: Vec<u16>,
+    /// Channels whose sessions completed commands in the current read batch, and whether
+    /// one of those commands asked (with sync) for its completion to be reported.
+    dirty: Vec<(u16, bool)>,
     /// Channels whose sessions hold commands waiting for the journal.
     waiting_sessions: Vec<u16>,
 }
@@ -170,11 +171,18 @@ impl Protocol for Amqp010 {
                 }
             }
         }
-        for channel in std::mem::take(&mut self.dirty) {
+        if !self.dirty.is_empty() {
+            // Transfers the batch's commands released (message.flow, flush, stop) go out
+            // before the completions that cover those commands: qpid.messaging's fetch()
+            // takes a completed flush to mean "no more transfers from that credit", as
+            // qpidd guarantees by dispatching inside the command.
+            self.deliver_waiting(shell);
+        }
+        for (channel, sync) in std::mem::take(&mut self.dirty) {
             let max_frame = self.max_frame;
             if let Some(Some(c)) = self.channels.get_mut(usize::from(channel)) {
                 if let Some(s) = c.session.as_mut() {
-                    s.flush_completion(&mut shell.out, max_frame, false);
+                    s.flush_completion(&mut shell.out, max_frame, sync);
                 }
             }
         }
@@ -275,6 +283,15 @@ impl Protocol for Amqp010 {
 }
 
 impl Amqp010 {
+    /// Writes the deliveries waiting in the outbox now, ahead of what follows.
+    fn deliver_waiting(&mut self, shell: &mut Shell) {
+        let mut items = Vec::new();
+        shell.outbox.take(&mut items);
+        for item in items {
+            self.on_outbox_item(shell, item);
+        }
+    }
+
     fn write_control(&mut self, shell: &mut Shell, channel: u16, control: Control) {
         if let Err(e) = write_control_framed(&mut shell.out, channel, &control, self.max_frame) {
             warn!("cannot encode {}: {e}", control.name());
@@ -433,14 +450,21 @@ impl Amqp010 {
         match control {
             Control::SessionDetach(d) => {
                 let name = d.name.unwrap_or_default();
-                let code = if name == session.name {
-                    DetachCode::Normal
-                } else {
-                    DetachCode::NotAttached
-                };
+                if name != session.name {
+                    // qpidd's rule: a detach naming another session is the peer's error on
+                    // this session (invalid-argument), not a detach.
+                    let text = format!(
+                        "session.detach: incorrect session name: {}, expecting: {}",
+                        String::from_utf8_lossy(&name),
+                        String::from_utf8_lossy(&session.name)
+                    );
+                    let e = Exception::new(ErrorCode::InvalidArgument, text);
+                    self.command_failed(shell, channel, (0, 0), e);
+                    return;
+                }
                 let detached = SessionDetached {
                     name: Some(name),
-                    code: Some(code),
+                    code: Some(DetachCode::Normal),
                 };
                 session.write_control(&mut shell.out, max_frame, detached.into());
                 self.end_session(shell, channel);
@@ -554,11 +578,8 @@ impl Amqp010 {
             return;
         };
         let Some(session) = c.session.as_mut() else {
-            let detached = SessionDetached {
-                name: None,
-                code: Some(DetachCode::NotAttached),
-            };
-            let _ = write_control_framed(env.out, channel, &detached.into(), env.max_frame);
+            // Commands for a session that is not attached (e.g. sent before the client saw
+            // our detach) are dropped, as qpidd drops them; controls get detached.
             return;
         };
         if session.state == SessionState::Failed {
@@ -566,8 +587,7 @@ impl Amqp010 {
         }
         let id = session.next_command_id();
         let waits_for = durable::WaitsFor::of(&command);
-        let completed_later = match commands::execute(session, &mut env, id, command, header, body)
-        {
+        let completed_now = match commands::execute(session, &mut env, id, command, header, body) {
             Ok(()) => match waits_for.point(session, env.broker) {
                 Some(point) => {
                     session.wait_for_sync(id, point, sync);
@@ -578,10 +598,7 @@ impl Amqp010 {
                 }
                 None => {
                     session.complete(id);
-                    if sync {
-                        session.flush_completion(env.out, env.max_frame, true);
-                    }
-                    !sync
+                    true
                 }
             },
             Err(e) => {
@@ -589,8 +606,11 @@ impl Amqp010 {
                 false
             }
         };
-        if completed_later && !self.dirty.contains(&channel) {
-            self.dirty.push(channel);
+        if completed_now {
+            match self.dirty.iter_mut().find(|(c, _)| *c == channel) {
+                Some((_, forced)) => *forced |= sync,
+                None => self.dirty.push((channel, sync)),
+            }
         }
     }
 

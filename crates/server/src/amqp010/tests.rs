@@ -371,3 +371,231 @@ async fn completion_of_a_pipelined_batch_is_reported_once() {
         10
     );
 }
+
+/// Runs `cmd` (with sync) on a session of its own; the error code it failed with, if any.
+fn outcome(c: &mut Client, channel: u16, cmd: impl Into<Command>) -> Option<ErrorCode> {
+    let name: &'static str = Box::leak(format!("probe-{channel}").into_boxed_str());
+    c.attach(channel, name);
+    exception(&c.exchange(command(channel, cmd, true)))
+}
+
+#[tokio::test]
+async fn transfers_released_by_a_flush_go_out_before_its_completion() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q1"), false));
+    let subscribe = MessageSubscribe {
+        queue: Some(Str::from("q1")),
+        destination: Some(Str::from("d")),
+        ..Default::default()
+    };
+    c.exchange(command(1, subscribe, false));
+    c.transfer(1, "", "q1", b"m1");
+    c.take_output();
+    // qpid.messaging's fetch(): credit, then flush with sync, in one write.
+    let mut batch = BytesMut::new();
+    for (unit, value) in [(CreditUnit::Byte, u32::MAX), (CreditUnit::Message, 1)] {
+        let flow = MessageFlow {
+            destination: Some(Str::from("d")),
+            unit: Some(unit),
+            value: Some(value),
+        };
+        batch.extend_from_slice(&command(1, flow, false));
+    }
+    let flush = ferry_amqp010::MessageFlush {
+        destination: Some(Str::from("d")),
+    };
+    batch.extend_from_slice(&command(1, flush, true));
+    let out = c.exchange(batch);
+    let transfer_at = out
+        .iter()
+        .position(|i| matches!(i, Item::Command(1, Command::MessageTransfer(_), _)))
+        .unwrap_or_else(|| panic!("no transfer: {out:?}"));
+    // The flush is the client's command 5 (declare, subscribe, transfer, flow, flow, flush).
+    let completed_at = out
+        .iter()
+        .position(|i| {
+            matches!(i, Item::Control(1, Control::SessionCompleted(SessionCompleted {
+            commands: Some(set), ..
+        })) if set.contains(5))
+        })
+        .unwrap_or_else(|| panic!("flush not completed: {out:?}"));
+    assert!(transfer_at < completed_at, "{out:?}");
+}
+
+#[tokio::test]
+async fn the_default_exchange_cannot_be_bound_unbound_or_deleted() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q1"), true));
+    let bind = ferry_amqp010::ExchangeBind {
+        queue: Some(Str::from("q1")),
+        exchange: Some(Str::from("")),
+        binding_key: Some(Str::from("k")),
+        arguments: None,
+    };
+    let unbind = ferry_amqp010::ExchangeUnbind {
+        queue: Some(Str::from("q1")),
+        exchange: Some(Str::from("")),
+        binding_key: Some(Str::from("k")),
+    };
+    let delete = ferry_amqp010::ExchangeDelete {
+        exchange: Some(Str::from("")),
+        if_unused: false,
+    };
+    assert_eq!(outcome(&mut c, 2, bind), Some(ErrorCode::InvalidArgument));
+    assert_eq!(outcome(&mut c, 3, unbind), Some(ErrorCode::InvalidArgument));
+    assert_eq!(outcome(&mut c, 4, delete), Some(ErrorCode::InvalidArgument));
+}
+
+#[tokio::test]
+async fn an_empty_queue_name_is_an_illegal_argument_for_purge_and_subscribe() {
+    let mut c = open().await;
+    let purge = ferry_amqp010::QueuePurge { queue: None };
+    let subscribe = MessageSubscribe {
+        destination: Some(Str::from("d")),
+        ..Default::default()
+    };
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("")),
+        ..Default::default()
+    };
+    assert_eq!(outcome(&mut c, 1, purge), Some(ErrorCode::IllegalArgument));
+    assert_eq!(
+        outcome(&mut c, 2, subscribe),
+        Some(ErrorCode::IllegalArgument)
+    );
+    assert_eq!(outcome(&mut c, 3, delete), Some(ErrorCode::NotFound));
+}
+
+#[tokio::test]
+async fn exchange_declare_follows_qpidds_naming_and_type_rules() {
+    let mut c = open().await;
+    let declare_x = |name: &str, kind: &str, passive: bool| ferry_amqp010::ExchangeDeclare {
+        exchange: Some(Str::from(name)),
+        r#type: (!kind.is_empty()).then(|| Str::from(kind)),
+        passive,
+        ..Default::default()
+    };
+    // amq. and qpid. are reserved, even for a redeclaration of a built-in exchange.
+    assert_eq!(
+        outcome(&mut c, 1, declare_x("qpid.mine", "direct", false)),
+        Some(ErrorCode::NotAllowed)
+    );
+    assert_eq!(
+        outcome(&mut c, 2, declare_x("amq.direct", "direct", false)),
+        Some(ErrorCode::NotAllowed)
+    );
+    assert_eq!(
+        outcome(&mut c, 3, declare_x("amq.direct", "direct", true)),
+        None
+    );
+    assert_eq!(
+        outcome(&mut c, 4, declare_x("amq.direct", "topic", true)),
+        Some(ErrorCode::NotAllowed)
+    );
+    assert_eq!(
+        outcome(&mut c, 5, declare_x("amqp.fine", "topic", false)),
+        None
+    );
+    // A redeclaration may leave the type out; another type is not allowed.
+    assert_eq!(outcome(&mut c, 6, declare_x("amqp.fine", "", false)), None);
+    assert_eq!(
+        outcome(&mut c, 7, declare_x("amqp.fine", "fanout", false)),
+        Some(ErrorCode::NotAllowed)
+    );
+    assert_eq!(
+        outcome(&mut c, 8, declare_x("new", "no-such-type", false)),
+        Some(ErrorCode::NotFound)
+    );
+    assert_eq!(
+        outcome(&mut c, 9, declare_x("missing", "", true)),
+        Some(ErrorCode::NotFound)
+    );
+}
+
+#[tokio::test]
+async fn a_headers_binding_needs_x_match_and_one_set_of_arguments_per_key() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q1"), true));
+    let bind = |args: &[(&str, &str)]| {
+        let mut map = ferry_amqp010::Map::new();
+        for (k, v) in args {
+            map.insert(*k, ferry_amqp010::Value::Str16(Str::from(*v)));
+        }
+        ferry_amqp010::ExchangeBind {
+            queue: Some(Str::from("q1")),
+            exchange: Some(Str::from("amq.match")),
+            binding_key: Some(Str::from("k")),
+            arguments: Some(map),
+        }
+    };
+    assert_eq!(
+        outcome(&mut c, 2, bind(&[("name", "fred")])),
+        Some(ErrorCode::InternalError)
+    );
+    assert_eq!(
+        outcome(&mut c, 3, bind(&[("x-match", "some")])),
+        Some(ErrorCode::InternalError)
+    );
+    assert_eq!(
+        outcome(&mut c, 4, bind(&[("x-match", "all"), ("name", "fred")])),
+        None
+    );
+    assert_eq!(
+        outcome(&mut c, 5, bind(&[("x-match", "all"), ("name", "fred")])),
+        None
+    );
+    assert_eq!(
+        outcome(&mut c, 6, bind(&[("x-match", "any"), ("name", "fred")])),
+        Some(ErrorCode::InternalError)
+    );
+}
+
+#[tokio::test]
+async fn a_detach_naming_another_session_fails_this_one() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let detach = SessionDetach {
+        name: Some(Bytes::from_static(b"not-s1")),
+    };
+    let out = c.exchange(control(1, detach));
+    assert_eq!(exception(&out), Some(ErrorCode::InvalidArgument), "{out:?}");
+    assert!(out
+        .iter()
+        .any(|i| matches!(i, Item::Control(1, Control::SessionDetach(_)))));
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+}
+
+#[tokio::test]
+async fn a_priority_above_nine_is_taken_as_the_highest() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q1"), true));
+    let mut raw = BytesMut::new();
+    // delivery-properties with priority 10, as qpidd's clients may send.
+    let header = MessageHeader {
+        delivery: Some(DeliveryProperties {
+            routing_key: Some(Str::from("q1")),
+            priority: Some(ferry_amqp010::DeliveryPriority::Highest),
+            ..Default::default()
+        }),
+        properties: None,
+        other: Vec::new(),
+    };
+    header.encode(&mut raw).expect("encodes");
+    // Patch the priority octet (the only 9 in this small header) to 10.
+    let at = raw.iter().rposition(|b| *b == 9).expect("priority octet");
+    raw[at] = 10;
+    let transfer = MessageTransfer {
+        destination: Some(Str::from("")),
+        accept_mode: Some(AcceptMode::None),
+        acquire_mode: Some(AcquireMode::PreAcquired),
+    };
+    let mut out = BytesMut::new();
+    write_transfer(&mut out, 1, &transfer, true, &raw, b"p10", MAX_FRAME).expect("encodes");
+    let reply = c.exchange(out);
+    assert_eq!(exception(&reply), None, "{reply:?}");
+    assert_eq!(c.conn.broker().queue("q1").unwrap().info().message_count, 1);
+}
