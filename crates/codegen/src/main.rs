@@ -1,5 +1,6 @@
 //! `ferry-codegen [spec.xml] [out.rs]`: regenerates `ferry-amqp010`'s protocol tables.
-//! Defaults are relative to the workspace root; explicit paths to the current directory.
+//! The spec defaults to `$FERRY_SPECS_DIR` or `../shared/specs` beside the workspace, the
+//! output to its place in the workspace; explicit paths are relative to the current directory.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,7 +15,7 @@ fn main() -> ExitCode {
     let spec = args
         .first()
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(ferry_codegen::DEFAULT_SPEC));
+        .unwrap_or_else(|| ferry_codegen::specs_dir().join(ferry_codegen::SPEC_FILE));
     let out = args
         .get(1)
         .map(PathBuf::from)
