@@ -108,48 +108,6 @@ pub trait Journal: Send + Sync {
     fn notify_when_durable(&self, point: SyncPoint, outbox: &Arc<Outbox>);
 }
 
-/// A message's identity in the store, set when a journal recorded it. A copy of a message
-/// (`Message::clone`) is a new message as far as the store is concerned, so cloning gives an
-/// unset reference; code that keeps the same stored message under another expiry carries it
-/// over with [`StoreRef::carry_from`].
-#[derive(Default)]
-pub struct StoreRef(AtomicU64);
-
-impl StoreRef {
-    /// The store's id for this message, if a journal recorded it.
-    pub fn get(&self) -> Option<u64> {
-        match self.0.load(Ordering::Acquire) {
-            0 => None,
-            id => Some(id),
-        }
-    }
-
-    /// Ids are non-zero; 0 leaves the reference unset.
-    pub fn set(&self, id: u64) {
-        self.0.store(id, Ordering::Release);
-    }
-
-    pub fn carry_from(&self, other: &StoreRef) {
-        self.0
-            .store(other.0.load(Ordering::Acquire), Ordering::Release);
-    }
-}
-
-impl Clone for StoreRef {
-    fn clone(&self) -> StoreRef {
-        StoreRef::default()
-    }
-}
-
-impl fmt::Debug for StoreRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.get() {
-            Some(id) => write!(f, "StoreRef({id})"),
-            None => f.write_str("StoreRef(-)"),
-        }
-    }
-}
-
 /// One transaction commit's records in the journal. The store names the transaction when
 /// it writes its first record (0 until then), so a commit that touches nothing durable
 /// writes nothing at all.
@@ -353,22 +311,5 @@ pub(crate) mod testing {
             false
         }
         fn notify_when_durable(&self, _: SyncPoint, _: &Arc<Outbox>) {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_clone_is_a_new_message_for_the_store() {
-        let r = StoreRef::default();
-        assert_eq!(r.get(), None);
-        r.set(7);
-        assert_eq!(r.get(), Some(7));
-        assert_eq!(r.clone().get(), None);
-        let carried = StoreRef::default();
-        carried.carry_from(&r);
-        assert_eq!(carried.get(), Some(7));
     }
 }

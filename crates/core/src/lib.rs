@@ -33,9 +33,9 @@ pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
 pub use id_hash::{IdHasher, IdMap};
-pub use journal::{ExchangeDefinition, Journal, JournalTx, QueueDefinition, StoreRef, SyncPoint};
+pub use journal::{ExchangeDefinition, Journal, JournalTx, QueueDefinition, SyncPoint};
 pub use limits::{LimitPolicy, QueueLimits};
-pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader};
+pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, StoreRef};
 pub use outbox::{Delivery, Outbox, OutboxItem};
 pub use queue::{
     release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge, Restored,
