@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::BrokerError;
-use crate::exchange::ExchangeKind;
+use crate::exchange_kind::ExchangeKind;
 use crate::limits::QueueLimits;
 use crate::outbox::Outbox;
 use crate::value::Arguments;

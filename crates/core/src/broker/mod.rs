@@ -17,7 +17,8 @@ use tokio::sync::Notify;
 
 use crate::alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 use crate::error::BrokerError;
-use crate::exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+use crate::exchange::{Exchange, ExchangeInfo, ExchangeOptions};
+use crate::exchange_kind::ExchangeKind;
 use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, QueueStore, SyncPoint};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};

@@ -13,42 +13,12 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::BrokerError;
+use crate::exchange_kind::ExchangeKind;
 use crate::message::Message;
 use crate::queue::Queue;
 use crate::value::Arguments;
 use headers::HeadersBinding;
 use topic::TopicTrie;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExchangeKind {
-    Direct,
-    Fanout,
-    Topic,
-    Headers,
-}
-
-impl ExchangeKind {
-    /// The AMQP type name; `None` for types the broker does not know (0-10 answers those with
-    /// not-found, as qpidd does).
-    pub fn from_name(name: &str) -> Option<ExchangeKind> {
-        match name {
-            "direct" => Some(ExchangeKind::Direct),
-            "fanout" => Some(ExchangeKind::Fanout),
-            "topic" => Some(ExchangeKind::Topic),
-            "headers" => Some(ExchangeKind::Headers),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ExchangeKind::Direct => "direct",
-            ExchangeKind::Fanout => "fanout",
-            ExchangeKind::Topic => "topic",
-            ExchangeKind::Headers => "headers",
-        }
-    }
-}
 
 #[derive(Debug, Clone, Default)]
 pub struct ExchangeOptions {
