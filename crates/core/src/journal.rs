@@ -6,7 +6,6 @@
 //! journal (memory only) makes none of these calls, and transient messages or non-durable
 //! queues never reach the journal even when there is one.
 
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -132,21 +131,6 @@ impl JournalTx {
             Ok(_) => first,
             Err(existing) => existing,
         }
-    }
-}
-
-/// A durable queue's link to the journal.
-#[derive(Clone)]
-pub(crate) struct QueueStore {
-    pub(crate) journal: Arc<dyn Journal>,
-    pub(crate) id: u64,
-    /// Set when the broker keeps persistent contents within a memory budget.
-    pub(crate) offload: Option<Arc<crate::queue::OffloadBudget>>,
-}
-
-impl fmt::Debug for QueueStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "QueueStore({})", self.id)
     }
 }
 

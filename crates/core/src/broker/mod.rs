@@ -19,12 +19,12 @@ use crate::alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 use crate::error::BrokerError;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
-use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, QueueStore, SyncPoint};
+use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, SyncPoint};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
 use crate::queue::{
     dead_letter_exchange_name, Drained, Features, OffloadBudget, OwnerGone, Queue, QueueInfo,
-    QueueOptions,
+    QueueOptions, QueueStore,
 };
 use crate::route;
 use crate::transaction::{CommitOutcome, Transaction};

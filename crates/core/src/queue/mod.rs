@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
-use crate::journal::{Journal, QueueStore};
+use crate::journal::Journal;
 use crate::limits::{LimitPolicy, QueueLimits};
 use crate::message::{now_ms, DeathReason, Message};
 use crate::outbox::{Delivery, OutboxItem};
@@ -102,6 +102,21 @@ impl fmt::Debug for Queue {
             .field("name", &self.name)
             .field("id", &self.id)
             .finish_non_exhaustive()
+    }
+}
+
+/// A durable queue's link to the journal.
+#[derive(Clone)]
+pub(crate) struct QueueStore {
+    pub(crate) journal: Arc<dyn Journal>,
+    pub(crate) id: u64,
+    /// Set when the broker keeps persistent contents within a memory budget.
+    pub(crate) offload: Option<Arc<OffloadBudget>>,
+}
+
+impl fmt::Debug for QueueStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "QueueStore({})", self.id)
     }
 }
 

@@ -12,13 +12,14 @@ pub(crate) use offload::OffloadBudget;
 
 use crate::alarm::MemoryMeter;
 use crate::id_hash::IdHasher;
-use crate::journal::{JournalTx, QueueStore};
+use crate::journal::JournalTx;
 use crate::message::{now_ms, Message};
 use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
 use crate::queue::features::Features;
 use crate::queue::Queue;
+use crate::queue::QueueStore;
 use crate::value::HeaderValue;
 use crate::OwnerId;
 
