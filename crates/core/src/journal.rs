@@ -12,7 +12,6 @@ use std::sync::Arc;
 use crate::error::BrokerError;
 use crate::exchange_kind::ExchangeKind;
 use crate::limits::QueueLimits;
-use crate::outbox::Outbox;
 use crate::value::Arguments;
 
 /// A point in the journal's write order. Everything appended up to it is on stable storage
@@ -102,9 +101,17 @@ pub trait Journal: Send + Sync {
     fn durable(&self) -> SyncPoint;
     /// The device failed: points beyond [`Journal::durable`] will never become durable.
     fn is_failed(&self) -> bool;
-    /// Pushes [`crate::OutboxItem::Durable`] into `outbox` once `point` is durable (or the
-    /// journal failed), at once if it already is. Each registration wakes its outbox once.
-    fn notify_when_durable(&self, point: SyncPoint, outbox: &Arc<Outbox>);
+    /// Wakes `waiter` once `point` is durable (or the journal failed), at once if it already
+    /// is. Each registration wakes its waiter once.
+    fn notify_when_durable(&self, point: SyncPoint, waiter: Arc<dyn DurableWaiter>);
+}
+
+/// Waits for a sync point through [`Journal::notify_when_durable`]. A connection's
+/// [`crate::Outbox`] is one: woken, it queues [`crate::OutboxItem::Durable`] for its writer,
+/// which then sends the completions or confirms that waited for the point. A trait, not the
+/// outbox itself, because outboxes carry deliveries from queues, a layer above the journal.
+pub trait DurableWaiter: Send + Sync {
+    fn wake(&self);
 }
 
 /// One transaction commit's records in the journal. The store names the transaction when
@@ -294,6 +301,6 @@ pub(crate) mod testing {
         fn is_failed(&self) -> bool {
             false
         }
-        fn notify_when_durable(&self, _: SyncPoint, _: &Arc<Outbox>) {}
+        fn notify_when_durable(&self, _: SyncPoint, _: Arc<dyn DurableWaiter>) {}
     }
 }

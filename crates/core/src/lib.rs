@@ -35,7 +35,9 @@ pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 pub use exchange_kind::ExchangeKind;
 pub use id_hash::{IdHasher, IdMap};
-pub use journal::{ExchangeDefinition, Journal, JournalTx, QueueDefinition, SyncPoint};
+pub use journal::{
+    DurableWaiter, ExchangeDefinition, Journal, JournalTx, QueueDefinition, SyncPoint,
+};
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, StoreRef};
 pub use outbox::{Delivery, Outbox, OutboxItem};

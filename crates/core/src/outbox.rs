@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
+use crate::journal::DurableWaiter;
 use crate::message::Message;
 use crate::queue::Queue;
 use crate::ConsumerId;
@@ -173,6 +174,12 @@ impl Outbox {
 
     pub fn is_empty(&self) -> bool {
         self.inner.lock().items.is_empty()
+    }
+}
+
+impl DurableWaiter for Outbox {
+    fn wake(&self) {
+        self.push(OutboxItem::Durable);
     }
 }
 

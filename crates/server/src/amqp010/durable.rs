@@ -77,7 +77,7 @@ impl Connection {
         }
         if let Some(point) = wanted.filter(|p| *p > self.sync_requested) {
             self.sync_requested = point;
-            journal.notify_when_durable(point, &self.outbox);
+            journal.notify_when_durable(point, self.outbox.clone());
         }
     }
 

@@ -304,7 +304,7 @@ impl Connection {
         if let (Some(journal), Some(point)) = (self.broker.journal(), wanted) {
             if point > self.sync_requested {
                 self.sync_requested = point;
-                journal.notify_when_durable(point, &self.outbox);
+                journal.notify_when_durable(point, self.outbox.clone());
             }
         }
     }
