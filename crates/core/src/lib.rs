@@ -22,12 +22,10 @@ mod id_hash;
 mod journal;
 mod limits;
 mod message;
-mod outbox;
 mod queue;
 mod route;
 mod transaction;
 mod value;
-mod window;
 
 pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
@@ -40,13 +38,12 @@ pub use journal::{
 };
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, StoreRef};
-pub use outbox::{Delivery, Outbox, OutboxItem};
 pub use queue::{
-    release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge, Restored,
+    release_deliveries, ConsumerSpec, Delivery, Got, Outbox, OutboxItem, Queue, QueueInfo,
+    QueueOptions, QuotaCharge, Restored, SettleWindow,
 };
 pub use transaction::{CommitOutcome, Settlement, Transaction};
 pub use value::{Arguments, HeaderValue, Headers};
-pub use window::SettleWindow;
 
 /// Identifies a consumer (subscription) across the broker; allocate with
 /// [`Broker::next_consumer_id`].

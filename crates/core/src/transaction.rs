@@ -284,8 +284,8 @@ mod tests {
 
     use super::*;
     use crate::limits::{LimitPolicy, QueueLimits};
-    use crate::outbox::{Outbox, OutboxItem};
     use crate::queue::{ConsumerSpec, QueueOptions};
+    use crate::queue::{Outbox, OutboxItem};
     use crate::value::{Arguments, HeaderValue};
     use crate::{Broker, BrokerConfig, ExchangeKind, ExchangeOptions};
 

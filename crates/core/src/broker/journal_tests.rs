@@ -7,8 +7,8 @@ use bytes::Bytes;
 
 use super::*;
 use crate::journal::testing::{Call, MemoryJournal};
-use crate::outbox::{Outbox, OutboxItem};
 use crate::queue::ConsumerSpec;
+use crate::queue::{Outbox, OutboxItem};
 
 fn broker() -> (Arc<Broker>, Arc<MemoryJournal>) {
     let j = MemoryJournal::new();

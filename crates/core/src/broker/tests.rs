@@ -4,8 +4,8 @@ use bytes::Bytes;
 
 use super::*;
 use crate::message::DeathReason;
-use crate::outbox::{Outbox, OutboxItem};
 use crate::queue::ConsumerSpec;
+use crate::queue::{Outbox, OutboxItem};
 use crate::value::HeaderValue as V;
 
 const ME: OwnerId = 1;

@@ -3,9 +3,11 @@
 mod consumer;
 mod entries;
 mod features;
+pub(crate) mod outbox;
 mod state;
 #[cfg(test)]
 mod tests;
+mod window;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +22,6 @@ use crate::exchange::Exchange;
 use crate::journal::Journal;
 use crate::limits::{LimitPolicy, QueueLimits};
 use crate::message::{now_ms, DeathReason, Message};
-use crate::outbox::{Delivery, OutboxItem};
 use crate::route;
 use crate::value::Arguments;
 use crate::{ConsumerId, OwnerId};
@@ -28,8 +29,10 @@ use crate::{ConsumerId, OwnerId};
 pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
 pub(crate) use features::Features;
+pub use outbox::{Delivery, Outbox, OutboxItem};
 use state::{Clock, Entry};
 pub(crate) use state::{OffloadBudget, QueueState};
+pub use window::SettleWindow;
 
 /// Unique across the process so bindings can key queues without hashing names.
 static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
