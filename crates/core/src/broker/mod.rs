@@ -19,6 +19,7 @@ use crate::alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 use crate::error::BrokerError;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
+use crate::id_hash::IdMap;
 use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, SyncPoint};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
@@ -96,9 +97,29 @@ const BUILTIN_EXCHANGES: [(&str, ExchangeKind); 4] = [
 struct Registry {
     exchanges: HashMap<String, Arc<Exchange>>,
     queues: HashMap<String, Arc<Queue>>,
+    /// Each queue's explicit bindings (exchange, key), by queue id, so deleting a queue can
+    /// remove them without scanning every exchange. Weak: an exchange's bindings already own
+    /// the queue.
+    bindings: IdMap<Vec<(Weak<Exchange>, String)>>,
 }
 
 impl Registry {
+    fn add_binding(&mut self, queue: &Queue, exchange: &Arc<Exchange>, key: &str) {
+        self.bindings
+            .entry(queue.id())
+            .or_default()
+            .push((Arc::downgrade(exchange), key.to_owned()));
+    }
+
+    fn remove_binding(&mut self, queue: &Queue, exchange: &Exchange, key: &str) {
+        if let Some(list) = self.bindings.get_mut(&queue.id()) {
+            list.retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
+            if list.is_empty() {
+                self.bindings.remove(&queue.id());
+            }
+        }
+    }
+
     fn alternate_users(&self, ex: &Exchange) -> Option<String> {
         let is_it = |alt: Option<&Arc<Exchange>>| alt.is_some_and(|a| std::ptr::eq(&**a, ex));
         self.exchanges
@@ -418,7 +439,7 @@ impl Broker {
         }
         let (queues, exchanges) = ex.clear();
         for (q, key) in queues {
-            q.remove_binding(ex, &key);
+            reg.remove_binding(&q, ex, &key);
         }
         for (dest, key) in exchanges {
             dest.remove_inbound(ex, &key);
@@ -633,7 +654,7 @@ impl Broker {
         }
         self.default_exchange.unbind(q.id(), q.name());
         q.release_quota();
-        for (ex, key) in q.take_bindings() {
+        for (ex, key) in reg.bindings.remove(&q.id()).unwrap_or_default() {
             if let Some(ex) = ex.upgrade() {
                 ex.unbind(q.id(), &key);
                 self.auto_delete_exchange(reg, &ex);
@@ -666,12 +687,12 @@ impl Broker {
                 "the default exchange cannot be bound explicitly".into(),
             ));
         }
-        let reg = self.registry.write();
-        let ex = reg.exchange(exchange)?;
-        let q = reg.queue(queue)?;
-        self.record_binding(ex, q, binding_key, arguments)?;
-        if ex.bind(q, binding_key, arguments)? {
-            q.add_binding(ex, binding_key);
+        let mut reg = self.registry.write();
+        let ex = reg.exchange(exchange)?.clone();
+        let q = reg.queue(queue)?.clone();
+        self.record_binding(&ex, &q, binding_key, arguments)?;
+        if ex.bind(&q, binding_key, arguments)? {
+            reg.add_binding(&q, &ex, binding_key);
         }
         Ok(())
     }
@@ -698,11 +719,11 @@ impl Broker {
         binding_key: &str,
         arguments: &Arguments,
     ) -> Result<(), BrokerError> {
-        let reg = self.registry.write();
-        let ex = reg.exchange(exchange)?;
-        let q = reg.queue(queue)?;
-        if ex.bind(q, binding_key, arguments)? {
-            q.add_binding(ex, binding_key);
+        let mut reg = self.registry.write();
+        let ex = reg.exchange(exchange)?.clone();
+        let q = reg.queue(queue)?.clone();
+        if ex.bind(&q, binding_key, arguments)? {
+            reg.add_binding(&q, &ex, binding_key);
         }
         Ok(())
     }
@@ -808,7 +829,7 @@ impl Broker {
         let ex = reg.exchange(exchange)?.clone();
         let q = reg.queue(queue)?.clone();
         if ex.unbind(q.id(), binding_key) {
-            q.remove_binding(&ex, binding_key);
+            reg.remove_binding(&q, &ex, binding_key);
             if let (Some(store), true) = (q.store(), ex.is_durable()) {
                 store.journal.unbind(ex.name(), store.id, binding_key);
             }

@@ -11,7 +11,7 @@ mod window;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -90,9 +90,6 @@ pub struct Queue {
     /// durable targets even when this queue is not durable.
     journal: Option<Arc<dyn Journal>>,
     state: Mutex<QueueState>,
-    /// Explicit bindings (exchange, key), so deleting the queue can remove them without
-    /// scanning every exchange. Weak: an exchange's bindings already own the queue.
-    bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
     /// Set for dead-lettering queues: told when a message that will expire arrives, so
     /// the broker's housekeeping dead-letters it on time.
     expiry_watch: OnceLock<Arc<Notify>>,
@@ -217,7 +214,6 @@ impl Queue {
             state: Mutex::new(state),
             store,
             journal,
-            bindings: Mutex::new(Vec::new()),
             expiry_watch: OnceLock::new(),
             quota: Mutex::new(opts.quota.clone()),
         })
@@ -820,25 +816,9 @@ impl Queue {
             .collect()
     }
 
-    pub(crate) fn add_binding(&self, exchange: &Arc<Exchange>, key: &str) {
-        self.bindings
-            .lock()
-            .push((Arc::downgrade(exchange), key.to_owned()));
-    }
-
-    pub(crate) fn remove_binding(&self, exchange: &Exchange, key: &str) {
-        self.bindings
-            .lock()
-            .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
-    }
-
     /// The queue is gone from the registry: its quota slot is free again.
     pub(crate) fn release_quota(&self) {
         self.quota.lock().take();
-    }
-
-    pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {
-        std::mem::take(&mut *self.bindings.lock())
     }
 
     /// Checks and empties the queue under one lock, so no consumer can slip in between the
