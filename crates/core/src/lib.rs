@@ -39,9 +39,10 @@ pub use journal::{
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, StoreRef};
 pub use queue::{
-    release_deliveries, ConsumerSpec, Delivery, Got, Outbox, OutboxItem, Queue, QueueInfo,
-    QueueOptions, QuotaCharge, Restored, SettleWindow,
+    ConsumerSpec, Delivery, Got, Outbox, OutboxItem, Queue, QueueInfo, QueueOptions, QuotaCharge,
+    Restored, SettleWindow,
 };
+pub use route::release_deliveries;
 pub use transaction::{CommitOutcome, Settlement, Transaction};
 pub use value::{Arguments, HeaderValue, Headers};
 

@@ -12,8 +12,9 @@ use super::tests::{declare_with, declare_with_args, rabbit_dlq, take_deliveries}
 use super::*;
 use crate::journal::testing::MemoryJournal;
 use crate::limits::LimitPolicy;
+use crate::queue::ConsumerSpec;
 use crate::queue::Outbox;
-use crate::queue::{release_deliveries, ConsumerSpec};
+use crate::route::release_deliveries;
 use crate::transaction::Settlement;
 use crate::value::HeaderValue as V;
 

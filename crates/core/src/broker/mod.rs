@@ -24,8 +24,8 @@ use crate::journal::{ExchangeDefinition, Journal, QueueDefinition, SyncPoint};
 use crate::limits::QueueLimits;
 use crate::message::{now_ms, Message};
 use crate::queue::{
-    dead_letter_exchange_name, Drained, Features, OffloadBudget, OwnerGone, Queue, QueueInfo,
-    QueueOptions, QueueStore,
+    dead_letter_exchange_name, AlternateExchange, Drained, Features, OffloadBudget, OwnerGone,
+    Queue, QueueInfo, QueueOptions, QueueStore,
 };
 use crate::route;
 use crate::transaction::{CommitOutcome, Transaction};
@@ -76,6 +76,15 @@ fn name_suffix(n: u64, now: u64) -> String {
         v >>= 6;
     }
     s
+}
+
+/// Tells a deleted queue's consumers they are gone and sends the messages it held to its
+/// alternate exchange; returns how many it held. Call outside the registry lock: routing
+/// them takes queue locks.
+fn finish_delete(q: &Queue, drained: Drained) -> u64 {
+    let (n, orphans) = q.finish_delete(drained);
+    route::dead_letters(orphans);
+    n
 }
 
 /// Whether a queue being created comes from the store (with its store id) or is new.
@@ -131,7 +140,7 @@ impl Registry {
                 // dead letters until it is declared again.
                 self.queues
                     .values()
-                    .filter(|q| !q.dead_letters())
+                    .filter(|q| !q.is_dead_lettering())
                     .find(|q| is_it(q.alternate_exchange().as_ref()))
                     .map(|q| format!("queue {}", q.name()))
             })
@@ -393,7 +402,7 @@ impl Broker {
         let ex = Exchange::new(name.to_owned(), kind, &opts, alternate, false);
         reg.exchanges.insert(name.to_owned(), ex.clone());
         for q in self.dead_lettering_queues() {
-            q.adopt_dead_letter_exchange(&ex);
+            q.adopt_dead_letter_exchange(ex.clone());
         }
         Ok(ex)
     }
@@ -435,7 +444,7 @@ impl Broker {
         }
         ex.mark_deleted();
         for q in self.dead_lettering_queues() {
-            q.forget_dead_letter_exchange(ex);
+            q.forget_dead_letter_exchange(&**ex);
         }
         let (queues, exchanges) = ex.clear();
         for (q, key) in queues {
@@ -597,7 +606,7 @@ impl Broker {
         let q = Queue::with_store(
             name.to_owned(),
             &opts,
-            alternate,
+            alternate.map(|a| a as Arc<dyn AlternateExchange>),
             limits,
             self.memory.clone(),
             self.journal.clone(),
@@ -611,7 +620,7 @@ impl Broker {
             self.expiring.lock().push(Arc::downgrade(&q));
             self.expiry_changed.notify_one();
         }
-        if q.dead_letters() {
+        if q.is_dead_lettering() {
             q.watch_expiry(self.expiry_changed.clone());
             self.dead_lettering.lock().push(Arc::downgrade(&q));
         }
@@ -640,7 +649,7 @@ impl Broker {
             self.unlink_queue(&mut reg, &q);
             (q, drained)
         };
-        Ok(q.finish_delete(drained))
+        Ok(finish_delete(&q, drained))
     }
 
     /// Removes a drained queue from the registry and from every exchange; auto-delete
@@ -900,7 +909,7 @@ impl Broker {
             }
         }
         for (q, d) in deleted {
-            q.finish_delete(d);
+            finish_delete(&q, d);
         }
     }
 
@@ -925,7 +934,7 @@ impl Broker {
                 }
             };
             if let Some(d) = drained {
-                queue.finish_delete(d);
+                finish_delete(queue, d);
             }
         }
         removed
@@ -960,7 +969,7 @@ impl Broker {
                     match drained {
                         Some(d) => {
                             tracing::debug!(queue = q.name(), "x-expires: deleting unused queue");
-                            q.finish_delete(d);
+                            finish_delete(&q, d);
                         }
                         // Used again meanwhile: look again at its new deadline.
                         None => next = Some(next.map_or(now, |n| n.min(now))),

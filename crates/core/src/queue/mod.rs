@@ -1,6 +1,7 @@
 //! Queues: FIFO storage, consumers, credit and settlement.
 
 mod consumer;
+mod dead_letter;
 mod entries;
 mod features;
 pub(crate) mod outbox;
@@ -18,16 +19,15 @@ use tokio::sync::Notify;
 
 use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
-use crate::exchange::Exchange;
 use crate::journal::Journal;
 use crate::limits::{LimitPolicy, QueueLimits};
 use crate::message::{now_ms, DeathReason, Message};
-use crate::route;
 use crate::value::Arguments;
 use crate::{ConsumerId, OwnerId};
 
 pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
+pub(crate) use dead_letter::{AlternateExchange, DeadLetters, Leaving};
 pub(crate) use features::Features;
 pub use outbox::{Delivery, Outbox, OutboxItem};
 use state::{Clock, Entry};
@@ -80,7 +80,7 @@ pub struct Queue {
     /// declared and cannot be deleted while the queue uses it (qpidd); a dead letter
     /// exchange may be declared after the queue and deleted and declared again (RabbitMQ),
     /// and dead letters are dropped while it does not exist.
-    alternate: Mutex<Option<Arc<Exchange>>>,
+    alternate: Mutex<Option<Arc<dyn AlternateExchange>>>,
     arguments: Arguments,
     limits: QueueLimits,
     features: Features,
@@ -169,7 +169,7 @@ impl Queue {
     pub(crate) fn new(
         name: String,
         opts: &QueueOptions,
-        alternate: Option<Arc<Exchange>>,
+        alternate: Option<Arc<dyn AlternateExchange>>,
         limits: QueueLimits,
     ) -> Arc<Queue> {
         Queue::with_store(name, opts, alternate, limits, Arc::default(), None, None)
@@ -181,7 +181,7 @@ impl Queue {
     pub(crate) fn with_store(
         name: String,
         opts: &QueueOptions,
-        alternate: Option<Arc<Exchange>>,
+        alternate: Option<Arc<dyn AlternateExchange>>,
         limits: QueueLimits,
         meter: Arc<MemoryMeter>,
         journal: Option<Arc<dyn Journal>>,
@@ -236,15 +236,19 @@ impl Queue {
         self.store.as_ref()
     }
 
+    /// The broker's journal, which dead letters from this queue are journaled in for their
+    /// durable targets (even when this queue is not durable).
+    pub(crate) fn journal(&self) -> Option<&Arc<dyn Journal>> {
+        self.journal.as_ref()
+    }
+
     fn lock(&self) -> MutexGuard<'_, QueueState> {
         self.state.lock()
     }
 
-    /// Messages available on the queue (not counting acquired-but-unsettled ones).
-    /// Messages available now: expired ones are swept first, so a count never includes
-    /// messages no consumer could get.
-    pub fn message_count(&self) -> u64 {
-        self.purge_expired(now_ms());
+    /// Messages on the queue (not counting acquired-but-unsettled ones), expired ones
+    /// included until a sweep takes them off (see `Queue::message_count`).
+    pub(crate) fn count_unswept(&self) -> u64 {
         self.lock().entries.len() as u64
     }
 
@@ -282,35 +286,9 @@ impl Queue {
         self.lock().deleted
     }
 
-    /// The alternate (or dead letter) exchange, while it exists.
-    pub fn alternate_exchange(&self) -> Option<Arc<Exchange>> {
-        self.alternate.lock().clone()
-    }
-
     /// The name of the alternate (or dead letter) exchange, whether or not it exists now.
     pub fn alternate_exchange_name(&self) -> Option<&str> {
         self.alternate_name.as_deref()
-    }
-
-    /// Takes `ex` as the dead letter exchange if this queue dead-letters by that name and
-    /// has none now: the exchange was declared after the queue.
-    pub(crate) fn adopt_dead_letter_exchange(&self, ex: &Arc<Exchange>) {
-        if self.features.dead_letter && self.alternate_name.as_deref() == Some(ex.name()) {
-            let mut alt = self.alternate.lock();
-            if alt.is_none() {
-                *alt = Some(ex.clone());
-            }
-        }
-    }
-
-    /// Lets go of `ex` if it is this queue's dead letter exchange: it is being deleted.
-    pub(crate) fn forget_dead_letter_exchange(&self, ex: &Arc<Exchange>) {
-        if self.features.dead_letter {
-            let mut alt = self.alternate.lock();
-            if alt.as_ref().is_some_and(|a| Arc::ptr_eq(a, ex)) {
-                *alt = None;
-            }
-        }
     }
 
     pub fn arguments(&self) -> &Arguments {
@@ -337,8 +315,8 @@ impl Queue {
         ))
     }
 
-    pub fn info(&self) -> QueueInfo {
-        self.purge_expired(now_ms());
+    /// [`QueueInfo`] as the queue stands, expired messages included (see `Queue::info`).
+    pub(crate) fn info_unswept(&self) -> QueueInfo {
         let st = self.lock();
         QueueInfo {
             name: self.name.clone(),
@@ -352,29 +330,17 @@ impl Queue {
         }
     }
 
-    /// Stores the message and dispatches. `Ok(false)` if the queue was deleted meanwhile (the
-    /// publisher routed with a stale handle; the message is simply not stored here).
-    pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
+    /// Stores the message and dispatches (see `Queue::enqueue`, which also dead-letters what
+    /// a drop-head queue dropped to make room).
+    pub(crate) fn push(self: &Arc<Self>, msg: Arc<Message>) -> Result<Enqueued, BrokerError> {
         let msg = self.apply_ttl(msg);
         self.note_expiry(&msg);
-        let enqueued = {
-            let mut st = self.state.lock();
-            let enqueued = self.enqueue_locked(&mut st, msg);
-            if matches!(enqueued, Ok(Enqueued::Stored | Enqueued::Dropping(_))) {
-                st.dispatch(self);
-            }
-            enqueued
-        };
-        match enqueued? {
-            Enqueued::Stored => Ok(true),
-            Enqueued::Gone => Ok(false),
-            Enqueued::Dropping(dropped) => {
-                for m in dropped {
-                    self.dead_letter(m, DeathReason::Maxlen);
-                }
-                Ok(true)
-            }
+        let mut st = self.state.lock();
+        let enqueued = self.enqueue_locked(&mut st, msg);
+        if matches!(enqueued, Ok(Enqueued::Stored | Enqueued::Dropping(_))) {
+            st.dispatch(self);
         }
+        enqueued
     }
 
     /// Stores a message (already through [`Queue::apply_ttl`]) under the caller's lock,
@@ -565,13 +531,13 @@ impl Queue {
     /// Puts acquired messages back at their original place (ahead of newer messages), marks them
     /// redelivered if asked (or if they already were), and re-dispatches. Positions that are
     /// not acquired-and-unsettled are ignored, so a duplicate release cannot duplicate a message.
-    /// On a deleted queue the messages are orphans and go to the alternate exchange, if any.
-    /// Returns how many were released.
-    pub fn release(
+    /// Returns how many were released, and the orphans: on a deleted queue the messages leave
+    /// for the alternate exchange (see `Queue::release`).
+    pub(crate) fn requeue(
         self: &Arc<Self>,
         entries: impl IntoIterator<Item = (u64, Arc<Message>)>,
         set_redelivered: bool,
-    ) -> usize {
+    ) -> (usize, DeadLetters<'_>) {
         let mut entries: Vec<(u64, Arc<Message>)> = entries.into_iter().collect();
         // Newest first, so each insert lands at or near the front of the deque (cheap) when
         // the released messages are older than everything still queued (the usual case).
@@ -594,10 +560,7 @@ impl Queue {
             st.dispatch(self);
             released
         };
-        for m in orphans {
-            self.to_alternate(&m);
-        }
-        released
+        (released, self.leaving(Leaving::Orphaned, orphans))
     }
 
     /// Puts one acquired message back under the caller's lock (no dispatch). On a deleted
@@ -627,15 +590,15 @@ impl Queue {
         true
     }
 
-    /// The consumer rejected the message: it leaves the queue and is dead-lettered (goes to
-    /// the alternate exchange if there is one, else it is dropped). False if the position was
-    /// not acquired.
-    pub fn reject(&self, position: u64, msg: Arc<Message>) -> bool {
-        if self.lock().settle_done(position).is_none() {
-            return false;
-        }
-        self.dead_letter(msg, DeathReason::Rejected);
-        true
+    /// The consumer rejected the message: it leaves the queue, dead-lettered (see
+    /// `Queue::reject`). `None` if the position was not acquired.
+    pub(crate) fn settle_rejected(
+        &self,
+        position: u64,
+        msg: Arc<Message>,
+    ) -> Option<DeadLetters<'_>> {
+        self.lock().settle_done(position)?;
+        Some(self.leaving_one(Leaving::Died(DeathReason::Rejected), msg))
     }
 
     /// Acquires browsed messages (0-10 message.acquire); returns the positions that were still
@@ -690,32 +653,34 @@ impl Queue {
         self.lock().purge()
     }
 
-    /// Drops expired messages, or dead-letters them when the queue asked for that; also
-    /// routes those that dispatch found expired since the last call.
-    pub(crate) fn purge_expired(&self, now: u64) -> u64 {
+    /// Takes expired messages off the queue; returns how many, and the dead letters: those
+    /// messages and the ones dispatch found expired since the last call, when the queue
+    /// dead-letters expired messages (it drops them otherwise).
+    pub(crate) fn take_expired(&self, now: u64) -> (u64, DeadLetters<'_>) {
         let (n, expired) = {
             let mut st = self.lock();
             let n = st.purge_expired(now);
             (n, std::mem::take(&mut st.expired))
         };
-        for m in expired {
-            self.dead_letter(m, DeathReason::Expired);
-        }
-        n
+        (
+            n,
+            self.leaving(Leaving::Died(DeathReason::Expired), expired),
+        )
     }
 
-    /// Dead-letters the expired messages at the head of a dead-lettering queue promptly
-    /// (the periodic sweep is coarse); returns whether messages with an expiry remain.
-    pub(crate) fn expire_head(&self, now: u64) -> bool {
+    /// Takes the expired messages off the head of a dead-lettering queue (the periodic sweep
+    /// is coarse, a delay queue should be on time); returns whether messages with an expiry
+    /// remain, and the dead letters.
+    pub(crate) fn take_expired_head(&self, now: u64) -> (bool, DeadLetters<'_>) {
         let (expired, more) = {
             let mut st = self.state.lock();
             let more = st.expire_head(now);
             (std::mem::take(&mut st.expired), more)
         };
-        for m in expired {
-            self.dead_letter(m, DeathReason::Expired);
-        }
-        more
+        (
+            more,
+            self.leaving(Leaving::Died(DeathReason::Expired), expired),
+        )
     }
 
     pub(crate) fn watch_expiry(&self, notify: Arc<Notify>) {
@@ -728,80 +693,6 @@ impl Queue {
         if msg.expires_at.is_some() {
             if let Some(n) = self.expiry_watch.get() {
                 n.notify_one();
-            }
-        }
-    }
-
-    /// Whether the queue dead-letters the RabbitMQ way (`x-dead-letter-exchange`).
-    pub(crate) fn dead_letters(&self) -> bool {
-        self.features.dead_letter
-    }
-
-    /// A message leaves the queue for `reason`. A queue declared with
-    /// `x-dead-letter-exchange` dead-letters it the RabbitMQ way: the death is recorded on
-    /// the message, its expiry is dropped (so it cannot expire again on arrival), it is
-    /// republished to the dead letter exchange (under `x-dead-letter-routing-key` if given)
-    /// and a queue it already died in without any rejection on the way is skipped (a cycle).
-    /// A queue with a plain alternate exchange (0-10) routes it there unchanged, as qpidd
-    /// does.
-    pub(crate) fn dead_letter(&self, msg: Arc<Message>, reason: DeathReason) {
-        let Some(alt) = self.alternate_exchange() else {
-            return;
-        };
-        if !self.features.dead_letter {
-            self.to_alternate(&msg);
-            return;
-        }
-        let mut copy = Arc::unwrap_or_clone(msg);
-        let mut history = copy
-            .deaths
-            .take()
-            .map(Arc::unwrap_or_clone)
-            .unwrap_or_default();
-        history.record(
-            &self.name,
-            reason,
-            &copy.exchange,
-            &copy.routing_key,
-            now_ms(),
-        );
-        copy.deaths = Some(Arc::new(history));
-        copy.expires_at = None;
-        copy.exchange = bytes::Bytes::from(alt.name().to_owned());
-        if let Some(key) = &self.features.dead_letter_routing_key {
-            copy.routing_key = bytes::Bytes::from(key.clone());
-        }
-        let copy = Arc::new(copy);
-        let cycle = |q: &Queue| {
-            copy.deaths
-                .as_ref()
-                .is_some_and(|h| h.is_cycle_into(q.name()))
-        };
-        if let Err(e) = route::deliver_except(&alt, &copy, self.journal.as_ref(), Some(&cycle)) {
-            tracing::debug!(queue = %self.name, error = %e, "dead letter exchange refused message");
-        }
-    }
-
-    /// Routes a message that leaves the queue without dying (its queue was deleted) to the
-    /// alternate exchange, as 0-10 asks. Queues that dead-letter the RabbitMQ way drop such
-    /// messages instead, as RabbitMQ does.
-    pub(crate) fn to_alternate(&self, msg: &Arc<Message>) {
-        if self.features.dead_letter {
-            return;
-        }
-        if let Some(alt) = self.alternate_exchange() {
-            let rekeyed;
-            let msg = match &self.features.dead_letter_routing_key {
-                Some(key) => {
-                    let mut copy = (**msg).clone();
-                    copy.routing_key = bytes::Bytes::from(key.clone());
-                    rekeyed = Arc::new(copy);
-                    &rekeyed
-                }
-                None => msg,
-            };
-            if let Err(e) = route::deliver(&alt, msg, self.journal.as_ref()) {
-                tracing::debug!(queue = %self.name, error = %e, "alternate exchange refused message");
             }
         }
     }
@@ -954,9 +845,9 @@ impl Queue {
         }
     }
 
-    /// Tells the consumers they are gone and sends remaining messages to the alternate exchange.
-    /// Returns how many messages the queue held.
-    pub(crate) fn finish_delete(&self, drained: Drained) -> u64 {
+    /// Tells the consumers they are gone. Returns how many messages the queue held, and
+    /// those messages as orphans for the alternate exchange.
+    pub(crate) fn finish_delete(&self, drained: Drained) -> (u64, DeadLetters<'_>) {
         for c in drained.consumers {
             c.spec.outbox.push(OutboxItem::ConsumerCancelled {
                 consumer: c.spec.id,
@@ -965,30 +856,7 @@ impl Queue {
             });
         }
         let n = drained.messages.len() as u64;
-        for m in &drained.messages {
-            self.to_alternate(m);
-        }
-        n
-    }
-}
-
-/// Releases a session's unsettled deliveries when it ends (or on a bulk message.release),
-/// grouping them per queue so each queue is locked once.
-pub fn release_deliveries(deliveries: impl IntoIterator<Item = Delivery>, set_redelivered: bool) {
-    let mut all: Vec<Delivery> = deliveries.into_iter().filter(|d| d.acquired).collect();
-    all.sort_unstable_by_key(|d| Arc::as_ptr(&d.queue) as usize);
-    let mut rest = all.as_slice();
-    while let Some(first) = rest.first() {
-        let n = rest
-            .iter()
-            .take_while(|d| Arc::ptr_eq(&d.queue, &first.queue))
-            .count();
-        let (group, tail) = rest.split_at(n);
-        first.queue.release(
-            group.iter().map(|d| (d.position, d.message.clone())),
-            set_redelivered,
-        );
-        rest = tail;
+        (n, self.leaving(Leaving::Orphaned, drained.messages))
     }
 }
 

@@ -4,6 +4,7 @@ use bytes::Bytes;
 
 use super::*;
 use crate::queue::Outbox;
+use crate::route::release_deliveries;
 
 fn queue_with(limits: QueueLimits, owner: Option<OwnerId>) -> Arc<Queue> {
     let opts = QueueOptions {
