@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use super::Queue;
 use crate::message::{now_ms, DeathReason, Message};
+use crate::value::Arguments;
 
 /// A queue's alternate or dead letter exchange, as the queue holds it: by name, plus what
 /// the layers above need to get the exchange back. [`crate::Exchange`] implements it.
@@ -180,4 +181,9 @@ impl Queue {
             None => msg,
         }
     }
+}
+
+/// The `x-dead-letter-exchange` argument, if it is a string.
+pub(crate) fn dead_letter_exchange_name(args: &Arguments) -> Option<&str> {
+    args.get("x-dead-letter-exchange").and_then(|v| v.as_str())
 }

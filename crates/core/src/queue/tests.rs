@@ -3,8 +3,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
+use crate::error::BrokerError;
+use crate::limits::LimitPolicy;
+use crate::message::Message;
 use crate::queue::Outbox;
 use crate::route::release_deliveries;
+use crate::ConsumerId;
 
 fn queue_with(limits: QueueLimits, owner: Option<OwnerId>) -> Arc<Queue> {
     let opts = QueueOptions {
