@@ -261,7 +261,7 @@ impl Queue {
         self.limits
     }
 
-    /// Whether publishers must fill [`Message::headers`] for this queue to work (a
+    /// Whether publishers must fill [`Message::headers`](crate::Message::headers) for this queue to work (a
     /// last-value queue reads its key from them).
     pub fn needs_headers(&self) -> bool {
         self.features.last_value_key.is_some()
