@@ -6,14 +6,12 @@
 //! journal (memory only) makes none of these calls, and transient messages or non-durable
 //! queues never reach the journal even when there is one.
 
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::BrokerError;
-use crate::exchange::ExchangeKind;
+use crate::exchange_kind::ExchangeKind;
 use crate::limits::QueueLimits;
-use crate::outbox::Outbox;
 use crate::value::Arguments;
 
 /// A point in the journal's write order. Everything appended up to it is on stable storage
@@ -103,51 +101,17 @@ pub trait Journal: Send + Sync {
     fn durable(&self) -> SyncPoint;
     /// The device failed: points beyond [`Journal::durable`] will never become durable.
     fn is_failed(&self) -> bool;
-    /// Pushes [`crate::OutboxItem::Durable`] into `outbox` once `point` is durable (or the
-    /// journal failed), at once if it already is. Each registration wakes its outbox once.
-    fn notify_when_durable(&self, point: SyncPoint, outbox: &Arc<Outbox>);
+    /// Wakes `waiter` once `point` is durable (or the journal failed), at once if it already
+    /// is. Each registration wakes its waiter once.
+    fn notify_when_durable(&self, point: SyncPoint, waiter: Arc<dyn DurableWaiter>);
 }
 
-/// A message's identity in the store, set when a journal recorded it. A copy of a message
-/// (`Message::clone`) is a new message as far as the store is concerned, so cloning gives an
-/// unset reference; code that keeps the same stored message under another expiry carries it
-/// over with [`StoreRef::carry_from`].
-#[derive(Default)]
-pub struct StoreRef(AtomicU64);
-
-impl StoreRef {
-    /// The store's id for this message, if a journal recorded it.
-    pub fn get(&self) -> Option<u64> {
-        match self.0.load(Ordering::Acquire) {
-            0 => None,
-            id => Some(id),
-        }
-    }
-
-    /// Ids are non-zero; 0 leaves the reference unset.
-    pub fn set(&self, id: u64) {
-        self.0.store(id, Ordering::Release);
-    }
-
-    pub fn carry_from(&self, other: &StoreRef) {
-        self.0
-            .store(other.0.load(Ordering::Acquire), Ordering::Release);
-    }
-}
-
-impl Clone for StoreRef {
-    fn clone(&self) -> StoreRef {
-        StoreRef::default()
-    }
-}
-
-impl fmt::Debug for StoreRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.get() {
-            Some(id) => write!(f, "StoreRef({id})"),
-            None => f.write_str("StoreRef(-)"),
-        }
-    }
+/// Waits for a sync point through [`Journal::notify_when_durable`]. A connection's
+/// [`crate::Outbox`] is one: woken, it queues [`crate::OutboxItem::Durable`] for its writer,
+/// which then sends the completions or confirms that waited for the point. A trait, not the
+/// outbox itself, because outboxes carry deliveries from queues, a layer above the journal.
+pub trait DurableWaiter: Send + Sync {
+    fn wake(&self);
 }
 
 /// One transaction commit's records in the journal. The store names the transaction when
@@ -174,21 +138,6 @@ impl JournalTx {
             Ok(_) => first,
             Err(existing) => existing,
         }
-    }
-}
-
-/// A durable queue's link to the journal.
-#[derive(Clone)]
-pub(crate) struct QueueStore {
-    pub(crate) journal: Arc<dyn Journal>,
-    pub(crate) id: u64,
-    /// Set when the broker keeps persistent contents within a memory budget.
-    pub(crate) offload: Option<Arc<crate::queue::OffloadBudget>>,
-}
-
-impl fmt::Debug for QueueStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "QueueStore({})", self.id)
     }
 }
 
@@ -352,23 +301,6 @@ pub(crate) mod testing {
         fn is_failed(&self) -> bool {
             false
         }
-        fn notify_when_durable(&self, _: SyncPoint, _: &Arc<Outbox>) {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_clone_is_a_new_message_for_the_store() {
-        let r = StoreRef::default();
-        assert_eq!(r.get(), None);
-        r.set(7);
-        assert_eq!(r.get(), Some(7));
-        assert_eq!(r.clone().get(), None);
-        let carried = StoreRef::default();
-        carried.carry_from(&r);
-        assert_eq!(carried.get(), Some(7));
+        fn notify_when_durable(&self, _: SyncPoint, _: Arc<dyn DurableWaiter>) {}
     }
 }

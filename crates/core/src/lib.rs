@@ -1,48 +1,77 @@
 //! Protocol-neutral broker core: exchanges, bindings, queues, messages, consumers, credit and
 //! settlement.
 //!
-//! Protocol layers (AMQP 0-10 now, 0-9-1 later) translate their commands into calls on
-//! [`Broker`] and [`Queue`], and drain each connection's [`Outbox`] to write deliveries. The core
-//! never parses protocol headers: a [`Message`] carries its encoded header opaquely so a
-//! delivery can be written back without re-encoding.
+//! The protocol layers (AMQP 0-10 and 0-9-1, in `ferry-server`) translate their commands into
+//! calls on [`Broker`] and [`Queue`], and drain each connection's [`Outbox`] to write
+//! deliveries. The core never parses protocol headers: a [`Message`] carries its encoded header
+//! opaquely so a delivery can be written back without re-encoding. Nor does it do I/O: a
+//! [`Journal`] (`ferry-store`'s) is told what changes in durable state.
+//!
+//! # Layers
+//!
+//! A module uses only modules of lower-numbered layers (the `layering` test reads this list
+//! and checks every `crate::` path outside test code against it):
+//!
+//! 1. `error`, `value`, `id_hash`, `alarm`, `exchange_kind`: vocabulary, depending on nothing.
+//! 2. `limits`, `message`: queue depth limits; messages, with their store identity and
+//!    dead-lettering history.
+//! 3. `journal`: the core's view of a durable store. It wakes a [`DurableWaiter`] (an outbox)
+//!    when a sync point is reached.
+//! 4. `queue`: storage, consumers and credit, dispatch into connections' outboxes,
+//!    settlement windows, settlement, flow to disk. A queue holds its alternate exchange
+//!    only through a trait, and what it dead-letters comes back to the caller as effects.
+//! 5. `exchange`: exchanges and their bindings, which hold queues.
+//! 6. `route`: a message's way through exchanges into queues, journaled first when
+//!    persistent; routing what queues dead-letter, and so the public queue operations that
+//!    can dead-letter (reject, release, the counts that sweep expired messages).
+//! 7. `transaction`: staged publishes and settlements, applied as one unit.
+//! 8. `broker`: the registry, declarations and bindings, the publish and commit entry points,
+//!    housekeeping, recovery and resource alarms.
+//!
+//! # Locks
 //!
 //! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox or
 //! settlement window; a [`Journal`]'s own locks are leaves (queues append dequeues under their
 //! lock).
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
 //! one exchange read lock, then each target queue's mutex in turn (never two at once). Only a
-//! transaction's commit holds several queue locks, taken in queue-id order.
+//! transaction's commit holds several queue locks, taken in queue-id order. Dead letters are
+//! publishes of their own, made once the queue lock that took them off is released.
 
 mod alarm;
 mod broker;
 mod error;
 mod exchange;
+mod exchange_kind;
 mod id_hash;
 mod journal;
+#[cfg(test)]
+mod layering;
 mod limits;
 mod message;
-mod outbox;
 mod queue;
 mod route;
 mod transaction;
 mod value;
-mod window;
 
 pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
 pub use error::BrokerError;
-pub use exchange::{Exchange, ExchangeInfo, ExchangeKind, ExchangeOptions};
+pub use exchange::{Exchange, ExchangeInfo, ExchangeOptions};
+pub use exchange_kind::ExchangeKind;
 pub use id_hash::{IdHasher, IdMap};
-pub use journal::{ExchangeDefinition, Journal, JournalTx, QueueDefinition, StoreRef, SyncPoint};
-pub use limits::{LimitPolicy, QueueLimits};
-pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader};
-pub use outbox::{Delivery, Outbox, OutboxItem};
-pub use queue::{
-    release_deliveries, ConsumerSpec, Got, Queue, QueueInfo, QueueOptions, QuotaCharge, Restored,
+pub use journal::{
+    DurableWaiter, ExchangeDefinition, Journal, JournalTx, QueueDefinition, SyncPoint,
 };
+pub use limits::{LimitPolicy, QueueLimits};
+pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, StoreRef};
+pub use queue::{
+    ConsumerSpec, Delivery, Got, Outbox, OutboxItem, Queue, QueueInfo, QueueOptions, QuotaCharge,
+    Restored, SettleWindow,
+};
+pub use route::release_deliveries;
 pub use transaction::{CommitOutcome, Settlement, Transaction};
 pub use value::{Arguments, HeaderValue, Headers};
-pub use window::SettleWindow;
 
 /// Identifies a consumer (subscription) across the broker; allocate with
 /// [`Broker::next_consumer_id`].

@@ -1,11 +1,12 @@
 //! Messages as the core sees them.
 
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::journal::StoreRef;
 use crate::value::Headers;
 
 /// The protocol header exactly as received, kept so a delivery can be re-sent without the core
@@ -179,6 +180,48 @@ impl Message {
     }
 }
 
+/// A message's identity in the store, set when a journal recorded it. A copy of a message
+/// (`Message::clone`) is a new message as far as the store is concerned, so cloning gives an
+/// unset reference; code that keeps the same stored message under another expiry carries it
+/// over with [`StoreRef::carry_from`].
+#[derive(Default)]
+pub struct StoreRef(AtomicU64);
+
+impl StoreRef {
+    /// The store's id for this message, if a journal recorded it.
+    pub fn get(&self) -> Option<u64> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// Ids are non-zero; 0 leaves the reference unset.
+    pub fn set(&self, id: u64) {
+        self.0.store(id, Ordering::Release);
+    }
+
+    pub fn carry_from(&self, other: &StoreRef) {
+        self.0
+            .store(other.0.load(Ordering::Acquire), Ordering::Release);
+    }
+}
+
+impl Clone for StoreRef {
+    fn clone(&self) -> StoreRef {
+        StoreRef::default()
+    }
+}
+
+impl fmt::Debug for StoreRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.get() {
+            Some(id) => write!(f, "StoreRef({id})"),
+            None => f.write_str("StoreRef(-)"),
+        }
+    }
+}
+
 /// Current time in milliseconds since the UNIX epoch, the unit of [`Message::expires_at`].
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -247,6 +290,18 @@ mod tests {
         assert!(!h.is_cycle_into("b"));
         h.record("b", DeathReason::Rejected, &b, &b, 0);
         assert!(!h.is_cycle_into("a"));
+    }
+
+    #[test]
+    fn a_clone_is_a_new_message_for_the_store() {
+        let r = StoreRef::default();
+        assert_eq!(r.get(), None);
+        r.set(7);
+        assert_eq!(r.get(), Some(7));
+        assert_eq!(r.clone().get(), None);
+        let carried = StoreRef::default();
+        carried.carry_from(&r);
+        assert_eq!(carried.get(), Some(7));
     }
 
     #[test]

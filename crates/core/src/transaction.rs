@@ -10,7 +10,7 @@ use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::{now_ms, DeathReason, Message};
-use crate::queue::{Enqueued, Queue, QueueState};
+use crate::queue::{Enqueued, Leaving, Queue, QueueState};
 use crate::route;
 
 /// How a staged settlement leaves the consumer.
@@ -205,8 +205,8 @@ impl Transaction {
         let slot = |q: &Queue| queues.binary_search_by_key(&q.id(), |x| x.id()).ok();
 
         let mut rejected: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
-        let mut orphans: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
-        let mut dropped: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
+        let mut orphans: Vec<(Arc<Queue>, Vec<Arc<Message>>)> = Vec::new();
+        let mut dropped: Vec<(Arc<Queue>, Vec<Arc<Message>>)> = Vec::new();
         // Settlements first: what a transaction consumes makes room for what it publishes.
         for s in settlements {
             let Some(st) = slot(&s.queue).and_then(|i| locked.get_mut(i)) else {
@@ -226,7 +226,9 @@ impl Transaction {
                     let held =
                         s.queue
                             .release_locked(st, s.position, s.message, redelivered, &mut lost);
-                    orphans.extend(lost.into_iter().map(|m| (s.queue.clone(), m)));
+                    if !lost.is_empty() {
+                        orphans.push((s.queue.clone(), lost));
+                    }
                     held
                 }
             };
@@ -240,7 +242,9 @@ impl Transaction {
                 Ok(Enqueued::Stored) => outcome.routed[i] += 1,
                 Ok(Enqueued::Dropping(lost)) => {
                     outcome.routed[i] += 1;
-                    dropped.extend(lost.into_iter().map(|m| (q.clone(), m)));
+                    if !lost.is_empty() {
+                        dropped.push((q.clone(), lost));
+                    }
                 }
                 Ok(Enqueued::Gone) => route::forget(&q, &message, jtx.as_deref()),
                 Err(e) => {
@@ -264,13 +268,13 @@ impl Transaction {
 
         // Dead letters are new publishes of their own, made once no queue is locked.
         for (q, m) in rejected {
-            q.dead_letter(m, DeathReason::Rejected);
+            route::dead_letters(q.leaving_one(Leaving::Died(DeathReason::Rejected), m));
         }
-        for (q, m) in dropped {
-            q.dead_letter(m, DeathReason::Maxlen);
+        for (q, lost) in dropped {
+            route::dead_letters(q.leaving(Leaving::Died(DeathReason::Maxlen), lost));
         }
-        for (q, m) in orphans {
-            q.to_alternate(&m);
+        for (q, lost) in orphans {
+            route::dead_letters(q.leaving(Leaving::Orphaned, lost));
         }
         outcome
     }
@@ -284,8 +288,8 @@ mod tests {
 
     use super::*;
     use crate::limits::{LimitPolicy, QueueLimits};
-    use crate::outbox::{Outbox, OutboxItem};
     use crate::queue::{ConsumerSpec, QueueOptions};
+    use crate::queue::{Outbox, OutboxItem};
     use crate::value::{Arguments, HeaderValue};
     use crate::{Broker, BrokerConfig, ExchangeKind, ExchangeOptions};
 

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use ferry_core::{
-    Arguments, BrokerError, ExchangeDefinition, Journal, JournalTx, Message, Outbox, OutboxItem,
+    Arguments, BrokerError, DurableWaiter, ExchangeDefinition, Journal, JournalTx, Message,
     QueueDefinition, SyncPoint,
 };
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -239,7 +239,7 @@ struct Shared {
     /// until space comes back.
     full: AtomicBool,
     stop: AtomicBool,
-    waiters: Mutex<Vec<(SyncPoint, Arc<Outbox>)>>,
+    waiters: Mutex<Vec<(SyncPoint, Arc<dyn DurableWaiter>)>>,
     spare: Mutex<Spare>,
     spare_changed: Condvar,
 }
@@ -276,19 +276,19 @@ impl Shared {
     /// Wakes the connections waiting for points up to `durable` (all of them once failed).
     fn wake(&self, durable: u64) {
         let failed = self.failed.load(Ordering::Acquire);
-        let mut woken: Vec<Arc<Outbox>> = Vec::new();
-        self.waiters.lock().retain(|(point, outbox)| {
+        let mut woken: Vec<Arc<dyn DurableWaiter>> = Vec::new();
+        self.waiters.lock().retain(|(point, waiter)| {
             if failed || point.0 <= durable {
-                if !woken.iter().any(|w| Arc::ptr_eq(w, outbox)) {
-                    woken.push(outbox.clone());
+                if !woken.iter().any(|w| Arc::ptr_eq(w, waiter)) {
+                    woken.push(waiter.clone());
                 }
                 false
             } else {
                 true
             }
         });
-        for outbox in woken {
-            outbox.push(OutboxItem::Durable);
+        for waiter in woken {
+            waiter.wake();
         }
     }
 
@@ -657,7 +657,7 @@ impl Journal for Store {
         self.shared.failed.load(Ordering::Acquire)
     }
 
-    fn notify_when_durable(&self, point: SyncPoint, outbox: &Arc<Outbox>) {
+    fn notify_when_durable(&self, point: SyncPoint, waiter: Arc<dyn DurableWaiter>) {
         let now = {
             let mut waiters = self.shared.waiters.lock();
             // Checked under the waiters lock: the writer publishes `durable` before taking
@@ -665,12 +665,12 @@ impl Journal for Store {
             let done = self.shared.durable.load(Ordering::Acquire) >= point.0
                 || self.shared.failed.load(Ordering::Acquire);
             if !done {
-                waiters.push((point, outbox.clone()));
+                waiters.push((point, waiter.clone()));
             }
             done
         };
         if now {
-            outbox.push(OutboxItem::Durable);
+            waiter.wake();
         } else {
             self.shared.kick();
         }

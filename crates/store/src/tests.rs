@@ -455,14 +455,14 @@ fn a_waiting_connection_is_woken_once_its_point_is_durable() {
     durable_queue(&b, "q");
     let point = publish(&b, "q", b"m".to_vec(), true).expect("a sync point");
     let ob = Outbox::new();
-    store.notify_when_durable(point, &ob);
+    store.notify_when_durable(point, ob.clone());
     wait_until("the wake-up", || !ob.is_empty());
     let mut items = Vec::new();
     ob.take(&mut items);
     assert!(matches!(items[..], [OutboxItem::Durable]));
     assert!(store.durable() >= point);
     // Already durable: woken at once.
-    store.notify_when_durable(point, &ob);
+    store.notify_when_durable(point, ob.clone());
     assert_eq!(ob.len(), 1);
     store.close();
 }
@@ -473,7 +473,7 @@ fn a_burst_of_publishes_and_one_request_share_one_sync() {
     let (store, b, _) = start(&dir, small());
     durable_queue(&b, "q");
     let ob = Outbox::new();
-    store.notify_when_durable(store.appended(), &ob);
+    store.notify_when_durable(store.appended(), ob.clone());
     wait_until("the declare", || store.durable() >= store.appended());
     let before = store.syncs();
     // A connection's read batch: every publish appended, then one request to be woken.
@@ -482,7 +482,7 @@ fn a_burst_of_publishes_and_one_request_share_one_sync() {
         last = publish(&b, "q", i.to_be_bytes().to_vec(), true);
     }
     let last = last.expect("a sync point");
-    store.notify_when_durable(last, &ob);
+    store.notify_when_durable(last, ob.clone());
     wait_until("the burst", || store.durable() >= last);
     assert_eq!(
         store.syncs() - before,

@@ -6,9 +6,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
+use crate::error::BrokerError;
 use crate::journal::testing::{Call, MemoryJournal};
-use crate::outbox::{Outbox, OutboxItem};
+use crate::journal::SyncPoint;
+use crate::message::{now_ms, Message};
 use crate::queue::ConsumerSpec;
+use crate::queue::QueueOptions;
+use crate::queue::{Outbox, OutboxItem};
+use crate::value::Arguments;
 
 fn broker() -> (Arc<Broker>, Arc<MemoryJournal>) {
     let j = MemoryJournal::new();

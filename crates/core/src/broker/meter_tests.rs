@@ -12,9 +12,13 @@ use super::tests::{declare_with, declare_with_args, rabbit_dlq, take_deliveries}
 use super::*;
 use crate::journal::testing::MemoryJournal;
 use crate::limits::LimitPolicy;
-use crate::outbox::Outbox;
-use crate::queue::{release_deliveries, ConsumerSpec};
+use crate::message::{now_ms, Message};
+use crate::queue::ConsumerSpec;
+use crate::queue::Outbox;
+use crate::queue::QueueOptions;
+use crate::route::release_deliveries;
 use crate::transaction::Settlement;
+use crate::value::Arguments;
 use crate::value::HeaderValue as V;
 
 const ME: OwnerId = 1;

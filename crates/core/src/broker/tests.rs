@@ -3,9 +3,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
+use crate::error::BrokerError;
 use crate::message::DeathReason;
-use crate::outbox::{Outbox, OutboxItem};
+use crate::message::{now_ms, Message};
 use crate::queue::ConsumerSpec;
+use crate::queue::QueueOptions;
+use crate::queue::{Outbox, OutboxItem};
+use crate::value::Arguments;
 use crate::value::HeaderValue as V;
 
 const ME: OwnerId = 1;

@@ -5,6 +5,7 @@ mod headers;
 mod tests;
 mod topic;
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -13,42 +14,12 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::BrokerError;
+use crate::exchange_kind::ExchangeKind;
 use crate::message::Message;
-use crate::queue::Queue;
+use crate::queue::{AlternateExchange, Queue};
 use crate::value::Arguments;
 use headers::HeadersBinding;
 use topic::TopicTrie;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExchangeKind {
-    Direct,
-    Fanout,
-    Topic,
-    Headers,
-}
-
-impl ExchangeKind {
-    /// The AMQP type name; `None` for types the broker does not know (0-10 answers those with
-    /// not-found, as qpidd does).
-    pub fn from_name(name: &str) -> Option<ExchangeKind> {
-        match name {
-            "direct" => Some(ExchangeKind::Direct),
-            "fanout" => Some(ExchangeKind::Fanout),
-            "topic" => Some(ExchangeKind::Topic),
-            "headers" => Some(ExchangeKind::Headers),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ExchangeKind::Direct => "direct",
-            ExchangeKind::Fanout => "fanout",
-            ExchangeKind::Topic => "topic",
-            ExchangeKind::Headers => "headers",
-        }
-    }
-}
 
 #[derive(Debug, Clone, Default)]
 pub struct ExchangeOptions {
@@ -590,6 +561,32 @@ impl Exchange {
             Index::Topic(t) => t.is_empty(),
             _ => false,
         }
+    }
+}
+
+/// Queues hold their alternate exchange through this trait, being a layer below exchanges.
+impl AlternateExchange for Exchange {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+impl Exchange {
+    /// The exchange a queue holds as its alternate (only exchanges are ever held so).
+    pub(crate) fn from_alternate(alternate: Arc<dyn AlternateExchange>) -> Option<Arc<Exchange>> {
+        alternate.into_any().downcast().ok()
+    }
+}
+
+impl Queue {
+    /// The alternate (or dead letter) exchange, while it exists. Defined here rather than
+    /// with the queue, which sits below exchanges and holds it opaquely.
+    pub fn alternate_exchange(&self) -> Option<Arc<Exchange>> {
+        self.alternate().and_then(Exchange::from_alternate)
     }
 }
 

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::outbox::{Outbox, OutboxItem};
+use crate::queue::outbox::{Outbox, OutboxItem};
+use crate::queue::window::SettleWindow;
 use crate::queue::Queue;
-use crate::window::SettleWindow;
 use crate::{ConsumerId, OwnerId};
 
 /// What a protocol layer supplies to subscribe.

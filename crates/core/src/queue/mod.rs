@@ -1,35 +1,69 @@
 //! Queues: FIFO storage, consumers, credit and settlement.
+//!
+//! Everything a queue guards sits in one [`QueueState`] behind one mutex (`state`), so a
+//! publish or a credit grant hands messages to consumers without taking a second lock. The
+//! operations on a [`Queue`] are grouped by concern:
+//!
+//! - `enqueue`: messages arriving, within the queue's limits, or recovered from the store;
+//! - `subscriptions`: consumers subscribing and cancelling, and their credit;
+//! - `settlement`: acquired messages accepted, released or rejected;
+//! - `acquire`: acquiring without a subscription (basic.get, browsed messages);
+//! - `expiry`: message TTLs, and taking expired messages off;
+//! - `dead_letter`: what leaves for the alternate exchange, and in what form;
+//! - `lifecycle`: exclusive ownership, auto-delete, `x-expires`, purge and deletion;
+//! - `info`: counts and snapshots.
+//!
+//! The state is made of `entries` (the FIFO, per priority), `consumer` records and
+//! `features` (what the declare arguments ask for); `state::offload` keeps contents on disk
+//! (flow to disk). Dispatch delivers into connections' `outbox`es, within a session's
+//! settlement `window`; both re-dispatch queues that stopped for want of room.
+//!
+//! Exchanges and routing sit above queues, so a queue never routes: the operations that take
+//! messages off for the alternate exchange return them as [`DeadLetters`]. The public forms
+//! of those operations, which route them too (`enqueue`, `reject`, `release`,
+//! `message_count`, `info`), are defined in `crate::route`.
 
+mod acquire;
 mod consumer;
+mod dead_letter;
+mod enqueue;
 mod entries;
+mod expiry;
 mod features;
+mod info;
+mod lifecycle;
+pub(crate) mod outbox;
+mod settlement;
 mod state;
+mod subscriptions;
 #[cfg(test)]
 mod tests;
+mod window;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::alarm::MemoryMeter;
-use crate::error::BrokerError;
-use crate::exchange::Exchange;
-use crate::journal::{Journal, QueueStore};
-use crate::limits::{LimitPolicy, QueueLimits};
-use crate::message::{now_ms, DeathReason, Message};
-use crate::outbox::{Delivery, OutboxItem};
-use crate::route;
+use crate::journal::Journal;
+use crate::limits::QueueLimits;
 use crate::value::Arguments;
-use crate::{ConsumerId, OwnerId};
+use crate::OwnerId;
 
+pub use acquire::Got;
 pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
+pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadLetters, Leaving};
+pub(crate) use enqueue::Enqueued;
+pub use enqueue::Restored;
 pub(crate) use features::Features;
-use state::{Clock, Entry};
+pub(crate) use lifecycle::{Drained, OwnerGone};
+pub use outbox::{Delivery, Outbox, OutboxItem};
 pub(crate) use state::{OffloadBudget, QueueState};
+pub use window::SettleWindow;
 
 /// Unique across the process so bindings can key queues without hashing names.
 static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
@@ -77,7 +111,7 @@ pub struct Queue {
     /// declared and cannot be deleted while the queue uses it (qpidd); a dead letter
     /// exchange may be declared after the queue and deleted and declared again (RabbitMQ),
     /// and dead letters are dropped while it does not exist.
-    alternate: Mutex<Option<Arc<Exchange>>>,
+    alternate: Mutex<Option<Arc<dyn AlternateExchange>>>,
     arguments: Arguments,
     limits: QueueLimits,
     features: Features,
@@ -87,9 +121,6 @@ pub struct Queue {
     /// durable targets even when this queue is not durable.
     journal: Option<Arc<dyn Journal>>,
     state: Mutex<QueueState>,
-    /// Explicit bindings (exchange, key), so deleting the queue can remove them without
-    /// scanning every exchange. Weak: an exchange's bindings already own the queue.
-    bindings: Mutex<Vec<(Weak<Exchange>, String)>>,
     /// Set for dead-lettering queues: told when a message that will expire arrives, so
     /// the broker's housekeeping dead-letters it on time.
     expiry_watch: OnceLock<Arc<Notify>>,
@@ -105,47 +136,19 @@ impl fmt::Debug for Queue {
     }
 }
 
-/// A message recovered from the store, for [`Queue::restore`].
-#[derive(Debug)]
-pub enum Restored {
-    InMemory(Arc<Message>),
-    /// A stand-in ([`Message::stub`]) whose content the store kept on disk.
-    OnDisk(Arc<Message>),
+/// A durable queue's link to the journal.
+#[derive(Clone)]
+pub(crate) struct QueueStore {
+    pub(crate) journal: Arc<dyn Journal>,
+    pub(crate) id: u64,
+    /// Set when the broker keeps persistent contents within a memory budget.
+    pub(crate) offload: Option<Arc<OffloadBudget>>,
 }
 
-/// What [`Queue::enqueue_locked`] did with a message.
-#[derive(Debug)]
-pub(crate) enum Enqueued {
-    /// Not stored: the queue was deleted meanwhile.
-    Gone,
-    Stored,
-    /// Stored, after dropping these from the head to make room (drop-head overflow); the
-    /// caller dead-letters them once the lock is released.
-    Dropping(Vec<Arc<Message>>),
-}
-
-/// A message taken by [`Queue::get`].
-#[derive(Debug, Clone)]
-pub struct Got {
-    /// The handle for accept/release/reject.
-    pub position: u64,
-    pub message: Arc<Message>,
-    pub redelivered: bool,
-    /// Messages still available after this one.
-    pub remaining: u64,
-}
-
-/// What deleting a queue removed; the broker finishes the job outside its registry lock.
-pub(crate) struct Drained {
-    messages: Vec<Arc<Message>>,
-    consumers: Vec<Consumer>,
-}
-
-/// What a session's end means for one queue.
-pub(crate) enum OwnerGone {
-    NotOwned,
-    Released,
-    Delete,
+impl fmt::Debug for QueueStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "QueueStore({})", self.id)
+    }
 }
 
 impl Queue {
@@ -154,7 +157,7 @@ impl Queue {
     pub(crate) fn new(
         name: String,
         opts: &QueueOptions,
-        alternate: Option<Arc<Exchange>>,
+        alternate: Option<Arc<dyn AlternateExchange>>,
         limits: QueueLimits,
     ) -> Arc<Queue> {
         Queue::with_store(name, opts, alternate, limits, Arc::default(), None, None)
@@ -166,7 +169,7 @@ impl Queue {
     pub(crate) fn with_store(
         name: String,
         opts: &QueueOptions,
-        alternate: Option<Arc<Exchange>>,
+        alternate: Option<Arc<dyn AlternateExchange>>,
         limits: QueueLimits,
         meter: Arc<MemoryMeter>,
         journal: Option<Arc<dyn Journal>>,
@@ -199,7 +202,6 @@ impl Queue {
             state: Mutex::new(state),
             store,
             journal,
-            bindings: Mutex::new(Vec::new()),
             expiry_watch: OnceLock::new(),
             quota: Mutex::new(opts.quota.clone()),
         })
@@ -222,38 +224,20 @@ impl Queue {
         self.store.as_ref()
     }
 
+    /// The broker's journal, which dead letters from this queue are journaled in for their
+    /// durable targets (even when this queue is not durable).
+    pub(crate) fn journal(&self) -> Option<&Arc<dyn Journal>> {
+        self.journal.as_ref()
+    }
+
     fn lock(&self) -> MutexGuard<'_, QueueState> {
         self.state.lock()
     }
 
-    /// Messages available on the queue (not counting acquired-but-unsettled ones).
-    /// Messages available now: expired ones are swept first, so a count never includes
-    /// messages no consumer could get.
-    pub fn message_count(&self) -> u64 {
-        self.purge_expired(now_ms());
-        self.lock().entries.len() as u64
-    }
-
-    /// Bytes of the messages available on the queue.
-    pub fn byte_count(&self) -> u64 {
-        self.lock().queued_bytes()
-    }
-
-    /// Messages acquired by consumers and not yet accepted, released or rejected.
-    pub fn unsettled_count(&self) -> u64 {
-        self.lock().unsettled_count() as u64
-    }
-
-    pub fn consumer_count(&self) -> usize {
-        self.lock().consumers.len()
-    }
-
-    pub fn is_exclusive(&self) -> bool {
-        self.lock().owner.is_some()
-    }
-
-    pub fn owner(&self) -> Option<OwnerId> {
-        self.lock().owner
+    /// The queue's state, for operations that must lock several queues together (a
+    /// transaction's commit); everything else locks one queue at a time.
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock()
     }
 
     pub fn is_auto_delete(&self) -> bool {
@@ -264,39 +248,9 @@ impl Queue {
         self.durable
     }
 
-    pub fn is_deleted(&self) -> bool {
-        self.lock().deleted
-    }
-
-    /// The alternate (or dead letter) exchange, while it exists.
-    pub fn alternate_exchange(&self) -> Option<Arc<Exchange>> {
-        self.alternate.lock().clone()
-    }
-
     /// The name of the alternate (or dead letter) exchange, whether or not it exists now.
     pub fn alternate_exchange_name(&self) -> Option<&str> {
         self.alternate_name.as_deref()
-    }
-
-    /// Takes `ex` as the dead letter exchange if this queue dead-letters by that name and
-    /// has none now: the exchange was declared after the queue.
-    pub(crate) fn adopt_dead_letter_exchange(&self, ex: &Arc<Exchange>) {
-        if self.features.dead_letter && self.alternate_name.as_deref() == Some(ex.name()) {
-            let mut alt = self.alternate.lock();
-            if alt.is_none() {
-                *alt = Some(ex.clone());
-            }
-        }
-    }
-
-    /// Lets go of `ex` if it is this queue's dead letter exchange: it is being deleted.
-    pub(crate) fn forget_dead_letter_exchange(&self, ex: &Arc<Exchange>) {
-        if self.features.dead_letter {
-            let mut alt = self.alternate.lock();
-            if alt.as_ref().is_some_and(|a| Arc::ptr_eq(a, ex)) {
-                *alt = None;
-            }
-        }
     }
 
     pub fn arguments(&self) -> &Arguments {
@@ -307,694 +261,14 @@ impl Queue {
         self.limits
     }
 
-    /// 0-10 forbids other sessions to declare, bind, consume from or get from an exclusive
-    /// queue; protocol layers call this for the operations whose core call has no requester.
-    pub fn check_access(&self, requester: OwnerId) -> Result<(), BrokerError> {
-        match self.lock().owner {
-            Some(owner) if owner != requester => Err(self.locked()),
-            _ => Ok(()),
-        }
-    }
-
-    fn locked(&self) -> BrokerError {
-        BrokerError::ResourceLocked(format!(
-            "queue {} is exclusive to another session",
-            self.name
-        ))
-    }
-
-    pub fn info(&self) -> QueueInfo {
-        self.purge_expired(now_ms());
-        let st = self.lock();
-        QueueInfo {
-            name: self.name.clone(),
-            durable: self.durable,
-            exclusive: st.owner.is_some(),
-            auto_delete: self.auto_delete,
-            alternate_exchange: self.alternate_name.clone(),
-            arguments: self.arguments.clone(),
-            message_count: st.entries.len() as u64,
-            consumer_count: st.consumers.len() as u64,
-        }
-    }
-
-    /// Stores the message and dispatches. `Ok(false)` if the queue was deleted meanwhile (the
-    /// publisher routed with a stale handle; the message is simply not stored here).
-    pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
-        let msg = self.apply_ttl(msg);
-        self.note_expiry(&msg);
-        let enqueued = {
-            let mut st = self.state.lock();
-            let enqueued = self.enqueue_locked(&mut st, msg);
-            if matches!(enqueued, Ok(Enqueued::Stored | Enqueued::Dropping(_))) {
-                st.dispatch(self);
-            }
-            enqueued
-        };
-        match enqueued? {
-            Enqueued::Stored => Ok(true),
-            Enqueued::Gone => Ok(false),
-            Enqueued::Dropping(dropped) => {
-                for m in dropped {
-                    self.dead_letter(m, DeathReason::Maxlen);
-                }
-                Ok(true)
-            }
-        }
-    }
-
-    /// Stores a message (already through [`Queue::apply_ttl`]) under the caller's lock,
-    /// without dispatching.
-    pub(crate) fn enqueue_locked(
-        &self,
-        st: &mut QueueState,
-        msg: Arc<Message>,
-    ) -> Result<Enqueued, BrokerError> {
-        if st.deleted {
-            return Ok(Enqueued::Gone);
-        }
-        let (count, bytes) = st.depth();
-        if !self.limits.admits(count, bytes, msg.size) {
-            if self.limits.policy != LimitPolicy::DropHead {
-                return Err(BrokerError::ResourceLimitExceeded(format!(
-                    "queue {} is full",
-                    self.name
-                )));
-            }
-            // Oldest available messages make room; acquired ones cannot be dropped, so
-            // if they alone fill the queue the new message is still taken.
-            let mut dropped = Vec::new();
-            while let Some((old, content)) = st.pop_front(self.alternate_name.is_some()) {
-                st.forget(&old);
-                dropped.extend(content);
-                let (count, bytes) = st.depth();
-                if self.limits.admits(count, bytes, msg.size) {
-                    break;
-                }
-            }
-            st.push(msg);
-            return Ok(Enqueued::Dropping(dropped));
-        }
-        st.push(msg);
-        Ok(Enqueued::Stored)
-    }
-
-    /// A queue message TTL caps each message's own expiry.
-    #[inline]
-    pub(crate) fn apply_ttl(&self, msg: Arc<Message>) -> Arc<Message> {
-        match self.features.message_ttl {
-            None => msg,
-            Some(ttl) => self.with_ttl(msg, ttl),
-        }
-    }
-
-    fn with_ttl(&self, msg: Arc<Message>, ttl: u64) -> Arc<Message> {
-        let at = crate::message::now_ms().saturating_add(ttl);
-        if msg.expires_at.is_some_and(|own| own <= at) {
-            return msg;
-        }
-        // A shallow copy: body and headers are shared, only the expiry differs per queue. It
-        // is the same message for the store, already journaled for this queue.
-        let mut copy = (*msg).clone();
-        copy.expires_at = Some(at);
-        copy.stored.carry_from(&msg.stored);
-        Arc::new(copy)
-    }
-
-    /// Adds a consumer with no credit (0-10 subscriptions start stopped; grant with
-    /// [`Queue::add_credit`]).
-    pub fn subscribe(self: &Arc<Self>, spec: ConsumerSpec) -> Result<(), BrokerError> {
-        let mut st = self.lock();
-        if st.deleted {
-            return Err(BrokerError::NotFound(format!(
-                "queue {} was deleted",
-                self.name
-            )));
-        }
-        if st.owner.is_some_and(|o| o != spec.owner) {
-            return Err(self.locked());
-        }
-        if spec.exclusive && !st.consumers.is_empty() {
-            return Err(BrokerError::ResourceLocked(format!(
-                "queue {} has consumers; exclusive subscription refused",
-                self.name
-            )));
-        }
-        if st.consumers.iter().any(|c| c.spec.exclusive) {
-            return Err(BrokerError::ResourceLocked(format!(
-                "queue {} has an exclusive consumer",
-                self.name
-            )));
-        }
-        if st.consumers.iter().any(|c| c.spec.id == spec.id) {
-            return Err(BrokerError::InvalidArgument(format!(
-                "consumer {} already subscribed to {}",
-                spec.id, self.name
-            )));
-        }
-        st.consumers.push(Consumer::new(spec));
-        st.had_consumers = true;
-        st.last_used = now_ms();
-        Ok(())
-    }
-
-    /// Removes a consumer; returns whether it existed and whether the queue should now be
-    /// auto-deleted (auto-delete, not exclusively owned, had consumers, has none left).
-    pub(crate) fn remove_consumer(&self, id: ConsumerId) -> (bool, bool) {
-        let mut st = self.lock();
-        let before = st.consumers.len();
-        st.consumers.retain(|c| c.spec.id != id);
-        let removed = st.consumers.len() != before;
-        if removed {
-            st.last_used = now_ms();
-        }
-        (removed, removed && self.auto_delete_due(&st))
-    }
-
-    fn auto_delete_due(&self, st: &QueueState) -> bool {
-        self.auto_delete
-            && !st.deleted
-            && st.owner.is_none()
-            && st.had_consumers
-            && st.consumers.is_empty()
-    }
-
-    fn with_consumer<R>(
-        &self,
-        st: &mut QueueState,
-        id: ConsumerId,
-        f: impl FnOnce(&mut Consumer) -> R,
-    ) -> Result<R, BrokerError> {
-        match st.consumer_mut(id) {
-            Some(c) => Ok(f(c)),
-            None => Err(BrokerError::NotFound(format!(
-                "no consumer {id} on queue {}",
-                self.name
-            ))),
-        }
-    }
-
-    /// Grants credit (`u32::MAX` = unlimited; additions saturate) and dispatches.
-    pub fn add_credit(
-        self: &Arc<Self>,
-        consumer: ConsumerId,
-        messages: u32,
-        bytes: u32,
-    ) -> Result<(), BrokerError> {
-        let mut st = self.lock();
-        self.with_consumer(&mut st, consumer, |c| c.add_credit(messages, bytes))?;
-        st.dispatch(self);
-        Ok(())
-    }
-
-    /// Sets the consumer's credit to zero.
-    pub fn stop(&self, consumer: ConsumerId) -> Result<(), BrokerError> {
-        let mut st = self.lock();
-        self.with_consumer(&mut st, consumer, Consumer::stop)
-    }
-
-    /// The queue's state, for operations that must lock several queues together (a
-    /// transaction's commit); everything else locks one queue at a time.
-    pub(crate) fn lock_state(&self) -> parking_lot::MutexGuard<'_, QueueState> {
-        self.state.lock()
-    }
-
-    /// Runs dispatch again: an outbox that was full has been drained.
-    pub(crate) fn redispatch(self: &Arc<Self>) {
-        self.lock().dispatch(self);
-    }
-
-    /// Delivers what the consumer's credit allows now, then zeroes its credit (0-10
-    /// message.flush).
-    pub fn flush(self: &Arc<Self>, consumer: ConsumerId) -> Result<(), BrokerError> {
-        let mut st = self.lock();
-        self.with_consumer(&mut st, consumer, |_| ())?;
-        st.dispatch(self);
-        self.with_consumer(&mut st, consumer, Consumer::stop)
-    }
-
-    /// The consumer accepted the message: it leaves the queue for good. Returns false if the
-    /// position was not acquired-and-unsettled (double accept is harmless).
-    pub fn accept(&self, position: u64) -> bool {
-        self.lock().settle_done(position).is_some()
-    }
-
-    /// [`Queue::accept`] for many positions under one lock; returns how many were settled.
-    pub fn accept_all(&self, positions: impl IntoIterator<Item = u64>) -> usize {
-        let mut st = self.lock();
-        positions
-            .into_iter()
-            .filter(|p| st.settle_done(*p).is_some())
-            .count()
-    }
-
-    /// Puts acquired messages back at their original place (ahead of newer messages), marks them
-    /// redelivered if asked (or if they already were), and re-dispatches. Positions that are
-    /// not acquired-and-unsettled are ignored, so a duplicate release cannot duplicate a message.
-    /// On a deleted queue the messages are orphans and go to the alternate exchange, if any.
-    /// Returns how many were released.
-    pub fn release(
-        self: &Arc<Self>,
-        entries: impl IntoIterator<Item = (u64, Arc<Message>)>,
-        set_redelivered: bool,
-    ) -> usize {
-        let mut entries: Vec<(u64, Arc<Message>)> = entries.into_iter().collect();
-        // Newest first, so each insert lands at or near the front of the deque (cheap) when
-        // the released messages are older than everything still queued (the usual case).
-        entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
-        let mut orphans = Vec::new();
-        let released = {
-            let mut st = self.state.lock();
-            let released = entries
-                .into_iter()
-                .filter(|(position, message)| {
-                    self.release_locked(
-                        &mut st,
-                        *position,
-                        message.clone(),
-                        set_redelivered,
-                        &mut orphans,
-                    )
-                })
-                .count();
-            st.dispatch(self);
-            released
-        };
-        for m in orphans {
-            self.to_alternate(&m);
-        }
-        released
-    }
-
-    /// Puts one acquired message back under the caller's lock (no dispatch). On a deleted
-    /// queue it becomes an orphan for the caller to route once unlocked. False if the
-    /// position was not acquired.
-    pub(crate) fn release_locked(
-        &self,
-        st: &mut QueueState,
-        position: u64,
-        message: Arc<Message>,
-        set_redelivered: bool,
-        orphans: &mut Vec<Arc<Message>>,
-    ) -> bool {
-        let Some(u) = st.settle(position) else {
-            return false;
-        };
-        if st.deleted {
-            orphans.push(message);
-        } else {
-            st.insert_sorted(Entry {
-                position,
-                message,
-                redelivered: u.redelivered || set_redelivered,
-                on_disk: false,
-            });
-        }
-        true
-    }
-
-    /// The consumer rejected the message: it leaves the queue and is dead-lettered (goes to
-    /// the alternate exchange if there is one, else it is dropped). False if the position was
-    /// not acquired.
-    pub fn reject(&self, position: u64, msg: Arc<Message>) -> bool {
-        if self.lock().settle_done(position).is_none() {
-            return false;
-        }
-        self.dead_letter(msg, DeathReason::Rejected);
-        true
-    }
-
-    /// Acquires browsed messages (0-10 message.acquire); returns the positions that were still
-    /// queued and are now acquired by the caller.
-    pub fn acquire(&self, positions: impl IntoIterator<Item = u64>) -> Vec<u64> {
-        let mut st = self.lock();
-        let mut clock = Clock::default();
-        positions
-            .into_iter()
-            .filter(|p| st.acquire_at(*p, &mut clock))
-            .collect()
-    }
-
-    /// Acquires the first available message for a pull-style get (0-9-1 basic.get), exactly
-    /// as a consumer's delivery would be acquired: settle it later with [`Queue::accept`],
-    /// [`Queue::release`] or [`Queue::reject`]. Expired messages met on the way are dropped.
-    /// `None` when nothing is available (or the queue was deleted).
-    pub fn get(&self) -> Option<Got> {
-        let mut st = self.lock();
-        if st.deleted {
-            return None;
-        }
-        if self.features.expires.is_some() {
-            st.last_used = now_ms();
-        }
-        let entry = st.take_front()?;
-        Some(Got {
-            position: entry.position,
-            message: entry.message,
-            redelivered: entry.redelivered,
-            remaining: st.entries.len() as u64,
-        })
-    }
-
-    /// Puts messages recovered from the store back, in the given order, marked redelivered
-    /// (they may have been delivered before the restart). Nothing is journaled: the store
-    /// already holds them. A message the store left on disk comes as its stand-in
-    /// ([`Message::stub`]); the queue reads it back before delivering it.
-    pub fn restore(&self, messages: impl IntoIterator<Item = Restored>) {
-        let mut st = self.lock();
-        for m in messages {
-            let (m, on_disk) = match m {
-                Restored::InMemory(m) => (m, false),
-                Restored::OnDisk(stub) => (stub, true),
-            };
-            st.push_recovered(self.apply_ttl(m), on_disk);
-        }
-    }
-
-    /// Drops every available message (acquired ones are unaffected); returns how many.
-    pub fn purge(&self) -> u64 {
-        self.lock().purge()
-    }
-
-    /// Drops expired messages, or dead-letters them when the queue asked for that; also
-    /// routes those that dispatch found expired since the last call.
-    pub(crate) fn purge_expired(&self, now: u64) -> u64 {
-        let (n, expired) = {
-            let mut st = self.lock();
-            let n = st.purge_expired(now);
-            (n, std::mem::take(&mut st.expired))
-        };
-        for m in expired {
-            self.dead_letter(m, DeathReason::Expired);
-        }
-        n
-    }
-
-    /// Dead-letters the expired messages at the head of a dead-lettering queue promptly
-    /// (the periodic sweep is coarse); returns whether messages with an expiry remain.
-    pub(crate) fn expire_head(&self, now: u64) -> bool {
-        let (expired, more) = {
-            let mut st = self.state.lock();
-            let more = st.expire_head(now);
-            (std::mem::take(&mut st.expired), more)
-        };
-        for m in expired {
-            self.dead_letter(m, DeathReason::Expired);
-        }
-        more
-    }
-
-    pub(crate) fn watch_expiry(&self, notify: Arc<Notify>) {
-        let _ = self.expiry_watch.set(notify);
-    }
-
-    /// A message that will expire arrives at a dead-lettering queue: wake the housekeeping.
-    #[inline]
-    pub(crate) fn note_expiry(&self, msg: &Message) {
-        if msg.expires_at.is_some() {
-            if let Some(n) = self.expiry_watch.get() {
-                n.notify_one();
-            }
-        }
-    }
-
-    /// Whether the queue dead-letters the RabbitMQ way (`x-dead-letter-exchange`).
-    pub(crate) fn dead_letters(&self) -> bool {
-        self.features.dead_letter
-    }
-
-    /// A message leaves the queue for `reason`. A queue declared with
-    /// `x-dead-letter-exchange` dead-letters it the RabbitMQ way: the death is recorded on
-    /// the message, its expiry is dropped (so it cannot expire again on arrival), it is
-    /// republished to the dead letter exchange (under `x-dead-letter-routing-key` if given)
-    /// and a queue it already died in without any rejection on the way is skipped (a cycle).
-    /// A queue with a plain alternate exchange (0-10) routes it there unchanged, as qpidd
-    /// does.
-    pub(crate) fn dead_letter(&self, msg: Arc<Message>, reason: DeathReason) {
-        let Some(alt) = self.alternate_exchange() else {
-            return;
-        };
-        if !self.features.dead_letter {
-            self.to_alternate(&msg);
-            return;
-        }
-        let mut copy = Arc::unwrap_or_clone(msg);
-        let mut history = copy
-            .deaths
-            .take()
-            .map(Arc::unwrap_or_clone)
-            .unwrap_or_default();
-        history.record(
-            &self.name,
-            reason,
-            &copy.exchange,
-            &copy.routing_key,
-            now_ms(),
-        );
-        copy.deaths = Some(Arc::new(history));
-        copy.expires_at = None;
-        copy.exchange = bytes::Bytes::from(alt.name().to_owned());
-        if let Some(key) = &self.features.dead_letter_routing_key {
-            copy.routing_key = bytes::Bytes::from(key.clone());
-        }
-        let copy = Arc::new(copy);
-        let cycle = |q: &Queue| {
-            copy.deaths
-                .as_ref()
-                .is_some_and(|h| h.is_cycle_into(q.name()))
-        };
-        if let Err(e) = route::deliver_except(&alt, &copy, self.journal.as_ref(), Some(&cycle)) {
-            tracing::debug!(queue = %self.name, error = %e, "dead letter exchange refused message");
-        }
-    }
-
-    /// Routes a message that leaves the queue without dying (its queue was deleted) to the
-    /// alternate exchange, as 0-10 asks. Queues that dead-letter the RabbitMQ way drop such
-    /// messages instead, as RabbitMQ does.
-    pub(crate) fn to_alternate(&self, msg: &Arc<Message>) {
-        if self.features.dead_letter {
-            return;
-        }
-        if let Some(alt) = self.alternate_exchange() {
-            let rekeyed;
-            let msg = match &self.features.dead_letter_routing_key {
-                Some(key) => {
-                    let mut copy = (**msg).clone();
-                    copy.routing_key = bytes::Bytes::from(key.clone());
-                    rekeyed = Arc::new(copy);
-                    &rekeyed
-                }
-                None => msg,
-            };
-            if let Err(e) = route::deliver(&alt, msg, self.journal.as_ref()) {
-                tracing::debug!(queue = %self.name, error = %e, "alternate exchange refused message");
-            }
-        }
-    }
-
-    /// Bodies of the available messages, front first: a snapshot for tests and tools (it
-    /// reads contents kept on disk back).
-    pub fn queued_bodies(&self) -> Vec<bytes::Bytes> {
-        let st = self.lock();
-        st.entries
-            .iter()
-            .map(|e| st.content(e).map(|m| m.body.clone()).unwrap_or_default())
-            .collect()
-    }
-
-    pub(crate) fn add_binding(&self, exchange: &Arc<Exchange>, key: &str) {
-        self.bindings
-            .lock()
-            .push((Arc::downgrade(exchange), key.to_owned()));
-    }
-
-    pub(crate) fn remove_binding(&self, exchange: &Exchange, key: &str) {
-        self.bindings
-            .lock()
-            .retain(|(e, k)| !(k == key && std::ptr::eq(e.as_ptr(), exchange)));
-    }
-
-    /// The queue is gone from the registry: its quota slot is free again.
-    pub(crate) fn release_quota(&self) {
-        self.quota.lock().take();
-    }
-
-    pub(crate) fn take_bindings(&self) -> Vec<(Weak<Exchange>, String)> {
-        std::mem::take(&mut *self.bindings.lock())
-    }
-
-    /// Checks and empties the queue under one lock, so no consumer can slip in between the
-    /// check and the deletion.
-    pub(crate) fn drain_if(
-        &self,
-        check: impl FnOnce(&Queue, &QueueState) -> Result<(), BrokerError>,
-    ) -> Result<Drained, BrokerError> {
-        let mut st = self.lock();
-        if st.deleted {
-            return Err(BrokerError::NotFound(format!(
-                "queue {} was deleted",
-                self.name
-            )));
-        }
-        check(self, &st)?;
-        let (messages, consumers) = st.drain_for_delete(self.alternate_name.is_some());
-        Ok(Drained {
-            messages,
-            consumers,
-        })
-    }
-
-    pub(crate) fn drain_for_explicit_delete(
-        &self,
-        if_unused: bool,
-        if_empty: bool,
-        requester: OwnerId,
-    ) -> Result<Drained, BrokerError> {
-        self.drain_if(|q, st| {
-            if st.owner.is_some_and(|o| o != requester) {
-                return Err(q.locked());
-            }
-            if if_unused && !st.consumers.is_empty() {
-                return Err(BrokerError::PreconditionFailed(format!(
-                    "queue {} has consumers",
-                    q.name
-                )));
-            }
-            if if_empty && !st.entries.is_empty() {
-                return Err(BrokerError::PreconditionFailed(format!(
-                    "queue {} is not empty",
-                    q.name
-                )));
-            }
-            Ok(())
-        })
-    }
-
-    /// Whether publishers must fill [`Message::headers`] for this queue to work (a
+    /// Whether publishers must fill [`Message::headers`](crate::Message::headers) for this queue to work (a
     /// last-value queue reads its key from them).
     pub fn needs_headers(&self) -> bool {
         self.features.last_value_key.is_some()
-    }
-
-    /// Keys a last-value queue remembers (tests).
-    #[cfg(test)]
-    pub(crate) fn last_value_keys(&self) -> usize {
-        self.lock().last_value_keys()
     }
 
     /// `x-expires`, if the queue has it.
     pub fn expires(&self) -> Option<u64> {
         self.features.expires
     }
-
-    /// A (re)declare renews an `x-expires` queue's lease, as in RabbitMQ.
-    pub(crate) fn touch(&self) {
-        if self.features.expires.is_some() {
-            self.state.lock().last_used = now_ms();
-        }
-    }
-
-    /// When an `x-expires` queue falls due for deletion if it stays unused; `None` while it
-    /// has consumers (or has no `x-expires`).
-    pub(crate) fn unused_deadline(&self) -> Option<u64> {
-        let ttl = self.features.expires?;
-        let st = self.state.lock();
-        (st.consumers.is_empty() && !st.deleted).then(|| st.last_used.saturating_add(ttl))
-    }
-
-    pub(crate) fn drain_if_expired(&self, now: u64) -> Result<Drained, BrokerError> {
-        self.drain_if(|q, st| match q.features.expires {
-            Some(ttl) if st.consumers.is_empty() && st.last_used.saturating_add(ttl) <= now => {
-                Ok(())
-            }
-            _ => Err(BrokerError::PreconditionFailed(format!(
-                "queue {} is in use again",
-                q.name
-            ))),
-        })
-    }
-
-    pub(crate) fn drain_if_auto_delete_due(&self) -> Result<Drained, BrokerError> {
-        self.drain_if(|q, st| {
-            if q.auto_delete_due(st) {
-                Ok(())
-            } else {
-                Err(BrokerError::PreconditionFailed(format!(
-                    "queue {} is in use again",
-                    q.name
-                )))
-            }
-        })
-    }
-
-    /// The owning session ended. Exclusive auto-delete queues go away; other exclusive queues
-    /// lose their owner and become usable by any session (qpidd does the same; 0-10 only
-    /// requires exclusivity "until the declaring session closes").
-    pub(crate) fn owner_gone(&self, owner: OwnerId) -> OwnerGone {
-        let mut st = self.lock();
-        if st.deleted || st.owner != Some(owner) {
-            return OwnerGone::NotOwned;
-        }
-        if self.auto_delete {
-            OwnerGone::Delete
-        } else {
-            st.owner = None;
-            OwnerGone::Released
-        }
-    }
-
-    /// A non-passive exclusive declare of an existing unowned queue claims it, as in qpidd.
-    pub(crate) fn claim(&self, owner: OwnerId) -> Result<(), BrokerError> {
-        let mut st = self.lock();
-        match st.owner {
-            None => {
-                st.owner = Some(owner);
-                Ok(())
-            }
-            Some(o) if o == owner => Ok(()),
-            Some(_) => Err(self.locked()),
-        }
-    }
-
-    /// Tells the consumers they are gone and sends remaining messages to the alternate exchange.
-    /// Returns how many messages the queue held.
-    pub(crate) fn finish_delete(&self, drained: Drained) -> u64 {
-        for c in drained.consumers {
-            c.spec.outbox.push(OutboxItem::ConsumerCancelled {
-                consumer: c.spec.id,
-                tag: c.spec.tag.clone(),
-                queue: self.name.clone(),
-            });
-        }
-        let n = drained.messages.len() as u64;
-        for m in &drained.messages {
-            self.to_alternate(m);
-        }
-        n
-    }
-}
-
-/// Releases a session's unsettled deliveries when it ends (or on a bulk message.release),
-/// grouping them per queue so each queue is locked once.
-pub fn release_deliveries(deliveries: impl IntoIterator<Item = Delivery>, set_redelivered: bool) {
-    let mut all: Vec<Delivery> = deliveries.into_iter().filter(|d| d.acquired).collect();
-    all.sort_unstable_by_key(|d| Arc::as_ptr(&d.queue) as usize);
-    let mut rest = all.as_slice();
-    while let Some(first) = rest.first() {
-        let n = rest
-            .iter()
-            .take_while(|d| Arc::ptr_eq(&d.queue, &first.queue))
-            .count();
-        let (group, tail) = rest.split_at(n);
-        first.queue.release(
-            group.iter().map(|d| (d.position, d.message.clone())),
-            set_redelivered,
-        );
-        rest = tail;
-    }
-}
-
-/// The `x-dead-letter-exchange` argument, if it is a string.
-pub(crate) fn dead_letter_exchange_name(args: &Arguments) -> Option<&str> {
-    args.get("x-dead-letter-exchange").and_then(|v| v.as_str())
 }

@@ -12,13 +12,14 @@ pub(crate) use offload::OffloadBudget;
 
 use crate::alarm::MemoryMeter;
 use crate::id_hash::IdHasher;
-use crate::journal::{JournalTx, QueueStore};
+use crate::journal::JournalTx;
 use crate::message::{now_ms, Message};
-use crate::outbox::{Delivery, OutboxItem};
 use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
 use crate::queue::features::Features;
+use crate::queue::outbox::{Delivery, OutboxItem};
 use crate::queue::Queue;
+use crate::queue::QueueStore;
 use crate::value::HeaderValue;
 use crate::OwnerId;
 
@@ -75,8 +76,8 @@ pub(crate) struct QueueState {
     /// in milliseconds since the epoch: what `x-expires` counts from.
     pub(crate) last_used: u64,
     /// Expired messages kept for the dead-letter exchange (RabbitMQ semantics, asked for
-    /// with `x-dead-letter-exchange`); routed outside the lock by `Queue::purge_expired`.
-    /// Without it expired messages are dropped, as qpidd does.
+    /// with `x-dead-letter-exchange`); `Queue::take_expired` hands them out, to be routed
+    /// outside the lock. Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
     pub(crate) expired: Vec<Arc<Message>>,
     /// A last-value queue's index (qpidd's `qpid.last_value_queue_key`).

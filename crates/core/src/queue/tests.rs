@@ -3,7 +3,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
-use crate::outbox::Outbox;
+use crate::error::BrokerError;
+use crate::limits::LimitPolicy;
+use crate::message::Message;
+use crate::queue::Outbox;
+use crate::route::release_deliveries;
+use crate::ConsumerId;
 
 fn queue_with(limits: QueueLimits, owner: Option<OwnerId>) -> Arc<Queue> {
     let opts = QueueOptions {
@@ -420,7 +425,7 @@ fn one_wakeup_per_burst() {
 
 #[test]
 fn a_full_outbox_stops_dispatch_until_taken_even_with_unlimited_credit() {
-    use crate::outbox::OUTBOX_MAX_ITEMS;
+    use crate::queue::outbox::OUTBOX_MAX_ITEMS;
     let q = queue();
     let ob = Outbox::new();
     q.subscribe(spec(1, &ob, true)).unwrap();

@@ -170,7 +170,7 @@ impl Shell {
         if let (Some(journal), Some(point)) = (self.broker.journal(), point) {
             if point > self.sync_requested {
                 self.sync_requested = point;
-                journal.notify_when_durable(point, &self.outbox);
+                journal.notify_when_durable(point, self.outbox.clone());
             }
         }
     }

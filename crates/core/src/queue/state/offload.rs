@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{Entry, QueueState};
-use crate::journal::QueueStore;
 use crate::message::Message;
+use crate::queue::QueueStore;
 
 /// Most entries, and bytes, read back from the journal in one go.
 const LOAD_BATCH: usize = 256;

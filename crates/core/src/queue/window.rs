@@ -5,14 +5,15 @@
 //! explicit acknowledgement (or 0-9-1 without a prefetch), a client that never acknowledges
 //! would be sent every message, and the broker would keep a record of each. With a window,
 //! dispatch takes one slot per delivery; the protocol layer gives slots back as deliveries
-//! are settled, and queues that stopped for want of a slot are dispatched again.
+//! are settled, and queues that stopped for want of a slot are dispatched again (which is
+//! why the window is part of the queue layer).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::queue::Queue;
+use super::Queue;
 
 #[derive(Debug)]
 pub struct SettleWindow {

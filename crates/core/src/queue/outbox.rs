@@ -1,4 +1,7 @@
 //! Per-connection hand-off of deliveries from queues to the connection's writer task.
+//!
+//! Part of the queue layer: a delivery names its queue (the handle to settle it with), and
+//! a queue that found the outbox full is dispatched again from here.
 
 use std::sync::{Arc, Weak};
 
@@ -7,8 +10,9 @@ use parking_lot::Mutex;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
+use super::Queue;
+use crate::journal::DurableWaiter;
 use crate::message::Message;
-use crate::queue::Queue;
 use crate::ConsumerId;
 
 /// One message handed to a consumer.
@@ -173,6 +177,12 @@ impl Outbox {
 
     pub fn is_empty(&self) -> bool {
         self.inner.lock().items.is_empty()
+    }
+}
+
+impl DurableWaiter for Outbox {
+    fn wake(&self) {
+        self.push(OutboxItem::Durable);
     }
 }
 

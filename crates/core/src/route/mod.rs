@@ -1,5 +1,7 @@
 //! Routing a message through an exchange (and its alternates) into queues.
 
+mod dead_letters;
+
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -8,6 +10,9 @@ use crate::exchange::{dedup_tail, Exchange};
 use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::Message;
 use crate::queue::Queue;
+
+pub(crate) use dead_letters::dead_letters;
+pub use dead_letters::release_deliveries;
 
 thread_local! {
     /// Reused target list so publishing does not allocate per message. Taken out of the cell

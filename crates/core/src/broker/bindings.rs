@@ -1,0 +1,199 @@
+//! Bindings, queue-to-exchange and exchange-to-exchange: made and removed under the registry
+//! lock, journaled when both ends are durable.
+
+use std::sync::Arc;
+
+use super::Broker;
+use crate::error::BrokerError;
+use crate::exchange::Exchange;
+use crate::journal::Journal;
+use crate::queue::Queue;
+use crate::value::Arguments;
+
+/// 0-10 exchange.bound result flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BoundResult {
+    pub exchange_not_found: bool,
+    pub queue_not_found: bool,
+    pub queue_not_matched: bool,
+    pub key_not_matched: bool,
+    pub args_not_matched: bool,
+}
+
+impl Broker {
+    /// Binds; idempotent for an existing (queue, exchange, key). Headers bindings need a valid
+    /// `x-match` (`all`, the default, or `any`).
+    pub fn bind(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        if exchange.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be bound explicitly".into(),
+            ));
+        }
+        let mut reg = self.registry.write();
+        let ex = reg.exchange(exchange)?.clone();
+        let q = reg.queue(queue)?.clone();
+        self.record_binding(&ex, &q, binding_key, arguments)?;
+        if ex.bind(&q, binding_key, arguments)? {
+            reg.add_binding(&q, &ex, binding_key);
+        }
+        Ok(())
+    }
+
+    /// Journals a binding between a durable exchange and a durable queue.
+    fn record_binding(
+        &self,
+        ex: &Exchange,
+        q: &Queue,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        match (q.store(), ex.is_durable()) {
+            (Some(store), true) => store.journal.bind(ex.name(), store.id, key, arguments),
+            _ => Ok(()),
+        }
+    }
+
+    /// Binds exchange `destination` to exchange `source` (RabbitMQ's exchange.bind): what
+    /// `source` routes under the binding goes on through `destination`'s bindings. Routing
+    /// follows such bindings through any graph, cycles included, and delivers a message to
+    /// each queue at most once per publish. The default exchange is neither a source nor a
+    /// destination.
+    pub fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.link_exchanges(destination, source, binding_key, arguments, true)
+    }
+
+    pub(super) fn link_exchanges(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+        record: bool,
+    ) -> Result<(), BrokerError> {
+        if destination.is_empty() || source.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be bound explicitly".into(),
+            ));
+        }
+        let reg = self.registry.write();
+        let src = reg.exchange(source)?;
+        let dst = reg.exchange(destination)?;
+        if let Some(journal) = self.journal_for(src, dst).filter(|_| record) {
+            journal.bind_exchange(destination, source, binding_key, arguments)?;
+        }
+        if src.bind_exchange(dst, binding_key, arguments)? {
+            dst.add_inbound(src, binding_key);
+        }
+        Ok(())
+    }
+
+    /// The journal, when a binding between these exchanges is durable (both are).
+    fn journal_for(&self, source: &Exchange, destination: &Exchange) -> Option<&Arc<dyn Journal>> {
+        self.journal
+            .as_ref()
+            .filter(|_| source.is_durable() && destination.is_durable())
+    }
+
+    /// Removes an exchange-to-exchange binding; a missing binding is not an error. A source
+    /// left without bindings goes if it is auto-delete.
+    pub fn unbind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+    ) -> Result<(), BrokerError> {
+        if destination.is_empty() || source.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be unbound".into(),
+            ));
+        }
+        let mut reg = self.registry.write();
+        let src = reg.exchange(source)?.clone();
+        let dst = reg.exchange(destination)?.clone();
+        if src.unbind_exchange(dst.id(), binding_key) {
+            dst.remove_inbound(&src, binding_key);
+            if let Some(journal) = self.journal_for(&src, &dst) {
+                journal.unbind_exchange(destination, source, binding_key);
+            }
+            self.auto_delete_exchange(&mut reg, &src);
+        }
+        Ok(())
+    }
+
+    /// Unbinds; unbinding a binding that does not exist is not an error (qpidd).
+    pub fn unbind(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+    ) -> Result<(), BrokerError> {
+        if exchange.is_empty() {
+            return Err(BrokerError::NotAllowed(
+                "the default exchange cannot be unbound".into(),
+            ));
+        }
+        let mut reg = self.registry.write();
+        let ex = reg.exchange(exchange)?.clone();
+        let q = reg.queue(queue)?.clone();
+        if ex.unbind(q.id(), binding_key) {
+            reg.remove_binding(&q, &ex, binding_key);
+            if let (Some(store), true) = (q.store(), ex.is_durable()) {
+                store.journal.unbind(ex.name(), store.id, binding_key);
+            }
+            self.auto_delete_exchange(&mut reg, &ex);
+        }
+        Ok(())
+    }
+
+    /// 0-10 exchange.bound. Given criteria (`None` = not asked; empty arguments count as not
+    /// asked) are first checked together; if no single binding satisfies them all, each
+    /// criterion is reported separately, as qpidd does: the queue against any binding to it,
+    /// the key and the arguments against any binding of the exchange.
+    pub fn bound(
+        &self,
+        exchange: &str,
+        queue: Option<&str>,
+        binding_key: Option<&str>,
+        arguments: Option<&Arguments>,
+    ) -> BoundResult {
+        let reg = self.registry.read();
+        let q = queue.and_then(|n| reg.queues.get(n));
+        let queue_not_found = queue.is_some() && q.is_none();
+        let Some(ex) = reg.exchanges.get(exchange) else {
+            return BoundResult {
+                exchange_not_found: true,
+                queue_not_found,
+                ..BoundResult::default()
+            };
+        };
+        if queue_not_found {
+            return BoundResult {
+                queue_not_found,
+                ..BoundResult::default()
+            };
+        }
+        let q = q.map(|q| &**q);
+        let args = arguments.filter(|a| !a.is_empty());
+        if ex.has_binding(q, binding_key, args) {
+            return BoundResult::default();
+        }
+        BoundResult {
+            queue_not_matched: q.is_some_and(|q| !ex.has_binding(Some(q), None, None)),
+            key_not_matched: binding_key.is_some_and(|k| !ex.has_binding(None, Some(k), None)),
+            args_not_matched: args.is_some_and(|a| !ex.has_binding(None, None, Some(a))),
+            ..BoundResult::default()
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! The publish and commit entry points.
+
+use std::sync::Arc;
+
+use super::Broker;
+use crate::error::BrokerError;
+use crate::exchange::Exchange;
+use crate::journal::SyncPoint;
+use crate::message::{now_ms, Message};
+use crate::route;
+use crate::transaction::{CommitOutcome, Transaction};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublishOutcome {
+    /// Queues that stored the message; 0 means it was dropped as unroutable (after trying the
+    /// alternate exchange) or expired on arrival.
+    pub queues: usize,
+    /// Set when the message was journaled (persistent, reaching a durable queue): a protocol
+    /// layer confirms it to the publisher only once the journal is durable up to here.
+    pub sync: Option<SyncPoint>,
+}
+
+impl Broker {
+    /// Routes and enqueues. A message already expired is dropped (`queues: 0`). If some target
+    /// queue refuses the message for its limit, the others still store it and the call returns
+    /// `ResourceLimitExceeded` naming the first refusing queue, so the publisher learns of the
+    /// loss even though delivery was partial.
+    pub fn publish(
+        &self,
+        exchange: &Exchange,
+        msg: Arc<Message>,
+    ) -> Result<PublishOutcome, BrokerError> {
+        if exchange.is_deleted() {
+            return Err(BrokerError::NotFound(format!(
+                "exchange {} was deleted",
+                exchange.name()
+            )));
+        }
+        if msg.expires_at.is_some_and(|at| at <= now_ms()) {
+            return Ok(PublishOutcome {
+                queues: 0,
+                sync: None,
+            });
+        }
+        route::deliver(exchange, &msg, self.journal.as_ref()).map(|r| PublishOutcome {
+            queues: r.queues,
+            sync: r.sync,
+        })
+    }
+
+    /// A new, empty transaction whose staged publishes count in the broker's memory meter.
+    pub fn transaction(&self) -> Transaction {
+        Transaction::metered(self.memory.clone())
+    }
+
+    /// Commits a transaction: its settlements, then its publishes (routed now, in the order
+    /// staged), applied with every queue involved locked at once, so a consumer never sees
+    /// part of a commit without the rest; then a single dispatch per queue. Dead letters
+    /// the commit causes (rejects, length-limit drops) are published after it. The
+    /// transaction is left empty, ready for the next one.
+    ///
+    /// This is the one place a transaction takes effect: a durable store must make the
+    /// commit's persistent enqueues and dequeues atomic in its journal here, before the
+    /// effects become visible.
+    pub fn commit(&self, tx: &mut Transaction) -> CommitOutcome {
+        tx.apply(self.journal.as_ref())
+    }
+}

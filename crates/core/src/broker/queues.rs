@@ -1,0 +1,247 @@
+//! Declaring, deleting and purging queues. A deletion drains the queue and unlinks it under
+//! the registry lock, then tells its consumers and routes its messages to the alternate
+//! exchange after releasing it (routing takes queue locks).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::registry::Registry;
+use super::Broker;
+use crate::error::BrokerError;
+use crate::journal::QueueDefinition;
+use crate::message::now_ms;
+use crate::queue::{
+    dead_letter_exchange_name, AlternateExchange, Drained, Features, Queue, QueueOptions,
+    QueueStore,
+};
+use crate::route;
+use crate::value::Arguments;
+use crate::OwnerId;
+
+/// Whether a queue being created comes from the store (with its store id) or is new.
+#[derive(Clone, Copy)]
+pub(super) enum Restore {
+    No,
+    Yes(u64),
+}
+
+/// URL-safe base64 of a counter and a timestamp: short, unique per broker, unguessable enough
+/// that clients do not rely on the sequence.
+fn name_suffix(n: u64, now: u64) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut v = (u128::from(now) << 64) | u128::from(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut s = String::with_capacity(22);
+    for _ in 0..22 {
+        s.push(char::from(ALPHABET[(v & 63) as usize]));
+        v >>= 6;
+    }
+    s
+}
+
+/// Tells a deleted queue's consumers they are gone and sends the messages it held to its
+/// alternate exchange; returns how many it held. Call outside the registry lock: routing
+/// them takes queue locks.
+pub(super) fn finish_delete(q: &Queue, drained: Drained) -> u64 {
+    let (n, orphans) = q.finish_delete(drained);
+    route::dead_letters(orphans);
+    n
+}
+
+impl Broker {
+    /// Declares (or, with `passive`, looks up) a queue on behalf of session `requester`.
+    /// Returns the queue and whether it was created.
+    ///
+    /// An existing queue exclusively owned by another session is `ResourceLocked` for any
+    /// declare, passive or not (0-10 queue.declare exclusive/in-use). A non-passive exclusive
+    /// declare of an existing unowned queue makes the requester its owner, as qpidd does.
+    /// Durable and auto-delete of an existing queue are kept (0-10: ignored on redeclare).
+    pub fn declare_queue(
+        &self,
+        name: &str,
+        opts: QueueOptions,
+        passive: bool,
+        requester: OwnerId,
+    ) -> Result<(Arc<Queue>, bool), BrokerError> {
+        if name.is_empty() {
+            return Err(BrokerError::InvalidArgument(
+                "queue name must not be empty".into(),
+            ));
+        }
+        let mut reg = self.registry.write();
+        if let Some(q) = reg.queues.get(name) {
+            q.check_access(requester)?;
+            q.touch();
+            if !passive {
+                if let Some(alt) = opts.alternate_exchange.as_deref().filter(|a| !a.is_empty()) {
+                    if q.alternate_exchange_name() != Some(alt) {
+                        return Err(BrokerError::NotAllowed(format!(
+                            "queue {name} exists with a different alternate exchange"
+                        )));
+                    }
+                }
+                if let Some(owner) = opts.exclusive_owner {
+                    q.claim(owner)?;
+                }
+            }
+            return Ok((q.clone(), false));
+        }
+        if passive {
+            return Err(BrokerError::NotFound(format!(
+                "queue {name} does not exist"
+            )));
+        }
+        if name.starts_with("amq.") {
+            return Err(BrokerError::NotAllowed(format!(
+                "queue name {name} is reserved"
+            )));
+        }
+        self.create_queue(&mut reg, name, opts, Restore::No)
+    }
+
+    /// Creates a queue under a fresh broker-chosen name starting with `prefix` (0-9-1's
+    /// `amq.gen-…` queues). Reserved prefixes are allowed here: the broker, not the client,
+    /// picks the name, and it cannot collide with an existing queue.
+    pub fn declare_server_named_queue(
+        &self,
+        prefix: &str,
+        opts: QueueOptions,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        let mut reg = self.registry.write();
+        loop {
+            let n = self.next_name.fetch_add(1, Ordering::Relaxed);
+            // Mixing in the clock keeps names from repeating across broker restarts, which
+            // clients caching names from an earlier run would otherwise confuse.
+            let name = format!("{prefix}{}", name_suffix(n, now_ms()));
+            if !reg.queues.contains_key(&name) {
+                return self
+                    .create_queue(&mut reg, &name, opts, Restore::No)
+                    .map(|(q, _)| q);
+            }
+        }
+    }
+
+    pub(super) fn create_queue(
+        &self,
+        reg: &mut Registry,
+        name: &str,
+        opts: QueueOptions,
+        restore: Restore,
+    ) -> Result<(Arc<Queue>, bool), BrokerError> {
+        Features::validate(&opts.arguments)?;
+        // x-dead-letter-exchange is the alternate exchange unless the protocol gave one
+        // (0-9-1 maps it there; a 0-10 client may send it as a plain argument).
+        let dead_letter_exchange = dead_letter_exchange_name(&opts.arguments);
+        let alternate = match opts.alternate_exchange.as_deref().or(dead_letter_exchange) {
+            // RabbitMQ: a dead letter exchange of "" is the default exchange, so dead letters
+            // can go straight to a queue named by x-dead-letter-routing-key.
+            Some("") if dead_letter_exchange.is_some() => Some(self.default_exchange.clone()),
+            // RabbitMQ does not ask a dead letter exchange to exist yet.
+            Some(name) if dead_letter_exchange.is_some() => reg.exchanges.get(name).cloned(),
+            name => reg.resolve_alternate(name)?,
+        };
+        let limits = if opts.limits.is_unlimited() {
+            self.config.default_limits
+        } else {
+            opts.limits
+        };
+        let store = match (&self.journal, restore) {
+            _ if !opts.durable => None,
+            (Some(journal), Restore::Yes(id)) => Some(QueueStore {
+                journal: journal.clone(),
+                id,
+                offload: self.offload.clone(),
+            }),
+            (Some(journal), Restore::No) => {
+                let id = journal.declare_queue(&QueueDefinition {
+                    name,
+                    auto_delete: opts.auto_delete,
+                    // A dead letter exchange not declared yet is kept by name.
+                    alternate_exchange: alternate.as_ref().map(|a| a.name()).or(opts
+                        .alternate_exchange
+                        .as_deref()
+                        .filter(|a| !a.is_empty())
+                        .or(dead_letter_exchange)),
+                    limits: opts.limits,
+                    arguments: &opts.arguments,
+                })?;
+                Some(QueueStore {
+                    journal: journal.clone(),
+                    id,
+                    offload: self.offload.clone(),
+                })
+            }
+            (None, _) => None,
+        };
+        let q = Queue::with_store(
+            name.to_owned(),
+            &opts,
+            alternate.map(|a| a as Arc<dyn AlternateExchange>),
+            limits,
+            self.memory.clone(),
+            self.journal.clone(),
+            store,
+        );
+        self.default_exchange
+            .bind(&q, name, &Arguments::new())
+            .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
+        reg.queues.insert(name.to_owned(), q.clone());
+        if q.expires().is_some() {
+            self.expiring.lock().push(Arc::downgrade(&q));
+            self.expiry_changed.notify_one();
+        }
+        if q.is_dead_lettering() {
+            q.watch_expiry(self.expiry_changed.clone());
+            self.dead_lettering.lock().push(Arc::downgrade(&q));
+        }
+        Ok((q, true))
+    }
+
+    /// Deletes a queue. Its messages go to its alternate exchange if it has one, else are
+    /// dropped; its consumers receive [`crate::OutboxItem::ConsumerCancelled`]. Returns how many
+    /// messages it held.
+    pub fn delete_queue(
+        &self,
+        name: &str,
+        if_unused: bool,
+        if_empty: bool,
+        requester: OwnerId,
+    ) -> Result<u64, BrokerError> {
+        if name.is_empty() {
+            return Err(BrokerError::InvalidArgument(
+                "queue name must not be empty".into(),
+            ));
+        }
+        let (q, drained) = {
+            let mut reg = self.registry.write();
+            let q = reg.queue(name)?.clone();
+            let drained = q.drain_for_explicit_delete(if_unused, if_empty, requester)?;
+            self.unlink_queue(&mut reg, &q);
+            (q, drained)
+        };
+        Ok(finish_delete(&q, drained))
+    }
+
+    /// Removes a drained queue from the registry and from every exchange; auto-delete
+    /// exchanges left without bindings go too.
+    pub(super) fn unlink_queue(&self, reg: &mut Registry, q: &Arc<Queue>) {
+        if reg.queues.get(q.name()).is_some_and(|e| Arc::ptr_eq(e, q)) {
+            reg.queues.remove(q.name());
+        }
+        if let Some(store) = q.store() {
+            store.journal.delete_queue(store.id);
+        }
+        self.default_exchange.unbind(q.id(), q.name());
+        q.release_quota();
+        for (ex, key) in reg.bindings.remove(&q.id()).unwrap_or_default() {
+            if let Some(ex) = ex.upgrade() {
+                ex.unbind(q.id(), &key);
+                self.auto_delete_exchange(reg, &ex);
+            }
+        }
+    }
+
+    pub fn purge_queue(&self, name: &str) -> Result<u64, BrokerError> {
+        let q = self.registry.read().queue(name)?.clone();
+        Ok(q.purge())
+    }
+}

@@ -1,0 +1,53 @@
+//! Acquiring without a subscription: 0-9-1's basic.get, and 0-10's message.acquire of
+//! messages a browser has seen (still queued, unlike what a consumer acquired).
+
+use std::sync::Arc;
+
+use super::state::Clock;
+use super::Queue;
+use crate::message::{now_ms, Message};
+
+/// A message taken by [`Queue::get`].
+#[derive(Debug, Clone)]
+pub struct Got {
+    /// The handle for accept/release/reject.
+    pub position: u64,
+    pub message: Arc<Message>,
+    pub redelivered: bool,
+    /// Messages still available after this one.
+    pub remaining: u64,
+}
+
+impl Queue {
+    /// Acquires the first available message for a pull-style get (0-9-1 basic.get), exactly
+    /// as a consumer's delivery would be acquired: settle it later with [`Queue::accept`],
+    /// [`Queue::release`] or [`Queue::reject`]. Expired messages met on the way are dropped.
+    /// `None` when nothing is available (or the queue was deleted).
+    pub fn get(&self) -> Option<Got> {
+        let mut st = self.lock();
+        if st.deleted {
+            return None;
+        }
+        if self.features.expires.is_some() {
+            st.last_used = now_ms();
+        }
+        let entry = st.take_front()?;
+        Some(Got {
+            position: entry.position,
+            message: entry.message,
+            redelivered: entry.redelivered,
+            remaining: st.entries.len() as u64,
+        })
+    }
+
+    /// Acquires browsed messages (0-10 message.acquire); returns the positions that were still
+    /// queued and are now acquired by the caller.
+    pub fn acquire(&self, positions: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        let mut st = self.lock();
+        let mut clock = Clock::default();
+        positions
+            .into_iter()
+            .filter(|p| st.acquire_at(*p, &mut clock))
+            .collect()
+    }
+}

@@ -1,0 +1,95 @@
+//! Messages arriving: stored at the tail (or recovered from the store) under the queue lock,
+//! within the queue's limits. A drop-head queue makes room by dropping from the head; the
+//! dropped messages go back to the caller to dead-letter.
+
+use std::sync::Arc;
+
+use super::{Queue, QueueState};
+use crate::error::BrokerError;
+use crate::limits::LimitPolicy;
+use crate::message::Message;
+
+/// A message recovered from the store, for [`Queue::restore`].
+#[derive(Debug)]
+pub enum Restored {
+    InMemory(Arc<Message>),
+    /// A stand-in ([`Message::stub`]) whose content the store kept on disk.
+    OnDisk(Arc<Message>),
+}
+
+/// What [`Queue::enqueue_locked`] did with a message.
+#[derive(Debug)]
+pub(crate) enum Enqueued {
+    /// Not stored: the queue was deleted meanwhile.
+    Gone,
+    Stored,
+    /// Stored, after dropping these from the head to make room (drop-head overflow); the
+    /// caller dead-letters them once the lock is released.
+    Dropping(Vec<Arc<Message>>),
+}
+
+impl Queue {
+    /// Stores the message and dispatches. What a drop-head queue dropped to make room comes
+    /// back in [`Enqueued::Dropping`]; `Queue::enqueue` (in `crate::route`) dead-letters it.
+    pub(crate) fn push(self: &Arc<Self>, msg: Arc<Message>) -> Result<Enqueued, BrokerError> {
+        let msg = self.apply_ttl(msg);
+        self.note_expiry(&msg);
+        let mut st = self.state.lock();
+        let enqueued = self.enqueue_locked(&mut st, msg);
+        if matches!(enqueued, Ok(Enqueued::Stored | Enqueued::Dropping(_))) {
+            st.dispatch(self);
+        }
+        enqueued
+    }
+
+    /// Stores a message (already through [`Queue::apply_ttl`]) under the caller's lock,
+    /// without dispatching.
+    pub(crate) fn enqueue_locked(
+        &self,
+        st: &mut QueueState,
+        msg: Arc<Message>,
+    ) -> Result<Enqueued, BrokerError> {
+        if st.deleted {
+            return Ok(Enqueued::Gone);
+        }
+        let (count, bytes) = st.depth();
+        if !self.limits.admits(count, bytes, msg.size) {
+            if self.limits.policy != LimitPolicy::DropHead {
+                return Err(BrokerError::ResourceLimitExceeded(format!(
+                    "queue {} is full",
+                    self.name
+                )));
+            }
+            // Oldest available messages make room; acquired ones cannot be dropped, so
+            // if they alone fill the queue the new message is still taken.
+            let mut dropped = Vec::new();
+            while let Some((old, content)) = st.pop_front(self.alternate_name.is_some()) {
+                st.forget(&old);
+                dropped.extend(content);
+                let (count, bytes) = st.depth();
+                if self.limits.admits(count, bytes, msg.size) {
+                    break;
+                }
+            }
+            st.push(msg);
+            return Ok(Enqueued::Dropping(dropped));
+        }
+        st.push(msg);
+        Ok(Enqueued::Stored)
+    }
+
+    /// Puts messages recovered from the store back, in the given order, marked redelivered
+    /// (they may have been delivered before the restart). Nothing is journaled: the store
+    /// already holds them. A message the store left on disk comes as its stand-in
+    /// ([`Message::stub`]); the queue reads it back before delivering it.
+    pub fn restore(&self, messages: impl IntoIterator<Item = Restored>) {
+        let mut st = self.lock();
+        for m in messages {
+            let (m, on_disk) = match m {
+                Restored::InMemory(m) => (m, false),
+                Restored::OnDisk(stub) => (stub, true),
+            };
+            st.push_recovered(self.apply_ttl(m), on_disk);
+        }
+    }
+}

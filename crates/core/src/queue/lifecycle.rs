@@ -1,0 +1,191 @@
+//! How a queue is owned and how it ends: exclusive ownership, auto-delete, the `x-expires`
+//! lease, purging, and deletion. A deletion drains the queue under its lock (so no consumer
+//! slips in between the check and the deletion); the broker unlinks it from the registry,
+//! then `finish_delete` tells the consumers and hands the messages back as orphans for the
+//! alternate exchange.
+
+use std::sync::Arc;
+
+use super::{Consumer, DeadLetters, Leaving, OutboxItem, Queue, QueueState};
+use crate::error::BrokerError;
+use crate::message::{now_ms, Message};
+use crate::OwnerId;
+
+/// What deleting a queue removed; the broker finishes the job outside its registry lock.
+pub(crate) struct Drained {
+    messages: Vec<Arc<Message>>,
+    consumers: Vec<Consumer>,
+}
+
+/// What a session's end means for one queue.
+pub(crate) enum OwnerGone {
+    NotOwned,
+    Released,
+    Delete,
+}
+
+impl Queue {
+    /// 0-10 forbids other sessions to declare, bind, consume from or get from an exclusive
+    /// queue; protocol layers call this for the operations whose core call has no requester.
+    pub fn check_access(&self, requester: OwnerId) -> Result<(), BrokerError> {
+        match self.lock().owner {
+            Some(owner) if owner != requester => Err(self.locked()),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn locked(&self) -> BrokerError {
+        BrokerError::ResourceLocked(format!(
+            "queue {} is exclusive to another session",
+            self.name
+        ))
+    }
+
+    /// A non-passive exclusive declare of an existing unowned queue claims it, as in qpidd.
+    pub(crate) fn claim(&self, owner: OwnerId) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        match st.owner {
+            None => {
+                st.owner = Some(owner);
+                Ok(())
+            }
+            Some(o) if o == owner => Ok(()),
+            Some(_) => Err(self.locked()),
+        }
+    }
+
+    /// The owning session ended. Exclusive auto-delete queues go away; other exclusive queues
+    /// lose their owner and become usable by any session (qpidd does the same; 0-10 only
+    /// requires exclusivity "until the declaring session closes").
+    pub(crate) fn owner_gone(&self, owner: OwnerId) -> OwnerGone {
+        let mut st = self.lock();
+        if st.deleted || st.owner != Some(owner) {
+            return OwnerGone::NotOwned;
+        }
+        if self.auto_delete {
+            OwnerGone::Delete
+        } else {
+            st.owner = None;
+            OwnerGone::Released
+        }
+    }
+
+    pub(super) fn auto_delete_due(&self, st: &QueueState) -> bool {
+        self.auto_delete
+            && !st.deleted
+            && st.owner.is_none()
+            && st.had_consumers
+            && st.consumers.is_empty()
+    }
+
+    /// A (re)declare renews an `x-expires` queue's lease, as in RabbitMQ.
+    pub(crate) fn touch(&self) {
+        if self.features.expires.is_some() {
+            self.state.lock().last_used = now_ms();
+        }
+    }
+
+    /// When an `x-expires` queue falls due for deletion if it stays unused; `None` while it
+    /// has consumers (or has no `x-expires`).
+    pub(crate) fn unused_deadline(&self) -> Option<u64> {
+        let ttl = self.features.expires?;
+        let st = self.state.lock();
+        (st.consumers.is_empty() && !st.deleted).then(|| st.last_used.saturating_add(ttl))
+    }
+
+    /// Drops every available message (acquired ones are unaffected); returns how many.
+    pub fn purge(&self) -> u64 {
+        self.lock().purge()
+    }
+
+    /// Checks and empties the queue under one lock, so no consumer can slip in between the
+    /// check and the deletion.
+    pub(crate) fn drain_if(
+        &self,
+        check: impl FnOnce(&Queue, &QueueState) -> Result<(), BrokerError>,
+    ) -> Result<Drained, BrokerError> {
+        let mut st = self.lock();
+        if st.deleted {
+            return Err(BrokerError::NotFound(format!(
+                "queue {} was deleted",
+                self.name
+            )));
+        }
+        check(self, &st)?;
+        let (messages, consumers) = st.drain_for_delete(self.alternate_name.is_some());
+        Ok(Drained {
+            messages,
+            consumers,
+        })
+    }
+
+    pub(crate) fn drain_for_explicit_delete(
+        &self,
+        if_unused: bool,
+        if_empty: bool,
+        requester: OwnerId,
+    ) -> Result<Drained, BrokerError> {
+        self.drain_if(|q, st| {
+            if st.owner.is_some_and(|o| o != requester) {
+                return Err(q.locked());
+            }
+            if if_unused && !st.consumers.is_empty() {
+                return Err(BrokerError::PreconditionFailed(format!(
+                    "queue {} has consumers",
+                    q.name
+                )));
+            }
+            if if_empty && !st.entries.is_empty() {
+                return Err(BrokerError::PreconditionFailed(format!(
+                    "queue {} is not empty",
+                    q.name
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    pub(crate) fn drain_if_expired(&self, now: u64) -> Result<Drained, BrokerError> {
+        self.drain_if(|q, st| match q.features.expires {
+            Some(ttl) if st.consumers.is_empty() && st.last_used.saturating_add(ttl) <= now => {
+                Ok(())
+            }
+            _ => Err(BrokerError::PreconditionFailed(format!(
+                "queue {} is in use again",
+                q.name
+            ))),
+        })
+    }
+
+    pub(crate) fn drain_if_auto_delete_due(&self) -> Result<Drained, BrokerError> {
+        self.drain_if(|q, st| {
+            if q.auto_delete_due(st) {
+                Ok(())
+            } else {
+                Err(BrokerError::PreconditionFailed(format!(
+                    "queue {} is in use again",
+                    q.name
+                )))
+            }
+        })
+    }
+
+    /// Tells the consumers they are gone. Returns how many messages the queue held, and
+    /// those messages as orphans for the alternate exchange.
+    pub(crate) fn finish_delete(&self, drained: Drained) -> (u64, DeadLetters<'_>) {
+        for c in drained.consumers {
+            c.spec.outbox.push(OutboxItem::ConsumerCancelled {
+                consumer: c.spec.id,
+                tag: c.spec.tag.clone(),
+                queue: self.name.clone(),
+            });
+        }
+        let n = drained.messages.len() as u64;
+        (n, self.leaving(Leaving::Orphaned, drained.messages))
+    }
+
+    /// The queue is gone from the registry: its quota slot is free again.
+    pub(crate) fn release_quota(&self) {
+        self.quota.lock().take();
+    }
+}

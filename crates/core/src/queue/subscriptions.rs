@@ -1,0 +1,110 @@
+//! Consumers subscribing and cancelling, and their credit. A grant dispatches at once, under
+//! the same lock, so the consumer never waits for the next publish to be served.
+
+use std::sync::Arc;
+
+use super::{Consumer, ConsumerSpec, Queue, QueueState};
+use crate::error::BrokerError;
+use crate::message::now_ms;
+use crate::ConsumerId;
+
+impl Queue {
+    /// Adds a consumer with no credit (0-10 subscriptions start stopped; grant with
+    /// [`Queue::add_credit`]).
+    pub fn subscribe(self: &Arc<Self>, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        if st.deleted {
+            return Err(BrokerError::NotFound(format!(
+                "queue {} was deleted",
+                self.name
+            )));
+        }
+        if st.owner.is_some_and(|o| o != spec.owner) {
+            return Err(self.locked());
+        }
+        if spec.exclusive && !st.consumers.is_empty() {
+            return Err(BrokerError::ResourceLocked(format!(
+                "queue {} has consumers; exclusive subscription refused",
+                self.name
+            )));
+        }
+        if st.consumers.iter().any(|c| c.spec.exclusive) {
+            return Err(BrokerError::ResourceLocked(format!(
+                "queue {} has an exclusive consumer",
+                self.name
+            )));
+        }
+        if st.consumers.iter().any(|c| c.spec.id == spec.id) {
+            return Err(BrokerError::InvalidArgument(format!(
+                "consumer {} already subscribed to {}",
+                spec.id, self.name
+            )));
+        }
+        st.consumers.push(Consumer::new(spec));
+        st.had_consumers = true;
+        st.last_used = now_ms();
+        Ok(())
+    }
+
+    /// Removes a consumer; returns whether it existed and whether the queue should now be
+    /// auto-deleted (auto-delete, not exclusively owned, had consumers, has none left).
+    pub(crate) fn remove_consumer(&self, id: ConsumerId) -> (bool, bool) {
+        let mut st = self.lock();
+        let before = st.consumers.len();
+        st.consumers.retain(|c| c.spec.id != id);
+        let removed = st.consumers.len() != before;
+        if removed {
+            st.last_used = now_ms();
+        }
+        (removed, removed && self.auto_delete_due(&st))
+    }
+
+    fn with_consumer<R>(
+        &self,
+        st: &mut QueueState,
+        id: ConsumerId,
+        f: impl FnOnce(&mut Consumer) -> R,
+    ) -> Result<R, BrokerError> {
+        match st.consumer_mut(id) {
+            Some(c) => Ok(f(c)),
+            None => Err(BrokerError::NotFound(format!(
+                "no consumer {id} on queue {}",
+                self.name
+            ))),
+        }
+    }
+
+    /// Grants credit (`u32::MAX` = unlimited; additions saturate) and dispatches.
+    pub fn add_credit(
+        self: &Arc<Self>,
+        consumer: ConsumerId,
+        messages: u32,
+        bytes: u32,
+    ) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, |c| c.add_credit(messages, bytes))?;
+        st.dispatch(self);
+        Ok(())
+    }
+
+    /// Sets the consumer's credit to zero.
+    pub fn stop(&self, consumer: ConsumerId) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, Consumer::stop)
+    }
+
+    /// Runs dispatch again: an outbox that was full has been drained, or a settlement window
+    /// has slots again.
+    pub(crate) fn redispatch(self: &Arc<Self>) {
+        self.lock().dispatch(self);
+    }
+
+    /// Delivers what the consumer's credit allows now, then zeroes its credit (0-10
+    /// message.flush).
+    pub fn flush(self: &Arc<Self>, consumer: ConsumerId) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, |_| ())?;
+        st.dispatch(self);
+        self.with_consumer(&mut st, consumer, Consumer::stop)
+    }
+}
