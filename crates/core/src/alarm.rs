@@ -119,6 +119,16 @@ impl Alarms {
         self.raised.load(Ordering::Relaxed) != 0
     }
 
+    /// The alarms raised now, by name.
+    pub fn raised(&self) -> Vec<&'static str> {
+        let raised = self.raised.load(Ordering::Relaxed);
+        [(Alarm::Memory, "memory"), (Alarm::Disk, "disk")]
+            .into_iter()
+            .filter(|(a, _)| raised & a.bit() != 0)
+            .map(|(_, name)| name)
+            .collect()
+    }
+
     /// Why publishers wait, in RabbitMQ's words (0-9-1 connection.blocked carries it).
     pub fn reason(&self) -> &'static str {
         let raised = self.raised.load(Ordering::Relaxed);

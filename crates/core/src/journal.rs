@@ -104,6 +104,28 @@ pub trait Journal: Send + Sync {
     /// Wakes `waiter` once `point` is durable (or the journal failed), at once if it already
     /// is. Each registration wakes its waiter once.
     fn notify_when_durable(&self, point: SyncPoint, waiter: Arc<dyn DurableWaiter>);
+    /// Figures for management; a journal that keeps none reports zeros.
+    fn stats(&self) -> JournalStats {
+        JournalStats::default()
+    }
+}
+
+/// What a journal reports to management.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JournalStats {
+    /// Segment files, and the bytes they take on disk.
+    pub segments: u64,
+    pub disk_bytes: u64,
+    /// Bytes of records still needed (the rest is reclaimable).
+    pub live_bytes: u64,
+    /// Records appended and syncs (fdatasync) made since the start: records per sync is
+    /// the group commit's size.
+    pub records: u64,
+    pub syncs: u64,
+    /// Sync points appended and made durable so far.
+    pub appended: u64,
+    pub durable: u64,
+    pub failed: bool,
 }
 
 /// Waits for a sync point through [`Journal::notify_when_durable`]. A connection's

@@ -12,7 +12,8 @@
 //! A module uses only modules of lower-numbered layers (the `layering` test reads this list
 //! and checks every `crate::` path outside test code against it):
 //!
-//! 1. `error`, `value`, `id_hash`, `alarm`, `exchange_kind`: vocabulary, depending on nothing.
+//! 1. `error`, `value`, `id_hash`, `alarm`, `exchange_kind`, `stats`: vocabulary and the
+//!    management counters, depending on nothing.
 //! 2. `limits`, `message`: queue depth limits; messages, with their store identity and
 //!    dead-lettering history.
 //! 3. `journal`: the core's view of a durable store. It wakes a [`DurableWaiter`] (an outbox)
@@ -25,8 +26,10 @@
 //!    persistent; routing what queues dead-letter, and so the public queue operations that
 //!    can dead-letter (reject, release, the counts that sweep expired messages).
 //! 7. `transaction`: staged publishes and settlements, applied as one unit.
-//! 8. `broker`: the registry, declarations and bindings, the publish and commit entry points,
+//! 8. `connections`: the registry of open connections management sees and may close.
+//! 9. `broker`: the registry, declarations and bindings, the publish and commit entry points,
 //!    housekeeping, recovery and resource alarms.
+//! 10. `mgmt`: snapshots of everything above for management (HTTP API, metrics, QMF).
 //!
 //! # Locks
 //!
@@ -40,6 +43,7 @@
 
 mod alarm;
 mod broker;
+mod connections;
 mod error;
 mod exchange;
 mod exchange_kind;
@@ -49,27 +53,34 @@ mod journal;
 mod layering;
 mod limits;
 mod message;
+mod mgmt;
 mod queue;
 mod route;
+mod stats;
 mod transaction;
 mod value;
 
 pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
 pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
+pub use connections::{
+    ConnectionHandle, ConnectionId, ConnectionMeta, ConnectionStatus, Connections, SessionStatus,
+};
 pub use error::BrokerError;
-pub use exchange::{Exchange, ExchangeInfo, ExchangeOptions};
+pub use exchange::{BindingStatus, Exchange, ExchangeInfo, ExchangeOptions};
 pub use exchange_kind::ExchangeKind;
 pub use id_hash::{IdHasher, IdMap};
 pub use journal::{
-    DurableWaiter, ExchangeDefinition, Journal, JournalTx, QueueDefinition, SyncPoint,
+    DurableWaiter, ExchangeDefinition, Journal, JournalStats, JournalTx, QueueDefinition, SyncPoint,
 };
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, StoreRef};
+pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{
-    ConsumerSpec, Delivery, Got, Outbox, OutboxItem, Queue, QueueInfo, QueueOptions, QuotaCharge,
-    Restored, SettleWindow,
+    ConsumerSpec, ConsumerStatus, Delivery, Got, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo,
+    QueueOptions, QuotaCharge, Restored, SettleWindow,
 };
 pub use route::release_deliveries;
+pub use stats::{ConnectionCounters, ExchangeCounters, ExchangeTotals, QueueCounters, Traffic};
 pub use transaction::{CommitOutcome, Settlement, Transaction};
 pub use value::{Arguments, HeaderValue, Headers};
 

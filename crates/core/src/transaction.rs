@@ -10,7 +10,7 @@ use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::{now_ms, DeathReason, Message};
-use crate::queue::{Enqueued, Leaving, Queue, QueueState};
+use crate::queue::{Enqueued, Leaving, Queue, QueueState, Settled};
 use crate::route;
 
 /// How a staged settlement leaves the consumer.
@@ -213,9 +213,9 @@ impl Transaction {
                 continue;
             };
             let applied = match s.how {
-                Settlement::Accept => st.settle_done(s.position).is_some(),
+                Settlement::Accept => st.settle_done(s.position, Settled::Accepted).is_some(),
                 Settlement::Reject => {
-                    let held = st.settle_done(s.position).is_some();
+                    let held = st.settle_done(s.position, Settled::Rejected).is_some();
                     if held {
                         rejected.push((s.queue.clone(), s.message));
                     }
@@ -332,7 +332,9 @@ mod tests {
             .into_iter()
             .filter_map(|i| match i {
                 OutboxItem::Deliver(d) => Some((d.position, d.message, d.redelivered)),
-                OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
+                OutboxItem::ConsumerCancelled { .. }
+                | OutboxItem::Durable
+                | OutboxItem::Close { .. } => None,
             })
             .collect()
     }

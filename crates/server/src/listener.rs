@@ -145,6 +145,7 @@ async fn serve(stream: TcpStream, peer: SocketAddr, services: Services, shutdown
     }
     let who = Peer {
         addr: peer,
+        tls: false,
         client_identity: None,
     };
     match connection::run(stream, who, services, shutdown).await {
@@ -177,6 +178,7 @@ async fn serve_tls(
     };
     let who = Peer {
         addr: peer,
+        tls: true,
         client_identity: tls::client_identity(stream.get_ref().1),
     };
     match connection::run(stream, who, services, shutdown).await {

@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use ferry_core::{
-    Arguments, BrokerError, DurableWaiter, ExchangeDefinition, Journal, JournalTx, Message,
-    QueueDefinition, SyncPoint,
+    Arguments, BrokerError, DurableWaiter, ExchangeDefinition, Journal, JournalStats, JournalTx,
+    Message, QueueDefinition, SyncPoint,
 };
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -655,6 +655,22 @@ impl Journal for Store {
 
     fn is_failed(&self) -> bool {
         self.shared.failed.load(Ordering::Acquire)
+    }
+
+    fn stats(&self) -> JournalStats {
+        let (disk_bytes, live_bytes) = self.usage();
+        let appended = self.shared.appended.load(Ordering::Acquire);
+        JournalStats {
+            segments: self.segment_count() as u64,
+            disk_bytes,
+            live_bytes,
+            // Every record takes the next sequence number.
+            records: appended,
+            syncs: self.syncs(),
+            appended,
+            durable: self.shared.durable.load(Ordering::Acquire),
+            failed: self.is_failed(),
+        }
     }
 
     fn notify_when_durable(&self, point: SyncPoint, waiter: Arc<dyn DurableWaiter>) {

@@ -977,3 +977,25 @@ fn an_uncommitted_transactions_dequeues_keep_their_messages_through_reclamation(
     );
     assert_eq!(stats.transactions_discarded, 1);
 }
+
+#[test]
+fn management_sees_the_store_in_the_overview() {
+    let dir = TempDir::new("stats");
+    let (store, b, _) = start(&dir, small());
+    durable_queue(&b, "q");
+    let mut last = None;
+    for i in 0..50u8 {
+        last = publish(&b, "q", vec![i; 100], true);
+    }
+    let point = last.expect("journaled");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.durable() < point && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = b.overview().store.expect("a broker with a journal reports it");
+    assert!(stats.records >= 51, "a declare and 50 messages: {stats:?}");
+    assert!(stats.syncs >= 1 && stats.syncs <= stats.records);
+    assert!(stats.segments >= 1 && stats.disk_bytes > 0 && stats.live_bytes > 0);
+    assert_eq!(stats.durable, stats.appended);
+    assert!(!stats.failed);
+}

@@ -37,6 +37,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
 use crate::alarm::{Alarms, MemoryMeter, Watermarks};
+use crate::connections::Connections;
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
 use crate::journal::Journal;
@@ -94,6 +95,8 @@ pub struct Broker {
     /// Queues that dead-letter expired messages, whose heads [`Broker::expire_heads`]
     /// watches closely (a delay queue should deliver on time, not on the next sweep).
     dead_lettering: Mutex<Vec<Weak<Queue>>>,
+    /// Open connections, for management.
+    connections: Arc<Connections>,
 }
 
 impl Broker {
@@ -144,6 +147,7 @@ impl Broker {
             expiring: Mutex::new(Vec::new()),
             expiry_changed: Arc::new(Notify::new()),
             dead_lettering: Mutex::new(Vec::new()),
+            connections: Arc::default(),
         })
     }
 
@@ -179,6 +183,21 @@ impl Broker {
 
     pub fn queue_names(&self) -> Vec<String> {
         self.registry.read().queues.keys().cloned().collect()
+    }
+
+    /// Every queue, in no particular order.
+    pub fn queues(&self) -> Vec<Arc<Queue>> {
+        self.registry.read().queues.values().cloned().collect()
+    }
+
+    /// Every exchange (the default one included), in no particular order.
+    pub fn exchanges(&self) -> Vec<Arc<Exchange>> {
+        self.registry.read().exchanges.values().cloned().collect()
+    }
+
+    /// The open connections, for management.
+    pub fn connections(&self) -> &Arc<Connections> {
+        &self.connections
     }
 
     pub fn exchange_names(&self) -> Vec<String> {

@@ -943,7 +943,9 @@ pub(super) fn take_deliveries(ob: &Outbox) -> Vec<crate::Delivery> {
         .into_iter()
         .filter_map(|i| match i {
             OutboxItem::Deliver(d) => Some(d),
-            OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
+            OutboxItem::ConsumerCancelled { .. }
+            | OutboxItem::Durable
+            | OutboxItem::Close { .. } => None,
         })
         .collect()
 }

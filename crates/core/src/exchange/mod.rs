@@ -17,6 +17,7 @@ use crate::error::BrokerError;
 use crate::exchange_kind::ExchangeKind;
 use crate::message::Message;
 use crate::queue::{AlternateExchange, Queue};
+use crate::stats::ExchangeCounters;
 use crate::value::Arguments;
 use headers::HeadersBinding;
 use topic::TopicTrie;
@@ -38,6 +39,17 @@ pub struct ExchangeInfo {
     pub durable: bool,
     pub auto_delete: bool,
     pub alternate_exchange: Option<String>,
+    pub arguments: Arguments,
+}
+
+/// One binding, for management.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindingStatus {
+    pub source: String,
+    /// A queue's name, or with `to_exchange` an exchange's.
+    pub destination: String,
+    pub to_exchange: bool,
+    pub key: String,
     pub arguments: Arguments,
 }
 
@@ -273,6 +285,7 @@ pub struct Exchange {
     /// so deleting it can remove them. Weak: the source's bindings own this exchange.
     inbound: Mutex<Vec<(Weak<Exchange>, String)>>,
     deleted: AtomicBool,
+    counters: ExchangeCounters,
 }
 
 impl fmt::Debug for Exchange {
@@ -309,11 +322,17 @@ impl Exchange {
             header_dependents: AtomicUsize::new(0),
             inbound: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
+            counters: ExchangeCounters::default(),
         })
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What was published to this exchange, for management.
+    pub fn counters(&self) -> &ExchangeCounters {
+        &self.counters
     }
 
     pub fn kind(&self) -> ExchangeKind {
@@ -365,6 +384,36 @@ impl Exchange {
     /// Bindings where this exchange is the source (to queues and to exchanges).
     pub fn binding_count(&self) -> usize {
         self.table.read().len()
+    }
+
+    /// The bindings where this exchange is the source, for management.
+    pub fn bindings(&self) -> Vec<BindingStatus> {
+        let table = self.table.read();
+        let to_queues = table
+            .queues
+            .records
+            .iter()
+            .map(|((_, key), (q, args))| BindingStatus {
+                source: self.name.clone(),
+                destination: q.name().to_owned(),
+                to_exchange: false,
+                key: key.clone(),
+                arguments: args.clone(),
+            });
+        let to_exchanges = table.exchanges.iter().flat_map(|b| {
+            b.records
+                .iter()
+                .map(|((_, key), (ex, args))| BindingStatus {
+                    source: self.name.clone(),
+                    destination: ex.name.clone(),
+                    to_exchange: true,
+                    key: key.clone(),
+                    arguments: args.clone(),
+                })
+        });
+        let mut all: Vec<BindingStatus> = to_queues.chain(to_exchanges).collect();
+        all.sort_by(|a, b| (&a.destination, &a.key).cmp(&(&b.destination, &b.key)));
+        all
     }
 
     pub fn is_deleted(&self) -> bool {

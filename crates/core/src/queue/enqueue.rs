@@ -55,6 +55,7 @@ impl Queue {
         let (count, bytes) = st.depth();
         if !self.limits.admits(count, bytes, msg.size) {
             if self.limits.policy != LimitPolicy::DropHead {
+                st.counters.refused += 1;
                 return Err(BrokerError::ResourceLimitExceeded(format!(
                     "queue {} is full",
                     self.name

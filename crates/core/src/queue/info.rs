@@ -3,7 +3,38 @@
 //! dead-letter), are defined with the routing of dead letters, in `crate::route`.
 
 use super::{Queue, QueueInfo};
-use crate::OwnerId;
+use crate::stats::QueueCounters;
+use crate::{ConsumerId, OwnerId};
+
+/// One consumer of a queue, for management.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerStatus {
+    pub id: ConsumerId,
+    /// The 0-10 destination or 0-9-1 consumer tag (lossy UTF-8).
+    pub tag: String,
+    /// The session (0-10) or connection (0-9-1) it belongs to.
+    pub owner: OwnerId,
+    /// False for browsers.
+    pub acquire: bool,
+    pub exclusive: bool,
+    /// Credit left, `u32::MAX` for unlimited.
+    pub credit_messages: u32,
+}
+
+/// A queue's numbers at one moment, read under one lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Available messages and their bytes.
+    pub ready: u64,
+    pub ready_bytes: u64,
+    /// Acquired by consumers, not yet settled.
+    pub unacked: u64,
+    pub unacked_bytes: u64,
+    /// Of the ready bytes, those whose content is kept on disk only (flow to disk).
+    pub on_disk_bytes: u64,
+    pub consumers: u64,
+    pub counters: QueueCounters,
+}
 
 impl Queue {
     /// Messages on the queue (not counting acquired-but-unsettled ones), expired ones
@@ -51,6 +82,35 @@ impl Queue {
             message_count: st.entries.len() as u64,
             consumer_count: st.consumers.len() as u64,
         }
+    }
+
+    /// Depth, consumers and counters, read together.
+    pub fn depth(&self) -> QueueDepth {
+        let st = self.lock();
+        QueueDepth {
+            ready: st.entries.len() as u64,
+            ready_bytes: st.queued_bytes(),
+            unacked: st.unsettled_count() as u64,
+            unacked_bytes: st.unsettled_bytes(),
+            on_disk_bytes: st.on_disk_bytes(),
+            consumers: st.consumers.len() as u64,
+            counters: st.counters,
+        }
+    }
+
+    pub fn consumers(&self) -> Vec<ConsumerStatus> {
+        self.lock()
+            .consumers
+            .iter()
+            .map(|c| ConsumerStatus {
+                id: c.spec.id,
+                tag: String::from_utf8_lossy(&c.spec.tag).into_owned(),
+                owner: c.spec.owner,
+                acquire: c.spec.acquire,
+                exclusive: c.spec.exclusive,
+                credit_messages: c.credit_messages,
+            })
+            .collect()
     }
 
     /// Bodies of the available messages, front first: a snapshot for tests and tools (it

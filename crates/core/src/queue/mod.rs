@@ -60,9 +60,10 @@ pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadL
 pub(crate) use enqueue::Enqueued;
 pub use enqueue::Restored;
 pub(crate) use features::Features;
+pub use info::{ConsumerStatus, QueueDepth};
 pub(crate) use lifecycle::{Drained, OwnerGone};
 pub use outbox::{Delivery, Outbox, OutboxItem};
-pub(crate) use state::{OffloadBudget, QueueState};
+pub(crate) use state::{OffloadBudget, QueueState, Settled};
 pub use window::SettleWindow;
 
 /// Unique across the process so bindings can key queues without hashing names.

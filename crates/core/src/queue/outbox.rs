@@ -45,6 +45,10 @@ pub enum OutboxItem {
     /// The journal reached a sync point this connection asked about
     /// ([`crate::Journal::notify_when_durable`]): completions or confirms waiting for it can go.
     Durable,
+    /// Management asked the connection to close (the peer is told `reason`).
+    Close {
+        reason: String,
+    },
 }
 
 /// Deliveries waiting for one connection's writer.
@@ -189,7 +193,7 @@ impl DurableWaiter for Outbox {
 fn item_bytes(item: &OutboxItem) -> u64 {
     match item {
         OutboxItem::Deliver(d) => d.message.size,
-        OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => 0,
+        OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable | OutboxItem::Close { .. } => 0,
     }
 }
 
@@ -217,7 +221,7 @@ mod tests {
             .map(|i| match i {
                 OutboxItem::ConsumerCancelled { consumer, .. } => *consumer,
                 OutboxItem::Deliver(d) => d.consumer,
-                OutboxItem::Durable => 0,
+                OutboxItem::Durable | OutboxItem::Close { .. } => 0,
             })
             .collect();
         assert_eq!(ids, vec![1, 2]);

@@ -6,14 +6,16 @@
 use std::sync::Arc;
 
 use super::state::Entry;
-use super::{DeadLetters, Leaving, Queue, QueueState};
+use super::{DeadLetters, Leaving, Queue, QueueState, Settled};
 use crate::message::{DeathReason, Message};
 
 impl Queue {
     /// The consumer accepted the message: it leaves the queue for good. Returns false if the
     /// position was not acquired-and-unsettled (double accept is harmless).
     pub fn accept(&self, position: u64) -> bool {
-        self.lock().settle_done(position).is_some()
+        self.lock()
+            .settle_done(position, Settled::Accepted)
+            .is_some()
     }
 
     /// [`Queue::accept`] for many positions under one lock; returns how many were settled.
@@ -21,7 +23,7 @@ impl Queue {
         let mut st = self.lock();
         positions
             .into_iter()
-            .filter(|p| st.settle_done(*p).is_some())
+            .filter(|p| st.settle_done(*p, Settled::Accepted).is_some())
             .count()
     }
 
@@ -74,6 +76,7 @@ impl Queue {
         let Some(u) = st.settle(position) else {
             return false;
         };
+        st.counters.released += 1;
         if st.deleted {
             orphans.push(message);
         } else {
@@ -94,7 +97,7 @@ impl Queue {
         position: u64,
         msg: Arc<Message>,
     ) -> Option<DeadLetters<'_>> {
-        self.lock().settle_done(position)?;
+        self.lock().settle_done(position, Settled::Rejected)?;
         Some(self.leaving_one(Leaving::Died(DeathReason::Rejected), msg))
     }
 }

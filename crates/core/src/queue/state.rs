@@ -20,6 +20,7 @@ use crate::queue::features::Features;
 use crate::queue::outbox::{Delivery, OutboxItem};
 use crate::queue::Queue;
 use crate::queue::QueueStore;
+use crate::stats::QueueCounters;
 use crate::value::HeaderValue;
 use crate::OwnerId;
 
@@ -95,6 +96,15 @@ pub(crate) struct QueueState {
     /// Queued bytes counted in that budget, and queued bytes whose content is on disk only.
     resident: u64,
     on_disk_bytes: u64,
+    /// For management: what happened to the queue's messages so far.
+    pub(crate) counters: QueueCounters,
+}
+
+/// How a settled message left the queue, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settled {
+    Accepted,
+    Rejected,
 }
 
 impl Drop for QueueState {
@@ -162,6 +172,7 @@ impl QueueState {
             offload: None,
             resident: 0,
             on_disk_bytes: 0,
+            counters: QueueCounters::default(),
         }
     }
 
@@ -198,6 +209,7 @@ impl QueueState {
             self.meter.sub(self.shard, e.message.size);
         }
         self.expired.extend(kept);
+        self.counters.expired += 1;
     }
 
     /// Messages and bytes counted against limits: queued plus acquired-but-unsettled.
@@ -216,7 +228,17 @@ impl QueueState {
         self.unsettled.len()
     }
 
+    pub(crate) fn unsettled_bytes(&self) -> u64 {
+        self.unsettled_bytes
+    }
+
+    pub(crate) fn on_disk_bytes(&self) -> u64 {
+        self.on_disk_bytes
+    }
+
     pub(crate) fn push(&mut self, message: Arc<Message>) {
+        self.counters.enqueued += 1;
+        self.counters.enqueued_bytes += message.size;
         self.push_entry(message, false, false);
     }
 
@@ -282,6 +304,7 @@ impl QueueState {
                 self.meter.sub(self.shard, e.message.size);
             }
             self.forget(&e.message);
+            self.counters.replaced += 1;
         }
     }
 
@@ -339,6 +362,8 @@ impl QueueState {
     }
 
     fn mark_unsettled(&mut self, e: &Entry) {
+        self.counters.delivered += 1;
+        self.counters.redelivered += u64::from(e.redelivered);
         self.unsettled_bytes += e.message.size;
         self.unsettled.insert(
             e.position,
@@ -363,8 +388,12 @@ impl QueueState {
     }
 
     /// Settles an acquired message that leaves the queue (accepted or rejected).
-    pub(crate) fn settle_done(&mut self, position: u64) -> Option<Unsettled> {
+    pub(crate) fn settle_done(&mut self, position: u64, how: Settled) -> Option<Unsettled> {
         let u = self.settle(position)?;
+        match how {
+            Settled::Accepted => self.counters.acked += 1,
+            Settled::Rejected => self.counters.rejected += 1,
+        }
         if u.stored != 0 {
             self.forget_ids(&[u.stored]);
         }
@@ -397,6 +426,7 @@ impl QueueState {
         if !e.on_disk {
             self.meter.sub(self.shard, e.message.size);
         }
+        self.counters.overflowed += 1;
         let content = if keep { self.content(&e) } else { None };
         Some((e.message, content))
     }
@@ -447,6 +477,7 @@ impl QueueState {
         self.offload_clear();
         self.queued_bytes = 0;
         self.expiring = 0;
+        self.counters.purged += n;
         n
     }
 
@@ -486,7 +517,9 @@ impl QueueState {
             .iter()
             .filter(|e| e.message.expires_at.is_some())
             .count();
-        (before - self.entries.len()) as u64
+        let gone = (before - self.entries.len()) as u64;
+        self.counters.expired += gone;
+        gone
     }
 
     /// Empties the queue for deletion; acquired messages stay tracked so their later release
@@ -540,6 +573,7 @@ impl QueueState {
         let Some(c) = self.consumers.get_mut(ci) else {
             return;
         };
+        let mut browsed = 0;
         for e in entries.after(c.cursor) {
             if clock.expired(&e.message) {
                 c.cursor = e.position;
@@ -566,6 +600,7 @@ impl QueueState {
             }
             c.charge(e.message.size);
             c.cursor = e.position;
+            browsed += 1;
             c.staged.push(OutboxItem::Deliver(Delivery {
                 consumer: c.spec.id,
                 tag: c.spec.tag.clone(),
@@ -577,6 +612,7 @@ impl QueueState {
                 windowed: c.windowed(),
             }));
         }
+        self.counters.browsed += browsed;
     }
 
     fn dispatch_acquirers(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {

@@ -44,7 +44,9 @@ fn deliveries(outbox: &Outbox) -> Vec<Delivery> {
     buf.into_iter()
         .filter_map(|i| match i {
             OutboxItem::Deliver(d) => Some(d),
-            OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable => None,
+            OutboxItem::ConsumerCancelled { .. }
+            | OutboxItem::Durable
+            | OutboxItem::Close { .. } => None,
         })
         .collect()
 }

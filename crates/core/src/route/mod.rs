@@ -149,10 +149,12 @@ pub(crate) fn forget(q: &Queue, msg: &Message, tx: Option<&JournalTx>) {
 /// exchange that matches nothing passes the message to its alternate, if it has one.
 /// Each exchange is visited at most once per message, so binding cycles end.
 pub(crate) fn collect(exchange: &Exchange, msg: &Message, targets: &mut Vec<Arc<Queue>>) {
+    let start = targets.len();
     // The common case: one exchange, a match, no forwarding.
     if !exchange.route_only_queues(msg, targets) {
         collect_onward(exchange, msg, targets);
     }
+    exchange.counters().record(msg.size, targets.len() > start);
 }
 
 /// [`collect`] through exchange-to-exchange bindings and alternate exchanges.

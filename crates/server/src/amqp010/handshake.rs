@@ -20,6 +20,32 @@ pub fn start(mechanisms: &[&str]) -> ConnectionStart {
     }
 }
 
+/// The client's properties (product, version, qpid.client_process...) as text, for
+/// management; maps and lists are left out.
+pub fn client_properties(map: &Map) -> Vec<(String, String)> {
+    map.iter()
+        .filter_map(|(k, v)| {
+            let text = match v {
+                Value::Str8(s) | Value::Str16(s) => s.to_str_lossy().into_owned(),
+                Value::Vbin8(b) | Value::Vbin16(b) | Value::Vbin32(b) => {
+                    String::from_utf8_lossy(b).into_owned()
+                }
+                Value::Bool(b) => b.to_string(),
+                Value::Int8(n) => n.to_string(),
+                Value::Uint8(n) => n.to_string(),
+                Value::Int16(n) => n.to_string(),
+                Value::Uint16(n) => n.to_string(),
+                Value::Int32(n) => n.to_string(),
+                Value::Uint32(n) => n.to_string(),
+                Value::Int64(n) => n.to_string(),
+                Value::Uint64(n) => n.to_string(),
+                _ => return None,
+            };
+            Some((k.to_str_lossy().into_owned(), text))
+        })
+        .collect()
+}
+
 pub fn tune(config: &ServerConfig) -> ConnectionTune {
     ConnectionTune {
         channel_max: Some(config.channel_max),

@@ -26,12 +26,14 @@ use ferry_amqp010::{
     ConnectionSecure, Control, DetachCode, ErrorCode, Incoming, SessionAttached, SessionDetached,
     SessionTimeout, FRAME_HEADER_SIZE, MIN_MAX_FRAME_SIZE,
 };
-use ferry_core::OutboxItem;
+use ferry_core::{OutboxItem, SessionStatus};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
 use crate::lifecycle::Shutdown;
-use crate::shell::{driver, CloseReason, Connection, Peer, Phase, Protocol, Services, Shell};
+use crate::shell::{
+    driver, CloseReason, Connection, Opened, Peer, Phase, Protocol, Services, Shell,
+};
 use crate::transport::Transport;
 use convert::Exception;
 use session::{Env, Session, SessionState};
@@ -63,6 +65,8 @@ pub struct Amqp010 {
     channel_max: u16,
     /// Negotiated in tune-ok, in force from connection.open.
     heartbeat: u16,
+    /// What the client said of itself in start-ok, for management.
+    client_properties: Vec<(String, String)>,
     channels: Vec<Option<Box<Channel>>>,
     /// Channels whose sessions completed commands in the current read batch, and whether
     /// one of those commands asked (with sync) for its completion to be reported.
@@ -78,6 +82,7 @@ pub fn connection(services: Services, peer: Peer, now: Instant) -> Connection<Am
         max_frame: usize::from(services.config.max_frame_size),
         channel_max: services.config.channel_max,
         heartbeat: 0,
+        client_properties: Vec::new(),
         channels: Vec::new(),
         dirty: Vec::new(),
         waiting_sessions: Vec::new(),
@@ -210,6 +215,13 @@ impl Protocol for Amqp010 {
                 }
             }
             OutboxItem::Durable => self.on_durable(shell),
+            OutboxItem::Close { reason } => {
+                let fault = ConnectionFault {
+                    code: CloseCode::ConnectionForced,
+                    text: reason,
+                };
+                self.fault(shell, fault);
+            }
             OutboxItem::ConsumerCancelled { consumer, .. } => {
                 // The queue is gone; qpidd leaves the subscription to fail later. Forget it so
                 // its destination can be reused.
@@ -276,6 +288,30 @@ impl Protocol for Amqp010 {
         shell.release_undelivered();
     }
 
+    fn channel_count(&self) -> usize {
+        self.channels
+            .iter()
+            .filter(|c| c.as_ref().is_some_and(|c| c.session.is_some()))
+            .count()
+    }
+
+    fn sessions(&self) -> Vec<SessionStatus> {
+        self.channels
+            .iter()
+            .filter_map(|c| c.as_ref()?.session.as_ref())
+            .map(|s| SessionStatus {
+                channel: s.channel,
+                name: String::from_utf8_lossy(&s.name).into_owned(),
+                owner: s.owner,
+                consumers: s.subscription_count(),
+                unacked: s.outgoing.unfinished() as u64,
+                prefetch: 0,
+                transactional: s.tx.is_some(),
+                confirms: false,
+            })
+            .collect()
+    }
+
     fn set_flow_blocked(&mut self, _shell: &mut Shell, _blocked: bool) {
         // 0-10 has no notification: the publisher sees TCP back-pressure, and transfers
         // already read stay incomplete until reading resumes (qpidd's producer flow control).
@@ -329,6 +365,11 @@ impl Amqp010 {
         let phase = shell.phase;
         match control {
             Control::ConnectionStartOk(c) if phase == Phase::AwaitStartOk && channel == 0 => {
+                self.client_properties = c
+                    .client_properties
+                    .as_ref()
+                    .map(handshake::client_properties)
+                    .unwrap_or_default();
                 let mechanism = c.mechanism.unwrap_or_default();
                 let response = c.response.map(|r| r.to_vec()).unwrap_or_default();
                 shell.login.start(mechanism.as_bytes(), response);
@@ -374,7 +415,13 @@ impl Amqp010 {
                     known_hosts: Some(Array::of_str16(std::iter::empty::<&str>())),
                 };
                 self.write_control(shell, 0, open_ok.into());
-                shell.open(self.heartbeat);
+                shell.open(Opened {
+                    protocol: "AMQP 0-10",
+                    heartbeat: self.heartbeat,
+                    frame_max: self.max_frame as u32,
+                    channel_max: self.channel_max,
+                    client_properties: std::mem::take(&mut self.client_properties),
+                });
             }
             Control::ConnectionHeartbeat(_) => {}
             Control::ConnectionClose(c) => {

@@ -65,6 +65,11 @@ impl Outgoing {
         self.base.wrapping_add(self.slots.len() as u32)
     }
 
+    /// Transfers sent and not yet both completed and settled.
+    pub fn unfinished(&self) -> usize {
+        self.live + self.holdouts.len()
+    }
+
     /// Allocates an id for a command that needs no record.
     pub fn push_plain(&mut self) -> u32 {
         let id = self.next_id();

@@ -599,3 +599,35 @@ async fn a_priority_above_nine_is_taken_as_the_highest() {
     assert_eq!(exception(&reply), None, "{reply:?}");
     assert_eq!(c.conn.broker().queue("q1").unwrap().info().message_count, 1);
 }
+
+#[tokio::test]
+async fn management_sees_sessions_and_can_close_the_connection() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q1"), false));
+    let subscribe = MessageSubscribe {
+        queue: Some(Str::from("q1")),
+        destination: Some(Str::from("d")),
+        ..Default::default()
+    };
+    c.exchange(command(1, subscribe, false));
+    c.advance(SECOND);
+    let broker = c.conn.broker().clone();
+    let listed = broker.connections().list();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].meta.protocol, "AMQP 0-10");
+    let s = &listed[0].sessions;
+    assert_eq!(s.len(), 1);
+    assert_eq!((s[0].name.as_str(), s[0].consumers), ("s1", 1));
+    let consumers = broker.consumer_entries();
+    assert_eq!(consumers[0].connection, Some(listed[0].id));
+    assert!(broker.connections().close(listed[0].id, "maintenance"));
+    let out = decode(c.take_output());
+    assert!(
+        out.iter().any(
+            |i| matches!(i, Item::Control(0, Control::ConnectionClose(cl))
+            if cl.reply_code == Some(CloseCode::ConnectionForced))
+        ),
+        "{out:?}"
+    );
+}

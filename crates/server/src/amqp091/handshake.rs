@@ -87,6 +87,33 @@ pub fn client_caps(start_ok: &ConnectionStartOk) -> ClientCaps {
     }
 }
 
+/// The client's properties (product, version, platform, connection_name...) as text, for
+/// management; tables other than these are left out.
+pub fn client_properties(start_ok: &ConnectionStartOk) -> Vec<(String, String)> {
+    start_ok
+        .client_properties
+        .iter()
+        .filter_map(|(k, v)| {
+            let text = match v {
+                FieldValue::LongStr(s) | FieldValue::ByteArray(s) => {
+                    String::from_utf8_lossy(s.as_bytes()).into_owned()
+                }
+                FieldValue::Bool(b) => b.to_string(),
+                FieldValue::I8(n) => n.to_string(),
+                FieldValue::U8(n) => n.to_string(),
+                FieldValue::I16(n) => n.to_string(),
+                FieldValue::U16(n) => n.to_string(),
+                FieldValue::I32(n) => n.to_string(),
+                FieldValue::U32(n) => n.to_string(),
+                FieldValue::I64(n) => n.to_string(),
+                FieldValue::Timestamp(n) => n.to_string(),
+                _ => return None,
+            };
+            Some((String::from_utf8_lossy(k.as_bytes()).into_owned(), text))
+        })
+        .collect()
+}
+
 /// RabbitMQ's AMQPLAIN response (a field table's entries, without the table's length, holding
 /// LOGIN and PASSWORD) as a PLAIN response, so it is checked exactly like PLAIN. A malformed
 /// one becomes an empty response, which PLAIN refuses.

@@ -31,12 +31,14 @@ use ferry_amqp091::{
     ConnectionCloseOk, ConnectionOpenOk, ConnectionSecure, ConnectionUnblocked,
     ConnectionUpdateSecretOk, Frame, FrameType, LongStr, Method, ShortStr, FRAME_MIN_SIZE,
 };
-use ferry_core::{OutboxItem, OwnerId};
+use ferry_core::{OutboxItem, OwnerId, SessionStatus};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
 use crate::lifecycle::Shutdown;
-use crate::shell::{driver, CloseReason, Connection, Peer, Phase, Protocol, Services, Shell};
+use crate::shell::{
+    driver, CloseReason, Connection, Opened, Peer, Phase, Protocol, Services, Shell,
+};
 use crate::transport::Transport;
 use channel::{Channel, Ctx, State};
 use error::Fault;
@@ -51,6 +53,8 @@ pub struct Amqp091 {
     /// Negotiated in tune-ok, in force from connection.open.
     heartbeat: u16,
     caps: ClientCaps,
+    /// What the client said of itself in start-ok, for management.
+    client_properties: Vec<(String, String)>,
     channels: HashMap<u16, Channel>,
 }
 
@@ -62,6 +66,7 @@ pub fn connection(services: Services, peer: Peer, now: Instant) -> Connection<Am
         channel_max: services.config.channel_max,
         heartbeat: 0,
         caps: ClientCaps::default(),
+        client_properties: Vec::new(),
         channels: HashMap::new(),
     };
     let mut shell = Shell::new(services, peer, true, now);
@@ -142,6 +147,9 @@ impl Protocol for Amqp091 {
                 }
             }
             OutboxItem::Durable => self.flush_durable(shell),
+            OutboxItem::Close { reason } => {
+                self.close_connection(shell, Fault::new(reply::CONNECTION_FORCED, reason), (0, 0));
+            }
             OutboxItem::ConsumerCancelled { consumer, .. } => {
                 if let Some(id) = shell.consumers.remove(&consumer) {
                     let notify = self.caps.consumer_cancel_notify;
@@ -200,6 +208,29 @@ impl Protocol for Amqp091 {
         channels.clear();
         shell.broker.release_owner(self.owner);
         shell.release_undelivered();
+    }
+
+    fn channel_count(&self) -> usize {
+        self.channels.len()
+    }
+
+    fn sessions(&self) -> Vec<SessionStatus> {
+        let mut sessions: Vec<SessionStatus> = self
+            .channels
+            .values()
+            .map(|c| SessionStatus {
+                channel: c.id,
+                name: String::new(),
+                owner: self.owner,
+                consumers: c.consumers.len(),
+                unacked: c.unacked.len() as u64,
+                prefetch: u32::from(c.qos.settings.prefetch_count),
+                transactional: c.tx.is_some(),
+                confirms: c.confirms.is_enabled(),
+            })
+            .collect();
+        sessions.sort_by_key(|s| s.channel);
+        sessions
     }
 
     fn set_flow_blocked(&mut self, shell: &mut Shell, blocked: bool) {
@@ -289,6 +320,7 @@ impl Amqp091 {
             (Phase::Closing, _) => {}
             (Phase::AwaitStartOk, Method::ConnectionStartOk(s)) => {
                 self.caps = handshake::client_caps(&s);
+                self.client_properties = handshake::client_properties(&s);
                 let mechanism = s.mechanism.as_bytes();
                 let response = if mechanism.eq_ignore_ascii_case(b"AMQPLAIN") {
                     handshake::amqplain_as_plain(s.response.as_bytes())
@@ -341,7 +373,13 @@ impl Amqp091 {
                     known_hosts: ShortStr::default(),
                 };
                 write(shell, 0, open_ok);
-                shell.open(self.heartbeat);
+                shell.open(Opened {
+                    protocol: "AMQP 0-9-1",
+                    heartbeat: self.heartbeat,
+                    frame_max: self.frame_max as u32,
+                    channel_max: self.channel_max,
+                    client_properties: std::mem::take(&mut self.client_properties),
+                });
             }
             (_, Method::ConnectionClose(c)) => {
                 debug!(peer = %shell.peer, code = c.reply_code, "client closed the connection");

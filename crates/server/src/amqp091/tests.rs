@@ -400,3 +400,43 @@ async fn an_exchange_redeclared_with_other_properties_is_refused_on_its_channel_
     );
     assert_eq!(c.conn.shell.phase, Phase::Open);
 }
+
+#[tokio::test]
+async fn management_sees_the_connection_and_can_close_it() {
+    let mut c = open().await;
+    let broker = c.conn.broker().clone();
+    let listed = broker.connections().list();
+    assert_eq!(listed.len(), 1);
+    let id = listed[0].id;
+    assert_eq!(listed[0].meta.user, "guest");
+    assert_eq!(listed[0].meta.protocol, "AMQP 0-9-1");
+    open_channel(&mut c, 1);
+    open_channel(&mut c, 2);
+    c.call(2, ferry_amqp091::ConfirmSelect { nowait: false });
+    // Sessions are reported at most once a second, traffic with every write.
+    c.advance(SECOND);
+    let status = broker.connections().get(id).unwrap();
+    assert_eq!(status.traffic.channels, 2);
+    assert!(status.traffic.bytes_in > 0 && status.traffic.bytes_out > 0);
+    let channels: Vec<(u16, bool)> = status
+        .sessions
+        .iter()
+        .map(|s| (s.channel, s.confirms))
+        .collect();
+    assert_eq!(channels, [(1, false), (2, true)]);
+    // An operator closes it: the client hears connection-forced with the reason.
+    assert!(broker.connections().close(id, "closed by an operator"));
+    let out = methods(c.take_output());
+    assert!(
+        matches!(&out[..], [(0, Method::ConnectionClose(cl))]
+            if cl.reply_code == reply::CONNECTION_FORCED
+                && cl.reply_text.as_bytes().ends_with(b"closed by an operator")),
+        "{out:?}"
+    );
+    c.call(0, ferry_amqp091::ConnectionCloseOk {});
+    drop(c);
+    assert!(
+        broker.connections().is_empty(),
+        "a connection that ended is gone"
+    );
+}

@@ -38,7 +38,6 @@ impl<T> Unacked<T> {
         tag
     }
 
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.items.len()
     }

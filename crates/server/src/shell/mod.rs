@@ -16,10 +16,13 @@ pub mod timers;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use ferry_core::{Broker, ConsumerId, Outbox, OutboxItem, SyncPoint};
+use ferry_core::{
+    now_ms, Broker, ConnectionHandle, ConnectionMeta, ConsumerId, Outbox, OutboxItem,
+    SessionStatus, SyncPoint,
+};
 use tracing::{debug, info};
 
 use crate::access::ClientAccess;
@@ -65,11 +68,13 @@ pub struct Services {
     pub state: Arc<ServerState>,
 }
 
-/// Who is on the other end: the address, and the name in the TLS client certificate when
-/// one was presented and verified (the identity SASL EXTERNAL logs in as).
+/// Who is on the other end: the address, whether it came over TLS, and the name in the TLS
+/// client certificate when one was presented and verified (the identity SASL EXTERNAL logs
+/// in as).
 #[derive(Debug, Clone)]
 pub struct Peer {
     pub addr: SocketAddr,
+    pub tls: bool,
     pub client_identity: Option<String>,
 }
 
@@ -80,6 +85,9 @@ pub struct Traffic {
     pub bytes_out: u64,
     pub frames_in: u64,
 }
+
+/// How often a busy connection tells management about its sessions.
+const SESSIONS_EVERY: Duration = Duration::from_secs(1);
 
 /// What every connection has, whatever its protocol.
 pub struct Shell {
@@ -108,6 +116,11 @@ pub struct Shell {
     sync_requested: SyncPoint,
     /// Give up at once, without lingering (the peer never answered our close).
     abandoned: bool,
+    tls: bool,
+    /// Set once the connection is open: management sees it (and may close it).
+    registration: Option<ConnectionHandle>,
+    /// Sessions changed, or may have, since management last heard; told by this time.
+    sessions_due: Option<Instant>,
 }
 
 impl Shell {
@@ -120,7 +133,7 @@ impl Shell {
         } = services;
         Shell {
             access: ClientAccess::new(&config, &state, peer.addr),
-            login: Login::new(auth, peer.addr, peer.client_identity, amqp091),
+            login: Login::new(auth, peer.addr, peer.client_identity.clone(), amqp091),
             timers: Timers::new(now, config.handshake_timeout),
             broker,
             config,
@@ -135,14 +148,37 @@ impl Shell {
             flow_blocked: false,
             sync_requested: SyncPoint::default(),
             abandoned: false,
+            tls: peer.tls,
+            registration: None,
+            sessions_due: None,
         }
     }
 
-    /// The handshake is done: heartbeats (of `heartbeat` seconds, 0 for none) apply from
-    /// now, the handshake deadline no longer does.
-    pub fn open(&mut self, heartbeat: u16) {
+    /// The handshake is done: heartbeats apply from now, the handshake deadline no longer
+    /// does, and management sees the connection.
+    pub fn open(&mut self, opened: Opened) {
         self.phase = Phase::Open;
-        self.timers.open(self.now, heartbeat);
+        self.timers.open(self.now, opened.heartbeat);
+        let meta = ConnectionMeta {
+            peer: self.peer,
+            user: self.login.user().to_owned(),
+            protocol: opened.protocol,
+            tls: self.tls,
+            client_properties: opened.client_properties,
+            connected_at: now_ms(),
+            heartbeat: opened.heartbeat,
+            frame_max: opened.frame_max,
+            channel_max: opened.channel_max,
+        };
+        let connections = self.broker.connections().clone();
+        self.registration = Some(connections.register(meta, &self.outbox));
+    }
+
+    /// Sessions changed (opened, ended, consumers, modes): management hears of it soon.
+    pub fn sessions_changed(&mut self) {
+        if self.registration.is_some() && self.sessions_due.is_none() {
+            self.sessions_due = Some(self.now + SESSIONS_EVERY);
+        }
     }
 
     /// We sent our connection close: wait (briefly) for close-ok.
@@ -189,6 +225,17 @@ impl Shell {
     }
 }
 
+/// What a protocol layer tells the shell when its handshake completes.
+#[derive(Debug, Clone, Default)]
+pub struct Opened {
+    pub protocol: &'static str,
+    pub heartbeat: u16,
+    pub frame_max: u32,
+    pub channel_max: u16,
+    /// What the client said of itself in its start-ok, as text.
+    pub client_properties: Vec<(String, String)>,
+}
+
 /// What a protocol layer does; the shell does the rest.
 pub trait Protocol {
     /// Processes every complete frame in `input` (consuming it), appending replies to
@@ -204,6 +251,10 @@ pub trait Protocol {
     fn teardown(&mut self, shell: &mut Shell);
     /// A resource alarm stopped (true) or resumed (false) processing this publisher's input.
     fn set_flow_blocked(&mut self, shell: &mut Shell, blocked: bool);
+    /// Sessions (0-10) or channels (0-9-1) open now.
+    fn channel_count(&self) -> usize;
+    /// The sessions open now, for management (asked at most once a second).
+    fn sessions(&self) -> Vec<SessionStatus>;
 }
 
 /// A connection without I/O: bytes and time in, bytes out.
@@ -227,6 +278,8 @@ impl<P: Protocol> Connection<P> {
     pub fn handle_input(&mut self, input: &mut BytesMut, now: Instant) {
         self.at(now);
         self.shell.timers.read(self.shell.now);
+        // Anything the peer sends may change its sessions' figures.
+        self.shell.sessions_changed();
         if self.shell.phase == Phase::Finished {
             // After close-ok everything the peer still sends is discarded, not refused:
             // closing with unread input would reset the connection under the peer.
@@ -303,18 +356,48 @@ impl<P: Protocol> Connection<P> {
         self.shell.traffic.bytes_out += n as u64;
         if n > 0 {
             self.shell.timers.wrote(self.shell.now);
+            self.report();
+        }
+    }
+
+    /// Tells management the traffic so far (a few plain stores, once per write), and the
+    /// sessions when they are due.
+    fn report(&mut self) {
+        let Some(registration) = &self.shell.registration else {
+            return;
+        };
+        let t = self.shell.traffic;
+        registration.store_traffic(ferry_core::Traffic {
+            bytes_in: t.bytes_in,
+            bytes_out: t.bytes_out,
+            frames_in: t.frames_in,
+            channels: self.protocol.channel_count() as u64,
+        });
+        if self
+            .shell
+            .sessions_due
+            .is_some_and(|due| self.shell.now >= due)
+        {
+            self.shell.sessions_due = None;
+            registration.set_sessions(self.protocol.sessions());
         }
     }
 
     /// When the connection next wants [`Connection::handle_timeout`] called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.shell
+        let timer = self
+            .shell
             .timers
-            .next(self.shell.phase, self.shell.flow_blocked)
+            .next(self.shell.phase, self.shell.flow_blocked);
+        match (timer, self.shell.sessions_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.at(now);
+        self.report();
         let now = self.shell.now;
         let timers = &self.shell.timers;
         match self.shell.phase {

@@ -27,6 +27,7 @@ pub fn services(config: ServerConfig) -> Services {
 pub fn peer() -> Peer {
     Peer {
         addr: SocketAddr::from(([127, 0, 0, 1], 40000)),
+        tls: false,
         client_identity: None,
     }
 }
