@@ -392,3 +392,287 @@ fn code_of_name(name: &str) -> Option<u64> {
         .find(|(_, n)| *n == name)
         .map(|(code, _)| code)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{Gen, Sample};
+
+    fn encode(v: &Value) -> Bytes {
+        let mut out = BytesMut::new();
+        v.encode(&mut out);
+        out.freeze()
+    }
+
+    /// Decodes `wire` to `v`, and `v` encodes to `shortest`.
+    fn check(wire: &[u8], v: Value, shortest: &[u8]) {
+        assert_eq!(
+            Value::decode_exact(Bytes::copy_from_slice(wire)),
+            Ok(v.clone()),
+            "{wire:02x?}"
+        );
+        assert_eq!(&encode(&v)[..], shortest, "{v:?}");
+    }
+
+    fn same(wire: &[u8], v: Value) {
+        check(wire, v, wire)
+    }
+
+    #[test]
+    fn every_fixed_width_encoding_by_hand() {
+        same(&[0x40], Value::Null);
+        same(&[0x41], Value::Bool(true));
+        same(&[0x42], Value::Bool(false));
+        check(&[0x56, 0x01], Value::Bool(true), &[0x41]);
+        check(&[0x56, 0x00], Value::Bool(false), &[0x42]);
+        same(&[0x50, 0xfe], Value::Ubyte(254));
+        same(&[0x60, 0x12, 0x34], Value::Ushort(0x1234));
+        same(&[0x43], Value::Uint(0));
+        same(&[0x52, 0x07], Value::Uint(7));
+        same(&[0x70, 0x00, 0x01, 0x00, 0x00], Value::Uint(65536));
+        check(&[0x70, 0, 0, 0, 0], Value::Uint(0), &[0x43]);
+        check(&[0x70, 0, 0, 0, 9], Value::Uint(9), &[0x52, 9]);
+        same(&[0x44], Value::Ulong(0));
+        same(&[0x53, 0xff], Value::Ulong(255));
+        same(&[0x80, 0, 0, 0, 1, 0, 0, 0, 0], Value::Ulong(1 << 32));
+        check(&[0x80, 0, 0, 0, 0, 0, 0, 0, 3], Value::Ulong(3), &[0x53, 3]);
+        same(&[0x51, 0x80], Value::Byte(-128));
+        same(&[0x61, 0xff, 0xfe], Value::Short(-2));
+        same(&[0x54, 0xff], Value::Int(-1));
+        same(&[0x71, 0x00, 0x00, 0x00, 0x80], Value::Int(128));
+        check(
+            &[0x71, 0xff, 0xff, 0xff, 0x80],
+            Value::Int(-128),
+            &[0x54, 0x80],
+        );
+        same(&[0x55, 0x7f], Value::Long(127));
+        same(
+            &[0x81, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
+            Value::Long(-129),
+        );
+        same(&[0x72, 0x3f, 0x80, 0, 0], Value::Float(1.0));
+        same(
+            &[0x82, 0x40, 0x09, 0x21, 0xfb, 0x54, 0x44, 0x2d, 0x18],
+            Value::Double(std::f64::consts::PI),
+        );
+        same(
+            &[0x74, 1, 2, 3, 4],
+            Value::Decimal32(Decimal32([1, 2, 3, 4])),
+        );
+        same(
+            &[0x84, 1, 2, 3, 4, 5, 6, 7, 8],
+            Value::Decimal64(Decimal64([1, 2, 3, 4, 5, 6, 7, 8])),
+        );
+        let mut d128 = vec![0x94];
+        d128.extend(0..16u8);
+        same(
+            &d128,
+            Value::Decimal128(Decimal128(std::array::from_fn(|i| i as u8))),
+        );
+        same(&[0x73, 0, 0, 0, 0x41], Value::Char('A'));
+        same(&[0x73, 0, 0x01, 0xf6, 0x00], Value::Char('\u{1f600}'));
+        same(
+            &[0x83, 0, 0, 0, 0, 0, 0, 0x03, 0xe8],
+            Value::Timestamp(Timestamp(1000)),
+        );
+        same(
+            &[0x83, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            Value::Timestamp(Timestamp(-1)),
+        );
+        let mut uuid = vec![0x98];
+        uuid.extend([0xab; 16]);
+        same(&uuid, Value::Uuid(Uuid([0xab; 16])));
+    }
+
+    #[test]
+    fn variable_width_encodings_by_hand() {
+        same(
+            &[0xa0, 2, 0xde, 0xad],
+            Value::Binary(Bytes::from_static(&[0xde, 0xad])),
+        );
+        check(
+            &[0xb0, 0, 0, 0, 1, 7],
+            Value::Binary(Bytes::from_static(&[7])),
+            &[0xa0, 1, 7],
+        );
+        same(&[0xa1, 3, b'a', b'b', b'c'], Value::from("abc"));
+        check(&[0xb1, 0, 0, 0, 0], Value::from(""), &[0xa1, 0]);
+        same(&[0xa3, 2, b'o', b'k'], Value::Symbol(Symbol::from("ok")));
+        check(
+            &[0xb3, 0, 0, 0, 1, b'x'],
+            Value::Symbol(Symbol::from("x")),
+            &[0xa3, 1, b'x'],
+        );
+        // 256 octets need the 32-bit form.
+        let long = "z".repeat(256);
+        let mut wire = vec![0xb1, 0, 0, 1, 0];
+        wire.extend_from_slice(long.as_bytes());
+        same(&wire, Value::from(long.as_str()));
+    }
+
+    #[test]
+    fn compound_encodings_by_hand() {
+        same(&[0x45], Value::List(vec![]));
+        check(&[0xc0, 1, 0], Value::List(vec![]), &[0x45]);
+        check(
+            &[0xd0, 0, 0, 0, 4, 0, 0, 0, 0],
+            Value::List(vec![]),
+            &[0x45],
+        );
+        same(
+            &[0xc0, 3, 2, 0x41, 0x40],
+            Value::List(vec![Value::Bool(true), Value::Null]),
+        );
+        check(
+            &[0xd0, 0, 0, 0, 6, 0, 0, 0, 2, 0x41, 0x40],
+            Value::List(vec![Value::Bool(true), Value::Null]),
+            &[0xc0, 3, 2, 0x41, 0x40],
+        );
+        let map: Map<Value, Value> = [(Value::from("k"), Value::Uint(1))].into_iter().collect();
+        same(
+            &[0xc1, 6, 2, 0xa1, 1, b'k', 0x52, 1],
+            Value::Map(map.clone()),
+        );
+        check(
+            &[0xd1, 0, 0, 0, 9, 0, 0, 0, 2, 0xa1, 1, b'k', 0x52, 1],
+            Value::Map(map),
+            &[0xc1, 6, 2, 0xa1, 1, b'k', 0x52, 1],
+        );
+        same(&[0xc1, 1, 0], Value::Map(Map::new()));
+        // Arrays: one constructor, then the elements' data.
+        let ints = Array::new(Type::Int, vec![Value::Int(1), Value::Int(-1)]).unwrap();
+        same(
+            &[0xe0, 10, 2, 0x71, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff],
+            Value::Array(ints.clone()),
+        );
+        // Small ints may share a smallint constructor; ferry writes int.
+        check(
+            &[0xe0, 4, 2, 0x54, 1, 0xff],
+            Value::Array(ints),
+            &[0xe0, 10, 2, 0x71, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff],
+        );
+        same(
+            &[0xe0, 2, 0, 0xa1],
+            Value::Array(Array::new(Type::String, vec![]).unwrap()),
+        );
+        // Booleans share 0x56: one octet each.
+        let bools = Array::new(Type::Boolean, vec![Value::Bool(true), Value::Bool(false)]).unwrap();
+        same(&[0xe0, 4, 2, 0x56, 1, 0], Value::Array(bools.clone()));
+        // A peer may use a zero-width constructor: every element is true.
+        check(
+            &[0xe0, 2, 2, 0x41],
+            Value::Array(Array::new(Type::Boolean, vec![Value::Bool(true); 2]).unwrap()),
+            &[0xe0, 4, 2, 0x56, 1, 1],
+        );
+        // A described array: 0x00 and the descriptor in the constructor.
+        let described = Array::described(
+            Descriptor::Code(0x24),
+            Type::List,
+            vec![Value::List(vec![])],
+        )
+        .unwrap();
+        same(
+            &[0xe0, 13, 1, 0x00, 0x53, 0x24, 0xd0, 0, 0, 0, 4, 0, 0, 0, 0],
+            Value::Array(described),
+        );
+        // A described value.
+        same(
+            &[0x00, 0xa3, 1, b'x', 0x43],
+            Value::described(Symbol::from("x"), Value::Uint(0)),
+        );
+        check(
+            &[0x00, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x10, 0x45],
+            Value::described(0x10u64, Value::List(vec![])),
+            &[0x00, 0x53, 0x10, 0x45],
+        );
+    }
+
+    #[test]
+    fn values_round_trip() {
+        for seed in 0..500 {
+            let v = Value::sample(&mut Gen::new(seed));
+            let bytes = encode(&v);
+            assert_eq!(
+                Value::decode_exact(bytes.clone()),
+                Ok(v.clone()),
+                "seed {seed}"
+            );
+            // The encoding is canonical: decoding and encoding again gives
+            // the same octets.
+            let again = Value::decode_exact(bytes.clone()).map(|v| encode(&v));
+            assert_eq!(again, Ok(bytes.clone()), "seed {seed}");
+            // And every proper prefix is an error, never a panic.
+            for cut in 0..bytes.len() {
+                assert!(
+                    Value::decode_exact(bytes.slice(..cut)).is_err(),
+                    "seed {seed} cut {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn decoded_strings_share_the_buffer() {
+        let wire = Bytes::from_static(&[0xc0, 7, 2, 0xa1, 1, b's', 0xa0, 1, 0xff]);
+        let Ok(Value::List(items)) = Value::decode_exact(wire.clone()) else {
+            panic!("not a list");
+        };
+        let (Value::String(s), Value::Binary(b)) = (&items[0], &items[1]) else {
+            panic!("{items:?}");
+        };
+        assert_eq!(s.as_bytes().as_ptr(), wire[5..].as_ptr());
+        assert_eq!(b.as_ptr(), wire[8..].as_ptr());
+    }
+
+    #[test]
+    fn decode_leaves_what_follows() {
+        let mut buf = Bytes::from_static(&[0x52, 1, 0x41]);
+        assert_eq!(Value::decode(&mut buf), Ok(Value::Uint(1)));
+        assert_eq!(&buf[..], &[0x41]);
+        assert_eq!(
+            Value::decode_exact(Bytes::from_static(&[0x52, 1, 0x41])),
+            Err(DecodeError::TrailingBytes(1))
+        );
+    }
+
+    #[test]
+    fn maps_keep_order_and_duplicates() {
+        let mut m: Map<Symbol, Value> = Map::new();
+        m.push(Symbol::from("b"), Value::Uint(1));
+        m.push(Symbol::from("a"), Value::Uint(2));
+        m.push(Symbol::from("b"), Value::Uint(3));
+        assert_eq!(m.get("b"), Some(&Value::Uint(1)));
+        m.insert(Symbol::from("a"), Value::Uint(4));
+        let keys: Vec<_> = m.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["b", "a", "b"]);
+        assert_eq!(m.remove("b"), Some(Value::Uint(1)));
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.get("a"), Some(&Value::Uint(4)));
+    }
+
+    #[test]
+    fn arrays_are_homogeneous() {
+        assert_eq!(
+            Array::new(Type::Uint, vec![Value::Uint(1), Value::Ulong(1)]),
+            Err(NotHomogeneous { expected: "uint" })
+        );
+        assert!(Array::new(Type::Uint, vec![Value::described(1u64, Value::Uint(1))]).is_err());
+    }
+
+    #[test]
+    fn descriptors_know_their_symbolic_names() {
+        let known: Vec<_> = known_descriptors().collect();
+        for (i, (code, name)) in known.iter().enumerate() {
+            assert!(name.starts_with("amqp:"), "{name}");
+            assert!(
+                known[i + 1..].iter().all(|(c, n)| c != code && n != name),
+                "{name}"
+            );
+            assert_eq!(Descriptor::Symbol(Symbol::from(*name)).code(), Some(*code));
+        }
+        // The performatives, error, 5 delivery states, source, target, 4
+        // lifetime policies, 9 sections, 5 transaction types, 5 SASL frames.
+        assert_eq!(known.len(), 9 + 1 + 5 + 2 + 4 + 9 + 5 + 5);
+        assert_eq!(Descriptor::Code(0x14).to_string(), "0x00000000:0x00000014");
+    }
+}
