@@ -348,3 +348,31 @@ fn every_prefix_of_real_traffic_is_refused_or_waits() {
         }
     }
 }
+
+#[test]
+fn fuzz_entry_survives_proton_traffic_with_bit_flips() {
+    // What the cargo-fuzz target runs, over proton's frames and messages
+    // with one octet changed at a time.
+    for file in ["proton_frames.txt", "proton_messages.txt"] {
+        let text = std::fs::read_to_string(format!(
+            "{}/tests/vectors/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        for line in text.lines() {
+            let hex = line.split_once(' ').unwrap().1;
+            let mut bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            fuzz_decode(&bytes);
+            for i in 0..bytes.len().min(600) {
+                for mask in [0x01, 0x10, 0xff] {
+                    bytes[i] ^= mask;
+                    fuzz_decode(&bytes[i.saturating_sub(16)..]);
+                    bytes[i] ^= mask;
+                }
+            }
+        }
+    }
+}
