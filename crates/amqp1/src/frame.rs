@@ -256,7 +256,9 @@ pub fn write_transfer(
                 max: max_frame_size,
             });
         }
-        let (now, later) = rest.split_at(max - used);
+        // Setting `more` never shortens the transfer, so this is less than
+        // what is left (the min only guards that reasoning).
+        let (now, later) = rest.split_at((max - used).min(rest.len()));
         out.put_slice(now);
         finish_frame(out, start);
         rest = later;
