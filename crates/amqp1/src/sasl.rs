@@ -66,7 +66,7 @@ mod tests {
 
     #[test]
     fn every_sasl_frame_round_trips() {
-        for seed in [0, 1, 0x5555, u64::MAX] {
+        for seed in (0..50).chain([0x5555, u64::MAX]) {
             for s in SaslFrame::samples(&mut Gen::new(seed)) {
                 let mut out = BytesMut::new();
                 s.encode(&mut out);
