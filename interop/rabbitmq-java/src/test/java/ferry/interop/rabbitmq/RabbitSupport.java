@@ -93,8 +93,14 @@ abstract class RabbitSupport {
     }
 
     String exchange(Channel ch, String prefix, String type) throws IOException {
-        String name = unique(prefix);
+        String name = exchangeName(prefix);
         ch.exchangeDeclare(name, type, false, false, null);
+        return name;
+    }
+
+    /** A unique exchange name, deleted after the test; for tests that declare it themselves. */
+    String exchangeName(String prefix) {
+        String name = unique(prefix);
         exchanges.add(name);
         return name;
     }
