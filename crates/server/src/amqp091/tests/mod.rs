@@ -8,6 +8,7 @@
 
 mod basic;
 mod channel;
+mod confirms_tx;
 mod connection;
 
 use bytes::{Bytes, BytesMut};
