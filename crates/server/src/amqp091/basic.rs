@@ -348,8 +348,12 @@ impl Channel {
     }
 
     /// basic.recover and recover-async: everything unacknowledged goes back to its queue,
-    /// marked redelivered (RabbitMQ's behaviour; it also ignores `requeue = false`).
-    pub fn recover(&mut self, ctx: &mut Ctx) {
+    /// marked redelivered. As in RabbitMQ, `requeue = false` (redeliver to the same
+    /// consumers without requeueing) is not implemented: a connection error.
+    pub fn recover(&mut self, ctx: &mut Ctx, requeue: bool) -> Result<(), Fault> {
+        if !requeue {
+            return Err(Fault::not_implemented("requeue=false"));
+        }
         let all = self.unacked.take_all();
         let mut windowed = 0;
         for p in &all {
@@ -358,9 +362,10 @@ impl Channel {
             }
             windowed += u32::from(p.windowed);
         }
-        requeue(all);
+        super::channel::requeue(all);
         self.free_window_slots(windowed);
         self.grant(ctx);
+        Ok(())
     }
 
     fn settle(

@@ -592,15 +592,12 @@ fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
         Method::BasicAck(m) => c.ack(ctx, m),
         Method::BasicReject(m) => c.reject(ctx, m),
         Method::BasicNack(m) => c.nack(ctx, m),
-        Method::BasicRecover(_) => {
-            c.recover(ctx);
+        Method::BasicRecover(m) => {
+            c.recover(ctx, m.requeue)?;
             c.reply(ctx, ferry_amqp091::BasicRecoverOk {});
             Ok(())
         }
-        Method::BasicRecoverAsync(_) => {
-            c.recover(ctx);
-            Ok(())
-        }
+        Method::BasicRecoverAsync(m) => c.recover(ctx, m.requeue),
         Method::ConfirmSelect(m) => c.confirm_select(ctx, m.nowait),
         Method::TxSelect(_) => c.tx_select(ctx),
         Method::TxCommit(_) => c.tx_commit(ctx),

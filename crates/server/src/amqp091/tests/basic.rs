@@ -805,9 +805,8 @@ async fn basic_recover_redelivers_everything_unacknowledged() {
         delivered(&got[1..]),
         [(4, true, "1".into()), (5, true, "3".into())]
     );
-    // recover-async: the same without a reply; requeue=false is treated as true, as in
-    // RabbitMQ.
-    let got = c.request(1, BasicRecoverAsync { requeue: false });
+    // recover-async: the same without a reply.
+    let got = c.request(1, BasicRecoverAsync { requeue: true });
     assert_eq!(
         delivered(&got),
         [(6, true, "1".into()), (7, true, "3".into())]
@@ -822,6 +821,29 @@ async fn basic_recover_redelivers_everything_unacknowledged() {
     ));
     let out = methods(c.take_output());
     assert_channel_closed(&out, 1, reply::PRECONDITION_FAILED, (60, 80));
+}
+
+#[tokio::test]
+async fn recover_without_requeue_is_not_implemented_540_as_in_rabbitmq() {
+    for recover in [
+        Method::from(BasicRecover { requeue: false }),
+        BasicRecoverAsync { requeue: false }.into(),
+    ] {
+        let mut c = with_queue().await;
+        c.publish(1, "", "q", b"1");
+        c.consume(1, consumer("q", "c1"));
+        let ids = (recover.class_id(), recover.method_id());
+        let out = c.call(1, recover);
+        assert_connection_closed(&c, &out, reply::NOT_IMPLEMENTED);
+        let Some((_, Method::ConnectionClose(cl))) = out.last() else {
+            unreachable!()
+        };
+        assert_eq!((cl.class_id, cl.method_id), ids);
+        assert!(
+            cl.reply_text.as_bytes().ends_with(b"requeue=false"),
+            "{cl:?}"
+        );
+    }
 }
 
 #[tokio::test]
