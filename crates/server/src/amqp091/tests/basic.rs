@@ -545,6 +545,36 @@ async fn acks_of_unknown_tags_are_406_and_multiple_acks_settle_a_prefix() {
 }
 
 #[tokio::test]
+async fn a_multiple_ack_or_nack_naming_a_settled_tag_is_406_even_with_older_ones_outstanding() {
+    for settle in [
+        Method::from(BasicAck {
+            delivery_tag: 2,
+            multiple: true,
+        }),
+        BasicNack {
+            delivery_tag: 2,
+            multiple: true,
+            requeue: true,
+        }
+        .into(),
+    ] {
+        let mut c = with_queue().await;
+        for body in [b"1", b"2", b"3"] {
+            c.publish(1, "", "q", body);
+        }
+        c.consume(1, consumer("q", "c1"));
+        assert!(c.ack(1, 2, false).is_empty());
+        let ids = (settle.class_id(), settle.method_id());
+        let out = c.call(1, settle);
+        assert_channel_closed(&out, 1, reply::PRECONDITION_FAILED, ids);
+        // Tag 1 was not settled by it: the channel's end requeues 1 and 3.
+        c.call(1, ChannelCloseOk {});
+        let q = c.conn.broker().queue("q").unwrap();
+        assert_eq!(q.info().message_count, 2);
+    }
+}
+
+#[tokio::test]
 async fn a_multiple_ack_with_nothing_below_it_is_406() {
     let mut c = with_queue().await;
     c.publish(1, "", "q", b"1");
