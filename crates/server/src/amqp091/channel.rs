@@ -400,11 +400,9 @@ impl Channel {
             &m.destination,
             &m.routing_key,
         )?;
-        // As queue.unbind: unbinding what is not there succeeds.
-        match ctx.broker.unbind_exchange(destination, source, key) {
-            Ok(()) | Err(BrokerError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        // As queue.unbind: unbinding a binding that is not there succeeds; a missing
+        // exchange is a 404 (the core's NotFound).
+        ctx.broker.unbind_exchange(destination, source, key)?;
         if !m.nowait {
             let durable = both_durable(ctx.broker, source, destination);
             self.reply_when_durable(ctx, durable, ExchangeUnbindOk {});
@@ -509,10 +507,9 @@ impl Channel {
         ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
             access::binding_props(exchange, Some(q.name()), Some(key))
         })?;
-        match ctx.broker.unbind(q.name(), exchange, key) {
-            Ok(()) | Err(BrokerError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        // Unbinding a binding that is not there succeeds, as in RabbitMQ; a missing exchange
+        // is a 404 (the core's NotFound).
+        ctx.broker.unbind(q.name(), exchange, key)?;
         self.reply_when_durable(ctx, q.is_durable(), QueueUnbindOk {});
         Ok(())
     }
