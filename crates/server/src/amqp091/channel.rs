@@ -445,6 +445,18 @@ impl Channel {
                             access::queue_props(name, &opts)
                         })?;
                         existing.check_access(ctx.owner)?;
+                        // RabbitMQ's strict check: a redeclaration must ask for the
+                        // exclusivity the queue has (never claim a shared queue).
+                        if existing.owner() != opts.exclusive_owner {
+                            return Err(Fault::new(
+                                reply::RESOURCE_LOCKED,
+                                format!(
+                                    "cannot obtain exclusive access to locked queue '{name}' \
+                                     in vhost '/': the exclusive property does not match \
+                                     that of the original declaration"
+                                ),
+                            ));
+                        }
                         args::check_equivalent(&existing, &opts)?;
                     }
                     None => {

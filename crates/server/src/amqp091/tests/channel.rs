@@ -726,6 +726,66 @@ async fn exclusive_queues_belong_to_their_connection_and_die_with_it() {
 }
 
 #[tokio::test]
+async fn redeclaring_a_queue_with_another_exclusivity_is_405_as_in_rabbitmq() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    c.declare_queue(1, "shared");
+    c.declare(
+        1,
+        QueueDeclare {
+            auto_delete: true,
+            ..queue("temp")
+        },
+    );
+    c.declare(
+        1,
+        QueueDeclare {
+            exclusive: true,
+            ..queue("mine")
+        },
+    );
+    let mismatches = [
+        QueueDeclare {
+            exclusive: true,
+            ..queue("shared")
+        },
+        // Same flags otherwise: still not a way to claim a shared queue.
+        QueueDeclare {
+            exclusive: true,
+            auto_delete: true,
+            ..queue("temp")
+        },
+        queue("mine"),
+        QueueDeclare {
+            auto_delete: true,
+            ..queue("mine")
+        },
+    ];
+    for (i, declare) in mismatches.into_iter().enumerate() {
+        let id = 2 + i as u16;
+        open_channel(&mut c, id);
+        refused_on(&mut c, id, declare, reply::RESOURCE_LOCKED, (50, 10));
+    }
+    // The shared queues stayed shared: another connection may still use them.
+    let services = Services {
+        broker: c.conn.broker().clone(),
+        ..services(ServerConfig::default())
+    };
+    let mut other = open_on(&services, &[]).await;
+    open_channel(&mut other, 1);
+    other.declare(1, passive("temp"));
+    other.declare_queue(1, "shared");
+    // The exclusive one, declared as it is, is fine for its owner.
+    c.declare(
+        1,
+        QueueDeclare {
+            exclusive: true,
+            ..queue("mine")
+        },
+    );
+}
+
+#[tokio::test]
 async fn auto_delete_queues_go_when_their_last_consumer_does() {
     let mut c = open().await;
     open_channel(&mut c, 1);
