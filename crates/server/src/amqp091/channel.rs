@@ -294,7 +294,17 @@ impl Channel {
 
     pub fn exchange_declare(&mut self, ctx: &mut Ctx, m: ExchangeDeclare) -> Result<(), Fault> {
         let name = utf8(m.exchange.bytes(), "exchange")?;
+        // RabbitMQ's rule, passive or not (after the type check when not).
+        let not_default = || {
+            if name.is_empty() {
+                return Err(Fault::access_refused(
+                    "operation not permitted on the default exchange",
+                ));
+            }
+            Ok(())
+        };
         if m.passive {
+            not_default()?;
             ctx.access.check(Action::Access, ObjectType::Exchange, || {
                 access::exchange_named(name)
             })?;
@@ -308,6 +318,7 @@ impl Channel {
             let kind = ExchangeKind::from_name(kind_name).ok_or_else(|| {
                 Fault::command_invalid(format!("unknown exchange type '{kind_name}'"))
             })?;
+            not_default()?;
             let arguments = table_to_headers(&m.arguments);
             match ctx.broker.exchange_info(name) {
                 Some(existing) => {
@@ -320,7 +331,7 @@ impl Channel {
                     };
                     args::check_exchange_equivalent(&existing, &wanted)?;
                 }
-                None if name.is_empty() || name.starts_with("amq.") => {
+                None if name.starts_with("amq.") => {
                     return Err(Fault::access_refused(format!(
                         "exchange name '{name}' contains reserved prefix 'amq.'"
                     )))

@@ -210,6 +210,22 @@ async fn names_starting_with_amq_are_reserved_403() {
     };
     refused_on(&mut c, 1, builtin, reply::ACCESS_REFUSED, (40, 20));
     assert!(c.conn.broker().exchange("amq.direct").is_some());
+    // The default exchange cannot be declared, passively or not.
+    let default = exchange("", "direct");
+    for declare in [
+        default.clone(),
+        ExchangeDeclare {
+            durable: true,
+            ..default.clone()
+        },
+        ExchangeDeclare {
+            passive: true,
+            ..default
+        },
+    ] {
+        open_channel(&mut c, 1);
+        refused_on(&mut c, 1, declare, reply::ACCESS_REFUSED, (40, 10));
+    }
     // The built-in ones may be declared as they are, passively or not.
     let builtin = ExchangeDeclare {
         durable: true,
