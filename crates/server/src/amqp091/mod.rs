@@ -391,9 +391,13 @@ impl Amqp091 {
                 write(shell, 0, ConnectionUpdateSecretOk {});
             }
             (Phase::Open, Method::ConnectionBlocked(_) | Method::ConnectionUnblocked(_)) => {}
-            (_, m) => self.close_connection(
+            // RabbitMQ's answer to a method out of turn on channel 0.
+            (phase, m) => self.close_connection(
                 shell,
-                Fault::command_invalid(format!("unexpected {} on channel 0", m.name())),
+                Fault::new(
+                    reply::CHANNEL_ERROR,
+                    format!("unexpected {} in connection state {phase:?}", m.name()),
+                ),
                 ids,
             ),
         }

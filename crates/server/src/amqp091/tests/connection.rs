@@ -233,10 +233,10 @@ async fn channel_frames_before_connection_open_are_504() {
 }
 
 #[tokio::test]
-async fn a_method_out_of_turn_in_the_handshake_is_503() {
+async fn a_method_out_of_turn_in_the_handshake_is_504_as_in_rabbitmq() {
     let mut c = fresh(ServerConfig::default());
     let out = c.call(0, ConnectionOpen::default());
-    assert_connection_closed(&c, &out, reply::COMMAND_INVALID);
+    assert_connection_closed(&c, &out, reply::CHANNEL_ERROR);
     let Some((_, Method::ConnectionClose(cl))) = out.last() else {
         unreachable!()
     };
@@ -244,10 +244,18 @@ async fn a_method_out_of_turn_in_the_handshake_is_503() {
 }
 
 #[tokio::test]
-async fn methods_of_other_classes_on_channel_0_are_503() {
+async fn unexpected_methods_on_channel_0_are_504_as_in_rabbitmq() {
     let mut c = open().await;
     let out = c.call(0, QueueDeclare::default());
-    assert_connection_closed(&c, &out, reply::COMMAND_INVALID);
+    assert_connection_closed(&c, &out, reply::CHANNEL_ERROR);
+    let Some((_, Method::ConnectionClose(cl))) = out.last() else {
+        unreachable!()
+    };
+    assert_eq!((cl.class_id, cl.method_id), (50, 10));
+    // A handshake method once the connection is open, too.
+    let mut c = open().await;
+    let out = c.call(0, tune_ok(65535, 0));
+    assert_connection_closed(&c, &out, reply::CHANNEL_ERROR);
 }
 
 #[tokio::test]
@@ -428,7 +436,7 @@ async fn update_secret_is_acknowledged_and_client_blocked_notices_are_ignored() 
 async fn a_close_from_the_client_while_the_broker_closes_is_answered() {
     let mut c = open().await;
     let out = c.call(0, QueueDeclare::default());
-    assert_connection_closed(&c, &out, reply::COMMAND_INVALID);
+    assert_connection_closed(&c, &out, reply::CHANNEL_ERROR);
     // The client's own close crosses ours: close-ok, and the connection is over.
     let out = c.call(0, ConnectionClose::default());
     assert!(
