@@ -316,13 +316,41 @@ async fn an_unknown_class_is_540_and_an_unknown_method_503() {
 }
 
 #[tokio::test]
-async fn a_truncated_method_is_a_syntax_error_502() {
+async fn a_method_that_cannot_be_decoded_is_a_frame_error_501_as_in_rabbitmq() {
+    // queue.declare with only its ticket.
     let mut c = open().await;
     open_channel(&mut c, 1);
-    // queue.declare with only its ticket.
     sent_and_closed(
         &mut c,
         &raw_frame(FrameType::Method, 1, &[0, 50, 0, 10, 0, 0]),
+        reply::FRAME_ERROR,
+    );
+    // tx.select with an octet too many, on a channel and on channel 0.
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    sent_and_closed(
+        &mut c,
+        &raw_frame(FrameType::Method, 1, &[0, 90, 0, 10, 0]),
+        reply::FRAME_ERROR,
+    );
+    let mut c = open().await;
+    sent_and_closed(
+        &mut c,
+        &raw_frame(FrameType::Method, 0, &[0, 10, 0, 51, 0]),
+        reply::FRAME_ERROR,
+    );
+}
+
+#[tokio::test]
+async fn a_field_table_value_of_an_unknown_type_is_a_syntax_error_502() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    // queue.declare: ticket, queue "q", flags, then a table holding key "k" of type 'Z'.
+    let mut payload = vec![0, 50, 0, 10, 0, 0, 1, b'q', 0];
+    payload.extend_from_slice(&[0, 0, 0, 3, 1, b'k', b'Z']);
+    sent_and_closed(
+        &mut c,
+        &raw_frame(FrameType::Method, 1, &payload),
         reply::SYNTAX_ERROR,
     );
 }
