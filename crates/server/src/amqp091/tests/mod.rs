@@ -10,6 +10,7 @@ mod basic;
 mod channel;
 mod confirms_tx;
 mod connection;
+mod durable;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp091::{
