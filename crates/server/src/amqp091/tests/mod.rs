@@ -6,6 +6,7 @@
 //! (exchange and queue methods), `basic` (publish, consume, get, settlement, qos, returns,
 //! flow) and `confirms_tx` (publisher confirms and transactions).
 
+mod access;
 mod basic;
 mod channel;
 mod confirms_tx;
