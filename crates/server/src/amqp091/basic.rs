@@ -32,10 +32,13 @@ pub enum Outcome {
 impl Channel {
     pub fn publish(&mut self, ctx: &mut Ctx, m: ferry_amqp091::Message) -> Result<(), Fault> {
         let Method::BasicPublish(p) = m.method else {
-            return Err(Fault::new(
-                reply::UNEXPECTED_FRAME,
-                "content after a non-content method",
-            ));
+            // basic.deliver, get-ok or return from a client: its content was read, but the
+            // method is the server's to send (RabbitMQ: command-invalid, as for any method
+            // a channel does not take).
+            return Err(Fault::command_invalid(format!(
+                "unexpected {} on a channel",
+                m.method.name()
+            )));
         };
         if p.immediate {
             return Err(Fault::not_implemented("immediate=true"));

@@ -125,6 +125,47 @@ async fn immediate_publishing_is_not_implemented_540() {
 }
 
 #[tokio::test]
+async fn content_methods_only_the_broker_sends_are_503_from_a_client() {
+    let methods_with_content = [
+        Method::from(BasicDeliver {
+            consumer_tag: short("c"),
+            delivery_tag: 1,
+            routing_key: short("q"),
+            ..Default::default()
+        }),
+        ferry_amqp091::BasicReturn {
+            reply_code: 312,
+            reply_text: short("NO_ROUTE"),
+            ..Default::default()
+        }
+        .into(),
+        ferry_amqp091::BasicGetOk {
+            delivery_tag: 1,
+            ..Default::default()
+        }
+        .into(),
+    ];
+    for m in methods_with_content {
+        let ids = (m.class_id(), m.method_id());
+        let mut c = with_queue().await;
+        let mut bytes = encode(1, m);
+        write_content_header(
+            &mut bytes,
+            1,
+            &ContentHeader::basic(1, BasicProperties::default()),
+        );
+        write_body(&mut bytes, 1, b"x", 4096);
+        c.send(&bytes);
+        let out = methods(c.take_output());
+        assert_connection_closed(&c, &out, reply::COMMAND_INVALID);
+        let Some((_, Method::ConnectionClose(cl))) = out.last() else {
+            unreachable!()
+        };
+        assert_eq!((cl.class_id, cl.method_id), ids);
+    }
+}
+
+#[tokio::test]
 async fn an_invalid_expiration_is_406() {
     let mut c = with_queue().await;
     let props = BasicProperties {
