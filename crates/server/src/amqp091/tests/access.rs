@@ -44,6 +44,8 @@ async fn each_request_the_acl_denies_is_403_on_its_channel_only() {
          acl deny guest create exchange name=secret*\n\
          acl deny guest access exchange name=hidden-x\n\
          acl deny guest delete exchange name=kept-x\n\
+         acl deny guest delete exchange name=ghost-x\n\
+         acl deny guest delete queue name=ghost\n\
          acl deny guest bind exchange name=amq.fanout\n\
          acl deny guest unbind exchange name=amq.direct\n\
          acl deny guest publish exchange name=amq.topic routingkey=private.#\n\
@@ -116,6 +118,23 @@ async fn each_request_the_acl_denies_is_403_on_its_channel_only() {
         (
             ExchangeDelete {
                 exchange: short("kept-x"),
+                ..Default::default()
+            }
+            .into(),
+            (40, 20),
+        ),
+        // Deleting what does not exist is checked by its name.
+        (
+            QueueDelete {
+                queue: short("ghost"),
+                ..Default::default()
+            }
+            .into(),
+            (50, 40),
+        ),
+        (
+            ExchangeDelete {
+                exchange: short("ghost-x"),
                 ..Default::default()
             }
             .into(),

@@ -952,6 +952,108 @@ async fn closing_a_channel_requeues_its_unacknowledged_deliveries_for_other_cons
 }
 
 #[tokio::test]
+async fn deliveries_racing_a_cancel_or_a_channel_error_go_back_to_the_queue_unsent() {
+    let mut c = with_queue().await;
+    open_channel(&mut c, 2);
+    c.consume(1, consumer("q", "c1"));
+    // The publish puts a delivery in the connection's outbox; the cancel, in the same read,
+    // comes before the connection takes it.
+    let mut bytes = publish_frames(1, to("", "q"), BasicProperties::default(), b"a", 4096);
+    bytes.extend_from_slice(&encode(
+        1,
+        BasicCancel {
+            consumer_tag: short("c1"),
+            nowait: false,
+        },
+    ));
+    c.send(&bytes);
+    let got = c.take();
+    assert_eq!(names_of(&got), ["basic.cancel-ok"]);
+    // It was never sent: the next consumer gets it as new, under the channel's first tag.
+    let got = c.consume(1, consumer("q", "c2"));
+    assert_eq!(delivered(&got), [(1, false, "a".into())]);
+    c.ack(1, 1, false);
+    // The same with a channel error: the channel is closing when the delivery is taken.
+    let mut bytes = publish_frames(1, to("", "q"), BasicProperties::default(), b"b", 4096);
+    bytes.extend_from_slice(&publish_frames(
+        1,
+        to("missing", "q"),
+        BasicProperties::default(),
+        b"x",
+        4096,
+    ));
+    c.send(&bytes);
+    let out = methods(c.take_output());
+    assert_channel_closed(&out, 1, reply::NOT_FOUND, (60, 40));
+    // It was not sent either, so it is not redelivered.
+    let got = c.consume(2, consumer("q", "c3"));
+    assert_eq!(delivered(&got), [(1, false, "b".into())]);
+}
+
+fn names_of(got: &[Incoming]) -> Vec<&'static str> {
+    got.iter().map(|i| i.method.name()).collect()
+}
+
+#[tokio::test]
+async fn a_channel_publishing_to_many_exchanges_or_a_redeclared_one_routes_right() {
+    let mut c = with_queue().await;
+    // More exchanges than a channel keeps resolved.
+    for i in 0..70u32 {
+        let name = ShortStr::new(format!("fan-{i}")).unwrap();
+        let declare = ExchangeDeclare {
+            exchange: name.clone(),
+            kind: short("fanout"),
+            ..Default::default()
+        };
+        c.call(1, declare);
+        let bind = QueueBind {
+            queue: short("q"),
+            exchange: name.clone(),
+            ..Default::default()
+        };
+        c.call(1, bind);
+        let publish = BasicPublish {
+            exchange: name,
+            ..Default::default()
+        };
+        c.publish_with(1, publish, BasicProperties::default(), b"x");
+    }
+    let q = c.conn.broker().queue("q").unwrap();
+    assert_eq!(q.info().message_count, 70);
+    // An exchange deleted and declared again, elsewhere: the channel uses the new one.
+    c.declare_queue(1, "r");
+    c.publish(1, "fan-0", "", b"old");
+    c.call(
+        1,
+        ferry_amqp091::ExchangeDelete {
+            exchange: short("fan-0"),
+            ..Default::default()
+        },
+    );
+    open_channel(&mut c, 2);
+    c.call(
+        2,
+        ExchangeDeclare {
+            exchange: short("fan-0"),
+            kind: short("fanout"),
+            ..Default::default()
+        },
+    );
+    c.call(
+        2,
+        QueueBind {
+            queue: short("r"),
+            exchange: short("fan-0"),
+            ..Default::default()
+        },
+    );
+    c.publish(1, "fan-0", "", b"new");
+    assert_eq!(q.info().message_count, 71);
+    let got = c.request(1, get("r", true));
+    assert_eq!(got[0].body(), b"new");
+}
+
+#[tokio::test]
 async fn channel_flow_pauses_and_resumes_deliveries() {
     let mut c = with_queue().await;
     c.consume(1, consumer("q", "c1"));

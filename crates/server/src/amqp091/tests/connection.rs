@@ -156,6 +156,45 @@ async fn a_refused_login_just_ends_the_connection_for_older_clients() {
 }
 
 #[tokio::test]
+async fn scram_challenges_with_connection_secure_and_a_wrong_proof_is_403() {
+    let mut c = fresh(verifying());
+    c.send(&encode(
+        0,
+        start_ok("SCRAM-SHA-256", b"n,,n=guest,r=clientnonce".to_vec(), &[]),
+    ));
+    c.finish_auth().await;
+    let out = methods(c.take_output());
+    let [(0, Method::ConnectionSecure(secure))] = &out[..] else {
+        panic!("{out:?}");
+    };
+    let challenge = String::from_utf8(secure.challenge.as_bytes().to_vec()).unwrap();
+    // server-first: r=<our nonce and the server's>,s=<salt>,i=<iterations>
+    let nonce = challenge
+        .split(',')
+        .find_map(|f| f.strip_prefix("r="))
+        .expect("a nonce");
+    assert!(nonce.starts_with("clientnonce") && nonce.len() > "clientnonce".len());
+    assert!(
+        challenge.contains(",s=") && challenge.contains(",i="),
+        "{challenge}"
+    );
+    assert_eq!(c.conn.shell.phase, Phase::AwaitSecureOk);
+    // A client-final whose proof is not the password's.
+    let proof = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let response = format!("c=biws,r={nonce},p={proof}");
+    c.send(&encode(
+        0,
+        ferry_amqp091::ConnectionSecureOk {
+            response: LongStr::new(response).unwrap(),
+        },
+    ));
+    assert_eq!(c.conn.shell.phase, Phase::Authenticating);
+    c.finish_auth().await;
+    let out = methods(c.take_output());
+    assert_connection_closed(&c, &out, reply::ACCESS_REFUSED);
+}
+
+#[tokio::test]
 async fn an_unknown_mechanism_is_refused() {
     let mut c = fresh(verifying());
     c.send(&encode(0, start_ok("CRAM-MD5", b"x".to_vec(), &[])));
@@ -465,6 +504,11 @@ async fn a_close_from_the_client_while_the_broker_closes_is_answered() {
     let mut c = open().await;
     let out = c.call(0, QueueDeclare::default());
     assert_connection_closed(&c, &out, reply::CHANNEL_ERROR);
+    // While the broker waits for close-ok, even an undecodable method is ignored.
+    assert!(c.call(0, QueueDeclare::default()).is_empty());
+    c.send(&raw_frame(FrameType::Method, 0, &[0, 10, 0, 99]));
+    assert!(c.take_output().is_empty());
+    assert_eq!(c.conn.shell.phase, Phase::Closing);
     // The client's own close crosses ours: close-ok, and the connection is over.
     let out = c.call(0, ConnectionClose::default());
     assert!(
