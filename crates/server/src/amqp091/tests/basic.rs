@@ -802,6 +802,60 @@ async fn rejected_messages_are_dead_lettered_with_x_death_headers() {
 }
 
 #[tokio::test]
+async fn a_full_queue_dead_letters_its_head_as_maxlen_under_its_dead_letter_routing_key() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    c.declare_queue(1, "overflow");
+    c.call(
+        1,
+        QueueBind {
+            queue: short("overflow"),
+            exchange: short("amq.direct"),
+            routing_key: short("spill"),
+            ..Default::default()
+        },
+    );
+    c.declare(
+        1,
+        QueueDeclare {
+            arguments: table(&[
+                ("x-max-length", FieldValue::I32(2)),
+                ("x-dead-letter-exchange", long("amq.direct")),
+                ("x-dead-letter-routing-key", long("spill")),
+            ]),
+            ..queue("bounded")
+        },
+    );
+    for body in [b"1", b"2", b"3"] {
+        c.publish(1, "", "bounded", body);
+    }
+    let got = c.request(1, get("overflow", true));
+    let Method::BasicGetOk(g) = &got[0].method else {
+        panic!("{got:?}");
+    };
+    assert_eq!(
+        (g.exchange.as_bytes(), g.routing_key.as_bytes()),
+        (&b"amq.direct"[..], &b"spill"[..])
+    );
+    assert_eq!(got[0].body(), b"1");
+    let headers = got[0].props().headers.as_ref().expect("headers");
+    let Some(FieldValue::Array(deaths)) = headers.get("x-death") else {
+        panic!("{headers:?}");
+    };
+    let [FieldValue::Table(death)] = &deaths[..] else {
+        panic!("{deaths:?}");
+    };
+    assert_eq!(text(death.get("reason")), b"maxlen");
+    assert_eq!(text(death.get("queue")), b"bounded");
+    assert_eq!(
+        death.get("routing-keys"),
+        Some(&FieldValue::Array(vec![long("bounded")]))
+    );
+    let q = c.conn.broker().queue("bounded").unwrap();
+    assert_eq!(q.info().message_count, 2);
+}
+
+#[tokio::test]
 async fn basic_get_returns_one_message_with_the_count_left_or_get_empty() {
     let mut c = with_queue().await;
     let got = c.request(1, get("q", false));
