@@ -4,7 +4,8 @@
 //! This module has the harness and a first set of tests; the others are by topic:
 //! `connection` (handshake, connection-level methods and errors, frames), `channel`
 //! (exchange and queue methods), `basic` (publish, consume, get, settlement, qos, returns,
-//! flow) and `confirms_tx` (publisher confirms and transactions).
+//! flow), `confirms_tx` (publisher confirms and transactions), `durable` (replies that wait
+//! for a journal the test syncs) and `access` (ACL and quotas).
 
 mod access;
 mod basic;
