@@ -36,15 +36,17 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// The reply code the spec tells the receiving server to close the
-    /// connection with (all of these are connection-level errors).
+    /// connection with (all of these are connection-level errors). A payload
+    /// that cannot be cut into the method's fields is a frame error (the spec's
+    /// "malformed frame that the recipient could not decode", and RabbitMQ's
+    /// answer); fields that decode to values nothing accepts are syntax errors.
     pub fn reply_code(&self) -> u16 {
         match self {
             DecodeError::UnknownClass(_) => reply::NOT_IMPLEMENTED,
             DecodeError::UnknownMethod { .. } => reply::COMMAND_INVALID,
             DecodeError::NoContentClass(_) => reply::UNEXPECTED_FRAME,
-            DecodeError::Truncated
-            | DecodeError::TrailingBytes { .. }
-            | DecodeError::UnknownFieldType(_)
+            DecodeError::Truncated | DecodeError::TrailingBytes { .. } => reply::FRAME_ERROR,
+            DecodeError::UnknownFieldType(_)
             | DecodeError::NestingTooDeep(_)
             | DecodeError::NonZeroWeight(_)
             | DecodeError::UnknownProperties(_) => reply::SYNTAX_ERROR,

@@ -537,7 +537,10 @@ mod tests {
                 extra: 1
             }
         );
-        assert_eq!(e.reply_code(), 502);
+        assert_eq!(e.reply_code(), 501);
+        let e = Method::decode(Bytes::from_static(&[0, 50, 0, 10, 0])).unwrap_err();
+        assert_eq!(e, DecodeError::Truncated);
+        assert_eq!(e.reply_code(), 501);
     }
 
     #[test]

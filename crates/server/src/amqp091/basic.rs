@@ -32,10 +32,13 @@ pub enum Outcome {
 impl Channel {
     pub fn publish(&mut self, ctx: &mut Ctx, m: ferry_amqp091::Message) -> Result<(), Fault> {
         let Method::BasicPublish(p) = m.method else {
-            return Err(Fault::new(
-                reply::UNEXPECTED_FRAME,
-                "content after a non-content method",
-            ));
+            // basic.deliver, get-ok or return from a client: its content was read, but the
+            // method is the server's to send (RabbitMQ: command-invalid, as for any method
+            // a channel does not take).
+            return Err(Fault::command_invalid(format!(
+                "unexpected {} on a channel",
+                m.method.name()
+            )));
         };
         if p.immediate {
             return Err(Fault::not_implemented("immediate=true"));
@@ -348,8 +351,12 @@ impl Channel {
     }
 
     /// basic.recover and recover-async: everything unacknowledged goes back to its queue,
-    /// marked redelivered (RabbitMQ's behaviour; it also ignores `requeue = false`).
-    pub fn recover(&mut self, ctx: &mut Ctx) {
+    /// marked redelivered. As in RabbitMQ, `requeue = false` (redeliver to the same
+    /// consumers without requeueing) is not implemented: a connection error.
+    pub fn recover(&mut self, ctx: &mut Ctx, requeue: bool) -> Result<(), Fault> {
+        if !requeue {
+            return Err(Fault::not_implemented("requeue=false"));
+        }
         let all = self.unacked.take_all();
         let mut windowed = 0;
         for p in &all {
@@ -358,9 +365,10 @@ impl Channel {
             }
             windowed += u32::from(p.windowed);
         }
-        requeue(all);
+        super::channel::requeue(all);
         self.free_window_slots(windowed);
         self.grant(ctx);
+        Ok(())
     }
 
     fn settle(

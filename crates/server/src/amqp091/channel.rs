@@ -294,7 +294,17 @@ impl Channel {
 
     pub fn exchange_declare(&mut self, ctx: &mut Ctx, m: ExchangeDeclare) -> Result<(), Fault> {
         let name = utf8(m.exchange.bytes(), "exchange")?;
+        // RabbitMQ's rule, passive or not (after the type check when not).
+        let not_default = || {
+            if name.is_empty() {
+                return Err(Fault::access_refused(
+                    "operation not permitted on the default exchange",
+                ));
+            }
+            Ok(())
+        };
         if m.passive {
+            not_default()?;
             ctx.access.check(Action::Access, ObjectType::Exchange, || {
                 access::exchange_named(name)
             })?;
@@ -308,6 +318,7 @@ impl Channel {
             let kind = ExchangeKind::from_name(kind_name).ok_or_else(|| {
                 Fault::command_invalid(format!("unknown exchange type '{kind_name}'"))
             })?;
+            not_default()?;
             let arguments = table_to_headers(&m.arguments);
             match ctx.broker.exchange_info(name) {
                 Some(existing) => {
@@ -320,7 +331,7 @@ impl Channel {
                     };
                     args::check_exchange_equivalent(&existing, &wanted)?;
                 }
-                None if name.is_empty() || name.starts_with("amq.") => {
+                None if name.starts_with("amq.") => {
                     return Err(Fault::access_refused(format!(
                         "exchange name '{name}' contains reserved prefix 'amq.'"
                     )))
@@ -400,11 +411,9 @@ impl Channel {
             &m.destination,
             &m.routing_key,
         )?;
-        // As queue.unbind: unbinding what is not there succeeds.
-        match ctx.broker.unbind_exchange(destination, source, key) {
-            Ok(()) | Err(BrokerError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        // As queue.unbind: unbinding a binding that is not there succeeds; a missing
+        // exchange is a 404 (the core's NotFound).
+        ctx.broker.unbind_exchange(destination, source, key)?;
         if !m.nowait {
             let durable = both_durable(ctx.broker, source, destination);
             self.reply_when_durable(ctx, durable, ExchangeUnbindOk {});
@@ -447,6 +456,18 @@ impl Channel {
                             access::queue_props(name, &opts)
                         })?;
                         existing.check_access(ctx.owner)?;
+                        // RabbitMQ's strict check: a redeclaration must ask for the
+                        // exclusivity the queue has (never claim a shared queue).
+                        if existing.owner() != opts.exclusive_owner {
+                            return Err(Fault::new(
+                                reply::RESOURCE_LOCKED,
+                                format!(
+                                    "cannot obtain exclusive access to locked queue '{name}' \
+                                     in vhost '/': the exclusive property does not match \
+                                     that of the original declaration"
+                                ),
+                            ));
+                        }
                         args::check_equivalent(&existing, &opts)?;
                     }
                     None => {
@@ -509,10 +530,9 @@ impl Channel {
         ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
             access::binding_props(exchange, Some(q.name()), Some(key))
         })?;
-        match ctx.broker.unbind(q.name(), exchange, key) {
-            Ok(()) | Err(BrokerError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        // Unbinding a binding that is not there succeeds, as in RabbitMQ; a missing exchange
+        // is a 404 (the core's NotFound).
+        ctx.broker.unbind(q.name(), exchange, key)?;
         self.reply_when_durable(ctx, q.is_durable(), QueueUnbindOk {});
         Ok(())
     }

@@ -391,9 +391,13 @@ impl Amqp091 {
                 write(shell, 0, ConnectionUpdateSecretOk {});
             }
             (Phase::Open, Method::ConnectionBlocked(_) | Method::ConnectionUnblocked(_)) => {}
-            (_, m) => self.close_connection(
+            // RabbitMQ's answer to a method out of turn on channel 0.
+            (phase, m) => self.close_connection(
                 shell,
-                Fault::command_invalid(format!("unexpected {} on channel 0", m.name())),
+                Fault::new(
+                    reply::CHANNEL_ERROR,
+                    format!("unexpected {} in connection state {phase:?}", m.name()),
+                ),
                 ids,
             ),
         }
@@ -592,15 +596,12 @@ fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
         Method::BasicAck(m) => c.ack(ctx, m),
         Method::BasicReject(m) => c.reject(ctx, m),
         Method::BasicNack(m) => c.nack(ctx, m),
-        Method::BasicRecover(_) => {
-            c.recover(ctx);
+        Method::BasicRecover(m) => {
+            c.recover(ctx, m.requeue)?;
             c.reply(ctx, ferry_amqp091::BasicRecoverOk {});
             Ok(())
         }
-        Method::BasicRecoverAsync(_) => {
-            c.recover(ctx);
-            Ok(())
-        }
+        Method::BasicRecoverAsync(m) => c.recover(ctx, m.requeue),
         Method::ConfirmSelect(m) => c.confirm_select(ctx, m.nowait),
         Method::TxSelect(_) => c.tx_select(ctx),
         Method::TxCommit(_) => c.tx_commit(ctx),

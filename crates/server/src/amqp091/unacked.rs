@@ -43,8 +43,8 @@ impl<T> Unacked<T> {
     }
 
     /// Settles `tag`, or with `multiple` every outstanding tag up to it (tag 0 with `multiple`
-    /// means all of them, as RabbitMQ reads it). `multiple` with nothing outstanding at or
-    /// below `tag` is an unknown tag, like a single unknown one.
+    /// means all of them, as RabbitMQ reads it). With or without `multiple`, a non-zero `tag`
+    /// that is not outstanding is an unknown tag, as in RabbitMQ, even when older tags are.
     pub fn take(&mut self, tag: u64, multiple: bool) -> Result<Vec<T>, UnknownTag> {
         Ok(self
             .take_tagged(tag, multiple)?
@@ -55,21 +55,16 @@ impl<T> Unacked<T> {
 
     /// [`Unacked::take`], keeping each item's tag (a transaction may give them back).
     pub fn take_tagged(&mut self, tag: u64, multiple: bool) -> Result<Vec<(u64, T)>, UnknownTag> {
-        if multiple {
-            let n = if tag == 0 {
-                self.items.len()
-            } else {
-                self.items.partition_point(|(t, _)| *t <= tag)
-            };
-            if n == 0 && tag != 0 {
-                return Err(UnknownTag(tag));
-            }
-            return Ok(self.items.drain(..n).collect());
+        if multiple && tag == 0 {
+            return Ok(self.items.drain(..).collect());
         }
         let idx = self
             .items
             .binary_search_by_key(&tag, |(t, _)| *t)
             .map_err(|_| UnknownTag(tag))?;
+        if multiple {
+            return Ok(self.items.drain(..=idx).collect());
+        }
         let item = self.items.remove(idx).ok_or(UnknownTag(tag))?;
         Ok(vec![item])
     }
@@ -115,8 +110,11 @@ mod tests {
     fn multiple_settles_the_prefix_skipping_gaps() {
         let mut u = log(5);
         u.take(2, false).unwrap();
+        // 2 is settled already: naming it is an error, though 1 is outstanding.
+        assert_eq!(u.take(2, true), Err(UnknownTag(2)));
         assert_eq!(u.take(4, true), Ok(vec![1, 3, 4]));
         assert_eq!(u.take(4, true), Err(UnknownTag(4)));
+        assert_eq!(u.take(9, true), Err(UnknownTag(9)));
         assert_eq!(u.take(0, true), Ok(vec![5]));
         assert_eq!(u.take(0, true), Ok(vec![]));
     }

@@ -13,11 +13,17 @@ use crate::auth::AuthService;
 use crate::config::ServerConfig;
 use crate::state::ServerState;
 
-/// A broker and the services a connection to it needs.
+/// A broker and the services a connection to it needs. Connections made from clones of
+/// the result share the broker.
 pub fn services(config: ServerConfig) -> Services {
+    services_with(config, BrokerConfig::default())
+}
+
+/// [`services`] with a broker configured as given (e.g. memory watermarks).
+pub fn services_with(config: ServerConfig, broker: BrokerConfig) -> Services {
     let auth = AuthService::new(&config).expect("auth service");
     Services {
-        broker: Broker::new(BrokerConfig::default()),
+        broker: Broker::new(broker),
         config: Arc::new(config),
         auth: Arc::new(auth),
         state: Arc::new(ServerState::default()),
@@ -88,6 +94,12 @@ impl<P: Protocol> Wire<P> {
         }
         self.now = end;
         written
+    }
+
+    /// Looks at the broker's resource alarms, as the event loop does after each read and
+    /// on its alarm timer: a publisher is paused or resumed (processing what waited).
+    pub fn poll_flow(&mut self) {
+        self.conn.poll_flow(&mut self.input, self.now);
     }
 
     /// Unprocessed input (e.g. held while a SASL step runs).

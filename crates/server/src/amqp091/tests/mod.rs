@@ -1,19 +1,33 @@
 //! The 0-9-1 layer driven frame by frame, without sockets: each test sends what a client
 //! would and checks the frames that come back, with a clock of its own.
+//!
+//! This module has the harness and a first set of tests; the others are by topic:
+//! `connection` (handshake, connection-level methods and errors, frames), `channel`
+//! (exchange and queue methods), `basic` (publish, consume, get, settlement, qos, returns,
+//! flow), `confirms_tx` (publisher confirms and transactions), `durable` (replies that wait
+//! for a journal the test syncs) and `access` (ACL and quotas).
+
+mod access;
+mod basic;
+mod channel;
+mod confirms_tx;
+mod connection;
+mod durable;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp091::{
     decode_frame, reply, write_body, write_content_header, write_method, BasicAck, BasicConsume,
-    BasicProperties, BasicPublish, ChannelClose, ChannelCloseOk, ChannelOpen, ConnectionClose,
-    ConnectionOpen, ConnectionStartOk, ConnectionTuneOk, ContentHeader, ExchangeDeclare,
-    FieldTable, FieldValue, Frame, FrameType, LongStr, Method, QueueDeclare, ShortStr,
+    BasicDeliver, BasicProperties, BasicPublish, ChannelClose, ChannelCloseOk, ChannelOpen,
+    ConnectionClose, ConnectionOpen, ConnectionStartOk, ConnectionTuneOk, ContentHeader,
+    ExchangeDeclare, FieldTable, FieldValue, Frame, FrameType, LongStr, Method, QueueDeclare,
+    QueueDeclareOk, RawContentHeader, ShortStr,
 };
 
 use super::{connection, Amqp091};
 use crate::config::ServerConfig;
 use crate::shell::testing::{peer, services, Wire, SECOND};
 use crate::shell::timers::LINGER;
-use crate::shell::Phase;
+use crate::shell::{Phase, Services};
 
 type Client = Wire<Amqp091>;
 
@@ -40,6 +54,103 @@ fn methods(out: BytesMut) -> Vec<(u16, Method)> {
         .collect()
 }
 
+/// A method the broker sent, with the content it carried (deliver, get-ok, return).
+#[derive(Debug)]
+struct Incoming {
+    channel: u16,
+    method: Method,
+    content: Option<Content>,
+}
+
+#[derive(Debug)]
+struct Content {
+    props: BasicProperties,
+    body: Bytes,
+    /// How many body frames carried it.
+    body_frames: usize,
+}
+
+impl Incoming {
+    fn content(&self) -> &Content {
+        self.content.as_ref().expect("a method with content")
+    }
+
+    fn body(&self) -> &[u8] {
+        &self.content().body
+    }
+
+    fn props(&self) -> &BasicProperties {
+        &self.content().props
+    }
+
+    fn deliver(&self) -> &BasicDeliver {
+        match &self.method {
+            Method::BasicDeliver(d) => d,
+            other => panic!("not a delivery: {other:?}"),
+        }
+    }
+}
+
+/// Everything in `out`, content frames joined to the method they belong to; heartbeats are
+/// skipped. Every content header and body frame must sit where the spec puts it.
+fn incoming(out: BytesMut) -> Vec<Incoming> {
+    let mut result = Vec::new();
+    let mut frames = frames(out).into_iter();
+    while let Some(f) = frames.next() {
+        match f.frame_type {
+            FrameType::Heartbeat => continue,
+            FrameType::Method => {}
+            other => panic!("{other:?} frame outside a message: {f:?}"),
+        }
+        let method = Method::decode(f.payload).expect("method decodes");
+        let content = method.has_content().then(|| {
+            let h = frames.next().expect("a content header follows");
+            assert_eq!((h.frame_type, h.channel), (FrameType::Header, f.channel));
+            let header = RawContentHeader::decode(h.payload).expect("header decodes");
+            let mut body = BytesMut::new();
+            let mut body_frames = 0;
+            while (body.len() as u64) < header.body_size {
+                let b = frames.next().expect("a body frame follows");
+                assert_eq!((b.frame_type, b.channel), (FrameType::Body, f.channel));
+                body.extend_from_slice(&b.payload);
+                body_frames += 1;
+            }
+            assert_eq!(
+                body.len() as u64,
+                header.body_size,
+                "body overruns its size"
+            );
+            Content {
+                props: header.properties.decode(),
+                body: body.freeze(),
+                body_frames,
+            }
+        });
+        result.push(Incoming {
+            channel: f.channel,
+            method,
+            content,
+        });
+    }
+    result
+}
+
+/// (delivery tag, redelivered, body) of each basic.deliver in `got`, in order.
+fn delivered(got: &[Incoming]) -> Vec<(u64, bool, Bytes)> {
+    got.iter()
+        .filter(|i| matches!(i.method, Method::BasicDeliver(_)))
+        .map(|i| {
+            let d = i.deliver();
+            (d.delivery_tag, d.redelivered, i.content().body.clone())
+        })
+        .collect()
+}
+
+/// The bodies of the deliveries in `got`, in order.
+fn bodies(got: &[Incoming]) -> Vec<Bytes> {
+    delivered(got).into_iter().map(|(_, _, b)| b).collect()
+}
+
 fn encode(channel: u16, m: impl Into<Method>) -> BytesMut {
     let mut out = BytesMut::new();
     write_method(&mut out, channel, &m.into());
@@ -50,48 +161,165 @@ fn short(s: &'static str) -> ShortStr {
     ShortStr::from_static(s)
 }
 
+fn long(s: &'static str) -> FieldValue {
+    FieldValue::LongStr(LongStr::from_static(s))
+}
+
+fn table(entries: &[(&'static str, FieldValue)]) -> FieldTable {
+    let mut t = FieldTable::new();
+    for (k, v) in entries {
+        t.push(short(k), v.clone());
+    }
+    t
+}
+
+/// A publish's frames: method, header and the body cut into frames of at most `frame_max`.
+fn publish_frames(
+    channel: u16,
+    publish: BasicPublish,
+    props: BasicProperties,
+    body: &[u8],
+    frame_max: usize,
+) -> BytesMut {
+    let mut out = encode(channel, publish);
+    let header = ContentHeader::basic(body.len() as u64, props);
+    write_content_header(&mut out, channel, &header);
+    write_body(&mut out, channel, body, frame_max);
+    out
+}
+
+fn to(exchange: &'static str, key: &'static str) -> BasicPublish {
+    BasicPublish {
+        exchange: short(exchange),
+        routing_key: short(key),
+        ..Default::default()
+    }
+}
+
 impl Client {
     fn call(&mut self, channel: u16, m: impl Into<Method>) -> Vec<(u16, Method)> {
         self.send(&encode(channel, m));
         methods(self.take_output())
     }
 
+    /// Sends `m` and returns everything that came back, contents included.
+    fn request(&mut self, channel: u16, m: impl Into<Method>) -> Vec<Incoming> {
+        self.send(&encode(channel, m));
+        self.take()
+    }
+
+    /// Everything the connection wrote so far, deliveries waiting in its outbox included.
+    fn take(&mut self) -> Vec<Incoming> {
+        incoming(self.take_output())
+    }
+
     fn publish(&mut self, channel: u16, exchange: &'static str, key: &'static str, body: &[u8]) {
-        let mut out = encode(
+        self.publish_with(channel, to(exchange, key), BasicProperties::default(), body);
+    }
+
+    fn publish_with(
+        &mut self,
+        channel: u16,
+        publish: BasicPublish,
+        props: BasicProperties,
+        body: &[u8],
+    ) {
+        self.send(&publish_frames(channel, publish, props, body, 4096));
+    }
+
+    /// Declares `name` (empty: a server-named queue) and returns the declare-ok.
+    fn declare(&mut self, channel: u16, m: QueueDeclare) -> QueueDeclareOk {
+        match &self.call(channel, m)[..] {
+            [(ch, Method::QueueDeclareOk(ok))] if *ch == channel => ok.clone(),
+            other => panic!("no declare-ok: {other:?}"),
+        }
+    }
+
+    fn declare_queue(&mut self, channel: u16, name: &'static str) -> QueueDeclareOk {
+        self.declare(channel, queue(name))
+    }
+
+    /// Starts a consumer; returns what came after consume-ok (deliveries of what waits).
+    fn consume(&mut self, channel: u16, m: BasicConsume) -> Vec<Incoming> {
+        let tag = m.consumer_tag.clone();
+        let mut got = self.request(channel, m);
+        assert!(!got.is_empty(), "no consume-ok");
+        match got.remove(0) {
+            Incoming {
+                channel: ch,
+                method: Method::BasicConsumeOk(ok),
+                ..
+            } if ch == channel => {
+                assert!(tag.is_empty() || ok.consumer_tag == tag, "{ok:?}");
+            }
+            other => panic!("no consume-ok: {other:?}"),
+        }
+        got
+    }
+
+    /// Acknowledges; returns what that set moving (deliveries refilling the prefetch).
+    fn ack(&mut self, channel: u16, delivery_tag: u64, multiple: bool) -> Vec<Incoming> {
+        self.request(
             channel,
-            BasicPublish {
-                exchange: short(exchange),
-                routing_key: short(key),
-                ..Default::default()
+            BasicAck {
+                delivery_tag,
+                multiple,
             },
-        );
-        let header = ContentHeader::basic(body.len() as u64, BasicProperties::default());
-        write_content_header(&mut out, channel, &header);
-        write_body(&mut out, channel, body, 4096);
-        self.send(&out);
+        )
     }
 }
 
-async fn open_with(config: ServerConfig, heartbeat: u16) -> Client {
-    let services = services(config);
+fn queue(name: &'static str) -> QueueDeclare {
+    QueueDeclare {
+        queue: short(name),
+        ..Default::default()
+    }
+}
+
+fn consumer(queue: &'static str, tag: &'static str) -> BasicConsume {
+    BasicConsume {
+        queue: short(queue),
+        consumer_tag: short(tag),
+        ..Default::default()
+    }
+}
+
+/// A client's start-ok: PLAIN-style `response` for `mechanism`, announcing `caps` (and
+/// always authentication_failure_close).
+fn start_ok(
+    mechanism: &'static str,
+    response: Vec<u8>,
+    caps: &[&'static str],
+) -> ConnectionStartOk {
+    let mut capabilities = FieldTable::new();
+    capabilities.push(
+        short("authentication_failure_close"),
+        FieldValue::Bool(true),
+    );
+    for cap in caps {
+        capabilities.push(short(cap), FieldValue::Bool(true));
+    }
+    let mut props = FieldTable::new();
+    props.push(short("product"), long("unit-test"));
+    props.push(short("capabilities"), FieldValue::Table(capabilities));
+    ConnectionStartOk {
+        client_properties: props,
+        mechanism: short(mechanism),
+        response: LongStr::new(response).expect("a long string"),
+        locale: short("en_US"),
+    }
+}
+
+/// Runs the whole handshake (PLAIN as guest) on a connection to `services`' broker.
+async fn handshake(services: Services, caps: &[&'static str], tune_ok: ConnectionTuneOk) -> Client {
     let mut c = Wire::new(|now| connection(services, peer(), now));
     let start = methods(c.take_output());
     assert!(matches!(&start[..], [(0, Method::ConnectionStart(s))]
         if s.mechanisms.as_bytes().windows(5).any(|w| w == b"PLAIN")));
-    let mut caps = FieldTable::new();
-    caps.push(
-        short("authentication_failure_close"),
-        FieldValue::Bool(true),
-    );
-    let mut props = FieldTable::new();
-    props.push(short("capabilities"), FieldValue::Table(caps));
-    let start_ok = ConnectionStartOk {
-        client_properties: props,
-        mechanism: short("PLAIN"),
-        response: LongStr::from_static("\0guest\0guest"),
-        locale: short("en_US"),
-    };
-    c.send(&encode(0, start_ok));
+    c.send(&encode(
+        0,
+        start_ok("PLAIN", b"\0guest\0guest".to_vec(), caps),
+    ));
     assert_eq!(c.conn.shell.phase, Phase::Authenticating);
     c.finish_auth().await;
     let tune = methods(c.take_output());
@@ -99,11 +327,6 @@ async fn open_with(config: ServerConfig, heartbeat: u16) -> Client {
         matches!(&tune[..], [(0, Method::ConnectionTune(_))]),
         "{tune:?}"
     );
-    let tune_ok = ConnectionTuneOk {
-        channel_max: 0,
-        frame_max: 65535,
-        heartbeat,
-    };
     c.send(&encode(0, tune_ok));
     let open_ok = c.call(0, ConnectionOpen::default());
     assert!(
@@ -114,8 +337,25 @@ async fn open_with(config: ServerConfig, heartbeat: u16) -> Client {
     c
 }
 
+fn tune_ok(frame_max: u32, heartbeat: u16) -> ConnectionTuneOk {
+    ConnectionTuneOk {
+        channel_max: 0,
+        frame_max,
+        heartbeat,
+    }
+}
+
+async fn open_with(config: ServerConfig, heartbeat: u16) -> Client {
+    handshake(services(config), &[], tune_ok(65535, heartbeat)).await
+}
+
 async fn open() -> Client {
     open_with(ServerConfig::default(), 0).await
+}
+
+/// Another connection to the broker of `services` (clones share it), announcing `caps`.
+async fn open_on(services: &Services, caps: &[&'static str]) -> Client {
+    handshake(services.clone(), caps, tune_ok(65535, 0)).await
 }
 
 fn open_channel(c: &mut Client, id: u16) {
@@ -129,6 +369,33 @@ fn channel_close(code: u16) -> impl Fn(&(u16, Method)) -> bool {
 
 fn connection_close(code: u16) -> impl Fn(&(u16, Method)) -> bool {
     move |m| matches!(m, (0, Method::ConnectionClose(c)) if c.reply_code == code)
+}
+
+/// Asserts that `got` is exactly a channel.close of `channel` with `code`, naming the
+/// method (class, method id) that failed.
+#[track_caller]
+fn assert_channel_closed(got: &[(u16, Method)], channel: u16, code: u16, ids: (u16, u16)) {
+    match got {
+        [(ch, Method::ChannelClose(c))] if *ch == channel => {
+            assert_eq!(
+                (c.reply_code, c.class_id, c.method_id),
+                (code, ids.0, ids.1),
+                "{c:?}"
+            );
+        }
+        other => panic!("expected channel.close {code} on {channel}: {other:?}"),
+    }
+}
+
+/// Asserts that `got` ends the connection with `code` and that the connection now waits
+/// for close-ok, ignoring the rest.
+#[track_caller]
+fn assert_connection_closed(c: &Client, got: &[(u16, Method)], code: u16) {
+    match got.last() {
+        Some((0, Method::ConnectionClose(cl))) => assert_eq!(cl.reply_code, code, "{cl:?}"),
+        other => panic!("expected connection.close {code}: {other:?} in {got:?}"),
+    }
+    assert_eq!(c.conn.shell.phase, Phase::Closing);
 }
 
 #[tokio::test]
