@@ -411,9 +411,11 @@ impl Channel {
             &m.destination,
             &m.routing_key,
         )?;
-        // As queue.unbind: unbinding a binding that is not there succeeds; a missing
-        // exchange is a 404 (the core's NotFound).
-        ctx.broker.unbind_exchange(destination, source, key)?;
+        // As queue.unbind: unbinding what is not there succeeds.
+        match ctx.broker.unbind_exchange(destination, source, key) {
+            Ok(()) | Err(BrokerError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
         if !m.nowait {
             let durable = both_durable(ctx.broker, source, destination);
             self.reply_when_durable(ctx, durable, ExchangeUnbindOk {});
@@ -530,9 +532,10 @@ impl Channel {
         ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
             access::binding_props(exchange, Some(q.name()), Some(key))
         })?;
-        // Unbinding a binding that is not there succeeds, as in RabbitMQ; a missing exchange
-        // is a 404 (the core's NotFound).
-        ctx.broker.unbind(q.name(), exchange, key)?;
+        match ctx.broker.unbind(q.name(), exchange, key) {
+            Ok(()) | Err(BrokerError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
         self.reply_when_durable(ctx, q.is_durable(), QueueUnbindOk {});
         Ok(())
     }

@@ -559,15 +559,6 @@ async fn binding_errors_close_the_channel() {
         ..Default::default()
     };
     refused_on(&mut c, 5, unbind_missing, reply::NOT_FOUND, (50, 50));
-    // Unbinding from a missing exchange is a 404 too, as in RabbitMQ.
-    open_channel(&mut c, 5);
-    let unbind_from_missing = QueueUnbind {
-        queue: short("q"),
-        exchange: short("missing"),
-        routing_key: short("k"),
-        ..Default::default()
-    };
-    refused_on(&mut c, 5, unbind_from_missing, reply::NOT_FOUND, (50, 50));
 }
 
 #[tokio::test]
@@ -635,16 +626,6 @@ async fn exchange_binding_errors_close_the_channel() {
         ..Default::default()
     };
     refused_on(&mut c, 3, default_exchange, reply::ACCESS_REFUSED, (40, 40));
-    // Unbinding with a missing end is a 404, as in RabbitMQ, not an unbind-ok.
-    for (destination, source) in [("x", "missing"), ("missing", "x")] {
-        open_channel(&mut c, 3);
-        let unbind = ExchangeUnbind {
-            destination: ShortStr::new(destination.as_bytes().to_vec()).unwrap(),
-            source: ShortStr::new(source.as_bytes().to_vec()).unwrap(),
-            ..Default::default()
-        };
-        refused_on(&mut c, 3, unbind, reply::NOT_FOUND, (40, 40));
-    }
 }
 
 #[tokio::test]
