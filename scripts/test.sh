@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests, the generated
 # protocol tables' freshness check, a short fuzz run, and the interop tests with real
-# third-party clients: Apache Qpid JMS (AMQP 0-10); pika, the RabbitMQ Java client and Celery
-# (AMQP 0-9-1). Installs what it
+# third-party clients: Apache Qpid JMS (AMQP 0-10); pika, the RabbitMQ Java client, Celery
+# and the RabbitMQ Go client's own integration tests (AMQP 0-9-1). Installs what it
 # needs (Java and Maven via apt-get, pika and pytest into a venv from PyPI, cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,5 +61,8 @@ interop/rabbitmq-java/run.sh target/debug/ferryd
 
 section "interop: Celery worker with an rpc:// result backend (AMQP 0-9-1)"
 interop/celery/run.sh target/debug/ferryd
+
+section "interop: the RabbitMQ Go client's own integration tests (amqp091-go, AMQP 0-9-1)"
+interop/amqp091-go/run.sh target/debug/ferryd
 
 section "all tests passed"

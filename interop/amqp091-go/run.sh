@@ -25,8 +25,6 @@ skip=(
     # Expects RabbitMQ's refusal of channel.flow active=false (540 NOT_IMPLEMENTED); ferryd
     # implements flow, and the test then dereferences the nil error and panics.
     TestIntegrationConsumeFlow
-    # Expects RabbitMQ's default channel_max, 2047; ferryd offers its --channel-max (256).
-    TestIntegrationConnectionNegotiatesMaxChannels
     # Force-close the client's connection through the RabbitMQ management plugin's HTTP API
     # (DELETE http://localhost:15672/api/connections/NAME) to exercise client recovery.
     TestConnectionRecoveryPublish

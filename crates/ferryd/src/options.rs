@@ -140,8 +140,9 @@ pub struct Options {
     #[arg(long, default_value_t = 1024)]
     pub max_consumers_per_session: u32,
 
-    /// Sessions (0-10) or channels (0-9-1) per connection.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+    /// Sessions (0-10) or channels (0-9-1) per connection (RabbitMQ's default, which its
+    /// clients' tests assume).
+    #[arg(long, default_value_t = 2047, value_parser = clap::value_parser!(u16).range(1..))]
     pub channel_max: u16,
 
     /// Milliseconds a new connection has to send its protocol header, and again to log in

@@ -82,7 +82,7 @@ impl Default for ServerConfig {
             auth_failure_delay: Duration::from_secs(1),
             max_connections: 500,
             max_frame_size: 65535,
-            channel_max: 256,
+            channel_max: 2047,
             max_message_size: 100 * 1024 * 1024,
             heartbeat_max: 120,
             handshake_timeout: Duration::from_secs(10),

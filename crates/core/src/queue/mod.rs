@@ -262,10 +262,12 @@ impl Queue {
         self.limits
     }
 
-    /// Whether publishers must fill [`Message::headers`](crate::Message::headers) for this queue to work (a
-    /// last-value queue reads its key from them).
+    /// Whether publishers must fill [`Message::headers`](crate::Message::headers) for this
+    /// queue to work: a last-value queue reads its key from them, and a queue with an
+    /// alternate (dead letter) exchange may pass its messages on to an exchange that routes
+    /// by them — decided when they die, long after the publisher could have decoded them.
     pub fn needs_headers(&self) -> bool {
-        self.features.last_value_key.is_some()
+        self.features.last_value_key.is_some() || self.alternate_name.is_some()
     }
 
     /// `x-expires`, if the queue has it.

@@ -520,8 +520,11 @@ impl Channel {
         Ok(())
     }
 
+    /// As in RabbitMQ, unbinding what is not there succeeds, whether the binding, its
+    /// queue or its exchange is missing (a client tearing down after an auto-delete queue
+    /// went counts on it).
     pub fn queue_unbind(&mut self, ctx: &mut Ctx, m: QueueUnbind) -> Result<(), Fault> {
-        let q = self.usable_queue(ctx, &m.queue)?;
+        let queue = self.queue_name(&m.queue)?.to_owned();
         let exchange = utf8(m.exchange.bytes(), "exchange")?;
         if exchange.is_empty() {
             return Err(Fault::access_refused(
@@ -530,13 +533,20 @@ impl Channel {
         }
         let key = utf8(m.routing_key.bytes(), "routing-key")?;
         ctx.access.check(Action::Unbind, ObjectType::Exchange, || {
-            access::binding_props(exchange, Some(q.name()), Some(key))
+            access::binding_props(exchange, Some(&queue), Some(key))
         })?;
-        match ctx.broker.unbind(q.name(), exchange, key) {
-            Ok(()) | Err(BrokerError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        self.reply_when_durable(ctx, q.is_durable(), QueueUnbindOk {});
+        let durable = match ctx.broker.queue(&queue) {
+            Some(q) => {
+                q.check_access(ctx.owner)?;
+                match ctx.broker.unbind(&queue, exchange, key) {
+                    Ok(()) | Err(BrokerError::NotFound(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                q.is_durable()
+            }
+            None => false,
+        };
+        self.reply_when_durable(ctx, durable, QueueUnbindOk {});
         Ok(())
     }
 

@@ -1143,3 +1143,53 @@ async fn channel_flow_keeps_the_prefetch_accounting() {
     let got = c.request(1, ChannelFlow { active: true });
     assert_eq!(bodies(&got[1..]), [&b"3"[..]]);
 }
+
+#[tokio::test]
+async fn a_dead_letter_exchange_of_the_headers_kind_routes_by_the_publishers_headers() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    let dlx = ExchangeDeclare {
+        exchange: short("dlx-headers"),
+        kind: short("headers"),
+        ..Default::default()
+    };
+    assert!(matches!(
+        &c.call(1, dlx)[..],
+        [(1, Method::ExchangeDeclareOk(_))]
+    ));
+    c.declare_queue(1, "red-deaths");
+    let bound = c.call(
+        1,
+        QueueBind {
+            queue: short("red-deaths"),
+            exchange: short("dlx-headers"),
+            arguments: table(&[("x-match", long("all")), ("colour", long("red"))]),
+            ..Default::default()
+        },
+    );
+    assert!(matches!(&bound[..], [(1, Method::QueueBindOk(_))]));
+    c.declare(
+        1,
+        QueueDeclare {
+            arguments: table(&[("x-dead-letter-exchange", long("dlx-headers"))]),
+            ..queue("jobs")
+        },
+    );
+    // Published through the default exchange, which needs no headers to route; the queue's
+    // dead letter exchange does, when the message dies.
+    let props = BasicProperties {
+        headers: Some(table(&[("colour", long("red"))])),
+        ..Default::default()
+    };
+    c.publish_with(1, to("", "jobs"), props, b"job");
+    let got = c.consume(1, consumer("jobs", "worker"));
+    assert_eq!(tags(&got), [1]);
+    let nack = BasicNack {
+        delivery_tag: 1,
+        multiple: false,
+        requeue: false,
+    };
+    assert!(c.request(1, nack).is_empty());
+    let got = c.consume(1, consumer("red-deaths", "undertaker"));
+    assert_eq!(bodies(&got), [Bytes::from_static(b"job")]);
+}
