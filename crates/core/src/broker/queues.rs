@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::registry::Registry;
 use super::Broker;
 use crate::error::BrokerError;
+use crate::events::BrokerEvent;
 use crate::journal::QueueDefinition;
 use crate::message::now_ms;
 use crate::queue::{
@@ -82,6 +83,7 @@ impl Broker {
                 if let Some(owner) = opts.exclusive_owner {
                     q.claim(owner)?;
                 }
+                self.queue_declared(q, false, requester);
             }
             return Ok((q.clone(), false));
         }
@@ -95,7 +97,22 @@ impl Broker {
                 "queue name {name} is reserved"
             )));
         }
-        self.create_queue(&mut reg, name, opts, Restore::No)
+        let created = self.create_queue(&mut reg, name, opts, Restore::No)?;
+        self.queue_declared(&created.0, true, requester);
+        Ok(created)
+    }
+
+    fn queue_declared(&self, q: &Queue, created: bool, requester: OwnerId) {
+        self.notify(|| BrokerEvent::QueueDeclared {
+            name: q.name().to_owned(),
+            durable: q.is_durable(),
+            exclusive: q.is_exclusive(),
+            auto_delete: q.is_auto_delete(),
+            alternate_exchange: q.alternate_exchange_name().map(str::to_owned),
+            arguments: q.arguments().clone(),
+            created,
+            requester,
+        });
     }
 
     /// Creates a queue under a fresh broker-chosen name starting with `prefix` (0-9-1's
@@ -215,17 +232,27 @@ impl Broker {
             let mut reg = self.registry.write();
             let q = reg.queue(name)?.clone();
             let drained = q.drain_for_explicit_delete(if_unused, if_empty, requester)?;
-            self.unlink_queue(&mut reg, &q);
+            self.unlink_queue(&mut reg, &q, Some(requester));
             (q, drained)
         };
         Ok(finish_delete(&q, drained))
     }
 
     /// Removes a drained queue from the registry and from every exchange; auto-delete
-    /// exchanges left without bindings go too.
-    pub(super) fn unlink_queue(&self, reg: &mut Registry, q: &Arc<Queue>) {
+    /// exchanges left without bindings go too. `requester` deleted it explicitly; `None` for
+    /// automatic deletions.
+    pub(super) fn unlink_queue(
+        &self,
+        reg: &mut Registry,
+        q: &Arc<Queue>,
+        requester: Option<OwnerId>,
+    ) {
         if reg.queues.get(q.name()).is_some_and(|e| Arc::ptr_eq(e, q)) {
             reg.queues.remove(q.name());
+            self.notify(|| BrokerEvent::QueueDeleted {
+                name: q.name().to_owned(),
+                requester,
+            });
         }
         if let Some(store) = q.store() {
             store.journal.delete_queue(store.id);
