@@ -12,6 +12,7 @@ use ferry_core::{
 };
 use tracing::{debug, info, warn};
 
+use crate::events::{self, EventQueue};
 use crate::method::{self, Caller};
 use crate::objects::View;
 use crate::value::text;
@@ -46,6 +47,9 @@ pub(crate) struct Agent {
     /// What methods declare and delete for: not `owner`, so no method touches the agent's
     /// queue.
     pub(crate) caller: Caller,
+    /// The core's events, to publish as QMF events; `None` when the broker has another
+    /// observer.
+    pub(crate) events: Option<Arc<EventQueue>>,
 }
 
 impl Agent {
@@ -82,23 +86,50 @@ impl Agent {
     pub(crate) async fn run(self) {
         let mut items = Vec::new();
         loop {
-            self.outbox.notified().await;
-            self.outbox.take(&mut items);
-            for item in items.drain(..) {
-                match item {
-                    OutboxItem::Deliver(d) => {
-                        self.handle(&d.message);
-                        d.queue.accept(d.position);
-                    }
-                    OutboxItem::ConsumerCancelled { queue, .. } => {
-                        warn!(%queue, "the QMF agent's queue was deleted; setting it up again");
-                        while let Err(e) = self.setup() {
-                            warn!("QMF agent setup failed, retrying: {e}");
-                            tokio::time::sleep(RETRY).await;
-                        }
-                    }
-                    OutboxItem::Durable | OutboxItem::Close { .. } => {}
+            let events = async {
+                match &self.events {
+                    Some(e) => e.notify.notified().await,
+                    None => std::future::pending().await,
                 }
+            };
+            tokio::select! {
+                _ = self.outbox.notified() => self.take_requests(&mut items).await,
+                _ = events => self.publish_events(),
+            }
+        }
+    }
+
+    async fn take_requests(&self, items: &mut Vec<OutboxItem>) {
+        self.outbox.take(items);
+        for item in items.drain(..) {
+            match item {
+                OutboxItem::Deliver(d) => {
+                    self.handle(&d.message);
+                    d.queue.accept(d.position);
+                }
+                OutboxItem::ConsumerCancelled { queue, .. } => {
+                    warn!(%queue, "the QMF agent's queue was deleted; setting it up again");
+                    while let Err(e) = self.setup() {
+                        warn!("QMF agent setup failed, retrying: {e}");
+                        tokio::time::sleep(RETRY).await;
+                    }
+                }
+                OutboxItem::Durable | OutboxItem::Close { .. } => {}
+            }
+        }
+    }
+
+    fn publish_events(&self) {
+        let Some(queue) = &self.events else { return };
+        let (events, dropped) = queue.take();
+        if dropped > 0 {
+            warn!(dropped, "QMF events dropped: the agent fell behind");
+        }
+        let now = now_ns();
+        for event in &events {
+            if let Some((reply, to)) = events::indication(&self.broker, &self.identity, event, now)
+            {
+                self.send(&reply, &to);
             }
         }
     }

@@ -20,7 +20,9 @@
 //!   `echo`, queue `purge`, connection `close`, ...);
 //! - `objects`: the QMF objects (broker, system, vhost, memory, queue, exchange, binding,
 //!   connection, session, subscription) built from the core's snapshots;
-//! - `schema`: class names, schema ids and object names, as qpidd forms them.
+//! - `schema`: class names, schema ids and object names, as qpidd forms them;
+//! - `events`: QMF events (queue and exchange declare/delete, bind/unbind) from the core's
+//!   [`ferry_core::Observer`] hook, published to `qmf.default.topic`.
 //!
 //! QMF v1 (the binary protocol on `qpid.management`) is not implemented, so consoles built
 //! on `qmf.console` (qpid-tool, parts of qpid-python's tests) do not work.
@@ -42,6 +44,7 @@
 //! beyond 10 000 messages or 64 MiB waiting.
 
 mod agent;
+mod events;
 mod method;
 mod objects;
 mod query;
@@ -141,6 +144,7 @@ pub enum AgentError {
 /// Starts the agent on the current tokio runtime.
 pub fn start(broker: Arc<Broker>, config: AgentConfig) -> Result<AgentHandle, AgentError> {
     let identity = Arc::new(Identity::new(config));
+    let events = Arc::new(events::EventQueue::default());
     let agent = agent::Agent {
         owner: broker.next_owner_id(),
         caller: method::Caller {
@@ -149,8 +153,18 @@ pub fn start(broker: Arc<Broker>, config: AgentConfig) -> Result<AgentHandle, Ag
         broker,
         identity: identity.clone(),
         outbox: Outbox::new(),
+        events: None,
     };
     agent.setup()?;
+    // After setup, so the agent's own plumbing raises no events.
+    let observed = agent.broker.set_observer(events.clone());
+    if !observed {
+        tracing::warn!("the broker has an observer already: QMF events are not published");
+    }
+    let agent = agent::Agent {
+        events: observed.then_some(events),
+        ..agent
+    };
     let task = tokio::spawn(agent.run());
     Ok(AgentHandle { task, identity })
 }

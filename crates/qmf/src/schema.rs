@@ -69,16 +69,21 @@ impl Class {
     /// cache key for schemas; these identify ferry's own schemas, which carry different
     /// properties, so they are derived from the class name and differ from qpidd's.
     pub fn hash(self) -> [u8; 16] {
-        let name = self.name().as_bytes();
-        let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&fnv1a(0xcbf2_9ce4_8422_2325, name).to_be_bytes());
-        out[8..].copy_from_slice(&fnv1a(0x6c62_272e_07bb_0142, name).to_be_bytes());
-        out
+        hash_of(self.name())
     }
 
     pub fn object_name(self, key: &str) -> String {
         format!("{PACKAGE}:{}:{key}", self.name())
     }
+}
+
+/// A schema hash (see [`Class::hash`]) for the class or event `name`.
+pub fn hash_of(name: &str) -> [u8; 16] {
+    let name = name.as_bytes();
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&fnv1a(0xcbf2_9ce4_8422_2325, name).to_be_bytes());
+    out[8..].copy_from_slice(&fnv1a(0x6c62_272e_07bb_0142, name).to_be_bytes());
+    out
 }
 
 fn fnv1a(seed: u64, data: &[u8]) -> u64 {

@@ -353,3 +353,49 @@ async fn the_agent_sets_itself_up_again_when_its_queue_is_deleted() {
     c.send("_query_request", &class_query("broker"), true);
     assert_eq!(c.receive().await.list().len(), 1);
 }
+
+#[tokio::test]
+async fn declares_and_deletes_are_published_as_events() {
+    let c = Console::start();
+    c.broker
+        .bind(
+            "replies",
+            TOPIC_EXCHANGE,
+            "agent.ind.event.org_apache_qpid_broker.*.*.#",
+            &Arguments::new(),
+        )
+        .unwrap();
+    c.broker
+        .declare_queue("evq", QueueOptions::default(), false, 9)
+        .unwrap();
+    c.broker.delete_queue("evq", false, false, 9).unwrap();
+    // Events about the console's own queue may come first; those about evq follow in order.
+    let mut names = Vec::new();
+    while names.last().map(String::as_str) != Some("queueDelete") {
+        let r = c.receive().await;
+        assert_eq!(r.opcode(), "_data_indication");
+        assert_eq!(
+            r.headers.get("qmf.content").and_then(read_text),
+            Some("_event")
+        );
+        let Value::Map(event) = &r.list()[0] else {
+            panic!("an event is a map")
+        };
+        let Some(Value::Map(schema)) = event.get("_schema_id") else {
+            panic!("no _schema_id")
+        };
+        let Some(Value::Map(values)) = event.get("_values") else {
+            panic!("no _values")
+        };
+        if values.get("qName").and_then(read_text) == Some("evq") {
+            names.push(
+                schema
+                    .get("_class_name")
+                    .and_then(read_text)
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+    }
+    assert_eq!(names, ["queueDeclare", "queueDelete"]);
+}
