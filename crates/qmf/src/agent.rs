@@ -25,6 +25,8 @@ pub const DIRECT_EXCHANGE: &str = "qmf.default.direct";
 pub const TOPIC_EXCHANGE: &str = "qmf.default.topic";
 /// Where consoles look for agents.
 const LOCATE_KEY: &str = "console.request.agent_locate";
+/// QMF v1 requests arrive here (qpidd's `qpid.management`), under the key `broker`.
+pub const V1_EXCHANGE: &str = "qpid.management";
 
 /// Requests waiting for the agent: beyond this a publisher is refused (resource limit), so a
 /// stalled agent cannot make its queue grow without bound.
@@ -59,6 +61,7 @@ impl Agent {
         for (name, kind) in [
             (DIRECT_EXCHANGE, ExchangeKind::Direct),
             (TOPIC_EXCHANGE, ExchangeKind::Topic),
+            (V1_EXCHANGE, ExchangeKind::Topic),
         ] {
             b.declare_exchange(name, kind, ExchangeOptions::default(), false)?;
         }
@@ -80,6 +83,7 @@ impl Agent {
             &none,
         )?;
         b.bind(queue_name, TOPIC_EXCHANGE, LOCATE_KEY, &none)?;
+        b.bind(queue_name, V1_EXCHANGE, "broker", &none)?;
         subscribe(b, &queue, &self.outbox, self.owner)
     }
 
@@ -148,6 +152,14 @@ impl Agent {
             reply_to = %format_args!("{}/{}", request.reply.exchange, request.reply.routing_key),
             "QMF request"
         );
+        if !request.qmf2 {
+            if crate::v1::is_v1(&request.body) {
+                self.answer_v1(&request);
+            } else {
+                debug!("QMF agent ignored a message that is neither QMF v1 nor v2");
+            }
+            return;
+        }
         let replies = match request.opcode.as_str() {
             "_query_request" | "_method_request" => match request.map() {
                 Ok(map) => self.answer(&request.opcode, &map),
@@ -178,6 +190,16 @@ impl Agent {
             query::answer(&view, map)
         } else {
             vec![method::call(&view, &self.caller, map)]
+        }
+    }
+
+    fn answer_v1(&self, request: &Request) {
+        let key = &request.reply.routing_key;
+        for body in crate::v1::answer(request.body.clone(), &self.identity.broker_id) {
+            match crate::wire::v1_message(crate::v1::REPLY_EXCHANGE, key, body) {
+                Ok(m) => publish(&self.broker, m),
+                Err(e) => warn!("QMF v1 reply not encodable: {e}"),
+            }
         }
     }
 

@@ -24,8 +24,9 @@
 //! - `events`: QMF events (queue and exchange declare/delete, bind/unbind) from the core's
 //!   [`ferry_core::Observer`] hook, published to `qmf.default.topic`.
 //!
-//! QMF v1 (the binary protocol on `qpid.management`) is not implemented, so consoles built
-//! on `qmf.console` (qpid-tool, parts of qpid-python's tests) do not work.
+//! Of QMF v1 (the binary protocol on `qpid.management`) only what `qmf.console` (qpid-tool,
+//! qpid-python's tests) needs before it turns to v2 is implemented (`v1`): the broker id,
+//! packages, classes and schemas. v1 object queries and methods are not.
 //!
 //! # Authority
 //!
@@ -49,6 +50,7 @@ mod method;
 mod objects;
 mod query;
 mod schema;
+mod v1;
 mod value;
 mod wire;
 

@@ -33,9 +33,12 @@ pub struct ReplyAddress {
     pub correlation_id: Option<Bytes>,
 }
 
-/// A QMF v2 request.
+/// A QMF request: v2 (app-id "qmf2": opcode in the headers, a map body) or v1 (binary body,
+/// see `crate::v1`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
+    pub qmf2: bool,
+    /// The v2 opcode (empty for v1).
     pub opcode: String,
     pub reply: ReplyAddress,
     /// The message's user-id, unverified (logged, not trusted: see the crate doc).
@@ -52,8 +55,6 @@ pub enum NotARequest {
     Header(#[from] DecodeError),
     #[error("no reply-to")]
     NoReplyTo,
-    #[error("app-id is not qmf2 (a QMF v1 request, which is not supported)")]
-    NotQmf2,
     #[error("body of {0} bytes is over the {MAX_REQUEST_BODY}-byte limit")]
     TooLarge(usize),
 }
@@ -71,11 +72,10 @@ impl Request {
             return Err(NotARequest::TooLarge(message.body.len()));
         }
         let headers = props.application_headers.unwrap_or_default();
-        if props.app_id.as_deref() != Some(b"qmf2".as_slice()) {
-            return Err(NotARequest::NotQmf2);
-        }
+        let qmf2 = props.app_id.as_deref() == Some(b"qmf2".as_slice());
         let text = |s: Option<Str>| s.map(|s| s.to_str_lossy().into_owned()).unwrap_or_default();
         Ok(Request {
+            qmf2,
             opcode: headers
                 .get("qmf.opcode")
                 .and_then(read_text)
@@ -184,13 +184,45 @@ impl Reply {
         };
         let mut segment = BytesMut::new();
         header.encode(&mut segment)?;
-        let segment = segment.freeze();
-        let mut message = Message::new(to.exchange.clone(), to.routing_key.clone(), body);
-        message.size = (segment.len() + message.body.len()) as u64;
-        message.header = ProtocolHeader::Amqp010(segment);
-        message.priority = DEFAULT_PRIORITY;
-        Ok(message)
+        Ok(core_message(to, segment.freeze(), body))
     }
+}
+
+/// A QMF v1 reply: the binary body with only a content length and a routing key, as qpidd
+/// sends them.
+pub fn v1_message(
+    exchange: &str,
+    routing_key: &str,
+    body: Bytes,
+) -> Result<Message, ferry_amqp010::EncodeError> {
+    let header = MessageHeader {
+        delivery: Some(DeliveryProperties {
+            exchange: Some(Str::from(exchange)),
+            routing_key: Some(Str::from(routing_key)),
+            ..DeliveryProperties::default()
+        }),
+        properties: Some(MessageProperties {
+            content_length: Some(body.len() as u64),
+            ..MessageProperties::default()
+        }),
+        other: Vec::new(),
+    };
+    let mut segment = BytesMut::new();
+    header.encode(&mut segment)?;
+    let to = ReplyAddress {
+        exchange: exchange.to_owned(),
+        routing_key: routing_key.to_owned(),
+        correlation_id: None,
+    };
+    Ok(core_message(&to, segment.freeze(), body))
+}
+
+fn core_message(to: &ReplyAddress, segment: Bytes, body: Bytes) -> Message {
+    let mut message = Message::new(to.exchange.clone(), to.routing_key.clone(), body);
+    message.size = (segment.len() + message.body.len()) as u64;
+    message.header = ProtocolHeader::Amqp010(segment);
+    message.priority = DEFAULT_PRIORITY;
+    message
 }
 
 #[cfg(test)]
@@ -241,6 +273,7 @@ mod tests {
         let mut body = Map::new();
         body.insert("_what", Value::Str16(Str::from("OBJECT")));
         let req = Request::parse(&request_message(b"qmf2", true, encoded(&body))).unwrap();
+        assert!(req.qmf2);
         assert_eq!(req.opcode, "_query_request");
         assert_eq!(req.reply.exchange, "qmf.default.topic");
         assert_eq!(req.reply.routing_key, "direct.abc");
@@ -256,10 +289,8 @@ mod tests {
             Request::parse(&request_message(b"qmf2", false, body.clone())),
             Err(NotARequest::NoReplyTo)
         );
-        assert_eq!(
-            Request::parse(&request_message(b"qmf1", true, body)),
-            Err(NotARequest::NotQmf2)
-        );
+        let v1 = Request::parse(&request_message(b"qmf1", true, body)).unwrap();
+        assert!(!v1.qmf2);
         let big = Bytes::from(vec![0u8; MAX_REQUEST_BODY + 1]);
         assert_eq!(
             Request::parse(&request_message(b"qmf2", true, big)),

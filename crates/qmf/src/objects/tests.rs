@@ -480,3 +480,85 @@ fn an_encoded_object_has_qmf_v2s_envelope() {
         ],
     );
 }
+
+/// The wire type a QMF type code is sent as.
+fn wire_type(qmf_type: u8) -> u8 {
+    use crate::v1::schema::ty;
+    match qmf_type {
+        ty::U16 => U16,
+        ty::U32 => U32,
+        ty::U64 | ty::ABSTIME | ty::DELTATIME => U64,
+        ty::SSTR | ty::LSTR => TEXT,
+        ty::REF | ty::MAP => MAP,
+        ty::BOOL => BOOL,
+        ty::UUID => code::UUID,
+        other => panic!("type {other} is not used"),
+    }
+}
+
+#[test]
+fn every_object_matches_its_schema_both_ways() {
+    let id = identity();
+    let b = broker(&id);
+    let outbox = Outbox::new();
+    let meta = ConnectionMeta {
+        peer: SocketAddr::from(([127, 0, 0, 1], 40001)),
+        user: "u".into(),
+        protocol: "AMQP 0-10",
+        tls: false,
+        client_properties: vec![("qpid.client_pid".into(), "1".into())],
+        connected_at: 1,
+        heartbeat: 0,
+        frame_max: 65535,
+        channel_max: 256,
+    };
+    let conn = b.connections().register(meta, &outbox);
+    conn.set_sessions(vec![SessionStatus {
+        channel: 0,
+        name: "s".into(),
+        owner: 5,
+        ..SessionStatus::default()
+    }]);
+    b.queue("q")
+        .unwrap()
+        .subscribe(ConsumerSpec {
+            id: b.next_consumer_id(),
+            outbox: outbox.clone(),
+            owner: 5,
+            tag: Bytes::from_static(b"d"),
+            acquire: true,
+            exclusive: true,
+            window: None,
+        })
+        .unwrap();
+    let v = view(&b, &id);
+    for class in Class::ALL {
+        let schema = crate::v1::schema::class_schema(class);
+        let objects = v.objects(class);
+        assert!(!objects.is_empty(), "no {class:?} to check");
+        for o in objects {
+            for (key, value) in o.values.iter() {
+                let key = key.to_str_lossy();
+                let declared = schema
+                    .properties
+                    .iter()
+                    .map(|p| (p.name, p.ty))
+                    .chain(schema.statistics.iter().map(|s| (s.name, s.ty)))
+                    .find(|(name, _)| *name == key);
+                let Some((_, ty)) = declared else {
+                    panic!("{class:?}.{key} is not in the schema")
+                };
+                assert_eq!(value.type_code(), wire_type(ty), "{class:?}.{key}");
+            }
+            let required = schema
+                .properties
+                .iter()
+                .filter(|p| !p.optional)
+                .map(|p| p.name)
+                .chain(schema.statistics.iter().map(|s| s.name));
+            for name in required {
+                assert!(o.values.get(name).is_some(), "{class:?}.{name} missing");
+            }
+        }
+    }
+}
