@@ -28,6 +28,8 @@ mod publish;
 mod queues;
 mod recovery;
 mod registry;
+#[cfg(test)]
+mod reroute_tests;
 mod sessions;
 #[cfg(test)]
 mod tests;

@@ -5,12 +5,15 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::registry::Registry;
 use super::Broker;
 use crate::error::BrokerError;
 use crate::events::BrokerEvent;
+use crate::exchange::Exchange;
 use crate::journal::QueueDefinition;
-use crate::message::now_ms;
+use crate::message::{now_ms, Message};
 use crate::queue::{
     dead_letter_exchange_name, AlternateExchange, Drained, Features, Queue, QueueOptions,
     QueueStore,
@@ -270,5 +273,71 @@ impl Broker {
     pub fn purge_queue(&self, name: &str) -> Result<u64, BrokerError> {
         let q = self.registry.read().queue(name)?.clone();
         Ok(q.purge())
+    }
+
+    /// Takes up to `max` messages (all with `None`) off the front of queue `name` and routes
+    /// each, with its routing key, through exchange `exchange`, or the queue's alternate
+    /// exchange with `None` (qpidd's management reroute). They count as rerouted. Returns
+    /// how many were taken.
+    pub fn reroute(
+        &self,
+        name: &str,
+        max: Option<u64>,
+        exchange: Option<&str>,
+    ) -> Result<u64, BrokerError> {
+        let q = self.registry.read().queue(name)?.clone();
+        let target = match exchange.or(q.alternate_exchange_name()) {
+            Some(e) => self
+                .exchange(e)
+                .ok_or_else(|| BrokerError::NotFound(format!("exchange {e} does not exist")))?,
+            None => {
+                return Err(BrokerError::NotFound(format!(
+                    "queue {name} has no alternate exchange"
+                )))
+            }
+        };
+        Ok(self.route_taken(&q, max, &target))
+    }
+
+    /// Moves up to `max` messages (all with `None`) from the front of queue `source` to
+    /// queue `destination`, in order (qpidd's management queueMoveMessages). They count as
+    /// rerouted in the source. Returns how many were moved.
+    pub fn move_messages(
+        &self,
+        source: &str,
+        destination: &str,
+        max: Option<u64>,
+    ) -> Result<u64, BrokerError> {
+        let src = {
+            let reg = self.registry.read();
+            reg.queue(destination)?;
+            reg.queue(source)?.clone()
+        };
+        // Through the default exchange, which routes to a queue by its name.
+        let taken = src.take_front_for_reroute(max.unwrap_or(u64::MAX));
+        let n = taken.len() as u64;
+        for m in taken {
+            let mut copy = (*m).clone();
+            copy.routing_key = Bytes::copy_from_slice(destination.as_bytes());
+            self.route_copy(&self.default_exchange, Arc::new(copy), source);
+        }
+        Ok(n)
+    }
+
+    fn route_taken(&self, q: &Queue, max: Option<u64>, target: &Arc<Exchange>) -> u64 {
+        let taken = q.take_front_for_reroute(max.unwrap_or(u64::MAX));
+        let n = taken.len() as u64;
+        for m in taken {
+            // A copy: a new message for the store, journaled afresh for durable targets
+            // (the source's journal has let go of the original).
+            self.route_copy(target, Arc::new((*m).clone()), q.name());
+        }
+        n
+    }
+
+    fn route_copy(&self, target: &Exchange, m: Arc<Message>, from: &str) {
+        if let Err(e) = route::deliver(target, &m, self.journal.as_ref()) {
+            tracing::debug!(queue = from, error = %e, "a rerouted message was refused");
+        }
     }
 }
