@@ -17,7 +17,8 @@
 //! - `wire`: requests out of core messages, replies into them;
 //! - `query`: `_query_request` (by class or by object id), answered in batches;
 //! - `method`: `_method_request` (`create`/`delete` of queues, exchanges and bindings,
-//!   `echo`, queue `purge`, connection `close`, ...);
+//!   `queueMoveMessages`, `echo`, the getters; queue `purge` and `reroute`; connection
+//!   `close`);
 //! - `objects`: the QMF objects (broker, system, vhost, memory, queue, exchange, binding,
 //!   connection, session, subscription) built from the core's snapshots;
 //! - `schema`: class names, schema ids and object names, as qpidd forms them;

@@ -116,7 +116,7 @@ fn dispatch(view: &View, caller: &Caller, request: &Map) -> Result<Map, Failure>
     match (class, method) {
         (Class::Broker, _) => broker_method(view, caller, method, args),
         (Class::Queue, "purge") => purge(broker, key, args),
-        (Class::Queue, "reroute") => Err(Failure::not_implemented()),
+        (Class::Queue, "reroute") => reroute(broker, key, args),
         (Class::Connection, "close") => close_connection(broker, key),
         (Class::Session, "solicitAck" | "detach" | "resetLifespan" | "close") => {
             Err(Failure::not_implemented())
@@ -162,11 +162,21 @@ fn broker_method(view: &View, caller: &Caller, method: &str, args: &Map) -> Resu
         }
         // Turning receive timestamps off is what they are; turning them on is not supported.
         "setTimestampConfig" if !args.get("receive").and_then(read_bool).unwrap_or(false) => {}
+        "queueMoveMessages" => {
+            no_filter(args)?;
+            let count = limit(args, "qty");
+            view.broker
+                .move_messages(
+                    text_arg(args, "srcQueue"),
+                    text_arg(args, "destQueue"),
+                    count,
+                )
+                .map_err(invalid_parameter)?;
+        }
         "setTimestampConfig"
         | "setLogLevel"
         | "setLogHiresTimestamp"
         | "connect"
-        | "queueMoveMessages"
         | "query"
         | "queueRedirect"
         | "shutdown" => return Err(Failure::not_implemented()),
@@ -320,19 +330,59 @@ fn delete(view: &View, caller: &Caller, args: &Map) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `purge(request)`: 0 purges everything, as queue.purge does; purging only the first
-/// `request` messages is not supported by the core.
-fn purge(broker: &Broker, queue: &str, args: &Map) -> Result<Map, Failure> {
-    match args.get("request").and_then(read_u64).unwrap_or(0) {
-        0 => {
-            broker.purge_queue(queue)?;
-            Ok(Map::new())
-        }
-        _ => Err(Failure::new(
+/// A count argument: 0 (or none) means all.
+fn limit(args: &Map, key: &str) -> Option<u64> {
+    args.get(key).and_then(read_u64).filter(|n| *n > 0)
+}
+
+/// qpidd's purge, reroute and move take a message filter (by message group); the core has
+/// none, so only an empty one is accepted.
+fn no_filter(args: &Map) -> Result<(), Failure> {
+    match args.get("filter") {
+        None | Some(Value::Void) => Ok(()),
+        Some(Value::Map(m)) if m.is_empty() => Ok(()),
+        Some(_) => Err(Failure::new(
             status::NOT_IMPLEMENTED,
-            "purging part of a queue is not supported",
+            "message filters are not supported",
         )),
     }
+}
+
+/// What qpidd answers when a queue or exchange a method names does not exist.
+fn invalid_parameter(e: BrokerError) -> Failure {
+    match e {
+        BrokerError::NotFound(_) => Failure::new(status::PARAMETER_INVALID, "InvalidParameter"),
+        other => other.into(),
+    }
+}
+
+/// `purge(request, filter)`: the first `request` messages, or all of them for 0.
+fn purge(broker: &Broker, queue: &str, args: &Map) -> Result<Map, Failure> {
+    no_filter(args)?;
+    match limit(args, "request") {
+        None => broker.purge_queue(queue)?,
+        Some(n) => broker
+            .queue(queue)
+            .map(|q| q.purge_front(n))
+            .ok_or_else(|| Failure::new(status::UNKNOWN_OBJECT, "UnknownObject"))?,
+    };
+    Ok(Map::new())
+}
+
+/// `reroute(request, useAltExchange, exchange, filter)`: the first `request` messages (all
+/// for 0) through `exchange` or the queue's alternate exchange; a missing exchange is an
+/// invalid parameter, as in qpidd.
+fn reroute(broker: &Broker, queue: &str, args: &Map) -> Result<Map, Failure> {
+    no_filter(args)?;
+    let use_alternate = args
+        .get("useAltExchange")
+        .and_then(read_bool)
+        .unwrap_or(false);
+    let exchange = (!use_alternate).then(|| text_arg(args, "exchange"));
+    broker
+        .reroute(queue, limit(args, "request"), exchange)
+        .map_err(invalid_parameter)?;
+    Ok(Map::new())
 }
 
 fn close_connection(broker: &Broker, address: &str) -> Result<Map, Failure> {

@@ -352,32 +352,100 @@ fn echo_and_the_getters_answer() {
     assert_eq!(f.broker_call("setTimestampConfig", on).unwrap_err().0, 3);
 }
 
+fn fill(f: &Fixture, queue: &str, n: usize) {
+    let ex = f.broker.default_exchange().clone();
+    for i in 0..n {
+        let m = Message::new("", queue.to_owned(), Bytes::from(i.to_string()));
+        f.broker.publish(&ex, Arc::new(m)).unwrap();
+    }
+}
+
+fn depth(f: &Fixture, queue: &str) -> u64 {
+    f.broker.queue(queue).unwrap().message_count()
+}
+
 #[test]
-fn purge_empties_a_queue() {
+fn purge_drops_a_count_or_everything() {
     let f = Fixture::new();
     f.broker_call("create", create("queue", "q", Map::new()))
         .unwrap();
-    let ex = f.broker.default_exchange().clone();
-    for _ in 0..3 {
-        f.broker
-            .publish(
-                &ex,
-                Arc::new(Message::new("", "q", Bytes::from_static(b"m"))),
-            )
-            .unwrap();
-    }
+    fill(&f, "q", 3);
     let some = map(&[("request", Value::Uint32(2))]);
-    assert_eq!(
-        f.call("org.apache.qpid.broker:queue:q", "purge", some)
-            .unwrap_err()
-            .0,
-        3
-    );
+    assert!(f
+        .call("org.apache.qpid.broker:queue:q", "purge", some)
+        .is_ok());
+    assert_eq!(depth(&f, "q"), 1);
     let all = map(&[("request", Value::Uint32(0))]);
     assert!(f
         .call("org.apache.qpid.broker:queue:q", "purge", all)
         .is_ok());
-    assert_eq!(f.broker.queue("q").unwrap().message_count(), 0);
+    assert_eq!(depth(&f, "q"), 0);
+    let filtered = map(&[
+        ("request", Value::Uint32(0)),
+        ("filter", Value::Map(map(&[("group", text("a"))]))),
+    ]);
+    assert_eq!(
+        f.call("org.apache.qpid.broker:queue:q", "purge", filtered)
+            .unwrap_err()
+            .0,
+        3
+    );
+}
+
+#[test]
+fn reroute_and_move_answer_as_qpidd_does() {
+    let f = Fixture::new();
+    f.broker_call("create", create("queue", "src", Map::new()))
+        .unwrap();
+    f.broker_call("create", create("queue", "dst", Map::new()))
+        .unwrap();
+    f.broker_call("create", create("binding", "amq.fanout/dst", Map::new()))
+        .unwrap();
+    fill(&f, "src", 5);
+    let q = "org.apache.qpid.broker:queue:src";
+    let to_fanout = |n: u32| {
+        map(&[
+            ("request", Value::Uint32(n)),
+            ("useAltExchange", Value::Bool(false)),
+            ("exchange", text("amq.fanout")),
+        ])
+    };
+    assert!(f.call(q, "reroute", to_fanout(2)).is_ok());
+    assert_eq!((depth(&f, "src"), depth(&f, "dst")), (3, 2));
+    let nowhere = map(&[("exchange", text("amq.nosuchexchange"))]);
+    assert_eq!(
+        f.call(q, "reroute", nowhere),
+        Err((4, "InvalidParameter".into()))
+    );
+    let alternate = map(&[("useAltExchange", Value::Bool(true))]);
+    assert_eq!(
+        f.call(q, "reroute", alternate).unwrap_err().0,
+        4,
+        "no alternate"
+    );
+    let moving = |src: &str, dst: &str, qty: u32| {
+        map(&[
+            ("srcQueue", text(src)),
+            ("destQueue", text(dst)),
+            ("qty", Value::Uint32(qty)),
+            ("filter", Value::Map(Map::new())),
+        ])
+    };
+    assert!(f
+        .broker_call("queueMoveMessages", moving("src", "dst", 0))
+        .is_ok());
+    assert_eq!((depth(&f, "src"), depth(&f, "dst")), (0, 5));
+    assert_eq!(
+        f.broker_call("queueMoveMessages", moving("bad", "dst", 0)),
+        Err((4, "InvalidParameter".into()))
+    );
+    assert_eq!(
+        f.broker_call("queueMoveMessages", moving("dst", "bad", 0))
+            .unwrap_err()
+            .0,
+        4
+    );
+    assert_eq!(depth(&f, "dst"), 5);
 }
 
 #[test]

@@ -72,7 +72,6 @@ pub(super) fn broker(view: &View) -> QmfObject {
             "byteFtdEnqueues",
             "byteFtdDequeues",
             "msgFtdDepth",
-            "reroutes",
             "abandoned",
             "abandonedViaAlt",
         ])
@@ -85,7 +84,8 @@ pub(super) fn broker(view: &View) -> QmfObject {
         .u64("discardsLvq", t.replaced)
         .u64("discardsOverflow", t.refused)
         .u64("discardsSubscriber", t.rejected)
-        .u64("discardsPurge", t.purged);
+        .u64("discardsPurge", t.purged)
+        .u64("reroutes", t.rerouted);
     if let Some(dir) = &config.data_dir {
         v = v.text("dataDir", dir);
     }

@@ -66,8 +66,8 @@ pub(super) fn queues(view: &View) -> Vec<QmfObject> {
                     "byteFtdEnqueues",
                     "byteFtdDequeues",
                     "msgFtdDepth",
-                    "reroutes",
                 ])
+                .u64("reroutes", c.rerouted)
                 .u64("byteFtdDepth", d.on_disk_bytes)
                 .u64("releases", c.released)
                 .u64("acquires", c.delivered)
