@@ -310,6 +310,65 @@ mod tests {
     }
 
     #[test]
+    fn every_event_carries_its_schemas_arguments() {
+        use ferry_core::ExchangeKind;
+        let broker = Broker::new(BrokerConfig::default());
+        let id = Identity::new(AgentConfig::default());
+        let none = Arguments::new;
+        let events = [
+            BrokerEvent::QueueDeclared {
+                name: "q".into(),
+                durable: true,
+                exclusive: false,
+                auto_delete: false,
+                alternate_exchange: Some("x".into()),
+                arguments: none(),
+                created: false,
+                requester: 1,
+            },
+            BrokerEvent::QueueDeleted {
+                name: "q".into(),
+                requester: Some(1),
+            },
+            BrokerEvent::ExchangeDeclared {
+                name: "x".into(),
+                kind: ExchangeKind::Fanout,
+                durable: false,
+                auto_delete: false,
+                alternate_exchange: None,
+                arguments: none(),
+                created: true,
+            },
+            BrokerEvent::ExchangeDeleted { name: "x".into() },
+            BrokerEvent::Bound {
+                exchange: "x".into(),
+                queue: "q".into(),
+                key: "k".into(),
+                arguments: none(),
+            },
+            BrokerEvent::Unbound {
+                exchange: "x".into(),
+                queue: "q".into(),
+                key: "k".into(),
+            },
+        ];
+        for event in &events {
+            let (reply, to) = indication(&broker, &id, event, 1).unwrap();
+            let name = to.routing_key.split('.').nth(4).unwrap().to_owned();
+            let (_, args) = crate::v1::schema::EVENTS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("{name} has no schema"));
+            let v = values(&reply);
+            let mut keys: Vec<String> = v.iter().map(|(k, _)| k.to_string()).collect();
+            let mut expected: Vec<String> = args.iter().map(|a| a.name.to_owned()).collect();
+            keys.sort();
+            expected.sort();
+            assert_eq!(keys, expected, "{name}");
+        }
+    }
+
+    #[test]
     fn the_queue_is_bounded() {
         let q = EventQueue::default();
         for i in 0..MAX_PENDING + 5 {
