@@ -4,11 +4,12 @@
 //! # How it works
 //!
 //! The agent is an in-process client of the core, with no protocol types in the core: on
-//! [`start`] it declares qpidd's management exchanges `qmf.default.direct` (direct) and
-//! `qmf.default.topic` (topic), declares a queue of its own (exclusive to it, bounded, hidden
-//! from the objects it reports), binds it to `qmf.default.direct` under `broker` (every
-//! console's name for the broker's agent) and under its own agent name, and to
-//! `qmf.default.topic` under `console.request.agent_locate`, and subscribes to it with its own
+//! [`start`] it declares qpidd's management exchanges `qmf.default.direct` (direct),
+//! `qmf.default.topic` (topic) and `qpid.management` (topic, QMF v1), declares a queue of its
+//! own (exclusive to it, bounded, hidden from the objects it reports), binds it to
+//! `qmf.default.direct` under `broker` (every console's name for the broker's agent) and under
+//! its own agent name, to `qmf.default.topic` under `console.request.agent_locate` and to
+//! `qpid.management` under `broker`, and subscribes to it with its own
 //! [`ferry_core::Outbox`]. A tokio task takes each request from the outbox, answers it from
 //! the core's management snapshots, publishes the replies through [`Broker::publish`] as
 //! messages with a 0-10 header to the request's reply-to exchange and key, and accepts the
@@ -34,9 +35,10 @@
 //! Methods run with the broker's authority, as qpidd's do when it has no ACL: the core's
 //! declares and deletes take no user, and the request's message-properties `user-id` is not
 //! verified by the 0-10 layer (a client may put any name there), so it is logged, never
-//! trusted. Who may manage the broker is decided by who may publish to
-//! `qmf.default.direct`, which the ACL controls (`acl deny all publish exchange
-//! name=qmf.default.direct`, allowing administrators first).
+//! trusted. So a loaded ACL's create/delete rules do not apply to management methods: who
+//! may manage the broker is decided by who may publish to `qmf.default.direct`, which the
+//! ACL controls (`acl deny all publish exchange name=qmf.default.direct`, after the rules
+//! allowing administrators).
 //!
 //! # Bounds
 //!
