@@ -8,7 +8,8 @@
 #
 # FERRYD_BINARY defaults to target/debug/ferryd under the repo root; nothing is built here.
 # ferryd runs with lib/ferryd.acl (allow all but what the access-control tests expect to be
-# refused); FERRY_ACL_FILE names another file, or none when empty.
+# refused); FERRY_ACL_FILE names another file, or none when empty. FERRYD_ARGS adds options
+# (split at spaces), e.g. FERRYD_ARGS="--mgmt-enable yes".
 
 set -uo pipefail
 
@@ -148,7 +149,9 @@ ferryd_start() {
     local acl=()
     local acl_file=${FERRY_ACL_FILE-$_ferry_lib/ferryd.acl}
     [ -n "$acl_file" ] && acl=(--acl-file "$acl_file")
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir "${acl[@]}" \
+    local extra=()
+    read -ra extra <<<"${FERRYD_ARGS:-}"
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir "${acl[@]}" "${extra[@]}" \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &
     ferryd_pid=$!
     # ferryd prints the bound port alone on its first stdout line (as qpidd does for

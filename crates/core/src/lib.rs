@@ -14,8 +14,8 @@
 //!
 //! 1. `error`, `value`, `id_hash`, `alarm`, `exchange_kind`, `stats`: vocabulary and the
 //!    management counters, depending on nothing.
-//! 2. `limits`, `message`: queue depth limits; messages, with their store identity and
-//!    dead-lettering history.
+//! 2. `limits`, `message`, `events`: queue depth limits; messages, with their store identity
+//!    and dead-lettering history; the changes an observer (management) is told of.
 //! 3. `journal`: the core's view of a durable store. It wakes a [`DurableWaiter`] (an outbox)
 //!    when a sync point is reached.
 //! 4. `queue`: storage, consumers and credit, dispatch into connections' outboxes,
@@ -45,6 +45,7 @@ mod alarm;
 mod broker;
 mod connections;
 mod error;
+mod events;
 mod exchange;
 mod exchange_kind;
 mod id_hash;
@@ -66,6 +67,7 @@ pub use connections::{
     ConnectionHandle, ConnectionId, ConnectionMeta, ConnectionStatus, Connections, SessionStatus,
 };
 pub use error::BrokerError;
+pub use events::{BrokerEvent, Observer};
 pub use exchange::{BindingStatus, Exchange, ExchangeInfo, ExchangeOptions};
 pub use exchange_kind::ExchangeKind;
 pub use id_hash::{IdHasher, IdMap};

@@ -33,6 +33,8 @@ pub struct QueueCounters {
     pub replaced: u64,
     /// Removed by purges.
     pub purged: u64,
+    /// Taken off by management to be routed elsewhere (qpidd's reroute and move).
+    pub rerouted: u64,
     /// Publishes refused for the queue's limit (reject policy).
     pub refused: u64,
 }
@@ -51,12 +53,19 @@ impl QueueCounters {
         self.overflowed += o.overflowed;
         self.replaced += o.replaced;
         self.purged += o.purged;
+        self.rerouted += o.rerouted;
         self.refused += o.refused;
     }
 
     /// Messages that left the queue for good, however they went.
     pub fn dequeued(&self) -> u64 {
-        self.acked + self.rejected + self.expired + self.overflowed + self.replaced + self.purged
+        self.acked
+            + self.rejected
+            + self.expired
+            + self.overflowed
+            + self.replaced
+            + self.purged
+            + self.rerouted
     }
 }
 

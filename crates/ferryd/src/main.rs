@@ -5,6 +5,7 @@ mod disk;
 mod fdlimit;
 mod memory;
 mod options;
+mod qmf;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -55,9 +56,6 @@ fn main() -> ExitCode {
 }
 
 async fn serve(options: Options) -> ExitCode {
-    if options.mgmt_enable.on() {
-        warn!("--mgmt-enable yes accepted, but management is not implemented yet");
-    }
     if let Some((before, after)) = fdlimit::raise() {
         info!("open files limit raised from {before} to {after}");
     }
@@ -144,7 +142,7 @@ async fn serve(options: Options) -> ExitCode {
     if let (Some(_), Some(dir)) = (&store, options.data_dir()) {
         disk::watch(broker.clone(), dir, options.disk_free_limit);
     }
-    let server = match Server::bind(config, broker, acl.clone()).await {
+    let server = match Server::bind(config, broker.clone(), acl.clone()).await {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
             eprintln!("ferryd: {e}");
@@ -174,6 +172,11 @@ async fn serve(options: Options) -> ExitCode {
     };
     // Before the port is printed: a SIGHUP sent as soon as it is must not stop the broker.
     reload_on_sighup(server.tls(), acl);
+    // Before the port is printed too: clients may ask for management as soon as it is.
+    let _qmf = options
+        .mgmt_enable
+        .on()
+        .then(|| qmf::start(&broker, &options, addr.port()));
     let mut out = std::io::stdout();
     if options.port == 0 {
         // As qpidd does: scripts and tests read the chosen port from the first stdout line.

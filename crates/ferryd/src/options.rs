@@ -86,7 +86,7 @@ pub struct Options {
           requires = "ssl_cert_file")]
     pub require_encryption: YesNo,
 
-    /// Accepted for qpidd compatibility; management is not implemented yet.
+    /// Management: `yes` starts the QMF agent (qpid-config, qpid-stat).
     #[arg(long, value_enum, default_value = "no")]
     pub mgmt_enable: YesNo,
 

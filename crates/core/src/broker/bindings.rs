@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::Broker;
 use crate::error::BrokerError;
+use crate::events::BrokerEvent;
 use crate::exchange::Exchange;
 use crate::journal::Journal;
 use crate::queue::Queue;
@@ -41,6 +42,12 @@ impl Broker {
         self.record_binding(&ex, &q, binding_key, arguments)?;
         if ex.bind(&q, binding_key, arguments)? {
             reg.add_binding(&q, &ex, binding_key);
+            self.notify(|| BrokerEvent::Bound {
+                exchange: exchange.to_owned(),
+                queue: queue.to_owned(),
+                key: binding_key.to_owned(),
+                arguments: arguments.clone(),
+            });
         }
         Ok(())
     }
@@ -149,6 +156,11 @@ impl Broker {
         let q = reg.queue(queue)?.clone();
         if ex.unbind(q.id(), binding_key) {
             reg.remove_binding(&q, &ex, binding_key);
+            self.notify(|| BrokerEvent::Unbound {
+                exchange: exchange.to_owned(),
+                queue: queue.to_owned(),
+                key: binding_key.to_owned(),
+            });
             if let (Some(store), true) = (q.store(), ex.is_durable()) {
                 store.journal.unbind(ex.name(), store.id, binding_key);
             }

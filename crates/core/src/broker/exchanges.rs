@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::registry::Registry;
 use super::Broker;
 use crate::error::BrokerError;
+use crate::events::BrokerEvent;
 use crate::exchange::{Exchange, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
 use crate::journal::ExchangeDefinition;
@@ -46,6 +47,7 @@ impl Broker {
                     )));
                 }
             }
+            self.exchange_declared(ex, false);
             return Ok(ex.clone());
         }
         if passive {
@@ -58,7 +60,24 @@ impl Broker {
                 "exchange name {name:?} is reserved"
             )));
         }
-        self.create_exchange(&mut reg, name, kind, opts, true)
+        let ex = self.create_exchange(&mut reg, name, kind, opts, true)?;
+        self.exchange_declared(&ex, true);
+        Ok(ex)
+    }
+
+    fn exchange_declared(&self, ex: &Exchange, created: bool) {
+        self.notify(|| {
+            let info = ex.info();
+            BrokerEvent::ExchangeDeclared {
+                name: info.name,
+                kind: info.kind,
+                durable: info.durable,
+                auto_delete: info.auto_delete,
+                alternate_exchange: info.alternate_exchange,
+                arguments: info.arguments,
+                created,
+            }
+        });
     }
 
     pub(super) fn create_exchange(
@@ -121,6 +140,9 @@ impl Broker {
             .is_some_and(|e| Arc::ptr_eq(e, ex))
         {
             reg.exchanges.remove(ex.name());
+            self.notify(|| BrokerEvent::ExchangeDeleted {
+                name: ex.name().to_owned(),
+            });
         }
         ex.mark_deleted();
         for q in self.dead_lettering_queues() {

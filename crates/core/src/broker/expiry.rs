@@ -32,7 +32,7 @@ impl Broker {
                         let mut reg = self.registry.write();
                         match q.drain_if_expired(now) {
                             Ok(d) => {
-                                self.unlink_queue(&mut reg, &q);
+                                self.unlink_queue(&mut reg, &q, None);
                                 Some(d)
                             }
                             Err(_) => None,

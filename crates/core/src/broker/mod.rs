@@ -16,6 +16,8 @@
 
 mod alarms;
 mod bindings;
+#[cfg(test)]
+mod events_tests;
 mod exchanges;
 mod expiry;
 #[cfg(test)]
@@ -26,18 +28,21 @@ mod publish;
 mod queues;
 mod recovery;
 mod registry;
+#[cfg(test)]
+mod reroute_tests;
 mod sessions;
 #[cfg(test)]
 mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
 use crate::alarm::{Alarms, MemoryMeter, Watermarks};
 use crate::connections::Connections;
+use crate::events::{BrokerEvent, Observer};
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
 use crate::journal::Journal;
@@ -97,6 +102,8 @@ pub struct Broker {
     dead_lettering: Mutex<Vec<Weak<Queue>>>,
     /// Open connections, for management.
     connections: Arc<Connections>,
+    /// Told of declares, deletes and bindings (management's events), once set.
+    observer: OnceLock<Arc<dyn Observer>>,
 }
 
 impl Broker {
@@ -148,6 +155,7 @@ impl Broker {
             expiry_changed: Arc::new(Notify::new()),
             dead_lettering: Mutex::new(Vec::new()),
             connections: Arc::default(),
+            observer: OnceLock::new(),
         })
     }
 
@@ -198,6 +206,19 @@ impl Broker {
     /// The open connections, for management.
     pub fn connections(&self) -> &Arc<Connections> {
         &self.connections
+    }
+
+    /// Sets the observer told of every [`BrokerEvent`] from now on; false (and ignored) if
+    /// one is set already.
+    pub fn set_observer(&self, observer: Arc<dyn Observer>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    /// Tells the observer, if any, of the event `event` builds (built only then).
+    pub(super) fn notify(&self, event: impl FnOnce() -> BrokerEvent) {
+        if let Some(o) = self.observer.get() {
+            o.event(event());
+        }
     }
 
     pub fn exchange_names(&self) -> Vec<String> {

@@ -5,11 +5,15 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::registry::Registry;
 use super::Broker;
 use crate::error::BrokerError;
+use crate::events::BrokerEvent;
+use crate::exchange::Exchange;
 use crate::journal::QueueDefinition;
-use crate::message::now_ms;
+use crate::message::{now_ms, Message};
 use crate::queue::{
     dead_letter_exchange_name, AlternateExchange, Drained, Features, Queue, QueueOptions,
     QueueStore,
@@ -82,6 +86,7 @@ impl Broker {
                 if let Some(owner) = opts.exclusive_owner {
                     q.claim(owner)?;
                 }
+                self.queue_declared(q, false, requester);
             }
             return Ok((q.clone(), false));
         }
@@ -95,7 +100,22 @@ impl Broker {
                 "queue name {name} is reserved"
             )));
         }
-        self.create_queue(&mut reg, name, opts, Restore::No)
+        let created = self.create_queue(&mut reg, name, opts, Restore::No)?;
+        self.queue_declared(&created.0, true, requester);
+        Ok(created)
+    }
+
+    fn queue_declared(&self, q: &Queue, created: bool, requester: OwnerId) {
+        self.notify(|| BrokerEvent::QueueDeclared {
+            name: q.name().to_owned(),
+            durable: q.is_durable(),
+            exclusive: q.is_exclusive(),
+            auto_delete: q.is_auto_delete(),
+            alternate_exchange: q.alternate_exchange_name().map(str::to_owned),
+            arguments: q.arguments().clone(),
+            created,
+            requester,
+        });
     }
 
     /// Creates a queue under a fresh broker-chosen name starting with `prefix` (0-9-1's
@@ -215,17 +235,27 @@ impl Broker {
             let mut reg = self.registry.write();
             let q = reg.queue(name)?.clone();
             let drained = q.drain_for_explicit_delete(if_unused, if_empty, requester)?;
-            self.unlink_queue(&mut reg, &q);
+            self.unlink_queue(&mut reg, &q, Some(requester));
             (q, drained)
         };
         Ok(finish_delete(&q, drained))
     }
 
     /// Removes a drained queue from the registry and from every exchange; auto-delete
-    /// exchanges left without bindings go too.
-    pub(super) fn unlink_queue(&self, reg: &mut Registry, q: &Arc<Queue>) {
+    /// exchanges left without bindings go too. `requester` deleted it explicitly; `None` for
+    /// automatic deletions.
+    pub(super) fn unlink_queue(
+        &self,
+        reg: &mut Registry,
+        q: &Arc<Queue>,
+        requester: Option<OwnerId>,
+    ) {
         if reg.queues.get(q.name()).is_some_and(|e| Arc::ptr_eq(e, q)) {
             reg.queues.remove(q.name());
+            self.notify(|| BrokerEvent::QueueDeleted {
+                name: q.name().to_owned(),
+                requester,
+            });
         }
         if let Some(store) = q.store() {
             store.journal.delete_queue(store.id);
@@ -243,5 +273,71 @@ impl Broker {
     pub fn purge_queue(&self, name: &str) -> Result<u64, BrokerError> {
         let q = self.registry.read().queue(name)?.clone();
         Ok(q.purge())
+    }
+
+    /// Takes up to `max` messages (all with `None`) off the front of queue `name` and routes
+    /// each, with its routing key, through exchange `exchange`, or the queue's alternate
+    /// exchange with `None` (qpidd's management reroute). They count as rerouted. Returns
+    /// how many were taken.
+    pub fn reroute(
+        &self,
+        name: &str,
+        max: Option<u64>,
+        exchange: Option<&str>,
+    ) -> Result<u64, BrokerError> {
+        let q = self.registry.read().queue(name)?.clone();
+        let target = match exchange.or(q.alternate_exchange_name()) {
+            Some(e) => self
+                .exchange(e)
+                .ok_or_else(|| BrokerError::NotFound(format!("exchange {e} does not exist")))?,
+            None => {
+                return Err(BrokerError::NotFound(format!(
+                    "queue {name} has no alternate exchange"
+                )))
+            }
+        };
+        Ok(self.route_taken(&q, max, &target))
+    }
+
+    /// Moves up to `max` messages (all with `None`) from the front of queue `source` to
+    /// queue `destination`, in order (qpidd's management queueMoveMessages). They count as
+    /// rerouted in the source. Returns how many were moved.
+    pub fn move_messages(
+        &self,
+        source: &str,
+        destination: &str,
+        max: Option<u64>,
+    ) -> Result<u64, BrokerError> {
+        let src = {
+            let reg = self.registry.read();
+            reg.queue(destination)?;
+            reg.queue(source)?.clone()
+        };
+        // Through the default exchange, which routes to a queue by its name.
+        let taken = src.take_front_for_reroute(max.unwrap_or(u64::MAX));
+        let n = taken.len() as u64;
+        for m in taken {
+            let mut copy = (*m).clone();
+            copy.routing_key = Bytes::copy_from_slice(destination.as_bytes());
+            self.route_copy(&self.default_exchange, Arc::new(copy), source);
+        }
+        Ok(n)
+    }
+
+    fn route_taken(&self, q: &Queue, max: Option<u64>, target: &Arc<Exchange>) -> u64 {
+        let taken = q.take_front_for_reroute(max.unwrap_or(u64::MAX));
+        let n = taken.len() as u64;
+        for m in taken {
+            // A copy: a new message for the store, journaled afresh for durable targets
+            // (the source's journal has let go of the original).
+            self.route_copy(target, Arc::new((*m).clone()), q.name());
+        }
+        n
+    }
+
+    fn route_copy(&self, target: &Exchange, m: Arc<Message>, from: &str) {
+        if let Err(e) = route::deliver(target, &m, self.journal.as_ref()) {
+            tracing::debug!(queue = from, error = %e, "a rerouted message was refused");
+        }
     }
 }

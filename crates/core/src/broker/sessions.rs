@@ -25,7 +25,7 @@ impl Broker {
                 .collect();
             for q in doomed {
                 if let Ok(d) = q.drain_if(|_, _| Ok(())) {
-                    self.unlink_queue(&mut reg, &q);
+                    self.unlink_queue(&mut reg, &q, None);
                     deleted.push((q, d));
                 }
             }
@@ -49,7 +49,7 @@ impl Broker {
                 let mut reg = self.registry.write();
                 match queue.drain_if_auto_delete_due() {
                     Ok(d) => {
-                        self.unlink_queue(&mut reg, queue);
+                        self.unlink_queue(&mut reg, queue, None);
                         Some(d)
                     }
                     Err(_) => None,

@@ -98,6 +98,17 @@ impl Queue {
         self.lock().purge()
     }
 
+    /// Drops up to `max` available messages from the front; returns how many.
+    pub fn purge_front(&self, max: u64) -> u64 {
+        self.lock().remove_front(max, false).0
+    }
+
+    /// Takes up to `max` available messages off the front to be routed elsewhere (see
+    /// `Broker::reroute`); they count as rerouted.
+    pub(crate) fn take_front_for_reroute(&self, max: u64) -> Vec<Arc<Message>> {
+        self.lock().remove_front(max, true).1
+    }
+
     /// Checks and empties the queue under one lock, so no consumer can slip in between the
     /// check and the deletion.
     pub(crate) fn drain_if(

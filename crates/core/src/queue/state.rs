@@ -462,6 +462,32 @@ impl QueueState {
         self.expiring > 0
     }
 
+    /// Takes up to `max` available messages off the front, for management: dropped (a purge
+    /// of a count), or with `reroute` returned to be routed elsewhere, their contents read
+    /// back first if kept on disk (what the journal lost is skipped). Either way the journal
+    /// forgets them here.
+    pub(crate) fn remove_front(&mut self, max: u64, reroute: bool) -> (u64, Vec<Arc<Message>>) {
+        let mut taken = Vec::new();
+        let mut n = 0;
+        while n < max {
+            let Some(e) = self.take_next() else { break };
+            if reroute {
+                taken.extend(self.content(&e));
+            }
+            self.forget(&e.message);
+            if !e.on_disk {
+                self.meter.sub(self.shard, e.message.size);
+            }
+            n += 1;
+        }
+        if reroute {
+            self.counters.rerouted += n;
+        } else {
+            self.counters.purged += n;
+        }
+        (n, taken)
+    }
+
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
         if self.store.is_some() {

@@ -1,0 +1,149 @@
+//! Queues, exchanges and bindings.
+
+use std::collections::HashMap;
+
+use ferry_core::BindingStatus;
+
+use super::{alternate, QmfObject, Values, View};
+use crate::schema::{binding_key, vhost_object_name, Class};
+use crate::value::from_arguments;
+
+/// Queue-to-exchange bindings (the default exchange's included, as qpidd lists them), without
+/// the agent's own queue's. Exchange-to-exchange bindings have no QMF class in qpidd and are
+/// left out.
+fn queue_bindings(view: &View) -> Vec<BindingStatus> {
+    view.broker
+        .bindings()
+        .into_iter()
+        .filter(|b| !b.to_exchange && b.destination != view.hidden_queue)
+        .collect()
+}
+
+pub(super) fn queues(view: &View) -> Vec<QmfObject> {
+    let mut bindings: HashMap<String, u64> = HashMap::new();
+    for b in queue_bindings(view) {
+        *bindings.entry(b.destination).or_default() += 1;
+    }
+    let vhost = vhost_object_name();
+    view.broker
+        .queue_statuses()
+        .into_iter()
+        .filter(|q| q.name != view.hidden_queue)
+        .map(|q| {
+            let d = &q.depth;
+            let c = &d.counters;
+            let depth = d.ready + d.unacked;
+            let depth_bytes = d.ready_bytes + d.unacked_bytes;
+            let v = Values::default()
+                .reference("vhostRef", &vhost)
+                .text("name", &q.name)
+                .bool("durable", q.durable)
+                .bool("autoDelete", q.auto_delete)
+                .bool("exclusive", q.owner.is_some())
+                .value("arguments", from_arguments(&q.arguments));
+            let v = alternate(v, q.alternate_exchange.as_deref())
+                .u64("msgTotalEnqueues", c.enqueued)
+                .u64("msgTotalDequeues", c.dequeued())
+                .u64("msgDepth", depth)
+                .u64("byteDepth", depth_bytes)
+                .u64("byteTotalEnqueues", c.enqueued_bytes)
+                // See the broker object: bytes are not counted on the way out.
+                .u64(
+                    "byteTotalDequeues",
+                    c.enqueued_bytes.saturating_sub(depth_bytes),
+                )
+                .zeros(&[
+                    "msgTxnEnqueues",
+                    "msgTxnDequeues",
+                    "msgPersistEnqueues",
+                    "msgPersistDequeues",
+                    "byteTxnEnqueues",
+                    "byteTxnDequeues",
+                    "bytePersistEnqueues",
+                    "bytePersistDequeues",
+                    "msgFtdEnqueues",
+                    "msgFtdDequeues",
+                    "byteFtdEnqueues",
+                    "byteFtdDequeues",
+                    "msgFtdDepth",
+                ])
+                .u64("reroutes", c.rerouted)
+                .u64("byteFtdDepth", d.on_disk_bytes)
+                .u64("releases", c.released)
+                .u64("acquires", c.delivered)
+                .u64("discardsTtl", c.expired)
+                .u64("discardsRing", c.overflowed)
+                .u64("discardsLvq", c.replaced)
+                .u64("discardsOverflow", c.refused)
+                .u64("discardsSubscriber", c.rejected)
+                .u64("discardsPurge", c.purged)
+                .hilo32("consumerCount", q.consumers.len() as u64)
+                .hilo32(
+                    "bindingCount",
+                    bindings.get(&q.name).copied().unwrap_or_default(),
+                )
+                .hilo32("unackedMessages", d.unacked)
+                .bool("flowStopped", false)
+                .u32("flowStoppedCount", 0)
+                .text("redirectPeer", "")
+                .bool("redirectSource", false)
+                // Who declared a queue is not kept by the core.
+                .text("creator", "");
+            view.object(Class::Queue, q.name, v.build(), 0)
+        })
+        .collect()
+}
+
+pub(super) fn exchanges(view: &View) -> Vec<QmfObject> {
+    let mut bindings: HashMap<String, u64> = HashMap::new();
+    for b in view.broker.bindings() {
+        if b.to_exchange || b.destination != view.hidden_queue {
+            *bindings.entry(b.source).or_default() += 1;
+        }
+    }
+    let vhost = vhost_object_name();
+    view.broker
+        .exchange_statuses()
+        .into_iter()
+        .map(|e| {
+            let info = e.info;
+            let t = e.totals;
+            let v = Values::default()
+                .reference("vhostRef", &vhost)
+                .text("name", &info.name)
+                .text("type", info.kind.name())
+                .bool("durable", info.durable)
+                .bool("autoDelete", info.auto_delete);
+            let v = alternate(v, info.alternate_exchange.as_deref())
+                .value("arguments", from_arguments(&info.arguments))
+                .hilo32("producerCount", 0)
+                .hilo32(
+                    "bindingCount",
+                    bindings.get(&info.name).copied().unwrap_or_default(),
+                )
+                .u64("msgReceives", t.messages_in)
+                .u64("msgDrops", t.unroutable)
+                .u64("msgRoutes", t.messages_out())
+                .u64("byteReceives", t.bytes_in)
+                .u64("byteDrops", t.unroutable_bytes)
+                .u64("byteRoutes", t.bytes_in.saturating_sub(t.unroutable_bytes));
+            view.object(Class::Exchange, info.name, v.build(), 0)
+        })
+        .collect()
+}
+
+pub(super) fn bindings(view: &View) -> Vec<QmfObject> {
+    queue_bindings(view)
+        .into_iter()
+        .map(|b| {
+            let v = Values::default()
+                .reference("exchangeRef", &Class::Exchange.object_name(&b.source))
+                .reference("queueRef", &Class::Queue.object_name(&b.destination))
+                .text("bindingKey", &b.key)
+                .value("arguments", from_arguments(&b.arguments))
+                .u64("msgMatched", 0);
+            let key = binding_key(&b.source, &b.destination, &b.key);
+            view.object(Class::Binding, key, v.build(), 0)
+        })
+        .collect()
+}
