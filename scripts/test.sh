@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests, the generated
 # protocol tables' freshness check, a short fuzz run, and the interop tests with real
-# third-party clients: Apache Qpid JMS (AMQP 0-10); pika, the RabbitMQ Java client, Celery
+# third-party clients: Apache Qpid JMS and qpid-config/qpid-stat (AMQP 0-10); pika, the RabbitMQ Java client, Celery
 # and the RabbitMQ Go client's own integration tests (AMQP 0-9-1). Installs what it
 # needs (Java and Maven via apt-get, pika and pytest into a venv from PyPI, cargo-fuzz).
 set -euo pipefail
@@ -52,6 +52,9 @@ fi
 
 section "interop: Apache Qpid JMS client (AMQP 0-10)"
 interop/qpid-jms/run.sh target/debug/ferryd
+
+section "interop: Apache Qpid's qpid-config and qpid-stat over QMF (AMQP 0-10)"
+interop/qpid-tools/run.sh target/debug/ferryd
 
 section "interop: pika (AMQP 0-9-1)"
 interop/pika/run.sh target/debug/ferryd
