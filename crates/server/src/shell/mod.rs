@@ -121,6 +121,8 @@ pub struct Shell {
     registration: Option<ConnectionHandle>,
     /// Sessions changed, or may have, since management last heard; told by this time.
     sessions_due: Option<Instant>,
+    /// How many sessions management last heard of.
+    reported_channels: usize,
 }
 
 impl Shell {
@@ -151,6 +153,7 @@ impl Shell {
             tls: peer.tls,
             registration: None,
             sessions_due: None,
+            reported_channels: 0,
         }
     }
 
@@ -367,18 +370,22 @@ impl<P: Protocol> Connection<P> {
             return;
         };
         let t = self.shell.traffic;
+        let channels = self.protocol.channel_count();
         registration.store_traffic(ferry_core::Traffic {
             bytes_in: t.bytes_in,
             bytes_out: t.bytes_out,
             frames_in: t.frames_in,
-            channels: self.protocol.channel_count() as u64,
+            channels: channels as u64,
         });
-        if self
+        // A session opened or ended shows at once (tools look for a session they just
+        // made); figures within sessions at most once a second.
+        let due = self
             .shell
             .sessions_due
-            .is_some_and(|due| self.shell.now >= due)
-        {
+            .is_some_and(|due| self.shell.now >= due);
+        if due || channels != self.shell.reported_channels {
             self.shell.sessions_due = None;
+            self.shell.reported_channels = channels;
             registration.set_sessions(self.protocol.sessions());
         }
     }
