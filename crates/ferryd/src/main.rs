@@ -4,6 +4,7 @@ mod acl;
 mod disk;
 mod fdlimit;
 mod memory;
+mod mgmt;
 mod options;
 
 use std::io::Write;
@@ -55,9 +56,6 @@ fn main() -> ExitCode {
 }
 
 async fn serve(options: Options) -> ExitCode {
-    if options.mgmt_enable.on() {
-        warn!("--mgmt-enable yes accepted, but management is not implemented yet");
-    }
     if let Some((before, after)) = fdlimit::raise() {
         info!("open files limit raised from {before} to {after}");
     }
@@ -172,6 +170,13 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let management = match mgmt::bind(&options, &server).await {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     // Before the port is printed: a SIGHUP sent as soon as it is must not stop the broker.
     reload_on_sighup(server.tls(), acl);
     let mut out = std::io::stdout();
@@ -182,6 +187,10 @@ async fn serve(options: Options) -> ExitCode {
     if let (Some(tls_addr), 0) = (tls_addr, options.ssl_port) {
         // The TLS port follows, on a line of its own.
         let _ = writeln!(out, "{}", tls_addr.port());
+    }
+    if let (Some(m), 0) = (&management, options.mgmt_port) {
+        // Then the management port, on a line of its own.
+        let _ = writeln!(out, "{}", m.local_addr().port());
     }
     let _ = out.flush();
     match memory_watermarks {
@@ -196,6 +205,9 @@ async fn serve(options: Options) -> ExitCode {
         info!("ferryd listening for TLS on {tls_addr}");
     }
     let (stop, shutdown) = Shutdown::new();
+    if let Some(m) = management {
+        mgmt::spawn(m, shutdown.clone());
+    }
     tokio::spawn(async move {
         wait_for_signal().await;
         info!("shutting down");
