@@ -174,10 +174,11 @@ pub async fn port_listener_check(
     ];
     match port.parse::<u16>() {
         Ok(p) if ports.contains(&Some(p)) => passed(),
-        _ => failed(
-            format!("no listener on port {port}"),
-            json!({ "missing": port, "ports": ports.iter().flatten().collect::<Vec<_>>() }),
+        Ok(p) => failed(
+            format!("no active listener on port {p}"),
+            json!({ "missing": p, "ports": ports.iter().flatten().collect::<Vec<_>>() }),
         ),
+        Err(_) => ApiError::BadRequest(format!("{port} is not a port")).into_response(),
     }
 }
 
@@ -194,9 +195,13 @@ pub async fn protocol_listener_check(
     if known {
         passed()
     } else {
+        let mut active = vec!["amqp", "http"];
+        if tls {
+            active.push("amqp/ssl");
+        }
         failed(
-            format!("no listener for protocol {protocol}"),
-            json!({ "missing": protocol }),
+            format!("no active listener for protocol {protocol}"),
+            json!({ "missing": protocol, "protocols": active }),
         )
     }
 }
