@@ -103,12 +103,25 @@ impl ConnectionPoint {
     }
 }
 
+/// Objects seen to appear and go away, sample to sample (RabbitMQ's churn rates). Whatever
+/// comes and goes between two samples is not seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Churn {
+    pub connection_created: u64,
+    pub connection_closed: u64,
+    pub channel_created: u64,
+    pub channel_closed: u64,
+    pub queue_created: u64,
+    pub queue_deleted: u64,
+}
+
 /// The whole broker at one sample; counters include objects that no longer exist.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OverviewPoint {
     pub queues: QueuePoint,
     pub exchanges: ExchangePoint,
     pub connections: ConnectionPoint,
+    pub churn: Churn,
 }
 
 /// A bounded series of samples, oldest first.
@@ -235,6 +248,9 @@ struct Inner {
     connections: HashMap<ConnectionId, Series<ConnectionPoint>>,
     /// Counters of queues, exchanges and connections that went away, at their last sample.
     retired: OverviewPoint,
+    churn: Churn,
+    /// Channels open at the last sample, by connection and channel number.
+    channels: std::collections::HashSet<(ConnectionId, u16)>,
     /// When the last sample was taken (ms since the epoch), 0 before the first.
     sampled_at: u64,
 }
@@ -255,6 +271,8 @@ impl Stats {
                 exchanges: HashMap::new(),
                 connections: HashMap::new(),
                 retired: OverviewPoint::default(),
+                churn: Churn::default(),
+                channels: std::collections::HashSet::new(),
                 sampled_at: 0,
             }),
             interval,
@@ -284,10 +302,10 @@ impl Stats {
         let mut next_queues = HashMap::with_capacity(queues.len());
         for q in queues {
             let point = QueuePoint::of(q);
-            let mut series = inner
-                .queues
-                .remove(&q.name)
-                .unwrap_or_else(|| Series::new(OBJECT_SAMPLES));
+            let mut series = inner.queues.remove(&q.name).unwrap_or_else(|| {
+                inner.churn.queue_created += 1;
+                Series::new(OBJECT_SAMPLES)
+            });
             series.push(at, point);
             total.queues.messages += point.messages;
             total.queues.ready += point.ready;
@@ -296,6 +314,7 @@ impl Stats {
             next_queues.insert(q.name.clone(), series);
         }
         for gone in inner.queues.values() {
+            inner.churn.queue_deleted += 1;
             if let Some(last) = gone.last() {
                 inner.retired.queues.add_counters(last);
             }
@@ -323,24 +342,33 @@ impl Stats {
         let mut next_connections = HashMap::with_capacity(connections.len());
         for c in connections {
             let point = ConnectionPoint::of(c);
-            let mut series = inner
-                .connections
-                .remove(&c.id)
-                .unwrap_or_else(|| Series::new(OBJECT_SAMPLES));
+            let mut series = inner.connections.remove(&c.id).unwrap_or_else(|| {
+                inner.churn.connection_created += 1;
+                Series::new(OBJECT_SAMPLES)
+            });
             series.push(at, point);
             total.connections.add(&point);
             next_connections.insert(c.id, series);
         }
         for gone in inner.connections.values() {
+            inner.churn.connection_closed += 1;
             if let Some(last) = gone.last() {
                 inner.retired.connections.add(last);
             }
         }
         inner.connections = next_connections;
+        let channels: std::collections::HashSet<(ConnectionId, u16)> = connections
+            .iter()
+            .flat_map(|c| c.sessions.iter().map(move |s| (c.id, s.channel)))
+            .collect();
+        inner.churn.channel_created += channels.difference(&inner.channels).count() as u64;
+        inner.churn.channel_closed += inner.channels.difference(&channels).count() as u64;
+        inner.channels = channels;
 
         total.queues.add_counters(&inner.retired.queues);
         total.exchanges.add(&inner.retired.exchanges);
         total.connections.add(&inner.retired.connections);
+        total.churn = inner.churn;
         inner.overview.push(at, total);
         inner.sampled_at = at;
     }
@@ -408,6 +436,38 @@ mod tests {
             s.push(*t, *v);
         }
         s
+    }
+
+    fn queue(name: &str, enqueued: u64) -> QueueStatus {
+        let mut depth = ferry_core::QueueDepth::default();
+        depth.counters.enqueued = enqueued;
+        QueueStatus {
+            name: name.into(),
+            durable: false,
+            auto_delete: false,
+            owner: None,
+            alternate_exchange: None,
+            arguments: Default::default(),
+            limits: Default::default(),
+            depth,
+            consumers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn deleted_queues_keep_counting_in_the_totals_and_churn() {
+        let stats = Stats::new(Duration::from_secs(5));
+        stats.record(0, &[queue("a", 5), queue("b", 7)], &[], &[]);
+        stats.record(5_000, &[queue("a", 6)], &[], &[]);
+        stats.record(10_000, &[queue("a", 6), queue("c", 1)], &[], &[]);
+        let o = stats.overview();
+        let last = o.last().unwrap();
+        assert_eq!(last.queues.publish, 6 + 7 + 1, "b's 7 are kept");
+        assert_eq!(stats.retired().queues.publish, 7);
+        assert_eq!(last.churn.queue_created, 3);
+        assert_eq!(last.churn.queue_deleted, 1);
+        assert!(stats.with(|h| h.queue("b").is_none()));
+        assert_eq!(o.rate(Kind::Counter, |p| p.queues.publish), 0.2);
     }
 
     #[test]

@@ -155,6 +155,11 @@ impl Admin {
         self.auth.required()
     }
 
+    /// Connections the server accepts at most (`--max-connections`).
+    pub fn max_connections(&self) -> usize {
+        self.config.max_connections
+    }
+
     /// Whether an ACL file is in force.
     pub fn acl_enabled(&self) -> bool {
         self.state.acl.is_some()

@@ -77,7 +77,17 @@ pub async fn whoami(Extension(caller): Extension<Caller>) -> Response {
     ok(json!({ "name": caller.user, "tags": ["administrator"] }))
 }
 
-fn vhost_json() -> Value {
+/// The one virtual host, with the broker's totals (they are the vhost's).
+fn vhost_json(app: &App) -> Value {
+    let broker = app.broker();
+    let o = broker.overview();
+    let connections = broker.connections().list();
+    let ctx = app.ctx(Windows::default());
+    let overview = system::overview(app, &o, 0, &ctx);
+    let (recv, send) = connections.iter().fold((0, 0), |(r, s), c| {
+        (r + c.traffic.bytes_in, s + c.traffic.bytes_out)
+    });
+    let totals = &overview["queue_totals"];
     json!({
         "name": VHOST,
         "description": "Default virtual host",
@@ -85,16 +95,26 @@ fn vhost_json() -> Value {
         "default_queue_type": "classic",
         "metadata": {"description": "Default virtual host", "tags": [], "default_queue_type": "classic"},
         "tracing": false,
+        "cluster_state": { app.node.clone(): "running" },
+        "messages": totals["messages"],
+        "messages_details": totals["messages_details"],
+        "messages_ready": totals["messages_ready"],
+        "messages_ready_details": totals["messages_ready_details"],
+        "messages_unacknowledged": totals["messages_unacknowledged"],
+        "messages_unacknowledged_details": totals["messages_unacknowledged_details"],
+        "message_stats": overview["message_stats"],
+        "recv_oct": recv,
+        "send_oct": send,
     })
 }
 
-pub async fn vhosts() -> Response {
-    ok(json!([vhost_json()]))
+pub async fn vhosts(State(app): State<Arc<App>>) -> ApiResult<Response> {
+    blocking(move || Ok(ok(json!([vhost_json(&app)])))).await
 }
 
-pub async fn vhost(Path(vhost): Path<String>) -> ApiResult<Response> {
+pub async fn vhost(State(app): State<Arc<App>>, Path(vhost): Path<String>) -> ApiResult<Response> {
     check_vhost(&vhost)?;
-    Ok(ok(vhost_json()))
+    blocking(move || Ok(ok(vhost_json(&app)))).await
 }
 
 /// The management UI's plugin list; ferryd has none.

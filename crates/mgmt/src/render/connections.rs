@@ -90,6 +90,7 @@ pub fn channel(c: &ConnectionStatus, s: &SessionStatus, ctx: &Ctx) -> Value {
         "node": ctx.node,
         "vhost": VHOST,
         "user": c.meta.user,
+        "user_who_performed_action": c.meta.user,
         "state": "running",
         "connection_details": connection_details(c, ctx),
         "consumer_count": s.consumers,

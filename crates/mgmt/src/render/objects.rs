@@ -35,6 +35,10 @@ pub fn queue(q: &QueueStatus, series: Option<&Series<QueuePoint>>, ctx: &Ctx) ->
     m.insert("operator_policy".into(), Value::Null);
     m.insert("effective_policy_definition".into(), json!({}));
     m.insert("exclusive_consumer_tag".into(), exclusive_tag);
+    // Known to RabbitMQ's clients; nothing in ferryd corresponds.
+    m.insert("single_active_consumer_tag".into(), Value::Null);
+    m.insert("head_message_timestamp".into(), Value::Null);
+    m.insert("recoverable_slaves".into(), Value::Null);
     m.insert("consumers".into(), json!(q.consumers.len()));
     m.insert("messages".into(), json!(d.ready + d.unacked));
     m.insert("messages_ready".into(), json!(d.ready));

@@ -78,6 +78,7 @@ pub fn overview(app: &App, o: &Overview, channels: usize, ctx: &Ctx) -> Value {
             "drop_unroutable": e.unroutable + retired.exchanges.unroutable,
             "drop_unroutable_details": msg(Kind::Counter, |p| p.exchanges.unroutable),
         },
+        "churn_rates": churn(s, w.msg_rates),
         "queue_totals": {
             "messages": o.messages_ready + o.messages_unacked,
             "messages_details": len(|p| p.queues.messages),
@@ -115,6 +116,39 @@ pub fn overview(app: &App, o: &Overview, channels: usize, ctx: &Ctx) -> Value {
     })
 }
 
+/// RabbitMQ's `churn_rates`: objects created and closed, as the sampler saw them.
+fn churn(s: &Series<OverviewPoint>, w: Option<crate::stats::Window>) -> Value {
+    let last = s.last().map(|p| p.churn).unwrap_or_default();
+    let mut out = serde_json::Map::new();
+    let fields: [(&str, u64, fn(&OverviewPoint) -> u64); 6] = [
+        ("connection_created", last.connection_created, |p| {
+            p.churn.connection_created
+        }),
+        ("connection_closed", last.connection_closed, |p| {
+            p.churn.connection_closed
+        }),
+        ("channel_created", last.channel_created, |p| {
+            p.churn.channel_created
+        }),
+        ("channel_closed", last.channel_closed, |p| {
+            p.churn.channel_closed
+        }),
+        ("queue_created", last.queue_created, |p| {
+            p.churn.queue_created
+        }),
+        ("queue_deleted", last.queue_deleted, |p| {
+            p.churn.queue_deleted
+        }),
+    ];
+    for (name, value, f) in fields {
+        out.insert(name.into(), json!(value));
+        out.insert(format!("{name}_details"), s.details(Kind::Counter, w, f));
+    }
+    // Redeclarations are not seen by sampling.
+    out.insert("queue_declared".into(), json!(last.queue_created));
+    Value::Object(out)
+}
+
 /// RabbitMQ's `/api/nodes` entry for this broker.
 pub fn node(app: &App, o: &Overview, ctx: &Ctx) -> Value {
     let broker = app.broker();
@@ -137,6 +171,16 @@ pub fn node(app: &App, o: &Overview, ctx: &Ctx) -> Value {
         "fd_used": process::open_fds(),
         "fd_total": process::max_fds(),
         "sockets_used": o.connections,
+        "sockets_total": app.admin.max_connections(),
+        "mem_calculation_strategy": "rss",
+        "net_ticktime": 0,
+        "contexts": [{
+            "description": "Ferry Management", "path": "/", "port": app.addr.port().to_string(),
+        }],
+        "auth_mechanisms": [],
+        "cluster_links": [],
+        "config_files": [],
+        "log_files": [],
         "proc_used": 0,
         "proc_total": 0,
         "partitions": [],
