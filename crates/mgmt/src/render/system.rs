@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::Ctx;
 use crate::process;
 use crate::state::App;
-use crate::stats::{Kind, OverviewPoint, Series};
+use crate::stats::{Churn, Kind, OverviewPoint, Series};
 
 /// What RabbitMQ's clients read for the version; Ferry implements the 3.x management API.
 pub const MANAGEMENT_VERSION: &str = "3.10.0";
@@ -116,33 +116,27 @@ pub fn overview(app: &App, o: &Overview, channels: usize, ctx: &Ctx) -> Value {
     })
 }
 
+/// A churn_rates field and how to read it.
+type ChurnField = (&'static str, fn(&Churn) -> u64);
+
 /// RabbitMQ's `churn_rates`: objects created and closed, as the sampler saw them.
 fn churn(s: &Series<OverviewPoint>, w: Option<crate::stats::Window>) -> Value {
     let last = s.last().map(|p| p.churn).unwrap_or_default();
     let mut out = serde_json::Map::new();
-    let fields: [(&str, u64, fn(&OverviewPoint) -> u64); 6] = [
-        ("connection_created", last.connection_created, |p| {
-            p.churn.connection_created
-        }),
-        ("connection_closed", last.connection_closed, |p| {
-            p.churn.connection_closed
-        }),
-        ("channel_created", last.channel_created, |p| {
-            p.churn.channel_created
-        }),
-        ("channel_closed", last.channel_closed, |p| {
-            p.churn.channel_closed
-        }),
-        ("queue_created", last.queue_created, |p| {
-            p.churn.queue_created
-        }),
-        ("queue_deleted", last.queue_deleted, |p| {
-            p.churn.queue_deleted
-        }),
+    let fields: [ChurnField; 6] = [
+        ("connection_created", |c| c.connection_created),
+        ("connection_closed", |c| c.connection_closed),
+        ("channel_created", |c| c.channel_created),
+        ("channel_closed", |c| c.channel_closed),
+        ("queue_created", |c| c.queue_created),
+        ("queue_deleted", |c| c.queue_deleted),
     ];
-    for (name, value, f) in fields {
-        out.insert(name.into(), json!(value));
-        out.insert(format!("{name}_details"), s.details(Kind::Counter, w, f));
+    for (name, f) in fields {
+        out.insert(name.into(), json!(f(&last)));
+        out.insert(
+            format!("{name}_details"),
+            s.details(Kind::Counter, w, |p| f(&p.churn)),
+        );
     }
     // Redeclarations are not seen by sampling.
     out.insert("queue_declared".into(), json!(last.queue_created));
