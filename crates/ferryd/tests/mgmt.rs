@@ -1129,3 +1129,31 @@ fn paging_sorting_and_columns() {
         "the default exchange is \"\""
     );
 }
+
+#[test]
+fn an_operator_may_delete_a_queue_exclusive_to_a_client() {
+    let b = Ferryd::start_mgmt(&[]);
+    let h = http(&b);
+    let mut c = Raw091::open(b.addr);
+    c.call(
+        ferry_amqp091::QueueDeclare {
+            queue: ShortStr::from_static("mine-only"),
+            exclusive: true,
+            ..Default::default()
+        },
+        |m| matches!(m, Method::QueueDeclareOk(_)),
+    );
+    let q = h.get("/api/queues/%2F/mine-only").expect(200).json();
+    assert_eq!(q["exclusive"], true);
+    // Others may not take its messages...
+    let r = h.post(
+        "/api/queues/%2F/mine-only/get",
+        &json!({"count": 1, "ackmode": "ack_requeue_true"}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    // ...but an operator may delete it.
+    h.delete("/api/queues/%2F/mine-only").expect(204);
+    h.get("/api/queues/%2F/mine-only").expect(404);
+    // The client's connection carries on.
+    c.declare_queue("after", Default::default());
+}
