@@ -7,6 +7,8 @@
 #   ferryd_finish $status          # prints the log tail on failure, exits with $status
 #
 # FERRYD_BINARY defaults to target/debug/ferryd under the repo root; nothing is built here.
+# With FERRY_MGMT=1, ferryd also serves management (--mgmt-enable yes --mgmt-port 0) and
+# $FERRY_MGMT_PORT is its HTTP port (with FERRY_PORT, give FERRY_MGMT_PORT too).
 # ferryd runs with lib/ferryd.acl (allow all but what the access-control tests expect to be
 # refused); FERRY_ACL_FILE names another file, or none when empty. FERRYD_ARGS adds options
 # (split at spaces), e.g. FERRYD_ARGS="--mgmt-enable yes".
@@ -151,15 +153,18 @@ ferryd_start() {
     [ -n "$acl_file" ] && acl=(--acl-file "$acl_file")
     local extra=()
     read -ra extra <<<"${FERRYD_ARGS:-}"
-    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir "${acl[@]}" "${extra[@]}" \
+    local mgmt=() want=1
+    [ -n "${FERRY_MGMT:-}" ] && mgmt=(--mgmt-enable yes --mgmt-port 0) && want=2
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth no --no-data-dir "${acl[@]}" "${mgmt[@]}" "${extra[@]}" \
         >"$workdir/ferryd.out" 2>"$workdir/ferryd.err" </dev/null &
     ferryd_pid=$!
     # ferryd prints the bound port alone on its first stdout line (as qpidd does for
-    # --port 0). Only a complete, newline-terminated line counts.
+    # --port 0), the management port on the next. Only complete lines count.
     local deadline=$((SECONDS + startup_timeout))
     while [ $SECONDS -lt $deadline ]; do
-        if [ "$(wc -l <"$workdir/ferryd.out")" -ge 1 ]; then
+        if [ "$(wc -l <"$workdir/ferryd.out")" -ge "$want" ]; then
             port=$(head -n 1 "$workdir/ferryd.out" | tr -d '\r\n ')
+            [ "$want" -eq 2 ] && export FERRY_MGMT_PORT=$(sed -n 2p "$workdir/ferryd.out" | tr -d '\r\n ')
             break
         fi
         if ! kill -0 "$ferryd_pid" 2>/dev/null; then

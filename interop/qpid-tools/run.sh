@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Apache Qpid's own management tools, qpid-config and qpid-stat from qpid-tools 1.36 (QMF v2
 # over AMQP 0-10, Python 2.7), against ferryd --mgmt-enable yes: creates, lists, binds,
-# unbinds and deletes queues and exchanges and checks what the tools print. Not part of
-# scripts/test.sh (it needs Python 2.7 and the qpid sdists); about 30 s.
+# unbinds and deletes queues and exchanges and checks what the tools print. Run by
+# scripts/test.sh (it needs Python 2.7 and the qpid sdists); about 10 s.
 #
 #   interop/qpid-tools/run.sh [FERRYD_BINARY]
 #   FERRY_PORT=N interop/qpid-tools/run.sh     a broker already on 127.0.0.1:N (with management)
@@ -10,7 +10,7 @@
 # Python 2.7 and the sdists as for interop/qpid-python (lib/qpid-sdists.sh); the suite ACL
 # applies (FERRY_ACL_FILE= turns it off).
 here=$(cd "$(dirname "$0")" && pwd)
-export FERRYD_ARGS="--mgmt-enable yes ${FERRYD_ARGS:-}"
+export FERRY_MGMT=1
 source "$here/../lib/ferryd.sh"
 source "$here/../lib/qpid-sdists.sh"
 

@@ -4,6 +4,7 @@ mod acl;
 mod disk;
 mod fdlimit;
 mod memory;
+mod mgmt;
 mod options;
 mod qmf;
 
@@ -170,6 +171,13 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let management = match mgmt::bind(&options, &server).await {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("ferryd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     // Before the port is printed: a SIGHUP sent as soon as it is must not stop the broker.
     reload_on_sighup(server.tls(), acl);
     // Before the port is printed too: clients may ask for management as soon as it is.
@@ -186,6 +194,10 @@ async fn serve(options: Options) -> ExitCode {
         // The TLS port follows, on a line of its own.
         let _ = writeln!(out, "{}", tls_addr.port());
     }
+    if let (Some(m), 0) = (&management, options.mgmt_port) {
+        // Then the management port, on a line of its own.
+        let _ = writeln!(out, "{}", m.local_addr().port());
+    }
     let _ = out.flush();
     match memory_watermarks {
         Some(w) => info!(
@@ -199,6 +211,9 @@ async fn serve(options: Options) -> ExitCode {
         info!("ferryd listening for TLS on {tls_addr}");
     }
     let (stop, shutdown) = Shutdown::new();
+    if let Some(m) = management {
+        mgmt::spawn(m, shutdown.clone());
+    }
     tokio::spawn(async move {
         wait_for_signal().await;
         info!("shutting down");

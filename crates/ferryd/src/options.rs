@@ -86,9 +86,24 @@ pub struct Options {
           requires = "ssl_cert_file")]
     pub require_encryption: YesNo,
 
-    /// Management: `yes` starts the QMF agent (qpid-config, qpid-stat).
+    /// Serve management: the QMF agent (qpid-config, qpid-stat) on AMQP 0-10, and
+    /// RabbitMQ's HTTP API and Prometheus metrics on --mgmt-port.
     #[arg(long, value_enum, default_value = "no")]
     pub mgmt_enable: YesNo,
+
+    /// Management HTTP port; 0 picks a free one and prints it on stdout (after the AMQP
+    /// port lines, if any).
+    #[arg(long, default_value_t = 15672)]
+    pub mgmt_port: u16,
+
+    /// Address the management HTTP API listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub mgmt_interface: IpAddr,
+
+    /// How often management samples counters for its rates and charts, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub mgmt_sample_interval: u64,
 
     /// Most simultaneous connections; further ones are refused.
     #[arg(long, default_value_t = 500)]

@@ -232,7 +232,7 @@ fn create(kind: &str, name: &str, properties: Map) -> Map {
 
 #[tokio::test]
 async fn a_console_creates_lists_binds_and_deletes() {
-    let broker = Ferryd::start_with(&["--mgmt-enable", "yes"]);
+    let broker = Ferryd::start_with(&["--mgmt-enable", "yes", "--mgmt-port", "0"]);
     let (_conn, mut c) = Console::open(&broker).await;
 
     let mut props = Map::new();
@@ -331,7 +331,7 @@ async fn a_console_creates_lists_binds_and_deletes() {
 
 #[tokio::test]
 async fn malformed_requests_are_answered_and_the_agent_carries_on() {
-    let broker = Ferryd::start_with(&["--mgmt-enable", "yes"]);
+    let broker = Ferryd::start_with(&["--mgmt-enable", "yes", "--mgmt-port", "0"]);
     let (_conn, mut c) = Console::open(&broker).await;
     let correlation = c
         .send_raw(

@@ -192,6 +192,20 @@ impl ClientAccess {
         }
     }
 
+    /// A user acting without a connection (management over HTTP): checked by the same rules,
+    /// counted against no connection limit.
+    pub fn for_user(
+        config: &ServerConfig,
+        state: &ServerState,
+        peer: SocketAddr,
+        user: &str,
+    ) -> ClientAccess {
+        ClientAccess {
+            user: user.to_owned(),
+            ..ClientAccess::new(config, state, peer)
+        }
+    }
+
     /// The user has logged in and opens the connection: connection rules and the per-user
     /// connection limit decide whether it may. The error is the reason to send.
     pub fn admit(&mut self, user: &str) -> Result<(), String> {

@@ -2,17 +2,20 @@
 //! built-in guest, who may log in from where, and SASL steps run off the event-loop threads
 //! with a pause before every refusal.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use ferry_auth::{
     Authenticator, Credentials, Denied, Exchange, Mechanism, Mode, Step, Users, DEFAULT_ITERATIONS,
 };
 use parking_lot::{Mutex, RwLock};
+use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use tracing::{debug, error, info, warn};
 
@@ -65,6 +68,10 @@ pub struct AuthService {
     /// Password checks are slow on purpose; at most this many run at once so a flood of
     /// logins cannot take every core from the brokers' own threads.
     slots: Arc<Semaphore>,
+    /// Bumped whenever the users are replaced, so remembered passwords are forgotten.
+    generation: AtomicU64,
+    /// Passwords recently checked over HTTP (see [`AuthService::check_password`]).
+    checked: PasswordCache,
 }
 
 impl std::fmt::Debug for AuthService {
@@ -117,6 +124,8 @@ impl AuthService {
             slots: Arc::new(Semaphore::new(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             )),
+            generation: AtomicU64::new(0),
+            checked: PasswordCache::new()?,
         };
         service.log_users(&service.current.read());
         Ok(service)
@@ -168,6 +177,7 @@ impl AuthService {
                     let next = Arc::new(self.current.read().with_users(users));
                     self.log_users(&next);
                     *self.current.write() = next;
+                    self.generation.fetch_add(1, Ordering::Relaxed);
                 }
                 *loaded = stamp;
             }
@@ -254,6 +264,117 @@ impl AuthService {
             }
             outcome
         })
+    }
+
+    /// Checks a user name and password as a PLAIN login from `peer` would be checked (the
+    /// same users, the same loopback rule for guest, the same pause before a refusal), for
+    /// HTTP Basic authentication. A management console asks on every request, so a
+    /// successful check is remembered for [`PASSWORD_CACHE_TTL`] under a salted hash of user
+    /// and password (never the password itself) until the users file changes.
+    pub async fn check_password(
+        self: &Arc<Self>,
+        user: &str,
+        password: &str,
+        peer: SocketAddr,
+    ) -> Option<String> {
+        if self.mode == Mode::Verify && allowed_from(user, peer.ip()) {
+            // Re-reads a replaced users file, which bumps the generation.
+            drop(self.current());
+            let generation = self.generation.load(Ordering::Relaxed);
+            if self.checked.contains(user, password, generation) {
+                return Some(user.to_owned());
+            }
+        }
+        let mut response = Vec::with_capacity(user.len() + password.len() + 2);
+        response.push(0);
+        response.extend_from_slice(user.as_bytes());
+        response.push(0);
+        response.extend_from_slice(password.as_bytes());
+        let generation = self.generation.load(Ordering::Relaxed);
+        match self.start(b"PLAIN", response, peer, None, false).await {
+            AuthOutcome::Success(name) => {
+                if self.mode == Mode::Verify {
+                    self.checked.insert(user, password, generation);
+                }
+                Some(name)
+            }
+            _ => None,
+        }
+    }
+
+    /// The users who may log in (the built-in guest while there is no users file); empty
+    /// with `--auth no`, where anyone may.
+    pub fn user_names(&self) -> Vec<String> {
+        match self.mode {
+            Mode::Open => Vec::new(),
+            Mode::Verify => self.current().users().names().map(str::to_owned).collect(),
+        }
+    }
+
+    /// Whether passwords are checked at all (`--auth yes`).
+    pub fn required(&self) -> bool {
+        self.mode == Mode::Verify
+    }
+}
+
+/// How long a password checked over HTTP is taken as good without hashing it again.
+pub const PASSWORD_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// Most passwords remembered at once; past this, expired ones are dropped, then all.
+const PASSWORD_CACHE_SIZE: usize = 256;
+
+/// Successful password checks, keyed by SHA-256 over a per-process random salt, the user
+/// and the password: what is kept in memory cannot be turned back into a password any more
+/// easily than the users file can.
+struct PasswordCache {
+    salt: [u8; 32],
+    entries: Mutex<HashMap<[u8; 32], (Instant, u64)>>,
+}
+
+impl PasswordCache {
+    fn new() -> Result<PasswordCache, String> {
+        let mut salt = [0u8; 32];
+        getrandom::fill(&mut salt).map_err(|e| format!("cannot get random bytes: {e}"))?;
+        Ok(PasswordCache {
+            salt,
+            entries: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn key(&self, user: &str, password: &str) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(self.salt);
+        // Lengths first, so ("ab", "c") and ("a", "bc") differ.
+        h.update((user.len() as u64).to_be_bytes());
+        h.update(user.as_bytes());
+        h.update(password.as_bytes());
+        h.finalize().into()
+    }
+
+    fn contains(&self, user: &str, password: &str, generation: u64) -> bool {
+        let key = self.key(user, password);
+        let mut entries = self.entries.lock();
+        match entries.get(&key) {
+            Some((until, g)) if *g == generation && *until > Instant::now() => true,
+            Some(_) => {
+                entries.remove(&key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn insert(&self, user: &str, password: &str, generation: u64) {
+        let key = self.key(user, password);
+        let now = Instant::now();
+        let mut entries = self.entries.lock();
+        if entries.len() >= PASSWORD_CACHE_SIZE {
+            entries.retain(|_, (until, _)| *until > now);
+            if entries.len() >= PASSWORD_CACHE_SIZE {
+                entries.clear();
+            }
+        }
+        entries.insert(key, (now + PASSWORD_CACHE_TTL, generation));
     }
 }
 
@@ -520,6 +641,44 @@ mod tests {
         );
         let anon = open.start(b"ANONYMOUS", vec![], local, None, false).await;
         assert!(matches!(anon, AuthOutcome::Success(u) if u == "anonymous"));
+    }
+
+    #[tokio::test]
+    async fn http_password_checks_are_remembered_until_the_users_change() {
+        let dir = std::env::temp_dir().join(format!("ferry-authhttp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("users");
+        let s = service(ServerConfig {
+            users_file: Some(path.clone()),
+            ..quick()
+        });
+        let local = peer([127, 0, 0, 1]);
+        assert_eq!(
+            s.check_password("guest", "guest", local).await.as_deref(),
+            Some("guest")
+        );
+        assert_eq!(s.checked.entries.lock().len(), 1);
+        // Remembered: the second check hashes nothing.
+        assert!(s.checked.contains("guest", "guest", 0));
+        assert_eq!(s.check_password("guest", "nope", local).await, None);
+        assert_eq!(
+            s.check_password("guest", "guest", peer([192, 0, 2, 1]))
+                .await,
+            None,
+            "guest stays loopback-only, remembered or not"
+        );
+        let mut users = Users::default();
+        users
+            .insert("alice", Credentials::new("pw", 4096).unwrap())
+            .unwrap();
+        users.save(&path).unwrap();
+        assert_eq!(s.check_password("guest", "guest", local).await, None);
+        assert_eq!(
+            s.check_password("alice", "pw", local).await.as_deref(),
+            Some("alice")
+        );
+        assert_eq!(s.user_names(), ["alice"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]

@@ -4,9 +4,11 @@
 //! Layers, lowest first: `transport` (TCP, `tls`) and the shared pieces (`lifecycle`,
 //! `state`, `access`, `auth`, `bridge`, `publish`, `text`); `shell` (the protocol-neutral connection and
 //! its event loop); the protocol layers `amqp010` and `amqp091`; `connection` (the protocol
-//! header picks a layer) and `listener` on top.
+//! header picks a layer) and `listener` on top, beside `admin` (what management may do, checked
+//! as the protocol layers check clients).
 
 mod access;
+mod admin;
 mod amqp010;
 mod amqp091;
 mod auth;
@@ -22,7 +24,8 @@ mod text;
 mod tls;
 mod transport;
 
-pub use auth::allowed_from;
+pub use admin::{Admin, AdminError, AdminUser, GetMode, GotMessage, Listeners};
+pub use auth::{allowed_from, PASSWORD_CACHE_TTL};
 pub use config::{AuthMode, ServerConfig};
 pub use lifecycle::Shutdown;
 pub use listener::Server;

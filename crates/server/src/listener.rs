@@ -9,6 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
+use crate::admin::{Admin, Listeners};
 use crate::auth::AuthService;
 use crate::config::ServerConfig;
 use crate::connection;
@@ -62,6 +63,22 @@ impl Server {
     /// The TLS listener's address, if TLS is configured.
     pub fn tls_local_addr(&self) -> Option<std::io::Result<SocketAddr>> {
         self.tls.as_ref().map(|(l, _)| l.local_addr())
+    }
+
+    /// What management may do to this server (and how it logs users in).
+    pub fn admin(&self) -> std::io::Result<Admin> {
+        let listeners = Listeners {
+            amqp: self.listener.local_addr()?,
+            amqps: self.tls_local_addr().transpose()?,
+        };
+        let s = &self.services;
+        Ok(Admin::new(
+            s.broker.clone(),
+            s.config.clone(),
+            s.auth.clone(),
+            s.state.clone(),
+            listeners,
+        ))
     }
 
     /// The TLS configuration, to reload it (SIGHUP) while the server runs.

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::ctl::CtlOpts;
 use crate::latency_test::LatencyOpts;
 use crate::netbench::NetbenchCmd;
 use crate::perftest::PerftestOpts;
@@ -12,7 +13,7 @@ use crate::ToolError;
 #[command(
     name = "ferry",
     version,
-    about = "Ferry broker tools: benchmarks and harnesses"
+    about = "Ferry broker tools: benchmarks, harnesses, users and management"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -32,6 +33,8 @@ pub enum Command {
     },
     /// Manage ferryd's users file: add, passwd, remove, list.
     User(UserOpts),
+    /// Manage a running ferryd over its management HTTP API (--mgmt-enable yes).
+    Ctl(Box<CtlOpts>),
 }
 
 pub fn run(cli: &Cli) -> Result<(), ToolError> {
@@ -40,6 +43,7 @@ pub fn run(cli: &Cli) -> Result<(), ToolError> {
         Command::LatencyTest(o) => crate::latency_test::command(o),
         Command::Netbench { cmd } => crate::netbench::command(cmd),
         Command::User(o) => crate::user::command(o),
+        Command::Ctl(o) => crate::ctl::command(o),
     }
 }
 

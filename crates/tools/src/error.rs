@@ -15,6 +15,8 @@ pub enum ToolError {
     Protocol(String),
     #[error("{0}")]
     Driver(#[from] crate::driver::DriverError),
+    #[error("{0}")]
+    Ctl(#[from] crate::ctl::client::CtlError),
     #[error("a worker thread panicked: {0}")]
     WorkerPanicked(&'static str),
 }

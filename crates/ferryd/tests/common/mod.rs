@@ -1,6 +1,7 @@
 //! Starts a real ferryd process on a free loopback port for one test and stops it on drop.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod kills;
 pub mod raw;
 pub mod raw091;
@@ -27,6 +28,8 @@ pub struct Ferryd {
     pub addr: SocketAddr,
     /// The TLS listener, for brokers started with `start_tls`.
     pub tls_addr: Option<SocketAddr>,
+    /// The management HTTP listener, for brokers started with `start_mgmt`.
+    pub mgmt_addr: Option<SocketAddr>,
     stderr: Option<std::thread::JoinHandle<String>>,
 }
 
@@ -38,15 +41,32 @@ impl Ferryd {
     /// Tests run in parallel: each broker is memory-only unless the test gives it a
     /// `--data-dir` of its own.
     pub fn start_with(extra: &[&str]) -> Ferryd {
-        Ferryd::spawn(extra, false)
+        Ferryd::spawn(extra, false, false)
     }
 
     /// With `--ssl-port 0` among `extra`: ferryd prints the TLS port on its second line.
     pub fn start_tls(extra: &[&str]) -> Ferryd {
-        Ferryd::spawn(extra, true)
+        Ferryd::spawn(extra, true, false)
     }
 
-    fn spawn(extra: &[&str], tls: bool) -> Ferryd {
+    /// With management on a free loopback port (`mgmt_addr`).
+    pub fn start_mgmt(extra: &[&str]) -> Ferryd {
+        Ferryd::spawn(extra, false, true)
+    }
+
+    fn spawn(extra: &[&str], tls: bool, mgmt: bool) -> Ferryd {
+        let mgmt_args: &[&str] = if mgmt {
+            &[
+                "--mgmt-enable",
+                "yes",
+                "--mgmt-port",
+                "0",
+                "--mgmt-interface",
+                "127.0.0.1",
+            ]
+        } else {
+            &[]
+        };
         let memory_only: &[&str] = if extra.iter().any(|a| a.starts_with("--data-dir")) {
             &[]
         } else {
@@ -55,6 +75,7 @@ impl Ferryd {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferryd"))
             .args(["--port", "0", "--interface", "127.0.0.1", "--auth", "no"])
             .args(memory_only)
+            .args(mgmt_args)
             .args(extra)
             .env(
                 "RUST_LOG",
@@ -72,7 +93,7 @@ impl Ferryd {
             text
         });
         let (tx, rx) = mpsc::channel();
-        let lines = if tls { 2 } else { 1 };
+        let lines = 1 + usize::from(tls) + usize::from(mgmt);
         std::thread::spawn(move || {
             let mut stdout = BufReader::new(stdout);
             for _ in 0..lines {
@@ -89,10 +110,12 @@ impl Ferryd {
         };
         let plain = port();
         let tls_addr = tls.then(|| SocketAddr::from(([127, 0, 0, 1], port())));
+        let mgmt_addr = mgmt.then(|| SocketAddr::from(([127, 0, 0, 1], port())));
         Ferryd {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], plain)),
             tls_addr,
+            mgmt_addr,
             stderr: Some(stderr),
         }
     }

@@ -5,13 +5,13 @@
 //! frame, append all replies and deliveries to one outbound buffer, and write it with as few
 //! system calls as the socket allows. Deliveries arrive through the connection's `Outbox`.
 
-mod args;
+pub(crate) mod args;
 mod basic;
 mod channel;
 mod confirms;
 pub mod convert;
 mod deaths;
-mod error;
+pub(crate) mod error;
 mod handshake;
 mod held;
 mod qos;

@@ -1,0 +1,102 @@
+//! ferryd's management: RabbitMQ's management HTTP API (its paths, JSON shapes, paging and
+//! errors, for one virtual host "/") and Prometheus metrics, served with axum on the broker's
+//! own runtime.
+//!
+//! Nothing here is on the message path. Reads take the core's snapshots
+//! (`ferry_core::Broker::queue_statuses` and friends) on the blocking pool; changes go
+//! through `ferry_server::Admin`, which checks logins, the ACL and arguments as the AMQP
+//! layers do. A background task samples the counters for rates and history (`stats`).
+//!
+//! Modules: `listener` (bounded accepts), `login` (HTTP Basic), `api` (routes and
+//! handlers), `render` (RabbitMQ's JSON objects), `paging` (list parameters), `body`
+//! (request bodies), `metrics` (Prometheus), `stats` (sampling), `process` (/proc readings).
+
+pub mod api;
+mod body;
+mod error;
+mod listener;
+mod login;
+mod metrics;
+mod paging;
+mod process;
+mod render;
+mod state;
+mod stats;
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_server::Admin;
+use tokio::net::TcpListener;
+
+pub use error::ApiError;
+use listener::{BoundedListener, PeerAddr, MAX_HTTP_CONNECTIONS};
+use state::App;
+use stats::Stats;
+
+/// Where and how management listens.
+#[derive(Debug, Clone)]
+pub struct MgmtConfig {
+    pub interface: IpAddr,
+    /// 0 picks a free port.
+    pub port: u16,
+    /// How often counters are sampled for rates.
+    pub sample_interval: Duration,
+}
+
+impl Default for MgmtConfig {
+    fn default() -> MgmtConfig {
+        MgmtConfig {
+            interface: IpAddr::from([127, 0, 0, 1]),
+            port: 15672,
+            sample_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A bound management listener; `run` serves it.
+pub struct Management {
+    listener: TcpListener,
+    app: Arc<App>,
+}
+
+impl Management {
+    pub async fn bind(config: &MgmtConfig, admin: Admin) -> std::io::Result<Management> {
+        let listener = TcpListener::bind((config.interface, config.port)).await?;
+        let addr = listener.local_addr()?;
+        let app = Arc::new(App {
+            admin,
+            stats: Arc::new(Stats::new(
+                config.sample_interval.max(Duration::from_millis(100)),
+            )),
+            node: format!("ferry@{}", process::hostname()),
+            started: Instant::now(),
+            addr,
+        });
+        Ok(Management { listener, app })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.app.addr
+    }
+
+    /// Serves until `shutdown` completes; samples statistics meanwhile.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let sampler = tokio::spawn(stats::run_sampler(
+            self.app.stats.clone(),
+            self.app.broker().clone(),
+        ));
+        let router = api::router(self.app.clone());
+        let listener = BoundedListener::new(self.listener, MAX_HTTP_CONNECTIONS);
+        let service = router.into_make_service_with_connect_info::<PeerAddr>();
+        if let Err(e) = axum::serve(listener, service)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::error!("management server stopped: {e}");
+        }
+        sampler.abort();
+    }
+}

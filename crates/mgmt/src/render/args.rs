@@ -1,0 +1,75 @@
+//! Declare and bind arguments between JSON and the core's neutral values.
+
+use ferry_core::{Arguments, HeaderValue};
+use serde_json::{Map, Number, Value};
+
+use crate::error::ApiError;
+
+pub fn to_json(args: &Arguments) -> Value {
+    let mut out = Map::new();
+    for (k, v) in args.iter() {
+        out.entry(k.clone()).or_insert_with(|| value_to_json(v));
+    }
+    Value::Object(out)
+}
+
+pub fn value_to_json(v: &HeaderValue) -> Value {
+    match v {
+        HeaderValue::Void | HeaderValue::Other => Value::Null,
+        HeaderValue::Bool(b) => Value::Bool(*b),
+        HeaderValue::Int(i) => Value::from(*i),
+        HeaderValue::UInt(u) => Value::from(*u),
+        HeaderValue::Float(f) => Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        HeaderValue::Str(s) => Value::String(s.clone()),
+        HeaderValue::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
+    }
+}
+
+/// A JSON object (or null/absent) as arguments; anything else is a bad request.
+pub fn from_json(v: Option<&Value>) -> Result<Arguments, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(Arguments::new()),
+        Some(Value::Object(map)) => Ok(map
+            .iter()
+            .map(|(k, v)| (k.clone(), json_to_value(v)))
+            .collect()),
+        Some(_) => Err(ApiError::BadRequest(
+            "arguments must be a JSON object".into(),
+        )),
+    }
+}
+
+fn json_to_value(v: &Value) -> HeaderValue {
+    match v {
+        Value::Null => HeaderValue::Void,
+        Value::Bool(b) => HeaderValue::Bool(*b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                HeaderValue::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                HeaderValue::UInt(u)
+            } else {
+                HeaderValue::Float(n.as_f64().unwrap_or(0.0))
+            }
+        }
+        Value::String(s) => HeaderValue::Str(s.clone()),
+        // Nested tables and arrays have no neutral form; the core keeps them as opaque.
+        Value::Array(_) | Value::Object(_) => HeaderValue::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_round_trip_through_json() {
+        let v = json!({"x-max-length": 10, "x-overflow": "reject-publish", "flag": true, "f": 1.5});
+        let args = from_json(Some(&v)).unwrap();
+        assert_eq!(args.get("x-max-length"), Some(&HeaderValue::Int(10)));
+        assert_eq!(to_json(&args), v);
+        assert!(from_json(Some(&json!([1]))).is_err());
+        assert!(from_json(None).unwrap().is_empty());
+    }
+}
