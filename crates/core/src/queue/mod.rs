@@ -5,7 +5,8 @@
 //! operations on a [`Queue`] are grouped by concern:
 //!
 //! - `enqueue`: messages arriving, within the queue's limits, or recovered from the store;
-//! - `subscriptions`: consumers subscribing and cancelling, and their credit;
+//! - `subscriptions`: consumers subscribing and cancelling, and their credit (`flow`: 0-10's
+//!   window mode);
 //! - `settlement`: acquired messages accepted, released or rejected;
 //! - `acquire`: acquiring without a subscription (basic.get, browsed messages);
 //! - `expiry`: message TTLs, and taking expired messages off;
@@ -30,6 +31,7 @@ mod enqueue;
 mod entries;
 mod expiry;
 mod features;
+mod flow;
 mod info;
 mod lifecycle;
 pub(crate) mod outbox;

@@ -31,6 +31,9 @@ pub struct Delivery {
     /// The delivery took a slot of the consumer's settlement window (it had unlimited credit);
     /// the protocol layer gives the slot back when the delivery is settled.
     pub windowed: bool,
+    /// Delivered in 0-10 window flow mode: its completion moves the consumer's window on
+    /// ([`Queue::window_completed`]).
+    pub window_credit: bool,
 }
 
 #[derive(Debug)]

@@ -575,6 +575,7 @@ impl QueueState {
                 redelivered: e.redelivered,
                 acquired: false,
                 windowed: c.windowed(),
+                window_credit: c.window_mode,
             }));
         }
     }
@@ -615,6 +616,7 @@ impl QueueState {
                 redelivered: entry.redelivered,
                 acquired: true,
                 windowed: c.windowed(),
+                window_credit: c.window_mode,
             }));
         }
     }

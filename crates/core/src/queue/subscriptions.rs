@@ -87,7 +87,35 @@ impl Queue {
         Ok(())
     }
 
-    /// Sets the consumer's credit to zero.
+    /// 0-10 window mode: the client completed `messages` transfers (`bytes` of them) that
+    /// were delivered in window mode, which moves the window on; dispatches.
+    pub fn window_completed(
+        self: &Arc<Self>,
+        consumer: ConsumerId,
+        messages: u32,
+        bytes: u32,
+    ) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, |c| c.window_completed(messages, bytes))?;
+        st.dispatch(self);
+        Ok(())
+    }
+
+    /// Window (0-10's default for a subscription) or credit flow mode; see `flow`. A new
+    /// consumer is in credit mode (0-9-1's prefetch is credit).
+    pub fn set_flow_mode(
+        self: &Arc<Self>,
+        consumer: ConsumerId,
+        window: bool,
+    ) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, |c| c.set_window_mode(window))?;
+        st.dispatch(self);
+        Ok(())
+    }
+
+    /// Sets the consumer's credit to zero (in window mode: grants nothing more, and what
+    /// is outstanding stays in the window).
     pub fn stop(&self, consumer: ConsumerId) -> Result<(), BrokerError> {
         let mut st = self.lock();
         self.with_consumer(&mut st, consumer, Consumer::stop)
@@ -99,8 +127,8 @@ impl Queue {
         self.lock().dispatch(self);
     }
 
-    /// Delivers what the consumer's credit allows now, then zeroes its credit (0-10
-    /// message.flush).
+    /// Delivers what the consumer's credit allows now, then zeroes its credit as
+    /// [`Queue::stop`] does (0-10 message.flush).
     pub fn flush(self: &Arc<Self>, consumer: ConsumerId) -> Result<(), BrokerError> {
         let mut st = self.lock();
         self.with_consumer(&mut st, consumer, |_| ())?;

@@ -143,6 +143,57 @@ fn stop_and_flush_zero_the_credit() {
 }
 
 #[test]
+fn a_window_stopped_is_not_reopened_by_completions_of_what_it_sent() {
+    // qpid-python's message.test_window_stop and test_credit_window_after_messagestop.
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.set_flow_mode(1, true).unwrap();
+    q.add_credit(1, 5, 0).unwrap();
+    q.add_credit(1, 0, u32::MAX).unwrap();
+    publish(&q, &["1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b"]);
+    let first = deliveries(&ob);
+    assert_eq!(first.len(), 5);
+    assert!(first.iter().all(|d| d.window_credit));
+    q.stop(1).unwrap();
+    q.window_completed(1, 5, 10).unwrap();
+    assert!(ob.is_empty(), "completions after a stop grant nothing");
+    q.add_credit(1, 5, 0).unwrap();
+    assert!(ob.is_empty(), "the byte window was stopped too");
+    q.add_credit(1, 0, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"6", b"7", b"8", b"9", b"a"]);
+
+    // Stopped with 5 outstanding, granted 5 again: nothing until those complete, then 5.
+    q.stop(1).unwrap();
+    q.add_credit(1, 5, u32::MAX).unwrap();
+    assert!(ob.is_empty());
+    q.window_completed(1, 5, 10).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"b"]);
+    publish(&q, &["c", "d", "e", "f", "g"]);
+    assert_eq!(deliveries(&ob).len(), 4, "a window of 5, not 10");
+}
+
+#[test]
+fn credit_mode_ignores_completions_and_switching_starts_from_nothing() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    publish(&q, &["a", "b", "c"]);
+    let d = deliveries(&ob);
+    assert!(!d[0].window_credit);
+    q.window_completed(1, 1, 1).unwrap();
+    assert!(ob.is_empty(), "credit is used up, not a window");
+    q.set_flow_mode(1, true).unwrap();
+    assert!(ob.is_empty(), "window mode starts with no window");
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"b"]);
+    q.set_flow_mode(1, false).unwrap();
+    q.window_completed(1, 1, 1).unwrap();
+    assert!(ob.is_empty());
+}
+
+#[test]
 fn browser_sees_everything_without_removing_and_keeps_its_cursor() {
     let q = queue();
     let ob = Outbox::new();

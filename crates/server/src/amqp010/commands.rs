@@ -79,10 +79,9 @@ pub fn execute(
                 .ok_or_else(|| Exception::missing("destination"))?;
             let mode = c.flow_mode.ok_or_else(|| Exception::missing("flow-mode"))?;
             let sub = find_subscription(session, &destination)?;
-            sub.window = mode == FlowMode::Window;
-            // Changing mode starts from zero credit (0-10: set-flow-mode resets credit).
-            let _ = sub.queue.stop(sub.consumer);
-            Ok(())
+            sub.queue
+                .set_flow_mode(sub.consumer, mode == FlowMode::Window)
+                .map_err(Exception::from)
         }
         Command::MessageFlow(c) => {
             let destination = c
@@ -541,6 +540,8 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         exclusive: s.exclusive,
         window: session.settle_window.clone(),
     })?;
+    // The spec's (and qpidd's) default flow mode for a new subscription is window.
+    queue.set_flow_mode(consumer, true)?;
     env.consumers.insert(consumer, session.channel);
     session.add_subscription(Subscription {
         consumer,
@@ -548,7 +549,6 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         destination,
         accept_mode,
         acquire_mode,
-        window: false,
     });
     Ok(())
 }

@@ -41,7 +41,6 @@ pub struct Subscription {
     pub destination: Str,
     pub accept_mode: AcceptMode,
     pub acquire_mode: AcquireMode,
-    pub window: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -376,15 +375,16 @@ impl Session {
             message: (!settled_now).then_some(d.message.clone()),
             acquired: d.acquired,
             credit_bytes: u32::try_from(d.message.size).unwrap_or(u32::MAX),
-            window_credit: sub.window,
+            window_credit: d.window_credit,
             completed: false,
             windowed: d.windowed,
         });
         true
     }
 
-    /// The peer completed some of our commands: refund window credit, one credit call per
-    /// consumer for the whole set (each call takes the queue lock and dispatches).
+    /// The peer completed some of our commands: transfers delivered in window mode move
+    /// their consumer's window on, one call per consumer for the whole set (each call takes
+    /// the queue lock and dispatches).
     pub fn peer_completed(&mut self, commands: &SequenceSet) {
         let mut refunds: Vec<(ConsumerId, u32, u32)> = Vec::new();
         for &(lo, hi) in commands.ranges() {
@@ -403,7 +403,7 @@ impl Session {
         }
         for (consumer, messages, bytes) in refunds {
             if let Some(sub) = self.subscriptions.get(&consumer) {
-                let _ = sub.queue.add_credit(consumer, messages, bytes);
+                let _ = sub.queue.window_completed(consumer, messages, bytes);
             }
         }
         self.outgoing.trim();
