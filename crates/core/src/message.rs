@@ -38,6 +38,10 @@ pub struct Message {
     pub expires_at: Option<u64>,
     pub priority: u8,
     pub persistent: bool,
+    /// A 0-10 publisher sent the body as a segment of its own. Only telling for an empty
+    /// body: a zero-length body segment is delivered as one (an empty body), where a
+    /// message sent without any is delivered without (qpidd forwards segments as received).
+    pub body_segment: bool,
     /// Bytes counted against queue size limits and consumer byte credit (header + body as set by
     /// the protocol layer).
     pub size: u64,

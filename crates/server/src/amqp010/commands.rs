@@ -24,14 +24,14 @@ use super::tx;
 type Outcome = Result<(), Exception>;
 
 /// Runs one command. Results (execution.result) are written here; completion is the
-/// caller's job.
+/// caller's job. `header` and `body` are a transfer's segments, if it sent them.
 pub fn execute(
     session: &mut Session,
     env: &mut Env,
     id: u32,
     command: Command,
     header: Option<Bytes>,
-    body: Bytes,
+    body: Option<Bytes>,
 ) -> Outcome {
     match command {
         Command::MessageTransfer(t) => transfer(session, env, t.destination, header, body),
@@ -360,8 +360,10 @@ fn transfer(
     env: &mut Env,
     destination: Option<Str>,
     header: Option<Bytes>,
-    body: Bytes,
+    body: Option<Bytes>,
 ) -> Outcome {
+    let body_segment = body.is_some();
+    let body = body.unwrap_or_default();
     let destination = destination.unwrap_or_default();
     let exchange = session
         .exchange_for(env.broker, &destination)
@@ -384,7 +386,8 @@ fn transfer(
         &publish.exchange,
         &publish.routing_key,
     )?;
-    let message = publish.into_message();
+    let mut message = publish.into_message();
+    message.body_segment = body_segment;
     if let Some(tx) = session.tx.as_mut() {
         tx.stage_publish(exchange, Arc::new(message));
         return Ok(());

@@ -321,7 +321,12 @@ impl Amqp010 {
                 command,
                 message_header,
                 body,
-            } => self.on_command(shell, channel, header.sync, command, message_header, body),
+                body_segment,
+            } => {
+                // `None`: no body segment at all, which is not an empty one.
+                let body = body_segment.then_some(body);
+                self.on_command(shell, channel, header.sync, command, message_header, body)
+            }
         }
     }
 
@@ -567,7 +572,7 @@ impl Amqp010 {
         sync: bool,
         command: Command,
         header: Option<Bytes>,
-        body: Bytes,
+        body: Option<Bytes>,
     ) {
         let codes = (command.class_code(), command.code());
         if matches!(command, Command::MessageTransfer(_)) {

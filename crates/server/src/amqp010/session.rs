@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
-    with_redelivered, write_command, write_control_framed, write_transfer, AcceptMode, AcquireMode,
-    Command, Control, ExecutionException, ExecutionResult, MessageTransfer, SequenceSet,
-    SessionCommandPoint, SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
+    with_redelivered, write_command, write_control_framed, write_transfer,
+    write_transfer_with_body_segment, AcceptMode, AcquireMode, Command, Control,
+    ExecutionException, ExecutionResult, MessageTransfer, SequenceSet, SessionCommandPoint,
+    SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
 };
 use ferry_core::{
     Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
@@ -347,7 +348,12 @@ impl Session {
             acquire_mode: Some(sub.acquire_mode),
         };
         let header = outgoing_header(&d.message, d.redelivered);
-        if let Err(e) = write_transfer(
+        let write = if d.message.body_segment {
+            write_transfer_with_body_segment
+        } else {
+            write_transfer
+        };
+        if let Err(e) = write(
             out,
             self.channel,
             &transfer,

@@ -699,3 +699,56 @@ async fn released_transfers_come_back_in_order_once_their_window_reopens() {
     let again = c.exchange(control(1, completed(0, 9)));
     assert_eq!(transfer_bodies(&again), bodies_of(&names));
 }
+
+/// Each transfer in `out`: its body, and whether it came with a body segment.
+fn body_segments(mut out: BytesMut) -> Vec<(Bytes, bool)> {
+    let mut assembler = Assembler::new(1 << 20);
+    let mut found = Vec::new();
+    while let Some(frame) = decode_frame(&mut out, MAX_FRAME).expect("well-formed output") {
+        if let Some(Incoming::Command {
+            command: Command::MessageTransfer(_),
+            body,
+            body_segment,
+            ..
+        }) = assembler.push(frame).expect("assembles")
+        {
+            found.push((body, body_segment));
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn an_empty_body_segment_is_delivered_as_one_and_no_body_as_none() {
+    // qpid-python's message.test_empty_body: the consumer must see "", not None.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q"), false));
+    let header = MessageHeader {
+        delivery: Some(DeliveryProperties {
+            routing_key: Some(Str::from("q")),
+            ..Default::default()
+        }),
+        properties: None,
+        other: Vec::new(),
+    };
+    let mut raw = BytesMut::new();
+    header.encode(&mut raw).expect("header encodes");
+    let transfer = MessageTransfer {
+        destination: Some(Str::from("")),
+        accept_mode: Some(AcceptMode::None),
+        acquire_mode: Some(AcquireMode::PreAcquired),
+    };
+    let mut out = BytesMut::new();
+    ferry_amqp010::write_transfer_with_body_segment(
+        &mut out, 1, &transfer, false, &raw, b"", MAX_FRAME,
+    )
+    .expect("transfer encodes");
+    c.send(&out);
+    c.transfer(1, "", "q", b"");
+    c.exchange(command(1, subscribe_to("q", "d"), false));
+    c.exchange(command(1, flow("d", CreditUnit::Byte, u32::MAX), false));
+    c.send(&command(1, flow("d", CreditUnit::Message, 2), false));
+    let got = body_segments(c.take_output());
+    assert_eq!(got, [(Bytes::new(), true), (Bytes::new(), false)]);
+}
