@@ -63,6 +63,11 @@ impl Consumer {
         }
     }
 
+    /// An exclusive subscription: an acquiring consumer that asked to be the only one.
+    pub(crate) fn is_exclusive(&self) -> bool {
+        self.spec.exclusive && self.spec.acquire
+    }
+
     #[inline]
     pub(crate) fn has_credit_for(&self, size: u64) -> bool {
         self.room.0 > 0

@@ -19,20 +19,25 @@ impl Queue {
                 self.name
             )));
         }
-        if st.owner.is_some_and(|o| o != spec.owner) {
-            return Err(self.locked());
-        }
-        if spec.exclusive && !st.consumers.is_empty() {
-            return Err(BrokerError::ResourceLocked(format!(
-                "queue {} has consumers; exclusive subscription refused",
-                self.name
-            )));
-        }
-        if st.consumers.iter().any(|c| c.spec.exclusive) {
-            return Err(BrokerError::ResourceLocked(format!(
-                "queue {} has an exclusive consumer",
-                self.name
-            )));
+        // Exclusivity is about taking messages: a browser (0-10 acquire-mode not-acquired)
+        // may look at another session's exclusive queue, beside an exclusive consumer, and
+        // asks for no exclusivity itself (qpidd's `Queue::consume`; 0-9-1 never browses).
+        if spec.acquire {
+            if st.owner.is_some_and(|o| o != spec.owner) {
+                return Err(self.locked());
+            }
+            if st.consumers.iter().any(Consumer::is_exclusive) {
+                return Err(BrokerError::ResourceLocked(format!(
+                    "queue {} has an exclusive consumer",
+                    self.name
+                )));
+            }
+            if spec.exclusive && st.consumers.iter().any(|c| c.spec.acquire) {
+                return Err(BrokerError::ResourceLocked(format!(
+                    "queue {} has consumers; exclusive subscription refused",
+                    self.name
+                )));
+            }
         }
         if st.consumers.iter().any(|c| c.spec.id == spec.id) {
             return Err(BrokerError::InvalidArgument(format!(

@@ -411,7 +411,28 @@ fn exclusive_subscription_rules() {
     assert!(removed);
     q.subscribe(ex).unwrap();
     assert!(matches!(
-        q.subscribe(spec(3, &ob, false)),
+        q.subscribe(spec(3, &ob, true)),
+        Err(BrokerError::ResourceLocked(_))
+    ));
+    // Browsers take nothing: they may watch beside an exclusive consumer (qpidd).
+    q.subscribe(spec(4, &ob, false)).unwrap();
+    q.remove_consumer(2);
+    let mut ex = spec(5, &ob, true);
+    ex.exclusive = true;
+    q.subscribe(ex).unwrap();
+}
+
+#[test]
+fn another_session_may_browse_an_exclusive_queue_but_not_consume() {
+    // qpidd's message.subscribe: only an acquiring subscription is refused (405).
+    let q = queue_with(QueueLimits::default(), Some(7));
+    let ob = Outbox::new();
+    publish(&q, &["a"]);
+    q.subscribe(spec(1, &ob, false)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"a"]);
+    assert!(matches!(
+        q.subscribe(spec(2, &ob, true)),
         Err(BrokerError::ResourceLocked(_))
     ));
 }
