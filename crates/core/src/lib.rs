@@ -55,7 +55,7 @@ mod transaction;
 mod value;
 
 pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
-pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
+pub use broker::{BoundResult, Broker, BrokerConfig, Dialect, PublishOutcome};
 pub use error::BrokerError;
 pub use exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 pub use exchange_kind::ExchangeKind;

@@ -23,6 +23,8 @@ mod journal_tests;
 #[cfg(test)]
 mod meter_tests;
 mod publish;
+#[cfg(test)]
+mod qpidd_tests;
 mod queues;
 mod recovery;
 mod registry;
@@ -46,6 +48,7 @@ use crate::{ConsumerId, OwnerId};
 
 pub use bindings::BoundResult;
 pub use publish::PublishOutcome;
+pub use queues::Dialect;
 use registry::Registry;
 
 #[derive(Debug, Clone, Default)]

@@ -24,12 +24,17 @@ pub(crate) struct Features {
     /// `qpid.last_value_queue_key` (or the older `qpid.last_value_queue`, keyed by
     /// `qpid.LVQ_key`): a last-value queue keyed by this application header.
     pub(crate) last_value_key: Option<String>,
+    /// `qpid.auto_delete_timeout` (seconds on the wire, milliseconds here): an auto-delete
+    /// queue falls unused this long before it is deleted (it makes the queue auto-delete).
+    pub(crate) auto_delete_timeout: Option<u64>,
 }
 
 /// RabbitMQ's cap on `x-max-priority`.
 const MAX_PRIORITY: u64 = 255;
 
 const QPID_PRIORITIES: [&str; 2] = ["qpid.priorities", "x-qpid-priorities"];
+
+const AUTO_DELETE_TIMEOUT: &str = "qpid.auto_delete_timeout";
 
 impl Features {
     /// Reads the arguments leniently (values that [`Features::validate`] refuses are
@@ -65,6 +70,11 @@ impl Features {
                 .and_then(HeaderValue::as_u64)
                 .filter(|&ms| ms > 0),
             last_value_key: last_value_key(args),
+            auto_delete_timeout: args
+                .get(AUTO_DELETE_TIMEOUT)
+                .and_then(HeaderValue::as_u64)
+                .filter(|&s| s > 0)
+                .map(|s| s.saturating_mul(1000)),
         }
     }
 
@@ -81,6 +91,11 @@ impl Features {
             match integer(v) {
                 Some(n) if (0..=MAX_PRIORITY as i128).contains(&n) => {}
                 _ => return Err(invalid("x-max-priority", v, "an integer from 0 to 255")),
+            }
+        }
+        if let Some(v) = args.get(AUTO_DELETE_TIMEOUT) {
+            if v.as_u64().is_none() {
+                return Err(invalid(AUTO_DELETE_TIMEOUT, v, "a non-negative integer"));
             }
         }
         for key in QPID_PRIORITIES {
@@ -153,6 +168,16 @@ mod tests {
         assert_eq!(f.last_value_key.as_deref(), Some("qpid.LVQ_key"));
         let f = Features::from_arguments(&args(&[("qpid.last_value_queue", V::Int(0))]));
         assert_eq!(f.last_value_key, None);
+    }
+
+    #[test]
+    fn auto_delete_timeout_is_in_seconds() {
+        let f = Features::from_arguments(&args(&[("qpid.auto_delete_timeout", V::Int(3))]));
+        assert_eq!(f.auto_delete_timeout, Some(3000));
+        let f = Features::from_arguments(&args(&[("qpid.auto_delete_timeout", V::Int(0))]));
+        assert_eq!(f.auto_delete_timeout, None);
+        let bad = args(&[("qpid.auto_delete_timeout", V::Str("soon".into()))]);
+        assert!(Features::validate(&bad).is_err());
     }
 
     #[test]

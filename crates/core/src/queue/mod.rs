@@ -11,7 +11,8 @@
 //! - `acquire`: acquiring without a subscription (basic.get, browsed messages);
 //! - `expiry`: message TTLs, and taking expired messages off;
 //! - `dead_letter`: what leaves for the alternate exchange, and in what form;
-//! - `lifecycle`: exclusive ownership, auto-delete, `x-expires`, purge and deletion;
+//! - `lifecycle`: exclusive ownership, auto-delete, `x-expires`, purge and deletion
+//!   (`timed_delete`: qpidd's `qpid.auto_delete_timeout`);
 //! - `info`: counts and snapshots.
 //!
 //! The state is made of `entries` (the FIFO, per priority), `consumer` records and
@@ -40,6 +41,7 @@ mod state;
 mod subscriptions;
 #[cfg(test)]
 mod tests;
+mod timed_delete;
 mod window;
 
 use std::fmt;
@@ -62,7 +64,7 @@ pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadL
 pub(crate) use enqueue::Enqueued;
 pub use enqueue::Restored;
 pub(crate) use features::Features;
-pub(crate) use lifecycle::{Drained, OwnerGone};
+pub(crate) use lifecycle::{AutoDelete, Drained, OwnerGone};
 pub use outbox::{Delivery, Outbox, OutboxItem};
 pub(crate) use state::{OffloadBudget, QueueState};
 pub use window::SettleWindow;
@@ -188,6 +190,8 @@ impl Queue {
                 .or(dead_letter_exchange_name(&opts.arguments))
                 .map(str::to_owned)
         });
+        // qpidd: a timeout makes the queue auto-delete.
+        let auto_delete = opts.auto_delete || features.auto_delete_timeout.is_some();
         let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
         state.offload = store.as_ref().and_then(|s| s.offload.clone());
         state.store = store.clone();
@@ -195,7 +199,7 @@ impl Queue {
             name,
             id,
             durable: opts.durable,
-            auto_delete: opts.auto_delete,
+            auto_delete,
             alternate_name,
             alternate: Mutex::new(alternate),
             arguments: opts.arguments.clone(),

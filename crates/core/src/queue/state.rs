@@ -18,6 +18,7 @@ use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
 use crate::queue::features::Features;
 use crate::queue::outbox::{Delivery, OutboxItem};
+use crate::queue::timed_delete::TimedDelete;
 use crate::queue::Queue;
 use crate::queue::QueueStore;
 use crate::value::HeaderValue;
@@ -71,6 +72,8 @@ pub(crate) struct QueueState {
     single_active: bool,
     pub(crate) owner: Option<OwnerId>,
     pub(crate) had_consumers: bool,
+    /// A timed auto-delete waiting to happen (see `timed_delete`).
+    pub(crate) timed_delete: Option<TimedDelete>,
     pub(crate) deleted: bool,
     /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
     /// in milliseconds since the epoch: what `x-expires` counts from.
@@ -147,6 +150,7 @@ impl QueueState {
             single_active: features.single_active_consumer,
             owner,
             had_consumers: false,
+            timed_delete: None,
             deleted: false,
             last_used: now_ms(),
             keep_expired: features.dead_letter,

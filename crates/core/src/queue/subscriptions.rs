@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Consumer, ConsumerSpec, Queue, QueueState};
+use super::{AutoDelete, Consumer, ConsumerSpec, Queue, QueueState};
 use crate::error::BrokerError;
 use crate::message::now_ms;
 use crate::ConsumerId;
@@ -47,21 +47,33 @@ impl Queue {
         }
         st.consumers.push(Consumer::new(spec));
         st.had_consumers = true;
+        // In use again: a timed auto-delete is off (qpidd).
+        st.timed_delete = None;
         st.last_used = now_ms();
         Ok(())
     }
 
     /// Removes a consumer; returns whether it existed and whether the queue should now be
-    /// auto-deleted (auto-delete, not exclusively owned, had consumers, has none left).
-    pub(crate) fn remove_consumer(&self, id: ConsumerId) -> (bool, bool) {
+    /// auto-deleted (auto-delete, not exclusively owned, had consumers, has none left), at
+    /// once or after its `qpid.auto_delete_timeout` (which this schedules).
+    pub(crate) fn remove_consumer(&self, id: ConsumerId) -> (bool, AutoDelete) {
         let mut st = self.lock();
         let before = st.consumers.len();
         st.consumers.retain(|c| c.spec.id != id);
         let removed = st.consumers.len() != before;
-        if removed {
-            st.last_used = now_ms();
+        if !removed {
+            return (false, AutoDelete::No);
         }
-        (removed, removed && self.auto_delete_due(&st))
+        let now = now_ms();
+        st.last_used = now;
+        let auto_delete = if !self.auto_delete_due(&st) {
+            AutoDelete::No
+        } else if self.schedule_delete(&mut st, now) {
+            AutoDelete::Later
+        } else {
+            AutoDelete::Now
+        };
+        (true, auto_delete)
     }
 
     fn with_consumer<R>(

@@ -9,7 +9,7 @@ use ferry_amqp010::{
     MessageProperties, QueueQueryResult, SequenceSet, Str, Struct32,
 };
 use ferry_core::{
-    now_ms, Arguments, BoundResult, Broker, ConsumerSpec, ExchangeKind, ExchangeOptions,
+    now_ms, Arguments, BoundResult, Broker, ConsumerSpec, Dialect, ExchangeKind, ExchangeOptions,
     QueueLimits, QueueOptions,
 };
 
@@ -282,7 +282,7 @@ pub fn execute(
                 options.quota = env.access.charge_queue()?;
             }
             env.broker
-                .declare_queue(name, options, c.passive, session.owner)
+                .declare_queue_as(Dialect::Qpidd, name, options, c.passive, session.owner)
                 .map(|_| ())
                 .map_err(Exception::from)
         }
@@ -309,7 +309,7 @@ pub fn execute(
             let name = named_queue(&c.queue)?;
             env.access
                 .check(Action::Purge, ObjectType::Queue, || access::named(name))?;
-            check_queue_access(session, env, name)?;
+            // qpidd lets any session purge an exclusive queue (no ownership check).
             env.broker
                 .purge_queue(name)
                 .map(|_| ())

@@ -752,3 +752,88 @@ async fn an_empty_body_segment_is_delivered_as_one_and_no_body_as_none() {
     let got = body_segments(c.take_output());
     assert_eq!(got, [(Bytes::new(), true), (Bytes::new(), false)]);
 }
+
+#[tokio::test]
+async fn another_sessions_exclusive_queue_follows_qpidds_rules() {
+    // qpidd: only an exclusive declare, an acquiring subscribe, bind and delete are locked;
+    // passive and plain declares, browsing and purging are allowed.
+    let mut c = open().await;
+    c.attach(1, "owner");
+    let exclusive = |name: &str, passive: bool| QueueDeclare {
+        queue: Some(Str::from(name)),
+        exclusive: true,
+        passive,
+        ..Default::default()
+    };
+    let mine = c.exchange(command(1, exclusive("x", false), true));
+    assert_eq!(exception(&mine), None, "{mine:?}");
+    let passive = QueueDeclare {
+        passive: true,
+        ..declare("x")
+    };
+    let browse = MessageSubscribe {
+        acquire_mode: Some(AcquireMode::NotAcquired),
+        ..subscribe_to("x", "b")
+    };
+    let bind = ferry_amqp010::ExchangeBind {
+        queue: Some(Str::from("x")),
+        exchange: Some(Str::from("amq.direct")),
+        binding_key: Some(Str::from("k")),
+        arguments: None,
+    };
+    let purge = ferry_amqp010::QueuePurge {
+        queue: Some(Str::from("x")),
+    };
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("x")),
+        ..Default::default()
+    };
+    assert_eq!(outcome(&mut c, 2, declare("x")), None);
+    assert_eq!(outcome(&mut c, 3, passive), None);
+    assert_eq!(outcome(&mut c, 4, browse), None);
+    assert_eq!(outcome(&mut c, 5, purge), None);
+    let locked = Some(ErrorCode::ResourceLocked);
+    assert_eq!(outcome(&mut c, 6, exclusive("x", false)), locked);
+    assert_eq!(outcome(&mut c, 7, exclusive("x", true)), locked);
+    assert_eq!(outcome(&mut c, 8, subscribe_to("x", "a")), locked);
+    assert_eq!(outcome(&mut c, 9, bind), locked);
+    assert_eq!(outcome(&mut c, 10, delete), locked);
+    // The owner's passive exclusive declare is fine.
+    let again = c.exchange(command(1, exclusive("x", true), true));
+    assert_eq!(exception(&again), None, "{again:?}");
+
+    // A queue with a consumer cannot be made exclusive; passive + exclusive never claims.
+    c.exchange(command(1, declare("n"), true));
+    c.exchange(command(1, subscribe_to("n", "d"), true));
+    assert_eq!(outcome(&mut c, 11, exclusive("n", false)), locked);
+    c.exchange(command(1, declare("p"), true));
+    assert_eq!(outcome(&mut c, 12, exclusive("p", true)), locked);
+}
+
+#[tokio::test]
+async fn a_timed_auto_delete_queue_outlives_its_session_by_the_timeout() {
+    // qpid-python's extensions.test_timed_autodelete.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.attach(2, "another-session");
+    let mut args = ferry_amqp010::Map::new();
+    args.insert("qpid.auto_delete_timeout", ferry_amqp010::Value::Uint32(3));
+    let timed = QueueDeclare {
+        exclusive: true,
+        auto_delete: true,
+        arguments: Some(args),
+        ..declare("t")
+    };
+    assert_eq!(exception(&c.exchange(command(2, timed, true))), None);
+    let detach = SessionDetach {
+        name: Some(Bytes::from_static(b"another-session")),
+    };
+    c.exchange(control(2, detach));
+    let broker = c.conn.broker().clone();
+    let start = ferry_core::now_ms();
+    assert!(broker.queue("t").is_some(), "kept for the timeout");
+    let due = broker.expire_unused_queues_at(start).expect("a deadline");
+    assert!(due >= start + 3000 - 100, "{due} vs {start}");
+    broker.expire_unused_queues_at(due);
+    assert!(broker.queue("t").is_none());
+}
