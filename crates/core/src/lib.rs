@@ -80,3 +80,8 @@ pub type ConsumerId = u64;
 /// Identifies the session (0-10) or connection (0-9-1) that owns exclusive queues and consumers.
 /// Opaque to the core; allocate with [`Broker::next_owner_id`].
 pub type OwnerId = u64;
+
+/// Identifies a client connection: a message remembers the one it was published on (see
+/// [`Message::publisher`]), which a no-local queue compares with its owner's. Opaque to
+/// the core; allocate with [`Broker::next_connection_id`]; 0 is none.
+pub type ConnectionId = u64;

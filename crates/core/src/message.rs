@@ -50,6 +50,10 @@ pub struct Message {
     /// Where and why the message was dead-lettered so far; `None` for a message that never
     /// was. Protocol layers render it on delivery (0-9-1 as RabbitMQ's `x-death` headers).
     pub deaths: Option<Arc<DeathHistory>>,
+    /// The connection it was published on (0: none known, e.g. recovered from the store).
+    /// Kept through rerouting, so a no-local queue knows its owner's messages wherever
+    /// they come from (qpidd's `Message::isLocalTo`).
+    pub publisher: crate::ConnectionId,
 }
 
 /// Why a queue dead-lettered a message (RabbitMQ's reason names).
@@ -177,6 +181,7 @@ impl Message {
             priority: self.priority,
             persistent: self.persistent,
             size: self.size,
+            publisher: self.publisher,
             ..Message::default()
         };
         stub.stored.carry_from(&self.stored);

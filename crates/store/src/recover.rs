@@ -437,6 +437,7 @@ impl Recovered {
             let opts = QueueOptions {
                 durable: true,
                 exclusive_owner: None,
+                connection: 0,
                 auto_delete: q.auto_delete,
                 alternate_exchange: alternate,
                 limits: q.limits,

@@ -72,6 +72,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, acquire: bool, credit: u32) -> (Consume
         id,
         outbox: ob.clone(),
         owner: ME,
+        connection: 0,
         tag: Bytes::new(),
         acquire,
         exclusive: false,

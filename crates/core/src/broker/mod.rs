@@ -44,7 +44,7 @@ use crate::exchange_kind::ExchangeKind;
 use crate::journal::Journal;
 use crate::limits::QueueLimits;
 use crate::queue::{OffloadBudget, Queue, QueueInfo};
-use crate::{ConsumerId, OwnerId};
+use crate::{ConnectionId, ConsumerId, OwnerId};
 
 pub use bindings::BoundResult;
 pub use publish::PublishOutcome;
@@ -165,6 +165,12 @@ impl Broker {
 
     pub fn next_owner_id(&self) -> OwnerId {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A connection's id, never 0. Drawn from the owners' sequence, so a 0-9-1 connection
+    /// (which owns its exclusive queues itself) may use one id for both.
+    pub fn next_connection_id(&self) -> ConnectionId {
+        self.next_owner_id()
     }
 
     /// The nameless direct exchange every queue is implicitly bound to by its name.

@@ -40,6 +40,7 @@ fn consumer(b: &Broker, q: &Arc<Queue>, owner: OwnerId, acquire: bool) -> Consum
         id,
         outbox: Outbox::new(),
         owner,
+        connection: 0,
         tag: Bytes::new(),
         acquire,
         exclusive: false,
@@ -200,4 +201,97 @@ fn an_owner_leaving_a_queue_another_session_browses_releases_it() {
     assert!(b.queue("xad").is_some(), "still browsed");
     b.cancel_consumer(&x, browser);
     assert!(b.queue("xad").is_none(), "gone with its last user");
+}
+
+fn from(conn: ConnectionId, key: &str, body: &'static str) -> Arc<crate::message::Message> {
+    let mut m =
+        crate::message::Message::new("", key.to_owned(), Bytes::from_static(body.as_bytes()));
+    m.publisher = conn;
+    Arc::new(m)
+}
+
+fn no_local(b: &Broker, name: &str, owner: Option<(OwnerId, ConnectionId)>) -> Arc<Queue> {
+    let opts = QueueOptions {
+        exclusive_owner: owner.map(|o| o.0),
+        connection: owner.map_or(0, |o| o.1),
+        arguments: [("no-local", V::Str("true".into()))].into_iter().collect(),
+        ..QueueOptions::default()
+    };
+    declare_with(b, name, opts)
+}
+
+#[test]
+fn a_no_local_queue_drops_what_its_owners_connection_publishes() {
+    // qpid-python's message.test_no_local / test_no_local_awkward.
+    const CONN: ConnectionId = 100;
+    const ELSEWHERE: ConnectionId = 200;
+    let b = broker();
+    let nl = no_local(&b, "nl", Some((ME, CONN)));
+    let plain = declare_with(&b, "plain", QueueOptions::default());
+    let fanout = b.exchange("amq.fanout").unwrap();
+    b.bind("nl", "amq.fanout", "", &Default::default()).unwrap();
+    b.bind("plain", "amq.fanout", "", &Default::default())
+        .unwrap();
+    let out = b.publish(&fanout, from(CONN, "", "local")).unwrap();
+    assert_eq!(out.queues, 1, "dropped silently by the no-local queue only");
+    b.publish(&fanout, from(ELSEWHERE, "", "foreign")).unwrap();
+    b.publish(&fanout, from(0, "", "unknown")).unwrap();
+    assert_eq!(
+        nl.queued_bodies(),
+        [Bytes::from("foreign"), Bytes::from("unknown")]
+    );
+    assert_eq!(plain.message_count(), 3);
+
+    // Unowned and without an exclusive consumer, no-local does nothing.
+    let free = no_local(&b, "free", None);
+    b.publish(&b.default_exchange().clone(), from(CONN, "free", "kept"))
+        .unwrap();
+    assert_eq!(free.message_count(), 1);
+}
+
+#[test]
+fn an_exclusive_subscription_makes_its_connection_local() {
+    // qpid-python's message.test_no_local_exclusive_subscribe.
+    const CONN: ConnectionId = 100;
+    let b = broker();
+    let q = no_local(&b, "q", None);
+    let id = b.next_consumer_id();
+    q.subscribe(ConsumerSpec {
+        id,
+        outbox: Outbox::new(),
+        owner: ME,
+        connection: CONN,
+        tag: Bytes::new(),
+        acquire: true,
+        exclusive: true,
+        window: None,
+    })
+    .unwrap();
+    let default = b.default_exchange().clone();
+    b.publish(&default, from(CONN, "q", "mine")).unwrap();
+    b.publish(&default, from(CONN + 1, "q", "theirs")).unwrap();
+    assert_eq!(q.queued_bodies(), [Bytes::from("theirs")]);
+    b.cancel_consumer(&q, id);
+    b.publish(&default, from(CONN, "q", "now kept")).unwrap();
+    assert_eq!(q.message_count(), 2);
+}
+
+#[test]
+fn a_rerouted_message_is_still_local_to_its_publisher() {
+    // qpid-python's new_api.test_nolocal_rerouted.
+    const CONN: ConnectionId = 100;
+    let b = broker();
+    let holding = QueueOptions {
+        alternate_exchange: Some("amq.fanout".into()),
+        ..QueueOptions::default()
+    };
+    declare_with(&b, "holding", holding);
+    let nl = no_local(&b, "nl", Some((ME, CONN)));
+    b.bind("nl", "amq.fanout", "", &Default::default()).unwrap();
+    let default = b.default_exchange().clone();
+    b.publish(&default, from(CONN + 1, "holding", "a")).unwrap();
+    b.publish(&default, from(CONN, "holding", "b")).unwrap();
+    b.publish(&default, from(CONN + 1, "holding", "c")).unwrap();
+    b.delete_queue("holding", false, false, ME).unwrap();
+    assert_eq!(nl.queued_bodies(), [Bytes::from("a"), Bytes::from("c")]);
 }

@@ -59,7 +59,7 @@ fn redeclare_rabbitmq(
         }
     }
     match opts.exclusive_owner {
-        Some(owner) => q.claim(owner, false),
+        Some(owner) => q.claim(owner, opts.connection, false),
         None => Ok(()),
     }
 }
@@ -79,7 +79,7 @@ fn redeclare_qpidd(
     let claimed = if passive {
         Err(())
     } else {
-        q.claim(owner, true).map_err(|_| ())
+        q.claim(owner, opts.connection, true).map_err(|_| ())
     };
     match claimed {
         Ok(()) => Ok(()),

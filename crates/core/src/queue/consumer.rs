@@ -8,7 +8,7 @@ use crate::queue::flow::Window;
 use crate::queue::outbox::{Outbox, OutboxItem};
 use crate::queue::window::SettleWindow;
 use crate::queue::Queue;
-use crate::{ConsumerId, OwnerId};
+use crate::{ConnectionId, ConsumerId, OwnerId};
 
 /// What a protocol layer supplies to subscribe.
 #[derive(Debug, Clone)]
@@ -16,6 +16,9 @@ pub struct ConsumerSpec {
     pub id: ConsumerId,
     pub outbox: Arc<Outbox>,
     pub owner: OwnerId,
+    /// The consumer's connection: an exclusive consumer's own messages are kept out of a
+    /// no-local queue.
+    pub connection: ConnectionId,
     /// Destination (0-10) or consumer tag (0-9-1), echoed in each delivery.
     pub tag: Bytes,
     /// False browses: the consumer sees messages without removing them.
@@ -186,6 +189,7 @@ mod tests {
             id: 1,
             outbox: Outbox::new(),
             owner: 1,
+            connection: 0,
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,

@@ -20,7 +20,8 @@ pub enum Restored {
 /// What [`Queue::enqueue_locked`] did with a message.
 #[derive(Debug)]
 pub(crate) enum Enqueued {
-    /// Not stored: the queue was deleted meanwhile.
+    /// Not stored: the queue was deleted meanwhile, or it is a no-local queue and the
+    /// message came from its owner's connection (dropped silently, as qpidd does).
     Gone,
     Stored,
     /// Stored, after dropping these from the head to make room (drop-head overflow); the
@@ -49,7 +50,7 @@ impl Queue {
         st: &mut QueueState,
         msg: Arc<Message>,
     ) -> Result<Enqueued, BrokerError> {
-        if st.deleted {
+        if st.deleted || (self.features.no_local && self.is_local(st, &msg)) {
             return Ok(Enqueued::Gone);
         }
         let (count, bytes) = st.depth();

@@ -27,6 +27,9 @@ pub(crate) struct Features {
     /// `qpid.auto_delete_timeout` (seconds on the wire, milliseconds here): an auto-delete
     /// queue falls unused this long before it is deleted (it makes the queue auto-delete).
     pub(crate) auto_delete_timeout: Option<u64>,
+    /// qpidd's `no-local`: messages published on the connection of the queue's exclusive
+    /// owner, or of its exclusive consumer, are dropped on arrival.
+    pub(crate) no_local: bool,
 }
 
 /// RabbitMQ's cap on `x-max-priority`.
@@ -75,6 +78,7 @@ impl Features {
                 .and_then(HeaderValue::as_u64)
                 .filter(|&s| s > 0)
                 .map(|s| s.saturating_mul(1000)),
+            no_local: args.get("no-local").is_some_and(truthy),
         }
     }
 
@@ -124,6 +128,22 @@ fn last_value_key(args: &Arguments) -> Option<String> {
     legacy.then(|| "qpid.LVQ_key".to_owned())
 }
 
+/// A flag as qpidd reads one (`Variant::asBool`): a boolean, a non-zero number, or the
+/// text "true" / "True" / a non-zero number.
+fn truthy(v: &HeaderValue) -> bool {
+    match v {
+        HeaderValue::Bool(b) => *b,
+        HeaderValue::Int(i) => *i != 0,
+        HeaderValue::UInt(u) => *u != 0,
+        HeaderValue::Str(_) | HeaderValue::Bytes(_) => match v.as_str() {
+            Some("true" | "True") => true,
+            Some(s) => s.trim().parse::<i64>().is_ok_and(|n| n != 0),
+            None => false,
+        },
+        _ => false,
+    }
+}
+
 fn integer(v: &HeaderValue) -> Option<i128> {
     match v {
         HeaderValue::Int(i) => Some(i128::from(*i)),
@@ -168,6 +188,21 @@ mod tests {
         assert_eq!(f.last_value_key.as_deref(), Some("qpid.LVQ_key"));
         let f = Features::from_arguments(&args(&[("qpid.last_value_queue", V::Int(0))]));
         assert_eq!(f.last_value_key, None);
+    }
+
+    #[test]
+    fn no_local_takes_any_true_value() {
+        for v in [
+            V::Bool(true),
+            V::Str("true".into()),
+            V::Int(1),
+            V::Str("True".into()),
+        ] {
+            assert!(Features::from_arguments(&args(&[("no-local", v)])).no_local);
+        }
+        for v in [V::Bool(false), V::Str("false".into()), V::Int(0), V::Void] {
+            assert!(!Features::from_arguments(&args(&[("no-local", v)])).no_local);
+        }
     }
 
     #[test]

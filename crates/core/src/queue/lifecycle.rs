@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{Consumer, DeadLetters, Leaving, OutboxItem, Queue, QueueState};
 use crate::error::BrokerError;
 use crate::message::{now_ms, Message};
-use crate::OwnerId;
+use crate::{ConnectionId, OwnerId};
 
 /// What deleting a queue removed; the broker finishes the job outside its registry lock.
 pub(crate) struct Drained {
@@ -52,9 +52,15 @@ impl Queue {
         ))
     }
 
-    /// A non-passive exclusive declare of an existing unowned queue claims it, as in qpidd.
-    /// `unless_consumed`: qpidd also refuses a queue that has (acquiring) consumers.
-    pub(crate) fn claim(&self, owner: OwnerId, unless_consumed: bool) -> Result<(), BrokerError> {
+    /// A non-passive exclusive declare of an existing unowned queue claims it, as in qpidd,
+    /// for session `owner` of `connection`. `unless_consumed`: qpidd also refuses a queue
+    /// that has (acquiring) consumers.
+    pub(crate) fn claim(
+        &self,
+        owner: OwnerId,
+        connection: ConnectionId,
+        unless_consumed: bool,
+    ) -> Result<(), BrokerError> {
         let mut st = self.lock();
         // An exclusive declare wants the queue: a timed deletion is off (qpidd).
         st.timed_delete = None;
@@ -67,6 +73,7 @@ impl Queue {
             }
             None => {
                 st.owner = Some(owner);
+                st.owner_connection = connection;
                 Ok(())
             }
             Some(o) if o == owner => Ok(()),

@@ -4,7 +4,8 @@
 //! publish or a credit grant hands messages to consumers without taking a second lock. The
 //! operations on a [`Queue`] are grouped by concern:
 //!
-//! - `enqueue`: messages arriving, within the queue's limits, or recovered from the store;
+//! - `enqueue`: messages arriving, within the queue's limits, or recovered from the store
+//!   (`no_local`: qpidd's no-local queues drop their owner's own);
 //! - `subscriptions`: consumers subscribing and cancelling, and their credit (`flow`: 0-10's
 //!   window mode);
 //! - `settlement`: acquired messages accepted, released or rejected;
@@ -35,6 +36,7 @@ mod features;
 mod flow;
 mod info;
 mod lifecycle;
+mod no_local;
 pub(crate) mod outbox;
 mod settlement;
 mod state;
@@ -55,7 +57,7 @@ use crate::alarm::MemoryMeter;
 use crate::journal::Journal;
 use crate::limits::QueueLimits;
 use crate::value::Arguments;
-use crate::OwnerId;
+use crate::{ConnectionId, OwnerId};
 
 pub use acquire::Got;
 pub(crate) use consumer::Consumer;
@@ -77,6 +79,9 @@ pub struct QueueOptions {
     pub durable: bool,
     /// `Some(session)` declares an exclusive queue owned by that session.
     pub exclusive_owner: Option<OwnerId>,
+    /// The declaring session's connection: with `exclusive_owner`, the connection whose
+    /// messages a no-local queue drops.
+    pub connection: ConnectionId,
     pub auto_delete: bool,
     pub alternate_exchange: Option<String>,
     pub limits: QueueLimits,
@@ -193,6 +198,7 @@ impl Queue {
         // qpidd: a timeout makes the queue auto-delete.
         let auto_delete = opts.auto_delete || features.auto_delete_timeout.is_some();
         let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
+        state.owner_connection = opts.connection;
         state.offload = store.as_ref().and_then(|s| s.offload.clone());
         state.store = store.clone();
         Arc::new(Queue {

@@ -22,7 +22,7 @@ use crate::queue::timed_delete::TimedDelete;
 use crate::queue::Queue;
 use crate::queue::QueueStore;
 use crate::value::HeaderValue;
-use crate::OwnerId;
+use crate::{ConnectionId, OwnerId};
 
 #[derive(Debug)]
 pub(crate) struct Entry {
@@ -71,6 +71,8 @@ pub(crate) struct QueueState {
     next_rr: usize,
     single_active: bool,
     pub(crate) owner: Option<OwnerId>,
+    /// The owner's connection (see `no_local`).
+    pub(crate) owner_connection: ConnectionId,
     pub(crate) had_consumers: bool,
     /// A timed auto-delete waiting to happen (see `timed_delete`).
     pub(crate) timed_delete: Option<TimedDelete>,
@@ -149,6 +151,7 @@ impl QueueState {
             next_rr: 0,
             single_active: features.single_active_consumer,
             owner,
+            owner_connection: 0,
             had_consumers: false,
             timed_delete: None,
             deleted: false,

@@ -31,6 +31,7 @@ fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
         id,
         outbox: outbox.clone(),
         owner: 1,
+        connection: 0,
         tag: Bytes::from(format!("c{id}")),
         acquire,
         exclusive: false,

@@ -263,6 +263,7 @@ pub fn execute(
             let mut options = QueueOptions {
                 durable: c.durable,
                 exclusive_owner: c.exclusive.then_some(session.owner),
+                connection: env.connection,
                 auto_delete: c.auto_delete,
                 alternate_exchange: alternate(&c.alternate_exchange)?,
                 limits,
@@ -388,6 +389,7 @@ fn transfer(
     )?;
     let mut message = publish.into_message();
     message.body_segment = body_segment;
+    message.publisher = env.connection;
     if let Some(tx) = session.tx.as_mut() {
         tx.stage_publish(exchange, Arc::new(message));
         return Ok(());
@@ -538,6 +540,7 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         id: consumer,
         outbox: env.outbox.clone(),
         owner: session.owner,
+        connection: env.connection,
         tag: destination.clone().into_bytes(),
         acquire: acquire_mode == AcquireMode::PreAcquired,
         exclusive: s.exclusive,

@@ -26,7 +26,7 @@ use ferry_amqp010::{
     ConnectionSecure, Control, DetachCode, ErrorCode, Incoming, SessionAttached, SessionDetached,
     SessionTimeout, FRAME_HEADER_SIZE, MIN_MAX_FRAME_SIZE,
 };
-use ferry_core::OutboxItem;
+use ferry_core::{ConnectionId, OutboxItem};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
@@ -69,6 +69,8 @@ pub struct Amqp010 {
     dirty: Vec<(u16, bool)>,
     /// Channels whose sessions hold commands waiting for the journal.
     waiting_sessions: Vec<u16>,
+    /// The core's id for this connection: what its messages carry as their publisher.
+    connection: ConnectionId,
 }
 
 /// A new connection whose 0-10 protocol header has been read and answered:
@@ -81,6 +83,7 @@ pub fn connection(services: Services, peer: Peer, now: Instant) -> Connection<Am
         channels: Vec::new(),
         dirty: Vec::new(),
         waiting_sessions: Vec::new(),
+        connection: services.broker.next_connection_id(),
     };
     let shell = Shell::new(services, peer, false, now);
     let mechanisms = shell.login.offered();
@@ -555,6 +558,7 @@ impl Amqp010 {
     ) -> (&'a mut Vec<Option<Box<Channel>>>, Env<'a>) {
         let env = Env {
             broker: &shell.broker,
+            connection: self.connection,
             outbox: &shell.outbox,
             out: &mut shell.out,
             max_frame: self.max_frame,

@@ -12,8 +12,8 @@ use ferry_amqp010::{
     SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
 };
 use ferry_core::{
-    Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
-    SettleWindow, SyncPoint,
+    Broker, ConnectionId, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader,
+    Queue, SettleWindow, SyncPoint,
 };
 use tracing::{debug, warn};
 
@@ -26,6 +26,8 @@ use crate::config::ServerConfig;
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
     pub broker: &'a Arc<Broker>,
+    /// This connection, as the core knows it (no-local queues).
+    pub connection: ConnectionId,
     pub outbox: &'a Arc<Outbox>,
     pub out: &'a mut BytesMut,
     pub max_frame: usize,

@@ -14,7 +14,7 @@ use super::{connection, Amqp010};
 use crate::config::ServerConfig;
 use crate::shell::testing::{peer, services, Wire, SECOND};
 use crate::shell::timers::LINGER;
-use crate::shell::Phase;
+use crate::shell::{Phase, Services};
 
 type Client = Wire<Amqp010>;
 
@@ -111,7 +111,11 @@ impl Client {
 }
 
 async fn open_with(config: ServerConfig, heartbeat: u16) -> Client {
-    let services = services(config);
+    open_on(services(config), heartbeat).await
+}
+
+/// A connection to the broker of `services` (several may share one).
+async fn open_on(services: Services, heartbeat: u16) -> Client {
     let mut c = Wire::new(|now| connection(services, peer(), now));
     let start = decode(c.take_output());
     assert!(matches!(
@@ -836,4 +840,47 @@ async fn a_timed_auto_delete_queue_outlives_its_session_by_the_timeout() {
     assert!(due >= start + 3000 - 100, "{due} vs {start}");
     broker.expire_unused_queues_at(due);
     assert!(broker.queue("t").is_none());
+}
+
+#[tokio::test]
+async fn a_no_local_queue_keeps_out_what_its_owners_connection_publishes() {
+    // qpid-python's message.test_no_local: two sessions of one connection publish, another
+    // connection publishes through amq.fanout.
+    let services = services(ServerConfig::default());
+    let mut c = open_on(services.clone(), 0).await;
+    let mut other = open_on(services, 0).await;
+    c.attach(1, "s1");
+    c.attach(2, "s2");
+    other.attach(1, "elsewhere");
+    let mut args = ferry_amqp010::Map::new();
+    args.insert("no-local", ferry_amqp010::Value::Str16(Str::from("true")));
+    let excl = |name: &str, args: Option<ferry_amqp010::Map>| QueueDeclare {
+        exclusive: true,
+        auto_delete: true,
+        arguments: args,
+        ..declare(name)
+    };
+    c.exchange(command(1, excl("test-queue-1a", None), true));
+    c.exchange(command(1, excl("test-queue-1b", Some(args)), true));
+    for q in ["test-queue-1a", "test-queue-1b"] {
+        c.transfer(1, "", q, b"deliver-me");
+        c.transfer(2, "", q, b"dont-deliver-me");
+        let bind = ferry_amqp010::ExchangeBind {
+            queue: Some(Str::from(q)),
+            exchange: Some(Str::from("amq.fanout")),
+            binding_key: Some(Str::from("")),
+            arguments: None,
+        };
+        c.exchange(command(1, bind, true));
+    }
+    other.transfer(1, "amq.fanout", "", b"i-am-not-local");
+    let broker = c.conn.broker().clone();
+    assert_eq!(
+        broker.queue("test-queue-1a").unwrap().queued_bodies().len(),
+        3
+    );
+    assert_eq!(
+        broker.queue("test-queue-1b").unwrap().queued_bodies(),
+        [Bytes::from_static(b"i-am-not-local")]
+    );
 }

@@ -191,6 +191,9 @@ impl Channel {
             id,
             outbox: ctx.outbox.clone(),
             owner: ctx.owner,
+            // qpidd's no-local queues are a 0-10 matter: RabbitMQ has nothing like them, so
+            // 0-9-1 consumers (and messages) never count as any queue owner's own.
+            connection: 0,
             tag: tag.bytes().clone(),
             acquire: true,
             exclusive: m.exclusive,
