@@ -64,7 +64,9 @@ pub use journal::{
     DurableWaiter, ExchangeDefinition, Journal, JournalTx, QueueDefinition, SyncPoint,
 };
 pub use limits::{LimitPolicy, QueueLimits};
-pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, StoreRef};
+pub use message::{
+    now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, Sequenced, StoreRef,
+};
 pub use queue::{
     ConsumerSpec, Delivery, Got, Outbox, OutboxItem, Queue, QueueInfo, QueueOptions, QuotaCharge,
     Restored, SettleWindow,

@@ -54,6 +54,18 @@ pub struct Message {
     /// Kept through rerouting, so a no-local queue knows its owner's messages wherever
     /// they come from (qpidd's `Message::isLocalTo`).
     pub publisher: crate::ConnectionId,
+    /// The number a sequencing queue gave the message as it arrived there; protocol layers
+    /// deliver it as an application header. `None` on every other queue.
+    pub sequence: Option<Arc<Sequenced>>,
+}
+
+/// qpidd's `qpid.queue_msg_sequence`: a queue counts the messages arriving on it (from 1,
+/// every one, so consumers see gaps where some were dropped or purged) and each carries its
+/// number to consumers in the application header the argument names (a 0-10 uint32).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sequenced {
+    pub key: Arc<str>,
+    pub number: u32,
 }
 
 /// Why a queue dead-lettered a message (RabbitMQ's reason names).
@@ -182,6 +194,7 @@ impl Message {
             persistent: self.persistent,
             size: self.size,
             publisher: self.publisher,
+            sequence: self.sequence.clone(),
             ..Message::default()
         };
         stub.stored.carry_from(&self.stored);

@@ -72,9 +72,11 @@ impl Queue {
                     break;
                 }
             }
+            let msg = self.numbered(st, msg);
             st.push(msg);
             return Ok(Enqueued::Dropping(dropped));
         }
+        let msg = self.numbered(st, msg);
         st.push(msg);
         Ok(Enqueued::Stored)
     }
@@ -90,7 +92,9 @@ impl Queue {
                 Restored::InMemory(m) => (m, false),
                 Restored::OnDisk(stub) => (stub, true),
             };
-            st.push_recovered(self.apply_ttl(m), on_disk);
+            // Numbers are not kept: recovered messages are numbered afresh, as qpidd does.
+            let m = self.numbered(&mut st, self.apply_ttl(m));
+            st.push_recovered(m, on_disk);
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Queue behaviour chosen by declare arguments: RabbitMQ's `x-…` names and qpidd's
 //! `qpid.…` ones, whichever protocol the declaring client speaks.
 
+use std::sync::Arc;
+
 use crate::error::BrokerError;
 use crate::queue::entries::PriorityLevels;
 use crate::value::{Arguments, HeaderValue};
@@ -30,6 +32,8 @@ pub(crate) struct Features {
     /// qpidd's `no-local`: messages published on the connection of the queue's exclusive
     /// owner, or of its exclusive consumer, are dropped on arrival.
     pub(crate) no_local: bool,
+    /// `qpid.queue_msg_sequence`: the header a sequencing queue numbers messages in.
+    pub(crate) sequence_key: Option<Arc<str>>,
 }
 
 /// RabbitMQ's cap on `x-max-priority`.
@@ -79,6 +83,11 @@ impl Features {
                 .filter(|&s| s > 0)
                 .map(|s| s.saturating_mul(1000)),
             no_local: args.get("no-local").is_some_and(truthy),
+            sequence_key: args
+                .get("qpid.queue_msg_sequence")
+                .and_then(HeaderValue::as_str)
+                .filter(|k| !k.is_empty())
+                .map(Arc::from),
         }
     }
 
@@ -203,6 +212,14 @@ mod tests {
         for v in [V::Bool(false), V::Str("false".into()), V::Int(0), V::Void] {
             assert!(!Features::from_arguments(&args(&[("no-local", v)])).no_local);
         }
+    }
+
+    #[test]
+    fn the_sequence_argument_names_the_header() {
+        let f = Features::from_arguments(&args(&[("qpid.queue_msg_sequence", V::Str("k".into()))]));
+        assert_eq!(f.sequence_key.as_deref(), Some("k"));
+        let f = Features::from_arguments(&args(&[("qpid.queue_msg_sequence", V::Str("".into()))]));
+        assert_eq!(f.sequence_key, None);
     }
 
     #[test]

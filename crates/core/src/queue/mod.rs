@@ -5,7 +5,8 @@
 //! operations on a [`Queue`] are grouped by concern:
 //!
 //! - `enqueue`: messages arriving, within the queue's limits, or recovered from the store
-//!   (`no_local`: qpidd's no-local queues drop their owner's own);
+//!   (`no_local`: qpidd's no-local queues drop their owner's own; `sequence`: qpidd's
+//!   sequencing queues number what arrives);
 //! - `subscriptions`: consumers subscribing and cancelling, and their credit (`flow`: 0-10's
 //!   window mode);
 //! - `settlement`: acquired messages accepted, released or rejected;
@@ -38,6 +39,7 @@ mod info;
 mod lifecycle;
 mod no_local;
 pub(crate) mod outbox;
+mod sequence;
 mod settlement;
 mod state;
 mod subscriptions;

@@ -76,6 +76,8 @@ pub(crate) struct QueueState {
     pub(crate) had_consumers: bool,
     /// A timed auto-delete waiting to happen (see `timed_delete`).
     pub(crate) timed_delete: Option<TimedDelete>,
+    /// The last number a sequencing queue gave (see `sequence`).
+    pub(crate) sequence: u32,
     pub(crate) deleted: bool,
     /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
     /// in milliseconds since the epoch: what `x-expires` counts from.
@@ -154,6 +156,7 @@ impl QueueState {
             owner_connection: 0,
             had_consumers: false,
             timed_delete: None,
+            sequence: 0,
             deleted: false,
             last_used: now_ms(),
             keep_expired: features.dead_letter,

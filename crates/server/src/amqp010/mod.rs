@@ -11,6 +11,7 @@ mod deaths;
 mod durable;
 mod handshake;
 mod outgoing;
+mod sequence;
 mod session;
 mod tx;
 

@@ -439,9 +439,14 @@ fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
         }
         ProtocolHeader::None => Bytes::new(),
     };
-    // Dead letters carry their history in added headers (re-encoded; only they pay).
+    // Dead letters carry their history in added headers, messages of sequencing queues
+    // their number (re-encoded; only they pay).
     let raw = match &message.deaths {
         Some(history) => super::deaths::render(&raw, history).unwrap_or(raw),
+        None => raw,
+    };
+    let raw = match &message.sequence {
+        Some(sequence) => super::sequence::render(&raw, sequence).unwrap_or(raw),
         None => raw,
     };
     if !redelivered {

@@ -704,22 +704,32 @@ async fn released_transfers_come_back_in_order_once_their_window_reopens() {
     assert_eq!(transfer_bodies(&again), bodies_of(&names));
 }
 
-/// Each transfer in `out`: its body, and whether it came with a body segment.
-fn body_segments(mut out: BytesMut) -> Vec<(Bytes, bool)> {
+/// Each transfer in `out`: its header segment, its body, and whether it came with a body
+/// segment.
+fn transfer_segments(mut out: BytesMut) -> Vec<(Option<Bytes>, Bytes, bool)> {
     let mut assembler = Assembler::new(1 << 20);
     let mut found = Vec::new();
     while let Some(frame) = decode_frame(&mut out, MAX_FRAME).expect("well-formed output") {
         if let Some(Incoming::Command {
             command: Command::MessageTransfer(_),
+            message_header,
             body,
             body_segment,
             ..
         }) = assembler.push(frame).expect("assembles")
         {
-            found.push((body, body_segment));
+            found.push((message_header, body, body_segment));
         }
     }
     found
+}
+
+/// Each transfer in `out`: its body, and whether it came with a body segment.
+fn body_segments(out: BytesMut) -> Vec<(Bytes, bool)> {
+    transfer_segments(out)
+        .into_iter()
+        .map(|(_, body, segment)| (body, segment))
+        .collect()
 }
 
 #[tokio::test]
@@ -883,4 +893,36 @@ async fn a_no_local_queue_keeps_out_what_its_owners_connection_publishes() {
         broker.queue("test-queue-1b").unwrap().queued_bodies(),
         [Bytes::from_static(b"i-am-not-local")]
     );
+}
+
+#[tokio::test]
+async fn a_sequencing_queue_numbers_its_messages_in_an_application_header() {
+    // qpid-python's new_api.SequenceNumberTests.test_get_sequence_number.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let mut args = ferry_amqp010::Map::new();
+    args.insert(
+        "qpid.queue_msg_sequence",
+        ferry_amqp010::Value::Str16(Str::from("k")),
+    );
+    let seq = QueueDeclare {
+        arguments: Some(args),
+        ..declare("q")
+    };
+    c.exchange(command(1, seq, true));
+    c.transfer(1, "", "q", b"one");
+    c.transfer(1, "", "q", b"two");
+    c.exchange(command(1, subscribe_to("q", "d"), false));
+    c.exchange(command(1, flow("d", CreditUnit::Byte, u32::MAX), false));
+    c.send(&command(1, flow("d", CreditUnit::Message, 2), false));
+    let numbers: Vec<Option<ferry_amqp010::Value>> = transfer_segments(c.take_output())
+        .into_iter()
+        .map(|(header, _, _)| {
+            let header = MessageHeader::decode(header.expect("a header")).expect("decodes");
+            let app = header.properties?.application_headers?;
+            app.get("k").cloned()
+        })
+        .collect();
+    use ferry_amqp010::Value::Uint32;
+    assert_eq!(numbers, [Some(Uint32(1)), Some(Uint32(2))]);
 }
