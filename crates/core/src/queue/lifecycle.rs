@@ -225,6 +225,7 @@ impl Queue {
                 consumer: c.spec.id,
                 tag: c.spec.tag.clone(),
                 queue: self.name.clone(),
+                credit: c.credit_messages > 0 && c.credit_bytes > 0,
             });
         }
         let n = drained.messages.len() as u64;

@@ -201,6 +201,9 @@ impl Queue {
         let auto_delete = opts.auto_delete || features.auto_delete_timeout.is_some();
         let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
         state.owner_connection = opts.connection;
+        // Orphans go to a 0-10 alternate exchange, acquired ones included; a RabbitMQ dead
+        // letter exchange takes none.
+        state.keep_acquired = alternate_name.is_some() && !features.dead_letter;
         state.offload = store.as_ref().and_then(|s| s.offload.clone());
         state.store = store.clone();
         Arc::new(Queue {

@@ -44,6 +44,9 @@ pub enum OutboxItem {
         consumer: ConsumerId,
         tag: Bytes,
         queue: String,
+        /// It still had credit: it was waiting for messages (qpidd then fails the 0-10
+        /// session with resource-deleted).
+        credit: bool,
     },
     /// The journal reached a sync point this connection asked about
     /// ([`crate::Journal::notify_when_durable`]): completions or confirms waiting for it can go.
@@ -205,6 +208,7 @@ mod tests {
             consumer: n,
             tag: Bytes::new(),
             queue: String::new(),
+            credit: false,
         }
     }
 

@@ -35,12 +35,15 @@ pub(crate) struct Entry {
 
 /// An acquired message not yet accepted, released or rejected. Tracked so that settling twice,
 /// or releasing something never acquired, cannot corrupt counters or duplicate a message.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Unsettled {
     pub(crate) size: u64,
     pub(crate) redelivered: bool,
     /// The message's store id, 0 if it is not journaled on this queue.
     pub(crate) stored: u64,
+    /// The message itself, kept only by a queue whose deletion sends acquired messages to
+    /// its alternate exchange (see `QueueState::keep_acquired`).
+    pub(crate) message: Option<Arc<Message>>,
 }
 
 /// Reads the clock at most once per pass, and only if some message has a TTL.
@@ -78,6 +81,9 @@ pub(crate) struct QueueState {
     pub(crate) timed_delete: Option<TimedDelete>,
     /// The last number a sequencing queue gave (see `sequence`).
     pub(crate) sequence: u32,
+    /// A 0-10 alternate exchange takes acquired messages too when the queue is deleted
+    /// (qpidd, QPID-3481), so unsettled records keep their message.
+    pub(crate) keep_acquired: bool,
     pub(crate) deleted: bool,
     /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
     /// in milliseconds since the epoch: what `x-expires` counts from.
@@ -157,6 +163,7 @@ impl QueueState {
             had_consumers: false,
             timed_delete: None,
             sequence: 0,
+            keep_acquired: false,
             deleted: false,
             last_used: now_ms(),
             keep_expired: features.dead_letter,
@@ -360,6 +367,8 @@ impl QueueState {
                 } else {
                     0
                 },
+                // A stand-in is not the message; such a (browsed, rare) one stays behind.
+                message: (self.keep_acquired && !e.on_disk).then(|| e.message.clone()),
             },
         );
     }
@@ -499,9 +508,12 @@ impl QueueState {
         (before - self.entries.len()) as u64
     }
 
-    /// Empties the queue for deletion; acquired messages stay tracked so their later release
-    /// can still be routed to the alternate exchange. `keep`: the messages will be routed
-    /// there, so contents on disk are read back now, while the journal holds them.
+    /// Empties the queue for deletion. `keep`: the messages will be routed to the alternate
+    /// exchange, so contents on disk are read back now, while the journal holds them. A
+    /// queue that keeps acquired messages (`keep_acquired`) hands them over too, in queue
+    /// order among the others, and forgets them, so settling them later does nothing (qpidd
+    /// reroutes "even acquired messages"); other acquired messages stay tracked, so their
+    /// later release can still be routed.
     pub(crate) fn drain_for_delete(&mut self, keep: bool) -> (Vec<Arc<Message>>, Vec<Consumer>) {
         self.deleted = true;
         self.meter.sub(self.shard, self.in_memory());
@@ -509,13 +521,30 @@ impl QueueState {
         self.queued_bytes = 0;
         self.expiring = 0;
         let entries = self.entries.drain();
-        let messages = entries
+        let mut messages: Vec<(u64, Arc<Message>)> = entries
             .into_iter()
             .filter_map(|e| match (e.on_disk, keep) {
-                (false, _) | (true, false) => Some(e.message),
-                (true, true) => self.content(&e),
+                (false, _) | (true, false) => Some((e.position, e.message)),
+                (true, true) => self.content(&e).map(|m| (e.position, m)),
             })
             .collect();
+        if self.keep_acquired {
+            let acquired: Vec<u64> = self
+                .unsettled
+                .iter()
+                .filter(|(_, u)| u.message.is_some())
+                .map(|(p, _)| *p)
+                .collect();
+            if !acquired.is_empty() {
+                for p in acquired {
+                    if let Some(m) = self.settle(p).and_then(|u| u.message) {
+                        messages.push((p, m));
+                    }
+                }
+                messages.sort_by_key(|(p, _)| *p);
+            }
+        }
+        let messages = messages.into_iter().map(|(_, m)| m).collect();
         (messages, std::mem::take(&mut self.consumers))
     }
 

@@ -79,6 +79,9 @@ pub fn execute(
                 .ok_or_else(|| Exception::missing("destination"))?;
             let mode = c.flow_mode.ok_or_else(|| Exception::missing("flow-mode"))?;
             let sub = find_subscription(session, &destination)?;
+            if sub.queue.is_deleted() {
+                return Ok(());
+            }
             sub.queue
                 .set_flow_mode(sub.consumer, mode == FlowMode::Window)
                 .map_err(Exception::from)
@@ -94,7 +97,7 @@ pub fn execute(
                 CreditUnit::Message => (value, 0),
                 CreditUnit::Byte => (0, value),
             };
-            sub.queue
+            live_queue(sub)?
                 .add_credit(sub.consumer, messages, bytes)
                 .map_err(Exception::from)
         }
@@ -103,13 +106,18 @@ pub fn execute(
                 .destination
                 .ok_or_else(|| Exception::missing("destination"))?;
             let sub = find_subscription(session, &destination)?;
-            sub.queue.flush(sub.consumer).map_err(Exception::from)
+            live_queue(sub)?
+                .flush(sub.consumer)
+                .map_err(Exception::from)
         }
         Command::MessageStop(c) => {
             let destination = c
                 .destination
                 .ok_or_else(|| Exception::missing("destination"))?;
             let sub = find_subscription(session, &destination)?;
+            if sub.queue.is_deleted() {
+                return Ok(());
+            }
             sub.queue.stop(sub.consumer).map_err(Exception::from)
         }
         Command::MessageResume(_) => Err(Exception::not_implemented("message.resume")),
@@ -569,6 +577,15 @@ fn find_subscription<'a>(
             format!("no subscription {destination}"),
         )
     })
+}
+
+/// The subscription's queue, unless it was deleted under it (qpidd: resource-deleted when
+/// the subscription would be dispatched to).
+fn live_queue(sub: &Subscription) -> Result<&Arc<ferry_core::Queue>, Exception> {
+    if sub.queue.is_deleted() {
+        return Err(Exception::queue_deleted(sub.queue.name()));
+    }
+    Ok(&sub.queue)
 }
 
 fn check_queue_access(session: &Session, env: &Env, queue: &str) -> Outcome {

@@ -27,7 +27,7 @@ use ferry_amqp010::{
     ConnectionSecure, Control, DetachCode, ErrorCode, Incoming, SessionAttached, SessionDetached,
     SessionTimeout, FRAME_HEADER_SIZE, MIN_MAX_FRAME_SIZE,
 };
-use ferry_core::{ConnectionId, OutboxItem};
+use ferry_core::{ConnectionId, ConsumerId, OutboxItem};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
@@ -214,17 +214,12 @@ impl Protocol for Amqp010 {
                 }
             }
             OutboxItem::Durable => self.on_durable(shell),
-            OutboxItem::ConsumerCancelled { consumer, .. } => {
-                // The queue is gone; qpidd leaves the subscription to fail later. Forget it so
-                // its destination can be reused.
-                if let Some(ch) = shell.consumers.remove(&consumer) {
-                    if let Some(Some(c)) = self.channels.get_mut(usize::from(ch)) {
-                        if let Some(s) = c.session.as_mut() {
-                            s.forget_consumer(consumer);
-                        }
-                    }
-                }
-            }
+            OutboxItem::ConsumerCancelled {
+                consumer,
+                queue,
+                credit,
+                ..
+            } => self.queue_deleted(shell, consumer, &queue, credit),
         }
     }
 
@@ -294,6 +289,38 @@ impl Amqp010 {
         for item in items {
             self.on_outbox_item(shell, item);
         }
+    }
+
+    /// A subscription's queue was deleted. As in qpidd, the subscription stays in its
+    /// session until cancelled (message.cancel still succeeds; message.flow and flush on it
+    /// fail with resource-deleted), and a subscription that was waiting for messages (it
+    /// had credit) fails its session with resource-deleted at once, as qpidd's next
+    /// dispatch to it does.
+    fn queue_deleted(
+        &mut self,
+        shell: &mut Shell,
+        consumer: ConsumerId,
+        queue: &str,
+        credit: bool,
+    ) {
+        if !credit {
+            return;
+        }
+        let Some(&channel) = shell.consumers.get(&consumer) else {
+            return;
+        };
+        let (channels, mut env) = self.split(shell);
+        let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
+            return;
+        };
+        let Some(session) = c.session.as_mut() else {
+            return;
+        };
+        if session.state == SessionState::Failed {
+            return;
+        }
+        let id = session.last_command_id();
+        session.fail(&mut env, id, (0, 0), Exception::queue_deleted(queue));
     }
 
     fn write_control(&mut self, shell: &mut Shell, channel: u16, control: Control) {

@@ -177,6 +177,11 @@ impl Session {
         self.next_incoming = id;
     }
 
+    /// The id of the last command received.
+    pub fn last_command_id(&self) -> u32 {
+        self.next_incoming.wrapping_sub(1)
+    }
+
     /// Numbers the next incoming command.
     pub fn next_command_id(&mut self) -> u32 {
         let id = self.next_incoming;
@@ -326,12 +331,6 @@ impl Session {
     pub fn remove_subscription(&mut self, destination: &Str) -> Option<Subscription> {
         let id = self.by_destination.remove(destination)?;
         self.subscriptions.remove(&id)
-    }
-
-    pub fn forget_consumer(&mut self, consumer: ConsumerId) {
-        if let Some(sub) = self.subscriptions.remove(&consumer) {
-            self.by_destination.remove(&sub.destination);
-        }
     }
 
     /// Writes one delivery as a message.transfer and records it. Returns false (and puts

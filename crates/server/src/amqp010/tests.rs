@@ -926,3 +926,94 @@ async fn a_sequencing_queue_numbers_its_messages_in_an_application_header() {
     use ferry_amqp010::Value::Uint32;
     assert_eq!(numbers, [Some(Uint32(1)), Some(Uint32(2))]);
 }
+
+#[tokio::test]
+async fn a_deleted_queue_sends_acquired_messages_to_its_alternate_and_keeps_the_subscription() {
+    // qpid-python's new_api.test_qpid_3481_acquired_to_alt_exchange_2_consumers.
+    let mut c = open().await;
+    c.attach(1, "sess1");
+    c.attach(2, "sess2");
+    c.attach(4, "sess4");
+    let with_alt = QueueDeclare {
+        alternate_exchange: Some(Str::from("amq.fanout")),
+        ..declare("test_acquired")
+    };
+    c.exchange(command(1, with_alt, true));
+    c.exchange(command(4, declare("alt"), true));
+    let bind = ferry_amqp010::ExchangeBind {
+        queue: Some(Str::from("alt")),
+        exchange: Some(Str::from("amq.fanout")),
+        binding_key: Some(Str::from("")),
+        arguments: None,
+    };
+    c.exchange(command(4, bind, true));
+    for body in ["1", "2", "3", "4", "5"] {
+        c.transfer(1, "", "test_acquired", body.as_bytes());
+    }
+    c.exchange(command(2, subscribe_to("test_acquired", "rx"), false));
+    c.exchange(command(2, flow("rx", CreditUnit::Byte, u32::MAX), false));
+    let got = c.exchange(command(2, flow("rx", CreditUnit::Message, 3), false));
+    assert_eq!(transfer_bodies(&got), bodies_of(&["1", "2", "3"]));
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("test_acquired")),
+        ..Default::default()
+    };
+    assert_eq!(exception(&c.exchange(command(1, delete, true))), None);
+    let broker = c.conn.broker().clone();
+    let alt = broker.queue("alt").unwrap();
+    assert_eq!(alt.queued_bodies(), bodies_of(&["1", "2", "3", "4", "5"]));
+    // The consumer's session lets go of its deliveries and its subscription: no error,
+    // nothing rerouted twice.
+    let release = ferry_amqp010::MessageRelease {
+        transfers: Some(range(0, 2)),
+        set_redelivered: true,
+    };
+    assert_eq!(exception(&c.exchange(command(2, release, true))), None);
+    let cancel = ferry_amqp010::MessageCancel {
+        destination: Some(Str::from("rx")),
+    };
+    assert_eq!(exception(&c.exchange(command(2, cancel, true))), None);
+    assert_eq!(alt.message_count(), 5);
+}
+
+#[tokio::test]
+async fn a_subscription_waiting_for_messages_fails_its_session_when_its_queue_is_deleted() {
+    // qpidd: the next dispatch to a consumer with credit finds the queue deleted (408).
+    let mut c = open().await;
+    c.attach(1, "deleter");
+    c.attach(2, "waiting");
+    c.attach(3, "idle");
+    c.exchange(command(1, declare("q"), true));
+    c.exchange(command(2, subscribe_to("q", "w"), false));
+    c.exchange(command(2, flow("w", CreditUnit::Byte, u32::MAX), false));
+    c.exchange(command(2, flow("w", CreditUnit::Message, 10), false));
+    c.exchange(command(3, subscribe_to("q", "i"), true));
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("q")),
+        ..Default::default()
+    };
+    let out = c.exchange(command(1, delete, true));
+    let failed: Vec<(u16, Option<ErrorCode>)> = out
+        .iter()
+        .filter_map(|i| match i {
+            Item::Command(ch, Command::ExecutionException(e), _) => Some((*ch, e.error_code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed, [(2, Some(ErrorCode::ResourceDeleted))], "{out:?}");
+    // The idle subscription stays: flow on it is resource-deleted, cancel succeeds.
+    let cancel = ferry_amqp010::MessageCancel {
+        destination: Some(Str::from("i")),
+    };
+    assert_eq!(exception(&c.exchange(command(3, cancel, true))), None);
+    c.attach(4, "late");
+    c.exchange(command(4, declare("q2"), true));
+    c.exchange(command(4, subscribe_to("q2", "l"), true));
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("q2")),
+        ..Default::default()
+    };
+    c.exchange(command(1, delete, true));
+    let late = c.exchange(command(4, flow("l", CreditUnit::Message, 1), true));
+    assert_eq!(exception(&late), Some(ErrorCode::ResourceDeleted));
+}
