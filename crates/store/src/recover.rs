@@ -482,6 +482,7 @@ fn restore_exchange(broker: &Broker, e: &ExchangeRec, alternate: Option<String>)
         auto_delete: e.auto_delete,
         alternate_exchange: alternate,
         arguments: e.arguments.clone(),
+        internal: e.internal,
     };
     if let Err(err) = broker.restore_exchange(&e.name, e.kind, opts) {
         tracing::error!("store: cannot restore exchange {}: {err}", e.name);

@@ -28,6 +28,9 @@ pub struct ExchangeOptions {
     pub auto_delete: bool,
     pub alternate_exchange: Option<String>,
     pub arguments: Arguments,
+    /// RabbitMQ's internal exchange: clients may not publish to it; it is reached only
+    /// through exchange-to-exchange bindings (0-9-1 checks this on publish).
+    pub internal: bool,
 }
 
 /// Answer data for exchange.query.
@@ -39,6 +42,7 @@ pub struct ExchangeInfo {
     pub auto_delete: bool,
     pub alternate_exchange: Option<String>,
     pub arguments: Arguments,
+    pub internal: bool,
 }
 
 /// What a binding delivers to: a queue, or (exchange-to-exchange) another exchange.
@@ -262,6 +266,7 @@ pub struct Exchange {
     kind: ExchangeKind,
     durable: bool,
     auto_delete: bool,
+    internal: bool,
     builtin: bool,
     alternate: Option<Arc<Exchange>>,
     arguments: Arguments,
@@ -298,6 +303,7 @@ impl Exchange {
             kind,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
+            internal: opts.internal,
             builtin,
             alternate,
             arguments: opts.arguments.clone(),
@@ -349,6 +355,11 @@ impl Exchange {
         self.auto_delete
     }
 
+    /// See [`ExchangeOptions::internal`].
+    pub fn is_internal(&self) -> bool {
+        self.internal
+    }
+
     /// Pre-declared by the broker (the default exchange and `amq.*`).
     pub fn is_builtin(&self) -> bool {
         self.builtin
@@ -383,6 +394,7 @@ impl Exchange {
             auto_delete: self.auto_delete,
             alternate_exchange: self.alternate.as_ref().map(|a| a.name.clone()),
             arguments: self.arguments.clone(),
+            internal: self.internal,
         }
     }
 

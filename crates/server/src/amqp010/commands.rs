@@ -129,6 +129,8 @@ pub fn execute(
                 auto_delete: c.auto_delete,
                 alternate_exchange: alternate(&c.alternate_exchange)?,
                 arguments: arguments(&c.arguments),
+                // 0-10 (and qpidd) have no internal exchanges.
+                internal: false,
             };
             let action = if c.passive || env.broker.exchange(name).is_some() {
                 Action::Access

@@ -41,6 +41,12 @@ impl Channel {
             return Err(Fault::not_implemented("immediate=true"));
         }
         let exchange = self.exchange_for(ctx.broker, p.exchange.bytes())?;
+        if exchange.is_internal() {
+            return Err(Fault::access_refused(format!(
+                "cannot publish to internal exchange '{}' in vhost '/'",
+                exchange.name()
+            )));
+        }
         ctx.access.check_publish(
             &mut self.publish_acl,
             p.exchange.bytes(),

@@ -335,6 +335,7 @@ impl Channel {
                     .and_then(|v| v.as_str())
                     .map(str::to_owned),
                 arguments,
+                internal: m.internal,
             };
             let action = if ctx.broker.exchange(name).is_some() {
                 Action::Access
