@@ -327,13 +327,19 @@ impl Channel {
                 }
                 None => {}
             }
+            // RabbitMQ looks the alternate exchange up when a message is unroutable and drops
+            // the message if there is none: a missing one is no error here (0-10 refuses
+            // it). An existing exchange's argument was compared above.
+            let alternate_exchange = arguments
+                .get("alternate-exchange")
+                .and_then(|v| v.as_str())
+                .filter(|alt| ctx.broker.exchange(alt).is_some())
+                .filter(|_| ctx.broker.exchange(name).is_none())
+                .map(str::to_owned);
             let opts = ExchangeOptions {
                 durable: m.durable,
                 auto_delete: m.auto_delete,
-                alternate_exchange: arguments
-                    .get("alternate-exchange")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_owned),
+                alternate_exchange,
                 arguments,
                 internal: m.internal,
             };

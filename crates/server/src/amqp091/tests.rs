@@ -463,3 +463,32 @@ async fn an_internal_exchange_refuses_publishes_but_routes_what_is_bound_through
     );
     assert_eq!(broker.queue("q").unwrap().message_count(), 1);
 }
+
+#[tokio::test]
+async fn a_missing_alternate_exchange_is_accepted_and_unroutable_messages_are_dropped() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    let mut args = FieldTable::new();
+    args.push(
+        short("alternate-exchange"),
+        FieldValue::LongStr(LongStr::from_static("not-there")),
+    );
+    let x = ExchangeDeclare {
+        exchange: short("x"),
+        kind: short("direct"),
+        arguments: args,
+        ..Default::default()
+    };
+    assert!(matches!(
+        &c.call(1, x.clone())[..],
+        [(1, Method::ExchangeDeclareOk(_))]
+    ));
+    c.publish(1, "x", "nowhere", b"dropped");
+    assert!(matches!(
+        &c.call(1, x)[..],
+        [(1, Method::ExchangeDeclareOk(_))]
+    ));
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+    let info = c.conn.broker().exchange_info("x").unwrap();
+    assert_eq!(info.alternate_exchange, None);
+}
