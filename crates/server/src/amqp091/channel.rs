@@ -327,23 +327,18 @@ impl Channel {
                 }
                 None => {}
             }
-            // RabbitMQ looks the alternate exchange up when a message is unroutable and drops
-            // the message if there is none: a missing one is no error here (0-10 refuses
-            // it). An existing exchange's argument was compared above.
-            let alternate_exchange = arguments
-                .get("alternate-exchange")
-                .and_then(|v| v.as_str())
-                .filter(|alt| ctx.broker.exchange(alt).is_some())
-                .filter(|_| ctx.broker.exchange(name).is_none())
-                .map(str::to_owned);
-            let opts = ExchangeOptions {
+            let mut opts = ExchangeOptions {
                 durable: m.durable,
                 auto_delete: m.auto_delete,
-                alternate_exchange,
+                alternate_exchange: arguments
+                    .get("alternate-exchange")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned),
                 arguments,
                 internal: m.internal,
             };
-            let action = if ctx.broker.exchange(name).is_some() {
+            let exists = ctx.broker.exchange(name).is_some();
+            let action = if exists {
                 Action::Access
             } else {
                 Action::Create
@@ -351,6 +346,17 @@ impl Channel {
             ctx.access.check(action, ObjectType::Exchange, || {
                 access::exchange_props(name, kind_name, &opts)
             })?;
+            // RabbitMQ looks the alternate exchange up when a message is unroutable and drops
+            // the message if there is none: a missing one is no error here (0-10 refuses
+            // it). An existing exchange's argument was compared above.
+            if exists
+                || opts
+                    .alternate_exchange
+                    .as_deref()
+                    .is_some_and(|alt| ctx.broker.exchange(alt).is_none())
+            {
+                opts.alternate_exchange = None;
+            }
             ctx.broker.declare_exchange(name, kind, opts, false)?;
         }
         if !m.nowait {
