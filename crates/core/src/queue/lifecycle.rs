@@ -36,8 +36,9 @@ pub(crate) enum AutoDelete {
 }
 
 impl Queue {
-    /// 0-10 forbids other sessions to declare, bind, consume from or get from an exclusive
-    /// queue; protocol layers call this for the operations whose core call has no requester.
+    /// Whether `requester` may use the queue where another owner's exclusivity forbids it
+    /// (0-10: bind, unbind; 0-9-1: anything); protocol layers call this for the operations
+    /// whose core call has no requester.
     pub fn check_access(&self, requester: OwnerId) -> Result<(), BrokerError> {
         match self.lock().owner {
             Some(owner) if owner != requester => Err(self.locked()),
