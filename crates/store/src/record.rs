@@ -228,6 +228,7 @@ impl Record {
                     match q.limits.policy {
                         LimitPolicy::Reject => 0,
                         LimitPolicy::DropHead => 1,
+                        LimitPolicy::Ring => 2,
                     },
                 );
                 put_arguments(out, &q.arguments);
@@ -299,6 +300,7 @@ impl Record {
                     policy: match r.u8()? {
                         0 => LimitPolicy::Reject,
                         1 => LimitPolicy::DropHead,
+                        2 => LimitPolicy::Ring,
                         t => return Err(DecodeError::BadTag(t)),
                     },
                 },
@@ -673,6 +675,18 @@ mod tests {
                 source: "amq.topic".into(),
                 destination: "x".into(),
                 key: "a.*".into(),
+            }),
+            Record::QueueDeclare(QueueRec {
+                id: 4,
+                name: "ring".into(),
+                auto_delete: false,
+                alternate: None,
+                limits: QueueLimits {
+                    max_count: Some(4),
+                    max_size: None,
+                    policy: LimitPolicy::Ring,
+                },
+                arguments: Arguments::new(),
             }),
             Record::ExchangeDeclare(ExchangeRec {
                 name: "i".into(),

@@ -21,7 +21,8 @@ pub enum Restored {
 #[derive(Debug)]
 pub(crate) enum Enqueued {
     /// Not stored: the queue was deleted meanwhile, or it is a no-local queue and the
-    /// message came from its owner's connection (dropped silently, as qpidd does).
+    /// message came from its owner's connection, or a qpidd ring had nothing to drop for
+    /// it (dropped silently, as qpidd does).
     Gone,
     Stored,
     /// Stored, after dropping these from the head to make room (drop-head overflow); the
@@ -55,6 +56,9 @@ impl Queue {
         }
         let (count, bytes) = st.depth();
         if !self.limits.admits(count, bytes, msg.size) {
+            if self.limits.policy == LimitPolicy::Ring {
+                return self.ring_locked(st, msg);
+            }
             if self.limits.policy != LimitPolicy::DropHead {
                 return Err(BrokerError::ResourceLimitExceeded(format!(
                     "queue {} is full",
@@ -75,6 +79,31 @@ impl Queue {
             let msg = self.numbered(st, msg);
             st.push(msg);
             return Ok(Enqueued::Dropping(dropped));
+        }
+        let msg = self.numbered(st, msg);
+        st.push(msg);
+        Ok(Enqueued::Stored)
+    }
+
+    /// qpidd's ring (`LossyQueue::checkDepth`): drops messages (silently, not to the
+    /// alternate exchange) until the new one fits, or drops the new one when no older one
+    /// of its priority or lower is left. A message larger than the whole queue is refused.
+    #[cold]
+    fn ring_locked(&self, st: &mut QueueState, msg: Arc<Message>) -> Result<Enqueued, BrokerError> {
+        if self.limits.max_size.is_some_and(|max| msg.size > max) {
+            return Err(BrokerError::ResourceLimitExceeded(format!(
+                "message larger than the maximum depth of queue {}",
+                self.name
+            )));
+        }
+        loop {
+            let (count, bytes) = st.depth();
+            if self.limits.admits(count, bytes, msg.size) {
+                break;
+            }
+            if !st.ring_drop(msg.priority) {
+                return Ok(Enqueued::Gone);
+            }
         }
         let msg = self.numbered(st, msg);
         st.push(msg);

@@ -39,6 +39,8 @@ pub(crate) struct Entry {
 pub(crate) struct Unsettled {
     pub(crate) size: u64,
     pub(crate) redelivered: bool,
+    /// Its priority, for a ring that drops acquired messages too (`ring_drop`).
+    pub(crate) priority: u8,
     /// The message's store id, 0 if it is not journaled on this queue.
     pub(crate) stored: u64,
     /// The message itself, kept only by a queue whose deletion sends acquired messages to
@@ -362,6 +364,7 @@ impl QueueState {
             Unsettled {
                 size: e.message.size,
                 redelivered: e.redelivered,
+                priority: e.message.priority,
                 stored: if self.store.is_some() {
                     e.message.stored.get().unwrap_or(0)
                 } else {
@@ -418,6 +421,36 @@ impl QueueState {
         }
         let content = if keep { self.content(&e) } else { None };
         Some((e.message, content))
+    }
+
+    /// qpidd's ring (`LimitPolicy::Ring`) makes room for a message of `priority`: drops the
+    /// oldest message of the lowest level up to its level, available or acquired. False if
+    /// there is none.
+    pub(crate) fn ring_drop(&mut self, priority: u8) -> bool {
+        let level = self.entries.level_of(priority);
+        let available = self.entries.lowest_up_to(level);
+        let acquired = self
+            .unsettled
+            .iter()
+            .map(|(p, u)| (self.entries.level_of(u.priority), *p))
+            .filter(|(l, _)| *l <= level)
+            .min();
+        match (available, acquired) {
+            (Some(a), Some(u)) if u < a => self.settle_done(u.1).is_some(),
+            (None, Some(u)) => self.settle_done(u.1).is_some(),
+            (Some((_, p)), _) => match self.entries.remove_position(p) {
+                Some(e) => {
+                    self.account_out(&e);
+                    if !e.on_disk {
+                        self.meter.sub(self.shard, e.message.size);
+                    }
+                    self.forget(&e.message);
+                    true
+                }
+                None => false,
+            },
+            (None, None) => false,
+        }
     }
 
     /// Acquires the front entry, dropping expired ones before it.

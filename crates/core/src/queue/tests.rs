@@ -817,7 +817,7 @@ fn a_sequencing_queue_numbers_every_arrival_and_drops_leave_gaps() {
     // qpid-python's new_api.SequenceNumberTests.test_sequence_number_gap: a ring of 4.
     let ring = QueueLimits {
         max_count: Some(4),
-        policy: LimitPolicy::DropHead,
+        policy: LimitPolicy::Ring,
         ..QueueLimits::default()
     };
     let q = sequencing_queue("qpid.seq", ring);
@@ -827,12 +827,13 @@ fn a_sequencing_queue_numbers_every_arrival_and_drops_leave_gaps() {
     q.add_credit(1, 1, u32::MAX).unwrap();
     let first = deliveries(&ob);
     assert_eq!(numbers(&first), [("qpid.seq".to_owned(), 1)]);
-    assert!(q.accept(first[0].position));
+    // "1" stays acquired and unsettled: qpidd's ring drops it first, then "2".
     publish(&q, &["2", "3", "4", "5", "6"]);
     q.add_credit(1, 1, u32::MAX).unwrap();
     let next = deliveries(&ob);
     assert_eq!(bodies(&next), [b"3"]);
     assert_eq!(numbers(&next)[0].1, 3, "2 was dropped by the ring: a gap");
+    assert!(!q.accept(first[0].position), "dropped while acquired");
     // A message on a plain queue carries no number.
     let plain = queue();
     plain.enqueue(msg("x")).unwrap();
@@ -858,4 +859,50 @@ fn recovered_messages_are_numbered_afresh() {
     q.add_credit(1, 3, u32::MAX).unwrap();
     let got: Vec<u32> = numbers(&deliveries(&ob)).into_iter().map(|n| n.1).collect();
     assert_eq!(got, [1, 2, 3]);
+}
+
+fn ring_queue(max_count: u64, priorities: Option<u64>) -> Arc<Queue> {
+    let mut arguments = crate::value::Arguments::new();
+    if let Some(n) = priorities {
+        arguments.push("x-qpid-priorities", crate::value::HeaderValue::UInt(n));
+    }
+    let opts = QueueOptions {
+        arguments,
+        ..QueueOptions::default()
+    };
+    let ring = QueueLimits {
+        max_count: Some(max_count),
+        policy: LimitPolicy::Ring,
+        ..QueueLimits::default()
+    };
+    Queue::new("ring".into(), &opts, None, ring)
+}
+
+#[test]
+fn a_qpidd_ring_drops_the_oldest_of_the_lowest_priority_first() {
+    // qpid-python's priority.test_ring_queue_3 (QPID-3866).
+    let q = ring_queue(5, Some(10));
+    let priorities = [8u8, 9, 5, 1, 2, 2, 3, 4, 9, 7, 8, 9, 9, 2];
+    for (i, p) in priorities.iter().enumerate() {
+        let mut m = Message::new("", "q", Bytes::from(i.to_string()));
+        m.priority = *p;
+        q.enqueue(Arc::new(m)).unwrap();
+    }
+    // Priority order, FIFO within: 9 (sent 1, 8, 11, 12), then 8 (sent 10).
+    assert_eq!(q.queued_bodies(), bs(&["1", "8", "11", "12", "10"]));
+}
+
+#[test]
+fn a_qpidd_ring_without_priorities_drops_the_oldest_even_if_acquired() {
+    let q = ring_queue(2, None);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["a", "b"]);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let a = deliveries(&ob).remove(0);
+    publish(&q, &["c"]);
+    assert_eq!(q.queued_bodies(), bs(&["b", "c"]));
+    assert_eq!(q.unsettled_count(), 0);
+    assert_eq!(q.release([(a.position, a.message.clone())], true), 0);
+    assert_eq!(q.queued_bodies(), bs(&["b", "c"]));
 }
