@@ -35,7 +35,7 @@ pub(crate) struct Entry {
 
 /// An acquired message not yet accepted, released or rejected. Tracked so that settling twice,
 /// or releasing something never acquired, cannot corrupt counters or duplicate a message.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Unsettled {
     pub(crate) size: u64,
     pub(crate) redelivered: bool,
@@ -43,9 +43,6 @@ pub(crate) struct Unsettled {
     pub(crate) priority: u8,
     /// The message's store id, 0 if it is not journaled on this queue.
     pub(crate) stored: u64,
-    /// The message itself, kept only by a queue whose deletion sends acquired messages to
-    /// its alternate exchange (see `QueueState::keep_acquired`).
-    pub(crate) message: Option<Arc<Message>>,
 }
 
 /// Reads the clock at most once per pass, and only if some message has a TTL.
@@ -84,8 +81,10 @@ pub(crate) struct QueueState {
     /// The last number a sequencing queue gave (see `sequence`).
     pub(crate) sequence: u32,
     /// A 0-10 alternate exchange takes acquired messages too when the queue is deleted
-    /// (qpidd, QPID-3481), so unsettled records keep their message.
+    /// (qpidd, QPID-3481), so such a queue keeps them in `acquired`, by position (beside
+    /// `unsettled`, which other queues keep small).
     pub(crate) keep_acquired: bool,
+    acquired: HashMap<u64, Arc<Message>, BuildHasherDefault<IdHasher>>,
     pub(crate) deleted: bool,
     /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
     /// in milliseconds since the epoch: what `x-expires` counts from.
@@ -166,6 +165,7 @@ impl QueueState {
             timed_delete: None,
             sequence: 0,
             keep_acquired: false,
+            acquired: HashMap::default(),
             deleted: false,
             last_used: now_ms(),
             keep_expired: features.dead_letter,
@@ -370,14 +370,42 @@ impl QueueState {
                 } else {
                     0
                 },
-                // A stand-in is not the message; such a (browsed, rare) one stays behind.
-                message: (self.keep_acquired && !e.on_disk).then(|| e.message.clone()),
             },
         );
+        if self.keep_acquired {
+            self.keep_acquired_message(e);
+        }
     }
 
     /// Forgets an acquired message; `None` if it was not acquired (or already settled).
+    /// Out of line, so queues without a 0-10 alternate exchange pay one branch for it.
+    #[cold]
+    #[inline(never)]
+    fn keep_acquired_message(&mut self, e: &Entry) {
+        // A stand-in is not the message; such a (browsed, rare) one stays behind.
+        if !e.on_disk {
+            self.acquired.insert(e.position, e.message.clone());
+        }
+    }
+
+    /// [`QueueState::settle`] for a queue that keeps acquired messages: out of line, and
+    /// taken before anything else, so other queues' settlements pay one branch for it.
+    #[cold]
+    #[inline(never)]
+    fn settle_kept(&mut self, position: u64) -> Option<Unsettled> {
+        self.acquired.remove(&position);
+        self.settle_record(position)
+    }
+
     pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
+        if self.keep_acquired {
+            return self.settle_kept(position);
+        }
+        self.settle_record(position)
+    }
+
+    #[inline(always)]
+    fn settle_record(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
         self.meter.sub(self.shard, u.size);
@@ -561,21 +589,12 @@ impl QueueState {
                 (true, true) => self.content(&e).map(|m| (e.position, m)),
             })
             .collect();
-        if self.keep_acquired {
-            let acquired: Vec<u64> = self
-                .unsettled
-                .iter()
-                .filter(|(_, u)| u.message.is_some())
-                .map(|(p, _)| *p)
-                .collect();
-            if !acquired.is_empty() {
-                for p in acquired {
-                    if let Some(m) = self.settle(p).and_then(|u| u.message) {
-                        messages.push((p, m));
-                    }
-                }
-                messages.sort_by_key(|(p, _)| *p);
+        if !self.acquired.is_empty() {
+            for (p, m) in std::mem::take(&mut self.acquired) {
+                self.settle(p);
+                messages.push((p, m));
             }
+            messages.sort_by_key(|(p, _)| *p);
         }
         let messages = messages.into_iter().map(|(_, m)| m).collect();
         (messages, std::mem::take(&mut self.consumers))
