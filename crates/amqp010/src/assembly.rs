@@ -26,8 +26,10 @@ pub enum Incoming {
         command: Command,
         /// The raw header segment, if one was sent.
         message_header: Option<Bytes>,
-        /// Empty if no body segment was sent.
+        /// Empty if no body segment was sent, or an empty one.
         body: Body,
+        /// A body segment was sent (it may be empty; qpidd forwards one as received).
+        body_segment: bool,
     },
 }
 
@@ -299,6 +301,7 @@ fn finish_segment(track: &mut Track, done: Partial) -> Result<Option<Incoming>, 
                     command,
                     message_header: None,
                     body: Bytes::new(),
+                    body_segment: false,
                 })),
                 Ok((header, command)) => {
                     track.pending = Pending::Message {
@@ -332,10 +335,11 @@ fn finish_segment(track: &mut Track, done: Partial) -> Result<Option<Incoming>, 
                 // start_segment admits header and body segments only after a command.
                 return Err(FrameError::SegmentOrder("header or body without a command").into());
             };
-            let (message_header, body) = if done.segment_type == SegmentType::Header {
-                (Some(payload), Bytes::new())
-            } else {
+            let body_segment = done.segment_type == SegmentType::Body;
+            let (message_header, body) = if body_segment {
                 (message_header, payload)
+            } else {
+                (Some(payload), Bytes::new())
             };
             if done.last_segment {
                 return Ok(Some(Incoming::Command {
@@ -343,6 +347,7 @@ fn finish_segment(track: &mut Track, done: Partial) -> Result<Option<Incoming>, 
                     command,
                     message_header,
                     body,
+                    body_segment,
                 }));
             }
             let size = size + message_header.as_ref().map_or(0, Bytes::len);

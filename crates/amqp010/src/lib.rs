@@ -31,4 +31,7 @@ pub use ops::CommandHeader;
 pub use sequence::{serial_le, serial_lt, ByteRanges, SequenceSet};
 pub use str::Str;
 pub use value::{Array, CodedStruct, List, Map, Struct32, Value};
-pub use write::{write_command, write_control, write_control_framed, write_transfer};
+pub use write::{
+    write_command, write_control, write_control_framed, write_transfer,
+    write_transfer_with_body_segment,
+};

@@ -148,6 +148,50 @@ pub fn write_transfer(
     body: &[u8],
     max_frame_size: usize,
 ) -> Result<(), EncodeError> {
+    let body = (!body.is_empty()).then_some(body);
+    write_segments(
+        out,
+        channel,
+        transfer,
+        sync,
+        header_segment,
+        body,
+        max_frame_size,
+    )
+}
+
+/// [`write_transfer`] with a body segment even when the body is empty: a zero-length body
+/// segment is a message with an empty body, where no body segment is a message without one
+/// (qpid clients tell them apart, as `""` and `None`).
+pub fn write_transfer_with_body_segment(
+    out: &mut BytesMut,
+    channel: u16,
+    transfer: &MessageTransfer,
+    sync: bool,
+    header_segment: &[u8],
+    body: &[u8],
+    max_frame_size: usize,
+) -> Result<(), EncodeError> {
+    write_segments(
+        out,
+        channel,
+        transfer,
+        sync,
+        header_segment,
+        Some(body),
+        max_frame_size,
+    )
+}
+
+fn write_segments(
+    out: &mut BytesMut,
+    channel: u16,
+    transfer: &MessageTransfer,
+    sync: bool,
+    header_segment: &[u8],
+    body: Option<&[u8]>,
+    max_frame_size: usize,
+) -> Result<(), EncodeError> {
     let max_payload = payload_limit(max_frame_size)?;
     codec::atomically(out, |out| {
         let command = Segment {
@@ -166,10 +210,10 @@ pub fn write_transfer(
             channel,
             segment_type: SegmentType::Header,
             first_segment: false,
-            last_segment: body.is_empty(),
+            last_segment: body.is_none(),
         };
         header.write_frames(out, header_segment, max_payload);
-        if !body.is_empty() {
+        if let Some(body) = body {
             let body_segment = Segment {
                 channel,
                 segment_type: SegmentType::Body,
@@ -284,6 +328,20 @@ mod tests {
         assert!(!first.header.last_segment);
         assert_eq!(header.header.segment_type, SegmentType::Header);
         assert!(header.header.last_segment && header.payload.is_empty());
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn an_empty_body_segment_can_be_kept() {
+        let mut out = BytesMut::new();
+        let t = MessageTransfer::default();
+        write_transfer_with_body_segment(&mut out, 0, &t, false, b"h", b"", 4096).unwrap();
+        let _command = decode_frame(&mut out, 4096).unwrap().unwrap();
+        let header = decode_frame(&mut out, 4096).unwrap().unwrap();
+        let body = decode_frame(&mut out, 4096).unwrap().unwrap();
+        assert!(!header.header.last_segment);
+        assert_eq!(body.header.segment_type, SegmentType::Body);
+        assert!(body.header.last_segment && body.payload.is_empty());
         assert!(out.is_empty());
     }
 }

@@ -166,6 +166,7 @@ impl Reader {
                 command,
                 message_header,
                 body,
+                ..
             })) => {
                 self.command(channel, header, command, message_header, body);
                 Ok(Next::Continue)

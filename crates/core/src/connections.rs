@@ -5,17 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
 use crate::queue::{Outbox, OutboxItem};
 use crate::stats::{ConnectionCounters, Traffic};
-use crate::OwnerId;
-
-/// Identifies a connection for management (unique per broker run).
-pub type ConnectionId = u64;
+use crate::{ConnectionId, OwnerId};
 
 /// What a connection is, fixed once it has opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +71,6 @@ struct Entry {
 #[derive(Default)]
 pub struct Connections {
     entries: Mutex<BTreeMap<ConnectionId, Arc<Entry>>>,
-    next_id: AtomicU64,
 }
 
 impl std::fmt::Debug for Connections {
@@ -102,12 +97,14 @@ impl std::fmt::Debug for ConnectionHandle {
 }
 
 impl Connections {
+    /// Registers connection `id` (from [`crate::Broker::next_connection_id`], the id its
+    /// messages carry as their publisher).
     pub fn register(
         self: &Arc<Self>,
+        id: ConnectionId,
         meta: ConnectionMeta,
         outbox: &Arc<Outbox>,
     ) -> ConnectionHandle {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let entry = Arc::new(Entry {
             meta,
             counters: ConnectionCounters::default(),
@@ -232,8 +229,8 @@ mod tests {
     fn connections_register_report_and_leave() {
         let registry = Arc::new(Connections::default());
         let outbox = Outbox::new();
-        let a = registry.register(meta("alice"), &outbox);
-        let b = registry.register(meta("bob"), &Outbox::new());
+        let a = registry.register(1, meta("alice"), &outbox);
+        let b = registry.register(2, meta("bob"), &Outbox::new());
         a.store_traffic(Traffic {
             bytes_in: 10,
             bytes_out: 20,
@@ -261,7 +258,7 @@ mod tests {
     fn closing_asks_the_connection_through_its_outbox() {
         let registry = Arc::new(Connections::default());
         let outbox = Outbox::new();
-        let a = registry.register(meta("alice"), &outbox);
+        let a = registry.register(3, meta("alice"), &outbox);
         assert!(registry.close(a.id(), "closed by an operator"));
         let mut items = Vec::new();
         outbox.take(&mut items);

@@ -27,6 +27,7 @@ pub struct ExchangeDefinition<'a> {
     pub auto_delete: bool,
     pub alternate_exchange: Option<&'a str>,
     pub arguments: &'a Arguments,
+    pub internal: bool,
 }
 
 /// A durable queue as the store keeps it. Exclusivity is not kept: it belongs to a session,

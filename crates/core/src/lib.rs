@@ -62,9 +62,9 @@ mod transaction;
 mod value;
 
 pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
-pub use broker::{BoundResult, Broker, BrokerConfig, PublishOutcome};
+pub use broker::{BoundResult, Broker, BrokerConfig, Dialect, PublishOutcome};
 pub use connections::{
-    ConnectionHandle, ConnectionId, ConnectionMeta, ConnectionStatus, Connections, SessionStatus,
+    ConnectionHandle, ConnectionMeta, ConnectionStatus, Connections, SessionStatus,
 };
 pub use error::BrokerError;
 pub use events::{BrokerEvent, Observer};
@@ -75,7 +75,9 @@ pub use journal::{
     DurableWaiter, ExchangeDefinition, Journal, JournalStats, JournalTx, QueueDefinition, SyncPoint,
 };
 pub use limits::{LimitPolicy, QueueLimits};
-pub use message::{now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, StoreRef};
+pub use message::{
+    now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, Sequenced, StoreRef,
+};
 pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{
     ConsumerSpec, ConsumerStatus, Delivery, Got, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo,
@@ -93,3 +95,8 @@ pub type ConsumerId = u64;
 /// Identifies the session (0-10) or connection (0-9-1) that owns exclusive queues and consumers.
 /// Opaque to the core; allocate with [`Broker::next_owner_id`].
 pub type OwnerId = u64;
+
+/// Identifies a client connection: a message remembers the one it was published on (see
+/// [`Message::publisher`]), which a no-local queue compares with its owner's. Opaque to
+/// the core; allocate with [`Broker::next_connection_id`]; 0 is none.
+pub type ConnectionId = u64;

@@ -3,18 +3,22 @@
 use crate::error::BrokerError;
 use crate::value::Arguments;
 
-/// What happens when a publish would exceed a queue limit. qpidd's `ring` is `DropHead`;
-/// its `ring_strict` (gone from later qpidd releases) and `flow_to_disk` are refused at
-/// declare time with `NotImplemented` rather than silently behaving like `Reject`.
+/// What happens when a publish would exceed a queue limit. qpidd's `ring_strict` (gone
+/// from later qpidd releases) and `flow_to_disk` are refused at declare time with
+/// `NotImplemented` rather than silently behaving like `Reject`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LimitPolicy {
     #[default]
     Reject,
     /// Drop the oldest available messages (to the alternate exchange, if any) to make room:
-    /// RabbitMQ's default `x-overflow` of `drop-head`, qpidd's `ring`. In a priority queue
-    /// the head is the next message to deliver, as RabbitMQ has it (qpidd drops a lower
-    /// priority one first).
+    /// RabbitMQ's default `x-overflow` of `drop-head`. In a priority queue the head is the
+    /// next message to deliver, as RabbitMQ has it.
     DropHead,
+    /// qpidd's `ring` (its `LossyQueue`): make room by dropping, silently, the oldest
+    /// message of the lowest priority level not above the new message's, acquired ones
+    /// included (their consumers' settlements then do nothing); if there is none, the new
+    /// message is the one dropped.
+    Ring,
 }
 
 /// Limits on a queue's depth. Counts include messages acquired but not yet settled, as qpidd
@@ -40,7 +44,7 @@ impl QueueLimits {
             None => LimitPolicy::Reject,
             Some(v) => match v.as_str() {
                 Some("reject") => LimitPolicy::Reject,
-                Some("ring") => LimitPolicy::DropHead,
+                Some("ring") => LimitPolicy::Ring,
                 Some(p @ ("ring_strict" | "flow_to_disk")) => {
                     return Err(BrokerError::NotImplemented(format!(
                         "qpid.policy_type {p} is not supported"
@@ -106,13 +110,13 @@ mod tests {
     }
 
     #[test]
-    fn ring_drops_the_head() {
+    fn ring_is_qpidds_ring() {
         let l = QueueLimits::from_arguments(&args(&[
             ("qpid.max_count", V::Int(3)),
             ("qpid.policy_type", V::Str("ring".into())),
         ]))
         .unwrap();
-        assert_eq!(l.policy, LimitPolicy::DropHead);
+        assert_eq!(l.policy, LimitPolicy::Ring);
     }
 
     #[test]

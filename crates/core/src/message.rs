@@ -38,6 +38,10 @@ pub struct Message {
     pub expires_at: Option<u64>,
     pub priority: u8,
     pub persistent: bool,
+    /// A 0-10 publisher sent the body as a segment of its own. Only telling for an empty
+    /// body: a zero-length body segment is delivered as one (an empty body), where a
+    /// message sent without any is delivered without (qpidd forwards segments as received).
+    pub body_segment: bool,
     /// Bytes counted against queue size limits and consumer byte credit (header + body as set by
     /// the protocol layer).
     pub size: u64,
@@ -46,6 +50,22 @@ pub struct Message {
     /// Where and why the message was dead-lettered so far; `None` for a message that never
     /// was. Protocol layers render it on delivery (0-9-1 as RabbitMQ's `x-death` headers).
     pub deaths: Option<Arc<DeathHistory>>,
+    /// The connection it was published on (0: none known, e.g. recovered from the store).
+    /// Kept through rerouting, so a no-local queue knows its owner's messages wherever
+    /// they come from (qpidd's `Message::isLocalTo`).
+    pub publisher: crate::ConnectionId,
+    /// The number a sequencing queue gave the message as it arrived there; protocol layers
+    /// deliver it as an application header. `None` on every other queue.
+    pub sequence: Option<Arc<Sequenced>>,
+}
+
+/// qpidd's `qpid.queue_msg_sequence`: a queue counts the messages arriving on it (from 1,
+/// every one, so consumers see gaps where some were dropped or purged) and each carries its
+/// number to consumers in the application header the argument names (a 0-10 uint32).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sequenced {
+    pub key: Arc<str>,
+    pub number: u32,
 }
 
 /// Why a queue dead-lettered a message (RabbitMQ's reason names).
@@ -173,6 +193,8 @@ impl Message {
             priority: self.priority,
             persistent: self.persistent,
             size: self.size,
+            publisher: self.publisher,
+            sequence: self.sequence.clone(),
             ..Message::default()
         };
         stub.stored.carry_from(&self.stored);

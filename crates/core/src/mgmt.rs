@@ -4,14 +4,13 @@
 //! lock, then each queue's lock in turn, briefly.
 
 use crate::broker::Broker;
-use crate::connections::ConnectionId;
 use crate::exchange::{BindingStatus, ExchangeInfo};
 use crate::journal::JournalStats;
 use crate::limits::QueueLimits;
 use crate::queue::{ConsumerStatus, QueueDepth};
 use crate::stats::{ExchangeTotals, QueueCounters};
 use crate::value::Arguments;
-use crate::OwnerId;
+use crate::{ConnectionId, OwnerId};
 
 /// A queue as management sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,9 +68,10 @@ pub struct Overview {
 }
 
 impl Broker {
-    /// Every queue, by name.
+    /// Every queue but the broker's own ([`crate::QueueOptions::system`]), by name.
     pub fn queue_statuses(&self) -> Vec<QueueStatus> {
         let mut queues = self.queues();
+        queues.retain(|q| !q.is_system());
         queues.sort_by(|a, b| a.name().cmp(b.name()));
         queues
             .iter()
@@ -90,7 +90,7 @@ impl Broker {
     }
 
     pub fn queue_status(&self, name: &str) -> Option<QueueStatus> {
-        let q = self.queue(name)?;
+        let q = self.queue(name).filter(|q| !q.is_system())?;
         Some(QueueStatus {
             name: q.name().to_owned(),
             durable: q.is_durable(),
@@ -214,6 +214,7 @@ mod tests {
             id: consumer,
             outbox: outbox.clone(),
             owner: 9,
+            connection: 0,
             tag: Bytes::from_static(b"ctag"),
             acquire: true,
             exclusive: false,
@@ -294,7 +295,9 @@ mod tests {
             frame_max: 65535,
             channel_max: 256,
         };
-        let conn = b.connections().register(meta, &outbox);
+        let conn = b
+            .connections()
+            .register(b.next_connection_id(), meta, &outbox);
         conn.set_sessions(vec![crate::connections::SessionStatus {
             channel: 1,
             owner: 42,
@@ -304,6 +307,7 @@ mod tests {
             id: b.next_consumer_id(),
             outbox,
             owner: 42,
+            connection: 0,
             tag: Bytes::from_static(b"d"),
             acquire: false,
             exclusive: false,

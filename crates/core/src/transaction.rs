@@ -315,6 +315,7 @@ mod tests {
             id,
             outbox: outbox.clone(),
             owner: 1,
+            connection: 0,
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,

@@ -51,7 +51,9 @@ fn overview_nodes_users_vhosts_and_whoami() {
     for key in ["message_stats", "queue_totals", "object_totals"] {
         assert!(o[key].is_object(), "{key} in {o}");
     }
-    assert_eq!(o["object_totals"]["exchanges"], 5);
+    // The default exchange, amq.direct/fanout/topic/match, and the QMF agent's
+    // qmf.default.direct/topic and qpid.management (management is on).
+    assert_eq!(o["object_totals"]["exchanges"], 8);
     assert_eq!(o["queue_totals"]["messages"], 0);
     assert_eq!(o["message_stats"]["publish_details"]["rate"], 0.0);
     let listeners = o["listeners"].as_array().unwrap();
@@ -555,6 +557,13 @@ fn amqp_traffic_of_both_protocols_shows_in_the_counters() {
             .expect(200)
             .json();
         assert_eq!(one["name"], name);
+        // Channel figures are reported at most once a second (their count at once).
+        eventually("the channel's modes", || {
+            let channels = h
+                .get(&format!("/api/connections/{}/channels", seg(name)))
+                .json();
+            channels[0]["confirm"] == true
+        });
         let channels = h
             .get(&format!("/api/connections/{}/channels", seg(name)))
             .expect(200)

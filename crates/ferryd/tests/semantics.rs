@@ -581,9 +581,20 @@ async fn management_errors_use_the_spec_codes() {
         )
         .await
         .unwrap();
+    // qpidd: only an exclusive declare of another session's exclusive queue is locked.
     let other = conn.session().await.unwrap();
-    let e = other
+    other
         .queue_declare("mine", QueueDeclareOptions::default())
+        .await
+        .unwrap();
+    let e = other
+        .queue_declare(
+            "mine",
+            QueueDeclareOptions {
+                exclusive: true,
+                ..Default::default()
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(code_of(e), ErrorCode::ResourceLocked);

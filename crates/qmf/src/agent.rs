@@ -69,6 +69,7 @@ impl Agent {
         let options = QueueOptions {
             exclusive_owner: Some(self.owner),
             limits: QUEUE_LIMITS,
+            system: true,
             ..QueueOptions::default()
         };
         let (queue, _) = b.declare_queue(queue_name, options, false, self.owner)?;
@@ -128,6 +129,15 @@ impl Agent {
         let (events, dropped) = queue.take();
         if dropped > 0 {
             warn!(dropped, "QMF events dropped: the agent fell behind");
+        }
+        // With no console bound to the topic exchange nobody would receive them: building
+        // and routing them would only cost time and count as publishes.
+        let listened = self
+            .broker
+            .exchange(TOPIC_EXCHANGE)
+            .is_some_and(|e| e.binding_count() > 1); // the agent's own locate binding is one
+        if !listened {
+            return;
         }
         let now = now_ns();
         for event in &events {
@@ -255,6 +265,8 @@ fn subscribe(
         id,
         outbox: outbox.clone(),
         owner,
+        // Not a client connection: nothing it publishes is kept out of no-local queues.
+        connection: 0,
         tag: Bytes::from_static(b"qmf-agent"),
         acquire: true,
         exclusive: true,

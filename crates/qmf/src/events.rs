@@ -262,7 +262,9 @@ mod tests {
             frame_max: 65535,
             channel_max: 256,
         };
-        let conn = broker.connections().register(meta, &outbox);
+        let conn = broker
+            .connections()
+            .register(broker.next_connection_id(), meta, &outbox);
         conn.set_sessions(vec![SessionStatus {
             owner: 42,
             ..SessionStatus::default()

@@ -263,6 +263,7 @@ fn create(view: &View, caller: &Caller, args: &Map) -> Result<(), Failure> {
             let options = ExchangeOptions {
                 durable: flag("durable"),
                 auto_delete: flag("auto-delete"),
+                internal: false,
                 alternate_exchange: alternate,
                 arguments: to_arguments(properties.iter().filter(|(k, _)| {
                     !matches!(

@@ -75,6 +75,7 @@ impl Console {
             id,
             outbox: outbox.clone(),
             owner: 1,
+            connection: 0,
             tag: Bytes::from_static(b"r"),
             acquire: true,
             exclusive: false,

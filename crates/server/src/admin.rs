@@ -302,16 +302,12 @@ impl AdminUser {
                     "exchange name '{name}' contains reserved prefix 'amq.'"
                 )))
             }
-            None if internal => {
-                return Err(AdminError::BadRequest(
-                    "internal exchanges are not supported".into(),
-                ))
-            }
             None => {}
         }
         let opts = ExchangeOptions {
             durable,
             auto_delete,
+            internal,
             alternate_exchange: arguments
                 .get("alternate-exchange")
                 .and_then(|v| v.as_str())

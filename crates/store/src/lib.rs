@@ -486,6 +486,7 @@ impl Journal for Store {
             name: e.name.to_owned(),
             kind: e.kind,
             auto_delete: e.auto_delete,
+            internal: e.internal,
             alternate: e.alternate_exchange.map(str::to_owned),
             arguments: e.arguments.clone(),
         });

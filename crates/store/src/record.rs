@@ -109,8 +109,19 @@ pub struct ExchangeRec {
     pub name: String,
     pub kind: ExchangeKind,
     pub auto_delete: bool,
+    /// Kept in the flags octet with `auto_delete` (bit 1), so journals written before it
+    /// existed (0 or 1 there) read as not internal.
+    pub internal: bool,
     pub alternate: Option<String>,
     pub arguments: Arguments,
+}
+
+const FLAG_AUTO_DELETE: u8 = 1;
+const FLAG_INTERNAL: u8 = 2;
+
+fn exchange_flags(e: &ExchangeRec) -> u8 {
+    (if e.auto_delete { FLAG_AUTO_DELETE } else { 0 })
+        | (if e.internal { FLAG_INTERNAL } else { 0 })
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -200,7 +211,7 @@ impl Record {
             Record::ExchangeDeclare(e) => {
                 put_str(out, &e.name);
                 put_str(out, e.kind.name());
-                put_u8(out, u8::from(e.auto_delete));
+                put_u8(out, exchange_flags(e));
                 put_opt_str(out, e.alternate.as_deref());
                 put_arguments(out, &e.arguments);
             }
@@ -217,6 +228,7 @@ impl Record {
                     match q.limits.policy {
                         LimitPolicy::Reject => 0,
                         LimitPolicy::DropHead => 1,
+                        LimitPolicy::Ring => 2,
                     },
                 );
                 put_arguments(out, &q.arguments);
@@ -266,10 +278,12 @@ impl Record {
                 let kind_name = r.string()?;
                 let kind = ExchangeKind::from_name(&kind_name)
                     .ok_or(DecodeError::BadExchangeKind(kind_name))?;
+                let flags = r.u8()?;
                 Record::ExchangeDeclare(ExchangeRec {
                     name,
                     kind,
-                    auto_delete: r.u8()? != 0,
+                    auto_delete: flags & FLAG_AUTO_DELETE != 0,
+                    internal: flags & FLAG_INTERNAL != 0,
                     alternate: r.opt_string()?,
                     arguments: r.arguments()?,
                 })
@@ -286,6 +300,7 @@ impl Record {
                     policy: match r.u8()? {
                         0 => LimitPolicy::Reject,
                         1 => LimitPolicy::DropHead,
+                        2 => LimitPolicy::Ring,
                         t => return Err(DecodeError::BadTag(t)),
                     },
                 },
@@ -605,6 +620,7 @@ mod tests {
                 name: "x".into(),
                 kind: ExchangeKind::Headers,
                 auto_delete: true,
+                internal: false,
                 alternate: Some("alt".into()),
                 arguments: args.clone(),
             }),
@@ -660,7 +676,45 @@ mod tests {
                 destination: "x".into(),
                 key: "a.*".into(),
             }),
+            Record::QueueDeclare(QueueRec {
+                id: 4,
+                name: "ring".into(),
+                auto_delete: false,
+                alternate: None,
+                limits: QueueLimits {
+                    max_count: Some(4),
+                    max_size: None,
+                    policy: LimitPolicy::Ring,
+                },
+                arguments: Arguments::new(),
+            }),
+            Record::ExchangeDeclare(ExchangeRec {
+                name: "i".into(),
+                kind: ExchangeKind::Topic,
+                auto_delete: false,
+                internal: true,
+                alternate: None,
+                arguments: Arguments::new(),
+            }),
         ]
+    }
+
+    #[test]
+    fn an_exchange_declared_before_internal_existed_reads_as_not_internal() {
+        // The flags octet held only auto-delete: 0 or 1.
+        for (flag, auto_delete) in [(0u8, false), (1, true)] {
+            let mut payload = Vec::new();
+            put_str(&mut payload, "old");
+            put_str(&mut payload, "direct");
+            put_u8(&mut payload, flag);
+            put_opt_str(&mut payload, None);
+            put_arguments(&mut payload, &Arguments::new());
+            let rec = Record::decode(kind::EXCHANGE_DECLARE, Bytes::from(payload)).unwrap();
+            let Record::ExchangeDeclare(e) = rec else {
+                panic!("not an exchange")
+            };
+            assert_eq!((e.auto_delete, e.internal), (auto_delete, false));
+        }
     }
 
     #[test]

@@ -437,12 +437,15 @@ impl Recovered {
             let opts = QueueOptions {
                 durable: true,
                 exclusive_owner: None,
+                connection: 0,
                 auto_delete: q.auto_delete,
                 alternate_exchange: alternate,
                 limits: q.limits,
                 arguments: q.arguments,
                 // Quotas count what users declare; a recovered queue was declared before.
                 quota: None,
+                // The broker's own queues are never durable.
+                system: false,
             };
             match broker.restore_queue(&q.name, opts, q.id) {
                 Ok(queue) => {
@@ -481,6 +484,7 @@ fn restore_exchange(broker: &Broker, e: &ExchangeRec, alternate: Option<String>)
         auto_delete: e.auto_delete,
         alternate_exchange: alternate,
         arguments: e.arguments.clone(),
+        internal: e.internal,
     };
     if let Err(err) = broker.restore_exchange(&e.name, e.kind, opts) {
         tracing::error!("store: cannot restore exchange {}: {err}", e.name);

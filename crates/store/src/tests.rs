@@ -85,6 +85,7 @@ fn consume(b: &Broker, q: &Arc<Queue>, n: u32) -> Vec<Bytes> {
         id,
         outbox: ob.clone(),
         owner: 1,
+        connection: 0,
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,
@@ -138,6 +139,7 @@ fn durable_topology_and_persistent_messages_survive_a_restart() {
             .unwrap();
         let xo_alt = ExchangeOptions {
             alternate_exchange: Some("alt".into()),
+            internal: true,
             ..xo
         };
         b.declare_exchange("topics", ExchangeKind::Topic, xo_alt, false)
@@ -178,6 +180,8 @@ fn durable_topology_and_persistent_messages_survive_a_restart() {
     let topics = b.exchange("topics").unwrap();
     assert_eq!(topics.kind(), ExchangeKind::Topic);
     assert_eq!(topics.alternate().map(|a| a.name()), Some("alt"));
+    assert!(topics.is_internal(), "internal (RabbitMQ) is kept");
+    assert!(!b.exchange("alt").unwrap().is_internal());
     assert!(b.bound("topics", Some("q"), Some("a.#"), None) == Default::default());
     assert!(b.bound("amq.direct", Some("q"), Some("k"), None) == Default::default());
     // Recovered messages are marked redelivered and can be settled for good.
@@ -186,6 +190,7 @@ fn durable_topology_and_persistent_messages_survive_a_restart() {
         id: 99,
         outbox: ob.clone(),
         owner: 1,
+        connection: 0,
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,

@@ -128,6 +128,7 @@ impl Peer {
                         command,
                         message_header,
                         body,
+                        ..
                     }) => {
                         let next = self.next_in.entry(channel).or_insert(0);
                         let id = *next;

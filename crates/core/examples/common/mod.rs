@@ -24,6 +24,7 @@ pub fn one_queue_one_consumer(credit: u32) -> Result<Bench, BrokerError> {
         id: consumer,
         outbox: outbox.clone(),
         owner: 1,
+        connection: 0,
         tag: Bytes::from_static(b"bench"),
         acquire: true,
         exclusive: false,

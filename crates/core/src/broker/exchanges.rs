@@ -96,6 +96,7 @@ impl Broker {
                 auto_delete: opts.auto_delete,
                 alternate_exchange: alternate.as_ref().map(|a| a.name()),
                 arguments: &opts.arguments,
+                internal: opts.internal,
             })?;
         }
         let ex = Exchange::new(name.to_owned(), kind, &opts, alternate, false);

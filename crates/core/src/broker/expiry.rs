@@ -18,12 +18,17 @@ impl Broker {
     /// Returns the earliest deadline still pending, in milliseconds since the epoch, for
     /// the caller to come back then.
     pub fn expire_unused_queues(&self) -> Option<u64> {
+        self.expire_unused_queues_at(now_ms())
+    }
+
+    /// [`Broker::expire_unused_queues`] as of `now` (milliseconds since the epoch); also
+    /// deletes auto-delete queues whose `qpid.auto_delete_timeout` ran out unused.
+    pub fn expire_unused_queues_at(&self, now: u64) -> Option<u64> {
         let queues: Vec<Arc<Queue>> = {
             let mut list = self.expiring.lock();
             list.retain(|w| w.upgrade().is_some_and(|q| !q.is_deleted()));
             list.iter().filter_map(Weak::upgrade).collect()
         };
-        let now = now_ms();
         let mut next: Option<u64> = None;
         for q in queues {
             match q.unused_deadline() {
@@ -40,7 +45,10 @@ impl Broker {
                     };
                     match drained {
                         Some(d) => {
-                            tracing::debug!(queue = q.name(), "x-expires: deleting unused queue");
+                            tracing::debug!(
+                                queue = q.name(),
+                                "deleting unused queue (x-expires or timed auto-delete)"
+                            );
                             finish_delete(&q, d);
                         }
                         // Used again meanwhile: look again at its new deadline.

@@ -72,6 +72,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, acquire: bool, credit: u32) -> (Consume
         id,
         outbox: ob.clone(),
         owner: ME,
+        connection: 0,
         tag: Bytes::new(),
         acquire,
         exclusive: false,
@@ -229,15 +230,29 @@ fn deleted_queues_and_what_their_consumers_still_held() {
     let (_, ob) = subscribe(&b, &q, true, 3);
     let ds = take_deliveries(&ob);
     b.delete_queue("q", false, false, ME).unwrap();
-    assert_eq!(alt_target.message_count(), 2, "the queued ones");
-    // After the delete: one accepted, one released (an orphan, routed on), one never
-    // settled (the queue goes with the last handle to it).
+    // A 0-10 alternate exchange takes the acquired ones too; settling them does nothing.
+    assert_eq!(alt_target.message_count(), 5, "queued and acquired");
+    assert!(!q.accept(ds[0].position));
+    assert_eq!(alt_target.purge(), 5);
+    assert_eq!(b.memory_used(), 0, "the deleted queue holds nothing");
+    drop((q, ds, ob));
+    assert_nothing_held(&b, "delete with an alternate");
+
+    // Without one, acquired messages stay with their consumers: one accepted, one
+    // released (an orphan, dropped), one never settled (the queue goes with the last
+    // handle to it).
+    let q = plain(&b, "q");
+    for size in [1, 2, 3, 4, 5] {
+        put(&b, "q", size);
+    }
+    let (_, ob) = subscribe(&b, &q, true, 3);
+    let ds = take_deliveries(&ob);
+    b.delete_queue("q", false, false, ME).unwrap();
     assert!(q.accept(ds[0].position));
     assert_eq!(
         q.release([(ds[1].position, ds[1].message.clone())], false),
         1
     );
-    assert_eq!(alt_target.purge(), 3);
     assert_eq!(b.memory_used(), 3, "the unsettled one");
     drop((q, ds, ob));
     assert_nothing_held(&b, "delete");

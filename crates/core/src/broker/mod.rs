@@ -25,6 +25,8 @@ mod journal_tests;
 #[cfg(test)]
 mod meter_tests;
 mod publish;
+#[cfg(test)]
+mod qpidd_tests;
 mod queues;
 mod recovery;
 mod registry;
@@ -48,10 +50,11 @@ use crate::exchange_kind::ExchangeKind;
 use crate::journal::Journal;
 use crate::limits::QueueLimits;
 use crate::queue::{OffloadBudget, Queue, QueueInfo};
-use crate::{ConsumerId, OwnerId};
+use crate::{ConnectionId, ConsumerId, OwnerId};
 
 pub use bindings::BoundResult;
 pub use publish::PublishOutcome;
+pub use queues::Dialect;
 use registry::Registry;
 
 #[derive(Debug, Clone, Default)]
@@ -174,6 +177,12 @@ impl Broker {
 
     pub fn next_owner_id(&self) -> OwnerId {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A connection's id, never 0. Drawn from the owners' sequence, so a 0-9-1 connection
+    /// (which owns its exclusive queues itself) may use one id for both.
+    pub fn next_connection_id(&self) -> ConnectionId {
+        self.next_owner_id()
     }
 
     /// The nameless direct exchange every queue is implicitly bound to by its name.

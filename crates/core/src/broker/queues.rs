@@ -42,6 +42,59 @@ fn name_suffix(n: u64, now: u64) -> String {
     s
 }
 
+/// RabbitMQ: another owner's exclusive queue is locked to any declare; a differing
+/// alternate exchange is not allowed; an exclusive declare claims an unowned queue.
+fn redeclare_rabbitmq(
+    q: &Queue,
+    opts: &QueueOptions,
+    passive: bool,
+    requester: OwnerId,
+) -> Result<(), BrokerError> {
+    q.check_access(requester)?;
+    if passive {
+        return Ok(());
+    }
+    if let Some(alt) = opts.alternate_exchange.as_deref().filter(|a| !a.is_empty()) {
+        if q.alternate_exchange_name() != Some(alt) {
+            return Err(BrokerError::NotAllowed(format!(
+                "queue {} exists with a different alternate exchange",
+                q.name()
+            )));
+        }
+    }
+    match opts.exclusive_owner {
+        Some(owner) => q.claim(owner, opts.connection, false),
+        None => Ok(()),
+    }
+}
+
+/// qpidd (`SessionAdapter::QueueHandlerImpl::declare`): a declare without `exclusive` never
+/// checks ownership; an exclusive one must end with the requester owning the queue, which a
+/// passive declare never claims.
+fn redeclare_qpidd(
+    q: &Queue,
+    opts: &QueueOptions,
+    passive: bool,
+    requester: OwnerId,
+) -> Result<(), BrokerError> {
+    let Some(owner) = opts.exclusive_owner else {
+        return Ok(());
+    };
+    let claimed = if passive {
+        Err(())
+    } else {
+        q.claim(owner, opts.connection, true).map_err(|_| ())
+    };
+    match claimed {
+        Ok(()) => Ok(()),
+        Err(()) if q.owner() == Some(requester) => Ok(()),
+        Err(()) => Err(BrokerError::ResourceLocked(format!(
+            "Cannot grant exclusive access to queue {}",
+            q.name()
+        ))),
+    }
+}
+
 /// Tells a deleted queue's consumers they are gone and sends the messages it held to its
 /// alternate exchange; returns how many it held. Call outside the registry lock: routing
 /// them takes queue locks.
@@ -51,16 +104,42 @@ pub(super) fn finish_delete(q: &Queue, drained: Drained) -> u64 {
     n
 }
 
+/// Whose rules a queue declaration follows where qpidd's and RabbitMQ's differ: what a
+/// declare of an existing queue checks. A protocol layer picks its broker's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// Any declare of a queue another owner holds exclusively, passive or not, is
+    /// `ResourceLocked`; a differing alternate exchange is `NotAllowed`; an exclusive
+    /// declare of an unowned queue claims it. (0-9-1 compares the rest itself.)
+    #[default]
+    RabbitMq,
+    /// qpidd's `queue.declare`: only an exclusive declare is checked, passive or not; it
+    /// is `ResourceLocked` unless the requester owns the queue or (not passive) may claim
+    /// it: unowned and without consumers. A named alternate exchange must exist
+    /// (`NotFound`) but is not compared with the queue's.
+    Qpidd,
+}
+
 impl Broker {
-    /// Declares (or, with `passive`, looks up) a queue on behalf of session `requester`.
-    /// Returns the queue and whether it was created.
-    ///
-    /// An existing queue exclusively owned by another session is `ResourceLocked` for any
-    /// declare, passive or not (0-10 queue.declare exclusive/in-use). A non-passive exclusive
-    /// declare of an existing unowned queue makes the requester its owner, as qpidd does.
-    /// Durable and auto-delete of an existing queue are kept (0-10: ignored on redeclare).
+    /// Declares (or, with `passive`, looks up) a queue on behalf of session `requester`,
+    /// under [`Dialect::RabbitMq`]'s rules. Returns the queue and whether it was created.
     pub fn declare_queue(
         &self,
+        name: &str,
+        opts: QueueOptions,
+        passive: bool,
+        requester: OwnerId,
+    ) -> Result<(Arc<Queue>, bool), BrokerError> {
+        self.declare_queue_as(Dialect::RabbitMq, name, opts, passive, requester)
+    }
+
+    /// Declares (or, with `passive`, looks up) a queue on behalf of session `requester`;
+    /// `dialect` says what a declare of an existing queue checks. Returns the queue and
+    /// whether it was created. Durable and auto-delete of an existing queue are kept (both
+    /// brokers: the protocol layer compares them if it must).
+    pub fn declare_queue_as(
+        &self,
+        dialect: Dialect,
         name: &str,
         opts: QueueOptions,
         passive: bool,
@@ -73,19 +152,19 @@ impl Broker {
         }
         let mut reg = self.registry.write();
         if let Some(q) = reg.queues.get(name) {
-            q.check_access(requester)?;
+            match dialect {
+                Dialect::RabbitMq => redeclare_rabbitmq(q, &opts, passive, requester)?,
+                Dialect::Qpidd => {
+                    if !passive {
+                        // qpidd looks the alternate up before the queue.
+                        reg.resolve_alternate(opts.alternate_exchange.as_deref())?;
+                    }
+                    redeclare_qpidd(q, &opts, passive, requester)?;
+                }
+            }
             q.touch();
             if !passive {
-                if let Some(alt) = opts.alternate_exchange.as_deref().filter(|a| !a.is_empty()) {
-                    if q.alternate_exchange_name() != Some(alt) {
-                        return Err(BrokerError::NotAllowed(format!(
-                            "queue {name} exists with a different alternate exchange"
-                        )));
-                    }
-                }
-                if let Some(owner) = opts.exclusive_owner {
-                    q.claim(owner)?;
-                }
+                q.redeclared();
                 self.queue_declared(q, false, requester);
             }
             return Ok((q.clone(), false));
@@ -205,7 +284,7 @@ impl Broker {
             .bind(&q, name, &Arguments::new())
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
         reg.queues.insert(name.to_owned(), q.clone());
-        if q.expires().is_some() {
+        if q.has_deadlines() {
             self.expiring.lock().push(Arc::downgrade(&q));
             self.expiry_changed.notify_one();
         }

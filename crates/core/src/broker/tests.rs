@@ -52,6 +52,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, owner: OwnerId) -> Co
         id,
         outbox: ob.clone(),
         owner,
+        connection: 0,
         tag: b_tag(id),
         acquire: true,
         exclusive: false,
@@ -437,13 +438,51 @@ fn queue_delete_rules_and_orphans_go_to_alternate() {
 }
 
 #[test]
-fn release_after_queue_delete_routes_to_alternate() {
+fn acquired_messages_go_to_the_alternate_in_queue_order_when_the_queue_is_deleted() {
+    // qpidd (QPID-3481): "even acquired messages are treated as abandoned"; settling them
+    // afterwards does nothing.
     let b = broker();
     let dead = declare(&b, "dead");
     b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
     let (q, _) = b
         .declare_queue("q", alt_opts("amq.fanout"), false, ME)
         .unwrap();
+    for body in ["1", "2", "3", "4", "5"] {
+        publish(&b, "", "q", body);
+    }
+    let ob = Outbox::new();
+    let c = subscribe(&b, &q, &ob, ME);
+    q.add_credit(c, 3, u32::MAX).unwrap();
+    let mut items = Vec::new();
+    ob.take(&mut items);
+    let held: Vec<_> = items
+        .into_iter()
+        .filter_map(|i| match i {
+            OutboxItem::Deliver(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(held.len(), 3);
+    // The middle one is released first, so the queue order is 1, 3 (acquired), 2, 4, 5.
+    q.release([(held[1].position, held[1].message.clone())], false);
+    let ob2 = Outbox::new();
+    let c2 = subscribe(&b, &q, &ob2, OTHER);
+    q.add_credit(c2, 1, u32::MAX).unwrap();
+    assert_eq!(b.delete_queue("q", false, false, ME).unwrap(), 5);
+    assert_eq!(bodies(&dead), [bs("1"), bs("2"), bs("3"), bs("4"), bs("5")]);
+    assert_eq!(
+        q.release([(held[0].position, held[0].message.clone())], true),
+        0
+    );
+    assert!(!q.accept(held[2].position));
+    assert_eq!(dead.message_count(), 5, "rerouted once");
+    assert_eq!(q.unsettled_count(), 0);
+}
+
+#[test]
+fn without_an_alternate_acquired_messages_stay_with_their_consumer() {
+    let b = broker();
+    let q = declare(&b, "q");
     publish(&b, "", "q", "held");
     let ob = Outbox::new();
     let c = subscribe(&b, &q, &ob, ME);
@@ -454,8 +493,7 @@ fn release_after_queue_delete_routes_to_alternate() {
         panic!("expected a delivery")
     };
     assert_eq!(b.delete_queue("q", false, false, ME).unwrap(), 0);
-    assert_eq!(q.release([(d.position, d.message.clone())], true), 1);
-    assert_eq!(bodies(&dead), [bs("held")]);
+    assert!(q.accept(d.position));
 }
 
 #[test]
@@ -715,6 +753,7 @@ fn subscribe_on_a_deleted_queue_fails() {
         id: 1,
         outbox: ob,
         owner: ME,
+        connection: 0,
         tag: Bytes::new(),
         acquire: true,
         exclusive: false,
@@ -829,6 +868,7 @@ fn single_active_consumer_gets_everything_until_it_leaves() {
             id,
             outbox: ob.clone(),
             owner: ME,
+            connection: 0,
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,

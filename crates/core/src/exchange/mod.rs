@@ -29,6 +29,9 @@ pub struct ExchangeOptions {
     pub auto_delete: bool,
     pub alternate_exchange: Option<String>,
     pub arguments: Arguments,
+    /// RabbitMQ's internal exchange: clients may not publish to it; it is reached only
+    /// through exchange-to-exchange bindings (0-9-1 checks this on publish).
+    pub internal: bool,
 }
 
 /// Answer data for exchange.query.
@@ -40,6 +43,7 @@ pub struct ExchangeInfo {
     pub auto_delete: bool,
     pub alternate_exchange: Option<String>,
     pub arguments: Arguments,
+    pub internal: bool,
 }
 
 /// One binding, for management.
@@ -274,6 +278,7 @@ pub struct Exchange {
     kind: ExchangeKind,
     durable: bool,
     auto_delete: bool,
+    internal: bool,
     builtin: bool,
     alternate: Option<Arc<Exchange>>,
     arguments: Arguments,
@@ -311,6 +316,7 @@ impl Exchange {
             kind,
             durable: opts.durable,
             auto_delete: opts.auto_delete,
+            internal: opts.internal,
             builtin,
             alternate,
             arguments: opts.arguments.clone(),
@@ -368,6 +374,11 @@ impl Exchange {
         self.auto_delete
     }
 
+    /// See [`ExchangeOptions::internal`].
+    pub fn is_internal(&self) -> bool {
+        self.internal
+    }
+
     /// Pre-declared by the broker (the default exchange and `amq.*`).
     pub fn is_builtin(&self) -> bool {
         self.builtin
@@ -386,13 +397,15 @@ impl Exchange {
         self.table.read().len()
     }
 
-    /// The bindings where this exchange is the source, for management.
+    /// The bindings where this exchange is the source, for management (not those of the
+    /// broker's own queues).
     pub fn bindings(&self) -> Vec<BindingStatus> {
         let table = self.table.read();
         let to_queues = table
             .queues
             .records
             .iter()
+            .filter(|(_, (q, _))| !q.is_system())
             .map(|((_, key), (q, args))| BindingStatus {
                 source: self.name.clone(),
                 destination: q.name().to_owned(),
@@ -432,6 +445,7 @@ impl Exchange {
             auto_delete: self.auto_delete,
             alternate_exchange: self.alternate.as_ref().map(|a| a.name.clone()),
             arguments: self.arguments.clone(),
+            internal: self.internal,
         }
     }
 

@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::queue::flow::Window;
 use crate::queue::outbox::{Outbox, OutboxItem};
 use crate::queue::window::SettleWindow;
 use crate::queue::Queue;
-use crate::{ConsumerId, OwnerId};
+use crate::{ConnectionId, ConsumerId, OwnerId};
 
 /// What a protocol layer supplies to subscribe.
 #[derive(Debug, Clone)]
@@ -15,6 +16,9 @@ pub struct ConsumerSpec {
     pub id: ConsumerId,
     pub outbox: Arc<Outbox>,
     pub owner: OwnerId,
+    /// The consumer's connection: an exclusive consumer's own messages are kept out of a
+    /// no-local queue.
+    pub connection: ConnectionId,
     /// Destination (0-10) or consumer tag (0-9-1), echoed in each delivery.
     pub tag: Bytes,
     /// False browses: the consumer sees messages without removing them.
@@ -30,8 +34,13 @@ pub(crate) const UNLIMITED: u32 = u32::MAX;
 #[derive(Debug)]
 pub(crate) struct Consumer {
     pub(crate) spec: ConsumerSpec,
+    /// What may be delivered now: the credit balance, or in window mode what the window has
+    /// left (kept here, derived from `flow`, so dispatch reads one pair either way).
     pub(crate) credit_messages: u32,
     pub(crate) credit_bytes: u32,
+    /// 0-10 window flow mode (`flow` then holds the window); otherwise credit mode.
+    pub(crate) window_mode: bool,
+    flow: Window,
     /// Browsers: highest position already shown.
     pub(crate) cursor: u64,
     /// Deliveries made during one dispatch pass, handed to the outbox in one push. Kept here so
@@ -48,11 +57,18 @@ impl Consumer {
             spec,
             credit_messages: 0,
             credit_bytes: 0,
+            window_mode: false,
+            flow: Window::default(),
             cursor: 0,
             staged: Vec::new(),
             staged_bytes: 0,
             room: (usize::MAX, u64::MAX),
         }
+    }
+
+    /// An exclusive subscription: an acquiring consumer that asked to be the only one.
+    pub(crate) fn is_exclusive(&self) -> bool {
+        self.spec.exclusive && self.spec.acquire
     }
 
     #[inline]
@@ -90,24 +106,67 @@ impl Consumer {
         self.room.0 = self.room.0.saturating_sub(1);
         self.room.1 = self.room.1.saturating_sub(size);
         self.staged_bytes += size;
+        let size = u32::try_from(size).unwrap_or(UNLIMITED);
         if self.credit_messages != UNLIMITED {
             self.credit_messages = self.credit_messages.saturating_sub(1);
         }
         if self.credit_bytes != UNLIMITED {
-            let size = u32::try_from(size).unwrap_or(UNLIMITED);
             self.credit_bytes = self.credit_bytes.saturating_sub(size);
+        }
+        // Charging the pair above keeps it equal to what the window has left.
+        if self.window_mode {
+            self.flow.consume(size);
         }
     }
 
-    /// Saturating: reaching `u32::MAX` makes the credit unlimited, which is the 0-10 arithmetic.
+    /// Credit mode: saturating, so reaching `u32::MAX` makes the credit unlimited. Window
+    /// mode: the window grows (see `flow`).
     pub(crate) fn add_credit(&mut self, messages: u32, bytes: u32) {
-        self.credit_messages = self.credit_messages.saturating_add(messages);
-        self.credit_bytes = self.credit_bytes.saturating_add(bytes);
+        if self.window_mode {
+            self.flow.grant(messages, bytes);
+            self.sync_window();
+        } else {
+            self.credit_messages = self.credit_messages.saturating_add(messages);
+            self.credit_bytes = self.credit_bytes.saturating_add(bytes);
+        }
     }
 
+    /// message.stop: no more credit. In window mode the transfers still outstanding keep
+    /// their place in the window.
     pub(crate) fn stop(&mut self) {
+        if self.window_mode {
+            self.flow.clear_grant();
+        }
         self.credit_messages = 0;
         self.credit_bytes = 0;
+    }
+
+    /// The client completed transfers delivered in window mode: the window moves on (only
+    /// while the consumer is in window mode, as qpidd's `Credit::moveWindow`).
+    pub(crate) fn window_completed(&mut self, messages: u32, bytes: u32) {
+        if self.window_mode {
+            self.flow.moved(messages, bytes);
+            self.sync_window();
+        }
+    }
+
+    /// 0-10 message.set-flow-mode. The spec lets a client switch only with no credit left;
+    /// credit mode starts from none, window mode from the window as it was.
+    pub(crate) fn set_window_mode(&mut self, window: bool) {
+        if window == self.window_mode {
+            return;
+        }
+        self.window_mode = window;
+        if window {
+            self.sync_window();
+        } else {
+            self.credit_messages = 0;
+            self.credit_bytes = 0;
+        }
+    }
+
+    fn sync_window(&mut self) {
+        (self.credit_messages, self.credit_bytes) = self.flow.remaining();
     }
 
     /// Hands the pass's deliveries to the outbox. A consumer that still has credit but ran
@@ -130,6 +189,7 @@ mod tests {
             id: 1,
             outbox: Outbox::new(),
             owner: 1,
+            connection: 0,
             tag: Bytes::new(),
             acquire: true,
             exclusive: false,

@@ -20,7 +20,9 @@ pub enum Restored {
 /// What [`Queue::enqueue_locked`] did with a message.
 #[derive(Debug)]
 pub(crate) enum Enqueued {
-    /// Not stored: the queue was deleted meanwhile.
+    /// Not stored: the queue was deleted meanwhile, or it is a no-local queue and the
+    /// message came from its owner's connection, or a qpidd ring had nothing to drop for
+    /// it (dropped silently, as qpidd does).
     Gone,
     Stored,
     /// Stored, after dropping these from the head to make room (drop-head overflow); the
@@ -49,11 +51,14 @@ impl Queue {
         st: &mut QueueState,
         msg: Arc<Message>,
     ) -> Result<Enqueued, BrokerError> {
-        if st.deleted {
+        if st.deleted || (self.features.no_local && self.is_local(st, &msg)) {
             return Ok(Enqueued::Gone);
         }
         let (count, bytes) = st.depth();
         if !self.limits.admits(count, bytes, msg.size) {
+            if self.limits.policy == LimitPolicy::Ring {
+                return self.ring_locked(st, msg);
+            }
             if self.limits.policy != LimitPolicy::DropHead {
                 st.counters.refused += 1;
                 return Err(BrokerError::ResourceLimitExceeded(format!(
@@ -72,9 +77,36 @@ impl Queue {
                     break;
                 }
             }
+            let msg = self.numbered(st, msg);
             st.push(msg);
             return Ok(Enqueued::Dropping(dropped));
         }
+        let msg = self.numbered(st, msg);
+        st.push(msg);
+        Ok(Enqueued::Stored)
+    }
+
+    /// qpidd's ring (`LossyQueue::checkDepth`): drops messages (silently, not to the
+    /// alternate exchange) until the new one fits, or drops the new one when no older one
+    /// of its priority or lower is left. A message larger than the whole queue is refused.
+    #[cold]
+    fn ring_locked(&self, st: &mut QueueState, msg: Arc<Message>) -> Result<Enqueued, BrokerError> {
+        if self.limits.max_size.is_some_and(|max| msg.size > max) {
+            return Err(BrokerError::ResourceLimitExceeded(format!(
+                "message larger than the maximum depth of queue {}",
+                self.name
+            )));
+        }
+        loop {
+            let (count, bytes) = st.depth();
+            if self.limits.admits(count, bytes, msg.size) {
+                break;
+            }
+            if !st.ring_drop(msg.priority) {
+                return Ok(Enqueued::Gone);
+            }
+        }
+        let msg = self.numbered(st, msg);
         st.push(msg);
         Ok(Enqueued::Stored)
     }
@@ -90,7 +122,9 @@ impl Queue {
                 Restored::InMemory(m) => (m, false),
                 Restored::OnDisk(stub) => (stub, true),
             };
-            st.push_recovered(self.apply_ttl(m), on_disk);
+            // Numbers are not kept: recovered messages are numbered afresh, as qpidd does.
+            let m = self.numbered(&mut st, self.apply_ttl(m));
+            st.push_recovered(m, on_disk);
         }
     }
 }

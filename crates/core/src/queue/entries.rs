@@ -99,6 +99,27 @@ impl Entries {
         }
     }
 
+    /// The level a message of `priority` queues at (0 in an ordinary queue).
+    pub(crate) fn level_of(&self, priority: u8) -> usize {
+        match self {
+            Entries::Fifo(_) => 0,
+            Entries::Priority(p) => p.map.level(priority),
+        }
+    }
+
+    /// The oldest entry of the lowest non-empty level up to `level`: (level, position).
+    pub(crate) fn lowest_up_to(&self, level: usize) -> Option<(usize, u64)> {
+        match self {
+            Entries::Fifo(f) => f.front().map(|e| (0, e.position)),
+            Entries::Priority(p) => p
+                .fifos
+                .iter()
+                .take(level.saturating_add(1))
+                .enumerate()
+                .find_map(|(l, f)| f.front().map(|e| (l, e.position))),
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }

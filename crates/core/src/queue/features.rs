@@ -1,6 +1,8 @@
 //! Queue behaviour chosen by declare arguments: RabbitMQ's `x-…` names and qpidd's
 //! `qpid.…` ones, whichever protocol the declaring client speaks.
 
+use std::sync::Arc;
+
 use crate::error::BrokerError;
 use crate::queue::entries::PriorityLevels;
 use crate::value::{Arguments, HeaderValue};
@@ -24,12 +26,22 @@ pub(crate) struct Features {
     /// `qpid.last_value_queue_key` (or the older `qpid.last_value_queue`, keyed by
     /// `qpid.LVQ_key`): a last-value queue keyed by this application header.
     pub(crate) last_value_key: Option<String>,
+    /// `qpid.auto_delete_timeout` (seconds on the wire, milliseconds here): an auto-delete
+    /// queue falls unused this long before it is deleted (it makes the queue auto-delete).
+    pub(crate) auto_delete_timeout: Option<u64>,
+    /// qpidd's `no-local`: messages published on the connection of the queue's exclusive
+    /// owner, or of its exclusive consumer, are dropped on arrival.
+    pub(crate) no_local: bool,
+    /// `qpid.queue_msg_sequence`: the header a sequencing queue numbers messages in.
+    pub(crate) sequence_key: Option<Arc<str>>,
 }
 
 /// RabbitMQ's cap on `x-max-priority`.
 const MAX_PRIORITY: u64 = 255;
 
 const QPID_PRIORITIES: [&str; 2] = ["qpid.priorities", "x-qpid-priorities"];
+
+const AUTO_DELETE_TIMEOUT: &str = "qpid.auto_delete_timeout";
 
 impl Features {
     /// Reads the arguments leniently (values that [`Features::validate`] refuses are
@@ -65,6 +77,17 @@ impl Features {
                 .and_then(HeaderValue::as_u64)
                 .filter(|&ms| ms > 0),
             last_value_key: last_value_key(args),
+            auto_delete_timeout: args
+                .get(AUTO_DELETE_TIMEOUT)
+                .and_then(HeaderValue::as_u64)
+                .filter(|&s| s > 0)
+                .map(|s| s.saturating_mul(1000)),
+            no_local: args.get("no-local").is_some_and(truthy),
+            sequence_key: args
+                .get("qpid.queue_msg_sequence")
+                .and_then(HeaderValue::as_str)
+                .filter(|k| !k.is_empty())
+                .map(Arc::from),
         }
     }
 
@@ -81,6 +104,11 @@ impl Features {
             match integer(v) {
                 Some(n) if (0..=MAX_PRIORITY as i128).contains(&n) => {}
                 _ => return Err(invalid("x-max-priority", v, "an integer from 0 to 255")),
+            }
+        }
+        if let Some(v) = args.get(AUTO_DELETE_TIMEOUT) {
+            if v.as_u64().is_none() {
+                return Err(invalid(AUTO_DELETE_TIMEOUT, v, "a non-negative integer"));
             }
         }
         for key in QPID_PRIORITIES {
@@ -107,6 +135,22 @@ fn last_value_key(args: &Arguments) -> Option<String> {
         None => false,
     };
     legacy.then(|| "qpid.LVQ_key".to_owned())
+}
+
+/// A flag as qpidd reads one (`Variant::asBool`): a boolean, a non-zero number, or the
+/// text "true" / "True" / a non-zero number.
+fn truthy(v: &HeaderValue) -> bool {
+    match v {
+        HeaderValue::Bool(b) => *b,
+        HeaderValue::Int(i) => *i != 0,
+        HeaderValue::UInt(u) => *u != 0,
+        HeaderValue::Str(_) | HeaderValue::Bytes(_) => match v.as_str() {
+            Some("true" | "True") => true,
+            Some(s) => s.trim().parse::<i64>().is_ok_and(|n| n != 0),
+            None => false,
+        },
+        _ => false,
+    }
 }
 
 fn integer(v: &HeaderValue) -> Option<i128> {
@@ -153,6 +197,39 @@ mod tests {
         assert_eq!(f.last_value_key.as_deref(), Some("qpid.LVQ_key"));
         let f = Features::from_arguments(&args(&[("qpid.last_value_queue", V::Int(0))]));
         assert_eq!(f.last_value_key, None);
+    }
+
+    #[test]
+    fn no_local_takes_any_true_value() {
+        for v in [
+            V::Bool(true),
+            V::Str("true".into()),
+            V::Int(1),
+            V::Str("True".into()),
+        ] {
+            assert!(Features::from_arguments(&args(&[("no-local", v)])).no_local);
+        }
+        for v in [V::Bool(false), V::Str("false".into()), V::Int(0), V::Void] {
+            assert!(!Features::from_arguments(&args(&[("no-local", v)])).no_local);
+        }
+    }
+
+    #[test]
+    fn the_sequence_argument_names_the_header() {
+        let f = Features::from_arguments(&args(&[("qpid.queue_msg_sequence", V::Str("k".into()))]));
+        assert_eq!(f.sequence_key.as_deref(), Some("k"));
+        let f = Features::from_arguments(&args(&[("qpid.queue_msg_sequence", V::Str("".into()))]));
+        assert_eq!(f.sequence_key, None);
+    }
+
+    #[test]
+    fn auto_delete_timeout_is_in_seconds() {
+        let f = Features::from_arguments(&args(&[("qpid.auto_delete_timeout", V::Int(3))]));
+        assert_eq!(f.auto_delete_timeout, Some(3000));
+        let f = Features::from_arguments(&args(&[("qpid.auto_delete_timeout", V::Int(0))]));
+        assert_eq!(f.auto_delete_timeout, None);
+        let bad = args(&[("qpid.auto_delete_timeout", V::Str("soon".into()))]);
+        assert!(Features::validate(&bad).is_err());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{Consumer, DeadLetters, Leaving, OutboxItem, Queue, QueueState};
 use crate::error::BrokerError;
 use crate::message::{now_ms, Message};
-use crate::OwnerId;
+use crate::{ConnectionId, OwnerId};
 
 /// What deleting a queue removed; the broker finishes the job outside its registry lock.
 pub(crate) struct Drained {
@@ -22,11 +22,23 @@ pub(crate) enum OwnerGone {
     NotOwned,
     Released,
     Delete,
+    /// Released, and to be deleted after its `qpid.auto_delete_timeout` if still unused.
+    DeleteLater,
+}
+
+/// Whether a queue that lost a user goes away (auto-delete).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AutoDelete {
+    No,
+    Now,
+    /// After its `qpid.auto_delete_timeout`, if it stays unused.
+    Later,
 }
 
 impl Queue {
-    /// 0-10 forbids other sessions to declare, bind, consume from or get from an exclusive
-    /// queue; protocol layers call this for the operations whose core call has no requester.
+    /// Whether `requester` may use the queue where another owner's exclusivity forbids it
+    /// (0-10: bind, unbind; 0-9-1: anything); protocol layers call this for the operations
+    /// whose core call has no requester.
     pub fn check_access(&self, requester: OwnerId) -> Result<(), BrokerError> {
         match self.lock().owner {
             Some(owner) if owner != requester => Err(self.locked()),
@@ -41,12 +53,28 @@ impl Queue {
         ))
     }
 
-    /// A non-passive exclusive declare of an existing unowned queue claims it, as in qpidd.
-    pub(crate) fn claim(&self, owner: OwnerId) -> Result<(), BrokerError> {
+    /// A non-passive exclusive declare of an existing unowned queue claims it, as in qpidd,
+    /// for session `owner` of `connection`. `unless_consumed`: qpidd also refuses a queue
+    /// that has (acquiring) consumers.
+    pub(crate) fn claim(
+        &self,
+        owner: OwnerId,
+        connection: ConnectionId,
+        unless_consumed: bool,
+    ) -> Result<(), BrokerError> {
         let mut st = self.lock();
+        // An exclusive declare wants the queue: a timed deletion is off (qpidd).
+        st.timed_delete = None;
         match st.owner {
+            None if unless_consumed && st.consumers.iter().any(|c| c.spec.acquire) => {
+                Err(BrokerError::ResourceLocked(format!(
+                    "Cannot grant exclusive access to queue {}",
+                    self.name
+                )))
+            }
             None => {
                 st.owner = Some(owner);
+                st.owner_connection = connection;
                 Ok(())
             }
             Some(o) if o == owner => Ok(()),
@@ -54,19 +82,24 @@ impl Queue {
         }
     }
 
-    /// The owning session ended. Exclusive auto-delete queues go away; other exclusive queues
-    /// lose their owner and become usable by any session (qpidd does the same; 0-10 only
-    /// requires exclusivity "until the declaring session closes").
+    /// The owning session ended. Exclusive auto-delete queues go away (after their timeout,
+    /// with `qpid.auto_delete_timeout`); other exclusive queues lose their owner and become
+    /// usable by any session (qpidd does the same; 0-10 only requires exclusivity "until the
+    /// declaring session closes"). One another session still uses (browses) loses its owner
+    /// and goes with its last consumer, as qpidd's `releaseExclusiveOwnership`.
     pub(crate) fn owner_gone(&self, owner: OwnerId) -> OwnerGone {
         let mut st = self.lock();
         if st.deleted || st.owner != Some(owner) {
             return OwnerGone::NotOwned;
         }
-        if self.auto_delete {
-            OwnerGone::Delete
-        } else {
-            st.owner = None;
+        st.owner = None;
+        let used_by_others = st.consumers.iter().any(|c| c.spec.owner != owner);
+        if !self.auto_delete || used_by_others {
             OwnerGone::Released
+        } else if self.schedule_delete(&mut st, now_ms()) {
+            OwnerGone::DeleteLater
+        } else {
+            OwnerGone::Delete
         }
     }
 
@@ -85,12 +118,22 @@ impl Queue {
         }
     }
 
-    /// When an `x-expires` queue falls due for deletion if it stays unused; `None` while it
-    /// has consumers (or has no `x-expires`).
+    /// When the queue falls due for deletion if it stays unused: its `x-expires` lease, or
+    /// a timed auto-delete; `None` while it has consumers (or neither applies).
     pub(crate) fn unused_deadline(&self) -> Option<u64> {
-        let ttl = self.features.expires?;
         let st = self.state.lock();
-        (st.consumers.is_empty() && !st.deleted).then(|| st.last_used.saturating_add(ttl))
+        if !st.consumers.is_empty() || st.deleted {
+            return None;
+        }
+        let lease = self
+            .features
+            .expires
+            .map(|ttl| st.last_used.saturating_add(ttl));
+        let timed = st.timed_delete.map(|t| t.at);
+        match (lease, timed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Drops every available message (acquired ones are unaffected); returns how many.
@@ -113,7 +156,7 @@ impl Queue {
     /// check and the deletion.
     pub(crate) fn drain_if(
         &self,
-        check: impl FnOnce(&Queue, &QueueState) -> Result<(), BrokerError>,
+        check: impl FnOnce(&Queue, &mut QueueState) -> Result<(), BrokerError>,
     ) -> Result<Drained, BrokerError> {
         let mut st = self.lock();
         if st.deleted {
@@ -122,7 +165,7 @@ impl Queue {
                 self.name
             )));
         }
-        check(self, &st)?;
+        check(self, &mut st)?;
         let (messages, consumers) = st.drain_for_delete(self.alternate_name.is_some());
         Ok(Drained {
             messages,
@@ -156,15 +199,20 @@ impl Queue {
         })
     }
 
+    /// Drains the queue if its `x-expires` lease ran out by `now` or its timed auto-delete
+    /// fell due.
     pub(crate) fn drain_if_expired(&self, now: u64) -> Result<Drained, BrokerError> {
-        self.drain_if(|q, st| match q.features.expires {
-            Some(ttl) if st.consumers.is_empty() && st.last_used.saturating_add(ttl) <= now => {
-                Ok(())
+        self.drain_if(|q, st| {
+            let lease_over = q.features.expires.is_some_and(|ttl| {
+                st.consumers.is_empty() && st.last_used.saturating_add(ttl) <= now
+            });
+            if lease_over || q.timed_delete_due(st, now) {
+                return Ok(());
             }
-            _ => Err(BrokerError::PreconditionFailed(format!(
+            Err(BrokerError::PreconditionFailed(format!(
                 "queue {} is in use again",
                 q.name
-            ))),
+            )))
         })
     }
 
@@ -189,6 +237,7 @@ impl Queue {
                 consumer: c.spec.id,
                 tag: c.spec.tag.clone(),
                 queue: self.name.clone(),
+                credit: c.credit_messages > 0 && c.credit_bytes > 0,
             });
         }
         let n = drained.messages.len() as u64;

@@ -4,13 +4,17 @@
 //! publish or a credit grant hands messages to consumers without taking a second lock. The
 //! operations on a [`Queue`] are grouped by concern:
 //!
-//! - `enqueue`: messages arriving, within the queue's limits, or recovered from the store;
-//! - `subscriptions`: consumers subscribing and cancelling, and their credit;
+//! - `enqueue`: messages arriving, within the queue's limits, or recovered from the store
+//!   (`no_local`: qpidd's no-local queues drop their owner's own; `sequence`: qpidd's
+//!   sequencing queues number what arrives);
+//! - `subscriptions`: consumers subscribing and cancelling, and their credit (`flow`: 0-10's
+//!   window mode);
 //! - `settlement`: acquired messages accepted, released or rejected;
 //! - `acquire`: acquiring without a subscription (basic.get, browsed messages);
 //! - `expiry`: message TTLs, and taking expired messages off;
 //! - `dead_letter`: what leaves for the alternate exchange, and in what form;
-//! - `lifecycle`: exclusive ownership, auto-delete, `x-expires`, purge and deletion;
+//! - `lifecycle`: exclusive ownership, auto-delete, `x-expires`, purge and deletion
+//!   (`timed_delete`: qpidd's `qpid.auto_delete_timeout`);
 //! - `info`: counts and snapshots.
 //!
 //! The state is made of `entries` (the FIFO, per priority), `consumer` records and
@@ -30,14 +34,18 @@ mod enqueue;
 mod entries;
 mod expiry;
 mod features;
+mod flow;
 mod info;
 mod lifecycle;
+mod no_local;
 pub(crate) mod outbox;
+mod sequence;
 mod settlement;
 mod state;
 mod subscriptions;
 #[cfg(test)]
 mod tests;
+mod timed_delete;
 mod window;
 
 use std::fmt;
@@ -51,7 +59,7 @@ use crate::alarm::MemoryMeter;
 use crate::journal::Journal;
 use crate::limits::QueueLimits;
 use crate::value::Arguments;
-use crate::OwnerId;
+use crate::{ConnectionId, OwnerId};
 
 pub use acquire::Got;
 pub(crate) use consumer::Consumer;
@@ -61,7 +69,7 @@ pub(crate) use enqueue::Enqueued;
 pub use enqueue::Restored;
 pub(crate) use features::Features;
 pub use info::{ConsumerStatus, QueueDepth};
-pub(crate) use lifecycle::{Drained, OwnerGone};
+pub(crate) use lifecycle::{AutoDelete, Drained, OwnerGone};
 pub use outbox::{Delivery, Outbox, OutboxItem};
 pub(crate) use state::{OffloadBudget, QueueState, Settled};
 pub use window::SettleWindow;
@@ -74,6 +82,9 @@ pub struct QueueOptions {
     pub durable: bool,
     /// `Some(session)` declares an exclusive queue owned by that session.
     pub exclusive_owner: Option<OwnerId>,
+    /// The declaring session's connection: with `exclusive_owner`, the connection whose
+    /// messages a no-local queue drops.
+    pub connection: ConnectionId,
     pub auto_delete: bool,
     pub alternate_exchange: Option<String>,
     pub limits: QueueLimits,
@@ -82,6 +93,9 @@ pub struct QueueOptions {
     /// queues against a quota passes a guard whose drop gives the slot back. Ignored when the
     /// declare finds an existing queue.
     pub quota: Option<QuotaCharge>,
+    /// The broker's own plumbing (the QMF agent's request queue): management does not list
+    /// it, so tools see the queues clients made.
+    pub system: bool,
 }
 
 /// See [`QueueOptions::quota`].
@@ -105,6 +119,7 @@ pub struct Queue {
     id: u64,
     durable: bool,
     auto_delete: bool,
+    system: bool,
     /// Where messages leaving the queue go, by name: a 0-10 alternate exchange, or a
     /// RabbitMQ dead letter exchange.
     alternate_name: Option<String>,
@@ -187,14 +202,21 @@ impl Queue {
                 .or(dead_letter_exchange_name(&opts.arguments))
                 .map(str::to_owned)
         });
+        // qpidd: a timeout makes the queue auto-delete.
+        let auto_delete = opts.auto_delete || features.auto_delete_timeout.is_some();
         let mut state = QueueState::new(opts.exclusive_owner, &features, meter, id as usize);
+        state.owner_connection = opts.connection;
+        // Orphans go to a 0-10 alternate exchange, acquired ones included; a RabbitMQ dead
+        // letter exchange takes none.
+        state.keep_acquired = alternate_name.is_some() && !features.dead_letter;
         state.offload = store.as_ref().and_then(|s| s.offload.clone());
         state.store = store.clone();
         Arc::new(Queue {
             name,
             id,
             durable: opts.durable,
-            auto_delete: opts.auto_delete,
+            auto_delete,
+            system: opts.system,
             alternate_name,
             alternate: Mutex::new(alternate),
             arguments: opts.arguments.clone(),
@@ -243,6 +265,11 @@ impl Queue {
 
     pub fn is_auto_delete(&self) -> bool {
         self.auto_delete
+    }
+
+    /// See [`QueueOptions::system`].
+    pub fn is_system(&self) -> bool {
+        self.system
     }
 
     pub fn is_durable(&self) -> bool {

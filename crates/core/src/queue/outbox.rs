@@ -31,6 +31,9 @@ pub struct Delivery {
     /// The delivery took a slot of the consumer's settlement window (it had unlimited credit);
     /// the protocol layer gives the slot back when the delivery is settled.
     pub windowed: bool,
+    /// Delivered in 0-10 window flow mode: its completion moves the consumer's window on
+    /// ([`Queue::window_completed`]).
+    pub window_credit: bool,
 }
 
 #[derive(Debug)]
@@ -41,6 +44,9 @@ pub enum OutboxItem {
         consumer: ConsumerId,
         tag: Bytes,
         queue: String,
+        /// It still had credit: it was waiting for messages (qpidd then fails the 0-10
+        /// session with resource-deleted).
+        credit: bool,
     },
     /// The journal reached a sync point this connection asked about
     /// ([`crate::Journal::notify_when_durable`]): completions or confirms waiting for it can go.
@@ -206,6 +212,7 @@ mod tests {
             consumer: n,
             tag: Bytes::new(),
             queue: String::new(),
+            credit: false,
         }
     }
 

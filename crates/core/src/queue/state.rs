@@ -18,11 +18,12 @@ use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
 use crate::queue::features::Features;
 use crate::queue::outbox::{Delivery, OutboxItem};
+use crate::queue::timed_delete::TimedDelete;
 use crate::queue::Queue;
 use crate::queue::QueueStore;
 use crate::stats::QueueCounters;
 use crate::value::HeaderValue;
-use crate::OwnerId;
+use crate::{ConnectionId, OwnerId};
 
 #[derive(Debug)]
 pub(crate) struct Entry {
@@ -39,6 +40,8 @@ pub(crate) struct Entry {
 pub(crate) struct Unsettled {
     pub(crate) size: u64,
     pub(crate) redelivered: bool,
+    /// Its priority, for a ring that drops acquired messages too (`ring_drop`).
+    pub(crate) priority: u8,
     /// The message's store id, 0 if it is not journaled on this queue.
     pub(crate) stored: u64,
 }
@@ -71,7 +74,18 @@ pub(crate) struct QueueState {
     next_rr: usize,
     single_active: bool,
     pub(crate) owner: Option<OwnerId>,
+    /// The owner's connection (see `no_local`).
+    pub(crate) owner_connection: ConnectionId,
     pub(crate) had_consumers: bool,
+    /// A timed auto-delete waiting to happen (see `timed_delete`).
+    pub(crate) timed_delete: Option<TimedDelete>,
+    /// The last number a sequencing queue gave (see `sequence`).
+    pub(crate) sequence: u32,
+    /// A 0-10 alternate exchange takes acquired messages too when the queue is deleted
+    /// (qpidd, QPID-3481), so such a queue keeps them in `acquired`, by position (beside
+    /// `unsettled`, which other queues keep small).
+    pub(crate) keep_acquired: bool,
+    acquired: HashMap<u64, Arc<Message>, BuildHasherDefault<IdHasher>>,
     pub(crate) deleted: bool,
     /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
     /// in milliseconds since the epoch: what `x-expires` counts from.
@@ -105,6 +119,8 @@ pub(crate) struct QueueState {
 pub(crate) enum Settled {
     Accepted,
     Rejected,
+    /// Taken from its consumer by qpidd's ring to make room.
+    Overflowed,
 }
 
 impl Drop for QueueState {
@@ -156,7 +172,12 @@ impl QueueState {
             next_rr: 0,
             single_active: features.single_active_consumer,
             owner,
+            owner_connection: 0,
             had_consumers: false,
+            timed_delete: None,
+            sequence: 0,
+            keep_acquired: false,
+            acquired: HashMap::default(),
             deleted: false,
             last_used: now_ms(),
             keep_expired: features.dead_letter,
@@ -370,6 +391,7 @@ impl QueueState {
             Unsettled {
                 size: e.message.size,
                 redelivered: e.redelivered,
+                priority: e.message.priority,
                 stored: if self.store.is_some() {
                     e.message.stored.get().unwrap_or(0)
                 } else {
@@ -377,10 +399,40 @@ impl QueueState {
                 },
             },
         );
+        if self.keep_acquired {
+            self.keep_acquired_message(e);
+        }
     }
 
     /// Forgets an acquired message; `None` if it was not acquired (or already settled).
+    /// Out of line, so queues without a 0-10 alternate exchange pay one branch for it.
+    #[cold]
+    #[inline(never)]
+    fn keep_acquired_message(&mut self, e: &Entry) {
+        // A stand-in is not the message; such a (browsed, rare) one stays behind.
+        if !e.on_disk {
+            self.acquired.insert(e.position, e.message.clone());
+        }
+    }
+
+    /// [`QueueState::settle`] for a queue that keeps acquired messages: out of line, and
+    /// taken before anything else, so other queues' settlements pay one branch for it.
+    #[cold]
+    #[inline(never)]
+    fn settle_kept(&mut self, position: u64) -> Option<Unsettled> {
+        self.acquired.remove(&position);
+        self.settle_record(position)
+    }
+
     pub(crate) fn settle(&mut self, position: u64) -> Option<Unsettled> {
+        if self.keep_acquired {
+            return self.settle_kept(position);
+        }
+        self.settle_record(position)
+    }
+
+    #[inline(always)]
+    fn settle_record(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
         self.meter.sub(self.shard, u.size);
@@ -393,6 +445,7 @@ impl QueueState {
         match how {
             Settled::Accepted => self.counters.acked += 1,
             Settled::Rejected => self.counters.rejected += 1,
+            Settled::Overflowed => self.counters.overflowed += 1,
         }
         if u.stored != 0 {
             self.forget_ids(&[u.stored]);
@@ -429,6 +482,37 @@ impl QueueState {
         self.counters.overflowed += 1;
         let content = if keep { self.content(&e) } else { None };
         Some((e.message, content))
+    }
+
+    /// qpidd's ring (`LimitPolicy::Ring`) makes room for a message of `priority`: drops the
+    /// oldest message of the lowest level up to its level, available or acquired. False if
+    /// there is none.
+    pub(crate) fn ring_drop(&mut self, priority: u8) -> bool {
+        let level = self.entries.level_of(priority);
+        let available = self.entries.lowest_up_to(level);
+        let acquired = self
+            .unsettled
+            .iter()
+            .map(|(p, u)| (self.entries.level_of(u.priority), *p))
+            .filter(|(l, _)| *l <= level)
+            .min();
+        match (available, acquired) {
+            (Some(a), Some(u)) if u < a => self.settle_done(u.1, Settled::Overflowed).is_some(),
+            (None, Some(u)) => self.settle_done(u.1, Settled::Overflowed).is_some(),
+            (Some((_, p)), _) => match self.entries.remove_position(p) {
+                Some(e) => {
+                    self.account_out(&e);
+                    if !e.on_disk {
+                        self.meter.sub(self.shard, e.message.size);
+                    }
+                    self.forget(&e.message);
+                    self.counters.overflowed += 1;
+                    true
+                }
+                None => false,
+            },
+            (None, None) => false,
+        }
     }
 
     /// Acquires the front entry, dropping expired ones before it.
@@ -548,9 +632,12 @@ impl QueueState {
         gone
     }
 
-    /// Empties the queue for deletion; acquired messages stay tracked so their later release
-    /// can still be routed to the alternate exchange. `keep`: the messages will be routed
-    /// there, so contents on disk are read back now, while the journal holds them.
+    /// Empties the queue for deletion. `keep`: the messages will be routed to the alternate
+    /// exchange, so contents on disk are read back now, while the journal holds them. A
+    /// queue that keeps acquired messages (`keep_acquired`) hands them over too, in queue
+    /// order among the others, and forgets them, so settling them later does nothing (qpidd
+    /// reroutes "even acquired messages"); other acquired messages stay tracked, so their
+    /// later release can still be routed.
     pub(crate) fn drain_for_delete(&mut self, keep: bool) -> (Vec<Arc<Message>>, Vec<Consumer>) {
         self.deleted = true;
         self.meter.sub(self.shard, self.in_memory());
@@ -558,13 +645,21 @@ impl QueueState {
         self.queued_bytes = 0;
         self.expiring = 0;
         let entries = self.entries.drain();
-        let messages = entries
+        let mut messages: Vec<(u64, Arc<Message>)> = entries
             .into_iter()
             .filter_map(|e| match (e.on_disk, keep) {
-                (false, _) | (true, false) => Some(e.message),
-                (true, true) => self.content(&e),
+                (false, _) | (true, false) => Some((e.position, e.message)),
+                (true, true) => self.content(&e).map(|m| (e.position, m)),
             })
             .collect();
+        if !self.acquired.is_empty() {
+            for (p, m) in std::mem::take(&mut self.acquired) {
+                self.settle(p);
+                messages.push((p, m));
+            }
+            messages.sort_by_key(|(p, _)| *p);
+        }
+        let messages = messages.into_iter().map(|(_, m)| m).collect();
         (messages, std::mem::take(&mut self.consumers))
     }
 
@@ -636,6 +731,7 @@ impl QueueState {
                 redelivered: e.redelivered,
                 acquired: false,
                 windowed: c.windowed(),
+                window_credit: c.window_mode,
             }));
         }
         self.counters.browsed += browsed;
@@ -677,6 +773,7 @@ impl QueueState {
                 redelivered: entry.redelivered,
                 acquired: true,
                 windowed: c.windowed(),
+                window_credit: c.window_mode,
             }));
         }
     }

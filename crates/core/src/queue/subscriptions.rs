@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Consumer, ConsumerSpec, Queue, QueueState};
+use super::{AutoDelete, Consumer, ConsumerSpec, Queue, QueueState};
 use crate::error::BrokerError;
 use crate::message::now_ms;
 use crate::ConsumerId;
@@ -19,20 +19,25 @@ impl Queue {
                 self.name
             )));
         }
-        if st.owner.is_some_and(|o| o != spec.owner) {
-            return Err(self.locked());
-        }
-        if spec.exclusive && !st.consumers.is_empty() {
-            return Err(BrokerError::ResourceLocked(format!(
-                "queue {} has consumers; exclusive subscription refused",
-                self.name
-            )));
-        }
-        if st.consumers.iter().any(|c| c.spec.exclusive) {
-            return Err(BrokerError::ResourceLocked(format!(
-                "queue {} has an exclusive consumer",
-                self.name
-            )));
+        // Exclusivity is about taking messages: a browser (0-10 acquire-mode not-acquired)
+        // may look at another session's exclusive queue, beside an exclusive consumer, and
+        // asks for no exclusivity itself (qpidd's `Queue::consume`; 0-9-1 never browses).
+        if spec.acquire {
+            if st.owner.is_some_and(|o| o != spec.owner) {
+                return Err(self.locked());
+            }
+            if st.consumers.iter().any(Consumer::is_exclusive) {
+                return Err(BrokerError::ResourceLocked(format!(
+                    "queue {} has an exclusive consumer",
+                    self.name
+                )));
+            }
+            if spec.exclusive && st.consumers.iter().any(|c| c.spec.acquire) {
+                return Err(BrokerError::ResourceLocked(format!(
+                    "queue {} has consumers; exclusive subscription refused",
+                    self.name
+                )));
+            }
         }
         if st.consumers.iter().any(|c| c.spec.id == spec.id) {
             return Err(BrokerError::InvalidArgument(format!(
@@ -42,21 +47,33 @@ impl Queue {
         }
         st.consumers.push(Consumer::new(spec));
         st.had_consumers = true;
+        // In use again: a timed auto-delete is off (qpidd).
+        st.timed_delete = None;
         st.last_used = now_ms();
         Ok(())
     }
 
     /// Removes a consumer; returns whether it existed and whether the queue should now be
-    /// auto-deleted (auto-delete, not exclusively owned, had consumers, has none left).
-    pub(crate) fn remove_consumer(&self, id: ConsumerId) -> (bool, bool) {
+    /// auto-deleted (auto-delete, not exclusively owned, had consumers, has none left), at
+    /// once or after its `qpid.auto_delete_timeout` (which this schedules).
+    pub(crate) fn remove_consumer(&self, id: ConsumerId) -> (bool, AutoDelete) {
         let mut st = self.lock();
         let before = st.consumers.len();
         st.consumers.retain(|c| c.spec.id != id);
         let removed = st.consumers.len() != before;
-        if removed {
-            st.last_used = now_ms();
+        if !removed {
+            return (false, AutoDelete::No);
         }
-        (removed, removed && self.auto_delete_due(&st))
+        let now = now_ms();
+        st.last_used = now;
+        let auto_delete = if !self.auto_delete_due(&st) {
+            AutoDelete::No
+        } else if self.schedule_delete(&mut st, now) {
+            AutoDelete::Later
+        } else {
+            AutoDelete::Now
+        };
+        (true, auto_delete)
     }
 
     fn with_consumer<R>(
@@ -87,7 +104,35 @@ impl Queue {
         Ok(())
     }
 
-    /// Sets the consumer's credit to zero.
+    /// 0-10 window mode: the client completed `messages` transfers (`bytes` of them) that
+    /// were delivered in window mode, which moves the window on; dispatches.
+    pub fn window_completed(
+        self: &Arc<Self>,
+        consumer: ConsumerId,
+        messages: u32,
+        bytes: u32,
+    ) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, |c| c.window_completed(messages, bytes))?;
+        st.dispatch(self);
+        Ok(())
+    }
+
+    /// Window (0-10's default for a subscription) or credit flow mode; see `flow`. A new
+    /// consumer is in credit mode (0-9-1's prefetch is credit).
+    pub fn set_flow_mode(
+        self: &Arc<Self>,
+        consumer: ConsumerId,
+        window: bool,
+    ) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, |c| c.set_window_mode(window))?;
+        st.dispatch(self);
+        Ok(())
+    }
+
+    /// Sets the consumer's credit to zero (in window mode: grants nothing more, and what
+    /// is outstanding stays in the window).
     pub fn stop(&self, consumer: ConsumerId) -> Result<(), BrokerError> {
         let mut st = self.lock();
         self.with_consumer(&mut st, consumer, Consumer::stop)
@@ -99,8 +144,8 @@ impl Queue {
         self.lock().dispatch(self);
     }
 
-    /// Delivers what the consumer's credit allows now, then zeroes its credit (0-10
-    /// message.flush).
+    /// Delivers what the consumer's credit allows now, then zeroes its credit as
+    /// [`Queue::stop`] does (0-10 message.flush).
     pub fn flush(self: &Arc<Self>, consumer: ConsumerId) -> Result<(), BrokerError> {
         let mut st = self.lock();
         self.with_consumer(&mut st, consumer, |_| ())?;

@@ -31,6 +31,7 @@ fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
         id,
         outbox: outbox.clone(),
         owner: 1,
+        connection: 0,
         tag: Bytes::from(format!("c{id}")),
         acquire,
         exclusive: false,
@@ -142,6 +143,57 @@ fn stop_and_flush_zero_the_credit() {
     publish(&q, &["d"]);
     assert!(ob.is_empty(), "flush leaves no credit");
     assert!(matches!(q.stop(99), Err(BrokerError::NotFound(_))));
+}
+
+#[test]
+fn a_window_stopped_is_not_reopened_by_completions_of_what_it_sent() {
+    // qpid-python's message.test_window_stop and test_credit_window_after_messagestop.
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.set_flow_mode(1, true).unwrap();
+    q.add_credit(1, 5, 0).unwrap();
+    q.add_credit(1, 0, u32::MAX).unwrap();
+    publish(&q, &["1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b"]);
+    let first = deliveries(&ob);
+    assert_eq!(first.len(), 5);
+    assert!(first.iter().all(|d| d.window_credit));
+    q.stop(1).unwrap();
+    q.window_completed(1, 5, 10).unwrap();
+    assert!(ob.is_empty(), "completions after a stop grant nothing");
+    q.add_credit(1, 5, 0).unwrap();
+    assert!(ob.is_empty(), "the byte window was stopped too");
+    q.add_credit(1, 0, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"6", b"7", b"8", b"9", b"a"]);
+
+    // Stopped with 5 outstanding, granted 5 again: nothing until those complete, then 5.
+    q.stop(1).unwrap();
+    q.add_credit(1, 5, u32::MAX).unwrap();
+    assert!(ob.is_empty());
+    q.window_completed(1, 5, 10).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"b"]);
+    publish(&q, &["c", "d", "e", "f", "g"]);
+    assert_eq!(deliveries(&ob).len(), 4, "a window of 5, not 10");
+}
+
+#[test]
+fn credit_mode_ignores_completions_and_switching_starts_from_nothing() {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    publish(&q, &["a", "b", "c"]);
+    let d = deliveries(&ob);
+    assert!(!d[0].window_credit);
+    q.window_completed(1, 1, 1).unwrap();
+    assert!(ob.is_empty(), "credit is used up, not a window");
+    q.set_flow_mode(1, true).unwrap();
+    assert!(ob.is_empty(), "window mode starts with no window");
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"b"]);
+    q.set_flow_mode(1, false).unwrap();
+    q.window_completed(1, 1, 1).unwrap();
+    assert!(ob.is_empty());
 }
 
 #[test]
@@ -362,7 +414,28 @@ fn exclusive_subscription_rules() {
     assert!(removed);
     q.subscribe(ex).unwrap();
     assert!(matches!(
-        q.subscribe(spec(3, &ob, false)),
+        q.subscribe(spec(3, &ob, true)),
+        Err(BrokerError::ResourceLocked(_))
+    ));
+    // Browsers take nothing: they may watch beside an exclusive consumer (qpidd).
+    q.subscribe(spec(4, &ob, false)).unwrap();
+    q.remove_consumer(2);
+    let mut ex = spec(5, &ob, true);
+    ex.exclusive = true;
+    q.subscribe(ex).unwrap();
+}
+
+#[test]
+fn another_session_may_browse_an_exclusive_queue_but_not_consume() {
+    // qpidd's message.subscribe: only an acquiring subscription is refused (405).
+    let q = queue_with(QueueLimits::default(), Some(7));
+    let ob = Outbox::new();
+    publish(&q, &["a"]);
+    q.subscribe(spec(1, &ob, false)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"a"]);
+    assert!(matches!(
+        q.subscribe(spec(2, &ob, true)),
         Err(BrokerError::ResourceLocked(_))
     ));
 }
@@ -717,4 +790,121 @@ fn finite_credit_is_its_own_bound_and_takes_no_window_slots() {
     assert_eq!(bodies(&ds), [b"d"]);
     assert!(ds[0].windowed);
     assert_eq!(window.available(), 0);
+}
+
+fn sequencing_queue(key: &str, limits: QueueLimits) -> Arc<Queue> {
+    let opts = QueueOptions {
+        arguments: [(
+            "qpid.queue_msg_sequence",
+            crate::value::HeaderValue::Str(key.into()),
+        )]
+        .into_iter()
+        .collect(),
+        ..QueueOptions::default()
+    };
+    Queue::new("seq".into(), &opts, None, limits)
+}
+
+fn numbers(ds: &[Delivery]) -> Vec<(String, u32)> {
+    ds.iter()
+        .map(|d| {
+            let s = d.message.sequence.as_ref().expect("numbered");
+            (s.key.to_string(), s.number)
+        })
+        .collect()
+}
+
+#[test]
+fn a_sequencing_queue_numbers_every_arrival_and_drops_leave_gaps() {
+    // qpid-python's new_api.SequenceNumberTests.test_sequence_number_gap: a ring of 4.
+    let ring = QueueLimits {
+        max_count: Some(4),
+        policy: LimitPolicy::Ring,
+        ..QueueLimits::default()
+    };
+    let q = sequencing_queue("qpid.seq", ring);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["1"]);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let first = deliveries(&ob);
+    assert_eq!(numbers(&first), [("qpid.seq".to_owned(), 1)]);
+    // "1" stays acquired and unsettled: qpidd's ring drops it first, then "2".
+    publish(&q, &["2", "3", "4", "5", "6"]);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let next = deliveries(&ob);
+    assert_eq!(bodies(&next), [b"3"]);
+    assert_eq!(numbers(&next)[0].1, 3, "2 was dropped by the ring: a gap");
+    assert!(!q.accept(first[0].position), "dropped while acquired");
+    // A message on a plain queue carries no number.
+    let plain = queue();
+    plain.enqueue(msg("x")).unwrap();
+    plain.subscribe(spec(2, &ob, true)).unwrap();
+    plain.add_credit(2, 1, u32::MAX).unwrap();
+    assert!(deliveries(&ob)[0].message.sequence.is_none());
+}
+
+#[test]
+fn recovered_messages_are_numbered_afresh() {
+    let q = sequencing_queue("k", QueueLimits::default());
+    let old = Arc::new(Message {
+        sequence: Some(Arc::new(crate::message::Sequenced {
+            key: "k".into(),
+            number: 41,
+        })),
+        ..(*msg("old")).clone()
+    });
+    q.restore([Restored::InMemory(old), Restored::InMemory(msg("older"))]);
+    publish(&q, &["new"]);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 3, u32::MAX).unwrap();
+    let got: Vec<u32> = numbers(&deliveries(&ob)).into_iter().map(|n| n.1).collect();
+    assert_eq!(got, [1, 2, 3]);
+}
+
+fn ring_queue(max_count: u64, priorities: Option<u64>) -> Arc<Queue> {
+    let mut arguments = crate::value::Arguments::new();
+    if let Some(n) = priorities {
+        arguments.push("x-qpid-priorities", crate::value::HeaderValue::UInt(n));
+    }
+    let opts = QueueOptions {
+        arguments,
+        ..QueueOptions::default()
+    };
+    let ring = QueueLimits {
+        max_count: Some(max_count),
+        policy: LimitPolicy::Ring,
+        ..QueueLimits::default()
+    };
+    Queue::new("ring".into(), &opts, None, ring)
+}
+
+#[test]
+fn a_qpidd_ring_drops_the_oldest_of_the_lowest_priority_first() {
+    // qpid-python's priority.test_ring_queue_3 (QPID-3866).
+    let q = ring_queue(5, Some(10));
+    let priorities = [8u8, 9, 5, 1, 2, 2, 3, 4, 9, 7, 8, 9, 9, 2];
+    for (i, p) in priorities.iter().enumerate() {
+        let mut m = Message::new("", "q", Bytes::from(i.to_string()));
+        m.priority = *p;
+        q.enqueue(Arc::new(m)).unwrap();
+    }
+    // Priority order, FIFO within: 9 (sent 1, 8, 11, 12), then 8 (sent 10).
+    assert_eq!(q.queued_bodies(), bs(&["1", "8", "11", "12", "10"]));
+}
+
+#[test]
+fn a_qpidd_ring_without_priorities_drops_the_oldest_even_if_acquired() {
+    let q = ring_queue(2, None);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    publish(&q, &["a", "b"]);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let a = deliveries(&ob).remove(0);
+    publish(&q, &["c"]);
+    assert_eq!(q.queued_bodies(), bs(&["b", "c"]));
+    assert_eq!(q.unsettled_count(), 0);
+    assert_eq!(q.release([(a.position, a.message.clone())], true), 0);
+    assert_eq!(q.queued_bodies(), bs(&["b", "c"]));
 }

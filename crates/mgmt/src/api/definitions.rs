@@ -35,7 +35,9 @@ fn objects(app: &App, with_vhost: bool) -> (Vec<Value>, Vec<Value>, Vec<Value>) 
     let exchanges = broker
         .exchange_statuses()
         .into_iter()
-        .filter(|e| !e.builtin)
+        // Built-in exchanges, and the ones the broker makes for itself (names clients may
+        // not take: the QMF agent's), belong to whatever broker imports the definitions.
+        .filter(|e| !e.builtin && !is_reserved(&e.info.name))
         .map(|e| {
             tag(json!({
                 "name": e.info.name,
@@ -234,4 +236,9 @@ pub async fn import_vhost(
 ) -> ApiResult<Response> {
     check_vhost(&vhost)?;
     import(state, caller, body).await
+}
+
+/// Exchange names only the broker itself may create.
+fn is_reserved(name: &str) -> bool {
+    name.starts_with("amq.") || name.starts_with("qmf.") || name.starts_with("qpid.")
 }

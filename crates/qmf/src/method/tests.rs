@@ -463,7 +463,10 @@ fn a_connection_is_closed_by_its_address() {
         frame_max: 65535,
         channel_max: 256,
     };
-    let _registered = f.broker.connections().register(meta, &outbox);
+    let _registered = f
+        .broker
+        .connections()
+        .register(f.broker.next_connection_id(), meta, &outbox);
     assert!(f
         .call(
             "org.apache.qpid.broker:connection:127.0.0.1:4321",

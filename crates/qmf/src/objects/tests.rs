@@ -359,7 +359,9 @@ fn clients_are_linked_connection_to_session_to_subscription() {
         frame_max: 65535,
         channel_max: 256,
     };
-    let conn = b.connections().register(meta, &outbox);
+    let conn = b
+        .connections()
+        .register(b.next_connection_id(), meta, &outbox);
     conn.set_sessions(vec![SessionStatus {
         channel: 1,
         name: "my-session".into(),
@@ -372,6 +374,7 @@ fn clients_are_linked_connection_to_session_to_subscription() {
         id: b.next_consumer_id(),
         outbox: outbox.clone(),
         owner: 77,
+        connection: 0,
         tag: Bytes::from_static(b"dest"),
         acquire: false,
         exclusive: false,
@@ -512,7 +515,9 @@ fn every_object_matches_its_schema_both_ways() {
         frame_max: 65535,
         channel_max: 256,
     };
-    let conn = b.connections().register(meta, &outbox);
+    let conn = b
+        .connections()
+        .register(b.next_connection_id(), meta, &outbox);
     conn.set_sessions(vec![SessionStatus {
         channel: 0,
         name: "s".into(),
@@ -525,6 +530,7 @@ fn every_object_matches_its_schema_both_ways() {
             id: b.next_consumer_id(),
             outbox: outbox.clone(),
             owner: 5,
+            connection: 0,
             tag: Bytes::from_static(b"d"),
             acquire: true,
             exclusive: true,

@@ -9,7 +9,7 @@ use ferry_amqp010::{
     MessageProperties, QueueQueryResult, SequenceSet, Str, Struct32,
 };
 use ferry_core::{
-    now_ms, Arguments, BoundResult, Broker, ConsumerSpec, ExchangeKind, ExchangeOptions,
+    now_ms, Arguments, BoundResult, Broker, ConsumerSpec, Dialect, ExchangeKind, ExchangeOptions,
     QueueLimits, QueueOptions,
 };
 
@@ -24,14 +24,14 @@ use super::tx;
 type Outcome = Result<(), Exception>;
 
 /// Runs one command. Results (execution.result) are written here; completion is the
-/// caller's job.
+/// caller's job. `header` and `body` are a transfer's segments, if it sent them.
 pub fn execute(
     session: &mut Session,
     env: &mut Env,
     id: u32,
     command: Command,
     header: Option<Bytes>,
-    body: Bytes,
+    body: Option<Bytes>,
 ) -> Outcome {
     match command {
         Command::MessageTransfer(t) => transfer(session, env, t.destination, header, body),
@@ -79,10 +79,12 @@ pub fn execute(
                 .ok_or_else(|| Exception::missing("destination"))?;
             let mode = c.flow_mode.ok_or_else(|| Exception::missing("flow-mode"))?;
             let sub = find_subscription(session, &destination)?;
-            sub.window = mode == FlowMode::Window;
-            // Changing mode starts from zero credit (0-10: set-flow-mode resets credit).
-            let _ = sub.queue.stop(sub.consumer);
-            Ok(())
+            if sub.queue.is_deleted() {
+                return Ok(());
+            }
+            sub.queue
+                .set_flow_mode(sub.consumer, mode == FlowMode::Window)
+                .map_err(Exception::from)
         }
         Command::MessageFlow(c) => {
             let destination = c
@@ -95,7 +97,7 @@ pub fn execute(
                 CreditUnit::Message => (value, 0),
                 CreditUnit::Byte => (0, value),
             };
-            sub.queue
+            live_queue(sub)?
                 .add_credit(sub.consumer, messages, bytes)
                 .map_err(Exception::from)
         }
@@ -104,13 +106,18 @@ pub fn execute(
                 .destination
                 .ok_or_else(|| Exception::missing("destination"))?;
             let sub = find_subscription(session, &destination)?;
-            sub.queue.flush(sub.consumer).map_err(Exception::from)
+            live_queue(sub)?
+                .flush(sub.consumer)
+                .map_err(Exception::from)
         }
         Command::MessageStop(c) => {
             let destination = c
                 .destination
                 .ok_or_else(|| Exception::missing("destination"))?;
             let sub = find_subscription(session, &destination)?;
+            if sub.queue.is_deleted() {
+                return Ok(());
+            }
             sub.queue.stop(sub.consumer).map_err(Exception::from)
         }
         Command::MessageResume(_) => Err(Exception::not_implemented("message.resume")),
@@ -122,6 +129,8 @@ pub fn execute(
                 auto_delete: c.auto_delete,
                 alternate_exchange: alternate(&c.alternate_exchange)?,
                 arguments: arguments(&c.arguments),
+                // 0-10 (and qpidd) have no internal exchanges.
+                internal: false,
             };
             let action = if c.passive || env.broker.exchange(name).is_some() {
                 Action::Access
@@ -264,6 +273,7 @@ pub fn execute(
             let mut options = QueueOptions {
                 durable: c.durable,
                 exclusive_owner: c.exclusive.then_some(session.owner),
+                connection: env.connection,
                 auto_delete: c.auto_delete,
                 alternate_exchange: alternate(&c.alternate_exchange)?,
                 limits,
@@ -283,7 +293,7 @@ pub fn execute(
                 options.quota = env.access.charge_queue()?;
             }
             env.broker
-                .declare_queue(name, options, c.passive, session.owner)
+                .declare_queue_as(Dialect::Qpidd, name, options, c.passive, session.owner)
                 .map(|_| ())
                 .map_err(Exception::from)
         }
@@ -310,7 +320,7 @@ pub fn execute(
             let name = named_queue(&c.queue)?;
             env.access
                 .check(Action::Purge, ObjectType::Queue, || access::named(name))?;
-            check_queue_access(session, env, name)?;
+            // qpidd lets any session purge an exclusive queue (no ownership check).
             env.broker
                 .purge_queue(name)
                 .map(|_| ())
@@ -361,8 +371,10 @@ fn transfer(
     env: &mut Env,
     destination: Option<Str>,
     header: Option<Bytes>,
-    body: Bytes,
+    body: Option<Bytes>,
 ) -> Outcome {
+    let body_segment = body.is_some();
+    let body = body.unwrap_or_default();
     let destination = destination.unwrap_or_default();
     let exchange = session
         .exchange_for(env.broker, &destination)
@@ -385,7 +397,9 @@ fn transfer(
         &publish.exchange,
         &publish.routing_key,
     )?;
-    let message = publish.into_message();
+    let mut message = publish.into_message();
+    message.body_segment = body_segment;
+    message.publisher = env.connection;
     if let Some(tx) = session.tx.as_mut() {
         tx.stage_publish(exchange, Arc::new(message));
         return Ok(());
@@ -536,11 +550,14 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         id: consumer,
         outbox: env.outbox.clone(),
         owner: session.owner,
+        connection: env.connection,
         tag: destination.clone().into_bytes(),
         acquire: acquire_mode == AcquireMode::PreAcquired,
         exclusive: s.exclusive,
         window: session.settle_window.clone(),
     })?;
+    // The spec's (and qpidd's) default flow mode for a new subscription is window.
+    queue.set_flow_mode(consumer, true)?;
     env.consumers.insert(consumer, session.channel);
     session.add_subscription(Subscription {
         consumer,
@@ -548,7 +565,6 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         destination,
         accept_mode,
         acquire_mode,
-        window: false,
     });
     Ok(())
 }
@@ -563,6 +579,15 @@ fn find_subscription<'a>(
             format!("no subscription {destination}"),
         )
     })
+}
+
+/// The subscription's queue, unless it was deleted under it (qpidd: resource-deleted when
+/// the subscription would be dispatched to).
+fn live_queue(sub: &Subscription) -> Result<&Arc<ferry_core::Queue>, Exception> {
+    if sub.queue.is_deleted() {
+        return Err(Exception::queue_deleted(sub.queue.name()));
+    }
+    Ok(&sub.queue)
 }
 
 fn check_queue_access(session: &Session, env: &Env, queue: &str) -> Outcome {

@@ -81,6 +81,14 @@ impl Exception {
         )
     }
 
+    /// qpidd's resource-deleted for a subscription whose queue is gone.
+    pub fn queue_deleted(queue: &str) -> Exception {
+        Exception::new(
+            ErrorCode::ResourceDeleted,
+            format!("Queue {queue} has been deleted."),
+        )
+    }
+
     pub fn missing(field: &str) -> Exception {
         Exception::new(
             ErrorCode::InvalidArgument,

@@ -11,6 +11,7 @@ mod deaths;
 mod durable;
 mod handshake;
 mod outgoing;
+mod sequence;
 mod session;
 mod tx;
 
@@ -26,7 +27,7 @@ use ferry_amqp010::{
     ConnectionSecure, Control, DetachCode, ErrorCode, Incoming, SessionAttached, SessionDetached,
     SessionTimeout, FRAME_HEADER_SIZE, MIN_MAX_FRAME_SIZE,
 };
-use ferry_core::{OutboxItem, SessionStatus};
+use ferry_core::{ConsumerId, OutboxItem, SessionStatus};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
@@ -222,17 +223,12 @@ impl Protocol for Amqp010 {
                 };
                 self.fault(shell, fault);
             }
-            OutboxItem::ConsumerCancelled { consumer, .. } => {
-                // The queue is gone; qpidd leaves the subscription to fail later. Forget it so
-                // its destination can be reused.
-                if let Some(ch) = shell.consumers.remove(&consumer) {
-                    if let Some(Some(c)) = self.channels.get_mut(usize::from(ch)) {
-                        if let Some(s) = c.session.as_mut() {
-                            s.forget_consumer(consumer);
-                        }
-                    }
-                }
-            }
+            OutboxItem::ConsumerCancelled {
+                consumer,
+                queue,
+                credit,
+                ..
+            } => self.queue_deleted(shell, consumer, &queue, credit),
         }
     }
 
@@ -328,6 +324,38 @@ impl Amqp010 {
         }
     }
 
+    /// A subscription's queue was deleted. As in qpidd, the subscription stays in its
+    /// session until cancelled (message.cancel still succeeds; message.flow and flush on it
+    /// fail with resource-deleted), and a subscription that was waiting for messages (it
+    /// had credit) fails its session with resource-deleted at once, as qpidd's next
+    /// dispatch to it does.
+    fn queue_deleted(
+        &mut self,
+        shell: &mut Shell,
+        consumer: ConsumerId,
+        queue: &str,
+        credit: bool,
+    ) {
+        if !credit {
+            return;
+        }
+        let Some(&channel) = shell.consumers.get(&consumer) else {
+            return;
+        };
+        let (channels, mut env) = self.split(shell);
+        let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
+            return;
+        };
+        let Some(session) = c.session.as_mut() else {
+            return;
+        };
+        if session.state == SessionState::Failed {
+            return;
+        }
+        let id = session.last_command_id();
+        session.fail(&mut env, id, (0, 0), Exception::queue_deleted(queue));
+    }
+
     fn write_control(&mut self, shell: &mut Shell, channel: u16, control: Control) {
         if let Err(e) = write_control_framed(&mut shell.out, channel, &control, self.max_frame) {
             warn!("cannot encode {}: {e}", control.name());
@@ -357,7 +385,12 @@ impl Amqp010 {
                 command,
                 message_header,
                 body,
-            } => self.on_command(shell, channel, header.sync, command, message_header, body),
+                body_segment,
+            } => {
+                // `None`: no body segment at all, which is not an empty one.
+                let body = body_segment.then_some(body);
+                self.on_command(shell, channel, header.sync, command, message_header, body)
+            }
         }
     }
 
@@ -597,6 +630,7 @@ impl Amqp010 {
     ) -> (&'a mut Vec<Option<Box<Channel>>>, Env<'a>) {
         let env = Env {
             broker: &shell.broker,
+            connection: shell.id,
             outbox: &shell.outbox,
             out: &mut shell.out,
             max_frame: self.max_frame,
@@ -614,7 +648,7 @@ impl Amqp010 {
         sync: bool,
         command: Command,
         header: Option<Bytes>,
-        body: Bytes,
+        body: Option<Bytes>,
     ) {
         let codes = (command.class_code(), command.code());
         if matches!(command, Command::MessageTransfer(_)) {

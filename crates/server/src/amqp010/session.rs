@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
-    with_redelivered, write_command, write_control_framed, write_transfer, AcceptMode, AcquireMode,
-    Command, Control, ExecutionException, ExecutionResult, MessageTransfer, SequenceSet,
-    SessionCommandPoint, SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
+    with_redelivered, write_command, write_control_framed, write_transfer,
+    write_transfer_with_body_segment, AcceptMode, AcquireMode, Command, Control,
+    ExecutionException, ExecutionResult, MessageTransfer, SequenceSet, SessionCommandPoint,
+    SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
 };
 use ferry_core::{
-    Broker, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader, Queue,
-    SettleWindow, SyncPoint,
+    Broker, ConnectionId, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader,
+    Queue, SettleWindow, SyncPoint,
 };
 use tracing::{debug, warn};
 
@@ -25,6 +26,8 @@ use crate::config::ServerConfig;
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
     pub broker: &'a Arc<Broker>,
+    /// This connection, as the core knows it (no-local queues).
+    pub connection: ConnectionId,
     pub outbox: &'a Arc<Outbox>,
     pub out: &'a mut BytesMut,
     pub max_frame: usize,
@@ -41,7 +44,6 @@ pub struct Subscription {
     pub destination: Str,
     pub accept_mode: AcceptMode,
     pub acquire_mode: AcquireMode,
-    pub window: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +175,11 @@ impl Session {
 
     pub fn set_command_point(&mut self, id: u32) {
         self.next_incoming = id;
+    }
+
+    /// The id of the last command received.
+    pub fn last_command_id(&self) -> u32 {
+        self.next_incoming.wrapping_sub(1)
     }
 
     /// Numbers the next incoming command.
@@ -326,12 +333,6 @@ impl Session {
         self.subscriptions.remove(&id)
     }
 
-    pub fn forget_consumer(&mut self, consumer: ConsumerId) {
-        if let Some(sub) = self.subscriptions.remove(&consumer) {
-            self.by_destination.remove(&sub.destination);
-        }
-    }
-
     /// Writes one delivery as a message.transfer and records it. Returns false (and puts
     /// the message back) if the subscription no longer exists here.
     pub fn deliver(&mut self, out: &mut BytesMut, max_frame: usize, d: Delivery) -> bool {
@@ -348,7 +349,12 @@ impl Session {
             acquire_mode: Some(sub.acquire_mode),
         };
         let header = outgoing_header(&d.message, d.redelivered);
-        if let Err(e) = write_transfer(
+        let write = if d.message.body_segment {
+            write_transfer_with_body_segment
+        } else {
+            write_transfer
+        };
+        if let Err(e) = write(
             out,
             self.channel,
             &transfer,
@@ -376,15 +382,16 @@ impl Session {
             message: (!settled_now).then_some(d.message.clone()),
             acquired: d.acquired,
             credit_bytes: u32::try_from(d.message.size).unwrap_or(u32::MAX),
-            window_credit: sub.window,
+            window_credit: d.window_credit,
             completed: false,
             windowed: d.windowed,
         });
         true
     }
 
-    /// The peer completed some of our commands: refund window credit, one credit call per
-    /// consumer for the whole set (each call takes the queue lock and dispatches).
+    /// The peer completed some of our commands: transfers delivered in window mode move
+    /// their consumer's window on, one call per consumer for the whole set (each call takes
+    /// the queue lock and dispatches).
     pub fn peer_completed(&mut self, commands: &SequenceSet) {
         let mut refunds: Vec<(ConsumerId, u32, u32)> = Vec::new();
         for &(lo, hi) in commands.ranges() {
@@ -403,7 +410,7 @@ impl Session {
         }
         for (consumer, messages, bytes) in refunds {
             if let Some(sub) = self.subscriptions.get(&consumer) {
-                let _ = sub.queue.add_credit(consumer, messages, bytes);
+                let _ = sub.queue.window_completed(consumer, messages, bytes);
             }
         }
         self.outgoing.trim();
@@ -431,9 +438,14 @@ fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
         }
         ProtocolHeader::None => Bytes::new(),
     };
-    // Dead letters carry their history in added headers (re-encoded; only they pay).
+    // Dead letters carry their history in added headers, messages of sequencing queues
+    // their number (re-encoded; only they pay).
     let raw = match &message.deaths {
         Some(history) => super::deaths::render(&raw, history).unwrap_or(raw),
+        None => raw,
+    };
+    let raw = match &message.sequence {
+        Some(sequence) => super::sequence::render(&raw, sequence).unwrap_or(raw),
         None => raw,
     };
     if !redelivered {

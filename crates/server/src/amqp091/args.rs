@@ -138,9 +138,8 @@ pub fn check_exchange_equivalent(
     if existing.auto_delete != wanted.auto_delete {
         return differs("auto_delete", &wanted.auto_delete, &existing.auto_delete);
     }
-    // Exchanges are never internal here: a redeclaration asking for one is not equivalent.
-    if wanted.internal {
-        return differs("internal", &true, &false);
+    if existing.internal != wanted.internal {
+        return differs("internal", &wanted.internal, &existing.internal);
     }
     const KEY: &str = "alternate-exchange";
     let same = match (existing.arguments.get(KEY), wanted.arguments.get(KEY)) {

@@ -44,6 +44,12 @@ impl Channel {
             return Err(Fault::not_implemented("immediate=true"));
         }
         let exchange = self.exchange_for(ctx.broker, p.exchange.bytes())?;
+        if exchange.is_internal() {
+            return Err(Fault::access_refused(format!(
+                "cannot publish to internal exchange '{}' in vhost '/'",
+                exchange.name()
+            )));
+        }
         ctx.access.check_publish(
             &mut self.publish_acl,
             p.exchange.bytes(),
@@ -194,6 +200,9 @@ impl Channel {
             id,
             outbox: ctx.outbox.clone(),
             owner: ctx.owner,
+            // qpidd's no-local queues are a 0-10 matter: RabbitMQ has nothing like them, so
+            // 0-9-1 consumers (and messages) never count as any queue owner's own.
+            connection: 0,
             tag: tag.bytes().clone(),
             acquire: true,
             exclusive: m.exclusive,

@@ -338,7 +338,7 @@ impl Channel {
                 }
                 None => {}
             }
-            let opts = ExchangeOptions {
+            let mut opts = ExchangeOptions {
                 durable: m.durable,
                 auto_delete: m.auto_delete,
                 alternate_exchange: arguments
@@ -346,8 +346,10 @@ impl Channel {
                     .and_then(|v| v.as_str())
                     .map(str::to_owned),
                 arguments,
+                internal: m.internal,
             };
-            let action = if ctx.broker.exchange(name).is_some() {
+            let exists = ctx.broker.exchange(name).is_some();
+            let action = if exists {
                 Action::Access
             } else {
                 Action::Create
@@ -355,6 +357,17 @@ impl Channel {
             ctx.access.check(action, ObjectType::Exchange, || {
                 access::exchange_props(name, kind_name, &opts)
             })?;
+            // RabbitMQ looks the alternate exchange up when a message is unroutable and drops
+            // the message if there is none: a missing one is no error here (0-10 refuses
+            // it). An existing exchange's argument was compared above.
+            if exists
+                || opts
+                    .alternate_exchange
+                    .as_deref()
+                    .is_some_and(|alt| ctx.broker.exchange(alt).is_none())
+            {
+                opts.alternate_exchange = None;
+            }
             ctx.broker.declare_exchange(name, kind, opts, false)?;
         }
         if !m.nowait {

@@ -2,7 +2,7 @@
 //! stored on messages published over 0-9-1.
 
 use bytes::Bytes;
-use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, RawProperties};
+use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, RawProperties, ShortStr};
 use ferry_core::{HeaderValue, Headers, Message, ProtocolHeader};
 
 use crate::bridge;
@@ -58,15 +58,25 @@ pub fn decode_properties(raw: &Bytes) -> Option<BasicProperties> {
 
 /// The properties to send for any core message, encoded: as stored for 0-9-1 messages,
 /// converted for 0-10 ones, empty otherwise; dead-lettered messages get RabbitMQ's
-/// `x-death` headers added (and so are re-encoded).
+/// `x-death` headers added, messages of a sequencing queue their number (qpidd's
+/// `qpid.queue_msg_sequence`, as a long), and so are re-encoded.
 pub fn outgoing_properties(message: &Message) -> Bytes {
-    if let Some(history) = &message.deaths {
+    if message.deaths.is_some() || message.sequence.is_some() {
         let mut props = match &message.header {
             ProtocolHeader::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
             ProtocolHeader::Amqp010(segment) => bridge::from_amqp010_header(segment),
             ProtocolHeader::None => BasicProperties::default(),
         };
-        super::deaths::render(&mut props, history);
+        if let Some(history) = &message.deaths {
+            super::deaths::render(&mut props, history);
+        }
+        if let Some(sequence) = &message.sequence {
+            let headers = props.headers.get_or_insert_with(FieldTable::new);
+            let key = ShortStr::new(Bytes::copy_from_slice(sequence.key.as_bytes()));
+            if let Ok(key) = key {
+                headers.insert(key, FieldValue::I64(i64::from(sequence.number)));
+            }
+        }
         return encode_properties(&props);
     }
     match &message.header {
@@ -116,6 +126,21 @@ mod tests {
             decode_properties(&encode_properties(&BasicProperties::default())),
             Some(BasicProperties::default())
         );
+    }
+
+    #[test]
+    fn a_sequence_number_joins_the_headers_as_a_long() {
+        let mut m = Message::new("", "q", Bytes::from_static(b"x"));
+        m.header = ProtocolHeader::Amqp091(encode_properties(&props()));
+        m.sequence = Some(std::sync::Arc::new(ferry_core::Sequenced {
+            key: "qpid.seq".into(),
+            number: 7,
+        }));
+        let out = decode_properties(&outgoing_properties(&m)).unwrap();
+        let headers = out.headers.unwrap();
+        assert_eq!(headers.get("qpid.seq"), Some(&FieldValue::I64(7)));
+        assert_eq!(headers.get("n"), Some(&FieldValue::I32(7)));
+        assert_eq!(out.content_type, props().content_type);
     }
 
     #[test]

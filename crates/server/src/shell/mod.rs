@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use ferry_core::{
-    now_ms, Broker, ConnectionHandle, ConnectionMeta, ConsumerId, Outbox, OutboxItem,
+    now_ms, Broker, ConnectionHandle, ConnectionId, ConnectionMeta, ConsumerId, Outbox, OutboxItem,
     SessionStatus, SyncPoint,
 };
 use tracing::{debug, info};
@@ -91,6 +91,9 @@ const SESSIONS_EVERY: Duration = Duration::from_secs(1);
 
 /// What every connection has, whatever its protocol.
 pub struct Shell {
+    /// The core's id for this connection: what its messages carry as their publisher, and
+    /// what management knows it by.
+    pub id: ConnectionId,
     pub broker: Arc<Broker>,
     pub config: Arc<ServerConfig>,
     pub peer: SocketAddr,
@@ -134,6 +137,7 @@ impl Shell {
             state,
         } = services;
         Shell {
+            id: broker.next_connection_id(),
             access: ClientAccess::new(&config, &state, peer.addr),
             login: Login::new(auth, peer.addr, peer.client_identity.clone(), amqp091),
             timers: Timers::new(now, config.handshake_timeout),
@@ -174,7 +178,7 @@ impl Shell {
             channel_max: opened.channel_max,
         };
         let connections = self.broker.connections().clone();
-        self.registration = Some(connections.register(meta, &self.outbox));
+        self.registration = Some(connections.register(self.id, meta, &self.outbox));
     }
 
     /// Sessions changed (opened, ended, consumers, modes): management hears of it soon.
@@ -383,8 +387,12 @@ impl<P: Protocol> Connection<P> {
             .shell
             .sessions_due
             .is_some_and(|due| self.shell.now >= due);
-        if due || channels != self.shell.reported_channels {
+        if due {
             self.shell.sessions_due = None;
+        }
+        if due || channels != self.shell.reported_channels {
+            // A count change does not put off the due report: what else changed with it
+            // (modes, consumers) still shows within the second.
             self.shell.reported_channels = channels;
             registration.set_sessions(self.protocol.sessions());
         }

@@ -205,8 +205,11 @@ pub(super) fn load_one(store: Option<&QueueStore>, e: &Entry) -> Option<Arc<Mess
     Some(Arc::new(with_queue_expiry(m, &e.message)))
 }
 
-/// The journaled message keeps the expiry the queue gave its stand-in (a queue TTL).
+/// The journaled message keeps what the queue gave its stand-in (the expiry of a queue
+/// TTL, a sequence number) and what the journal does not keep (its publisher).
 fn with_queue_expiry(mut m: Message, stub: &Message) -> Message {
     m.expires_at = stub.expires_at;
+    m.publisher = stub.publisher;
+    m.sequence = stub.sequence.clone();
     m
 }

@@ -14,7 +14,7 @@ use super::{connection, Amqp010};
 use crate::config::ServerConfig;
 use crate::shell::testing::{peer, services, Wire, SECOND};
 use crate::shell::timers::LINGER;
-use crate::shell::Phase;
+use crate::shell::{Phase, Services};
 
 type Client = Wire<Amqp010>;
 
@@ -111,7 +111,11 @@ impl Client {
 }
 
 async fn open_with(config: ServerConfig, heartbeat: u16) -> Client {
-    let services = services(config);
+    open_on(services(config), heartbeat).await
+}
+
+/// A connection to the broker of `services` (several may share one).
+async fn open_on(services: Services, heartbeat: u16) -> Client {
     let mut c = Wire::new(|now| connection(services, peer(), now));
     let start = decode(c.take_output());
     assert!(matches!(
@@ -630,4 +634,418 @@ async fn management_sees_sessions_and_can_close_the_connection() {
         ),
         "{out:?}"
     );
+}
+
+fn subscribe_to(queue: &str, destination: &str) -> MessageSubscribe {
+    MessageSubscribe {
+        queue: Some(Str::from(queue)),
+        destination: Some(Str::from(destination)),
+        ..Default::default()
+    }
+}
+
+fn flow(destination: &str, unit: CreditUnit, value: u32) -> MessageFlow {
+    MessageFlow {
+        destination: Some(Str::from(destination)),
+        unit: Some(unit),
+        value: Some(value),
+    }
+}
+
+/// The bodies of the transfers in `items`, in order.
+fn transfer_bodies(items: &[Item]) -> Vec<Bytes> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Command(_, Command::MessageTransfer(_), body) => Some(body.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn range(lo: u32, hi: u32) -> SequenceSet {
+    let mut set = SequenceSet::new();
+    set.add_range(lo, hi);
+    set
+}
+
+fn completed(lo: u32, hi: u32) -> SessionCompleted {
+    SessionCompleted {
+        commands: Some(range(lo, hi)),
+        timely_reply: false,
+    }
+}
+
+fn bodies_of(names: &[&str]) -> Vec<Bytes> {
+    names
+        .iter()
+        .map(|n| Bytes::copy_from_slice(n.as_bytes()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_subscription_starts_in_window_mode_and_a_stop_keeps_the_window_closed() {
+    // qpid-python's message.test_window_stop, frame by frame.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q"), false));
+    c.exchange(command(1, subscribe_to("q", "c"), false));
+    c.exchange(command(1, flow("c", CreditUnit::Message, 5), false));
+    c.exchange(command(1, flow("c", CreditUnit::Byte, u32::MAX), false));
+    let names: Vec<String> = (1..=10).map(|i| format!("Message {i}")).collect();
+    for n in &names {
+        c.transfer(1, "", "q", n.as_bytes());
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_eq!(
+        transfer_bodies(&decode(c.take_output())),
+        bodies_of(&names[..5])
+    );
+    let stop = ferry_amqp010::MessageStop {
+        destination: Some(Str::from("c")),
+    };
+    c.exchange(command(1, stop, false));
+    // The five transfers were our commands 0..=4: completing them after the stop grants nothing.
+    assert!(transfer_bodies(&c.exchange(control(1, completed(0, 4)))).is_empty());
+    c.exchange(command(1, flow("c", CreditUnit::Message, 5), false));
+    let more = c.exchange(command(1, flow("c", CreditUnit::Byte, u32::MAX), false));
+    assert_eq!(transfer_bodies(&more), bodies_of(&names[5..]));
+}
+
+#[tokio::test]
+async fn released_transfers_come_back_in_order_once_their_window_reopens() {
+    // qpid-python's message.test_release_ordering.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q"), false));
+    let names: Vec<String> = (1..=10).map(|i| format!("released message {i}")).collect();
+    for n in &names {
+        c.transfer(1, "", "q", n.as_bytes());
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    c.exchange(command(1, subscribe_to("q", "d"), false));
+    c.exchange(command(1, flow("d", CreditUnit::Message, 10), false));
+    let got = c.exchange(command(1, flow("d", CreditUnit::Byte, u32::MAX), false));
+    assert_eq!(transfer_bodies(&got), bodies_of(&names));
+    let release = ferry_amqp010::MessageRelease {
+        transfers: Some(range(0, 9)),
+        set_redelivered: false,
+    };
+    assert!(transfer_bodies(&c.exchange(command(1, release, false))).is_empty());
+    let again = c.exchange(control(1, completed(0, 9)));
+    assert_eq!(transfer_bodies(&again), bodies_of(&names));
+}
+
+/// Each transfer in `out`: its header segment, its body, and whether it came with a body
+/// segment.
+fn transfer_segments(mut out: BytesMut) -> Vec<(Option<Bytes>, Bytes, bool)> {
+    let mut assembler = Assembler::new(1 << 20);
+    let mut found = Vec::new();
+    while let Some(frame) = decode_frame(&mut out, MAX_FRAME).expect("well-formed output") {
+        if let Some(Incoming::Command {
+            command: Command::MessageTransfer(_),
+            message_header,
+            body,
+            body_segment,
+            ..
+        }) = assembler.push(frame).expect("assembles")
+        {
+            found.push((message_header, body, body_segment));
+        }
+    }
+    found
+}
+
+/// Each transfer in `out`: its body, and whether it came with a body segment.
+fn body_segments(out: BytesMut) -> Vec<(Bytes, bool)> {
+    transfer_segments(out)
+        .into_iter()
+        .map(|(_, body, segment)| (body, segment))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_empty_body_segment_is_delivered_as_one_and_no_body_as_none() {
+    // qpid-python's message.test_empty_body: the consumer must see "", not None.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.exchange(command(1, declare("q"), false));
+    let header = MessageHeader {
+        delivery: Some(DeliveryProperties {
+            routing_key: Some(Str::from("q")),
+            ..Default::default()
+        }),
+        properties: None,
+        other: Vec::new(),
+    };
+    let mut raw = BytesMut::new();
+    header.encode(&mut raw).expect("header encodes");
+    let transfer = MessageTransfer {
+        destination: Some(Str::from("")),
+        accept_mode: Some(AcceptMode::None),
+        acquire_mode: Some(AcquireMode::PreAcquired),
+    };
+    let mut out = BytesMut::new();
+    ferry_amqp010::write_transfer_with_body_segment(
+        &mut out, 1, &transfer, false, &raw, b"", MAX_FRAME,
+    )
+    .expect("transfer encodes");
+    c.send(&out);
+    c.transfer(1, "", "q", b"");
+    c.exchange(command(1, subscribe_to("q", "d"), false));
+    c.exchange(command(1, flow("d", CreditUnit::Byte, u32::MAX), false));
+    c.send(&command(1, flow("d", CreditUnit::Message, 2), false));
+    let got = body_segments(c.take_output());
+    assert_eq!(got, [(Bytes::new(), true), (Bytes::new(), false)]);
+}
+
+#[tokio::test]
+async fn another_sessions_exclusive_queue_follows_qpidds_rules() {
+    // qpidd: only an exclusive declare, an acquiring subscribe, bind and delete are locked;
+    // passive and plain declares, browsing and purging are allowed.
+    let mut c = open().await;
+    c.attach(1, "owner");
+    let exclusive = |name: &str, passive: bool| QueueDeclare {
+        queue: Some(Str::from(name)),
+        exclusive: true,
+        passive,
+        ..Default::default()
+    };
+    let mine = c.exchange(command(1, exclusive("x", false), true));
+    assert_eq!(exception(&mine), None, "{mine:?}");
+    let passive = QueueDeclare {
+        passive: true,
+        ..declare("x")
+    };
+    let browse = MessageSubscribe {
+        acquire_mode: Some(AcquireMode::NotAcquired),
+        ..subscribe_to("x", "b")
+    };
+    let bind = ferry_amqp010::ExchangeBind {
+        queue: Some(Str::from("x")),
+        exchange: Some(Str::from("amq.direct")),
+        binding_key: Some(Str::from("k")),
+        arguments: None,
+    };
+    let purge = ferry_amqp010::QueuePurge {
+        queue: Some(Str::from("x")),
+    };
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("x")),
+        ..Default::default()
+    };
+    assert_eq!(outcome(&mut c, 2, declare("x")), None);
+    assert_eq!(outcome(&mut c, 3, passive), None);
+    assert_eq!(outcome(&mut c, 4, browse), None);
+    assert_eq!(outcome(&mut c, 5, purge), None);
+    let locked = Some(ErrorCode::ResourceLocked);
+    assert_eq!(outcome(&mut c, 6, exclusive("x", false)), locked);
+    assert_eq!(outcome(&mut c, 7, exclusive("x", true)), locked);
+    assert_eq!(outcome(&mut c, 8, subscribe_to("x", "a")), locked);
+    assert_eq!(outcome(&mut c, 9, bind), locked);
+    assert_eq!(outcome(&mut c, 10, delete), locked);
+    // The owner's passive exclusive declare is fine.
+    let again = c.exchange(command(1, exclusive("x", true), true));
+    assert_eq!(exception(&again), None, "{again:?}");
+
+    // A queue with a consumer cannot be made exclusive; passive + exclusive never claims.
+    c.exchange(command(1, declare("n"), true));
+    c.exchange(command(1, subscribe_to("n", "d"), true));
+    assert_eq!(outcome(&mut c, 11, exclusive("n", false)), locked);
+    c.exchange(command(1, declare("p"), true));
+    assert_eq!(outcome(&mut c, 12, exclusive("p", true)), locked);
+}
+
+#[tokio::test]
+async fn a_timed_auto_delete_queue_outlives_its_session_by_the_timeout() {
+    // qpid-python's extensions.test_timed_autodelete.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.attach(2, "another-session");
+    let mut args = ferry_amqp010::Map::new();
+    args.insert("qpid.auto_delete_timeout", ferry_amqp010::Value::Uint32(3));
+    let timed = QueueDeclare {
+        exclusive: true,
+        auto_delete: true,
+        arguments: Some(args),
+        ..declare("t")
+    };
+    assert_eq!(exception(&c.exchange(command(2, timed, true))), None);
+    let detach = SessionDetach {
+        name: Some(Bytes::from_static(b"another-session")),
+    };
+    c.exchange(control(2, detach));
+    let broker = c.conn.broker().clone();
+    let start = ferry_core::now_ms();
+    assert!(broker.queue("t").is_some(), "kept for the timeout");
+    let due = broker.expire_unused_queues_at(start).expect("a deadline");
+    assert!(due >= start + 3000 - 100, "{due} vs {start}");
+    broker.expire_unused_queues_at(due);
+    assert!(broker.queue("t").is_none());
+}
+
+#[tokio::test]
+async fn a_no_local_queue_keeps_out_what_its_owners_connection_publishes() {
+    // qpid-python's message.test_no_local: two sessions of one connection publish, another
+    // connection publishes through amq.fanout.
+    let services = services(ServerConfig::default());
+    let mut c = open_on(services.clone(), 0).await;
+    let mut other = open_on(services, 0).await;
+    c.attach(1, "s1");
+    c.attach(2, "s2");
+    other.attach(1, "elsewhere");
+    let mut args = ferry_amqp010::Map::new();
+    args.insert("no-local", ferry_amqp010::Value::Str16(Str::from("true")));
+    let excl = |name: &str, args: Option<ferry_amqp010::Map>| QueueDeclare {
+        exclusive: true,
+        auto_delete: true,
+        arguments: args,
+        ..declare(name)
+    };
+    c.exchange(command(1, excl("test-queue-1a", None), true));
+    c.exchange(command(1, excl("test-queue-1b", Some(args)), true));
+    for q in ["test-queue-1a", "test-queue-1b"] {
+        c.transfer(1, "", q, b"deliver-me");
+        c.transfer(2, "", q, b"dont-deliver-me");
+        let bind = ferry_amqp010::ExchangeBind {
+            queue: Some(Str::from(q)),
+            exchange: Some(Str::from("amq.fanout")),
+            binding_key: Some(Str::from("")),
+            arguments: None,
+        };
+        c.exchange(command(1, bind, true));
+    }
+    other.transfer(1, "amq.fanout", "", b"i-am-not-local");
+    let broker = c.conn.broker().clone();
+    assert_eq!(
+        broker.queue("test-queue-1a").unwrap().queued_bodies().len(),
+        3
+    );
+    assert_eq!(
+        broker.queue("test-queue-1b").unwrap().queued_bodies(),
+        [Bytes::from_static(b"i-am-not-local")]
+    );
+}
+
+#[tokio::test]
+async fn a_sequencing_queue_numbers_its_messages_in_an_application_header() {
+    // qpid-python's new_api.SequenceNumberTests.test_get_sequence_number.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let mut args = ferry_amqp010::Map::new();
+    args.insert(
+        "qpid.queue_msg_sequence",
+        ferry_amqp010::Value::Str16(Str::from("k")),
+    );
+    let seq = QueueDeclare {
+        arguments: Some(args),
+        ..declare("q")
+    };
+    c.exchange(command(1, seq, true));
+    c.transfer(1, "", "q", b"one");
+    c.transfer(1, "", "q", b"two");
+    c.exchange(command(1, subscribe_to("q", "d"), false));
+    c.exchange(command(1, flow("d", CreditUnit::Byte, u32::MAX), false));
+    c.send(&command(1, flow("d", CreditUnit::Message, 2), false));
+    let numbers: Vec<Option<ferry_amqp010::Value>> = transfer_segments(c.take_output())
+        .into_iter()
+        .map(|(header, _, _)| {
+            let header = MessageHeader::decode(header.expect("a header")).expect("decodes");
+            let app = header.properties?.application_headers?;
+            app.get("k").cloned()
+        })
+        .collect();
+    use ferry_amqp010::Value::Uint32;
+    assert_eq!(numbers, [Some(Uint32(1)), Some(Uint32(2))]);
+}
+
+#[tokio::test]
+async fn a_deleted_queue_sends_acquired_messages_to_its_alternate_and_keeps_the_subscription() {
+    // qpid-python's new_api.test_qpid_3481_acquired_to_alt_exchange_2_consumers.
+    let mut c = open().await;
+    c.attach(1, "sess1");
+    c.attach(2, "sess2");
+    c.attach(4, "sess4");
+    let with_alt = QueueDeclare {
+        alternate_exchange: Some(Str::from("amq.fanout")),
+        ..declare("test_acquired")
+    };
+    c.exchange(command(1, with_alt, true));
+    c.exchange(command(4, declare("alt"), true));
+    let bind = ferry_amqp010::ExchangeBind {
+        queue: Some(Str::from("alt")),
+        exchange: Some(Str::from("amq.fanout")),
+        binding_key: Some(Str::from("")),
+        arguments: None,
+    };
+    c.exchange(command(4, bind, true));
+    for body in ["1", "2", "3", "4", "5"] {
+        c.transfer(1, "", "test_acquired", body.as_bytes());
+    }
+    c.exchange(command(2, subscribe_to("test_acquired", "rx"), false));
+    c.exchange(command(2, flow("rx", CreditUnit::Byte, u32::MAX), false));
+    let got = c.exchange(command(2, flow("rx", CreditUnit::Message, 3), false));
+    assert_eq!(transfer_bodies(&got), bodies_of(&["1", "2", "3"]));
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("test_acquired")),
+        ..Default::default()
+    };
+    assert_eq!(exception(&c.exchange(command(1, delete, true))), None);
+    let broker = c.conn.broker().clone();
+    let alt = broker.queue("alt").unwrap();
+    assert_eq!(alt.queued_bodies(), bodies_of(&["1", "2", "3", "4", "5"]));
+    // The consumer's session lets go of its deliveries and its subscription: no error,
+    // nothing rerouted twice.
+    let release = ferry_amqp010::MessageRelease {
+        transfers: Some(range(0, 2)),
+        set_redelivered: true,
+    };
+    assert_eq!(exception(&c.exchange(command(2, release, true))), None);
+    let cancel = ferry_amqp010::MessageCancel {
+        destination: Some(Str::from("rx")),
+    };
+    assert_eq!(exception(&c.exchange(command(2, cancel, true))), None);
+    assert_eq!(alt.message_count(), 5);
+}
+
+#[tokio::test]
+async fn a_subscription_waiting_for_messages_fails_its_session_when_its_queue_is_deleted() {
+    // qpidd: the next dispatch to a consumer with credit finds the queue deleted (408).
+    let mut c = open().await;
+    c.attach(1, "deleter");
+    c.attach(2, "waiting");
+    c.attach(3, "idle");
+    c.exchange(command(1, declare("q"), true));
+    c.exchange(command(2, subscribe_to("q", "w"), false));
+    c.exchange(command(2, flow("w", CreditUnit::Byte, u32::MAX), false));
+    c.exchange(command(2, flow("w", CreditUnit::Message, 10), false));
+    c.exchange(command(3, subscribe_to("q", "i"), true));
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("q")),
+        ..Default::default()
+    };
+    let out = c.exchange(command(1, delete, true));
+    let failed: Vec<(u16, Option<ErrorCode>)> = out
+        .iter()
+        .filter_map(|i| match i {
+            Item::Command(ch, Command::ExecutionException(e), _) => Some((*ch, e.error_code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed, [(2, Some(ErrorCode::ResourceDeleted))], "{out:?}");
+    // The idle subscription stays: flow on it is resource-deleted, cancel succeeds.
+    let cancel = ferry_amqp010::MessageCancel {
+        destination: Some(Str::from("i")),
+    };
+    assert_eq!(exception(&c.exchange(command(3, cancel, true))), None);
+    c.attach(4, "late");
+    c.exchange(command(4, declare("q2"), true));
+    c.exchange(command(4, subscribe_to("q2", "l"), true));
+    let delete = ferry_amqp010::QueueDelete {
+        queue: Some(Str::from("q2")),
+        ..Default::default()
+    };
+    c.exchange(command(1, delete, true));
+    let late = c.exchange(command(4, flow("l", CreditUnit::Message, 1), true));
+    assert_eq!(exception(&late), Some(ErrorCode::ResourceDeleted));
 }

@@ -101,7 +101,10 @@ async fn amqplain_logs_in_as_plain_does() {
     let [(0, Method::ConnectionTune(t))] = &tune[..] else {
         panic!("not logged in: {tune:?}");
     };
-    assert_eq!((t.channel_max, t.frame_max, t.heartbeat), (2047, 65535, 120));
+    assert_eq!(
+        (t.channel_max, t.frame_max, t.heartbeat),
+        (2047, 65535, 120)
+    );
     c.send(&encode(0, tune_ok(0, 0)));
     let ok = c.call(0, ConnectionOpen::default());
     assert!(

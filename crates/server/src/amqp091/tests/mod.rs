@@ -707,3 +707,95 @@ async fn management_sees_the_connection_and_can_close_it() {
         "a connection that ended is gone"
     );
 }
+
+#[tokio::test]
+async fn an_internal_exchange_refuses_publishes_but_routes_what_is_bound_through_it() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    let internal = ExchangeDeclare {
+        exchange: short("inner"),
+        kind: short("fanout"),
+        internal: true,
+        ..Default::default()
+    };
+    assert!(matches!(
+        &c.call(1, internal.clone())[..],
+        [(1, Method::ExchangeDeclareOk(_))]
+    ));
+    // Declared again the same way: equivalent; without `internal`: not.
+    assert!(matches!(
+        &c.call(1, internal.clone())[..],
+        [(1, Method::ExchangeDeclareOk(_))]
+    ));
+    open_channel(&mut c, 2);
+    let plain = ExchangeDeclare {
+        internal: false,
+        ..internal
+    };
+    assert!(c
+        .call(2, plain)
+        .iter()
+        .any(channel_close(reply::PRECONDITION_FAILED)));
+    c.call(2, ChannelCloseOk {});
+    let queue = QueueDeclare {
+        queue: short("q"),
+        ..Default::default()
+    };
+    c.call(1, queue);
+    let bind = ferry_amqp091::QueueBind {
+        queue: short("q"),
+        exchange: short("inner"),
+        ..Default::default()
+    };
+    c.call(1, bind);
+    let e2e = ferry_amqp091::ExchangeBind {
+        destination: short("inner"),
+        source: short("amq.fanout"),
+        ..Default::default()
+    };
+    assert!(matches!(
+        &c.call(1, e2e)[..],
+        [(1, Method::ExchangeBindOk(_))]
+    ));
+    c.publish(1, "amq.fanout", "", b"through");
+    let broker = c.conn.broker().clone();
+    assert_eq!(broker.queue("q").unwrap().message_count(), 1);
+    c.publish(1, "inner", "", b"direct");
+    let refused = methods(c.take_output());
+    assert!(
+        refused.iter().any(|(ch, m)| *ch == 1
+            && matches!(m, Method::ChannelClose(cl) if cl.reply_code == reply::ACCESS_REFUSED
+                && cl.reply_text.as_bytes().starts_with(b"ACCESS_REFUSED - cannot publish to internal exchange"))),
+        "{refused:?}"
+    );
+    assert_eq!(broker.queue("q").unwrap().message_count(), 1);
+}
+
+#[tokio::test]
+async fn a_missing_alternate_exchange_is_accepted_and_unroutable_messages_are_dropped() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    let mut args = FieldTable::new();
+    args.push(
+        short("alternate-exchange"),
+        FieldValue::LongStr(LongStr::from_static("not-there")),
+    );
+    let x = ExchangeDeclare {
+        exchange: short("x"),
+        kind: short("direct"),
+        arguments: args,
+        ..Default::default()
+    };
+    assert!(matches!(
+        &c.call(1, x.clone())[..],
+        [(1, Method::ExchangeDeclareOk(_))]
+    ));
+    c.publish(1, "x", "nowhere", b"dropped");
+    assert!(matches!(
+        &c.call(1, x)[..],
+        [(1, Method::ExchangeDeclareOk(_))]
+    ));
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+    let info = c.conn.broker().exchange_info("x").unwrap();
+    assert_eq!(info.alternate_exchange, None);
+}
