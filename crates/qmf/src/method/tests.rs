@@ -124,7 +124,7 @@ fn qpid_config_add_queue_declares_it_with_its_arguments() {
     assert!(q.durable && !q.auto_delete);
     assert_eq!(q.alternate_exchange.as_deref(), Some("amq.fanout"));
     assert_eq!(q.limits.max_count, Some(10));
-    assert_eq!(q.limits.policy, ferry_core::LimitPolicy::DropHead);
+    assert_eq!(q.limits.policy, ferry_core::LimitPolicy::Ring);
     assert!(q.arguments.get("durable").is_none());
     assert!(q.arguments.get("qpid.max_count").is_some());
     assert_eq!(
