@@ -127,6 +127,7 @@ test('the queue page publishes, gets, purges and deletes', async () => {
   await got.getByText('text/plain').waitFor();
   await page.locator('#queue-ready .card-value', { hasText: /^1$/ }).waitFor();
   await shot(page, 'queue-get');
+  await shot(page, 'queue-get-messages', { clean: true, locator: page.getByRole('region', { name: 'Get messages' }) });
 
   await page.locator('#purge-queue').click();
   await dialog().getByRole('heading', { name: 'Purge queue console-q1?' }).waitFor();
@@ -407,6 +408,16 @@ test('refused credentials and logging out return to the form', async () => {
 });
 
 test('screenshots for the docs after a minute of traffic', async () => {
+  // A 0-10 client beside the 0-9-1 ones, for the connections list.
+  const other = traffic({ rate: 50, seconds: 60, base: 'console-orders', protocol: 'amqp0-10' });
+  try {
+    await docShots();
+  } finally {
+    other.kill();
+  }
+});
+
+async function docShots() {
   // The queues list as an operator sees it: busy queues first.
   await page.goto(`${BASE}#/queues`);
   await heading('Queues').waitFor();
@@ -415,8 +426,12 @@ test('screenshots for the docs after a minute of traffic', async () => {
   await shot(page, 'queues', { fullPage: false, clean: true });
 
   await nav('Connections').click();
-  await page.locator('#table-connections tbody tr a').first().waitFor();
+  await until('three connections', async () => (await page.locator('#table-connections tbody tr a').count()) >= 3);
+  await page.getByRole('cell', { name: 'AMQP 0-10' }).first().waitFor();
+  // Only as tall as the list: a short table in a full window is mostly empty space.
+  await page.setViewportSize({ width: 1366, height: 460 });
   await shot(page, 'connections', { fullPage: false, clean: true });
+  await page.setViewportSize({ width: 1366, height: 900 });
 
   await page.goto(`${BASE}#/queues/${q('console-backlog')}`);
   await page.locator('#queue-title', { hasText: 'console-backlog' }).waitFor();
@@ -430,4 +445,4 @@ test('screenshots for the docs after a minute of traffic', async () => {
   assert.equal(await page.locator('#overview-range').inputValue(), '60', 'the last minute by default');
   await until('rate lines', async () => (await page.locator('.chart').first().locator('path').count()) >= 3);
   await shot(page, 'overview', { clean: true });
-});
+}

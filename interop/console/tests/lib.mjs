@@ -89,8 +89,11 @@ export async function login(page, user = USER, password = PASSWORD) {
   await page.getByRole('button', { name: 'Log in' }).click();
 }
 
-/** A PNG of the page in OUT; prints its path. `clean`: without notices (for the docs). */
-export async function shot(page, name, { fullPage = true, clean = false } = {}) {
+/**
+ * A PNG of the page (or of `locator` only) in OUT; prints its path. `clean`: without
+ * notices or focus rings (for the docs).
+ */
+export async function shot(page, name, { fullPage = true, clean = false, locator = null } = {}) {
   const file = path.join(OUT, `${name}.png`);
   // Hovered rows and focus rings would make screenshots differ run to run.
   await page.mouse.move(0, 0);
@@ -100,7 +103,8 @@ export async function shot(page, name, { fullPage = true, clean = false } = {}) 
       document.activeElement?.blur();
     });
   }
-  await page.screenshot({ path: file, fullPage });
+  if (locator) await locator.screenshot({ path: file });
+  else await page.screenshot({ path: file, fullPage });
   console.log(`screenshot: ${file}`);
   return file;
 }
@@ -115,10 +119,10 @@ export function ferry(args) {
   return child;
 }
 
-/** An AMQP 0-9-1 latency test: a publisher and a consumer at `rate` messages a second. */
-export function traffic({ rate = 200, seconds = 120, base = 'console-latency' } = {}) {
+/** A latency test: a publisher and a consumer at `rate` messages a second. */
+export function traffic({ rate = 200, seconds = 120, base = 'console-latency', protocol = 'amqp0-9-1' } = {}) {
   return ferry([
-    'latency-test', '--protocol', 'amqp0-9-1', '-b', '127.0.0.1', '-p', AMQP_PORT,
+    'latency-test', '--protocol', protocol, '-b', '127.0.0.1', '-p', AMQP_PORT,
     '--username', USER, '--password', PASSWORD, '--rate', String(rate), '--time-limit', String(seconds),
     '--queue-base-name', base,
   ]);
