@@ -120,7 +120,7 @@ export function connectionPage(ctx, name) {
       channels,
       simpleTable('Channels of this connection', [
         { label: 'Channel', num: true, cell: (ch) => String(ch.number) },
-        { label: 'Mode', cell: (ch) => [ch.confirm ? 'confirm' : null, ch.transactional ? 'transactional' : null].filter(Boolean).join(', ') },
+        { label: 'Mode', cell: (ch) => [ch.confirm ? 'confirm' : null, ch.transactional ? 'transactional' : null].filter(Boolean).join(', ') || '–' },
         { label: 'Prefetch', num: true, cell: (ch) => count(ch.prefetch_count) },
         { label: 'Unacked', num: true, cell: (ch) => count(ch.messages_unacknowledged) },
         { label: 'Consumers', num: true, cell: (ch) => count(ch.consumer_count) },
