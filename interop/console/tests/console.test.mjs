@@ -268,6 +268,7 @@ test('a connection is closed from its page with a reason', async () => {
     await link.click();
     await heading(`Connection ${name}`).waitFor();
     await page.getByRole('region', { name: 'Channels' }).locator('tbody tr').first().waitFor();
+    await shot(page, 'connection');
     await page.getByLabel('Reason (sent to the client)').fill('closed by the console test');
     await page.locator('#close-connection').getByRole('button', { name: 'Close connection' }).click();
     await dialog().getByRole('button', { name: 'Close connection' }).click();
@@ -290,6 +291,7 @@ test('channels, exchanges (bind and publish) and users pages', async () => {
   await nav('Exchanges').click();
   await heading('Exchanges').waitFor();
   await page.locator('#table-exchanges').getByRole('link', { name: 'amq.topic', exact: true }).waitFor();
+  await shot(page, 'exchanges');
   await page.getByText('Add an exchange').click();
   await page.locator('#new-exchange-name').fill('console-x');
   await page.locator('#new-exchange-type').selectOption('topic');
