@@ -107,6 +107,18 @@ test('a queue is created from the UI', async () => {
   const info = await api('queues/%2F/console-q1');
   assert.equal(info.durable, true);
   assert.equal(info.arguments['x-max-length'], 1000);
+
+  // A refusal shows the broker's reason (lib/ferryd.acl denies acl-denied* queues).
+  await page.locator('#new-queue-name').fill('acl-denied-console');
+  await page.getByRole('button', { name: 'Add queue' }).click();
+  const refused = page.locator('.toast.error', { hasText: 'Adding the queue failed' });
+  await refused.waitFor();
+  assert.match(await refused.innerText(), /denied|refused|not allowed/i);
+  await refused.getByRole('button', { name: 'Dismiss' }).click();
+  // The browser logs the refused request as an error: expected here.
+  page.problems = page.problems.filter((p) => !/status of 403/.test(p));
+  await assert.rejects(api('queues/%2F/acl-denied-console'), /404/);
+  await page.locator('#new-queue-name').fill('');
 });
 
 test('the queue page publishes, gets, purges and deletes', async () => {
