@@ -87,7 +87,7 @@ pub struct Options {
     pub require_encryption: YesNo,
 
     /// Serve management: the QMF agent (qpid-config, qpid-stat) on AMQP 0-10, and
-    /// RabbitMQ's HTTP API and Prometheus metrics on --mgmt-port.
+    /// RabbitMQ's HTTP API, Prometheus metrics and the web console on --mgmt-port.
     #[arg(long, value_enum, default_value = "no")]
     pub mgmt_enable: YesNo,
 

@@ -9,10 +9,12 @@
 //!
 //! Modules: `listener` (bounded accepts), `login` (HTTP Basic), `api` (routes and
 //! handlers), `render` (RabbitMQ's JSON objects), `paging` (list parameters), `body`
-//! (request bodies), `metrics` (Prometheus), `stats` (sampling), `process` (/proc readings).
+//! (request bodies), `metrics` (Prometheus), `stats` (sampling), `process` (/proc readings),
+//! `console` (the web console's embedded files, served at `/`).
 
 pub mod api;
 mod body;
+mod console;
 mod error;
 mod listener;
 mod login;

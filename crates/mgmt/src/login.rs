@@ -31,25 +31,33 @@ pub async fn require_login(
     mut req: Request,
     next: Next,
 ) -> Response {
+    let scripted = req.headers().contains_key(SCRIPTED);
+    let refuse = |reason| {
+        let mut response = ApiError::Unauthorized(reason).into_response();
+        if scripted {
+            response.headers_mut().remove(header::WWW_AUTHENTICATE);
+        }
+        response
+    };
     let user = match basic_credentials(req.headers()) {
         Credentials::Given(user, password) => app.admin.login(&user, &password, peer).await,
         Credentials::None if !app.admin.auth_required() => Some(ANONYMOUS.to_owned()),
-        Credentials::None => {
-            return ApiError::Unauthorized("Login failed: no credentials").into_response()
-        }
-        Credentials::Malformed => {
-            return ApiError::Unauthorized("Login failed: malformed Authorization header")
-                .into_response()
-        }
+        Credentials::None => return refuse("Login failed: no credentials"),
+        Credentials::Malformed => return refuse("Login failed: malformed Authorization header"),
     };
     match user {
         Some(user) => {
             req.extensions_mut().insert(Caller { user, peer });
             next.run(req).await
         }
-        None => ApiError::Unauthorized("Login failed").into_response(),
+        None => refuse("Login failed"),
     }
 }
+
+/// Sent by scripts (the web console; jQuery's convention) that show their own login form:
+/// their 401s carry no `WWW-Authenticate`, which would make the browser pop up its own
+/// password prompt over the page.
+const SCRIPTED: &str = "x-requested-with";
 
 enum Credentials {
     None,

@@ -140,13 +140,23 @@ impl ListQuery {
             }
             items[range].iter().map(&render).collect()
         } else {
-            let mut all: Vec<Value> = items.iter().map(&render).collect();
+            // Every item is rendered to find its sort key, but only the key is kept: a
+            // console sorting 10,000 queues by depth holds 10,000 numbers, not 10,000
+            // rendered queues. The page's items are rendered again.
             let key = self.sort.as_deref().unwrap_or_default();
-            all.sort_by(|a, b| compare(lookup(a, key), lookup(b, key)));
+            let mut keyed: Vec<(Option<Value>, usize)> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| (lookup(&render(item), key).cloned(), i))
+                .collect();
+            keyed.sort_by(|a, b| compare(a.0.as_ref(), b.0.as_ref()));
             if self.sort_reverse {
-                all.reverse();
+                keyed.reverse();
             }
-            all.drain(range).collect()
+            keyed[range]
+                .iter()
+                .map(|(_, i)| render(&items[*i]))
+                .collect()
         };
         if let Some(columns) = &self.columns {
             rendered = rendered.iter().map(|v| project(v, columns)).collect();

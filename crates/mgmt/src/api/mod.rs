@@ -1,4 +1,5 @@
-//! The routes: RabbitMQ's management paths under `/api`, and `/metrics`.
+//! The routes: RabbitMQ's management paths under `/api`, `/metrics`, and the web console
+//! (`/` and `/console/...`, see `crate::console`).
 
 mod bindings;
 mod connections;
@@ -136,6 +137,9 @@ pub fn router(app: Arc<App>) -> Router {
         app.clone(),
         crate::login::require_login,
     ))
+    // After the login layer, which covers only the routes above: the console's files are
+    // public, its data comes from the API with credentials.
+    .merge(crate::console::router())
     .fallback(not_found)
     .method_not_allowed_fallback(method_not_allowed)
     .with_state(app)
