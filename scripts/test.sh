@@ -56,6 +56,9 @@ interop/qpid-jms/run.sh target/debug/ferryd
 section "interop: Apache Qpid's qpid-config and qpid-stat over QMF (AMQP 0-10)"
 interop/qpid-tools/run.sh target/debug/ferryd
 
+section "interop: the web console in Debian's Chromium (playwright-core)"
+interop/console/run.sh target/debug/ferryd
+
 section "interop: the management API's /metrics through prometheus_client's parser"
 interop/prometheus/run.sh target/debug/ferryd
 
