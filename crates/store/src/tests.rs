@@ -992,7 +992,10 @@ fn management_sees_the_store_in_the_overview() {
     while store.durable() < point && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let stats = b.overview().store.expect("a broker with a journal reports it");
+    let stats = b
+        .overview()
+        .store
+        .expect("a broker with a journal reports it");
     assert!(stats.records >= 51, "a declare and 50 messages: {stats:?}");
     assert!(stats.syncs >= 1 && stats.syncs <= stats.records);
     assert!(stats.segments >= 1 && stats.disk_bytes > 0 && stats.live_bytes > 0);

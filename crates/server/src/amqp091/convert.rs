@@ -57,13 +57,14 @@ pub fn decode_properties(raw: &Bytes) -> Option<BasicProperties> {
 }
 
 /// The properties to send for any core message, encoded: as stored for 0-9-1 messages,
-/// converted for 0-10 ones, empty otherwise; dead-lettered messages get RabbitMQ's
+/// converted for 0-10 and 1.0 ones, empty otherwise; dead-lettered messages get RabbitMQ's
 /// `x-death` headers added (and so are re-encoded).
 pub fn outgoing_properties(message: &Message) -> Bytes {
     if let Some(history) = &message.deaths {
         let mut props = match &message.header {
             ProtocolHeader::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
             ProtocolHeader::Amqp010(segment) => bridge::from_amqp010_header(segment),
+            ProtocolHeader::Amqp1(_) => bridge::amqp1::to_amqp091(message),
             ProtocolHeader::None => BasicProperties::default(),
         };
         super::deaths::render(&mut props, history);
@@ -74,6 +75,7 @@ pub fn outgoing_properties(message: &Message) -> Bytes {
         ProtocolHeader::Amqp010(segment) => {
             encode_properties(&bridge::from_amqp010_header(segment))
         }
+        ProtocolHeader::Amqp1(_) => encode_properties(&bridge::amqp1::to_amqp091(message)),
         ProtocolHeader::None => Bytes::from_static(&[0, 0]),
     }
 }
