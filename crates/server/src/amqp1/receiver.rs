@@ -318,7 +318,7 @@ fn publish(
     };
     let node = match dest {
         Dest::Node(n) => n.clone(),
-        _ => relay_node(ctx, cache, properties.as_ref())?,
+        _ => relay_node(ctx, cache, properties.as_ref(), &raw)?,
     };
     let subject = || {
         properties
@@ -396,6 +396,7 @@ fn relay_node(
     ctx: &Ctx,
     cache: &mut Option<(String, Node)>,
     properties: Option<&Properties>,
+    raw: &RawMessage,
 ) -> Result<Node, Fault> {
     let to = properties
         .and_then(|p| p.to.as_ref())
@@ -416,14 +417,28 @@ fn relay_node(
             return Ok(node.clone());
         }
     }
-    let node = address::resolve(ctx.broker, to, false).ok_or_else(|| {
-        Fault::new(
-            condition::NOT_FOUND,
-            format!("no queue or exchange named {to:?}"),
-        )
-    })?;
+    let node = address::resolve(ctx.broker, to, false)
+        .or_else(|| address::resolve(ctx.broker, to, is_jms_topic(raw)))
+        .ok_or_else(|| {
+            Fault::new(
+                condition::NOT_FOUND,
+                format!("no queue or exchange named {to:?}"),
+            )
+        })?;
     *cache = Some((to.to_owned(), node.clone()));
     Ok(node)
+}
+
+/// Qpid JMS names the kind of a relayed message's destination in an annotation (1: a
+/// topic), where a link would carry a capability.
+fn is_jms_topic(raw: &RawMessage) -> bool {
+    let Ok(Some(annotations)) = raw.message_annotations() else {
+        return false;
+    };
+    matches!(
+        annotations.get("x-opt-jms-dest"),
+        Some(ferry_amqp1::Value::Byte(1) | ferry_amqp1::Value::Ubyte(1))
+    )
 }
 
 /// The link is gone: its dynamic node goes with it.

@@ -48,6 +48,7 @@ const HEADERS_BINDING: (u64, &str) = (
     0x0000_468C_0000_0002,
     "apache.org:legacy-amqp-headers-binding:map",
 );
+const SELECTOR: (u64, &str) = (0x0000_468C_0000_0004, "apache.org:selector-filter:string");
 
 pub struct Sender {
     pub consumer: ConsumerId,
@@ -149,7 +150,7 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
     let mut source = a.source.clone().unwrap_or_default();
     let browse = source.distribution_mode.as_ref() == Some(&distribution_mode::COPY);
     let topic = has(&source.capabilities, "topic");
-    let (filter, binding) = filters(source.filter.take());
+    let (filter, binding) = filters(source.filter.take())?;
     let (queue, temporary) = if source.dynamic {
         let q = temporary_queue(ctx)?;
         source.address = Some(q.name().into());
@@ -308,13 +309,16 @@ fn descriptor_is(d: &Descriptor, (code, name): (u64, &str)) -> bool {
     }
 }
 
+type Filters = (Option<FilterSet>, Option<(String, Arguments)>);
+
 /// Sorts a source's filters: the binding filters ferryd applies (kept, to be echoed in the
 /// attach: the spec's way of saying a filter is in force) and the rest, which are left out
-/// of the reply (the spec's way of refusing them politely: the client sees that its
-/// selector is not applied).
-fn filters(filter: Option<FilterSet>) -> (Option<FilterSet>, Option<(String, Arguments)>) {
+/// of the reply (the spec's way of declining them). A JMS selector refuses the link
+/// instead, with amqp:not-implemented: Qpid JMS does not check the echo, and a consumer
+/// that silently got every message would be worse off than one that is told no.
+fn filters(filter: Option<FilterSet>) -> Result<Filters, Fault> {
     let Some(filter) = filter else {
-        return (None, None);
+        return Ok((None, None));
     };
     let mut kept = FilterSet::new();
     let mut binding = None;
@@ -331,6 +335,11 @@ fn filters(filter: Option<FilterSet>) -> (Option<FilterSet>, Option<(String, Arg
                 Value::Map(m) => Some((String::new(), headers_arguments(m))),
                 _ => None,
             }
+        } else if descriptor_is(&d.descriptor, SELECTOR) {
+            return Err(Fault::new(
+                condition::NOT_IMPLEMENTED,
+                "message selectors are not supported",
+            ));
         } else {
             debug!(filter = %key, descriptor = %d.descriptor, "filter not supported: left out of the attach");
             None
@@ -340,7 +349,7 @@ fn filters(filter: Option<FilterSet>) -> (Option<FilterSet>, Option<(String, Arg
             kept.push(key.clone(), value.clone());
         }
     }
-    ((!kept.is_empty()).then_some(kept), binding)
+    Ok(((!kept.is_empty()).then_some(kept), binding))
 }
 
 fn headers_arguments(m: &ferry_amqp1::Map<Value, Value>) -> Arguments {
@@ -439,14 +448,14 @@ mod tests {
     fn binding_filters_are_kept_and_others_left_out() {
         let mut f = FilterSet::new();
         f.push(
-            Symbol::from("jms-selector"),
-            described(0x0000_468C_0000_0004, Value::from("a = 1")),
+            Symbol::from("no-local"),
+            described(0x0000_468C_0000_0003, Value::List(Vec::new())),
         );
         f.push(
             Symbol::from("key"),
             described(TOPIC_BINDING.0, Value::from("a.*")),
         );
-        let (kept, binding) = filters(Some(f));
+        let (kept, binding) = filters(Some(f)).unwrap();
         let kept = kept.unwrap();
         assert_eq!(kept.len(), 1);
         assert!(kept.get("key").is_some());
@@ -462,10 +471,17 @@ mod tests {
                 Value::Map(m),
             ),
         );
-        let (kept, binding) = filters(Some(f));
+        let (kept, binding) = filters(Some(f)).unwrap();
         assert!(kept.is_some());
         let (_, args) = binding.unwrap();
         assert_eq!(args.get("k"), Some(&HeaderValue::Int(1)));
-        assert_eq!(filters(None), (None, None));
+        assert_eq!(filters(None), Ok((None, None)));
+        let mut f = FilterSet::new();
+        f.push(
+            Symbol::from("jms-selector"),
+            described(SELECTOR.0, Value::from("a = 1")),
+        );
+        let refused = filters(Some(f)).unwrap_err();
+        assert_eq!(refused.condition, condition::NOT_IMPLEMENTED);
     }
 }

@@ -519,8 +519,8 @@ async fn exchange_sources_subscribe_with_a_binding_filter() {
         ),
     );
     filter.push(
-        Symbol::from("jms-selector"),
-        Value::described(0x0000_468C_0000_0004u64, Value::from("colour = 'red'")),
+        Symbol::from("no-local"),
+        Value::described(0x0000_468C_0000_0003u64, Value::List(Vec::new())),
     );
     let source = Source {
         address: Some("amq.topic".into()),
@@ -533,7 +533,7 @@ async fn exchange_sources_subscribe_with_a_binding_filter() {
         .expect("filters");
     assert!(echoed.get("binding").is_some());
     assert!(
-        echoed.get("jms-selector").is_none(),
+        echoed.get("no-local").is_none(),
         "the selector is not applied, and says so"
     );
     c.credit(0, 1, 0, 10);
@@ -709,4 +709,24 @@ async fn credit_is_given_again_once_half_is_used() {
         (f[0].delivery_count, f[0].link_credit),
         (Some(501), Some(1000))
     );
+}
+
+#[tokio::test]
+async fn selectors_refuse_the_link() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    let mut filter = ferry_amqp1::FilterSet::new();
+    filter.push(
+        Symbol::from("jms-selector"),
+        Value::described(0x0000_468C_0000_0004u64, Value::from("colour = 'red'")),
+    );
+    let source = Source {
+        address: Some("q".into()),
+        filter: Some(filter),
+        ..Source::default()
+    };
+    let got = c.attach_receiver_from(0, 1, source, false);
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:not-implemented"));
+    assert_eq!(c.broker().queue("q").unwrap().consumer_count(), 0);
 }
