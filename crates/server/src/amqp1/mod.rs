@@ -401,11 +401,26 @@ impl Amqp1 {
                     return;
                 }
                 match s.on_frame(&mut ctx, p, payload) {
+                    Ok(()) if s.draining() => self.finish_drains(shell, channel),
                     Ok(()) => {}
                     Err(Failure::Session(f)) => self.end_with(shell, channel, f),
                     Err(Failure::Connection(f)) => self.fail(shell, f),
                 }
             }
+        }
+    }
+
+    /// A drain made its queue deliver what it could into the outbox: hand every waiting
+    /// item out now, in order, so those deliveries precede the drained flow.
+    fn finish_drains(&mut self, shell: &mut Shell, channel: u16) {
+        let mut items = Vec::new();
+        shell.outbox.take(&mut items);
+        for item in items {
+            self.on_outbox_item(shell, item);
+        }
+        let (sessions, mut ctx) = self.split(shell);
+        if let Some(s) = mapped(sessions, channel) {
+            s.finish_drains(&mut ctx);
         }
     }
 

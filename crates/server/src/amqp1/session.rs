@@ -113,6 +113,8 @@ pub struct Session {
     settlements: Vec<(u32, DeliveryState)>,
     /// Receiving links whose credit runs low.
     credit_due: Vec<u32>,
+    /// Sending links drained, waiting for their deliveries to go out.
+    drains: Vec<u32>,
     /// Our incoming window needs widening.
     window_due: bool,
     awaiting_sync: VecDeque<AwaitingSync>,
@@ -148,6 +150,7 @@ impl Session {
             accepted: Vec::new(),
             settlements: Vec::new(),
             credit_due: Vec::new(),
+            drains: Vec::new(),
             window_due: false,
             awaiting_sync: VecDeque::new(),
             publish_acl: PublishCache::default(),
@@ -360,7 +363,7 @@ impl Session {
                         self.send_parked(ctx, handle);
                         self.top_up(handle, ctx.config);
                         if f.drain {
-                            self.drain(ctx, handle);
+                            self.drain(handle);
                         } else if f.echo {
                             self.write_link_flow(ctx, handle);
                         }
@@ -655,34 +658,34 @@ impl Session {
 
     /// The client asked link `handle` to drain: what the queue has now goes, and the rest
     /// of the credit is used up.
-    fn drain(&mut self, ctx: &mut Ctx, handle: u32) {
+    fn drain(&mut self, handle: u32) {
         let Some(LinkKind::Sender(s)) = self.links.get_mut(&handle).map(|l| &mut l.kind) else {
             return;
         };
         s.drain_core();
-        // What the queue delivered is in the outbox: send it before the drained flow.
-        let mut items = Vec::new();
-        ctx.outbox.take(&mut items);
-        let mut others = Vec::new();
-        for item in items {
-            match item {
-                ferry_core::OutboxItem::Deliver(d) if self.consumers.contains_key(&d.consumer) => {
-                    self.deliver(ctx, d)
-                }
-                other => others.push(other),
+        // What the queue delivered is in the outbox, to be sent before the drained flow: the
+        // connection hands the outbox out (every session's items, in order) and then calls
+        // `finish_drains`.
+        self.drains.push(handle);
+    }
+
+    /// Whether a drain waits for the outbox to be handed out.
+    pub fn draining(&self) -> bool {
+        !self.drains.is_empty()
+    }
+
+    /// The drained links' deliveries went out: their unused credit is used up, and the
+    /// client hears so.
+    pub fn finish_drains(&mut self, ctx: &mut Ctx) {
+        for handle in std::mem::take(&mut self.drains) {
+            let Some(LinkKind::Sender(s)) = self.links.get_mut(&handle).map(|l| &mut l.kind) else {
+                continue;
+            };
+            if s.parked.is_empty() {
+                s.use_up_credit();
             }
+            self.write_link_flow(ctx, handle);
         }
-        // Items for other sessions go back, in order.
-        for item in others {
-            ctx.outbox.push(item);
-        }
-        let Some(LinkKind::Sender(s)) = self.links.get_mut(&handle).map(|l| &mut l.kind) else {
-            return;
-        };
-        if s.parked.is_empty() {
-            s.use_up_credit();
-        }
-        self.write_link_flow(ctx, handle);
     }
 
     /// Grants link `handle`'s queue what its credit and the unsettled cap allow.
