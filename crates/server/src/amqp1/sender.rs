@@ -16,7 +16,7 @@ use ferry_acl::{Action, ObjectType};
 use ferry_amqp1::messaging::distribution_mode;
 use ferry_amqp1::{
     condition, Attach, DeliveryState, Descriptor, FilterSet, Flow, Role, SenderSettleMode, Symbol,
-    Value,
+    TerminusDurability, TerminusExpiryPolicy, Value,
 };
 use ferry_core::{
     Arguments, ConsumerId, ConsumerSpec, Delivery, ExchangeKind, HeaderValue, Message, Queue,
@@ -165,6 +165,16 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
         match address::resolve(ctx.broker, address, topic) {
             Some(Node::Queue(q)) => (q, None),
             Some(Node::Exchange { exchange, key }) => {
+                if source.durable != TerminusDurability::None
+                    || source.expiry_policy == TerminusExpiryPolicy::Never
+                {
+                    // A subscription's queue lives as long as its link: a durable one (a JMS
+                    // durable subscriber) would silently lose messages between links.
+                    return Err(Fault::new(
+                        condition::NOT_IMPLEMENTED,
+                        "durable subscriptions are not supported",
+                    ));
+                }
                 let q = temporary_queue(ctx)?;
                 let name = q.name().to_owned();
                 let (key, args) = match binding {

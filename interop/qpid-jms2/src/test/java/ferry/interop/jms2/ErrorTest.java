@@ -32,6 +32,16 @@ class ErrorTest extends Support {
         }
     }
 
+    /** A subscription lives as long as its link: durable ones are refused, not faked. */
+    @Test
+    void durableSubscriptionsAreRefused() throws Exception {
+        try (JMSContext ctx = context()) {
+            ctx.setClientID(unique("client"));
+            assertThrows(JMSRuntimeException.class,
+                    () -> ctx.createDurableConsumer(ctx.createTopic("amq.topic/durable"), "sub"));
+        }
+    }
+
     /** ferryd does not apply selectors, and says so rather than deliver everything. */
     @Test
     void selectorsAreRefused() throws Exception {
