@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests, the generated
 # protocol tables' freshness check, a short fuzz run, and the interop tests with real
-# third-party clients: Apache Qpid JMS and qpid-config/qpid-stat (AMQP 0-10); pika, the RabbitMQ Java client, Celery
-# and the RabbitMQ Go client's own integration tests (AMQP 0-9-1). Installs what it
-# needs (Java and Maven via apt-get, pika and pytest into a venv from PyPI, cargo-fuzz).
+# third-party clients: Apache Qpid JMS and qpid-config/qpid-stat (AMQP 0-10); pika, the
+# RabbitMQ Java client, Celery and the RabbitMQ Go client's own integration tests (AMQP
+# 0-9-1); python-qpid-proton, Qpid JMS 2.x and rhea (AMQP 1.0); the management API with
+# Prometheus's parser and the web console in Chromium. Installs what it needs (Java, Maven,
+# Node.js and Chromium via apt-get, pika, proton and pytest into venvs from PyPI, rhea and
+# playwright-core from npm, cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +16,8 @@ need_apt=()
 command -v java >/dev/null || need_apt+=(default-jdk-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+command -v node >/dev/null || need_apt+=(nodejs)
+command -v npm >/dev/null || need_apt+=(npm)
 if ((${#need_apt[@]})); then
   section "installing ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
@@ -73,5 +78,14 @@ interop/celery/run.sh target/debug/ferryd
 
 section "interop: the RabbitMQ Go client's own integration tests (amqp091-go, AMQP 0-9-1)"
 interop/amqp091-go/run.sh target/debug/ferryd
+
+section "interop: python-qpid-proton (AMQP 1.0)"
+interop/proton/run.sh target/debug/ferryd
+
+section "interop: Apache Qpid JMS 2.x (AMQP 1.0)"
+interop/qpid-jms2/run.sh target/debug/ferryd
+
+section "interop: rhea (AMQP 1.0)"
+interop/rhea/run.sh target/debug/ferryd
 
 section "all tests passed"

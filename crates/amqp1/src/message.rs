@@ -105,6 +105,8 @@ pub struct RawMessage {
     body: RawBody,
     footer: Option<RawSection>,
     bare: Bytes,
+    /// Every body section, constructors included, as received.
+    body_sections: Bytes,
 }
 
 impl RawMessage {
@@ -117,6 +119,7 @@ impl RawMessage {
         // Position in the section order of the last section seen, and its name.
         let mut last: Option<(u8, u64)> = None;
         let mut bare: Option<(usize, usize)> = None;
+        let mut body: Option<(usize, usize)> = None;
         while !d.is_empty() {
             let start = payload.len() - d.remaining();
             let code = d.u8()?;
@@ -156,6 +159,9 @@ impl RawMessage {
             last = Some((rank, kind));
             if (3..=5).contains(&rank) {
                 bare = Some((bare.map_or(start, |(s, _)| s), end));
+            }
+            if rank == 5 {
+                body = Some((body.map_or(start, |(s, _)| s), end));
             }
 
             let first = value.first().copied().unwrap_or(f::NULL);
@@ -215,6 +221,9 @@ impl RawMessage {
         if let Some((start, end)) = bare {
             msg.bare = payload.slice(start..end);
         }
+        if let Some((start, end)) = body {
+            msg.body_sections = payload.slice(start..end);
+        }
         Ok(msg)
     }
 
@@ -264,6 +273,28 @@ impl RawMessage {
     /// The message annotations section's octets as received.
     pub fn raw_message_annotations(&self) -> Option<&Bytes> {
         self.message_annotations.as_ref().map(|s| &s.section)
+    }
+
+    /// The header section's octets as received.
+    pub fn raw_header(&self) -> Option<&Bytes> {
+        self.header.as_ref().map(|s| &s.section)
+    }
+
+    /// The properties section's octets as received.
+    pub fn raw_properties(&self) -> Option<&Bytes> {
+        self.properties.as_ref().map(|s| &s.section)
+    }
+
+    /// The application properties section's octets as received.
+    pub fn raw_application_properties(&self) -> Option<&Bytes> {
+        self.application_properties.as_ref().map(|s| &s.section)
+    }
+
+    /// The body sections' octets as received, constructors included (empty without a
+    /// body). A broker keeping the body apart from the rest of a message can rebuild the
+    /// bare message byte for byte from these.
+    pub fn raw_body(&self) -> &Bytes {
+        &self.body_sections
     }
 
     /// Writes the message as it goes out of a node: `header` and
@@ -543,6 +574,11 @@ mod tests {
             unreachable!()
         };
         assert_eq!(parts[0].as_ptr(), bytes[23..].as_ptr());
+        // Each section's octets, as received.
+        assert_eq!(&raw.raw_header().unwrap()[..], &expected[..7]);
+        assert_eq!(&raw.raw_properties().unwrap()[..], &expected[7..18]);
+        assert_eq!(raw.raw_application_properties(), None);
+        assert_eq!(&raw.raw_body()[..], &expected[18..]);
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub enum ProtocolHeader {
     /// Encoded 0-9-1 content-header properties (the property-flags word and the properties
     /// after it).
     Amqp091(Bytes),
+    /// What an AMQP 1.0 delivery needs besides [`Message::body`] to be sent on byte for byte:
+    /// its sections other than the body, and how the body was encoded. The layout is the
+    /// 1.0 protocol layer's (`ferry-server`'s `amqp1::stored`); the core never looks inside.
+    Amqp1(Bytes),
     #[default]
     None,
 }

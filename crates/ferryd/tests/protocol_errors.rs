@@ -58,8 +58,9 @@ fn assert_session_works(raw: &mut Raw, channel: u16, queue: &str) {
 #[test]
 fn unsupported_protocol_header_is_answered_with_ours_then_closed() {
     let broker = Ferryd::start();
-    // AMQP 1.0 and 0-8: not spoken (yet); 0-9-1 and 0-10 are.
-    for header in [b"AMQP\x00\x01\x00\x00", b"AMQP\x01\x01\x08\x00"] {
+    // 1.0's in-band TLS (TLS has its own port) and 0-8: not spoken; 0-9-1, 0-10 and 1.0
+    // (with or without SASL) are.
+    for header in [b"AMQP\x02\x01\x00\x00", b"AMQP\x01\x01\x08\x00"] {
         let mut s = TcpStream::connect(broker.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(header).unwrap();

@@ -1020,3 +1020,40 @@ fn sighup_reloads_the_certificate_for_new_connections() {
         "{log}"
     );
 }
+
+// ---------------------------------------------------------------- AMQP 1.0
+/// Runs `sasl` over the 1.0 SASL layer; on success the connection opens a session.
+fn amqp1_login(addr: SocketAddr, sasl: &mut dyn Sasl) -> common::amqp1::SaslResult {
+    let mut c = common::amqp1::Amqp1::new(Box::new(plain(addr)));
+    let mechanism = sasl.mechanism();
+    let initial = sasl.initial();
+    let result = c.sasl(mechanism, initial, |challenge| sasl.respond(challenge));
+    if result == common::amqp1::SaslResult::Ok {
+        c.open_and_begin();
+    }
+    result
+}
+
+#[test]
+fn sasl_over_amqp1() {
+    use common::amqp1::SaslResult;
+    let dir = TempDir::new("amqp1");
+    let b = secure_broker(&dir, &[]);
+    let mut scram = Scram::new("alice", "wonderland");
+    assert_eq!(amqp1_login(b.addr, &mut scram), SaslResult::Ok);
+    assert!(scram.verified, "the server proved it knows the key");
+    assert_eq!(
+        amqp1_login(b.addr, &mut Plain("alice", "wonderland")),
+        SaslResult::Ok
+    );
+    let auth = SaslResult::Refused(ferry_amqp1::SaslCode::Auth);
+    assert_eq!(amqp1_login(b.addr, &mut Plain("alice", "nope")), auth);
+    assert_eq!(amqp1_login(b.addr, &mut Scram::new("alice", "nope")), auth);
+    assert_eq!(amqp1_login(b.addr, &mut Empty("ANONYMOUS")), auth);
+    // Without SASL, where a login is required: the SASL header, and the end.
+    let mut s = tcp(b.addr);
+    s.write_all(b"AMQP\x00\x01\x00\x00").unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    assert_eq!(reply, b"AMQP\x03\x01\x00\x00");
+}

@@ -1,6 +1,6 @@
 //! Messages crossing protocols: the 0-9-1 properties a 0-9-1 consumer sees for a message
 //! published over 0-10, and the 0-10 header a 0-10 consumer sees for one published over
-//! 0-9-1 (docs/PROTOCOL-MAPPING.md). Each protocol layer keeps its own messages' headers as
+//! 0-9-1 (docs/PROTOCOL-MAPPING.md); AMQP 1.0 both ways in [`amqp1`]. Each protocol layer keeps its own messages' headers as
 //! they arrived; only traffic that crosses pays for a translation, per delivery.
 
 use bytes::{Bytes, BytesMut};
@@ -10,6 +10,8 @@ use ferry_amqp010::{
 };
 use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, LongStr, RawProperties, ShortStr};
 use ferry_core::{Message, ProtocolHeader};
+
+pub mod amqp1;
 
 fn short(bytes: impl Into<Bytes>) -> Option<ShortStr> {
     ShortStr::new(bytes.into()).ok()
@@ -211,11 +213,14 @@ pub fn to_amqp010_header(props: &BasicProperties, exchange: &[u8], routing_key: 
     }
 }
 
-/// [`to_amqp010_header`] for a core message published over 0-9-1; `None` for other messages
-/// (and for properties that no longer decode, which cannot happen for what we stored).
+/// The 0-10 header for a core message published over 0-9-1 ([`to_amqp010_header`]) or 1.0
+/// ([`amqp1::to_amqp010`]); `None` for other messages (and for 0-9-1 properties that no
+/// longer decode, which cannot happen for what we stored).
 pub fn amqp010_header_for(message: &Message) -> Option<Bytes> {
-    let ProtocolHeader::Amqp091(raw) = &message.header else {
-        return None;
+    let raw = match &message.header {
+        ProtocolHeader::Amqp091(raw) => raw,
+        ProtocolHeader::Amqp1(_) => return Some(amqp1::to_amqp010(message)),
+        _ => return None,
     };
     let props = RawProperties::parse(raw.clone()).ok()?.decode();
     Some(to_amqp010_header(

@@ -54,6 +54,13 @@ pub async fn run<S: Accepted>(
         let stream = stream.into_transport();
         return crate::amqp091::run(stream, peer, services, shutdown).await;
     }
+    // AMQP 1.0 answers with a header of its own: SASL's, or (without SASL) 1.0's, or SASL's
+    // to say that a login is needed.
+    if header == ferry_amqp1::SASL_PROTOCOL_HEADER || header == ferry_amqp1::PROTOCOL_HEADER {
+        let sasl = header == ferry_amqp1::SASL_PROTOCOL_HEADER;
+        let stream = stream.into_transport();
+        return crate::amqp1::run(stream, peer, services, shutdown, sasl).await;
+    }
     // Whatever the peer asked for, it gets the header we speak; only a match continues
     // (AMQP's rule for version negotiation).
     stream.write_all(&PROTOCOL_HEADER).await?;

@@ -3,14 +3,15 @@
 //!
 //! Layers, lowest first: `transport` (TCP, `tls`) and the shared pieces (`lifecycle`,
 //! `state`, `access`, `auth`, `bridge`, `publish`, `text`); `shell` (the protocol-neutral connection and
-//! its event loop); the protocol layers `amqp010` and `amqp091`; `connection` (the protocol
-//! header picks a layer) and `listener` on top, beside `admin` (what management may do, checked
-//! as the protocol layers check clients).
+//! its event loop); the protocol layers `amqp010`, `amqp091` and `amqp1`; `connection` (the
+//! protocol header picks a layer) and `listener` on top, beside `admin` (what management may
+//! do, checked as the protocol layers check clients).
 
 mod access;
 mod admin;
 mod amqp010;
 mod amqp091;
+mod amqp1;
 mod auth;
 mod bridge;
 mod config;

@@ -13,6 +13,8 @@ const LARGE_BODY: usize = 4096;
 pub enum Encoding {
     Amqp010,
     Amqp091,
+    /// The stored form of `bridge::amqp1::stored`.
+    Amqp1,
 }
 
 /// What a protocol layer read from a publish. The byte fields may be slices of the read
@@ -20,7 +22,8 @@ pub enum Encoding {
 pub struct Publish {
     pub exchange: Bytes,
     pub routing_key: Bytes,
-    /// The message's header as received (0-10 header segment, 0-9-1 properties).
+    /// The message's header as received (0-10 header segment, 0-9-1 properties), or the
+    /// 1.0 sections other than the body.
     pub header: Bytes,
     pub encoding: Encoding,
     pub body: Bytes,
@@ -55,6 +58,7 @@ impl Publish {
             header: match self.encoding {
                 Encoding::Amqp010 => ProtocolHeader::Amqp010(header),
                 Encoding::Amqp091 => ProtocolHeader::Amqp091(header),
+                Encoding::Amqp1 => ProtocolHeader::Amqp1(header),
             },
             body: self.body,
             headers: self.headers,

@@ -460,6 +460,8 @@ const SECTION_DEATHS: u8 = 2;
 const HEADER_NONE: u8 = 0;
 const HEADER_010: u8 = 1;
 const HEADER_091: u8 = 2;
+/// Added with AMQP 1.0; journals written before it never hold the tag, so they load as before.
+const HEADER_AMQP1: u8 = 3;
 
 /// The content of a message record (after its id and queue list).
 pub fn put_message_content(out: &mut Vec<u8>, m: &Message) {
@@ -469,6 +471,7 @@ pub fn put_message_content(out: &mut Vec<u8>, m: &Message) {
         ProtocolHeader::None => (HEADER_NONE, &[]),
         ProtocolHeader::Amqp010(h) => (HEADER_010, h),
         ProtocolHeader::Amqp091(h) => (HEADER_091, h),
+        ProtocolHeader::Amqp1(h) => (HEADER_AMQP1, h),
     };
     put_u8(out, kind);
     put_bytes(out, header);
@@ -555,6 +558,7 @@ pub fn message_from_content(content: Bytes) -> Result<Message, DecodeError> {
         HEADER_NONE => ProtocolHeader::None,
         HEADER_010 => ProtocolHeader::Amqp010(header),
         HEADER_091 => ProtocolHeader::Amqp091(header),
+        HEADER_AMQP1 => ProtocolHeader::Amqp1(header),
         t => return Err(DecodeError::BadTag(t)),
     };
     let mut m = Message {
@@ -851,5 +855,50 @@ mod tests {
             Record::decode(kind::DEQUEUE, Bytes::from(out)),
             Err(DecodeError::Short)
         );
+    }
+
+    #[test]
+    fn amqp1_headers_round_trip() {
+        let mut m = Message::new("", "q", Bytes::from_static(b"body"));
+        m.header = ProtocolHeader::Amqp1(Bytes::from_static(b"\x00sections"));
+        let mut content = Vec::new();
+        put_message_content(&mut content, &m);
+        let back = message_from_content(Bytes::from(content)).unwrap();
+        assert_eq!(back.header, m.header);
+        assert_eq!(&back.body[..], b"body");
+    }
+
+    #[test]
+    fn content_written_before_amqp1_still_loads() {
+        // A message record's content exactly as the journal wrote it before the 1.0 header
+        // kind existed: no expiry, priority 4, a 0-9-1 header (kind 2), exchange "x", key
+        // "k", size 5, body "hello". Written out byte by byte so an encoder change cannot
+        // hide a format change.
+        #[rustfmt::skip]
+        let old: &[u8] = &[
+            0, 0, 0, 0, 0, 0, 0, 0,      // expires_at (little-endian, as every number)
+            4,                           // priority
+            2, 2, 0, 0, 0, 0x10, 0x00,   // kind 0-9-1, 2 octets of properties
+            1, 0, 0, 0, b'x',            // exchange
+            1, 0, 0, 0, b'k',            // routing key
+            5, 0, 0, 0, 0, 0, 0, 0,      // size
+            5, 0, 0, 0, b'h', b'e', b'l', b'l', b'o',
+        ];
+        let back = message_from_content(Bytes::from_static(old)).unwrap();
+        assert_eq!(
+            back.header,
+            ProtocolHeader::Amqp091(Bytes::from_static(&[0x10, 0]))
+        );
+        assert_eq!(
+            (&back.exchange[..], &back.routing_key[..]),
+            (&b"x"[..], &b"k"[..])
+        );
+        assert_eq!(
+            (&back.body[..], back.size, back.priority),
+            (&b"hello"[..], 5, 4)
+        );
+        let mut again = Vec::new();
+        put_message_content(&mut again, &back);
+        assert_eq!(again, old, "the old kinds are written as before");
     }
 }

@@ -138,6 +138,31 @@ impl Queue {
         self.with_consumer(&mut st, consumer, Consumer::stop)
     }
 
+    /// Takes back the consumer's unused message credit and returns it. AMQP 1.0 sets a
+    /// link's credit outright rather than adding to it: the protocol layer counts what it
+    /// granted and subtracts what comes back.
+    pub fn take_credit(&self, consumer: ConsumerId) -> Result<u32, BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, |c| {
+            let left = c.credit_messages;
+            c.stop();
+            left
+        })
+    }
+
+    /// Delivers what the consumer's credit allows now, then takes back what is left and
+    /// returns it (AMQP 1.0 drain). Whatever was delivered is in the outbox on return.
+    pub fn drain_credit(self: &Arc<Self>, consumer: ConsumerId) -> Result<u32, BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, |_| ())?;
+        st.dispatch(self);
+        self.with_consumer(&mut st, consumer, |c| {
+            let left = c.credit_messages;
+            c.stop();
+            left
+        })
+    }
+
     /// Runs dispatch again: an outbox that was full has been drained, or a settlement window
     /// has slots again.
     pub(crate) fn redispatch(self: &Arc<Self>) {
@@ -151,5 +176,66 @@ impl Queue {
         self.with_consumer(&mut st, consumer, |_| ())?;
         st.dispatch(self);
         self.with_consumer(&mut st, consumer, Consumer::stop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::message::Message;
+    use crate::queue::{OutboxItem, QueueLimits, QueueOptions};
+    use crate::Outbox;
+
+    #[test]
+    fn credit_taken_back_or_drained_is_counted() {
+        let q = Queue::new(
+            "q".into(),
+            &QueueOptions::default(),
+            None,
+            QueueLimits::default(),
+        );
+        let outbox = Outbox::new();
+        q.subscribe(ConsumerSpec {
+            id: 1,
+            outbox: outbox.clone(),
+            owner: 1,
+            connection: 0,
+            tag: Bytes::new(),
+            acquire: true,
+            exclusive: false,
+            window: None,
+        })
+        .unwrap();
+        let publish = |body: &'static str| {
+            q.enqueue(Arc::new(Message::new(
+                "",
+                "q",
+                Bytes::from_static(body.as_bytes()),
+            )))
+            .unwrap()
+        };
+        q.add_credit(1, 5, u32::MAX).unwrap();
+        publish("a");
+        assert_eq!(q.take_credit(1), Ok(4));
+        publish("b");
+        assert_eq!(outbox.len(), 1, "no credit left for b");
+        q.add_credit(1, 3, u32::MAX).unwrap();
+        publish("c");
+        // b and c went out under the new credit; one is left, and draining returns it.
+        assert_eq!(q.drain_credit(1), Ok(1));
+        publish("d");
+        let mut items = Vec::new();
+        outbox.take(&mut items);
+        let bodies: Vec<&[u8]> = items
+            .iter()
+            .filter_map(|i| match i {
+                OutboxItem::Deliver(d) => Some(&d.message.body[..]),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(bodies, [b"a", b"b", b"c"]);
+        assert!(matches!(q.take_credit(9), Err(BrokerError::NotFound(_))));
     }
 }

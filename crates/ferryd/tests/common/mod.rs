@@ -1,6 +1,7 @@
 //! Starts a real ferryd process on a free loopback port for one test and stops it on drop.
 #![allow(dead_code)]
 
+pub mod amqp1;
 pub mod http;
 pub mod kills;
 pub mod raw;

@@ -428,12 +428,12 @@ impl Session {
 
 /// The header segment to send: as received, with `redelivered` set when it must be, and the
 /// death headers of a dead letter.
-/// Messages published over 0-9-1 get their properties converted (per delivery: cross-protocol
-/// traffic pays for its translation, 0-10 to 0-10 traffic pays nothing).
+/// Messages published over 0-9-1 or 1.0 get their properties converted (per delivery:
+/// cross-protocol traffic pays for its translation, 0-10 to 0-10 traffic pays nothing).
 fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
     let raw = match &message.header {
         ProtocolHeader::Amqp010(raw) => raw.clone(),
-        ProtocolHeader::Amqp091(_) => {
+        ProtocolHeader::Amqp091(_) | ProtocolHeader::Amqp1(_) => {
             crate::bridge::amqp010_header_for(message).unwrap_or_default()
         }
         ProtocolHeader::None => Bytes::new(),

@@ -57,7 +57,7 @@ pub fn decode_properties(raw: &Bytes) -> Option<BasicProperties> {
 }
 
 /// The properties to send for any core message, encoded: as stored for 0-9-1 messages,
-/// converted for 0-10 ones, empty otherwise; dead-lettered messages get RabbitMQ's
+/// converted for 0-10 and 1.0 ones, empty otherwise; dead-lettered messages get RabbitMQ's
 /// `x-death` headers added, messages of a sequencing queue their number (qpidd's
 /// `qpid.queue_msg_sequence`, as a long), and so are re-encoded.
 pub fn outgoing_properties(message: &Message) -> Bytes {
@@ -65,6 +65,7 @@ pub fn outgoing_properties(message: &Message) -> Bytes {
         let mut props = match &message.header {
             ProtocolHeader::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
             ProtocolHeader::Amqp010(segment) => bridge::from_amqp010_header(segment),
+            ProtocolHeader::Amqp1(_) => bridge::amqp1::to_amqp091(message),
             ProtocolHeader::None => BasicProperties::default(),
         };
         if let Some(history) = &message.deaths {
@@ -84,6 +85,7 @@ pub fn outgoing_properties(message: &Message) -> Bytes {
         ProtocolHeader::Amqp010(segment) => {
             encode_properties(&bridge::from_amqp010_header(segment))
         }
+        ProtocolHeader::Amqp1(_) => encode_properties(&bridge::amqp1::to_amqp091(message)),
         ProtocolHeader::None => Bytes::from_static(&[0, 0]),
     }
 }

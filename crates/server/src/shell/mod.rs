@@ -188,6 +188,17 @@ impl Shell {
         }
     }
 
+    /// Replaces the heartbeat rule [`Shell::open`] set (AMQP 1.0: we send something at
+    /// least every `send_every`, and take the peer for gone after `silent_after` without a
+    /// byte from it).
+    pub fn set_idle_timeouts(
+        &mut self,
+        send_every: Option<Duration>,
+        silent_after: Option<Duration>,
+    ) {
+        self.timers.idle(self.now, send_every, silent_after);
+    }
+
     /// We sent our connection close: wait (briefly) for close-ok.
     pub fn start_closing(&mut self) {
         self.phase = Phase::Closing;
@@ -258,6 +269,9 @@ pub trait Protocol {
     fn teardown(&mut self, shell: &mut Shell);
     /// A resource alarm stopped (true) or resumed (false) processing this publisher's input.
     fn set_flow_blocked(&mut self, shell: &mut Shell, blocked: bool);
+    /// The peer said nothing for too long and the connection is about to be dropped: a last
+    /// chance to tell it why (AMQP 1.0 closes with an error; the others just drop).
+    fn on_peer_silent(&mut self, _shell: &mut Shell) {}
     /// Sessions (0-10) or channels (0-9-1) open now.
     fn channel_count(&self) -> usize;
     /// The sessions open now, for management (asked at most once a second).
@@ -430,6 +444,7 @@ impl<P: Protocol> Connection<P> {
                         user = self.shell.login.user(),
                         "missed heartbeats from the client: dropping the connection"
                     );
+                    self.protocol.on_peer_silent(&mut self.shell);
                     self.shell.abandoned = true;
                 } else if timers.heartbeat_due(now) {
                     if self.shell.out.is_empty() {

@@ -14,8 +14,10 @@ pub const LINGER: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone)]
 pub struct Timers {
     handshake_deadline: Instant,
-    /// Negotiated heartbeat in seconds; 0 for none.
-    heartbeat: u16,
+    /// How long after the last write we send a heartbeat; `None` for never.
+    send_every: Option<Duration>,
+    /// How long the peer may be silent before it is taken for gone; `None` for ever.
+    silent_after: Option<Duration>,
     last_read: Instant,
     /// We write a heartbeat if nothing else went out by then: half an interval after the
     /// last write, as RabbitMQ does, so the peer never sees a whole interval of silence.
@@ -28,7 +30,8 @@ impl Timers {
     pub fn new(now: Instant, handshake_timeout: Duration) -> Timers {
         Timers {
             handshake_deadline: now + handshake_timeout,
-            heartbeat: 0,
+            send_every: None,
+            silent_after: None,
             last_read: now,
             next_heartbeat: now,
             closing_since: None,
@@ -36,12 +39,23 @@ impl Timers {
         }
     }
 
-    fn interval(&self) -> Option<Duration> {
-        (self.heartbeat > 0).then(|| Duration::from_secs(u64::from(self.heartbeat)))
+    /// Heartbeats of `heartbeat` seconds (0-10, 0-9-1): ours half an interval after the last
+    /// write, the peer gone after two silent intervals.
+    pub fn open(&mut self, now: Instant, heartbeat: u16) {
+        let interval = (heartbeat > 0).then(|| Duration::from_secs(u64::from(heartbeat)));
+        self.idle(now, interval.map(|i| i / 2), interval.map(|i| i * 2));
     }
 
-    pub fn open(&mut self, now: Instant, heartbeat: u16) {
-        self.heartbeat = heartbeat;
+    /// Heartbeats with the two directions set apart (AMQP 1.0's idle-time-out: each peer
+    /// says how long it waits, and the other sends at least twice as often).
+    pub fn idle(
+        &mut self,
+        now: Instant,
+        send_every: Option<Duration>,
+        silent_after: Option<Duration>,
+    ) {
+        self.send_every = send_every.filter(|d| !d.is_zero());
+        self.silent_after = silent_after.filter(|d| !d.is_zero());
         self.last_read = now;
         self.wrote(now);
     }
@@ -51,8 +65,8 @@ impl Timers {
     }
 
     pub fn wrote(&mut self, now: Instant) {
-        if let Some(interval) = self.interval() {
-            self.next_heartbeat = now + interval / 2;
+        if let Some(every) = self.send_every {
+            self.next_heartbeat = now + every;
         }
     }
 
@@ -70,9 +84,15 @@ impl Timers {
             Phase::Finished => self.finished_at.map(|at| at + LINGER),
             Phase::Closing => self.closing_since.map(|at| at + CLOSE_GRACE),
             Phase::Open => {
-                let interval = self.interval()?;
-                let silence = (!flow_blocked).then(|| self.last_read + interval * 2);
-                Some(silence.map_or(self.next_heartbeat, |s| s.min(self.next_heartbeat)))
+                let heartbeat = self.send_every.map(|_| self.next_heartbeat);
+                let silence = self
+                    .silent_after
+                    .filter(|_| !flow_blocked)
+                    .map(|after| self.last_read + after);
+                match (heartbeat, silence) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
             }
             _ => Some(self.handshake_deadline),
         }
@@ -83,13 +103,13 @@ impl Timers {
     }
 
     pub fn heartbeat_due(&self, now: Instant) -> bool {
-        self.interval().is_some() && now >= self.next_heartbeat
+        self.send_every.is_some() && now >= self.next_heartbeat
     }
 
-    /// Two intervals without a byte from the peer: it is gone.
+    /// Silent for longer than allowed (two heartbeat intervals): the peer is gone.
     pub fn peer_silent(&self, now: Instant) -> bool {
-        self.interval()
-            .is_some_and(|interval| now >= self.last_read + interval * 2)
+        self.silent_after
+            .is_some_and(|after| now >= self.last_read + after)
     }
 
     pub fn close_grace_over(&self, now: Instant) -> bool {
@@ -142,6 +162,26 @@ mod tests {
         t.open(t0 + S, 0);
         assert_eq!(t.next(Phase::Open, false), None);
         assert!(!t.heartbeat_due(t0 + 100 * S));
+        assert!(!t.peer_silent(t0 + 100 * S));
+    }
+
+    #[test]
+    fn idle_timeouts_set_each_direction_apart() {
+        let t0 = Instant::now();
+        let mut t = Timers::new(t0, 10 * S);
+        // We send every 5 s; the peer may be silent for 3 s.
+        t.idle(t0, Some(5 * S), Some(3 * S));
+        assert_eq!(t.next(Phase::Open, false), Some(t0 + 3 * S));
+        assert!(t.peer_silent(t0 + 3 * S) && !t.heartbeat_due(t0 + 3 * S));
+        t.read(t0 + 2 * S);
+        assert_eq!(t.next(Phase::Open, false), Some(t0 + 5 * S));
+        assert!(t.heartbeat_due(t0 + 5 * S));
+        // Either direction may be off.
+        t.idle(t0, None, Some(4 * S));
+        assert_eq!(t.next(Phase::Open, false), Some(t0 + 4 * S));
+        assert!(!t.heartbeat_due(t0 + 100 * S));
+        t.idle(t0, Some(S), None);
+        assert_eq!(t.next(Phase::Open, true), Some(t0 + S));
         assert!(!t.peer_silent(t0 + 100 * S));
     }
 

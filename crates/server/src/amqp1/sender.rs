@@ -1,0 +1,499 @@
+//! Links on which we send: a queue consumer per link, its credit set by the client's flows,
+//! and the settlement of what it sent.
+//!
+//! 1.0 credit is absolute (the client says how far the delivery count may go), the core's
+//! is added: the link keeps `in_flight`, the credit the queue holds or has spent on
+//! deliveries not yet here, and grants the queue only what the client's credit and the
+//! unsettled cap (`--session-max-unacked`, per link) leave. A client that lowers its credit
+//! takes the queue's unspent credit back; deliveries already on their way beyond the new
+//! limit wait on the link (`parked`) for more credit.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferry_acl::{Action, ObjectType};
+use ferry_amqp1::messaging::distribution_mode;
+use ferry_amqp1::{
+    condition, Attach, DeliveryState, Descriptor, FilterSet, Flow, Role, SenderSettleMode, Symbol,
+    TerminusDurability, TerminusExpiryPolicy, Value,
+};
+use ferry_core::{
+    Arguments, ConsumerId, ConsumerSpec, Delivery, ExchangeKind, HeaderValue, Message, Queue,
+    QueueOptions,
+};
+use tracing::debug;
+
+use super::address::{self, Node};
+use super::error::Fault;
+use super::session::{Ctx, Session};
+use super::unsettled::OutRecord;
+use crate::access;
+
+/// Names of the queues made for dynamic nodes and exchange subscriptions (the `amq.`
+/// prefix is the broker's: no client can declare one).
+const TEMPORARY_PREFIX: &str = "amq.1-";
+
+/// `apache.org` filters (qpidd's and Qpid JMS's): binding keys for exchange sources, and
+/// the JMS selector and no-local, which ferryd does not support.
+const DIRECT_BINDING: (u64, &str) = (
+    0x0000_468C_0000_0000,
+    "apache.org:legacy-amqp-direct-binding:string",
+);
+const TOPIC_BINDING: (u64, &str) = (
+    0x0000_468C_0000_0001,
+    "apache.org:legacy-amqp-topic-binding:string",
+);
+const HEADERS_BINDING: (u64, &str) = (
+    0x0000_468C_0000_0002,
+    "apache.org:legacy-amqp-headers-binding:map",
+);
+const SELECTOR: (u64, &str) = (0x0000_468C_0000_0004, "apache.org:selector-filter:string");
+
+pub struct Sender {
+    pub consumer: ConsumerId,
+    pub queue: Arc<Queue>,
+    /// The client asked for settled deliveries (at most once).
+    pub presettled: bool,
+    /// Deliveries that arrived beyond the client's credit or the session window.
+    pub parked: VecDeque<Delivery>,
+    delivery_count: u32,
+    /// The delivery count the client's credit reaches.
+    limit: u32,
+    drain: bool,
+    in_flight: u32,
+    /// Sent and not yet settled by the client.
+    outstanding: u32,
+    /// A queue made for this link, deleted when it closes.
+    temporary: Option<String>,
+}
+
+impl Sender {
+    /// Credit left: how many more deliveries the client takes.
+    pub fn credit(&self) -> u32 {
+        let left = self.limit.wrapping_sub(self.delivery_count);
+        if left > i32::MAX as u32 {
+            0
+        } else {
+            left
+        }
+    }
+
+    pub fn on_flow(&mut self, f: &Flow) {
+        let before = self.credit();
+        let count = f.delivery_count.unwrap_or(0);
+        self.limit = count.wrapping_add(f.link_credit.unwrap_or(0));
+        self.drain = f.drain;
+        if self.credit() < before && self.in_flight > 0 {
+            // The client wants less: take back what the queue has not spent.
+            let left = self.queue.take_credit(self.consumer).unwrap_or(0);
+            self.in_flight = self.in_flight.saturating_sub(left);
+        }
+    }
+
+    pub fn fill_flow(&self, flow: &mut Flow) {
+        flow.delivery_count = Some(self.delivery_count);
+        flow.link_credit = Some(self.credit());
+        flow.available = Some(u32::try_from(self.queue.message_count()).unwrap_or(u32::MAX));
+        flow.drain = self.drain;
+    }
+
+    /// A delivery arrived from the queue.
+    pub fn arrived(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// A delivery went out.
+    pub fn sent(&mut self, settled: bool) {
+        self.delivery_count = self.delivery_count.wrapping_add(1);
+        if !settled {
+            self.outstanding += 1;
+        }
+    }
+
+    /// The client settled `n` of our deliveries.
+    pub fn settled(&mut self, n: u32) {
+        self.outstanding = self.outstanding.saturating_sub(n);
+    }
+
+    /// Grants the queue what the credit and the unsettled cap (`cap`, 0: none) allow.
+    pub fn top_up(&mut self, cap: u32) {
+        let parked = u32::try_from(self.parked.len()).unwrap_or(u32::MAX);
+        let mut want = self.credit().saturating_sub(parked);
+        if cap > 0 {
+            want = want.min(cap.saturating_sub(self.outstanding.saturating_add(parked)));
+        }
+        // u32::MAX is the core's "unlimited".
+        want = want.min(u32::MAX - 1);
+        if want > self.in_flight {
+            let more = want - self.in_flight;
+            if self.queue.add_credit(self.consumer, more, u32::MAX).is_ok() {
+                self.in_flight = want;
+            }
+        }
+    }
+
+    /// Drain: the queue delivers what its credit allows now and gives the rest back.
+    pub fn drain_core(&mut self) {
+        let left = self.queue.drain_credit(self.consumer).unwrap_or(0);
+        self.in_flight = self.in_flight.saturating_sub(left);
+    }
+
+    /// Drained with nothing more to send: the delivery count takes up the unused credit.
+    pub fn use_up_credit(&mut self) {
+        self.delivery_count = self.limit;
+    }
+}
+
+/// The client attaches a receiving link: find (or make) its source and subscribe.
+pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender, Fault> {
+    let mut source = a.source.clone().unwrap_or_default();
+    let browse = source.distribution_mode.as_ref() == Some(&distribution_mode::COPY);
+    let topic = has(&source.capabilities, "topic");
+    let (filter, binding) = filters(source.filter.take())?;
+    let (queue, temporary) = if source.dynamic {
+        let q = temporary_queue(ctx)?;
+        source.address = Some(q.name().into());
+        let name = q.name().to_owned();
+        (q, Some(name))
+    } else {
+        let address = source
+            .address
+            .as_ref()
+            .map(|a| a.as_str())
+            .unwrap_or_default();
+        match address::resolve(ctx.broker, address, topic) {
+            Some(Node::Queue(q)) => (q, None),
+            Some(Node::Exchange { exchange, key }) => {
+                if source.durable != TerminusDurability::None
+                    || source.expiry_policy == TerminusExpiryPolicy::Never
+                {
+                    // A subscription's queue lives as long as its link: a durable one (a JMS
+                    // durable subscriber) would silently lose messages between links.
+                    return Err(Fault::new(
+                        condition::NOT_IMPLEMENTED,
+                        "durable subscriptions are not supported",
+                    ));
+                }
+                let q = temporary_queue(ctx)?;
+                let name = q.name().to_owned();
+                let (key, args) = match binding {
+                    Some(b) => b,
+                    None => (
+                        key.unwrap_or_else(|| default_key(exchange.kind())),
+                        Arguments::new(),
+                    ),
+                };
+                let args = match (exchange.kind(), args.is_empty()) {
+                    // A headers binding without arguments: every message.
+                    (ExchangeKind::Headers, true) => {
+                        std::iter::once(("x-match".to_owned(), HeaderValue::Str("all".into())))
+                            .collect()
+                    }
+                    _ => args,
+                };
+                let bound = ctx
+                    .access
+                    .check(Action::Bind, ObjectType::Exchange, || {
+                        access::binding_props(exchange.name(), Some(&name), Some(&key))
+                    })
+                    .map_err(Fault::from)
+                    .and_then(|()| {
+                        ctx.broker
+                            .bind(&name, exchange.name(), &key, &args)
+                            .map_err(Fault::from)
+                    });
+                if let Err(f) = bound {
+                    let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
+                    return Err(f);
+                }
+                (q, Some(name))
+            }
+            None => {
+                return Err(Fault::new(
+                    condition::NOT_FOUND,
+                    format!("no queue or exchange named {address:?}"),
+                ))
+            }
+        }
+    };
+    let subscribed = subscribe(ctx, &queue, &a, browse);
+    let consumer = match subscribed {
+        Ok(c) => c,
+        Err(f) => {
+            if let Some(name) = &temporary {
+                let _ = ctx.broker.delete_queue(name, false, false, ctx.owner);
+            }
+            return Err(f);
+        }
+    };
+    source.filter = filter;
+    let presettled = a.snd_settle_mode == SenderSettleMode::Settled;
+    let reply = Attach {
+        name: a.name.clone(),
+        handle: a.handle,
+        role: Role::Sender,
+        snd_settle_mode: if presettled {
+            SenderSettleMode::Settled
+        } else {
+            SenderSettleMode::Unsettled
+        },
+        rcv_settle_mode: a.rcv_settle_mode,
+        source: Some(source),
+        target: a.target.clone(),
+        initial_delivery_count: Some(0),
+        ..Attach::default()
+    };
+    session.write(ctx, reply);
+    debug!(link = %a.name, queue = queue.name(), browse, "sending link attached");
+    Ok(Sender {
+        consumer,
+        queue,
+        presettled,
+        parked: VecDeque::new(),
+        delivery_count: 0,
+        limit: 0,
+        drain: false,
+        in_flight: 0,
+        outstanding: 0,
+        temporary,
+    })
+}
+
+fn subscribe(
+    ctx: &mut Ctx,
+    queue: &Arc<Queue>,
+    a: &Attach,
+    browse: bool,
+) -> Result<ConsumerId, Fault> {
+    let name = queue.name();
+    ctx.access
+        .check(Action::Consume, ObjectType::Queue, || access::named(name))?;
+    let consumer = ctx.broker.next_consumer_id();
+    queue.subscribe(ConsumerSpec {
+        id: consumer,
+        outbox: ctx.outbox.clone(),
+        owner: ctx.owner,
+        // No-local is qpidd's 0-10 notion: a 1.0 consumer makes no connection local.
+        connection: 0,
+        tag: Bytes::copy_from_slice(a.name.as_bytes()),
+        acquire: !browse,
+        exclusive: false,
+        window: None,
+    })?;
+    Ok(consumer)
+}
+
+/// A server-named queue for a dynamic node or an exchange subscription: exclusive to the
+/// connection, deleted with its link (or the connection).
+pub fn temporary_queue(ctx: &mut Ctx) -> Result<Arc<Queue>, Fault> {
+    let mut options = QueueOptions {
+        exclusive_owner: Some(ctx.owner),
+        auto_delete: true,
+        ..QueueOptions::default()
+    };
+    ctx.access.check(Action::Create, ObjectType::Queue, || {
+        access::queue_props(TEMPORARY_PREFIX, &options)
+    })?;
+    options.quota = ctx.access.charge_queue()?;
+    Ok(ctx
+        .broker
+        .declare_server_named_queue(TEMPORARY_PREFIX, options)?)
+}
+
+/// What a source with no binding key takes from an exchange: everything its kind lets
+/// through without one.
+fn default_key(kind: ExchangeKind) -> String {
+    match kind {
+        ExchangeKind::Topic => "#".into(),
+        _ => String::new(),
+    }
+}
+
+pub fn has(capabilities: &[Symbol], name: &str) -> bool {
+    capabilities.iter().any(|c| c.as_str() == name)
+}
+
+fn descriptor_is(d: &Descriptor, (code, name): (u64, &str)) -> bool {
+    match d {
+        Descriptor::Code(c) => *c == code,
+        Descriptor::Symbol(s) => s.as_str() == name,
+    }
+}
+
+type Filters = (Option<FilterSet>, Option<(String, Arguments)>);
+
+/// Sorts a source's filters: the binding filters ferryd applies (kept, to be echoed in the
+/// attach: the spec's way of saying a filter is in force) and the rest, which are left out
+/// of the reply (the spec's way of declining them). A JMS selector refuses the link
+/// instead, with amqp:not-implemented: Qpid JMS does not check the echo, and a consumer
+/// that silently got every message would be worse off than one that is told no.
+fn filters(filter: Option<FilterSet>) -> Result<Filters, Fault> {
+    let Some(filter) = filter else {
+        return Ok((None, None));
+    };
+    let mut kept = FilterSet::new();
+    let mut binding = None;
+    for (key, value) in filter.iter() {
+        let Value::Described(d) = value else {
+            continue;
+        };
+        let found = if descriptor_is(&d.descriptor, DIRECT_BINDING)
+            || descriptor_is(&d.descriptor, TOPIC_BINDING)
+        {
+            d.value.as_str().map(|k| (k.to_owned(), Arguments::new()))
+        } else if descriptor_is(&d.descriptor, HEADERS_BINDING) {
+            match &d.value {
+                Value::Map(m) => Some((String::new(), headers_arguments(m))),
+                _ => None,
+            }
+        } else if descriptor_is(&d.descriptor, SELECTOR) {
+            return Err(Fault::new(
+                condition::NOT_IMPLEMENTED,
+                "message selectors are not supported",
+            ));
+        } else {
+            debug!(filter = %key, descriptor = %d.descriptor, "filter not supported: left out of the attach");
+            None
+        };
+        if let Some(b) = found {
+            binding.get_or_insert(b);
+            kept.push(key.clone(), value.clone());
+        }
+    }
+    Ok(((!kept.is_empty()).then_some(kept), binding))
+}
+
+fn headers_arguments(m: &ferry_amqp1::Map<Value, Value>) -> Arguments {
+    m.iter()
+        .filter_map(|(k, v)| {
+            let key = match k {
+                Value::String(s) => s.as_str().to_owned(),
+                Value::Symbol(s) => s.as_str().to_owned(),
+                _ => return None,
+            };
+            let value = match v {
+                Value::String(s) => HeaderValue::Str(s.as_str().to_owned()),
+                Value::Symbol(s) => HeaderValue::Str(s.as_str().to_owned()),
+                Value::Bool(b) => HeaderValue::Bool(*b),
+                Value::Int(n) => HeaderValue::Int(i64::from(*n)),
+                Value::Long(n) => HeaderValue::Int(*n),
+                Value::Uint(n) => HeaderValue::UInt(u64::from(*n)),
+                Value::Ulong(n) => HeaderValue::UInt(*n),
+                Value::Null => HeaderValue::Void,
+                _ => HeaderValue::Other,
+            };
+            Some((key, value))
+        })
+        .collect()
+}
+
+/// The link is gone: cancel its consumer, put back what the client never settled (and what
+/// never reached it), delete its temporary queue.
+pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>) {
+    ctx.broker.cancel_consumer(&s.queue, s.consumer);
+    for d in s.parked {
+        release_delivery(d);
+    }
+    release_records(unsettled, true);
+    if let Some(name) = s.temporary {
+        let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
+    }
+}
+
+pub fn release_delivery(d: Delivery) {
+    if d.acquired {
+        d.queue.release([(d.position, d.message)], false);
+    }
+}
+
+/// Puts acquired messages back, one call per queue.
+pub fn release_records(records: Vec<OutRecord>, redelivered: bool) {
+    type Positioned = Vec<(u64, Arc<Message>)>;
+    let mut per_queue: Vec<(Arc<Queue>, Positioned)> = Vec::new();
+    for r in records.into_iter().filter(|r| r.acquired) {
+        match per_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &r.queue)) {
+            Some((_, list)) => list.push((r.position, r.message)),
+            None => per_queue.push((r.queue, vec![(r.position, r.message)])),
+        }
+    }
+    for (queue, list) in per_queue {
+        queue.release(list, redelivered);
+    }
+}
+
+/// What an outcome does to a delivery: accepted leaves the queue, rejected is dead-lettered,
+/// released goes back as it was, modified goes back counted as a failed delivery (or, if
+/// undeliverable here, is dead-lettered). Settling without an outcome accepts (qpidd's
+/// reading).
+pub fn apply_outcome(records: Vec<OutRecord>, state: Option<&DeliveryState>) {
+    let release = |records: Vec<OutRecord>, redelivered| release_records(records, redelivered);
+    match state {
+        None | Some(DeliveryState::Accepted(_)) => {
+            for r in records.iter().filter(|r| r.acquired) {
+                r.queue.accept(r.position);
+            }
+        }
+        Some(DeliveryState::Rejected(_)) => reject(records),
+        Some(DeliveryState::Modified(m)) if m.undeliverable_here == Some(true) => reject(records),
+        Some(DeliveryState::Modified(m)) => release(records, m.delivery_failed == Some(true)),
+        Some(_) => release(records, false),
+    }
+}
+
+fn reject(records: Vec<OutRecord>) {
+    for r in records.into_iter().filter(|r| r.acquired) {
+        r.queue.reject(r.position, r.message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_amqp1::{Map, Str};
+
+    fn described(code: u64, v: Value) -> Value {
+        Value::described(code, v)
+    }
+
+    #[test]
+    fn binding_filters_are_kept_and_others_left_out() {
+        let mut f = FilterSet::new();
+        f.push(
+            Symbol::from("no-local"),
+            described(0x0000_468C_0000_0003, Value::List(Vec::new())),
+        );
+        f.push(
+            Symbol::from("key"),
+            described(TOPIC_BINDING.0, Value::from("a.*")),
+        );
+        let (kept, binding) = filters(Some(f)).unwrap();
+        let kept = kept.unwrap();
+        assert_eq!(kept.len(), 1);
+        assert!(kept.get("key").is_some());
+        assert_eq!(binding.unwrap().0, "a.*");
+        let mut f = FilterSet::new();
+        let mut m = Map::new();
+        m.push(Value::from("x-match"), Value::from("any"));
+        m.push(Value::String(Str::from("k")), Value::Int(1));
+        f.push(
+            Symbol::from("h"),
+            Value::described(
+                Descriptor::Symbol(Symbol::from(HEADERS_BINDING.1)),
+                Value::Map(m),
+            ),
+        );
+        let (kept, binding) = filters(Some(f)).unwrap();
+        assert!(kept.is_some());
+        let (_, args) = binding.unwrap();
+        assert_eq!(args.get("k"), Some(&HeaderValue::Int(1)));
+        assert_eq!(filters(None), Ok((None, None)));
+        let mut f = FilterSet::new();
+        f.push(
+            Symbol::from("jms-selector"),
+            described(SELECTOR.0, Value::from("a = 1")),
+        );
+        let refused = filters(Some(f)).unwrap_err();
+        assert_eq!(refused.condition, condition::NOT_IMPLEMENTED);
+    }
+}

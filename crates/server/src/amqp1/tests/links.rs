@@ -1,0 +1,754 @@
+//! Links both ways: attach, addresses, credit, transfers, dispositions, detach.
+
+use ferry_amqp1::messaging::distribution_mode;
+use ferry_amqp1::{
+    condition, Accepted, Detach, Header, Modified, Properties, Rejected, Released, Value,
+};
+
+use super::*;
+
+fn data(body: &'static [u8]) -> Message {
+    Message::data(Bytes::from_static(body))
+}
+
+fn with_subject(body: &'static [u8], subject: &str) -> Message {
+    Message {
+        properties: Some(Properties {
+            subject: Some(subject.into()),
+            ..Properties::default()
+        }),
+        ..data(body)
+    }
+}
+
+fn queue_depth(c: &Client, name: &str) -> u64 {
+    c.broker().queue(name).map_or(0, |q| q.message_count())
+}
+
+fn attached_source(items: &[Item]) -> Option<Source> {
+    items.iter().find_map(|i| match i {
+        Item::Frame(_, Performative::Attach(a), _) => a.source.clone(),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn a_sending_link_publishes_to_a_queue_and_is_settled() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    let got = c.attach_sender(0, 0, Some("q"));
+    let Some(Item::Frame(0, Performative::Attach(a), _)) = got.first() else {
+        panic!("{got:?}");
+    };
+    assert_eq!(a.role, Role::Receiver);
+    assert_eq!(a.rcv_settle_mode, ReceiverSettleMode::First);
+    let credit = flows(&got);
+    assert_eq!(credit[0].link_credit, Some(1000));
+    assert_eq!(credit[0].handle, Some(0));
+    let got = c.transfer(0, 0, 0, false, &data(b"hello"));
+    let d = dispositions(&got);
+    assert_eq!(d.len(), 1);
+    assert!(d[0].settled && d[0].first == 0);
+    assert_eq!(d[0].state, Some(DeliveryState::Accepted(Accepted {})));
+    // Settled transfers get no disposition.
+    assert!(dispositions(&c.transfer(0, 0, 1, true, &data(b"again"))).is_empty());
+    assert_eq!(queue_depth(&c, "q"), 2);
+}
+
+#[tokio::test]
+async fn settlements_of_a_batch_go_out_as_one_range() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    let mut batch = BytesMut::new();
+    for id in 0..5u32 {
+        let mut payload = BytesMut::new();
+        data(b"m").encode(&mut payload);
+        let t = Transfer {
+            handle: 0,
+            delivery_id: Some(id),
+            delivery_tag: Some(Bytes::copy_from_slice(&id.to_be_bytes())),
+            ..Transfer::default()
+        };
+        write_frame(&mut batch, 0, &t.into(), &payload);
+    }
+    let d = dispositions(&c.exchange(batch));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].first, d[0].last), (0, Some(4)));
+}
+
+#[tokio::test]
+async fn a_message_in_several_transfers_is_joined() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    let mut payload = BytesMut::new();
+    data(b"0123456789abcdef").encode(&mut payload);
+    let payload = payload.freeze();
+    let mut out = BytesMut::new();
+    for (i, part) in payload.chunks(5).enumerate() {
+        let first = i == 0;
+        let t = Transfer {
+            handle: 0,
+            delivery_id: first.then_some(7),
+            delivery_tag: first.then(|| Bytes::from_static(b"t")),
+            more: (i + 1) * 5 < payload.len(),
+            ..Transfer::default()
+        };
+        write_frame(&mut out, 0, &t.into(), part);
+    }
+    let d = dispositions(&c.exchange(out));
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].first, 7);
+    let q = c.broker().queue("q").unwrap();
+    assert_eq!(&q.queued_bodies()[0][..], b"0123456789abcdef");
+}
+
+#[tokio::test]
+async fn an_aborted_delivery_is_dropped() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    let mut out = BytesMut::new();
+    let t = Transfer {
+        handle: 0,
+        delivery_id: Some(0),
+        delivery_tag: Some(Bytes::from_static(b"t")),
+        more: true,
+        ..Transfer::default()
+    };
+    write_frame(&mut out, 0, &t.into(), b"\x00\x53");
+    let abort = Transfer {
+        handle: 0,
+        aborted: true,
+        ..Transfer::default()
+    };
+    write_frame(&mut out, 0, &abort.into(), &[]);
+    assert!(dispositions(&c.exchange(out)).is_empty());
+    assert_eq!(queue_depth(&c, "q"), 0);
+    // The link goes on.
+    assert_eq!(
+        dispositions(&c.transfer(0, 0, 1, false, &data(b"x"))).len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_receiving_link_gets_what_its_credit_allows() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    let got = c.attach_receiver(0, 1, "q");
+    let Some(Item::Frame(0, Performative::Attach(a), _)) = got.first() else {
+        panic!("{got:?}");
+    };
+    assert_eq!(a.role, Role::Sender);
+    assert_eq!(a.initial_delivery_count, Some(0));
+    c.attach_sender(0, 0, Some("q"));
+    c.transfer(0, 0, 0, true, &data(b"one"));
+    c.transfer(0, 0, 1, true, &data(b"two"));
+    assert!(
+        transfers(&decode(c.take_output())).is_empty(),
+        "no credit yet"
+    );
+    let got = c.credit(0, 1, 0, 1);
+    let t = transfers(&got);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].0.handle, 1);
+    assert_eq!(t[0].0.settled, Some(false));
+    assert_eq!(&body_of(&t[0].1)[..], b"one");
+    assert!(
+        transfers(&decode(c.take_output())).is_empty(),
+        "credit used up"
+    );
+    // Accepting settles: the message leaves the queue's books.
+    let id = t[0].0.delivery_id.unwrap();
+    c.settle(0, id, None, DeliveryState::Accepted(Accepted {}));
+    assert_eq!(c.broker().queue("q").unwrap().unsettled_count(), 0);
+    let got = c.credit(0, 1, 1, 5);
+    let t = transfers(&got);
+    assert_eq!(t.len(), 1);
+    assert_eq!(&body_of(&t[0].1)[..], b"two");
+}
+
+#[tokio::test]
+async fn lowering_credit_takes_back_what_the_queue_has_not_spent() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_receiver(0, 1, "q");
+    c.credit(0, 1, 0, 10);
+    c.credit(0, 1, 0, 1);
+    c.attach_sender(0, 0, Some("q"));
+    let mut sent = 0;
+    for id in 0..3 {
+        sent += transfers(&c.transfer(0, 0, id, true, &data(b"m"))).len();
+    }
+    assert_eq!(sent, 1);
+    assert_eq!(queue_depth(&c, "q"), 2);
+}
+
+#[tokio::test]
+async fn outcomes_settle_as_the_spec_says() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    c.transfer(0, 0, 0, true, &data(b"m"));
+    c.attach_receiver(0, 1, "q");
+    let first = transfers(&c.credit(0, 1, 0, 100));
+    assert_eq!(first.len(), 1);
+    // Released: back on the queue, not counted as a delivery attempt.
+    let again = transfers(&c.settle(0, 0, None, DeliveryState::Released(Released {})));
+    assert_eq!(again.len(), 1);
+    let header = Message::decode(again[0].1.clone()).unwrap().header;
+    assert_eq!(header.map_or(0, |h| h.delivery_count), 0);
+    // Modified, delivery failed: back, counted.
+    let modified = Modified {
+        delivery_failed: Some(true),
+        undeliverable_here: None,
+        message_annotations: None,
+    };
+    let again = transfers(&c.settle(0, 1, None, DeliveryState::Modified(modified)));
+    let header: Option<Header> = Message::decode(again[0].1.clone()).unwrap().header;
+    assert_eq!(header.map(|h| h.delivery_count), Some(1));
+    // Rejected: gone (no dead letter exchange here).
+    let got = c.settle(
+        0,
+        2,
+        None,
+        DeliveryState::Rejected(Rejected { error: None }),
+    );
+    assert!(transfers(&got).is_empty());
+    assert_eq!(queue_depth(&c, "q"), 0);
+    assert_eq!(c.broker().queue("q").unwrap().unsettled_count(), 0);
+}
+
+#[tokio::test]
+async fn undeliverable_here_dead_letters() {
+    let mut c = open().await;
+    let b = c.broker();
+    let args: ferry_core::Arguments = std::iter::once((
+        "x-dead-letter-exchange".to_owned(),
+        ferry_core::HeaderValue::Str(String::new()),
+    ))
+    .chain(std::iter::once((
+        "x-dead-letter-routing-key".to_owned(),
+        ferry_core::HeaderValue::Str("dlq".into()),
+    )))
+    .collect();
+    b.declare_queue(
+        "q",
+        ferry_core::QueueOptions {
+            arguments: args,
+            ..Default::default()
+        },
+        false,
+        1,
+    )
+    .unwrap();
+    declare(&c, "dlq");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    c.transfer(0, 0, 0, true, &data(b"m"));
+    c.attach_receiver(0, 1, "q");
+    c.credit(0, 1, 0, 1);
+    let modified = Modified {
+        delivery_failed: Some(true),
+        undeliverable_here: Some(true),
+        message_annotations: None,
+    };
+    c.settle(0, 0, None, DeliveryState::Modified(modified));
+    assert_eq!(queue_depth(&c, "q"), 0);
+    assert_eq!(queue_depth(&c, "dlq"), 1);
+}
+
+#[tokio::test]
+async fn one_disposition_settles_a_range() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    for id in 0..4 {
+        c.transfer(0, 0, id, true, &data(b"m"));
+    }
+    c.attach_receiver(0, 1, "q");
+    assert_eq!(transfers(&c.credit(0, 1, 0, 10)).len(), 4);
+    c.settle(
+        0,
+        0,
+        Some(u32::MAX / 4),
+        DeliveryState::Accepted(Accepted {}),
+    );
+    assert_eq!(c.broker().queue("q").unwrap().unsettled_count(), 0);
+    assert_eq!(queue_depth(&c, "q"), 0);
+}
+
+#[tokio::test]
+async fn at_most_once_links_send_settled() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    c.transfer(0, 0, 0, true, &data(b"m"));
+    let source = Source {
+        address: Some("q".into()),
+        ..Source::default()
+    };
+    let got = c.attach_receiver_from(0, 1, source, true);
+    let Some(Item::Frame(_, Performative::Attach(a), _)) = got.first() else {
+        panic!("{got:?}");
+    };
+    assert_eq!(a.snd_settle_mode, SenderSettleMode::Settled);
+    let t = transfers(&c.credit(0, 1, 0, 10));
+    assert_eq!(t[0].0.settled, Some(true));
+    assert_eq!(c.broker().queue("q").unwrap().unsettled_count(), 0);
+    assert_eq!(queue_depth(&c, "q"), 0);
+}
+
+#[tokio::test]
+async fn large_messages_go_out_in_frames_of_the_clients_size() {
+    let services = services(ServerConfig::default());
+    let mut c = Wire::new(|now| connection(services, peer(), now, false));
+    c.take_output();
+    c.finish_auth().await;
+    c.perform(
+        0,
+        Open {
+            container_id: "small".into(),
+            max_frame_size: 512,
+            ..Open::default()
+        },
+    );
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    let body: &'static [u8] = Box::leak(vec![7u8; 3000].into_boxed_slice());
+    c.transfer(0, 0, 0, true, &data(body));
+    c.attach_receiver(0, 1, "q");
+    let got = transfers(&c.credit(0, 1, 0, 1));
+    assert!(got.len() >= 6, "{} frames", got.len());
+    assert!(got[..got.len() - 1].iter().all(|(t, _)| t.more));
+    assert!(!got.last().unwrap().0.more);
+    let joined: Vec<u8> = got.iter().flat_map(|(_, p)| p.to_vec()).collect();
+    assert_eq!(&body_of(&Bytes::from(joined))[..], body);
+}
+
+#[tokio::test]
+async fn drain_sends_what_there_is_and_uses_up_the_rest() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    c.transfer(0, 0, 0, true, &data(b"a"));
+    c.transfer(0, 0, 1, true, &data(b"b"));
+    c.attach_receiver(0, 1, "q");
+    let flow = Flow {
+        next_incoming_id: Some(0),
+        incoming_window: 100,
+        next_outgoing_id: 0,
+        outgoing_window: 100,
+        handle: Some(1),
+        delivery_count: Some(0),
+        link_credit: Some(5),
+        drain: true,
+        ..Flow::default()
+    };
+    let got = c.perform(0, flow);
+    assert_eq!(transfers(&got).len(), 2);
+    let f = flows(&got);
+    let last = f.last().expect("a flow after the transfers");
+    assert_eq!(
+        (last.delivery_count, last.link_credit, last.drain),
+        (Some(5), Some(0), true)
+    );
+    // The flow comes after the transfers.
+    let flow_at = got
+        .iter()
+        .position(|i| matches!(i, Item::Frame(_, Performative::Flow(_), _)));
+    let last_transfer = got
+        .iter()
+        .rposition(|i| matches!(i, Item::Frame(_, Performative::Transfer(_), _)));
+    assert!(flow_at > last_transfer);
+}
+
+#[tokio::test]
+async fn echo_asks_for_our_flow_state() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_receiver(0, 1, "q");
+    let flow = Flow {
+        next_incoming_id: Some(0),
+        incoming_window: 100,
+        next_outgoing_id: 0,
+        outgoing_window: 100,
+        handle: Some(1),
+        delivery_count: Some(0),
+        link_credit: Some(3),
+        echo: true,
+        ..Flow::default()
+    };
+    let f = flows(&c.perform(0, flow));
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        (f[0].handle, f[0].link_credit, f[0].available),
+        (Some(1), Some(3), Some(0))
+    );
+}
+
+#[tokio::test]
+async fn unknown_addresses_are_refused_with_a_null_terminus_and_a_detach() {
+    let mut c = open().await;
+    c.begin(0);
+    let got = c.attach_receiver(0, 1, "nothing");
+    let Some(Item::Frame(_, Performative::Attach(a), _)) = got.first() else {
+        panic!("{got:?}");
+    };
+    assert!(a.source.is_none());
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:not-found"));
+    let got = c.attach_sender(0, 2, Some("nothing"));
+    let Some(Item::Frame(_, Performative::Attach(a), _)) = got.first() else {
+        panic!("{got:?}");
+    };
+    assert!(a.target.is_none());
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:not-found"));
+    // The client's detach finishes the refusal quietly; the handle is free again.
+    assert!(c
+        .perform(
+            0,
+            Detach {
+                handle: 1,
+                closed: true,
+                error: None
+            }
+        )
+        .is_empty());
+    declare(&c, "q");
+    assert!(error_of(&c.attach_receiver(0, 1, "q")).is_none());
+}
+
+#[tokio::test]
+async fn dynamic_sources_make_a_queue_that_goes_with_the_link() {
+    let mut c = open().await;
+    c.begin(0);
+    let source = Source {
+        dynamic: true,
+        ..Source::default()
+    };
+    let got = c.attach_receiver_from(0, 1, source, false);
+    let address = attached_source(&got)
+        .and_then(|s| s.address)
+        .expect("an address");
+    let name = address.as_str().to_owned();
+    assert!(name.starts_with("amq.1-"), "{name}");
+    assert!(c.broker().queue(&name).is_some());
+    // Replies sent to that address reach the link.
+    c.attach_sender(0, 0, Some(&name));
+    c.transfer(0, 0, 0, true, &data(b"reply"));
+    let t = transfers(&c.credit(0, 1, 0, 1));
+    assert_eq!(&body_of(&t[0].1)[..], b"reply");
+    let got = c.perform(
+        0,
+        Detach {
+            handle: 1,
+            closed: true,
+            error: None,
+        },
+    );
+    assert!(
+        matches!(&got[..], [Item::Frame(_, Performative::Detach(d), _)] if d.handle == 1 && d.closed)
+    );
+    assert!(c.broker().queue(&name).is_none());
+}
+
+#[tokio::test]
+async fn dynamic_targets_make_a_queue_too() {
+    let mut c = open().await;
+    c.begin(0);
+    let attach = Attach {
+        name: "temp-queue-creator".into(),
+        handle: 0,
+        role: Role::Sender,
+        target: Some(LinkTarget::Target(Target {
+            dynamic: true,
+            capabilities: vec![Symbol::from("temporary-queue")],
+            ..Target::default()
+        })),
+        ..Attach::default()
+    };
+    let got = c.perform(0, attach);
+    let name = got
+        .iter()
+        .find_map(|i| match i {
+            Item::Frame(_, Performative::Attach(a), _) => match &a.target {
+                Some(LinkTarget::Target(t)) => t.address.clone(),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("an address");
+    assert!(c.broker().queue(name.as_str()).is_some());
+    c.perform(
+        0,
+        Detach {
+            handle: 0,
+            closed: true,
+            error: None,
+        },
+    );
+    assert!(c.broker().queue(name.as_str()).is_none());
+}
+
+#[tokio::test]
+async fn exchange_sources_subscribe_with_a_binding_filter() {
+    let mut c = open().await;
+    c.begin(0);
+    let mut filter = ferry_amqp1::FilterSet::new();
+    filter.push(
+        Symbol::from("binding"),
+        Value::described(
+            ferry_amqp1::Descriptor::Symbol(Symbol::from(
+                "apache.org:legacy-amqp-topic-binding:string",
+            )),
+            Value::from("news.*"),
+        ),
+    );
+    filter.push(
+        Symbol::from("no-local"),
+        Value::described(0x0000_468C_0000_0003u64, Value::List(Vec::new())),
+    );
+    let source = Source {
+        address: Some("amq.topic".into()),
+        filter: Some(filter),
+        ..Source::default()
+    };
+    let got = c.attach_receiver_from(0, 1, source, false);
+    let echoed = attached_source(&got)
+        .and_then(|s| s.filter)
+        .expect("filters");
+    assert!(echoed.get("binding").is_some());
+    assert!(
+        echoed.get("no-local").is_none(),
+        "the selector is not applied, and says so"
+    );
+    c.credit(0, 1, 0, 10);
+    c.attach_sender(0, 0, Some("amq.topic"));
+    let mut got = transfers(&c.transfer(0, 0, 0, true, &with_subject(b"sport", "sport.x")));
+    got.extend(transfers(&c.transfer(
+        0,
+        0,
+        1,
+        true,
+        &with_subject(b"news", "news.today"),
+    )));
+    c.attach_sender(0, 2, Some("amq.topic/news.tomorrow"));
+    got.extend(transfers(&c.transfer(0, 2, 2, true, &data(b"keyed"))));
+    let bodies: Vec<Bytes> = got.iter().map(|(_, p)| body_of(p)).collect();
+    assert_eq!(
+        bodies,
+        [Bytes::from_static(b"news"), Bytes::from_static(b"keyed")]
+    );
+}
+
+#[tokio::test]
+async fn the_anonymous_relay_routes_by_to() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, None);
+    let to = |to: &str| Message {
+        properties: Some(Properties {
+            to: Some(to.into()),
+            ..Properties::default()
+        }),
+        ..data(b"m")
+    };
+    let d = dispositions(&c.transfer(0, 0, 0, false, &to("q")));
+    assert_eq!(d[0].state, Some(DeliveryState::Accepted(Accepted {})));
+    let d = dispositions(&c.transfer(0, 0, 1, false, &to("amq.direct/q")));
+    assert_eq!(d[0].state, Some(DeliveryState::Accepted(Accepted {})));
+    let d = dispositions(&c.transfer(0, 0, 2, false, &to("nowhere")));
+    let Some(DeliveryState::Rejected(r)) = &d[0].state else {
+        panic!("{d:?}");
+    };
+    assert_eq!(
+        r.error.as_ref().map(|e| e.condition.clone()),
+        Some(condition::NOT_FOUND)
+    );
+    assert_eq!(queue_depth(&c, "q"), 1, "amq.direct has no binding for q");
+}
+
+#[tokio::test]
+async fn browsing_leaves_messages_on_the_queue() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    c.transfer(0, 0, 0, true, &data(b"m"));
+    let source = Source {
+        address: Some("q".into()),
+        distribution_mode: Some(distribution_mode::COPY),
+        ..Source::default()
+    };
+    c.attach_receiver_from(0, 1, source, false);
+    let t = transfers(&c.credit(0, 1, 0, 10));
+    assert_eq!(t.len(), 1);
+    c.settle(0, 0, None, DeliveryState::Accepted(Accepted {}));
+    assert_eq!(queue_depth(&c, "q"), 1);
+}
+
+#[tokio::test]
+async fn detaching_a_receiving_link_puts_its_unsettled_messages_back() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    c.transfer(0, 0, 0, true, &data(b"m"));
+    c.attach_receiver(0, 1, "q");
+    assert_eq!(transfers(&c.credit(0, 1, 0, 10)).len(), 1);
+    assert_eq!(queue_depth(&c, "q"), 0);
+    c.perform(
+        0,
+        Detach {
+            handle: 1,
+            closed: true,
+            error: None,
+        },
+    );
+    assert_eq!(queue_depth(&c, "q"), 1);
+    assert_eq!(c.broker().queue("q").unwrap().consumer_count(), 0);
+}
+
+#[tokio::test]
+async fn deleting_the_queue_detaches_its_links() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_receiver(0, 1, "q");
+    c.broker().delete_queue("q", false, false, 1).unwrap();
+    let got = decode(c.take_output());
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:resource-deleted"));
+}
+
+#[tokio::test]
+async fn too_large_messages_and_transfers_without_credit_detach_the_link() {
+    let mut c = open_with(
+        ServerConfig {
+            max_message_size: 10,
+            ..ServerConfig::default()
+        },
+        None,
+    )
+    .await;
+    declare(&c, "q");
+    c.begin(0);
+    let got = c.attach_sender(0, 0, Some("q"));
+    let Some(Item::Frame(_, Performative::Attach(a), _)) = got.first() else {
+        panic!("{got:?}");
+    };
+    assert_eq!(a.max_message_size, Some(10));
+    let got = c.transfer(0, 0, 0, false, &data(b"far too large a message"));
+    assert_eq!(
+        error_of(&got).as_deref(),
+        Some("amqp:link:message-size-exceeded")
+    );
+}
+
+#[tokio::test]
+async fn a_client_ignoring_credit_is_detached() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    // The client gives up its credit: its delivery count jumps to what it was granted.
+    let flow = Flow {
+        next_incoming_id: Some(0),
+        incoming_window: 100,
+        next_outgoing_id: 0,
+        outgoing_window: 100,
+        handle: Some(0),
+        delivery_count: Some(1000),
+        link_credit: Some(0),
+        ..Flow::default()
+    };
+    c.perform(0, flow);
+    let got = c.transfer(0, 0, 0, false, &data(b"m"));
+    assert_eq!(
+        error_of(&got).as_deref(),
+        Some("amqp:link:transfer-limit-exceeded")
+    );
+}
+
+#[tokio::test]
+async fn credit_is_given_again_once_half_is_used() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    let mut batch = BytesMut::new();
+    for id in 0..501u32 {
+        let mut payload = BytesMut::new();
+        data(b"m").encode(&mut payload);
+        let t = Transfer {
+            handle: 0,
+            delivery_id: Some(id),
+            delivery_tag: Some(Bytes::copy_from_slice(&id.to_be_bytes())),
+            settled: Some(true),
+            ..Transfer::default()
+        };
+        write_frame(&mut batch, 0, &t.into(), &payload);
+    }
+    let f = flows(&c.exchange(batch));
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        (f[0].delivery_count, f[0].link_credit),
+        (Some(501), Some(1000))
+    );
+}
+
+#[tokio::test]
+async fn selectors_refuse_the_link() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    let mut filter = ferry_amqp1::FilterSet::new();
+    filter.push(
+        Symbol::from("jms-selector"),
+        Value::described(0x0000_468C_0000_0004u64, Value::from("colour = 'red'")),
+    );
+    let source = Source {
+        address: Some("q".into()),
+        filter: Some(filter),
+        ..Source::default()
+    };
+    let got = c.attach_receiver_from(0, 1, source, false);
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:not-implemented"));
+    assert_eq!(c.broker().queue("q").unwrap().consumer_count(), 0);
+}
+
+#[tokio::test]
+async fn durable_subscriptions_are_refused() {
+    let mut c = open().await;
+    c.begin(0);
+    let source = Source {
+        address: Some("amq.topic/news".into()),
+        durable: ferry_amqp1::TerminusDurability::UnsettledState,
+        expiry_policy: ferry_amqp1::TerminusExpiryPolicy::Never,
+        ..Source::default()
+    };
+    let got = c.attach_receiver_from(0, 1, source, false);
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:not-implemented"));
+    // A durable source on a queue is just the queue.
+    declare(&c, "q");
+    let source = Source {
+        address: Some("q".into()),
+        durable: ferry_amqp1::TerminusDurability::Configuration,
+        ..Source::default()
+    };
+    assert!(error_of(&c.attach_receiver_from(0, 2, source, false)).is_none());
+}

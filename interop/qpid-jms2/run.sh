@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Run the Apache Qpid JMS 2.x (AMQP 1.0) interop suite against ferryd.
+#
+#   interop/qpid-jms2/run.sh [FERRYD_BINARY]     start ferryd, test, stop it
+#   FERRY_PORT=N interop/qpid-jms2/run.sh        test a broker already on 127.0.0.1:N
+#
+# Extra Maven arguments go in MVN_ARGS (e.g. MVN_ARGS=-Dtest=QueueTest). Exit status is
+# Maven's.
+source "$(dirname "$0")/../lib/ferryd.sh"
+ferryd_start "${1:-}"
+ferryd_start_secure "${1:-}"
+run_maven_suite "$(cd "$(dirname "$0")" && pwd)"
+ferryd_finish $?
