@@ -2,11 +2,15 @@
 //! the bytes a client would send and reads what the connection wrote.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use ferry_core::{Broker, BrokerConfig};
+use ferry_core::{
+    Arguments, Broker, BrokerConfig, BrokerError, DurableWaiter, ExchangeDefinition, Journal,
+    JournalTx, QueueDefinition, SyncPoint,
+};
 
 use super::{Connection, Peer, Protocol, Services};
 use crate::auth::AuthService;
@@ -109,3 +113,130 @@ impl<P: Protocol> Wire<P> {
 }
 
 pub const SECOND: Duration = Duration::from_secs(1);
+
+/// A journal whose writer the test drives: every record is appended at once, and becomes
+/// durable only at [`Disk::sync`].
+#[derive(Default)]
+pub struct Disk {
+    appended: AtomicU64,
+    durable: AtomicU64,
+    failed: AtomicBool,
+    full: AtomicBool,
+    waiters: Mutex<Vec<(SyncPoint, Arc<dyn DurableWaiter>)>>,
+}
+
+impl Disk {
+    fn append(&self) -> SyncPoint {
+        SyncPoint(self.appended.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// The writer syncs everything appended so far and wakes whoever waits for it.
+    pub fn sync(&self) {
+        let to = self.appended.load(Ordering::SeqCst);
+        self.durable.store(to, Ordering::SeqCst);
+        self.wake(|p| p.0 <= to);
+    }
+
+    /// The device fails: nothing more becomes durable, and every waiter wakes.
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        self.wake(|_| true);
+    }
+
+    fn wake(&self, due: impl Fn(SyncPoint) -> bool) {
+        let mut waiters = self.waiters.lock().unwrap();
+        let (now, later): (Vec<_>, Vec<_>) = waiters.drain(..).partition(|(p, _)| due(*p));
+        *waiters = later;
+        drop(waiters);
+        for (_, w) in now {
+            w.wake();
+        }
+    }
+
+    /// The device is full (or no longer): persistent records and durable declarations are
+    /// refused while it is.
+    pub fn set_full(&self, full: bool) {
+        self.full.store(full, Ordering::SeqCst);
+    }
+
+    fn refuse_when_full(&self) -> Result<(), BrokerError> {
+        if self.full.load(Ordering::SeqCst) {
+            return Err(BrokerError::ResourceLimitExceeded("disk full".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Journal for Disk {
+    fn declare_exchange(&self, _: &ExchangeDefinition) -> Result<(), BrokerError> {
+        self.refuse_when_full()?;
+        self.append();
+        Ok(())
+    }
+    fn delete_exchange(&self, _: &str) {
+        self.append();
+    }
+    fn declare_queue(&self, _: &QueueDefinition) -> Result<u64, BrokerError> {
+        self.refuse_when_full()?;
+        Ok(self.append().0)
+    }
+    fn delete_queue(&self, _: u64) {
+        self.append();
+    }
+    fn bind(&self, _: &str, _: u64, _: &str, _: &Arguments) -> Result<(), BrokerError> {
+        self.append();
+        Ok(())
+    }
+    fn unbind(&self, _: &str, _: u64, _: &str) {
+        self.append();
+    }
+    fn bind_exchange(&self, _: &str, _: &str, _: &str, _: &Arguments) -> Result<(), BrokerError> {
+        self.append();
+        Ok(())
+    }
+    fn unbind_exchange(&self, _: &str, _: &str, _: &str) {
+        self.append();
+    }
+    fn enqueue(
+        &self,
+        _: &ferry_core::Message,
+        _: &[u64],
+        tx: Option<&JournalTx>,
+    ) -> Result<(u64, SyncPoint), BrokerError> {
+        self.refuse_when_full()?;
+        let point = self.append();
+        if let Some(tx) = tx {
+            tx.get_or_set(point.0);
+        }
+        Ok((point.0, point))
+    }
+    fn dequeue(&self, _: u64, _: &[u64], tx: Option<&JournalTx>) {
+        let point = self.append();
+        if let Some(tx) = tx {
+            tx.get_or_set(point.0);
+        }
+    }
+    fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
+        tx.id()?;
+        Some(self.append())
+    }
+    fn load(&self, messages: &[u64]) -> Vec<Option<ferry_core::Message>> {
+        vec![None; messages.len()]
+    }
+    fn appended(&self) -> SyncPoint {
+        SyncPoint(self.appended.load(Ordering::SeqCst))
+    }
+    fn durable(&self) -> SyncPoint {
+        SyncPoint(self.durable.load(Ordering::SeqCst))
+    }
+    fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+    fn notify_when_durable(&self, point: SyncPoint, waiter: Arc<dyn DurableWaiter>) {
+        if self.is_failed() || point <= self.durable() {
+            waiter.wake();
+        } else {
+            self.waiters.lock().unwrap().push((point, waiter));
+        }
+    }
+}
