@@ -1,5 +1,16 @@
 //! The 0-10 layer driven frame by frame, without sockets: each test sends what a client
 //! would and checks the controls and commands that come back, with a clock of its own.
+//!
+//! This module has the harness and a first set of tests (several of them qpidd behaviours);
+//! the others are by topic: `connection` (handshake, tune, heartbeats, close, framing errors),
+//! `session` (attach, detach, command numbering, completion, the session controls),
+//! `exchange_queue` (exchange and queue commands and their results and errors), `message`
+//! (transfer, subscriptions, flow, settlement, acquire), `tx` (the tx class, dtx),
+//! `durable` (completion that waits for a journal the test syncs), `access` (ACL and
+//! quotas) and `crossing` (headers of dead letters and of messages from other protocols).
+
+mod connection;
+mod session;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
@@ -1048,4 +1059,235 @@ async fn a_subscription_waiting_for_messages_fails_its_session_when_its_queue_is
     c.exchange(command(1, delete, true));
     let late = c.exchange(command(4, flow("l", CreditUnit::Message, 1), true));
     assert_eq!(exception(&late), Some(ErrorCode::ResourceDeleted));
+}
+
+// Helpers shared by the topic modules.
+
+/// Every execution.exception in `items`, with its channel.
+fn exceptions(items: &[Item]) -> Vec<(u16, ferry_amqp010::ExecutionException)> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Command(ch, Command::ExecutionException(e), _) => Some((*ch, e.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The one execution.exception in `items`: its code, the command it names, and its text.
+#[track_caller]
+fn failure(items: &[Item]) -> (ErrorCode, u32, String) {
+    match &exceptions(items)[..] {
+        [(_, e)] => (
+            e.error_code.expect("an error code"),
+            e.command_id.expect("a command id"),
+            e.description
+                .as_ref()
+                .map(|d| d.to_str_lossy().into_owned())
+                .unwrap_or_default(),
+        ),
+        other => panic!("expected one exception: {other:?} in {items:?}"),
+    }
+}
+
+/// The one execution.result in `items`: the command it answers and its value as `T`.
+#[track_caller]
+fn result<T: ferry_amqp010::CodedStruct>(items: &[Item]) -> (u32, T) {
+    let found: Vec<_> = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Command(_, Command::ExecutionResult(r), _) => Some(r),
+            _ => None,
+        })
+        .collect();
+    let [r] = &found[..] else {
+        panic!("expected one result: {items:?}");
+    };
+    let value = r.value.as_ref().expect("a value");
+    (
+        r.command_id.expect("a command id"),
+        value.decode_as().expect("the expected result struct"),
+    )
+}
+
+/// The sets of the session.completed controls on `channel` in `items`, in order.
+fn completions(items: &[Item], channel: u16) -> Vec<SequenceSet> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Control(ch, Control::SessionCompleted(c)) if *ch == channel => {
+                Some(c.commands.clone().unwrap_or_default())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The names of the controls and commands in `items`, in order.
+fn names(items: &[Item]) -> Vec<&'static str> {
+    items
+        .iter()
+        .map(|i| match i {
+            Item::Control(_, c) => c.name(),
+            Item::Command(_, c, _) => c.name(),
+        })
+        .collect()
+}
+
+/// A transfer the broker sent: the transfer command, its decoded header and body.
+#[derive(Debug)]
+struct Delivered {
+    channel: u16,
+    transfer: MessageTransfer,
+    header: MessageHeader,
+    body: Bytes,
+}
+
+impl Delivered {
+    fn delivery(&self) -> DeliveryProperties {
+        self.header.delivery.clone().unwrap_or_default()
+    }
+
+    fn redelivered(&self) -> bool {
+        self.delivery().redelivered
+    }
+}
+
+/// The transfers in `out` with their headers decoded; everything else is skipped.
+fn delivered(mut out: BytesMut) -> Vec<Delivered> {
+    let mut assemblers: Vec<Assembler> = Vec::new();
+    let mut found = Vec::new();
+    while let Some(frame) = decode_frame(&mut out, MAX_FRAME).expect("well-formed output") {
+        let channel = frame.header.channel;
+        while assemblers.len() <= usize::from(channel) {
+            assemblers.push(Assembler::new(1 << 20));
+        }
+        if let Some(Incoming::Command {
+            command: Command::MessageTransfer(transfer),
+            message_header,
+            body,
+            ..
+        }) = assemblers[usize::from(channel)]
+            .push(frame)
+            .expect("assembles")
+        {
+            let header = message_header
+                .map(|h| MessageHeader::decode(h).expect("header decodes"))
+                .unwrap_or(MessageHeader {
+                    delivery: None,
+                    properties: None,
+                    other: Vec::new(),
+                });
+            found.push(Delivered {
+                channel,
+                transfer,
+                header,
+                body,
+            });
+        }
+    }
+    found
+}
+
+/// A header routing by `key`.
+fn keyed(key: &str) -> MessageHeader {
+    MessageHeader {
+        delivery: Some(DeliveryProperties {
+            routing_key: Some(Str::from(key)),
+            ..Default::default()
+        }),
+        properties: None,
+        other: Vec::new(),
+    }
+}
+
+/// The frames of a transfer to `exchange` with `header` and `body` (no body segment when
+/// `body` is empty).
+fn transfer_frames(
+    channel: u16,
+    exchange: &str,
+    header: &MessageHeader,
+    body: &[u8],
+    sync: bool,
+) -> BytesMut {
+    let mut raw = BytesMut::new();
+    header.encode(&mut raw).expect("header encodes");
+    let transfer = MessageTransfer {
+        destination: Some(Str::from(exchange)),
+        accept_mode: Some(AcceptMode::None),
+        acquire_mode: Some(AcquireMode::PreAcquired),
+    };
+    let mut out = BytesMut::new();
+    write_transfer(&mut out, channel, &transfer, sync, &raw, body, MAX_FRAME)
+        .expect("transfer encodes");
+    out
+}
+
+impl Client {
+    /// Sends `cmd` with the sync flag and returns what came back.
+    fn call(&mut self, channel: u16, cmd: impl Into<Command>) -> Vec<Item> {
+        self.exchange(command(channel, cmd, true))
+    }
+
+    /// Sends a transfer with `header`; returns what came back.
+    fn publish(
+        &mut self,
+        channel: u16,
+        exchange: &str,
+        header: &MessageHeader,
+        body: &[u8],
+    ) -> Vec<Item> {
+        self.exchange(transfer_frames(channel, exchange, header, body, false))
+    }
+
+    /// Subscribes `destination` to `queue` with the given modes (window flow, no credit).
+    fn subscribe(
+        &mut self,
+        channel: u16,
+        queue: &str,
+        destination: &str,
+        accept: AcceptMode,
+        acquire: AcquireMode,
+    ) {
+        let s = MessageSubscribe {
+            accept_mode: Some(accept),
+            acquire_mode: Some(acquire),
+            ..subscribe_to(queue, destination)
+        };
+        let out = self.call(channel, s);
+        assert_eq!(exception(&out), None, "{out:?}");
+    }
+
+    /// Grants `destination` unlimited bytes and `messages` more messages; returns the
+    /// deliveries that made.
+    fn grant(&mut self, channel: u16, destination: &str, messages: u32) -> Vec<Delivered> {
+        self.send(&command(
+            channel,
+            flow(destination, CreditUnit::Byte, u32::MAX),
+            false,
+        ));
+        self.send(&command(
+            channel,
+            flow(destination, CreditUnit::Message, messages),
+            false,
+        ));
+        delivered(self.take_output())
+    }
+
+    /// Takes what the connection wrote and returns the transfers in it.
+    fn deliveries(&mut self) -> Vec<Delivered> {
+        delivered(self.take_output())
+    }
+}
+
+fn set(ids: &[u32]) -> SequenceSet {
+    let mut s = SequenceSet::new();
+    for id in ids {
+        s.add(*id);
+    }
+    s
+}
+
+fn bodies(got: &[Delivered]) -> Vec<&[u8]> {
+    got.iter().map(|d| &d.body[..]).collect()
 }
