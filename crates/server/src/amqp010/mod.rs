@@ -491,6 +491,8 @@ impl Amqp010 {
         };
         let out = &mut shell.out;
         match &c.session {
+            // qpidd: a session that failed reads nothing but detach and detached.
+            Some(s) if s.state == SessionState::Failed => {}
             Some(s) if s.name == name => {
                 // Idempotent re-attach.
                 s.write_control(out, max_frame, SessionAttached { name: Some(name) }.into());
@@ -527,6 +529,16 @@ impl Amqp010 {
             }
             return;
         };
+        if session.state == SessionState::Failed
+            && !matches!(
+                control,
+                Control::SessionDetach(_) | Control::SessionDetached(_)
+            )
+        {
+            // We sent execution.exception and session.detach: as qpidd's SessionHandler
+            // does while it awaits detached, every other control is dropped.
+            return;
+        }
         match control {
             Control::SessionDetach(d) => {
                 let name = d.name.unwrap_or_default();

@@ -463,3 +463,40 @@ async fn management_sees_each_sessions_subscriptions_unsettled_transfers_and_mod
         ]
     );
 }
+
+#[tokio::test]
+async fn a_failed_session_ignores_every_control_but_detach_and_detached() {
+    // qpidd's SessionHandler: while awaiting detached, all but detach controls are dropped.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let out = c.call(1, declare(""));
+    assert!(exception(&out).is_some(), "{out:?}");
+    let ignored: Vec<Control> = vec![
+        flush(true, true, true).into(),
+        SessionRequestTimeout { timeout: Some(5) }.into(),
+        SessionCommandPoint {
+            command_id: Some(7),
+            command_offset: Some(0),
+        }
+        .into(),
+        SessionCompleted {
+            commands: Some(range(0, 0)),
+            timely_reply: true,
+        }
+        .into(),
+        SessionGap {
+            commands: Some(range(0, 0)),
+        }
+        .into(),
+        attach_control("s1").into(),
+        attach_control("other").into(),
+    ];
+    for ctl in ignored {
+        let name = ctl.name();
+        let out = c.exchange(control(1, ctl));
+        assert!(out.is_empty(), "{name}: {out:?}");
+    }
+    let out = c.exchange(control(1, detach("s1")));
+    assert_detached(&out, 1, Some(b"s1"), DetachCode::Normal);
+    c.attach(1, "s1");
+}
