@@ -241,16 +241,10 @@ pub fn execute(
         }
         Command::ExchangeBound(c) => {
             let exchange = optional_name(&c.exchange, "exchange")?;
-            let queue = c
-                .queue
-                .as_ref()
-                .map(|_| required_name(&c.queue, "queue"))
-                .transpose()?;
-            let key = c
-                .binding_key
-                .as_ref()
-                .map(|_| required_name(&c.binding_key, "binding-key"))
-                .transpose()?;
+            // qpidd takes an empty queue or key as not given: clients that fill in every
+            // field (the Java client) send "" for what they do not ask about.
+            let queue = Some(optional_name(&c.queue, "queue")?).filter(|q| !q.is_empty());
+            let key = Some(optional_name(&c.binding_key, "binding-key")?).filter(|k| !k.is_empty());
             env.access.check(Action::Access, ObjectType::Exchange, || {
                 access::binding_props(exchange, queue, key)
             })?;

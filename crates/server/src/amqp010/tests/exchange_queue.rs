@@ -323,6 +323,41 @@ async fn exchange_bound_reports_what_does_not_match_as_qpidd_does() {
 }
 
 #[tokio::test]
+async fn exchange_bound_takes_an_empty_queue_or_key_as_not_given() {
+    // qpidd: `!queueName.empty()`, `key.empty() ? 0 : &key`. Clients that fill every field
+    // (the Java client) send "" for what they do not ask about.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.call(1, declare("q"));
+    c.call(1, bind("q", "amq.direct", "k"));
+    let none = (false, false, false, false, false);
+    assert_eq!(
+        flags(bound(
+            &mut c,
+            1,
+            bound_query("amq.direct", Some("q"), Some(""))
+        )),
+        none
+    );
+    assert_eq!(
+        flags(bound(
+            &mut c,
+            1,
+            bound_query("amq.direct", Some(""), Some("k"))
+        )),
+        none
+    );
+    assert_eq!(
+        flags(bound(
+            &mut c,
+            1,
+            bound_query("amq.direct", Some(""), Some(""))
+        )),
+        none
+    );
+}
+
+#[tokio::test]
 async fn exchange_bound_matches_headers_binding_arguments() {
     let mut c = open().await;
     c.attach(1, "s1");
