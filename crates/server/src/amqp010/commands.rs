@@ -140,8 +140,17 @@ pub fn execute(
             env.access.check(action, ObjectType::Exchange, || {
                 access::exchange_props(name, kind_name, &options)
             })?;
-            // qpidd's order: reserved names, then the type against an existing exchange
-            // (a declare may leave the type out: it then means "whatever it is").
+            // qpidd's order: a named alternate must exist, then reserved names, then the
+            // type and the alternate against an existing exchange (a declare may leave the
+            // type out: it then means "whatever it is"), passive or not.
+            if let Some(alt) = options.alternate_exchange.as_deref() {
+                if env.broker.exchange(alt).is_none() {
+                    return Err(Exception::new(
+                        ErrorCode::NotFound,
+                        format!("Exchange not found: {alt}"),
+                    ));
+                }
+            }
             if !c.passive && is_reserved_exchange(name) {
                 return Err(Exception::new(
                     ErrorCode::NotAllowed,
@@ -170,6 +179,20 @@ pub fn execute(
                         kind.name()
                     ),
                 ));
+            }
+            if let (Some(info), Some(alt)) = (
+                env.broker.exchange_info(name),
+                options.alternate_exchange.as_deref(),
+            ) {
+                if info.alternate_exchange.as_deref() != Some(alt) {
+                    let current = info.alternate_exchange.as_deref().unwrap_or("<none>");
+                    return Err(Exception::new(
+                        ErrorCode::NotAllowed,
+                        format!(
+                            "Exchange declared with alternate-exchange {current}, requested {alt}"
+                        ),
+                    ));
+                }
             }
             env.broker
                 .declare_exchange(name, kind, options, c.passive)

@@ -176,6 +176,60 @@ async fn an_exchange_alternate_must_exist_and_match_on_redeclaration() {
 }
 
 #[tokio::test]
+async fn a_passive_exchange_declare_checks_type_and_alternate_as_qpidd_does() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.call(1, exchange("ae", "fanout"));
+    let x = ExchangeDeclare {
+        alternate_exchange: Some(Str::from("ae")),
+        ..exchange("x", "topic")
+    };
+    c.call(1, x);
+    let passive = |kind: &str, alt: Option<&str>| ExchangeDeclare {
+        passive: true,
+        alternate_exchange: alt.map(Str::from),
+        ..exchange("x", kind)
+    };
+    assert_eq!(refused(&mut c, 2, passive("", None)), None);
+    assert_eq!(refused(&mut c, 3, passive("topic", Some("ae"))), None);
+    assert_eq!(
+        refused(&mut c, 4, passive("direct", None)),
+        Some((
+            ErrorCode::NotAllowed,
+            "Exchange declared to be of type topic, requested direct".into()
+        ))
+    );
+    c.call(1, exchange("other", "fanout"));
+    assert_eq!(
+        refused(&mut c, 5, passive("", Some("other"))),
+        Some((
+            ErrorCode::NotAllowed,
+            "Exchange declared with alternate-exchange ae, requested other".into()
+        ))
+    );
+    assert_eq!(
+        refused(&mut c, 6, passive("", Some("missing"))).map(|r| r.0),
+        Some(ErrorCode::NotFound)
+    );
+    // An exchange without an alternate asked for one.
+    assert_eq!(
+        refused(
+            &mut c,
+            7,
+            ExchangeDeclare {
+                passive: true,
+                alternate_exchange: Some(Str::from("ae")),
+                ..exchange("other", "")
+            }
+        ),
+        Some((
+            ErrorCode::NotAllowed,
+            "Exchange declared with alternate-exchange <none>, requested ae".into()
+        ))
+    );
+}
+
+#[tokio::test]
 async fn exchange_delete_of_a_missing_or_bound_exchange() {
     let mut c = open().await;
     c.attach(1, "s1");
