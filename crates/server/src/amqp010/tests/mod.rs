@@ -11,6 +11,7 @@
 
 mod connection;
 mod exchange_queue;
+mod message;
 mod session;
 
 use bytes::{Bytes, BytesMut};
