@@ -13,6 +13,7 @@ mod connection;
 mod exchange_queue;
 mod message;
 mod session;
+mod tx;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{

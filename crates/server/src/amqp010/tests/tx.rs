@@ -1,0 +1,235 @@
+//! The tx class: after tx.select a session's transfers and accepts take effect at
+//! tx.commit and vanish at tx.rollback; release and reject are not transactional; misuse is
+//! illegal-state; the dtx class is not implemented (540).
+
+use ferry_amqp010::{
+    DtxCommit, DtxEnd, DtxForget, DtxGetTimeout, DtxPrepare, DtxRecover, DtxRollback, DtxSelect,
+    DtxSetTimeout, DtxStart, Map, MessageRelease, TxCommit, TxRollback, TxSelect, Value,
+};
+
+use super::*;
+
+/// A connection with session `s1` on channel 1 and queue `q`.
+async fn with_queue() -> Client {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.call(1, declare("q"));
+    c
+}
+
+fn accept(ids: &[u32]) -> MessageAccept {
+    MessageAccept {
+        transfers: Some(set(ids)),
+    }
+}
+
+fn queue_state(c: &Client, name: &str) -> (u64, u64) {
+    let q = c.conn.broker().queue(name).expect("the queue");
+    (q.message_count(), q.unsettled_count())
+}
+
+#[tokio::test]
+async fn transfers_in_a_transaction_are_enqueued_at_commit_and_dropped_at_rollback() {
+    let mut c = with_queue().await;
+    assert_eq!(exception(&c.call(1, TxSelect {})), None);
+    for body in ["a", "b"] {
+        let out = c.publish(1, "", &keyed("q"), body.as_bytes());
+        assert_eq!(exception(&out), None);
+    }
+    // The transfers are complete (staged), but not on the queue.
+    let out = c.call(1, ExecutionSync {});
+    assert_eq!(completions(&out, 1), [range(0, 4)]);
+    assert_eq!(queue_state(&c, "q"), (0, 0));
+    assert_eq!(exception(&c.call(1, TxCommit {})), None);
+    assert_eq!(
+        c.conn.broker().queue("q").unwrap().queued_bodies(),
+        [Bytes::from_static(b"a"), Bytes::from_static(b"b")]
+    );
+    c.publish(1, "", &keyed("q"), b"never");
+    assert_eq!(exception(&c.call(1, TxRollback {})), None);
+    // The session stays transactional: a commit now has nothing to do.
+    assert_eq!(exception(&c.call(1, TxCommit {})), None);
+    assert_eq!(queue_state(&c, "q"), (2, 0));
+}
+
+#[tokio::test]
+async fn accepts_in_a_transaction_settle_at_commit_and_stay_acquired_after_rollback() {
+    let mut c = with_queue().await;
+    for body in ["a", "b", "c"] {
+        c.publish(1, "", &keyed("q"), body.as_bytes());
+    }
+    c.call(1, TxSelect {});
+    c.subscribe(1, "q", "d", AcceptMode::Explicit, AcquireMode::PreAcquired);
+    assert_eq!(c.grant(1, "d", 3).len(), 3);
+    c.call(1, accept(&[0, 1]));
+    assert_eq!(queue_state(&c, "q"), (0, 3));
+    c.call(1, TxRollback {});
+    // Rolled back: still acquired by the session (the spec: the client releases them).
+    assert_eq!(queue_state(&c, "q"), (0, 3));
+    c.call(1, accept(&[1, 2]));
+    c.call(1, TxCommit {});
+    assert_eq!(queue_state(&c, "q"), (0, 1));
+    // What the session still holds goes back when it ends.
+    c.exchange(control(
+        1,
+        SessionDetach {
+            name: Some(Bytes::from_static(b"s1")),
+        },
+    ));
+    assert_eq!(
+        c.conn.broker().queue("q").unwrap().queued_bodies(),
+        [Bytes::from_static(b"a")]
+    );
+}
+
+#[tokio::test]
+async fn release_and_reject_are_not_transactional() {
+    let mut c = with_queue().await;
+    for body in ["a", "b", "c"] {
+        c.publish(1, "", &keyed("q"), body.as_bytes());
+    }
+    c.call(1, TxSelect {});
+    c.subscribe(1, "q", "d", AcceptMode::Explicit, AcquireMode::PreAcquired);
+    c.call(
+        1,
+        ferry_amqp010::MessageSetFlowMode {
+            destination: Some(Str::from("d")),
+            flow_mode: Some(ferry_amqp010::FlowMode::Credit),
+        },
+    );
+    assert_eq!(c.grant(1, "d", 3).len(), 3);
+    // Accepted in the transaction, then released before the commit: the release wins.
+    c.call(1, accept(&[0]));
+    let release = MessageRelease {
+        transfers: Some(set(&[0])),
+        set_redelivered: true,
+    };
+    c.call(1, release);
+    let reject = ferry_amqp010::MessageReject {
+        transfers: Some(set(&[1])),
+        code: None,
+        text: None,
+    };
+    c.call(1, reject);
+    assert_eq!(queue_state(&c, "q"), (1, 1));
+    c.call(1, TxCommit {});
+    assert_eq!(queue_state(&c, "q"), (1, 1));
+    assert_eq!(
+        c.conn.broker().queue("q").unwrap().queued_bodies(),
+        [Bytes::from_static(b"a")]
+    );
+}
+
+#[tokio::test]
+async fn tx_misuse_is_illegal_state() {
+    let mut c = open().await;
+    let cases: Vec<(Command, &str)> = vec![
+        (
+            TxCommit {}.into(),
+            "tx.commit on a session that has not selected transactions",
+        ),
+        (
+            TxRollback {}.into(),
+            "tx.rollback on a session that has not selected transactions",
+        ),
+    ];
+    for (i, (cmd, text)) in cases.into_iter().enumerate() {
+        let channel = 1 + i as u16;
+        let name: &'static str = Box::leak(format!("s{channel}").into_boxed_str());
+        c.attach(channel, name);
+        let out = c.call(channel, cmd);
+        assert_eq!(failure(&out), (ErrorCode::IllegalState, 0, text.to_owned()));
+    }
+    c.attach(3, "s3");
+    c.call(3, TxSelect {});
+    let out = c.call(3, TxSelect {});
+    assert_eq!(
+        failure(&out),
+        (
+            ErrorCode::IllegalState,
+            1,
+            "tx.select on a session that is already transactional".to_owned()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_session_that_ends_with_an_open_transaction_loses_what_it_staged() {
+    let mut c = with_queue().await;
+    c.call(1, TxSelect {});
+    c.publish(1, "", &keyed("q"), b"staged");
+    c.exchange(control(
+        1,
+        SessionDetach {
+            name: Some(Bytes::from_static(b"s1")),
+        },
+    ));
+    assert_eq!(queue_state(&c, "q"), (0, 0));
+}
+
+#[tokio::test]
+async fn a_commit_a_queue_limit_refuses_fails_the_session_with_resource_limit_exceeded() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let mut args = Map::new();
+    args.insert("qpid.max_count", Value::Uint32(1));
+    args.insert("qpid.policy_type", Value::Str16(Str::from("reject")));
+    let small = QueueDeclare {
+        arguments: Some(args),
+        ..declare("small")
+    };
+    c.call(1, small);
+    c.call(1, declare("big"));
+    for q in ["small", "big"] {
+        let bind = ferry_amqp010::ExchangeBind {
+            queue: Some(Str::from(q)),
+            exchange: Some(Str::from("amq.fanout")),
+            binding_key: Some(Str::from("")),
+            arguments: None,
+        };
+        c.call(1, bind);
+    }
+    c.call(1, TxSelect {});
+    c.publish(1, "amq.fanout", &keyed(""), b"1");
+    c.publish(1, "amq.fanout", &keyed(""), b"2");
+    let out = c.call(1, TxCommit {});
+    let (code, id, _) = failure(&out);
+    assert_eq!((code, id), (ErrorCode::ResourceLimitExceeded, 7));
+    // As for a plain transfer, the other queue got both.
+    assert_eq!(queue_state(&c, "small"), (1, 0));
+    assert_eq!(queue_state(&c, "big"), (2, 0));
+}
+
+#[tokio::test]
+async fn the_dtx_class_is_not_implemented() {
+    let mut c = open().await;
+    let commands: Vec<Command> = vec![
+        DtxSelect {}.into(),
+        DtxStart::default().into(),
+        DtxEnd::default().into(),
+        DtxCommit::default().into(),
+        DtxForget::default().into(),
+        DtxGetTimeout::default().into(),
+        DtxPrepare::default().into(),
+        DtxRecover {}.into(),
+        DtxRollback::default().into(),
+        DtxSetTimeout::default().into(),
+    ];
+    for (i, cmd) in commands.into_iter().enumerate() {
+        let channel = 1 + i as u16;
+        let name: &'static str = Box::leak(format!("dtx{channel}").into_boxed_str());
+        c.attach(channel, name);
+        let what = cmd.name();
+        let out = c.call(channel, cmd);
+        assert_eq!(
+            failure(&out),
+            (
+                ErrorCode::NotImplemented,
+                0,
+                "distributed transactions (dtx class) is not implemented".to_owned()
+            ),
+            "{what}"
+        );
+    }
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+}
