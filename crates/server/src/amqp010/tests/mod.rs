@@ -10,6 +10,7 @@
 //! quotas) and `crossing` (headers of dead letters and of messages from other protocols).
 
 mod connection;
+mod durable;
 mod exchange_queue;
 mod message;
 mod session;
