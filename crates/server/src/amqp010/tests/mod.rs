@@ -9,6 +9,7 @@
 //! `durable` (completion that waits for a journal the test syncs), `access` (ACL and
 //! quotas) and `crossing` (headers of dead letters and of messages from other protocols).
 
+mod access;
 mod connection;
 mod durable;
 mod exchange_queue;
