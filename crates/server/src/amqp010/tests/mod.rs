@@ -11,6 +11,7 @@
 
 mod access;
 mod connection;
+mod crossing;
 mod durable;
 mod exchange_queue;
 mod message;
