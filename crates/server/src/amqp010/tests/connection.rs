@@ -578,6 +578,14 @@ async fn the_client_properties_reach_management_as_text() {
     props.insert("flag", Value::Bool(true));
     props.insert("bin", Value::Vbin16(Bytes::from_static(b"raw")));
     props.insert("small", Value::Uint8(7));
+    props.insert("s8", Value::Str8(Str::from("short")));
+    props.insert("b8", Value::Vbin8(Bytes::from_static(b"v8")));
+    props.insert("b32", Value::Vbin32(Bytes::from_static(b"v32")));
+    props.insert("i8", Value::Int8(-8));
+    props.insert("i16", Value::Int16(-16));
+    props.insert("u16", Value::Uint16(16));
+    props.insert("i32", Value::Int32(-32));
+    props.insert("u64", Value::Uint64(64));
     props.insert("nested", Value::Map(ferry_amqp010::Map::new()));
     let start_ok = ConnectionStartOk {
         client_properties: Some(props),
@@ -592,12 +600,20 @@ async fn the_client_properties_reach_management_as_text() {
     let mut seen = listed[0].meta.client_properties.clone();
     seen.sort();
     let expected: Vec<(String, String)> = [
+        ("b32", "v32"),
+        ("b8", "v8"),
         ("bin", "raw"),
         ("flag", "true"),
+        ("i16", "-16"),
+        ("i32", "-32"),
+        ("i8", "-8"),
         ("product", "unit-test"),
         ("qpid.client_pid", "4242"),
         ("qpid.session_flow", "-1"),
+        ("s8", "short"),
         ("small", "7"),
+        ("u16", "16"),
+        ("u64", "64"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))

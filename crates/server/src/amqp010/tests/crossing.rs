@@ -512,3 +512,24 @@ async fn a_sequencing_queues_number_joins_a_converted_header() {
         .collect();
     assert_eq!(numbers, [Some(Value::Uint32(1)), Some(Value::Uint32(2))]);
 }
+
+#[tokio::test]
+async fn a_message_the_broker_made_itself_goes_out_with_an_empty_header() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    c.call(1, declare("q"));
+    let broker = c.conn.broker().clone();
+    let exchange = broker.exchange("").unwrap();
+    let made = ferry_core::Message::new("", "q", Bytes::from_static(b"internal"));
+    broker
+        .publish(&exchange, std::sync::Arc::new(made))
+        .expect("routed");
+    c.subscribe(1, "q", "d", AcceptMode::None, AcquireMode::PreAcquired);
+    let got = c.grant(1, "d", 1);
+    let [d] = &got[..] else { panic!("{got:?}") };
+    assert_eq!(&d.body[..], b"internal");
+    assert_eq!(
+        (d.header.delivery.clone(), d.header.properties.clone()),
+        (None, None)
+    );
+}

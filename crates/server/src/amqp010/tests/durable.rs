@@ -290,9 +290,29 @@ async fn a_session_that_ends_while_waiting_is_forgotten() {
             name: Some(Bytes::from_static(b"s1")),
         },
     ));
-    c.attach(1, "s1");
     disk.sync();
-    // No completion for the old session reaches the new one.
     assert!(decode(c.take_output()).is_empty());
-    assert_eq!(c.conn.broker().queue("dq").unwrap().message_count(), 1);
+    // Nor does a later wake-up reach a new session on that channel.
+    c.attach(1, "s1");
+    c.attach(2, "s2");
+    c.publish(2, "", &persistent("dq"), b"n");
+    disk.sync();
+    let out = decode(c.take_output());
+    assert_eq!(names(&out), ["session.completed"]);
+    assert!(completions(&out, 1).is_empty());
+    assert_eq!(c.conn.broker().queue("dq").unwrap().message_count(), 2);
+}
+
+#[tokio::test]
+async fn completions_follow_the_journal_as_it_catches_up() {
+    let (disk, _services, mut c) = on_disk().await;
+    c.send(&transfer_frames(1, "", &persistent("dq"), b"1", false));
+    // The writer syncs the first; the second arrives before the connection hears of it.
+    disk.sync();
+    c.send(&transfer_frames(1, "", &persistent("dq"), b"2", false));
+    let out = decode(c.take_output());
+    assert_eq!(completions(&out, 1), [range(0, 1)]);
+    disk.sync();
+    let out = decode(c.take_output());
+    assert_eq!(completions(&out, 1), [range(0, 2)]);
 }

@@ -680,3 +680,61 @@ async fn a_ring_queue_drops_from_the_head() {
         [Bytes::from_static(b"2"), Bytes::from_static(b"3")]
     );
 }
+
+#[tokio::test]
+async fn declared_arguments_come_back_from_queue_query_in_widened_types() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let args = map(&[
+        ("void", Value::Void),
+        ("bool", Value::Bool(true)),
+        ("i8", Value::Int8(-8)),
+        ("i16", Value::Int16(-16)),
+        ("i32", Value::Int32(-32)),
+        ("u8", Value::Uint8(8)),
+        ("char", Value::Char(b'c')),
+        ("u16", Value::Uint16(16)),
+        ("u64", Value::Uint64(64)),
+        ("time", Value::Datetime(1_700_000_000)),
+        ("f32", Value::Float(1.5)),
+        ("f64", Value::Double(2.5)),
+        ("text", Value::Str8(Str::from("short"))),
+        (
+            "binary",
+            Value::Str16(Str::from_bytes(Bytes::from_static(&[0xff]))),
+        ),
+        ("vbin", Value::Vbin8(Bytes::from_static(b"raw"))),
+        (
+            "list",
+            Value::List(ferry_amqp010::List(vec![Value::Bool(true)])),
+        ),
+    ]);
+    let declared = QueueDeclare {
+        arguments: Some(args),
+        ..declare("typed")
+    };
+    assert_eq!(exception(&c.call(1, declared)), None);
+    let got = query_queue(&mut c, 1, "typed").arguments.unwrap();
+    let expected = [
+        ("void", Value::Void),
+        ("bool", Value::Bool(true)),
+        ("i8", Value::Int64(-8)),
+        ("i16", Value::Int64(-16)),
+        ("i32", Value::Int64(-32)),
+        ("u8", Value::Uint64(8)),
+        ("char", Value::Uint64(u64::from(b'c'))),
+        ("u16", Value::Uint64(16)),
+        ("u64", Value::Uint64(64)),
+        ("time", Value::Uint64(1_700_000_000)),
+        ("f32", Value::Double(1.5)),
+        ("f64", Value::Double(2.5)),
+        ("text", Value::Str16(Str::from("short"))),
+        ("binary", Value::Vbin32(Bytes::from_static(&[0xff]))),
+        ("vbin", Value::Vbin32(Bytes::from_static(b"raw"))),
+        // What the neutral form cannot hold comes back as void.
+        ("list", Value::Void),
+    ];
+    for (k, v) in expected {
+        assert_eq!(got.get(k), Some(&v), "{k}");
+    }
+}
