@@ -37,7 +37,8 @@ if [ ! -f "$here/node_modules/.package-lock.json" ] ||
 fi
 
 ferryd=${1:-$repo_root/target/debug/ferryd}
-ferry=$(dirname "$ferryd")/ferry
+# Absolute: the tests run in this directory, and spawn it.
+ferry=$(cd "$(dirname "$ferryd")" && pwd)/ferry
 [ -x "$ferry" ] || { echo "run.sh: no ferry binary at $ferry (cargo build -p ferry-tools)" >&2; exit 2; }
 
 # A users file with one administrator and one more user, for the login and users tests.
