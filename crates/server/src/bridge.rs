@@ -201,6 +201,12 @@ pub fn to_amqp010_header(props: &BasicProperties, exchange: &[u8], routing_key: 
         application_headers: (!headers.is_empty()).then_some(headers),
         ..MessageProperties::default()
     };
+    encode_010_header(dp, mp)
+}
+
+/// A 0-10 header segment of the two structs; empty if they cannot be encoded (values too
+/// long for their fields), which the consumer then sees as a message without properties.
+pub fn encode_010_header(dp: DeliveryProperties, mp: MessageProperties) -> Bytes {
     let header = MessageHeader {
         delivery: Some(dp),
         properties: Some(mp),
@@ -259,30 +265,7 @@ fn table_to_map(table: &FieldTable) -> Map {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn props() -> BasicProperties {
-        let mut headers = FieldTable::new();
-        headers.push(ShortStr::from_static("n"), FieldValue::I32(7));
-        headers.push(
-            ShortStr::from_static("s"),
-            FieldValue::LongStr(LongStr::from_static("text")),
-        );
-        BasicProperties {
-            content_type: Some(ShortStr::from_static("application/json")),
-            content_encoding: Some(ShortStr::from_static("utf-8")),
-            headers: Some(headers),
-            delivery_mode: Some(2),
-            priority: Some(5),
-            correlation_id: Some(ShortStr::from_static("corr-1")),
-            reply_to: Some(ShortStr::from_static("amq.gen-abc")),
-            expiration: Some(ShortStr::from_static("60000")),
-            message_id: Some(ShortStr::from_static(
-                "0123abcd-0000-1111-2222-333344445555",
-            )),
-            app_id: Some(ShortStr::from_static("app")),
-            ..BasicProperties::default()
-        }
-    }
+    use crate::amqp091::convert::tests::props;
 
     #[test]
     fn properties_survive_a_trip_through_0_10() {

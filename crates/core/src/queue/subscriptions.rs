@@ -91,6 +91,19 @@ impl Queue {
         }
     }
 
+    /// Changes one consumer's credit or flow under the queue's lock, then dispatches what
+    /// the change allows.
+    fn change_consumer(
+        self: &Arc<Self>,
+        consumer: ConsumerId,
+        f: impl FnOnce(&mut Consumer),
+    ) -> Result<(), BrokerError> {
+        let mut st = self.lock();
+        self.with_consumer(&mut st, consumer, f)?;
+        st.dispatch(self);
+        Ok(())
+    }
+
     /// Grants credit (`u32::MAX` = unlimited; additions saturate) and dispatches.
     pub fn add_credit(
         self: &Arc<Self>,
@@ -98,10 +111,7 @@ impl Queue {
         messages: u32,
         bytes: u32,
     ) -> Result<(), BrokerError> {
-        let mut st = self.lock();
-        self.with_consumer(&mut st, consumer, |c| c.add_credit(messages, bytes))?;
-        st.dispatch(self);
-        Ok(())
+        self.change_consumer(consumer, |c| c.add_credit(messages, bytes))
     }
 
     /// 0-10 window mode: the client completed `messages` transfers (`bytes` of them) that
@@ -112,10 +122,7 @@ impl Queue {
         messages: u32,
         bytes: u32,
     ) -> Result<(), BrokerError> {
-        let mut st = self.lock();
-        self.with_consumer(&mut st, consumer, |c| c.window_completed(messages, bytes))?;
-        st.dispatch(self);
-        Ok(())
+        self.change_consumer(consumer, |c| c.window_completed(messages, bytes))
     }
 
     /// Window (0-10's default for a subscription) or credit flow mode; see `flow`. A new
@@ -125,10 +132,7 @@ impl Queue {
         consumer: ConsumerId,
         window: bool,
     ) -> Result<(), BrokerError> {
-        let mut st = self.lock();
-        self.with_consumer(&mut st, consumer, |c| c.set_window_mode(window))?;
-        st.dispatch(self);
-        Ok(())
+        self.change_consumer(consumer, |c| c.set_window_mode(window))
     }
 
     /// Sets the consumer's credit to zero (in window mode: grants nothing more, and what

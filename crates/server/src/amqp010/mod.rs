@@ -343,15 +343,9 @@ impl Amqp010 {
             return;
         };
         let (channels, mut env) = self.split(shell);
-        let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
+        let Some(session) = working_session(channels, channel) else {
             return;
         };
-        let Some(session) = c.session.as_mut() else {
-            return;
-        };
-        if session.state == SessionState::Failed {
-            return;
-        }
         let id = session.last_command_id();
         session.fail(&mut env, id, (0, 0), Exception::queue_deleted(queue));
     }
@@ -667,17 +661,12 @@ impl Amqp010 {
             shell.publisher = true;
         }
         let (channels, mut env) = self.split(shell);
-        let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
+        // Commands for a session that is not attached (e.g. sent before the client saw our
+        // detach) are dropped, as qpidd drops them (controls get detached); so are those of
+        // a session that failed, until the peer detaches.
+        let Some(session) = working_session(channels, channel) else {
             return;
         };
-        let Some(session) = c.session.as_mut() else {
-            // Commands for a session that is not attached (e.g. sent before the client saw
-            // our detach) are dropped, as qpidd drops them; controls get detached.
-            return;
-        };
-        if session.state == SessionState::Failed {
-            return;
-        }
         let id = session.next_command_id();
         let waits_for = durable::WaitsFor::of(&command);
         let completed_now = match commands::execute(session, &mut env, id, command, header, body) {
@@ -716,15 +705,9 @@ impl Amqp010 {
         exception: Exception,
     ) {
         let (channels, mut env) = self.split(shell);
-        let Some(Some(c)) = channels.get_mut(usize::from(channel)) else {
+        let Some(session) = working_session(channels, channel) else {
             return;
         };
-        let Some(session) = c.session.as_mut() else {
-            return;
-        };
-        if session.state == SessionState::Failed {
-            return;
-        }
         let id = session.next_command_id();
         session.fail(&mut env, id, codes, exception);
     }
@@ -768,4 +751,15 @@ impl Amqp010 {
         // Nothing more will be processed: release the sessions' messages now.
         self.teardown(shell);
     }
+}
+
+/// The session attached on `channel`, unless it has failed (then it only waits for the
+/// peer's detach).
+fn working_session(channels: &mut [Option<Box<Channel>>], channel: u16) -> Option<&mut Session> {
+    let session = channels
+        .get_mut(usize::from(channel))?
+        .as_mut()?
+        .session
+        .as_mut()?;
+    (session.state != SessionState::Failed).then_some(session)
 }

@@ -91,11 +91,12 @@ pub fn outgoing_properties(message: &Message) -> Bytes {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ferry_amqp091::{LongStr, ShortStr};
 
-    fn props() -> BasicProperties {
+    /// Properties with every kind of field set, for round trips here and in the bridge.
+    pub(crate) fn props() -> BasicProperties {
         let mut headers = FieldTable::new();
         headers.push(ShortStr::from_static("n"), FieldValue::I32(7));
         headers.push(

@@ -357,16 +357,7 @@ pub fn to_amqp010(message: &Message) -> Bytes {
         application_headers: (!headers.is_empty()).then_some(headers),
         ..MessageProperties::default()
     };
-    let header = MessageHeader {
-        delivery: Some(dp),
-        properties: Some(mp),
-        other: Vec::new(),
-    };
-    let mut out = BytesMut::new();
-    match header.encode(&mut out) {
-        Ok(()) => out.freeze(),
-        Err(_) => Bytes::new(),
-    }
+    super::encode_010_header(dp, mp)
 }
 
 /// qpidd's reading of an address as a reply-to: `exchange/key`, else a queue (the default
