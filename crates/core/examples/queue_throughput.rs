@@ -1,7 +1,7 @@
 //! Times publish + deliver + accept of N messages through one queue, with one publisher thread
 //! and one consumer thread using a credit window (as a 0-10 client in window mode would).
 //!
-//! cargo run --release -p ferry-core --example throughput -- [messages] [body-bytes] [window]
+//! cargo run --release -p ferry-core --example queue_throughput -- [messages] [body-bytes] [window]
 
 use std::sync::Arc;
 use std::time::Instant;
