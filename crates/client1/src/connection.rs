@@ -334,7 +334,10 @@ impl Connection {
     async fn open(&mut self, options: &ConnectOptions) -> Result<(), ClientError> {
         self.wbuf.extend_from_slice(&PROTOCOL_HEADER);
         let open = Open {
-            container_id: format!("ferry-client1-{}", std::process::id()).into(),
+            // Unique per connection: brokers identify links by container and link name,
+            // and Broker-J takes a link over ("steals" it) from another connection of the
+            // same container.
+            container_id: container_id().into(),
             hostname: options.hostname.as_deref().map(Into::into),
             max_frame_size: self.our_max_frame,
             channel_max: 0,
@@ -1323,6 +1326,16 @@ impl Connection {
             })
             .map_err(ClientError::Protocol)
     }
+}
+
+fn container_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "ferry-client1-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn eof() -> ClientError {
