@@ -183,6 +183,8 @@ pub struct Connection {
     /// A flow (session fields, and link fields for these) is owed.
     flows_due: Vec<u16>,
     session_flow_due: bool,
+    /// Reads decoded so far: a wait that decoded input while writing has news already.
+    reads: u64,
 }
 
 impl Connection {
@@ -227,6 +229,7 @@ impl Connection {
             remote: Vec::new(),
             flows_due: Vec::new(),
             session_flow_due: false,
+            reads: 0,
         };
         if options.mechanism != Mechanism::None {
             conn.sasl(options).await?;
@@ -923,7 +926,13 @@ impl Connection {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
+        let reads = self.reads;
         self.flush().await?;
+        if self.reads != reads {
+            // Writing made us read (the socket was full), and what came may be what the
+            // caller waits for (credit, a settlement): it looks before waiting again.
+            return Ok(());
+        }
         loop {
             let ready = match self.keepalive {
                 None => Some(self.stream.readable().await),
@@ -958,6 +967,7 @@ impl Connection {
     }
 
     fn process_or_fail(&mut self) -> Result<(), ClientError> {
+        self.reads += 1;
         if let Err(e) = self.process() {
             // A protocol error of the peer's: tell it why, best effort, and stop.
             if let ClientError::Protocol(text) = &e {

@@ -533,3 +533,55 @@ async fn refused_links_and_closes_carry_the_peers_reason() {
         LinkTarget::Target(Target::default()),
     );
 }
+
+#[tokio::test]
+async fn credit_that_arrives_while_writing_is_not_waited_for_again() {
+    // The client waits for credit with a large write pending; the peer reads nothing until
+    // it has granted more. The grant is decoded while the write drains, and the client must
+    // act on it rather than wait for more input (the peer sends nothing more until it gets
+    // the second message).
+    let (l, addr) = pair().await;
+    let peer = tokio::spawn(async move {
+        let mut p = accept(l).await;
+        p.handshake(65_536, 1_000_000).await;
+        let a = p.answer_attach(false).await;
+        p.send(Peer::flow(a.handle + 10, 0, 1, 1_000_000)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        p.send(Peer::flow(a.handle + 10, 0, 2, 1_000_000)).await;
+        let mut done = 0;
+        while done < 2 {
+            let Performative::Transfer(t) = p.next_amqp().await.0 else {
+                continue;
+            };
+            if !t.more {
+                done += 1;
+            }
+        }
+        p.expect(|p| matches!(p, Performative::Close(_)).then_some(()))
+            .await;
+        p.send(Close { error: None }).await;
+    });
+    let options = ConnectOptions {
+        flush_at: 64 << 20,
+        ..plain()
+    };
+    let mut conn = Connection::connect(&addr, &options).await.unwrap();
+    let tx = conn
+        .attach_sender("tx", "q", SendMode::Settled)
+        .await
+        .unwrap();
+    let body = vec![5u8; 8 << 20];
+    let p = Publication::simple(false, None, body.len());
+    let sent = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        conn.send(tx, &p, &body).await.unwrap();
+        conn.send(tx, &p, &body).await.unwrap();
+        conn.flush().await.unwrap();
+    })
+    .await;
+    assert!(
+        sent.is_ok(),
+        "the second send waited for input that never came"
+    );
+    conn.close().await.unwrap();
+    peer.await.unwrap();
+}
