@@ -382,6 +382,7 @@ set_broker() {
 pt_extra=()
 pt_csv=
 pt_prefix=
+pt_pilot_min=
 
 # One `ferry perftest -s` run; prints "pubs subs transfers mbytes" (tab-separated) or fails.
 perftest_once() {   # size npubs nsubs qt count rawfile
@@ -422,6 +423,14 @@ perftest_point() {   # size npubs qt repeats [nsubs]
     pilot=$(( 64 * 1024 * 1024 / size / (n * qt) ))
     (( pilot > 20000 )) && pilot=20000
     (( pilot < 1000 )) && pilot=1000
+    if [[ -n ${pt_pilot_min:-} ]]; then
+        # A longer pilot where a broker's first credit makes a short one unrepresentative
+        # (Broker-J gives a 1.0 sender 20,000 credits, then tops up a settled sender's one
+        # message at a time): at most 256 MiB.
+        local want=$(( 256 * 1024 * 1024 / size / (n * qt) ))
+        (( want > pt_pilot_min )) && want=$pt_pilot_min
+        (( pilot < want )) && pilot=$want
+    fi
     if ! line=$(perftest_once "$size" "$n" "$ns" "$qt" "$pilot" "$out/raw/perftest-$tag-pilot.txt"); then
         echo "$b_label,$prefix$size,$n,$ns,$qt,$pilot,pilot,,,,,,,,,failed" >>"$csv"
         return 0
@@ -597,7 +606,7 @@ amqp1_latency_header="broker,mode,size,rate,time_limit,sent,achieved_rate,view,m
 measure_amqp1() {
     local mode s
     meta "load_${b_label}_amqp1_start" "$(cut -d' ' -f1-3 /proc/loadavg)"
-    pt_csv=$out/amqp1.csv
+    pt_csv=$out/amqp1.csv pt_pilot_min=50000
     for mode in "${amqp1_modes[@]}"; do
         echo "perftest over AMQP 1.0 ($mode) against $b_label (127.0.0.1:$b_port)"
         pt_prefix=$mode
@@ -611,7 +620,7 @@ measure_amqp1() {
         done
     done
     echo "latency-test over AMQP 1.0 against $b_label"
-    pt_csv=$out/amqp1_latency.csv pt_prefix=prefetch100 pt_extra=(--protocol amqp1.0)
+    pt_csv=$out/amqp1_latency.csv pt_prefix=prefetch100 pt_extra=(--protocol amqp1.0) pt_pilot_min=
     latency_warmup
     for s in "${sizes[@]}"; do
         latency_point "$s" 10000
