@@ -595,11 +595,11 @@ def section_amqp1(d, charts):
             rows.append(row)
         out += table(header, rows)
         if mode == "settled" and "brokerj" in brokers:
-            out += ("Broker-J gives a 1.0 sender 20,000 credits and, once they are used, tops up "
+            out += ("\nBroker-J gives a 1.0 sender 20,000 credits and, once they are used, tops up "
                     "a sender of settled transfers about one message at a time (seen with "
                     "ferry-client1: 200,000 settled transfers took 180,000 `sendto` calls, one per "
                     "flow, and ended with no credit, while an unsettled sender kept about 17,500), "
-                    "so its at-most-once publishing runs at the pace of those flows.\n\n")
+                    "so its at-most-once publishing runs at the pace of those flows.\n")
         ahead, compared = amqp1_ahead(d, brokers, mode)
         if compared:
             out += (f"\nferryd is ahead at {ahead} of the {compared} sizes measured on both "
