@@ -147,6 +147,17 @@ def amqp091_points(out):
     return grouped_points(Path(out) / "amqp091.csv", ("broker", "persistent", "confirm", "size"))
 
 
+def amqp1_points(out):
+    """{(broker, mode 'unsettled'|'settled', size): PerfPoint} of the AMQP 1.0
+    side-by-side."""
+    return grouped_points(Path(out) / "amqp1.csv", ("broker", "mode", "size"))
+
+
+def amqp1_latency(out):
+    """{(broker, mode, size, view): row or None} of the AMQP 1.0 latency runs."""
+    return variant_latency(out, "amqp1_latency.csv", "mode")
+
+
 def persistent_points(out):
     """{(broker, protocol, size, npubs): PerfPoint} of the durable-store benchmark."""
     return grouped_points(Path(out) / "persistent.csv", ("broker", "protocol", "size", "npubs"))
@@ -199,8 +210,15 @@ def netbench_throughput(out):
     return points
 
 
-def meta(out):
-    return {r["key"]: r["value"] for r in read_rows(Path(out) / "meta.csv")}
+def meta(out, name="meta.csv"):
+    return {r["key"]: r["value"] for r in read_rows(Path(out) / name)}
+
+
+def section_meta(out, section):
+    """The meta of the run that measured `section`: meta_<section>.csv when that section
+    was published on its own beside the others' committed results, else meta.csv."""
+    own = meta(out, f"meta_{section}.csv")
+    return own if own else meta(out)
 
 
 def ratio(a, b):

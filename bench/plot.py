@@ -191,6 +191,52 @@ def persistent(out):
     print(f"wrote {outfile}")
 
 
+def amqp1(out):
+    """AMQP 1.0: throughput by size for each broker and settlement mode, and the 2-hop
+    latency (average and p99) by size for each broker."""
+    pts = {k: p for k, p in bd.amqp1_points(out).items() if p.ok}
+    lat = {k: r for k, r in bd.amqp1_latency(out).items() if r and k[3] == "corrected"}
+    if not pts and not lat:
+        return
+    names = []
+    for (b, *_rest) in list(pts) + list(lat):
+        if b not in names:
+            names.append(b)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(13, 9))
+    sizes = sorted({s for (_, _, s) in pts})
+    series = [(b, m) for m in ("unsettled", "settled") for b in names
+              if any(k[:2] == (b, m) for k in pts)]
+    width = 0.8 / max(1, len(series))
+    for i, (b, m) in enumerate(series):
+        ys = [pts[(b, m, s)].transfers_per_sec if (b, m, s) in pts else 0 for s in sizes]
+        top.bar([j + i * width for j in range(len(sizes))], ys, width, label=f"{b}, {m}")
+    top.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))])
+    top.set_xticklabels([str(s) for s in sizes])
+    top.set_xlabel("message size (bytes)")
+    top.set_ylabel("transfers/s (perftest over AMQP 1.0)")
+    top.set_yscale("log")
+    top.set_title("AMQP 1.0, same harness: 1 publisher, 1 subscriber, 1 queue")
+    top.grid(axis="y", which="both", alpha=0.3)
+    top.legend(fontsize="small")
+    for b in names:
+        for col, style in (("avg_ms", "-o"), ("p99_ms", ":^")):
+            xs = sorted(s for (br, _, s, _) in lat if br == b)
+            if xs:
+                bottom.plot(xs, [lat[(b, "prefetch100", s, "corrected")][col] for s in xs], style,
+                            label=f"{b} {col[:-3]}")
+    bottom.set_xscale("log", base=2)
+    bottom.set_yscale("log")
+    bottom.set_xlabel("message size (bytes)")
+    bottom.set_ylabel("2-hop latency at 10k msg/s (ms)")
+    bottom.grid(which="both", alpha=0.3)
+    bottom.legend(fontsize="small")
+    fig.tight_layout()
+    outfile = Path(out) / "amqp1.png"
+    fig.savefig(outfile, dpi=100)
+    plt.close(fig)
+    print(f"wrote {outfile}")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -200,6 +246,7 @@ def main():
     scaling(out)
     amqp091(out)
     persistent(out)
+    amqp1(out)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,9 @@ class Data:
         self.persistent = bd.persistent_points(out)
         self.persistent_lat = bd.variant_latency(out, "persistent_latency.csv", "protocol")
         self.fsync = bd.fsync_rates(out)
+        self.amqp1 = bd.amqp1_points(out)
+        self.amqp1_lat = bd.amqp1_latency(out)
+        self.amqp1_meta = bd.section_meta(out, "amqp1")
         sizes = {k[1] for k in self.perf} | {k[1] for k in self.lat} | {k[2] for k in self.nettp}
         self.sizes = sorted(sizes)
 
@@ -514,6 +517,133 @@ def section_amqp091(d, charts):
     return out
 
 
+AMQP1_MODES = {
+    "unsettled": ("at least once", "`--confirm 1000 --sub-ack 100`: the publisher's transfers go "
+                  "unsettled, at most 1000 waiting for the broker's settlement; the subscriber's "
+                  "deliveries come unsettled and it accepts every 100 with one disposition"),
+    "settled": ("at most once", "no `--confirm`, `--sub-ack 0`: settled transfers, settled "
+                "deliveries; the publisher's final confirm is a round trip (a flow with echo)"),
+}
+
+
+def amqp1_ahead(d, brokers, mode):
+    """(ahead, compared) over the sizes measured on ferryd and `brokers`' others."""
+    ahead = compared = 0
+    for (b, m, s), p in d.amqp1.items():
+        if b != "ferryd" or m != mode or not p.ok:
+            continue
+        for o in brokers:
+            q = d.amqp1.get((o, m, s))
+            if o != "ferryd" and q is not None and q.ok:
+                compared += 1
+                ahead += p.transfers_per_sec > q.transfers_per_sec
+    return ahead, compared
+
+
+def section_amqp1(d, charts):
+    if not d.amqp1 and not d.amqp1_lat:
+        return ""
+    brokers = []
+    for (b, *_rest) in list(d.amqp1) + list(d.amqp1_lat):
+        if b not in brokers:
+            brokers.append(b)
+    others = [b for b in brokers if b != "ferryd"]
+    m = d.amqp1_meta
+    out = "## AMQP 1.0: ferryd beside Qpid Broker-J\n\n"
+    run = [f"measured {m.get('date', '—')}", f"commit {m.get('git_commit', '—')}"]
+    if m.get("invocation"):
+        run.append(f"`{m['invocation']}`")
+    loads = [f"{k[5:].replace('_amqp1_', ' ').replace('_', ' ')} {v}" for k, v in m.items()
+             if k.startswith("load_") and "_amqp1_" in k]
+    out += ("`ferry perftest --protocol amqp1.0 -s --npubs 1 --nsubs 1 --qt 1 --size S` and "
+            "`ferry latency-test --protocol amqp1.0 --rate 10000 --tcp-nodelay --size S`: the "
+            "same harness over ferry-client1 against each broker, one after the other in one run "
+            "(" + "; ".join(run) + "). AMQP 1.0 cannot declare queues, so the harness declares "
+            "them over AMQP 0-10 on the same port; everything measured travels over 1.0. "
+            "Transfers/s counts each message twice (published, delivered); median of the "
+            "repetitions. Goal (issue 14): ferryd ahead at every size.\n\n")
+    if loads:
+        out += ("Machine load (1, 5, 15-minute load averages on the 2 CPUs, which other work "
+                "shares): " + "; ".join(loads) + ". The CPU column is the machine's busy share "
+                "during each point and the broker's own CPU time in cores.\n\n")
+    modes = [mo for mo in AMQP1_MODES if any(k[1] == mo for k in d.amqp1)]
+    sizes = sorted({s for (_, _, s) in d.amqp1})
+    for mode in modes:
+        name, how = AMQP1_MODES[mode]
+        out += f"### Throughput, {name} ({mode})\n\n{how}.\n\n"
+        header = ["size"]
+        for b in brokers:
+            header += [f"{b} transfers/s", f"{b} range", f"{b} CPU: machine / broker"]
+        header += [f"ferryd ÷ {o}" for o in others]
+        rows = []
+        for s in sizes:
+            row = [s]
+            for b in brokers:
+                p = d.amqp1.get((b, mode, s))
+                if p is None or not p.ok:
+                    row += [point_cell(p), "", ""]
+                    continue
+                lo, hi = p.spread
+                row += [f_rate(p.transfers_per_sec), f"{lo / 1000:,.0f}k–{hi / 1000:,.0f}k",
+                        f"{f_pct(p.machine_busy_pct)} / "
+                        f"{'—' if p.broker_cpu_cores is None else f'{p.broker_cpu_cores:.2f}'}"]
+            f = d.amqp1.get(("ferryd", mode, s))
+            for o in others:
+                q = d.amqp1.get((o, mode, s))
+                row.append(f_x(bd.ratio(f.transfers_per_sec if f and f.ok else None,
+                                        q.transfers_per_sec if q and q.ok else None)))
+            rows.append(row)
+        out += table(header, rows)
+        if mode == "settled" and "brokerj" in brokers:
+            out += ("\nBroker-J gives a 1.0 sender 20,000 credits and, once they are used, tops up "
+                    "a sender of settled transfers about one message at a time (seen with "
+                    "ferry-client1: 200,000 settled transfers took 180,000 `sendto` calls, one per "
+                    "flow, and ended with no credit, while an unsettled sender kept about 17,500), "
+                    "so its at-most-once publishing runs at the pace of those flows.\n")
+        ahead, compared = amqp1_ahead(d, brokers, mode)
+        if compared:
+            out += (f"\nferryd is ahead at {ahead} of the {compared} sizes measured on both "
+                    f"brokers ({'goal met' if ahead == compared else 'goal not met'}).\n")
+        out += "\n"
+    lat_sizes = sorted({s for (_, _, s, _) in d.amqp1_lat})
+    if lat_sizes:
+        out += ("### Latency\n\n2-hop latency at 10k msg/s (the sender's transfers settled, "
+                "the receiver's credit window 100, accepting every 50), ms from each message's "
+                "intended send time (coordinated omission corrected); p99 from the actual send "
+                "time beside it.\n\n")
+        header = ["size"]
+        for b in brokers:
+            header += [f"{b} avg", f"{b} p50", f"{b} p99", f"{b} p99 (actual)"]
+        header += [f"{o} avg ÷ ferryd avg" for o in others]
+        rows, ahead, compared = [], 0, 0
+        for s in lat_sizes:
+            row = [s]
+            for b in brokers:
+                c = d.amqp1_lat.get((b, "prefetch100", s, "corrected"))
+                a = d.amqp1_lat.get((b, "prefetch100", s, "actual"))
+                if c is None:
+                    row += ["failed" if (b, "prefetch100", s, "corrected") in d.amqp1_lat else "—",
+                            "", "", ""]
+                    continue
+                row += [f_ms(c["avg_ms"]), f_ms(c["p50_ms"]), f_ms(c["p99_ms"]),
+                        f_ms(a["p99_ms"] if a else None)]
+            fc = d.amqp1_lat.get(("ferryd", "prefetch100", s, "corrected"))
+            for o in others:
+                oc = d.amqp1_lat.get((o, "prefetch100", s, "corrected"))
+                r = bd.ratio(oc["avg_ms"] if oc else None, fc["avg_ms"] if fc else None)
+                if r is not None:
+                    compared += 1
+                    ahead += r > 1
+                row.append(f_x(r))
+            rows.append(row)
+        out += table(header, rows)
+        if compared:
+            out += (f"\nferryd's average latency is lower at {ahead} of the {compared} sizes "
+                    f"measured on both brokers.\n")
+    out += "\n" + charts.get("amqp1.png", "")
+    return out
+
+
 def section_persistent(d, charts):
     if not d.persistent and not d.fsync:
         return ""
@@ -627,7 +757,8 @@ def charts_md(d, md_dir):
     out = {}
     titles = {"throughput_msgs.png": "Throughput, messages/s", "throughput_mbytes.png": "Throughput, MB/s",
               "latency.png": "Latency by size", "scaling.png": "Several publishers and queues",
-              "amqp091.png": "AMQP 0-9-1: ferryd and RabbitMQ", "persistent.png": "Persistent messages"}
+              "amqp091.png": "AMQP 0-9-1: ferryd and RabbitMQ", "persistent.png": "Persistent messages",
+              "amqp1.png": "AMQP 1.0: ferryd and Broker-J"}
     for name, title in titles.items():
         path = d.out / name
         if path.exists():
@@ -656,6 +787,7 @@ def render(out_dir, md_path):
         section_baselines(d),
         section_amqp091(d, charts),
         section_persistent(d, charts),
+        section_amqp1(d, charts),
         section_tail_analysis(),
         section_notes(d),
     ] if p]

@@ -15,8 +15,12 @@
 #                     BENCH_OTHER_USER / BENCH_OTHER_PASSWORD, default guest/guest)
 #   --quick           smoke run (same as BENCH_QUICK=1): few sizes, short points, one
 #                     repetition; never publishes
-#   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent
-#                     (default: all of them)
+#   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent,
+#                     amqp1 (default: all of them). A run of all sections publishes all of
+#                     bench/results/; a run of `amqp1` alone publishes only its own files
+#                     (amqp1*.csv, amqp1.png, meta_amqp1.csv, commands_amqp1.txt) beside the
+#                     committed results of the others and rewrites BENCHMARKS.md from the
+#                     merge; any other subset publishes nothing
 #   --no-publish      leave bench/results/ and BENCHMARKS.md alone
 #
 # What it does: builds the release `ferry` and `ferryd`, then
@@ -32,6 +36,11 @@
 #   persistent  ferryd's durable store: perftest --durable yes at 256 B and 4 KiB with 1 and
 #               8 publishers (over 0-10, completion after the store's sync), and persistent
 #               latency; "unavailable" without --data-dir.
+#   amqp1       AMQP 1.0 against ferryd and (with --brokerj) Broker-J in the same run: the
+#               papers' sizes, 1 pub / 1 sub / 1 queue perftest in two settlement modes
+#               (unsettled: --confirm 1000 --sub-ack 100; settled: both ways at most once)
+#               and latency-test at 10k msg/s; queues are declared over 0-10 on the same
+#               port (1.0 cannot declare them).
 # Every figure lands as CSV under bench/out/ (or $BENCH_OUT); bench/plot.py draws the charts
 # and bench/report.py writes the report. A full run then copies the CSVs and charts to
 # bench/results/ and writes BENCHMARKS.md at the repository root.
@@ -60,7 +69,8 @@ brokerj=0
 rabbitmq=0
 publish=1
 other=
-sections=baselines,papers,amqp091,persistent
+all_sections=baselines,papers,amqp091,persistent,amqp1
+sections=$all_sections
 args=("$@")
 while (( $# )); do
     case $1 in
@@ -70,7 +80,7 @@ while (( $# )); do
         --sections) shift; sections=${1:?--sections needs a list} ;;
         --sections=*) sections=${1#--sections=} ;;
         --no-publish) publish=0 ;;
-        -h|--help) sed -n '2,55p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,60p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *:*) other=$1 ;;
         *) echo "expected HOST:PORT, got $1" >&2; exit 2 ;;
@@ -79,8 +89,8 @@ while (( $# )); do
 done
 for sec in ${sections//,/ }; do
     case $sec in
-        baselines|papers|amqp091|persistent) ;;
-        *) echo "unknown section $sec (baselines, papers, amqp091, persistent)" >&2; exit 2 ;;
+        baselines|papers|amqp091|persistent|amqp1) ;;
+        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1)" >&2; exit 2 ;;
     esac
 done
 want() { [[ ,$sections, == *",$1,"* ]]; }
@@ -96,6 +106,7 @@ scale_configs=("2 2" "4 4")   # "npubs=nsubs qt"
 amqp091_sizes=(16 256)
 persistent_sizes=(256 4096)
 persistent_pubs=(1 8)
+amqp1_modes=(${BENCH_AMQP1_MODES:-unsettled settled})
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     sizes=(8 256 32768)
     perf_secs=${BENCH_PERF_SECS:-0.5}
@@ -371,6 +382,7 @@ set_broker() {
 pt_extra=()
 pt_csv=
 pt_prefix=
+pt_pilot_min=
 
 # One `ferry perftest -s` run; prints "pubs subs transfers mbytes" (tab-separated) or fails.
 perftest_once() {   # size npubs nsubs qt count rawfile
@@ -411,6 +423,14 @@ perftest_point() {   # size npubs qt repeats [nsubs]
     pilot=$(( 64 * 1024 * 1024 / size / (n * qt) ))
     (( pilot > 20000 )) && pilot=20000
     (( pilot < 1000 )) && pilot=1000
+    if [[ -n ${pt_pilot_min:-} ]]; then
+        # A longer pilot where a broker's first credit makes a short one unrepresentative
+        # (Broker-J gives a 1.0 sender 20,000 credits, then tops up a settled sender's one
+        # message at a time): at most 256 MiB.
+        local want=$(( 256 * 1024 * 1024 / size / (n * qt) ))
+        (( want > pt_pilot_min )) && want=$pt_pilot_min
+        (( pilot < want )) && pilot=$want
+    fi
     if ! line=$(perftest_once "$size" "$n" "$ns" "$qt" "$pilot" "$out/raw/perftest-$tag-pilot.txt"); then
         echo "$b_label,$prefix$size,$n,$ns,$qt,$pilot,pilot,,,,,,,,,failed" >>"$csv"
         return 0
@@ -573,6 +593,42 @@ measure_persistent() {
     pt_csv= pt_prefix= pt_extra=()
 }
 
+# ---------------------------------------------------------------- AMQP 1.0 side by side
+# The papers' sizes over AMQP 1.0, 1 pub / 1 sub / 1 queue, in each settlement mode:
+#   unsettled  --confirm 1000 --sub-ack 100: at least once both ways (the publisher keeps up
+#              to 1000 transfers waiting for the broker's settlement, the subscriber's
+#              deliveries come unsettled and are accepted every 100 with one disposition);
+#   settled    at most once both ways (settled transfers, settled deliveries);
+# credit window 1000 either way. Then 2-hop latency at 10k msg/s (the sender's transfers
+# settled, the receiver's credit window 100, accepting every 50).
+amqp1_header="broker,mode,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status"
+amqp1_latency_header="broker,mode,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status"
+measure_amqp1() {
+    local mode s
+    meta "load_${b_label}_amqp1_start" "$(cut -d' ' -f1-3 /proc/loadavg)"
+    pt_csv=$out/amqp1.csv pt_pilot_min=50000
+    for mode in "${amqp1_modes[@]}"; do
+        echo "perftest over AMQP 1.0 ($mode) against $b_label (127.0.0.1:$b_port)"
+        pt_prefix=$mode
+        case $mode in
+            unsettled) pt_extra=(--protocol amqp1.0 --confirm 1000 --sub-ack 100) ;;
+            settled) pt_extra=(--protocol amqp1.0) ;;
+            *) echo "unknown AMQP 1.0 mode $mode (unsettled, settled)" >&2; exit 2 ;;
+        esac
+        for s in "${sizes[@]}"; do
+            perftest_point "$s" 1 1 "$perf_repeats"
+        done
+    done
+    echo "latency-test over AMQP 1.0 against $b_label"
+    pt_csv=$out/amqp1_latency.csv pt_prefix=prefetch100 pt_extra=(--protocol amqp1.0) pt_pilot_min=
+    latency_warmup
+    for s in "${sizes[@]}"; do
+        latency_point "$s" 10000
+    done
+    pt_csv= pt_prefix= pt_extra=()
+    meta "load_${b_label}_amqp1_end" "$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
 # ---------------------------------------------------------------- machine and versions
 meta() { printf '%s,"%s"\n' "$1" "${2//\"/\"\"}" >>"$out/meta.csv"; }
 write_meta() {
@@ -589,6 +645,7 @@ write_meta() {
     meta ferry_version "$("$ferry" --version 2>&1 | head -n 1)"
     meta rustc "$(rustc --version 2>/dev/null || echo unknown)"
     meta invocation "bench/run.sh${*:+ $*}"
+    meta load_at_start "$(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min load averages before the run; 2 CPUs)"
     meta sections "$sections"
     meta quick "${BENCH_QUICK:-0}"
     meta perf_secs "$perf_secs"
@@ -622,6 +679,8 @@ echo "$amqp091_header" >"$out/amqp091.csv"
 echo "broker,persistent,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status" >"$out/amqp091_latency.csv"
 echo "$persistent_header" >"$out/persistent.csv"
 echo "$persistent_latency_header" >"$out/persistent_latency.csv"
+echo "$amqp1_header" >"$out/amqp1.csv"
+echo "$amqp1_latency_header" >"$out/amqp1_latency.csv"
 
 # Baselines first, with no broker running, so nothing competes for the two CPUs.
 if want baselines; then
@@ -633,20 +692,22 @@ fi
 
 ferryd_store=0
 ferryd_has_store && ferryd_store=1
-if want papers || want amqp091 || want persistent; then
+if want papers || want amqp091 || want persistent || want amqp1; then
     start_ferryd
     set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0 --username guest --password guest
     want papers && measure_broker
     want amqp091 && measure_amqp091 "$ferryd_store"
     want persistent && measure_persistent "$ferryd_store"
+    want amqp1 && measure_amqp1
     stop_pid "$ferryd_pid" 10; ferryd_pid=
 fi
 
-if want papers && (( brokerj )); then
+if { want papers || want amqp1; } && (( brokerj )); then
     start_brokerj
     set_broker brokerj 127.0.0.1 "$brokerj_port" "$brokerj_pid" "$other_max_count" \
         --username guest --password guest
-    measure_broker
+    want papers && measure_broker
+    want amqp1 && measure_amqp1
     stop_pid "$brokerj_pid" 30; brokerj_pid=
 fi
 if want papers && [[ -n $other ]]; then
@@ -664,6 +725,7 @@ if want amqp091 && (( rabbitmq )); then
 fi
 
 meta duration_secs "$(( $(date +%s) - started_at ))"
+meta load_at_end "$(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min load averages after the run)"
 
 # ---------------------------------------------------------------- charts and report
 venv=$here/.venv
@@ -674,11 +736,25 @@ fi
     "$venv/bin/pip" install --quiet 'matplotlib>=3.7'
 "$venv/bin/python" "$here/plot.py" "$out"
 "$venv/bin/python" "$here/report.py" "$out" "$out/BENCHMARKS.md"
-if (( publish )); then
+if (( publish )) && [[ $sections == "$all_sections" ]]; then
     mkdir -p "$results"
-    rm -f "$results"/*.csv "$results"/*.png "$results"/commands.txt
+    rm -f "$results"/*.csv "$results"/*.png "$results"/commands*.txt
     cp "$out"/*.csv "$out"/*.png "$out"/commands.txt "$results"/
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
     echo "published: bench/results/ and BENCHMARKS.md"
+elif (( publish )) && [[ $sections == amqp1 ]]; then
+    # Only this section's figures replace the committed ones; the other sections' CSVs,
+    # charts, meta.csv and commands.txt stay as they were, and the report is rewritten
+    # from the merge (the AMQP 1.0 section says when and under what load it was measured).
+    mkdir -p "$results"
+    rm -f "$results"/amqp1*.csv "$results"/amqp1*.png "$results"/meta_amqp1.csv "$results"/commands_amqp1.txt
+    cp "$out"/amqp1*.csv "$results"/
+    cp "$out"/amqp1*.png "$results"/ 2>/dev/null || true
+    cp "$out/meta.csv" "$results/meta_amqp1.csv"
+    cp "$out/commands.txt" "$results/commands_amqp1.txt"
+    "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
+    echo "published: the amqp1 section into bench/results/ and BENCHMARKS.md"
+elif (( publish )); then
+    echo "not publishing: only a run of all sections, or of amqp1 alone, is published"
 fi
 echo "results in $out ($(( $(date +%s) - started_at ))s)"

@@ -109,6 +109,47 @@ def write_amqp091(d, ferryd_store):
         "fsync,256,5000,1.0,5000,0.1,0.2,3.0,0.18,0.2,0.5,1.0\n")
 
 
+AMQP1_HEADER = AMQP091_HEADER.replace("persistent,confirm,", "mode,")
+AMQP1_LAT_HEADER = ("broker,mode,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,"
+                    "p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status")
+
+
+def write_amqp1(d, with_brokerj=True, meta_name=None):
+    """The 1.0 side-by-side at 8 and 256 B: ferryd ahead everywhere but settled 256 B;
+    Broker-J's settled 8 B run failed. Latency: ferryd lower at 8 B only."""
+    rows = [AMQP1_HEADER]
+    figures = {("ferryd", "unsettled"): {8: 400_000, 256: 900_000},
+               ("ferryd", "settled"): {8: 500_000, 256: 60_000},
+               ("brokerj", "unsettled"): {8: 100_000, 256: 100_000},
+               ("brokerj", "settled"): {8: None, 256: 80_000}}
+    for (b, mode), by_size in figures.items():
+        if b == "brokerj" and not with_brokerj:
+            continue
+        for size, tps in by_size.items():
+            rows.append(f"{b},{mode},{size},1,1,1,5000,pilot,1,1,1,1,1,50,0.5,0.5,ok")
+            if tps is None:
+                rows.append(f"{b},{mode},{size},1,1,1,5000,1,,,,,,,,,failed")
+                continue
+            for rep, f in ((1, 0.9), (2, 1.0), (3, 1.1)):
+                rows.append(f"{b},{mode},{size},1,1,1,5000,{rep},1,1,{tps * f:.0f},1,1,"
+                            f"60,0.8,0.9,ok")
+    (Path(d) / "amqp1.csv").write_text("\n".join(rows) + "\n")
+    lrows = [AMQP1_LAT_HEADER]
+    for b, avgs in (("ferryd", {8: 0.1, 256: 0.5}), ("brokerj", {8: 0.3, 256: 0.4})):
+        if b == "brokerj" and not with_brokerj:
+            continue
+        for size, avg in avgs.items():
+            for view in ("corrected", "actual"):
+                lrows.append(f"{b},prefetch100,{size},10000,8,80000,10000,{view},0.01,{avg},5,"
+                             f"{avg},{avg},{avg * 3},{avg * 4},40,0.3,ok")
+    (Path(d) / "amqp1_latency.csv").write_text("\n".join(lrows) + "\n")
+    if meta_name:
+        (Path(d) / meta_name).write_text(
+            'key,value\ndate,"2026-02-02 00:00:00 UTC"\ngit_commit,"abc1234"\n'
+            'invocation,"bench/run.sh --brokerj --sections amqp1"\n'
+            'load_ferryd_amqp1_start,"1.50 1.20 1.00"\nload_brokerj_amqp1_end,"2.00 1.80 1.10"\n')
+
+
 class ReportTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -202,6 +243,49 @@ class ReportTest(unittest.TestCase):
             report.TAIL_ANALYSIS = saved
         self.assertIn("## What bounds the tail\n\nThe scheduler.", md)
         self.assertIn("\n### Wake-ups\n", md)
+
+    def test_amqp1_side_by_side_with_ratios_and_verdicts(self):
+        write_set(self.dir)
+        write_amqp1(self.dir)
+        pts = bd.amqp1_points(self.dir)
+        self.assertEqual(pts[("ferryd", "unsettled", 256)].transfers_per_sec, 900_000)
+        self.assertEqual(pts[("brokerj", "settled", 8)].failed, 1)
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("## AMQP 1.0: ferryd beside Qpid Broker-J", md)
+        self.assertIn("### Throughput, at least once (unsettled)", md)
+        # 900k / 100k; the range of the three repetitions; the CPU columns.
+        self.assertIn("| 256 | 900,000 | 810k–990k | 60% / 0.80 | 100,000 | 90k–110k | 60% / 0.80 | 9.00× |", md)
+        self.assertIn("ferryd is ahead at 2 of the 2 sizes measured on both brokers (goal met)", md)
+        # Settled: Broker-J failed at 8 B (not compared), ferryd behind at 256 B.
+        self.assertIn("| 8 | 500,000 | 450k–550k | 60% / 0.80 | failed |", md)
+        self.assertIn("| 256 | 60,000 | 54k–66k | 60% / 0.80 | 80,000 | 72k–88k | 60% / 0.80 | 0.75× |", md)
+        self.assertIn("ferryd is ahead at 0 of the 1 sizes measured on both brokers (goal not met)", md)
+        # Latency: Broker-J's average over ferryd's.
+        self.assertIn("| 8 | 0.100 | 0.100 | 0.300 | 0.300 | 0.300 | 0.300 | 0.900 | 0.900 | 3.00× |", md)
+        self.assertIn("ferryd's average latency is lower at 1 of the 2 sizes", md)
+        # The chart, where plot.py drew one.
+        (self.dir / "amqp1.png").write_bytes(b"")
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("![AMQP 1.0: ferryd and Broker-J](amqp1.png)", md)
+
+    def test_amqp1_published_on_its_own_says_when_and_under_what_load(self):
+        write_set(self.dir)
+        write_amqp1(self.dir, meta_name="meta_amqp1.csv")
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        section = md[md.index("## AMQP 1.0"):]
+        self.assertIn("measured 2026-02-02 00:00:00 UTC; commit abc1234; "
+                      "`bench/run.sh --brokerj --sections amqp1`", section)
+        self.assertIn("ferryd start 1.50 1.20 1.00; brokerj end 2.00 1.80 1.10", section)
+        # The rest of the report keeps the full run's own meta.
+        self.assertIn("2026-01-01 00:00:00 UTC", md[:md.index("## AMQP 1.0")])
+
+    def test_amqp1_without_a_second_broker(self):
+        write_set(self.dir, with_other=False)
+        write_amqp1(self.dir, with_brokerj=False)
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("| 256 | 900,000 | 810k–990k | 60% / 0.80 |\n", md)
+        self.assertNotIn("ferryd ÷ brokerj", md[md.index("## AMQP 1.0"):])
+        self.assertNotIn("goal met", md[md.index("## AMQP 1.0"):])
 
     def test_an_empty_set_still_renders(self):
         md = report.render(self.dir, self.dir / "BENCHMARKS.md")

@@ -359,3 +359,154 @@ fn latency_test_over_0_9_1() {
         assert!(text.contains("sender behind its schedule"), "{text}");
     }
 }
+
+/// The same over AMQP 1.0.
+fn perftest1(
+    broker: &Ferryd,
+    extra: &[&str],
+) -> (Plan, ferry_tools::perftest::PerftestReport, String) {
+    let mut args = vec!["--protocol", "amqp1.0"];
+    args.extend_from_slice(extra);
+    perftest(broker, &args)
+}
+
+#[test]
+fn perftest_over_1_0_settled_and_unsettled() {
+    let broker = Ferryd::start();
+    // At most once both ways: settled transfers, settled deliveries.
+    let (plan, report, text) = perftest1(&broker, &["--count", "3000", "--size", "64"]);
+    assert_eq!((plan.confirm, plan.prefetch), (0, 1000));
+    assert_eq!(report.iterations[0].transfers, 6000);
+    assert!(text.contains("Total transfers/sec"), "{text}");
+    // At least once: a window of unsettled transfers, accepted in ranges; several
+    // publishers and subscribers per queue, each subscriber taking exactly its quota by
+    // credit; two iterations.
+    let (plan, report, _) = perftest1(
+        &broker,
+        &[
+            "--confirm",
+            "50",
+            "--sub-ack",
+            "30",
+            "--prefetch",
+            "200",
+            "--npubs",
+            "2",
+            "--nsubs",
+            "2",
+            "--qt",
+            "2",
+            "--count",
+            "1000",
+            "--size",
+            "300",
+            "--iterations",
+            "2",
+            "-s",
+            "--base-name",
+            "amqp1-unsettled",
+        ],
+    );
+    assert_eq!(plan.sub_quota, 1000);
+    assert_eq!(report.iterations.len(), 2);
+    assert!(report
+        .iterations
+        .iter()
+        .all(|it| it.transfers == 4 * 1000 * 2));
+    // Messages larger than a frame, durable, each confirmed before the next.
+    let (_, report, _) = perftest1(
+        &broker,
+        &[
+            "--count",
+            "200",
+            "--size",
+            "100000",
+            "--durable",
+            "yes",
+            "--sync-publish",
+            "--sub-ack",
+            "7",
+            "--base-name",
+            "amqp1-large",
+        ],
+    );
+    assert_eq!(report.iterations[0].transfers, 400);
+}
+
+#[test]
+fn perftest_over_1_0_fanout_and_topic() {
+    let broker = Ferryd::start();
+    let (_, report, _) = perftest1(
+        &broker,
+        &[
+            "--mode",
+            "fanout",
+            "--nsubs",
+            "3",
+            "--count",
+            "1000",
+            "--sub-ack",
+            "10",
+            "-s",
+        ],
+    );
+    assert_eq!(report.iterations[0].transfers, 1000 + 3 * 1000);
+    let (_, report, _) = perftest1(
+        &broker,
+        &[
+            "--mode",
+            "topic",
+            "--qt",
+            "2",
+            "--npubs",
+            "2",
+            "--nsubs",
+            "2",
+            "--count",
+            "500",
+            "--confirm",
+            "100",
+            "-s",
+            "--base-name",
+            "topic1",
+        ],
+    );
+    // 4 publishers of 500; each of the 4 subscribers gets its topic's 1000.
+    assert_eq!(report.iterations[0].transfers, 4 * 500 + 4 * 1000);
+    // Transactions are not mapped onto 1.0.
+    let args = ["ferry", "perftest", "--protocol", "amqp1.0", "--tx", "10"];
+    let Command::Perftest(opts) = Cli::try_parse_from(args).unwrap().command else {
+        unreachable!()
+    };
+    assert!(Plan::from_opts(&opts).is_err());
+}
+
+#[test]
+fn latency_test_over_1_0() {
+    let broker = Ferryd::start();
+    let port = broker.addr.port().to_string();
+    for prefetch in ["100", "0"] {
+        let args = [
+            "ferry",
+            "latency-test",
+            "--protocol",
+            "amqp1.0",
+            "-p",
+            &port,
+            "--rate",
+            "2000",
+            "--count",
+            "500",
+            "--size",
+            "64",
+            "--prefetch",
+            prefetch,
+        ];
+        let Command::LatencyTest(opts) = Cli::try_parse_from(args).unwrap().command else {
+            unreachable!()
+        };
+        let mut out = Vec::new();
+        let run = ferry_tools::latency_test::run(&opts, &mut out).expect("latency run");
+        assert_eq!((run.sent, run.received), (500, 500), "prefetch {prefetch}");
+    }
+}

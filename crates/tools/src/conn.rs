@@ -12,6 +12,10 @@ pub enum Protocol {
     /// AMQP 0-9-1, with ferry-client091 (RabbitMQ, ferryd).
     #[value(name = "amqp0-9-1")]
     Amqp091,
+    /// AMQP 1.0, with ferry-client1 (ferryd, Qpid Broker-J); queues are declared over
+    /// AMQP 0-10 on the same port, since 1.0 cannot declare them.
+    #[value(name = "amqp1.0")]
+    Amqp1,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
@@ -76,6 +80,7 @@ mod tests {
             Ok(Protocol::Amqp091)
         );
         assert_eq!(Protocol::from_str("amqp0-10", false), Ok(Protocol::Amqp010));
+        assert_eq!(Protocol::from_str("amqp1.0", false), Ok(Protocol::Amqp1));
         assert!(Protocol::from_str("amqp1-0", false).is_err());
     }
 

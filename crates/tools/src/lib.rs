@@ -9,6 +9,7 @@
 
 pub mod amqp010;
 pub mod amqp091;
+pub mod amqp1;
 pub mod cli;
 pub mod conn;
 pub mod ctl;

@@ -586,8 +586,6 @@ impl Session {
         let settled = s.presettled;
         s.sent(settled);
         let id = self.unsettled.assign();
-        let mut payload = BytesMut::with_capacity(d.message.body.len() + 256);
-        crate::bridge::amqp1::write_for_amqp1(&mut payload, &d.message, d.redelivered);
         let transfer = Transfer {
             handle,
             delivery_id: Some(id),
@@ -595,6 +593,25 @@ impl Session {
             message_format: Some(0),
             settled: Some(settled),
             ..Transfer::default()
+        };
+        // The message is written once: straight after its transfer performative in the
+        // outbound buffer when it goes out now in one frame (the usual case), else into a
+        // payload of its own that `pump` cuts into frames as the window allows.
+        let payload = if self.pending.is_empty() && self.remote_incoming_window > 0 {
+            match write_single_transfer(ctx.out, self.channel, transfer, ctx.frame_max, |out| {
+                crate::bridge::amqp1::write_for_amqp1(out, &d.message, d.redelivered)
+            }) {
+                Ok(()) => {
+                    self.remote_incoming_window -= 1;
+                    self.next_outgoing_id = self.next_outgoing_id.wrapping_add(1);
+                    None
+                }
+                Err((transfer, payload)) => Some((transfer, payload)),
+            }
+        } else {
+            let mut payload = BytesMut::with_capacity(d.message.body.len() + 256);
+            crate::bridge::amqp1::write_for_amqp1(&mut payload, &d.message, d.redelivered);
+            Some((transfer, payload.freeze()))
         };
         if settled {
             // At most once: the message leaves its queue as it goes.
@@ -613,12 +630,14 @@ impl Session {
                 },
             );
         }
-        self.pending.push_back(Pending {
-            transfer,
-            payload: payload.freeze(),
-            offset: 0,
-        });
-        self.pump(ctx);
+        if let Some((transfer, payload)) = payload {
+            self.pending.push_back(Pending {
+                transfer,
+                payload,
+                offset: 0,
+            });
+            self.pump(ctx);
+        }
     }
 
     /// Writes waiting transfer frames while the client's window has room.
@@ -840,6 +859,34 @@ fn write_transfer_frame(
     Ok(n)
 }
 
+/// Writes a whole delivery as one transfer frame: the performative, then the message as
+/// `write_message` writes it, straight into `out`. If the message does not fit one frame of
+/// `max_frame` octets, nothing stays written and the transfer comes back with the message's
+/// octets, to be sent in parts.
+fn write_single_transfer(
+    out: &mut BytesMut,
+    channel: u16,
+    transfer: Transfer,
+    max_frame: u32,
+    write_message: impl FnOnce(&mut BytesMut),
+) -> Result<(), (Transfer, Bytes)> {
+    let start = out.len();
+    let performative = Performative::Transfer(transfer);
+    let head = write_frame(out, channel, &performative, &[]);
+    let message_start = out.len();
+    write_message(out);
+    if head + (out.len() - message_start) <= max_frame as usize {
+        patch_size(out, start);
+        return Ok(());
+    }
+    let payload = Bytes::copy_from_slice(&out[message_start..]);
+    out.truncate(start);
+    let Performative::Transfer(transfer) = performative else {
+        unreachable!("built as a transfer above")
+    };
+    Err((transfer, payload))
+}
+
 fn patch_size(out: &mut BytesMut, start: usize) {
     let size = u32::try_from(out.len() - start).unwrap_or(u32::MAX);
     out[start..start + 4].copy_from_slice(&size.to_be_bytes());
@@ -854,6 +901,39 @@ mod tests {
         assert_eq!(runs(&[1, 2, 3, 5, 6, 9]), [(1, 3), (5, 6), (9, 9)]);
         assert_eq!(runs(&[u32::MAX, 0, 1]), [(u32::MAX, 1)]);
         assert!(runs(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_delivery_that_fits_is_written_once_into_one_frame() {
+        let t = Transfer {
+            handle: 2,
+            delivery_id: Some(5),
+            delivery_tag: Some(Bytes::from_static(b"t")),
+            message_format: Some(0),
+            settled: Some(false),
+            ..Transfer::default()
+        };
+        let mut out = BytesMut::from(&b"before"[..]);
+        write_single_transfer(&mut out, 1, t.clone(), 512, |o| o.put_slice(&[7; 100])).unwrap();
+        let mut frames = out.split_off(6);
+        let f = ferry_amqp1::decode_frame(&mut frames, 512)
+            .unwrap()
+            .unwrap();
+        assert!(frames.is_empty());
+        let Ok(ferry_amqp1::FrameBody::Amqp {
+            performative: Performative::Transfer(got),
+            payload,
+        }) = f.decode_body()
+        else {
+            panic!("not a transfer");
+        };
+        assert_eq!((got, &payload[..]), (t.clone(), &[7u8; 100][..]));
+        // Too large for the frame: nothing stays written, the message comes back whole.
+        let (back, payload) =
+            write_single_transfer(&mut out, 1, t.clone(), 512, |o| o.put_slice(&[9; 600]))
+                .unwrap_err();
+        assert_eq!(&out[..], b"before");
+        assert_eq!((back, payload.len()), (t, 600));
     }
 
     #[test]

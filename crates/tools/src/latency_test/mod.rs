@@ -33,6 +33,11 @@ pub fn run(
             let sender = crate::amqp091::LatencyClient::open(opts)?;
             run_latency(&limits, sender, &mut receiver, out)?
         }
+        crate::conn::Protocol::Amqp1 => {
+            let mut receiver = crate::amqp1::LatencyReceiverClient::open(opts)?;
+            let sender = crate::amqp1::LatencyClient::open(opts)?;
+            run_latency(&limits, sender, &mut receiver, out)?
+        }
     };
     Ok(run)
 }

@@ -42,5 +42,6 @@ pub fn run(
         crate::conn::Protocol::Amqp091 => {
             run_perftest(&crate::amqp091::Connector { conn }, plan, out)
         }
+        crate::conn::Protocol::Amqp1 => run_perftest(&crate::amqp1::Connector { conn }, plan, out),
     }
 }

@@ -61,8 +61,10 @@ pub struct PerftestOpts {
           num_args = 0..=1, default_value = "no", default_missing_value = "yes")]
     pub sync_publish: bool,
 
-    /// AMQP 0-9-1 only: publishers put their channel in confirm mode and keep at most N
+    /// AMQP 0-9-1: publishers put their channel in confirm mode and keep at most N
     /// messages unconfirmed (RabbitMQ PerfTest's --confirm); 0 publishes without confirms.
+    /// AMQP 1.0: publishers send unsettled transfers and keep at most N waiting for the
+    /// broker's settlement; 0 sends them settled (at most once).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub confirm: u32,
 
@@ -71,10 +73,11 @@ pub struct PerftestOpts {
     pub nsubs: usize,
     /// Deliveries a subscriber may hold unsettled: basic.qos prefetch-count per consumer
     /// over AMQP 0-9-1 (default 1000; ignored by consumers that do not acknowledge), the
-    /// credit window over AMQP 0-10 (default 20000).
+    /// credit window over AMQP 0-10 (default 20000) and 1.0 (default 1000).
     #[arg(long, value_name = "N")]
     pub prefetch: Option<u32>,
-    /// N>0: subscriber accepts in batches of N. N=0: unconfirmed mode.
+    /// N>0: subscriber accepts in batches of N. N=0: unconfirmed mode (over 1.0: the
+    /// broker sends settled deliveries).
     #[arg(long = "sub-ack", value_name = "N", default_value_t = 0)]
     pub sub_ack: usize,
 

@@ -5,6 +5,9 @@ use crate::ToolError;
 /// Default basic.qos prefetch of an acknowledging 0-9-1 subscriber.
 pub const DEFAULT_PREFETCH_091: u32 = 1000;
 
+/// Default credit window of a 1.0 subscriber.
+pub const DEFAULT_CREDIT_1: u32 = 1000;
+
 /// Which parts of the test this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Actions {
@@ -51,7 +54,8 @@ pub struct Plan {
     pub base_name: String,
     pub actions: Actions,
     pub protocol: Protocol,
-    /// 0-9-1 publishers' window of unconfirmed messages; 0: no confirm mode.
+    /// 0-9-1 publishers' window of unconfirmed messages, 1.0 publishers' window of
+    /// unsettled transfers; 0: no confirm mode (1.0: transfers go settled).
     pub confirm: u32,
     /// Unsettled deliveries a subscriber may hold: 0-9-1 prefetch, 0-10 credit window.
     pub prefetch: u32,
@@ -137,7 +141,16 @@ impl Plan {
                 confirm = 1;
                 warnings.push("--sync-publish over 0-9-1: publisher confirms, window 1".into());
             }
+            Protocol::Amqp1 if o.sync_publish && confirm != 1 => {
+                // Over 1.0 the per-message answer is the broker settling an unsettled
+                // transfer.
+                confirm = 1;
+                warnings.push("--sync-publish over 1.0: unsettled transfers, window 1".into());
+            }
             _ => {}
+        }
+        if protocol == Protocol::Amqp1 && (tx_pub > 0 || tx_sub > 0) {
+            return bad("--tx, --pub-tx and --sub-tx are not supported over AMQP 1.0");
         }
         if confirm > 0 && tx_pub > 0 {
             return bad("--confirm and publisher transactions exclude each other \
@@ -150,6 +163,7 @@ impl Plan {
             }
             (_, Some(n)) => n,
             (Protocol::Amqp091, None) => DEFAULT_PREFETCH_091,
+            (Protocol::Amqp1, None) => DEFAULT_CREDIT_1,
             (Protocol::Amqp010, None) => CreditWindow::DEFAULT,
         };
         // A 0-9-1 subscriber acknowledges (or commits) every N messages; with fewer than N
@@ -366,6 +380,44 @@ mod tests {
             w,
             vec!["Raised --prefetch to 5000 to cover the acknowledgement batch"]
         );
+    }
+
+    #[test]
+    fn amqp1_options() {
+        let (p, w) = plan(&[
+            "--protocol",
+            "amqp1.0",
+            "--confirm",
+            "100",
+            "--sub-ack",
+            "50",
+        ]);
+        assert!(w.is_empty());
+        assert_eq!(
+            (p.protocol, p.confirm, p.prefetch),
+            (Protocol::Amqp1, 100, 1000)
+        );
+        let (p, w) = plan(&["--protocol", "amqp1.0", "--sync-publish"]);
+        assert_eq!(p.confirm, 1);
+        assert_eq!(
+            w,
+            vec!["--sync-publish over 1.0: unsettled transfers, window 1"]
+        );
+        // Credit is its own bound over 1.0: acknowledging in batches larger than the
+        // window raises nothing.
+        let (p, w) = plan(&[
+            "--protocol",
+            "amqp1.0",
+            "--sub-ack",
+            "5000",
+            "--prefetch",
+            "100",
+        ]);
+        assert_eq!((p.prefetch, w.len()), (100, 0));
+        let o = Cmd::try_parse_from(["perftest", "--protocol", "amqp1.0", "--tx", "5"])
+            .unwrap()
+            .opts;
+        assert!(Plan::from_opts(&o).is_err());
     }
 
     #[test]
