@@ -9,7 +9,9 @@
 
 pub mod amqp010;
 pub mod amqp091;
+pub mod chaos;
 pub mod cli;
+pub mod cluster;
 pub mod conn;
 pub mod ctl;
 pub mod driver;
