@@ -40,11 +40,17 @@ pub fn is_replicated_id(id: u64) -> bool {
 /// Whether a declare asks for a replicated queue: 0-9-1 `x-queue-type: quorum` (RabbitMQ's
 /// name), or `qpid.replicated` true (any protocol).
 pub fn is_replicated_declare(args: &Arguments) -> bool {
-    let quorum = matches!(args.get("x-queue-type"), Some(HeaderValue::Str(s)) if s.eq_ignore_ascii_case("quorum"));
+    let quorum = match args.get("x-queue-type") {
+        Some(HeaderValue::Str(s)) => s.eq_ignore_ascii_case("quorum"),
+        Some(HeaderValue::Bytes(b)) => b.eq_ignore_ascii_case(b"quorum"),
+        _ => false,
+    };
     let replicated = match args.get("qpid.replicated") {
         Some(HeaderValue::Bool(b)) => *b,
-        Some(HeaderValue::Str(s)) => s == "true" || s == "1" || s == "yes",
+        Some(HeaderValue::Str(s)) => matches!(s.as_str(), "true" | "1" | "yes"),
+        Some(HeaderValue::Bytes(b)) => matches!(&b[..], b"true" | b"1" | b"yes"),
         Some(HeaderValue::Int(i)) => *i != 0,
+        Some(HeaderValue::UInt(i)) => *i != 0,
         _ => false,
     };
     quorum || replicated
@@ -514,5 +520,126 @@ impl Journal for ClusterJournal {
 
     fn stats(&self) -> JournalStats {
         self.local.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicated_declares_are_recognised() {
+        let mut a = Arguments::new();
+        assert!(!is_replicated_declare(&a));
+        a.push("x-queue-type", HeaderValue::Str("quorum".into()));
+        assert!(is_replicated_declare(&a));
+        let mut b = Arguments::new();
+        b.push("x-queue-type", HeaderValue::Str("classic".into()));
+        assert!(!is_replicated_declare(&b));
+        b.push("qpid.replicated", HeaderValue::Bool(true));
+        assert!(is_replicated_declare(&b));
+        let mut c = Arguments::new();
+        c.push("qpid.replicated", HeaderValue::UInt(0));
+        assert!(!is_replicated_declare(&c));
+    }
+
+    #[test]
+    fn replicated_ids_stay_apart_from_the_stores() {
+        let (j, _rx) = ClusterJournal::new(Arc::new(NullJournal), 3);
+        assert!(!is_replicated_id(42));
+        assert_eq!(j.message_key(42), LOCAL_TAGGED | (3 << 48) | 42);
+        j.start_serving(7);
+        let id = j.new_id();
+        assert!(is_replicated_id(id));
+        assert_eq!((id >> 32) & 0x7fff_ffff, 7);
+        assert_eq!(j.message_key(id), id);
+    }
+
+    #[test]
+    fn points_complete_in_order_and_fail_when_leadership_ends() {
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal), 1);
+        assert!(
+            j.propose(Op::Delete {
+                queue: REPLICATED | 1
+            })
+            .is_err(),
+            "not serving"
+        );
+        j.start_serving(1);
+        let a = j
+            .propose(Op::Delete {
+                queue: REPLICATED | 1,
+            })
+            .unwrap();
+        let b = j
+            .propose(Op::Delete {
+                queue: REPLICATED | 2,
+            })
+            .unwrap();
+        assert!(b > a);
+        assert_eq!(rx.try_recv().unwrap().point, a.0);
+        assert!(j.durable() < a);
+        j.applied(j.epoch(), a.0);
+        assert_eq!(j.durable(), a);
+        j.stop_serving();
+        assert!(j.is_failed());
+        // An answer from the old epoch completes nothing.
+        j.applied(j.epoch() - 1, b.0);
+        assert!(j.durable() < b);
+    }
+
+    /// A local store that holds nothing and is always durable.
+    struct NullJournal;
+
+    impl Journal for NullJournal {
+        fn declare_exchange(&self, _: &ExchangeDefinition) -> Result<(), BrokerError> {
+            Ok(())
+        }
+        fn delete_exchange(&self, _: &str) {}
+        fn declare_queue(&self, _: &QueueDefinition) -> Result<u64, BrokerError> {
+            Ok(1)
+        }
+        fn delete_queue(&self, _: u64) {}
+        fn bind(&self, _: &str, _: u64, _: &str, _: &Arguments) -> Result<(), BrokerError> {
+            Ok(())
+        }
+        fn unbind(&self, _: &str, _: u64, _: &str) {}
+        fn bind_exchange(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: &Arguments,
+        ) -> Result<(), BrokerError> {
+            Ok(())
+        }
+        fn unbind_exchange(&self, _: &str, _: &str, _: &str) {}
+        fn enqueue(
+            &self,
+            _: &Message,
+            _: &[u64],
+            _: Option<&JournalTx>,
+        ) -> Result<(u64, SyncPoint), BrokerError> {
+            Ok((1, SyncPoint(0)))
+        }
+        fn dequeue(&self, _: u64, _: &[u64], _: Option<&JournalTx>) {}
+        fn commit_tx(&self, _: &JournalTx) -> Option<SyncPoint> {
+            None
+        }
+        fn load(&self, m: &[u64]) -> Vec<Option<Message>> {
+            m.iter().map(|_| None).collect()
+        }
+        fn appended(&self) -> SyncPoint {
+            SyncPoint(0)
+        }
+        fn durable(&self) -> SyncPoint {
+            SyncPoint(0)
+        }
+        fn is_failed(&self) -> bool {
+            false
+        }
+        fn notify_when_durable(&self, _: SyncPoint, w: Arc<dyn DurableWaiter>) {
+            w.wake()
+        }
     }
 }

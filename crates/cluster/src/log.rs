@@ -424,3 +424,95 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.send(Job::Reclaim(log_id))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn entry(term: u64, index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    fn rec(kind: u8, payload: &impl serde::Serialize, out: &mut Vec<u8>) {
+        frame(kind, &bincode::serialize(payload).unwrap(), out);
+    }
+
+    fn empty() -> Memory {
+        Memory {
+            entries: BTreeMap::new(),
+            last_purged: None,
+            vote: None,
+        }
+    }
+
+    #[test]
+    fn replay_applies_truncation_and_purge_and_stops_at_a_torn_record() {
+        let mut data = Vec::new();
+        for i in 1..=5 {
+            rec(KIND_ENTRY, &entry(1, i), &mut data);
+        }
+        // A new leader overwrote 4 and 5.
+        rec(KIND_TRUNCATE, &4u64, &mut data);
+        rec(KIND_ENTRY, &entry(2, 4), &mut data);
+        rec(
+            KIND_PURGE,
+            &LogId::new(CommittedLeaderId::new(1, 1), 2),
+            &mut data,
+        );
+        let good = data.len();
+        rec(KIND_ENTRY, &entry(2, 5), &mut data);
+        data.truncate(data.len() - 3);
+        let mut mem = empty();
+        let (bad, max) = replay(&data, &mut mem);
+        assert_eq!(bad, Some(good));
+        assert_eq!(max, 5);
+        assert_eq!(mem.entries.keys().copied().collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(mem.entries[&4].log_id.leader_id.term, 2);
+        assert_eq!(mem.last_purged.map(|l| l.index), Some(2));
+    }
+
+    #[test]
+    fn a_flipped_bit_ends_the_log() {
+        let mut data = Vec::new();
+        rec(KIND_ENTRY, &entry(1, 1), &mut data);
+        let second = data.len();
+        rec(KIND_ENTRY, &entry(1, 2), &mut data);
+        let last = data.len() - 1;
+        data[last] ^= 1;
+        let mut mem = empty();
+        assert_eq!(replay(&data, &mut mem).0, Some(second));
+        assert_eq!(mem.entries.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reopened_log_has_its_entries_vote_and_purge_point() {
+        let dir = std::env::temp_dir().join(format!("ferry-raftlog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let mut log = LogStore::open(&dir).unwrap();
+            let mut bytes = Vec::new();
+            for i in 1..=3 {
+                let e = entry(1, i);
+                frame(KIND_ENTRY, &bincode::serialize(&e).unwrap(), &mut bytes);
+            }
+            log.send(Job::Write(bytes, None, 3)).unwrap();
+            log.save_vote(&Vote::new(1, 1)).await.unwrap();
+            log.purge(LogId::new(CommittedLeaderId::new(1, 1), 1))
+                .await
+                .unwrap();
+            // The writer thread finishes what was sent before the store goes.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let mut log = LogStore::open(&dir).unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(3));
+        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(1));
+        assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
+        assert_eq!(log.try_get_log_entries(0..10).await.unwrap().len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -106,8 +106,8 @@ impl Cluster {
             election_timeout_min: config.election_min_ms,
             election_timeout_max: config.election_max_ms,
             // Snapshots bound the log kept in memory and on disk.
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(20_000),
-            max_in_snapshot_log_to_keep: 2_000,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(5_000),
+            max_in_snapshot_log_to_keep: 1_000,
             max_payload_entries: 256,
             ..Config::default()
         }
