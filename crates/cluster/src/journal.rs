@@ -253,8 +253,12 @@ impl ClusterJournal {
         p.pending.clear();
         p.raft_done = 0;
         p.durable = p.last;
-        self.next_id
-            .store((term & 0x7fff_ffff) << 32 | 1, Ordering::Relaxed);
+        // Ids restart only with a new term: serving again within a term (after a lapse of
+        // the quorum lease) must not reuse the ids of proposals that may still commit.
+        let base = (term & 0x7fff_ffff) << 32;
+        if self.next_id.load(Ordering::Relaxed) & !0xffff_ffff != base {
+            self.next_id.store(base | 1, Ordering::Relaxed);
+        }
         self.serving.store(true, Ordering::Release);
     }
 
@@ -553,6 +557,13 @@ mod tests {
         assert!(is_replicated_id(id));
         assert_eq!((id >> 32) & 0x7fff_ffff, 7);
         assert_eq!(j.message_key(id), id);
+        // Serving again in the same term goes on counting; a new term starts afresh.
+        j.stop_serving();
+        j.start_serving(7);
+        assert!(j.new_id() > id);
+        j.stop_serving();
+        j.start_serving(8);
+        assert_eq!(j.new_id(), REPLICATED | (8 << 32) | 1);
     }
 
     #[test]

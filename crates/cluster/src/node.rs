@@ -362,15 +362,23 @@ impl Cluster {
         Some(AdminResponse::NotLeader { leader })
     }
 
-    /// Whether this node should serve: it leads, has applied everything of earlier terms
-    /// (its own term's first entry is applied), and a majority answered recently (a
-    /// leader cut off from the others stops serving before a new one is elected).
-    fn should_serve(&self, m: &openraft::RaftMetrics<NodeId, Member>) -> bool {
+    /// Whether this node should serve: it leads, has applied everything in its log (its
+    /// own term's first entry included, so everything of earlier terms, and entries of an
+    /// earlier lapse of this term too: the replica it restores the queues from is
+    /// complete), and a majority answered recently (a leader cut off from the others stops
+    /// serving before a new one is elected).
+    /// (`serving`: whether it does now; the log conditions are for starting only, as a
+    /// serving leader's log always runs ahead of what it applied.)
+    fn should_serve(&self, m: &openraft::RaftMetrics<NodeId, Member>, serving: bool) -> bool {
         let lease = Duration::from_millis(self.config.election_max_ms);
+        let caught_up = serving
+            || (m
+                .last_applied
+                .is_some_and(|l| l.leader_id.term == m.current_term)
+                && m.last_applied.map(|l| l.index) == m.last_log_index);
         m.state == ServerState::Leader
             && m.current_leader == Some(self.config.node_id)
-            && m.last_applied
-                .is_some_and(|l| l.leader_id.term == m.current_term)
+            && caught_up
             && m.millis_since_quorum_ack
                 .is_some_and(|ms| ms < lease.as_millis() as u64)
     }
@@ -380,7 +388,7 @@ impl Cluster {
         let mut leader = None;
         loop {
             let m = metrics.borrow_and_update().clone();
-            let serve = self.should_serve(&m);
+            let serve = self.should_serve(&m, self.journal.is_serving());
             if serve && !self.journal.is_serving() {
                 self.materialize();
                 self.journal.start_serving(m.current_term);
