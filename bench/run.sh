@@ -15,8 +15,8 @@
 #                     BENCH_OTHER_USER / BENCH_OTHER_PASSWORD, default guest/guest)
 #   --quick           smoke run (same as BENCH_QUICK=1): few sizes, short points, one
 #                     repetition; never publishes
-#   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent
-#                     (default: all of them)
+#   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent,
+#                     cluster (default: all of them)
 #   --no-publish      leave bench/results/ and BENCHMARKS.md alone
 #
 # What it does: builds the release `ferry` and `ferryd`, then
@@ -31,7 +31,9 @@
 #               (--data-dir) and are marked "unavailable" when this ferryd has none;
 #   persistent  ferryd's durable store: perftest --durable yes at 256 B and 4 KiB with 1 and
 #               8 publishers (over 0-10, completion after the store's sync), and persistent
-#               latency; "unavailable" without --data-dir.
+#               latency; "unavailable" without --data-dir;
+#   cluster     replicated queues: 3 local ferryd nodes and (with --rabbitmq) 3 RabbitMQ nodes
+#               with quorum queues, 256 B with confirms, 1 and 8 publishers (bench/cluster.sh).
 # Every figure lands as CSV under bench/out/ (or $BENCH_OUT); bench/plot.py draws the charts
 # and bench/report.py writes the report. A full run then copies the CSVs and charts to
 # bench/results/ and writes BENCHMARKS.md at the repository root.
@@ -60,7 +62,7 @@ brokerj=0
 rabbitmq=0
 publish=1
 other=
-sections=baselines,papers,amqp091,persistent
+sections=baselines,papers,amqp091,persistent,cluster
 args=("$@")
 while (( $# )); do
     case $1 in
@@ -79,8 +81,8 @@ while (( $# )); do
 done
 for sec in ${sections//,/ }; do
     case $sec in
-        baselines|papers|amqp091|persistent) ;;
-        *) echo "unknown section $sec (baselines, papers, amqp091, persistent)" >&2; exit 2 ;;
+        baselines|papers|amqp091|persistent|cluster) ;;
+        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, cluster)" >&2; exit 2 ;;
     esac
 done
 want() { [[ ,$sections, == *",$1,"* ]]; }
@@ -124,6 +126,8 @@ rm -f "$out"/*.csv "$out"/*.png "$out"/commands.txt "$out"/BENCHMARKS.md
 rm -rf "${out:?}"/raw/*
 
 # ---------------------------------------------------------------- servers and cleanup
+# shellcheck source=bench/cluster.sh
+. "$here/cluster.sh"
 ferryd_pid=
 brokerj_pid=
 stop_pid() {   # pid, seconds to wait after SIGTERM before SIGKILL; kills the process group
@@ -143,6 +147,8 @@ stop_pid() {   # pid, seconds to wait after SIGTERM before SIGKILL; kills the pr
 rabbitmq_pid=
 rabbitmq_epmd_port=
 cleanup() {
+    stop_ferry_cluster
+    stop_rabbitmq_cluster
     stop_pid "$ferryd_pid" 10
     stop_pid "$brokerj_pid" 30
     stop_rabbitmq
@@ -622,6 +628,7 @@ echo "$amqp091_header" >"$out/amqp091.csv"
 echo "broker,persistent,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status" >"$out/amqp091_latency.csv"
 echo "$persistent_header" >"$out/persistent.csv"
 echo "$persistent_latency_header" >"$out/persistent_latency.csv"
+echo "$cluster_header" >"$out/cluster.csv"
 
 # Baselines first, with no broker running, so nothing competes for the two CPUs.
 if want baselines; then
@@ -661,6 +668,10 @@ if want amqp091 && (( rabbitmq )); then
         measure_amqp091 1
         stop_rabbitmq
     fi
+fi
+
+if want cluster; then
+    measure_cluster
 fi
 
 meta duration_secs "$(( $(date +%s) - started_at ))"
