@@ -83,6 +83,10 @@ struct Points {
     local_seen: SyncPoint,
     /// Leadership was lost: pending points will never complete.
     failed: bool,
+    /// When some proposals were made, for the commit latency: (point, time).
+    sent: VecDeque<(u64, std::time::Instant)>,
+    /// Moving average of proposal-to-applied time, microseconds.
+    latency_us: u64,
     waiters: Vec<(u64, Arc<dyn DurableWaiter>)>,
 }
 
@@ -140,6 +144,12 @@ impl ClusterJournal {
         &self.replica
     }
 
+    /// Moving average of the time from proposing an operation to seeing it applied here
+    /// (commit latency), in microseconds; 0 before any.
+    pub fn commit_latency_us(&self) -> u64 {
+        self.points.lock().latency_us
+    }
+
     pub fn is_serving(&self) -> bool {
         self.serving.load(Ordering::Acquire)
     }
@@ -171,6 +181,10 @@ impl ClusterJournal {
         p.last += 1;
         let point = p.last;
         p.pending.push_back((point, Source::Raft));
+        // One sample per few hundred proposals is enough for an average.
+        if point.is_multiple_of(256) || p.sent.is_empty() {
+            p.sent.push_back((point, std::time::Instant::now()));
+        }
         self.proposals
             .send(Proposal {
                 epoch: p.epoch,
@@ -240,6 +254,18 @@ impl ClusterJournal {
                 return;
             }
             p.raft_done = point;
+            while let Some(&(sent, at)) = p.sent.front() {
+                if sent > point {
+                    break;
+                }
+                p.sent.pop_front();
+                let us = at.elapsed().as_micros() as u64;
+                p.latency_us = if p.latency_us == 0 {
+                    us
+                } else {
+                    (p.latency_us * 7 + us) / 8
+                };
+            }
         }
         self.poll();
     }
@@ -251,6 +277,7 @@ impl ClusterJournal {
         p.epoch += 1;
         p.failed = false;
         p.pending.clear();
+        p.sent.clear();
         p.raft_done = 0;
         p.durable = p.last;
         // Ids restart only with a new term: serving again within a term (after a lapse of

@@ -316,6 +316,7 @@ impl Cluster {
             members,
             queues,
             millis_since_quorum_ack: m.millis_since_quorum_ack,
+            commit_latency_us: self.journal.commit_latency_us(),
         }
     }
 

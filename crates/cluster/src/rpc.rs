@@ -72,6 +72,8 @@ pub struct NodeStatus {
     /// (queue, messages) in this node's replica.
     pub queues: Vec<(String, u64)>,
     pub millis_since_quorum_ack: Option<u64>,
+    /// Moving average of proposal-to-commit-and-apply time on this node (leaders), µs.
+    pub commit_latency_us: u64,
 }
 
 /// One request-response exchange on an authenticated connection.

@@ -214,6 +214,12 @@ pub fn render(
         .filter_map(|(_, v)| v.as_ref())
         .find(|v| v.state == "leader")
     {
+        if leader.commit_latency_us > 0 {
+            out.push_str(&format!(
+                "commit latency (moving average): {:.2} ms\n",
+                leader.commit_latency_us as f64 / 1000.0
+            ));
+        }
         for (name, n) in &leader.queues {
             out.push_str(&format!("replicated queue {name}: {n} messages\n"));
         }
