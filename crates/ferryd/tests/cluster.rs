@@ -4,8 +4,13 @@
 //! of the leader with nothing confirmed lost, a 0-10 client on a `qpid.replicated` queue,
 //! membership changes under traffic, and a short chaos run (kill -9, pause, partition).
 //!
-//! `FERRY_CHAOS_SECONDS` sets the chaos run's length (default 45), `FERRY_CHAOS_SEED` its
-//! seed.
+//! `FERRY_CHAOS_SECONDS` sets the chaos run's length (default 20; scripts/test.sh runs a
+//! longer one with `ferry chaos`), `FERRY_CHAOS_SEED` its seed. The tests run one at a time
+//! (each starts three brokers) and use a 500 ms election timeout, so a loaded machine does
+//! not turn slow scheduling into elections.
+
+// The `serial` guard is held for a whole test, awaits included: it only keeps tests apart.
+#![allow(clippy::await_holding_lock)]
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,6 +25,16 @@ use ferry_tools::chaos::nodes::Nodes;
 use ferry_tools::chaos::workload::{self, quorum_args, History};
 use ferry_tools::chaos::{self, ChaosOpts};
 
+/// One cluster at a time: a 2-core machine running two sets of three brokers (and the
+/// other test binaries' work) would time out heartbeats.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const ELECTION_MS: u64 = 500;
+
 fn dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("ferry-cluster-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -32,7 +47,7 @@ async fn cluster(name: &str, n: u64) -> (Nodes, std::path::PathBuf) {
         std::path::Path::new(env!("CARGO_BIN_EXE_ferryd")),
         &d,
         n,
-        300,
+        ELECTION_MS,
         &[],
     )
     .await
@@ -110,6 +125,7 @@ async fn receive(c: &mut Connection, ch: u16, queue: &str, n: usize, ack: bool) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_forms_reports_status_and_refuses_strangers() {
+    let _one = serial();
     let (nodes, d) = cluster("status", 3).await;
     let leader = nodes
         .wait_serving(Duration::from_secs(30))
@@ -164,6 +180,7 @@ async fn a_cluster_forms_reports_status_and_refuses_strangers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirmed_messages_survive_kill_9_of_the_leader() {
+    let _one = serial();
     let (mut nodes, d) = cluster("failover", 3).await;
     let leader = nodes
         .wait_serving(Duration::from_secs(30))
@@ -236,6 +253,7 @@ async fn confirmed_messages_survive_kill_9_of_the_leader() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_010_client_publishes_to_a_qpid_replicated_queue() {
+    let _one = serial();
     use ferry_amqp010::{Map, Str, Value};
     use ferry_client::{ConnectOptions as Opts010, OutgoingMessage, QueueDeclareOptions};
     let (mut nodes, d) = cluster("amqp010", 3).await;
@@ -290,12 +308,13 @@ async fn a_010_client_publishes_to_a_qpid_replicated_queue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_are_added_and_removed_while_traffic_flows() {
+    let _one = serial();
     let d = dir("membership");
     let mut nodes = Nodes::new(
         std::path::Path::new(env!("CARGO_BIN_EXE_ferryd")),
         &d,
         3,
-        300,
+        ELECTION_MS,
         &[],
     )
     .await
@@ -425,10 +444,11 @@ async fn members_are_added_and_removed_while_traffic_flows() {
 
 #[test]
 fn chaos_short_run_loses_nothing() {
+    let _one = serial();
     let seconds = std::env::var("FERRY_CHAOS_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(45);
+        .unwrap_or(20);
     let seed = std::env::var("FERRY_CHAOS_SEED")
         .ok()
         .and_then(|s| s.parse().ok());
@@ -445,7 +465,7 @@ fn chaos_short_run_loses_nothing() {
         batch: 20,
         faults: vec!["kill".into(), "pause".into(), "partition".into()],
         interval: 2000,
-        election_timeout: 300,
+        election_timeout: ELECTION_MS,
         drain_timeout: 60,
     };
     let report = chaos::run(&opts).expect("chaos run");
