@@ -524,6 +524,14 @@ impl Cluster {
                     .collect()
             };
             let mut changed = false;
+            {
+                // Removed members leave the known-hosts list.
+                let mut known = self.amqp_addrs.lock();
+                let before = known.len();
+                let me = self.config.node_id;
+                known.retain(|id, _| *id == me || members.iter().any(|(m, _)| m == id));
+                changed |= known.len() != before;
+            }
             for (id, addr) in members {
                 if id == self.config.node_id {
                     continue;
