@@ -331,7 +331,7 @@ async fn members_are_added_and_removed_while_traffic_flows() {
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicBool::new(false)),
     );
-    let addrs = nodes.amqp_addrs();
+    let addrs: workload::Addrs = Arc::new(Mutex::new(nodes.amqp_addrs()));
     let publisher = tokio::spawn(workload::publisher(
         0,
         addrs.clone(),

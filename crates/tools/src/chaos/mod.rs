@@ -211,7 +211,8 @@ async fn run_async(
     let stop_con = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let last_delivery = Arc::new(AtomicU64::new(0));
-    let addrs = nodes.amqp_addrs();
+    let mut members: Vec<u64> = (1..=o.nodes).collect();
+    let addrs: workload::Addrs = Arc::new(Mutex::new(nodes.amqp_addrs()));
     let mut tasks = Vec::new();
     for n in 0..o.consumers {
         tasks.push(tokio::spawn(workload::consumer(
@@ -241,7 +242,6 @@ async fn run_async(
         ..Report::default()
     };
     let faults: Vec<String> = o.faults.iter().map(|f| f.trim().to_lowercase()).collect();
-    let mut members: Vec<u64> = (1..=o.nodes).collect();
     let end = Instant::now() + Duration::from_secs(o.duration);
     while Instant::now() < end && !faults.is_empty() {
         tokio::time::sleep(Duration::from_millis(o.interval)).await;
@@ -281,7 +281,13 @@ async fn run_async(
                 let Some(old) = members.iter().copied().find(|m| Some(*m) != leader) else {
                     continue;
                 };
-                let new = nodes.add_spec(dir)?;
+                let new = match nodes.add_spec(dir) {
+                    Ok(id) => id,
+                    Err(e) => {
+                        eprintln!("chaos: no more member changes: {e}");
+                        continue;
+                    }
+                };
                 eprintln!("chaos: replace member {old} with new node {new}");
                 match nodes
                     .admin_to_leader(AdminRequest::RemoveNode { id: old })
@@ -301,6 +307,13 @@ async fn run_async(
                 {
                     Ok(_) => members.push(new),
                     Err(e) => eprintln!("chaos: add-node {new}: {e}"),
+                }
+                // Clients reconnect to the current members only.
+                if let Ok(mut a) = addrs.lock() {
+                    *a = members
+                        .iter()
+                        .map(|m| nodes.specs[(*m - 1) as usize].amqp)
+                        .collect();
                 }
                 report.member_changes += 1;
             }

@@ -57,7 +57,14 @@ pub fn free_port(ip: Ipv4Addr) -> Result<u16, ToolError> {
 
 impl NodeSpec {
     pub fn new(id: u64, dir: &Path) -> Result<NodeSpec, ToolError> {
-        let ip = Ipv4Addr::new(127, 0, 0, 10 + id as u8);
+        // One loopback address per node, 127.0.0.11 to 127.0.0.254.
+        let last = u8::try_from(10 + id)
+            .ok()
+            .filter(|o| *o > 10 && *o < 255)
+            .ok_or_else(|| {
+                ToolError::InvalidOptions(format!("node id {id}: at most 244 nodes per run"))
+            })?;
+        let ip = Ipv4Addr::new(127, 0, 0, last);
         Ok(NodeSpec {
             id,
             ip,

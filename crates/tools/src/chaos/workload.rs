@@ -30,6 +30,15 @@ pub struct History {
 
 pub type Shared = Arc<Mutex<History>>;
 
+/// The members' AMQP addresses, updated as the membership changes.
+pub type Addrs = Arc<Mutex<Vec<SocketAddr>>>;
+
+/// The `n`th address (round robin), if any.
+fn pick(addrs: &Addrs, n: usize) -> Option<SocketAddr> {
+    let a = addrs.lock().ok()?;
+    (!a.is_empty()).then(|| a[n % a.len()])
+}
+
 fn with<T>(h: &Shared, f: impl FnOnce(&mut History) -> T) -> Option<T> {
     h.lock().ok().map(|mut g| f(&mut g))
 }
@@ -73,7 +82,7 @@ async fn open(addr: SocketAddr, queue: &str) -> Option<(Connection, u16)> {
 /// per second at most; stops when `stop` is set.
 pub async fn publisher(
     n: usize,
-    addrs: Vec<SocketAddr>,
+    addrs: Addrs,
     queue: String,
     batch: usize,
     rate: u64,
@@ -84,7 +93,10 @@ pub async fn publisher(
     let mut node = n;
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let addr = addrs[node % addrs.len()];
+        let Some(addr) = pick(&addrs, node) else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
         node += 1;
         let Some((mut c, ch)) = open(addr, &queue).await else {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -137,7 +149,7 @@ pub async fn publisher(
 /// `last_delivery`: milliseconds since `epoch` of the latest delivery (for the drain).
 pub async fn consumer(
     n: usize,
-    addrs: Vec<SocketAddr>,
+    addrs: Addrs,
     queue: String,
     history: Shared,
     stop: Arc<AtomicBool>,
@@ -147,7 +159,10 @@ pub async fn consumer(
     let mut node = n + 1;
     let tag = format!("c{n}");
     while !stop.load(Ordering::Relaxed) {
-        let addr = addrs[node % addrs.len()];
+        let Some(addr) = pick(&addrs, node) else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
         node += 1;
         let Some((mut c, ch)) = open(addr, &queue).await else {
             tokio::time::sleep(Duration::from_millis(200)).await;
