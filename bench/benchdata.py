@@ -163,6 +163,11 @@ def persistent_points(out):
     return grouped_points(Path(out) / "persistent.csv", ("broker", "protocol", "size", "npubs"))
 
 
+def cluster_points(out):
+    """{(broker, nodes, size, npubs): PerfPoint} of the replicated-queue benchmark."""
+    return grouped_points(Path(out) / "cluster.csv", ("broker", "nodes", "size", "npubs"))
+
+
 def variant_latency(out, name, variant_col):
     """{(broker, variant, size, view): row or None} from a latency CSV with one extra
     identifying column after the broker (amqp091_latency.csv, persistent_latency.csv)."""

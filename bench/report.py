@@ -8,6 +8,7 @@ OUTPUT.md's directory. Standard library only.
 """
 import os
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,6 +26,7 @@ P99_FACTOR = 3
 HEADLINE_SIZE = 256
 MB = 1024 * 1024
 PERSISTENT_VS_RABBITMQ = 5  # issue 4: persistent, confirmed, ≥ 5× RabbitMQ's confirmed rate
+CLUSTER_VS_RABBITMQ = 3  # issue 13: replicated, confirmed, ≥ 3× RabbitMQ quorum queues
 TAIL_ANALYSIS = Path(__file__).resolve().parent / "LATENCY-TAIL.md"
 
 
@@ -82,6 +84,8 @@ class Data:
         self.amqp1 = bd.amqp1_points(out)
         self.amqp1_lat = bd.amqp1_latency(out)
         self.amqp1_meta = bd.section_meta(out, "amqp1")
+        self.cluster = bd.cluster_points(out)
+        self.cluster_meta = bd.section_meta(out, "cluster")
         sizes = {k[1] for k in self.perf} | {k[1] for k in self.lat} | {k[2] for k in self.nettp}
         self.sizes = sorted(sizes)
 
@@ -702,6 +706,48 @@ def section_persistent(d, charts):
     return out
 
 
+def section_cluster(d):
+    if not d.cluster:
+        return ""
+    out = "## Replicated queues (cluster)\n\n"
+    m = d.cluster_meta
+    run = [f"measured {m.get('date', '—')}", f"commit {m.get('git_commit', '—')}"]
+    if m.get("invocation"):
+        run.append(f"`{m['invocation']}`")
+    if m.get("load_at_end"):
+        run.append(f"load at the end {m['load_at_end']}")
+    out += ("`ferry perftest --protocol amqp0-9-1 --queue-type quorum --confirm 100 --durable yes -s "
+            "--size 256 --nsubs 1 --qt 1 --npubs N`: a replicated queue on a 3-node ferryd cluster "
+            "(one Raft group, every node with its own data directory on the same device; the harness "
+            "talks to the leader) beside a quorum queue on a RabbitMQ cluster on the same machine "
+            "in the same run (nodes joined with `rabbitmqctl join_cluster`, the harness on the "
+            "queue's leader). A publish is confirmed only once a majority has it on disk. All "
+            "nodes share the machine's CPUs with each other and the harness (" + "; ".join(run)
+            + ").\n\n")
+    rows = []
+    for (b, nodes, s, n), p in sorted(d.cluster.items()):
+        msgs = p.msgs_per_sec if p.ok else None
+        spread = p.spread
+        rows.append([b, nodes, s, n, point_cell(p), f_rate(msgs),
+                     f"{f_rate(spread[0])} – {f_rate(spread[1])}" if spread else "—",
+                     f_pct(statistics.median([c for c in p.cpu_busy if c is not None]))
+                     if p.ok and any(c is not None for c in p.cpu_busy) else "—"])
+    out += table(["broker", "nodes", "size", "publishers", "transfers/s (median)", "messages/s",
+                  "spread of the repetitions", "machine CPU busy"], rows)
+    for n in sorted({k[3] for k in d.cluster}):
+        f = next((p for k, p in d.cluster.items() if k[0] == "ferryd-cluster" and k[3] == n), None)
+        r = next((p for k, p in d.cluster.items() if k[0] == "rabbitmq-quorum" and k[3] == n), None)
+        if f is None or r is None or not r.ok:
+            continue
+        fr = f.transfers_per_sec if f.ok else None
+        need = CLUSTER_VS_RABBITMQ * r.transfers_per_sec
+        out += (f"\nTarget (issue 13), {n} publisher(s): ferryd ≥ {CLUSTER_VS_RABBITMQ}× RabbitMQ quorum "
+                f"queues: RabbitMQ {f_rate(r.transfers_per_sec)} transfers/s, so ≥ {f_rate(need)}; "
+                f"ferryd {point_cell(f)}" + (f" ({f_x(bd.ratio(fr, r.transfers_per_sec))})"
+                                             f" — {met(fr >= need)}" if fr is not None else "") + ".\n")
+    return out
+
+
 def section_tail_analysis():
     """The written analysis of what bounds the latency tail (bench/LATENCY-TAIL.md), which
     is prose from an investigation rather than figures of this run."""
@@ -788,6 +834,7 @@ def render(out_dir, md_path):
         section_amqp091(d, charts),
         section_persistent(d, charts),
         section_amqp1(d, charts),
+        section_cluster(d),
         section_tail_analysis(),
         section_notes(d),
     ] if p]

@@ -16,9 +16,10 @@
 #   --quick           smoke run (same as BENCH_QUICK=1): few sizes, short points, one
 #                     repetition; never publishes
 #   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent,
-#                     amqp1 (default: all of them). A run of all sections publishes all of
-#                     bench/results/; a run of `amqp1` alone publishes only its own files
-#                     (amqp1*.csv, amqp1.png, meta_amqp1.csv, commands_amqp1.txt) beside the
+#                     amqp1, cluster (default: all of them). A run of all sections publishes
+#                     all of bench/results/; a run of `amqp1` or `cluster` alone publishes only
+#                     its own files (amqp1*.csv, amqp1.png, meta_amqp1.csv, commands_amqp1.txt;
+#                     likewise cluster*) beside the
 #                     committed results of the others and rewrites BENCHMARKS.md from the
 #                     merge; any other subset publishes nothing
 #   --no-publish      leave bench/results/ and BENCHMARKS.md alone
@@ -36,6 +37,8 @@
 #   persistent  ferryd's durable store: perftest --durable yes at 256 B and 4 KiB with 1 and
 #               8 publishers (over 0-10, completion after the store's sync), and persistent
 #               latency; "unavailable" without --data-dir.
+#   cluster     replicated queues: 3 local ferryd nodes and (with --rabbitmq) 3 RabbitMQ nodes
+#               with quorum queues, 256 B with confirms, 1 and 8 publishers (bench/cluster.sh).
 #   amqp1       AMQP 1.0 against ferryd and (with --brokerj) Broker-J in the same run: the
 #               papers' sizes, 1 pub / 1 sub / 1 queue perftest in two settlement modes
 #               (unsettled: --confirm 1000 --sub-ack 100; settled: both ways at most once)
@@ -69,7 +72,7 @@ brokerj=0
 rabbitmq=0
 publish=1
 other=
-all_sections=baselines,papers,amqp091,persistent,amqp1
+all_sections=baselines,papers,amqp091,persistent,amqp1,cluster
 sections=$all_sections
 args=("$@")
 while (( $# )); do
@@ -89,8 +92,8 @@ while (( $# )); do
 done
 for sec in ${sections//,/ }; do
     case $sec in
-        baselines|papers|amqp091|persistent|amqp1) ;;
-        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1)" >&2; exit 2 ;;
+        baselines|papers|amqp091|persistent|amqp1|cluster) ;;
+        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1, cluster)" >&2; exit 2 ;;
     esac
 done
 want() { [[ ,$sections, == *",$1,"* ]]; }
@@ -135,6 +138,8 @@ rm -f "$out"/*.csv "$out"/*.png "$out"/commands.txt "$out"/BENCHMARKS.md
 rm -rf "${out:?}"/raw/*
 
 # ---------------------------------------------------------------- servers and cleanup
+# shellcheck source=bench/cluster.sh
+. "$here/cluster.sh"
 ferryd_pid=
 brokerj_pid=
 stop_pid() {   # pid, seconds to wait after SIGTERM before SIGKILL; kills the process group
@@ -154,6 +159,8 @@ stop_pid() {   # pid, seconds to wait after SIGTERM before SIGKILL; kills the pr
 rabbitmq_pid=
 rabbitmq_epmd_port=
 cleanup() {
+    stop_ferry_cluster
+    stop_rabbitmq_cluster
     stop_pid "$ferryd_pid" 10
     stop_pid "$brokerj_pid" 30
     stop_rabbitmq
@@ -681,6 +688,7 @@ echo "$persistent_header" >"$out/persistent.csv"
 echo "$persistent_latency_header" >"$out/persistent_latency.csv"
 echo "$amqp1_header" >"$out/amqp1.csv"
 echo "$amqp1_latency_header" >"$out/amqp1_latency.csv"
+echo "$cluster_header" >"$out/cluster.csv"
 
 # Baselines first, with no broker running, so nothing competes for the two CPUs.
 if want baselines; then
@@ -724,6 +732,10 @@ if want amqp091 && (( rabbitmq )); then
     fi
 fi
 
+if want cluster; then
+    measure_cluster
+fi
+
 meta duration_secs "$(( $(date +%s) - started_at ))"
 meta load_at_end "$(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min load averages after the run)"
 
@@ -742,19 +754,20 @@ if (( publish )) && [[ $sections == "$all_sections" ]]; then
     cp "$out"/*.csv "$out"/*.png "$out"/commands.txt "$results"/
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
     echo "published: bench/results/ and BENCHMARKS.md"
-elif (( publish )) && [[ $sections == amqp1 ]]; then
+elif (( publish )) && [[ $sections == amqp1 || $sections == cluster ]]; then
     # Only this section's figures replace the committed ones; the other sections' CSVs,
     # charts, meta.csv and commands.txt stay as they were, and the report is rewritten
-    # from the merge (the AMQP 1.0 section says when and under what load it was measured).
+    # from the merge (the section says when and under what load it was measured).
+    sec=$sections
     mkdir -p "$results"
-    rm -f "$results"/amqp1*.csv "$results"/amqp1*.png "$results"/meta_amqp1.csv "$results"/commands_amqp1.txt
-    cp "$out"/amqp1*.csv "$results"/
-    cp "$out"/amqp1*.png "$results"/ 2>/dev/null || true
-    cp "$out/meta.csv" "$results/meta_amqp1.csv"
-    cp "$out/commands.txt" "$results/commands_amqp1.txt"
+    rm -f "$results"/"$sec"*.csv "$results"/"$sec"*.png "$results/meta_$sec.csv" "$results/commands_$sec.txt"
+    cp "$out"/"$sec"*.csv "$results"/
+    cp "$out"/"$sec"*.png "$results"/ 2>/dev/null || true
+    cp "$out/meta.csv" "$results/meta_$sec.csv"
+    cp "$out/commands.txt" "$results/commands_$sec.txt"
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
-    echo "published: the amqp1 section into bench/results/ and BENCHMARKS.md"
+    echo "published: the $sec section into bench/results/ and BENCHMARKS.md"
 elif (( publish )); then
-    echo "not publishing: only a run of all sections, or of amqp1 alone, is published"
+    echo "not publishing: only a run of all sections, or of amqp1 or cluster alone, is published"
 fi
 echo "results in $out ($(( $(date +%s) - started_at ))s)"

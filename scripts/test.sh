@@ -4,9 +4,9 @@
 # third-party clients: Apache Qpid JMS and qpid-config/qpid-stat (AMQP 0-10); pika, the
 # RabbitMQ Java client, Celery and the RabbitMQ Go client's own integration tests (AMQP
 # 0-9-1); python-qpid-proton, Qpid JMS 2.x and rhea (AMQP 1.0); the management API with
-# Prometheus's parser and the web console in Chromium. Installs what it needs (Java, Maven,
-# Node.js and Chromium via apt-get, pika, proton and pytest into venvs from PyPI, rhea and
-# playwright-core from npm, cargo-fuzz).
+# Prometheus's parser and the web console in Chromium; a chaos run of a 3-node cluster.
+# Installs what it needs (Java, Maven, Node.js and Chromium via apt-get, pika, proton and
+# pytest into venvs from PyPI, rhea and playwright-core from npm, cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +46,11 @@ cargo build --workspace --locked
 
 section "cargo test"
 cargo test --workspace --locked
+
+section "cluster: chaos run (3 ferryd nodes; kill -9, pause, partition; 60 s)"
+# Jepsen-style: publishers with confirms and consumers while faults are injected; fails if a
+# confirmed message is lost or an unexpected one delivered (docs/CLUSTER.md).
+target/debug/ferry chaos --ferryd target/debug/ferryd --duration 60
 
 section "bench: report generator"
 python3 -m unittest bench/test_report.py

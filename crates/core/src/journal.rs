@@ -105,6 +105,16 @@ pub trait Journal: Send + Sync {
     /// Wakes `waiter` once `point` is durable (or the journal failed), at once if it already
     /// is. Each registration wakes its waiter once.
     fn notify_when_durable(&self, point: SyncPoint, waiter: Arc<dyn DurableWaiter>);
+    /// Whether a queue declared with `arguments` is one this journal replicates (a
+    /// cluster's replicated queues): such a queue must be durable, not exclusive.
+    fn replicates(&self, _arguments: &Arguments) -> bool {
+        false
+    }
+    /// Whether every message for durable queue `queue` is journaled, persistent or not
+    /// (a replicated queue keeps all its messages on a majority).
+    fn journals_all(&self, _queue: u64) -> bool {
+        false
+    }
     /// Figures for management; a journal that keeps none reports zeros.
     fn stats(&self) -> JournalStats {
         JournalStats::default()

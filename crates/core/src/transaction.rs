@@ -166,7 +166,11 @@ impl Transaction {
             route::collect(exchange, message, &mut targets);
             // Journaled before any queue holds it, as for a plain publish.
             let mut message = message.clone();
-            if let Some(j) = journal.filter(|_| message.persistent && !targets.is_empty()) {
+            let journaled = |_: &_| {
+                !targets.is_empty()
+                    && (message.persistent || targets.iter().any(|q| q.journals_all()))
+            };
+            if let Some(j) = journal.filter(journaled) {
                 match route::record(j, &message, &targets, jtx.as_deref()) {
                     Ok(Some((journaled, point))) => {
                         message = journaled;

@@ -1,6 +1,7 @@
 //! ferryd: the Ferry broker daemon.
 
 mod acl;
+mod cluster;
 mod disk;
 mod fdlimit;
 mod memory;
@@ -69,7 +70,7 @@ async fn serve(options: Options) -> ExitCode {
             );
         }
     }
-    let config = ServerConfig {
+    let mut config = ServerConfig {
         interface: options.interface,
         port: options.port,
         tcp_nodelay: options.tcp_nodelay.on(),
@@ -133,13 +134,16 @@ async fn serve(options: Options) -> ExitCode {
         persistent_memory_budget,
         ..BrokerConfig::default()
     };
-    let (broker, store) = match open_store(&options, broker_config) {
-        Ok(pair) => pair,
+    let (broker, store, cluster) = match open_store(&options, broker_config).await {
+        Ok(opened) => opened,
         Err(e) => {
             eprintln!("ferryd: {e}");
             return ExitCode::FAILURE;
         }
     };
+    if let Some(cluster) = &cluster {
+        config.gate = Some(cluster::gate(cluster));
+    }
     if let (Some(_), Some(dir)) = (&store, options.data_dir()) {
         disk::watch(broker.clone(), dir, options.disk_free_limit);
     }
@@ -164,6 +168,9 @@ async fn serve(options: Options) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(cluster) = &cluster {
+        cluster.set_amqp_addr(addr.to_string());
+    }
     let tls_addr = match server.tls_local_addr().transpose() {
         Ok(a) => a,
         Err(e) => {
@@ -220,6 +227,9 @@ async fn serve(options: Options) -> ExitCode {
         let _ = stop.send(true);
     });
     server.run(shutdown).await;
+    if let Some(cluster) = cluster {
+        cluster.shutdown().await;
+    }
     if let Some(store) = store {
         // Everything appended (settlements of the last moments included) reaches the disk.
         store.close();
@@ -227,25 +237,39 @@ async fn serve(options: Options) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The broker, over the durable store of `--data-dir` (recovered first) unless memory-only.
-fn open_store(
-    options: &Options,
-    broker_config: BrokerConfig,
-) -> Result<(Arc<Broker>, Option<Arc<Store>>), String> {
+type Opened = (
+    Arc<Broker>,
+    Option<Arc<Store>>,
+    Option<Arc<ferry_cluster::Cluster>>,
+);
+
+/// The broker, over the durable store of `--data-dir` (recovered first) unless memory-only;
+/// in a cluster, over the cluster journal, with the started cluster node.
+async fn open_store(options: &Options, broker_config: BrokerConfig) -> Result<Opened, String> {
     let Some(dir) = options.data_dir() else {
+        if options.cluster_name.is_some() {
+            return Err("a cluster node needs a data directory (--data-dir)".into());
+        }
         if !options.no_data_dir {
             warn!("no data directory (neither --data-dir, XDG_DATA_HOME nor HOME): memory-only");
         }
-        return Ok((Broker::new(broker_config), None));
+        return Ok((Broker::new(broker_config), None, None));
     };
     let config = StoreConfig {
         segment_size: options.store_segment_size,
         memory_budget: broker_config.persistent_memory_budget,
     };
     let (store, recovered) = Store::open(&dir, config).map_err(|e| e.to_string())?;
-    let broker = Broker::with_journal(broker_config, store.clone());
     let stats = recovered.stats.clone();
-    recovered.restore(&broker);
+    let (broker, cluster) = if options.cluster_name.is_some() {
+        let (broker, cluster) =
+            cluster::open(options, broker_config, store.clone(), recovered).await?;
+        (broker, Some(cluster))
+    } else {
+        let broker = Broker::with_journal(broker_config, store.clone());
+        recovered.restore(&broker);
+        (broker, None)
+    };
     info!(
         dir = %dir.display(),
         segments = stats.segments,
@@ -257,7 +281,7 @@ fn open_store(
         ms = stats.elapsed.as_millis() as u64,
         "store recovered"
     );
-    Ok((broker, Some(store)))
+    Ok((broker, Some(store), cluster))
 }
 
 /// SIGHUP re-reads the TLS certificate, key and CA files (new connections use them) and the
@@ -318,10 +342,15 @@ async fn wait_for_signal() {
 
 fn init_logging(options: &Options) -> Result<(), String> {
     use tracing_subscriber::{fmt, EnvFilter};
-    let filter = match std::env::var("RUST_LOG") {
+    let mut filter = match std::env::var("RUST_LOG") {
         Ok(f) if !f.is_empty() => f,
         _ => options::log_filter(&options.log_enable),
     };
+    // The Raft library logs every failed RPC to an unreachable peer, twice a second; the
+    // cluster's own log lines say what matters. `--log-enable openraft=warn` brings it back.
+    if !filter.contains("openraft") {
+        filter.push_str(",openraft=off");
+    }
     let filter = EnvFilter::try_new(&filter).map_err(|e| format!("bad --log-enable: {e}"))?;
     if let Some(path) = &options.log_to_file {
         let file = std::fs::OpenOptions::new()

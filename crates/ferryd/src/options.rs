@@ -204,6 +204,75 @@ pub struct Options {
     /// this (`50MB`, `1GiB`; RabbitMQ's disk_free_limit); 0 turns the disk alarm off.
     #[arg(long, value_name = "SIZE", default_value = "50MB", value_parser = parse_bytes)]
     pub disk_free_limit: u64,
+
+    /// Join a cluster of this name: replicated queues (0-9-1 `x-queue-type: quorum`,
+    /// `qpid.replicated`) are kept on a majority of its nodes (docs/CLUSTER.md). Needs
+    /// --node-id, --cluster-peers, --cluster-secret-file and a data directory.
+    #[arg(long, value_name = "NAME", requires_all = ["node_id", "cluster_secret_file"])]
+    pub cluster_name: Option<String>,
+
+    /// This node's id in the cluster (1, 2, ...; unique, never reused).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_id: Option<u64>,
+
+    /// The cluster's initial members' cluster addresses, `host:port,...` (ids 1, 2, ... in
+    /// that order) or `id=host:port,...`. This node is among them, or is added later with
+    /// `ferry cluster add-node`.
+    #[arg(long, value_name = "PEERS", default_value = "")]
+    pub cluster_peers: String,
+
+    /// Port of the cluster traffic (Raft, management); default: this node's entry in
+    /// --cluster-peers, else --port + 1000.
+    #[arg(long)]
+    pub cluster_port: Option<u16>,
+
+    /// File holding the secret every member proves it knows before any cluster traffic
+    /// is accepted (mode 0600).
+    #[arg(long, value_name = "FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
+
+    /// Raft's election timeout in milliseconds (between this and twice this); heartbeats
+    /// go at a fifth of it. A leader that has not heard from a majority for twice this
+    /// stops serving.
+    #[arg(long, value_name = "MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(50..))]
+    pub cluster_election_timeout: u64,
+}
+
+/// `--cluster-peers`: `(id, address)` pairs.
+pub fn parse_peers(text: &str) -> Result<Vec<(u64, String)>, String> {
+    let mut out = Vec::new();
+    for (i, item) in text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .enumerate()
+    {
+        let (id, addr) = match item.split_once('=') {
+            Some((id, addr)) => (
+                id.trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("bad node id in {item:?}"))?,
+                addr.trim(),
+            ),
+            None => (i as u64 + 1, item),
+        };
+        if id == 0 {
+            return Err(format!("{item:?}: node ids start at 1"));
+        }
+        if addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .is_none()
+        {
+            return Err(format!("{item:?}: expected host:port"));
+        }
+        if out.iter().any(|(other, _)| *other == id) {
+            return Err(format!("node id {id} appears twice"));
+        }
+        out.push((id, addr.to_owned()));
+    }
+    Ok(out)
 }
 
 /// A size in bytes, in the watermarks' units; not a fraction.
@@ -531,5 +600,26 @@ mod tests {
             log_filter(&strings(&["ferry_server=trace"])),
             "ferry_server=trace"
         );
+    }
+}
+
+#[cfg(test)]
+mod cluster_tests {
+    use super::parse_peers;
+
+    #[test]
+    fn peers_in_order_or_with_ids() {
+        assert_eq!(
+            parse_peers("a:1, b:2").unwrap(),
+            vec![(1, "a:1".to_owned()), (2, "b:2".to_owned())]
+        );
+        assert_eq!(
+            parse_peers("3=a:1,7=b:2").unwrap()[1],
+            (7, "b:2".to_owned())
+        );
+        assert!(parse_peers("a").is_err());
+        assert!(parse_peers("0=a:1").is_err());
+        assert!(parse_peers("1=a:1,1=b:2").is_err());
+        assert!(parse_peers("").unwrap().is_empty());
     }
 }

@@ -64,6 +64,8 @@ pub struct ServerConfig {
     pub session_max_unacked: u32,
     /// Subscriptions per 0-10 session, consumers per 0-9-1 channel; 0 = unlimited.
     pub max_consumers_per_session: u32,
+    /// Set in a cluster: where each new client connection goes (see `gate`).
+    pub gate: Option<crate::gate::GateHandle>,
 }
 
 impl Default for ServerConfig {
@@ -92,6 +94,7 @@ impl Default for ServerConfig {
             max_queues_per_user: 0,
             session_max_unacked: 10_000,
             max_consumers_per_session: 1024,
+            gate: None,
         }
     }
 }

@@ -135,6 +135,25 @@ impl Server {
                 continue;
             };
             debug!(%peer, "accepted connection");
+            if let Some(gate) = &self.services.config.gate {
+                match gate.0.route() {
+                    crate::gate::GateRoute::Serve => {}
+                    crate::gate::GateRoute::Proxy(addr) if tls.is_none() => {
+                        let changes = gate.0.changes();
+                        tokio::spawn(async move {
+                            crate::gate::proxy(stream, addr, changes).await;
+                            drop(ip_slot);
+                            drop(permit);
+                        });
+                        continue;
+                    }
+                    route => {
+                        debug!(%peer, ?route, "refusing connection: no cluster leader to serve it");
+                        drop(stream);
+                        continue;
+                    }
+                }
+            }
             let services = self.services.clone();
             let shutdown = shutdown.clone();
             let acceptor = tls.map(|t| t.acceptor());

@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::chaos::ChaosOpts;
+use crate::cluster::ClusterOpts;
 use crate::ctl::CtlOpts;
 use crate::latency_test::LatencyOpts;
 use crate::netbench::NetbenchCmd;
@@ -35,6 +37,12 @@ pub enum Command {
     User(UserOpts),
     /// Manage a running ferryd over its management HTTP API (--mgmt-enable yes).
     Ctl(Box<CtlOpts>),
+    /// A ferryd cluster over its cluster port: status, add-node, remove-node.
+    Cluster(Box<ClusterOpts>),
+    /// Jepsen-style test of replicated queues: a local ferryd cluster under kill -9,
+    /// pause and partition faults while clients publish and consume; checks nothing
+    /// confirmed is lost.
+    Chaos(Box<ChaosOpts>),
 }
 
 pub fn run(cli: &Cli) -> Result<(), ToolError> {
@@ -44,6 +52,8 @@ pub fn run(cli: &Cli) -> Result<(), ToolError> {
         Command::Netbench { cmd } => crate::netbench::command(cmd),
         Command::User(o) => crate::user::command(o),
         Command::Ctl(o) => crate::ctl::command(o),
+        Command::Cluster(o) => crate::cluster::command(o),
+        Command::Chaos(o) => crate::chaos::command(o),
     }
 }
 

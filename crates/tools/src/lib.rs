@@ -10,7 +10,9 @@
 pub mod amqp010;
 pub mod amqp091;
 pub mod amqp1;
+pub mod chaos;
 pub mod cli;
+pub mod cluster;
 pub mod conn;
 pub mod ctl;
 pub mod driver;

@@ -243,12 +243,25 @@ impl Broker {
         } else {
             opts.limits
         };
+        if let Some(journal) = self
+            .journal
+            .as_ref()
+            .filter(|j| j.replicates(&opts.arguments))
+        {
+            if !opts.durable || opts.exclusive_owner.is_some() {
+                let _ = journal;
+                return Err(BrokerError::PreconditionFailed(format!(
+                    "queue {name}: a replicated queue must be durable and not exclusive"
+                )));
+            }
+        }
         let store = match (&self.journal, restore) {
             _ if !opts.durable => None,
             (Some(journal), Restore::Yes(id)) => Some(QueueStore {
                 journal: journal.clone(),
                 id,
                 offload: self.offload.clone(),
+                all: journal.journals_all(id),
             }),
             (Some(journal), Restore::No) => {
                 let id = journal.declare_queue(&QueueDefinition {
@@ -267,6 +280,7 @@ impl Broker {
                     journal: journal.clone(),
                     id,
                     offload: self.offload.clone(),
+                    all: journal.journals_all(id),
                 })
             }
             (None, _) => None,

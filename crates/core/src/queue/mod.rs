@@ -159,6 +159,8 @@ pub(crate) struct QueueStore {
     pub(crate) id: u64,
     /// Set when the broker keeps persistent contents within a memory budget.
     pub(crate) offload: Option<Arc<OffloadBudget>>,
+    /// Transient messages are journaled too (see [`Journal::journals_all`]).
+    pub(crate) all: bool,
 }
 
 impl fmt::Debug for QueueStore {
@@ -239,6 +241,12 @@ impl Queue {
     }
 
     /// The queue's store id, for a durable queue of a broker with a journal.
+    /// Whether transient messages for this queue are journaled too (a replicated queue).
+    #[inline]
+    pub(crate) fn journals_all(&self) -> bool {
+        self.store.as_ref().is_some_and(|s| s.all)
+    }
+
     pub fn store_id(&self) -> Option<u64> {
         self.store.as_ref().map(|s| s.id)
     }

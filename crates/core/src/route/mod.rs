@@ -57,7 +57,11 @@ pub(crate) fn deliver_except(
     if let Some(skip) = skip {
         targets.retain(|q| !skip(q));
     }
-    let routed = match journal.filter(|_| msg.persistent && !targets.is_empty()) {
+    // Transient messages are journaled only for queues that journal everything (a
+    // cluster's replicated queues).
+    let journaled =
+        |_: &_| !targets.is_empty() && (msg.persistent || targets.iter().any(|q| q.journals_all()));
+    let routed = match journal.filter(journaled) {
         None => enqueue_all(&mut targets, msg, |_| {}).map(|queues| Routed { queues, sync: None }),
         Some(journal) => deliver_journaled(journal, msg, &mut targets),
     };

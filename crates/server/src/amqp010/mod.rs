@@ -438,8 +438,17 @@ impl Amqp010 {
                     return;
                 }
                 // One virtual host: any name is accepted, as qpidd does.
+                // In a cluster, the members' addresses: qpidd's clients fail over through them.
+                let hosts = shell
+                    .config
+                    .gate
+                    .as_ref()
+                    .map(|g| g.0.known_hosts())
+                    .unwrap_or_default();
                 let open_ok = ConnectionOpenOk {
-                    known_hosts: Some(Array::of_str16(std::iter::empty::<&str>())),
+                    known_hosts: Some(Array::of_str16(
+                        hosts.iter().map(|h| format!("amqp:tcp:{h}")),
+                    )),
                 };
                 self.write_control(shell, 0, open_ok.into());
                 shell.open(Opened {

@@ -118,7 +118,18 @@ pub async fn declare_and_purge(
     queue: &str,
     options: QueueOptions,
 ) -> Result<(), ClientError> {
-    conn.queue_declare(channel, queue, options, Default::default())
+    declare_and_purge_with(conn, channel, queue, options, Default::default()).await
+}
+
+/// [`declare_and_purge`] with arguments.
+pub async fn declare_and_purge_with(
+    conn: &mut Connection,
+    channel: u16,
+    queue: &str,
+    options: QueueOptions,
+    arguments: ferry_client091::FieldTable,
+) -> Result<(), ClientError> {
+    conn.queue_declare(channel, queue, options, arguments)
         .await?;
     conn.queue_purge(channel, queue).await?;
     Ok(())

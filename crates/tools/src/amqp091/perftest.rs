@@ -21,7 +21,7 @@ use std::collections::HashSet;
 
 use ferry_client091::{ConsumeOptions, Delivery, Publication, QueueOptions};
 
-use super::{declare_and_purge, properties, run, send_text, Client};
+use super::{declare_and_purge, declare_and_purge_with, properties, run, send_text, Client};
 use crate::driver::DriverError;
 use crate::perftest::{
     ControllerOps, Mode, PerftestConnector, Plan, PublisherOps, Received, SubscriberOps,
@@ -102,11 +102,19 @@ impl PerftestConnector for Connector {
             }
             if plan.mode == Mode::Shared {
                 let durable = QueueOptions {
-                    durable: plan.durable,
+                    durable: plan.durable || plan.queue_type.is_some(),
                     ..Default::default()
                 };
+                let mut arguments = ferry_client091::FieldTable::new();
+                if let Some(t) = &plan.queue_type {
+                    arguments.insert(
+                        ferry_client091::ShortStr::try_from("x-queue-type")?,
+                        ferry_client091::FieldValue::string(t)?,
+                    );
+                }
                 for i in 0..plan.qt {
-                    declare_and_purge(conn, ch, &plan.queue_or_topic(i), durable).await?;
+                    let q = plan.queue_or_topic(i);
+                    declare_and_purge_with(conn, ch, &q, durable, arguments.clone()).await?;
                 }
             }
             Ok(())

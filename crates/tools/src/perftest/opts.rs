@@ -68,6 +68,11 @@ pub struct PerftestOpts {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub confirm: u32,
 
+    /// AMQP 0-9-1 only: declare the test queues with this `x-queue-type` (`quorum`:
+    /// RabbitMQ's quorum queues, a ferryd cluster's replicated queues); they are durable.
+    #[arg(long = "queue-type", value_name = "TYPE")]
+    pub queue_type: Option<String>,
+
     /// Create N subscribers.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub nsubs: usize,

@@ -59,6 +59,8 @@ pub struct Plan {
     pub confirm: u32,
     /// Unsettled deliveries a subscriber may hold: 0-9-1 prefetch, 0-10 credit window.
     pub prefetch: u32,
+    /// 0-9-1 `x-queue-type` of the test queues, if any.
+    pub queue_type: Option<String>,
 }
 
 impl Plan {
@@ -152,6 +154,9 @@ impl Plan {
         if protocol == Protocol::Amqp1 && (tx_pub > 0 || tx_sub > 0) {
             return bad("--tx, --pub-tx and --sub-tx are not supported over AMQP 1.0");
         }
+        if o.queue_type.is_some() && protocol != Protocol::Amqp091 {
+            return bad("--queue-type is for --protocol amqp0-9-1 (x-queue-type)");
+        }
         if confirm > 0 && tx_pub > 0 {
             return bad("--confirm and publisher transactions exclude each other \
                         (a 0-9-1 channel is in confirm mode or transactional, not both)");
@@ -219,6 +224,7 @@ impl Plan {
             protocol,
             confirm,
             prefetch,
+            queue_type: o.queue_type.clone(),
         };
         Ok((plan, warnings))
     }

@@ -1,0 +1,683 @@
+//! The journal a clustered broker's core writes to: operations on replicated queues become
+//! Raft proposals, everything else goes to the node's own store as before. Durability
+//! points are the cluster journal's own: each covers either a point of the local store or a
+//! proposal, and "durable up to N" means every point up to N is on the local disk or
+//! committed (on a majority's disks). The protocol layers hold confirms and completions on
+//! these points exactly as they do on the store's, so they need no new code.
+//!
+//! Only a serving leader proposes: elsewhere operations on replicated queues are refused
+//! (declares, publishes) or dropped (a settlement on a queue being taken down: the message
+//! stays in the replica and is delivered again by the next leader).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use ferry_core::{
+    Arguments, BrokerError, DurableWaiter, ExchangeDefinition, HeaderValue, Journal, JournalStats,
+    JournalTx, Message, QueueDefinition, SyncPoint,
+};
+use ferry_store::record::{self, BindingKey, QueueRec, Record};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+use crate::sm::Replica;
+use crate::types::Op;
+
+/// Ids of replicated queues and of messages the leader numbered: bit 63 set, then the
+/// proposing leader's term and a counter of its own. Terms are unique to one leader, so
+/// ids never collide across failovers.
+pub const REPLICATED: u64 = 1 << 63;
+/// A message the local store numbered (it also went to non-replicated durable queues),
+/// as the replica keys it: bit 62, the node, the store's id.
+const LOCAL_TAGGED: u64 = 1 << 62;
+
+pub fn is_replicated_id(id: u64) -> bool {
+    id & REPLICATED != 0
+}
+
+/// Whether a declare asks for a replicated queue: 0-9-1 `x-queue-type: quorum` (RabbitMQ's
+/// name), or `qpid.replicated` true (any protocol).
+pub fn is_replicated_declare(args: &Arguments) -> bool {
+    let quorum = match args.get("x-queue-type") {
+        Some(HeaderValue::Str(s)) => s.eq_ignore_ascii_case("quorum"),
+        Some(HeaderValue::Bytes(b)) => b.eq_ignore_ascii_case(b"quorum"),
+        _ => false,
+    };
+    let replicated = match args.get("qpid.replicated") {
+        Some(HeaderValue::Bool(b)) => *b,
+        Some(HeaderValue::Str(s)) => matches!(s.as_str(), "true" | "1" | "yes"),
+        Some(HeaderValue::Bytes(b)) => matches!(&b[..], b"true" | b"1" | b"yes"),
+        Some(HeaderValue::Int(i)) => *i != 0,
+        Some(HeaderValue::UInt(i)) => *i != 0,
+        _ => false,
+    };
+    quorum || replicated
+}
+
+/// A queue operation for the proposer, with the point it completes.
+#[derive(Debug)]
+pub struct Proposal {
+    pub epoch: u64,
+    pub point: u64,
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Local(SyncPoint),
+    Raft,
+}
+
+#[derive(Default)]
+struct Points {
+    /// Leadership epochs of this node; a proposal of an older one never completes.
+    epoch: u64,
+    last: u64,
+    durable: u64,
+    pending: VecDeque<(u64, Source)>,
+    /// The highest point whose proposal this node has seen applied (this epoch).
+    raft_done: u64,
+    /// The local store's latest point already covered by a point of ours.
+    local_seen: SyncPoint,
+    /// Leadership was lost: pending points will never complete.
+    failed: bool,
+    /// When some proposals were made, for the commit latency: (point, time).
+    sent: VecDeque<(u64, std::time::Instant)>,
+    /// Moving average of proposal-to-applied time, microseconds.
+    latency_us: u64,
+    waiters: Vec<(u64, Arc<dyn DurableWaiter>)>,
+}
+
+pub struct ClusterJournal {
+    local: Arc<dyn Journal>,
+    me: u64,
+    pub(crate) replica: Arc<Mutex<Replica>>,
+    points: Mutex<Points>,
+    proposals: mpsc::UnboundedSender<Proposal>,
+    serving: AtomicBool,
+    /// (term << 32) | counter, for new ids; set when serving starts.
+    next_id: AtomicU64,
+    /// Handed to the local store to hear of its durability.
+    kick: Arc<Kick>,
+}
+
+struct Kick(Weak<ClusterJournal>);
+
+impl DurableWaiter for Kick {
+    fn wake(&self) {
+        if let Some(j) = self.0.upgrade() {
+            j.poll();
+        }
+    }
+}
+
+fn not_leader() -> BrokerError {
+    BrokerError::ResourceLimitExceeded(
+        "replicated queues are served by the cluster leader; this node is not it (reconnect)"
+            .into(),
+    )
+}
+
+impl ClusterJournal {
+    /// The journal of node `me` over its local store; proposals go to the returned receiver.
+    pub fn new(
+        local: Arc<dyn Journal>,
+        me: u64,
+    ) -> (Arc<ClusterJournal>, mpsc::UnboundedReceiver<Proposal>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let j = Arc::new_cyclic(|weak| ClusterJournal {
+            local,
+            me,
+            replica: Arc::default(),
+            points: Mutex::new(Points::default()),
+            proposals: tx,
+            serving: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            kick: Arc::new(Kick(weak.clone())),
+        });
+        (j, rx)
+    }
+
+    pub fn replica(&self) -> &Arc<Mutex<Replica>> {
+        &self.replica
+    }
+
+    /// Moving average of the time from proposing an operation to seeing it applied here
+    /// (commit latency), in microseconds; 0 before any.
+    pub fn commit_latency_us(&self) -> u64 {
+        self.points.lock().latency_us
+    }
+
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Acquire)
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.points.lock().epoch
+    }
+
+    fn new_id(&self) -> u64 {
+        REPLICATED | self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The replica's key for message `id` (see [`LOCAL_TAGGED`]).
+    fn message_key(&self, id: u64) -> u64 {
+        if id & (REPLICATED | LOCAL_TAGGED) != 0 {
+            id
+        } else {
+            LOCAL_TAGGED | (self.me << 48) | id
+        }
+    }
+
+    /// Proposes `op`; returns its point. Under the points lock, so points reach the
+    /// proposer in order.
+    fn propose(&self, op: Op) -> Result<SyncPoint, BrokerError> {
+        let mut p = self.points.lock();
+        if !self.is_serving() {
+            return Err(not_leader());
+        }
+        p.last += 1;
+        let point = p.last;
+        p.pending.push_back((point, Source::Raft));
+        // One sample per few hundred proposals is enough for an average.
+        if point.is_multiple_of(256) || p.sent.is_empty() {
+            p.sent.push_back((point, std::time::Instant::now()));
+        }
+        self.proposals
+            .send(Proposal {
+                epoch: p.epoch,
+                point,
+                op,
+            })
+            .map_err(|_| not_leader())?;
+        Ok(SyncPoint(point))
+    }
+
+    /// Covers the local store's latest point with one of ours, if it moved.
+    fn cover_local(&self, p: &mut Points) {
+        let local = self.local.appended();
+        if local > p.local_seen {
+            p.local_seen = local;
+            p.last += 1;
+            let point = p.last;
+            p.pending.push_back((point, Source::Local(local)));
+        }
+    }
+
+    fn advance(&self, p: &mut Points) {
+        let local = self.local.durable();
+        while let Some(&(point, src)) = p.pending.front() {
+            let done = match src {
+                Source::Local(sp) => local >= sp,
+                Source::Raft => p.raft_done >= point,
+            };
+            if !done {
+                break;
+            }
+            p.durable = point;
+            p.pending.pop_front();
+        }
+        if p.pending.is_empty() {
+            p.durable = p.last;
+        }
+    }
+
+    /// Re-reads what is durable and wakes whoever waited for it.
+    pub fn poll(&self) {
+        let woken = {
+            let mut p = self.points.lock();
+            self.advance(&mut p);
+            let (durable, failed) = (p.durable, p.failed || self.local.is_failed());
+            let mut woken = Vec::new();
+            p.waiters.retain(|(point, w)| {
+                if failed || *point <= durable {
+                    woken.push(w.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            woken
+        };
+        for w in woken {
+            w.wake();
+        }
+    }
+
+    /// The state machine applied a batch this node proposed.
+    pub fn applied(&self, epoch: u64, point: u64) {
+        {
+            let mut p = self.points.lock();
+            if epoch != p.epoch || point <= p.raft_done {
+                return;
+            }
+            p.raft_done = point;
+            while let Some(&(sent, at)) = p.sent.front() {
+                if sent > point {
+                    break;
+                }
+                p.sent.pop_front();
+                let us = at.elapsed().as_micros() as u64;
+                p.latency_us = if p.latency_us == 0 {
+                    us
+                } else {
+                    (p.latency_us * 7 + us) / 8
+                };
+            }
+        }
+        self.poll();
+    }
+
+    /// This node leads (in `term`) and its core holds the replicated queues: proposals may
+    /// start. Points of an earlier leadership were failed when it ended.
+    pub fn start_serving(&self, term: u64) {
+        let mut p = self.points.lock();
+        p.epoch += 1;
+        p.failed = false;
+        p.pending.clear();
+        p.sent.clear();
+        p.raft_done = 0;
+        p.durable = p.last;
+        // Ids restart only with a new term: serving again within a term (after a lapse of
+        // the quorum lease) must not reuse the ids of proposals that may still commit.
+        let base = (term & 0x7fff_ffff) << 32;
+        if self.next_id.load(Ordering::Relaxed) & !0xffff_ffff != base {
+            self.next_id.store(base | 1, Ordering::Relaxed);
+        }
+        self.serving.store(true, Ordering::Release);
+    }
+
+    /// Leadership is lost: nothing more is proposed, and whoever waits for a point not yet
+    /// complete hears it failed (0-9-1 gets a nack, 0-10 an error), never a confirm.
+    pub fn stop_serving(&self) {
+        {
+            let mut p = self.points.lock();
+            self.serving.store(false, Ordering::Release);
+            p.epoch += 1;
+            p.failed = true;
+        }
+        self.poll();
+    }
+
+    fn replicated_load(&self, id: u64) -> Option<Message> {
+        let r = self.replica.lock();
+        let content = r.queues.values().find_map(|q| q.messages.get(&id))?.clone();
+        drop(r);
+        let m = record::message_from_content(content).ok()?;
+        m.stored.set(id);
+        Some(m)
+    }
+}
+
+fn encode(rec: &Record) -> Vec<u8> {
+    let mut out = Vec::new();
+    rec.encode(&mut out);
+    out
+}
+
+/// Decodes what [`encode`] made of a record of `kind`.
+pub fn decode(kind: u8, bytes: &[u8]) -> Option<Record> {
+    Record::decode(kind, Bytes::copy_from_slice(bytes)).ok()
+}
+
+impl Journal for ClusterJournal {
+    fn declare_exchange(&self, exchange: &ExchangeDefinition) -> Result<(), BrokerError> {
+        self.local.declare_exchange(exchange)
+    }
+
+    fn delete_exchange(&self, name: &str) {
+        self.local.delete_exchange(name)
+    }
+
+    fn declare_queue(&self, queue: &QueueDefinition) -> Result<u64, BrokerError> {
+        if !is_replicated_declare(queue.arguments) {
+            return self.local.declare_queue(queue);
+        }
+        if !self.is_serving() {
+            return Err(not_leader());
+        }
+        let id = self.new_id();
+        let rec = Record::QueueDeclare(QueueRec {
+            id,
+            name: queue.name.to_owned(),
+            auto_delete: queue.auto_delete,
+            alternate: queue.alternate_exchange.map(str::to_owned),
+            limits: queue.limits,
+            arguments: queue.arguments.clone(),
+        });
+        self.propose(Op::Declare {
+            queue: id,
+            name: queue.name.to_owned(),
+            record: encode(&rec),
+        })?;
+        Ok(id)
+    }
+
+    fn delete_queue(&self, queue: u64) {
+        if is_replicated_id(queue) {
+            let _ = self.propose(Op::Delete { queue });
+        } else {
+            self.local.delete_queue(queue)
+        }
+    }
+
+    fn bind(
+        &self,
+        exchange: &str,
+        queue: u64,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        if !is_replicated_id(queue) {
+            return self.local.bind(exchange, queue, key, arguments);
+        }
+        let rec = Record::Bind(
+            BindingKey {
+                exchange: exchange.to_owned(),
+                queue,
+                key: key.to_owned(),
+            },
+            arguments.clone(),
+        );
+        self.propose(Op::Bind {
+            exchange: exchange.to_owned(),
+            queue,
+            key: key.to_owned(),
+            arguments: encode(&rec),
+        })
+        .map(|_| ())
+    }
+
+    fn unbind(&self, exchange: &str, queue: u64, key: &str) {
+        if is_replicated_id(queue) {
+            let _ = self.propose(Op::Unbind {
+                exchange: exchange.to_owned(),
+                queue,
+                key: key.to_owned(),
+            });
+        } else {
+            self.local.unbind(exchange, queue, key)
+        }
+    }
+
+    fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.local
+            .bind_exchange(destination, source, key, arguments)
+    }
+
+    fn unbind_exchange(&self, destination: &str, source: &str, key: &str) {
+        self.local.unbind_exchange(destination, source, key)
+    }
+
+    fn enqueue(
+        &self,
+        message: &Message,
+        queues: &[u64],
+        tx: Option<&JournalTx>,
+    ) -> Result<(u64, SyncPoint), BrokerError> {
+        if !queues.iter().any(|q| is_replicated_id(*q)) {
+            return self.local.enqueue(message, queues, tx);
+        }
+        if !self.is_serving() {
+            return Err(not_leader());
+        }
+        let (replicated, local): (Vec<u64>, Vec<u64>) =
+            queues.iter().partition(|q| is_replicated_id(**q));
+        // A transient message stays out of the local store (its non-replicated queues
+        // hold it in memory only, as always).
+        let local: Vec<u64> = if message.persistent {
+            local
+        } else {
+            Vec::new()
+        };
+        let id = if local.is_empty() {
+            self.new_id()
+        } else {
+            // One id for both: the local store's, which its dequeues need. Its point is
+            // covered first, so the proposal's (later) point covers both.
+            let id = self.local.enqueue(message, &local, tx)?.0;
+            let mut p = self.points.lock();
+            self.cover_local(&mut p);
+            id
+        };
+        let mut content = Vec::with_capacity(message.size as usize + 64);
+        record::put_message_content(&mut content, message);
+        let point = self.propose(Op::Enqueue {
+            id: self.message_key(id),
+            queues: replicated,
+            content,
+        })?;
+        Ok((id, point))
+    }
+
+    fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>) {
+        if is_replicated_id(queue) {
+            let ids = messages.iter().map(|id| self.message_key(*id)).collect();
+            let _ = self.propose(Op::Dequeue { queue, ids });
+        } else if messages.iter().any(|id| is_replicated_id(*id)) {
+            // A transient message numbered for a replicated queue, leaving a local one:
+            // the local store never had it.
+            let local: Vec<u64> = messages
+                .iter()
+                .copied()
+                .filter(|id| !is_replicated_id(*id))
+                .collect();
+            if !local.is_empty() {
+                self.local.dequeue(queue, &local, tx)
+            }
+        } else {
+            self.local.dequeue(queue, messages, tx)
+        }
+    }
+
+    fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
+        // Replicated operations of the transaction were proposed one by one (they are not
+        // atomic across a failover: docs/CLUSTER.md); the commit waits for all of them.
+        self.local.commit_tx(tx);
+        Some(self.appended())
+    }
+
+    fn load(&self, messages: &[u64]) -> Vec<Option<Message>> {
+        if !messages
+            .iter()
+            .any(|id| id & (REPLICATED | LOCAL_TAGGED) != 0)
+        {
+            return self.local.load(messages);
+        }
+        messages
+            .iter()
+            .map(|id| {
+                if id & (REPLICATED | LOCAL_TAGGED) != 0 {
+                    self.replicated_load(*id)
+                } else {
+                    self.local.load(&[*id]).pop().flatten()
+                }
+            })
+            .collect()
+    }
+
+    fn appended(&self) -> SyncPoint {
+        let mut p = self.points.lock();
+        self.cover_local(&mut p);
+        SyncPoint(p.last)
+    }
+
+    fn durable(&self) -> SyncPoint {
+        let mut p = self.points.lock();
+        self.advance(&mut p);
+        SyncPoint(p.durable)
+    }
+
+    fn is_failed(&self) -> bool {
+        self.points.lock().failed || self.local.is_failed()
+    }
+
+    fn notify_when_durable(&self, point: SyncPoint, waiter: Arc<dyn DurableWaiter>) {
+        let local_wait = {
+            let mut p = self.points.lock();
+            self.advance(&mut p);
+            if p.failed || point.0 <= p.durable {
+                drop(p);
+                waiter.wake();
+                return;
+            }
+            p.waiters.push((point.0, waiter));
+            // The local store syncs when asked: ask for the latest local point pending.
+            p.pending.iter().rev().find_map(|(_, s)| match s {
+                Source::Local(sp) => Some(*sp),
+                Source::Raft => None,
+            })
+        };
+        if let Some(sp) = local_wait {
+            self.local.notify_when_durable(sp, self.kick.clone());
+        }
+    }
+
+    fn replicates(&self, arguments: &Arguments) -> bool {
+        is_replicated_declare(arguments)
+    }
+
+    fn journals_all(&self, queue: u64) -> bool {
+        is_replicated_id(queue)
+    }
+
+    fn stats(&self) -> JournalStats {
+        self.local.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicated_declares_are_recognised() {
+        let mut a = Arguments::new();
+        assert!(!is_replicated_declare(&a));
+        a.push("x-queue-type", HeaderValue::Str("quorum".into()));
+        assert!(is_replicated_declare(&a));
+        let mut b = Arguments::new();
+        b.push("x-queue-type", HeaderValue::Str("classic".into()));
+        assert!(!is_replicated_declare(&b));
+        b.push("qpid.replicated", HeaderValue::Bool(true));
+        assert!(is_replicated_declare(&b));
+        let mut c = Arguments::new();
+        c.push("qpid.replicated", HeaderValue::UInt(0));
+        assert!(!is_replicated_declare(&c));
+    }
+
+    #[test]
+    fn replicated_ids_stay_apart_from_the_stores() {
+        let (j, _rx) = ClusterJournal::new(Arc::new(NullJournal), 3);
+        assert!(!is_replicated_id(42));
+        assert_eq!(j.message_key(42), LOCAL_TAGGED | (3 << 48) | 42);
+        j.start_serving(7);
+        let id = j.new_id();
+        assert!(is_replicated_id(id));
+        assert_eq!((id >> 32) & 0x7fff_ffff, 7);
+        assert_eq!(j.message_key(id), id);
+        // Serving again in the same term goes on counting; a new term starts afresh.
+        j.stop_serving();
+        j.start_serving(7);
+        assert!(j.new_id() > id);
+        j.stop_serving();
+        j.start_serving(8);
+        assert_eq!(j.new_id(), REPLICATED | (8 << 32) | 1);
+    }
+
+    #[test]
+    fn points_complete_in_order_and_fail_when_leadership_ends() {
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal), 1);
+        assert!(
+            j.propose(Op::Delete {
+                queue: REPLICATED | 1
+            })
+            .is_err(),
+            "not serving"
+        );
+        j.start_serving(1);
+        let a = j
+            .propose(Op::Delete {
+                queue: REPLICATED | 1,
+            })
+            .unwrap();
+        let b = j
+            .propose(Op::Delete {
+                queue: REPLICATED | 2,
+            })
+            .unwrap();
+        assert!(b > a);
+        assert_eq!(rx.try_recv().unwrap().point, a.0);
+        assert!(j.durable() < a);
+        j.applied(j.epoch(), a.0);
+        assert_eq!(j.durable(), a);
+        j.stop_serving();
+        assert!(j.is_failed());
+        // An answer from the old epoch completes nothing.
+        j.applied(j.epoch() - 1, b.0);
+        assert!(j.durable() < b);
+    }
+
+    /// A local store that holds nothing and is always durable.
+    struct NullJournal;
+
+    impl Journal for NullJournal {
+        fn declare_exchange(&self, _: &ExchangeDefinition) -> Result<(), BrokerError> {
+            Ok(())
+        }
+        fn delete_exchange(&self, _: &str) {}
+        fn declare_queue(&self, _: &QueueDefinition) -> Result<u64, BrokerError> {
+            Ok(1)
+        }
+        fn delete_queue(&self, _: u64) {}
+        fn bind(&self, _: &str, _: u64, _: &str, _: &Arguments) -> Result<(), BrokerError> {
+            Ok(())
+        }
+        fn unbind(&self, _: &str, _: u64, _: &str) {}
+        fn bind_exchange(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: &Arguments,
+        ) -> Result<(), BrokerError> {
+            Ok(())
+        }
+        fn unbind_exchange(&self, _: &str, _: &str, _: &str) {}
+        fn enqueue(
+            &self,
+            _: &Message,
+            _: &[u64],
+            _: Option<&JournalTx>,
+        ) -> Result<(u64, SyncPoint), BrokerError> {
+            Ok((1, SyncPoint(0)))
+        }
+        fn dequeue(&self, _: u64, _: &[u64], _: Option<&JournalTx>) {}
+        fn commit_tx(&self, _: &JournalTx) -> Option<SyncPoint> {
+            None
+        }
+        fn load(&self, m: &[u64]) -> Vec<Option<Message>> {
+            m.iter().map(|_| None).collect()
+        }
+        fn appended(&self) -> SyncPoint {
+            SyncPoint(0)
+        }
+        fn durable(&self) -> SyncPoint {
+            SyncPoint(0)
+        }
+        fn is_failed(&self) -> bool {
+            false
+        }
+        fn notify_when_durable(&self, _: SyncPoint, w: Arc<dyn DurableWaiter>) {
+            w.wake()
+        }
+    }
+}
