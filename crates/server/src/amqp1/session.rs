@@ -606,7 +606,7 @@ impl Session {
                     self.next_outgoing_id = self.next_outgoing_id.wrapping_add(1);
                     None
                 }
-                Err((transfer, payload)) => Some((transfer, payload)),
+                Err(oversized) => Some(*oversized),
             }
         } else {
             let mut payload = BytesMut::with_capacity(d.message.body.len() + 256);
@@ -869,7 +869,7 @@ fn write_single_transfer(
     transfer: Transfer,
     max_frame: u32,
     write_message: impl FnOnce(&mut BytesMut),
-) -> Result<(), (Transfer, Bytes)> {
+) -> Result<(), Box<(Transfer, Bytes)>> {
     let start = out.len();
     let performative = Performative::Transfer(transfer);
     let head = write_frame(out, channel, &performative, &[]);
@@ -884,7 +884,8 @@ fn write_single_transfer(
     let Performative::Transfer(transfer) = performative else {
         unreachable!("built as a transfer above")
     };
-    Err((transfer, payload))
+    // Boxed: the oversized case is rare, and an unboxed error would make every Ok as large.
+    Err(Box::new((transfer, payload)))
 }
 
 fn patch_size(out: &mut BytesMut, start: usize) {
@@ -930,7 +931,7 @@ mod tests {
         assert_eq!((got, &payload[..]), (t.clone(), &[7u8; 100][..]));
         // Too large for the frame: nothing stays written, the message comes back whole.
         let (back, payload) =
-            write_single_transfer(&mut out, 1, t.clone(), 512, |o| o.put_slice(&[9; 600]))
+            *write_single_transfer(&mut out, 1, t.clone(), 512, |o| o.put_slice(&[9; 600]))
                 .unwrap_err();
         assert_eq!(&out[..], b"before");
         assert_eq!((back, payload.len()), (t, 600));
