@@ -4,7 +4,7 @@
 //!
 //! valgrind --tool=callgrind cargo run --release -p ferry-core --example hotpath -- [messages]
 //!
-//! (wall-clock timings of the threaded `throughput` example vary with the machine's load and
+//! (wall-clock timings of the threaded `queue_throughput` example vary with the machine's load and
 //! with how its two threads interleave).
 
 use std::sync::Arc;
