@@ -433,17 +433,8 @@ impl Controller {
 }
 
 impl ControllerOps for Controller {
-    fn await_ready(&mut self, n: usize) -> Result<(), DriverError> {
-        let queue = self.ready_queue.clone();
-        for body in self.take(&queue, n)? {
-            if body != "ready" {
-                return Err(DriverError::UnexpectedControl {
-                    expected: "ready".into(),
-                    actual: body,
-                });
-            }
-        }
-        Ok(())
+    fn ready_queue(&self) -> &str {
+        &self.ready_queue
     }
 
     fn send(&mut self, queue: &str, body: &str, n: usize) -> Result<(), DriverError> {

@@ -85,8 +85,16 @@ pub trait SubscriberOps: Send {
 }
 
 pub trait ControllerOps {
+    /// The control queue subscribers announce themselves on (`sub_ready`).
+    fn ready_queue(&self) -> &str;
     /// Waits for `n` messages on `sub_ready`, each "ready".
-    fn await_ready(&mut self, n: usize) -> Result<(), DriverError>;
+    fn await_ready(&mut self, n: usize) -> Result<(), DriverError> {
+        let queue = self.ready_queue().to_owned();
+        for body in self.collect(&queue, n)? {
+            expect_control(body, "ready")?;
+        }
+        Ok(())
+    }
     /// Sends `body` `n` times to control queue `queue` (a name from `Plan::control_queue`).
     fn send(&mut self, queue: &str, body: &str, n: usize) -> Result<(), DriverError>;
     /// Takes `n` message bodies from control queue `queue`.

@@ -176,11 +176,8 @@ struct MemController {
 }
 
 impl ControllerOps for MemController {
-    fn await_ready(&mut self, n: usize) -> Result<(), DriverError> {
-        for body in self.collect(&self.ready_queue.clone(), n)? {
-            expect_control(body, "ready")?;
-        }
-        Ok(())
+    fn ready_queue(&self) -> &str {
+        &self.ready_queue
     }
     fn send(&mut self, queue: &str, body: &str, n: usize) -> Result<(), DriverError> {
         let per_client = if queue.ends_with("_pub_start") {
