@@ -145,6 +145,8 @@ ferryd_start() {
         echo "run.sh: no ferryd binary at $ferryd (build it first: cargo build -p ferryd)" >&2
         exit 2
     fi
+    # For suites that start brokers of their own (the cluster failover tests).
+    export FERRYD_BIN=$(cd "$(dirname "$ferryd")" && pwd)/$(basename "$ferryd")
     : >"$workdir/ferryd.out"
     # Every suite runs under the suite ACL (FERRY_ACL_FILE= turns it off), memory-only:
     # suites run side by side and must not share (or lock) one data directory.

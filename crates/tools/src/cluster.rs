@@ -73,7 +73,7 @@ async fn ask(
 ) -> Result<AdminResponse, ToolError> {
     ferry_cluster::rpc::admin(addr, c, req, t)
         .await
-        .map_err(|e| ToolError::Protocol(format!("{addr}: {e}")))
+        .map_err(|e| ToolError::Cluster(format!("{addr}: {e}")))
 }
 
 /// The first listed node's answer.
@@ -100,7 +100,7 @@ async fn run(o: &ClusterOpts) -> Result<(), ToolError> {
         ClusterCmd::Status { raw } => {
             let (_, first) = any(o, &c, &AdminRequest::Status).await?;
             let AdminResponse::Status(first) = first else {
-                return Err(ToolError::Protocol(format!("unexpected answer {first:?}")));
+                return Err(ToolError::Cluster(format!("unexpected answer {first:?}")));
             };
             // Every member's own view, for its log position and role.
             let mut views = Vec::new();
@@ -152,10 +152,10 @@ async fn change(o: &ClusterOpts, c: &Credentials, req: AdminRequest) -> Result<(
             Ok(())
         }
         AdminResponse::NotLeader { .. } => {
-            Err(ToolError::Protocol("no leader now; try again".into()))
+            Err(ToolError::Cluster("no leader now; try again".into()))
         }
-        AdminResponse::Error(e) => Err(ToolError::Protocol(e)),
-        other => Err(ToolError::Protocol(format!("unexpected answer {other:?}"))),
+        AdminResponse::Error(e) => Err(ToolError::Cluster(e)),
+        other => Err(ToolError::Cluster(format!("unexpected answer {other:?}"))),
     }
 }
 

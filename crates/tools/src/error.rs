@@ -13,6 +13,10 @@ pub enum ToolError {
     },
     #[error("peer broke the netbench protocol: {0}")]
     Protocol(String),
+    #[error("cluster: {0}")]
+    Cluster(String),
+    #[error("chaos: {0}")]
+    Chaos(String),
     #[error("{0}")]
     Driver(#[from] crate::driver::DriverError),
     #[error("{0}")]

@@ -140,7 +140,7 @@ pub fn command(o: &ChaosOpts) -> Result<(), ToolError> {
     if report.verdict.ok() && report.drained {
         Ok(())
     } else {
-        Err(ToolError::Protocol("the checker found a violation".into()))
+        Err(ToolError::Chaos("the checker found a violation".into()))
     }
 }
 
@@ -201,7 +201,7 @@ async fn run_async(
         nodes.spawn(id, true)?;
     }
     if nodes.wait_serving(Duration::from_secs(30)).await.is_none() {
-        return Err(ToolError::Protocol(
+        return Err(ToolError::Chaos(
             "the cluster elected no leader within 30 s".into(),
         ));
     }

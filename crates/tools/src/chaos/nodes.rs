@@ -265,13 +265,13 @@ impl Nodes {
     /// Sends a membership change to whichever node leads.
     pub async fn admin_to_leader(&self, req: AdminRequest) -> Result<String, ToolError> {
         let Some(leader) = self.wait_serving(Duration::from_secs(20)).await else {
-            return Err(ToolError::Protocol("no leader".into()));
+            return Err(ToolError::Cluster("no leader".into()));
         };
         let addr = self.specs[(leader - 1) as usize].cluster.to_string();
         match ferry_cluster::rpc::admin(&addr, &self.creds, &req, Duration::from_secs(60)).await {
             Ok(AdminResponse::Done(t)) => Ok(t),
-            Ok(other) => Err(ToolError::Protocol(format!("{other:?}"))),
-            Err(e) => Err(ToolError::Protocol(e.to_string())),
+            Ok(other) => Err(ToolError::Cluster(format!("{other:?}"))),
+            Err(e) => Err(ToolError::Cluster(e.to_string())),
         }
     }
 
