@@ -788,3 +788,37 @@ async fn a_publisher_is_paused_while_the_memory_alarm_is_raised() {
         "{out:?}"
     );
 }
+
+/// A cluster's members, as ferryd's cluster gate reports them.
+struct Members;
+
+impl crate::gate::Gate for Members {
+    fn route(&self) -> crate::gate::GateRoute {
+        crate::gate::GateRoute::Serve
+    }
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        tokio::sync::watch::channel(0).1
+    }
+    fn known_hosts(&self) -> Vec<String> {
+        vec!["127.0.0.11:5672".into(), "127.0.0.12:5672".into()]
+    }
+}
+
+#[tokio::test]
+async fn open_ok_lists_a_clusters_members_as_known_hosts() {
+    // qpidd's clients (the C++ messaging API among them) fail over through these URLs.
+    let config = ServerConfig {
+        gate: Some(crate::gate::GateHandle(std::sync::Arc::new(Members))),
+        ..ServerConfig::default()
+    };
+    let (mut c, _) = at_tune(config).await;
+    c.send(&control(0, tune_ok(Some(0), None, 0)));
+    let out = c.exchange(control(0, ConnectionOpen::default()));
+    let [Item::Control(0, Control::ConnectionOpenOk(ok))] = &out[..] else {
+        panic!("{out:?}");
+    };
+    assert_eq!(
+        strs(&ok.known_hosts),
+        ["amqp:tcp:127.0.0.11:5672", "amqp:tcp:127.0.0.12:5672"]
+    );
+}
