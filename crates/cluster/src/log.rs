@@ -135,7 +135,7 @@ fn replay(data: &[u8], mem: &mut Memory) -> (Option<usize>, u64) {
         let kind = data[at + 8];
         let payload = &data[at + HEADER..at + HEADER + len];
         let ok = match kind {
-            KIND_ENTRY => match bincode::deserialize::<Entry>(payload) {
+            KIND_ENTRY => match postcard::from_bytes::<Entry>(payload) {
                 Ok(e) => {
                     let index = e.log_id.index;
                     // A later write of an index replaces it and everything after it.
@@ -146,14 +146,14 @@ fn replay(data: &[u8], mem: &mut Memory) -> (Option<usize>, u64) {
                 }
                 Err(_) => false,
             },
-            KIND_TRUNCATE => match bincode::deserialize::<u64>(payload) {
+            KIND_TRUNCATE => match postcard::from_bytes::<u64>(payload) {
                 Ok(index) => {
                     mem.entries.split_off(&index);
                     true
                 }
                 Err(_) => false,
             },
-            KIND_PURGE => match bincode::deserialize::<LogId>(payload) {
+            KIND_PURGE => match postcard::from_bytes::<LogId>(payload) {
                 Ok(id) => {
                     mem.entries = mem.entries.split_off(&(id.index + 1));
                     mem.last_purged = Some(id);
@@ -181,10 +181,10 @@ impl LogStore {
             vote: None,
         };
         if let Ok(bytes) = std::fs::read(dir.join("vote")) {
-            mem.vote = bincode::deserialize(&bytes).ok();
+            mem.vote = postcard::from_bytes(&bytes).ok();
         }
         if let Ok(bytes) = std::fs::read(dir.join("purged")) {
-            mem.last_purged = bincode::deserialize(&bytes).ok();
+            mem.last_purged = postcard::from_bytes(&bytes).ok();
         }
         let segs = segments(dir)?;
         let mut maxes = Vec::new();
@@ -241,8 +241,8 @@ impl LogStore {
     }
 
     fn record(&self, kind: u8, payload: &impl serde::Serialize) -> Result<Vec<u8>, StorageError> {
-        let bytes =
-            bincode::serialize(payload).map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+        let bytes = postcard::to_allocvec(payload)
+            .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Write, e))?;
         let mut out = Vec::with_capacity(bytes.len() + HEADER);
         frame(kind, &bytes, &mut out);
         Ok(out)
@@ -311,7 +311,7 @@ fn writer(
         }
         if let Some(purged) = reclaim {
             // The purge point outlives the segments that recorded it.
-            let saved = bincode::serialize(&purged)
+            let saved = postcard::to_allocvec(&purged)
                 .map_err(std::io::Error::other)
                 .and_then(|b| write_atomic(&dir.join("purged"), &b));
             if let Err(e) = saved {
@@ -368,7 +368,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         let bytes =
-            bincode::serialize(vote).map_err(|e| io(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+            postcard::to_allocvec(vote).map_err(|e| io(ErrorSubject::Vote, ErrorVerb::Write, e))?;
         let path = self.dir.join("vote");
         tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
             .await
@@ -397,7 +397,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let mut top = 0;
             for e in entries {
                 top = e.log_id.index;
-                let bytes = bincode::serialize(&e)
+                let bytes = postcard::to_allocvec(&e)
                     .map_err(|err| io(ErrorSubject::Log(e.log_id), ErrorVerb::Write, err))?;
                 frame(KIND_ENTRY, &bytes, &mut buf);
                 mem.entries.insert(e.log_id.index, e);
@@ -438,7 +438,7 @@ mod tests {
     }
 
     fn rec(kind: u8, payload: &impl serde::Serialize, out: &mut Vec<u8>) {
-        frame(kind, &bincode::serialize(payload).unwrap(), out);
+        frame(kind, &postcard::to_allocvec(payload).unwrap(), out);
     }
 
     fn empty() -> Memory {
@@ -497,7 +497,7 @@ mod tests {
             let mut bytes = Vec::new();
             for i in 1..=3 {
                 let e = entry(1, i);
-                frame(KIND_ENTRY, &bincode::serialize(&e).unwrap(), &mut bytes);
+                frame(KIND_ENTRY, &postcard::to_allocvec(&e).unwrap(), &mut bytes);
             }
             log.send(Job::Write(bytes, None, 3)).unwrap();
             log.save_vote(&Vote::new(1, 1)).await.unwrap();

@@ -3,7 +3,7 @@
 //! (HMAC-SHA256), so nothing is accepted from a peer that does not hold it. Traffic is not
 //! encrypted: the cluster network is meant to be private (docs/CLUSTER.md).
 //!
-//! Frame: `len u32 | kind u8 | payload` (bincode). A connection carries one request at a
+//! Frame: `len u32 | kind u8 | payload` (postcard). A connection carries one request at a
 //! time, answered in order.
 
 use std::time::Duration;
@@ -35,7 +35,7 @@ pub enum NetError {
     #[error("frame of {0} bytes is too large")]
     TooLarge(usize),
     #[error("undecodable frame: {0}")]
-    Decode(#[from] bincode::Error),
+    Decode(#[from] postcard::Error),
     #[error("peer failed authentication (wrong cluster name or secret)")]
     Auth,
     #[error("timed out")]
@@ -119,7 +119,7 @@ pub async fn read_frame(s: &mut TcpStream) -> Result<(u8, Vec<u8>), NetError> {
 }
 
 pub async fn send<T: Serialize>(s: &mut TcpStream, kind: u8, value: &T) -> Result<(), NetError> {
-    let bytes = bincode::serialize(value)?;
+    let bytes = postcard::to_allocvec(value)?;
     write_frame(s, kind, &bytes).await
 }
 
@@ -128,8 +128,9 @@ pub async fn recv<T: DeserializeOwned>(s: &mut TcpStream, want: u8) -> Result<T,
     if kind != want {
         return Err(NetError::Kind(kind));
     }
-    // Bounded by the frame size: bincode allocates no more than the input describes.
-    Ok(bincode::deserialize(&payload)?)
+    // Bounded by the frame size: postcard offers a sequence's length as a preallocation
+    // hint only when that many bytes remain (serde caps the hint at 1 MiB besides).
+    Ok(postcard::from_bytes(&payload)?)
 }
 
 const HELLO: u8 = 100;

@@ -254,21 +254,21 @@ impl Cluster {
             let (k, payload) = net::read_frame(&mut s).await?;
             let reply = match k {
                 kind::APPEND => {
-                    let req = bincode::deserialize(&payload)?;
-                    bincode::serialize(&self.raft.append_entries(req).await)?
+                    let req = postcard::from_bytes(&payload)?;
+                    postcard::to_allocvec(&self.raft.append_entries(req).await)?
                 }
                 kind::VOTE => {
-                    let req = bincode::deserialize(&payload)?;
-                    bincode::serialize(&self.raft.vote(req).await)?
+                    let req = postcard::from_bytes(&payload)?;
+                    postcard::to_allocvec(&self.raft.vote(req).await)?
                 }
                 kind::SNAPSHOT => {
-                    let req = bincode::deserialize(&payload)?;
-                    bincode::serialize(&self.raft.install_snapshot(req).await)?
+                    let req = postcard::from_bytes(&payload)?;
+                    postcard::to_allocvec(&self.raft.install_snapshot(req).await)?
                 }
                 kind::ADMIN => {
-                    let req: AdminRequest = bincode::deserialize(&payload)?;
+                    let req: AdminRequest = postcard::from_bytes(&payload)?;
                     debug!(peer, ?req, "cluster admin request");
-                    bincode::serialize(&self.admin(req).await)?
+                    postcard::to_allocvec(&self.admin(req).await)?
                 }
                 other => return Err(NetError::Kind(other)),
             };

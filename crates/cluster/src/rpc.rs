@@ -233,3 +233,197 @@ impl RaftNetwork<TypeConfig> for Peer {
         self.call(kind::VOTE, &rpc, &option).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::fmt::Debug;
+
+    use openraft::error::{Fatal, SnapshotMismatch};
+    use openraft::{
+        CommittedLeaderId, EntryPayload, ErrorSubject, ErrorVerb, Membership, SnapshotMeta,
+        SnapshotSegmentId,
+    };
+
+    use super::*;
+    use crate::sm::{QueueReplica, Replica};
+    use crate::types::{storage_error, Batch, Entry, LogId, Op, StoredMembership, Vote};
+
+    /// postcard is not self-describing: a type that needs `deserialize_any` (untagged enums,
+    /// flattened fields) or skips fields when serializing fails here, not between live nodes.
+    fn round_trip<T: Serialize + DeserializeOwned + Debug>(v: &T) {
+        let bytes = postcard::to_allocvec(v).unwrap();
+        let back: T = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{v:?}"));
+    }
+
+    fn log_id(term: u64, index: u64) -> LogId {
+        LogId::new(CommittedLeaderId::new(term, 1), index)
+    }
+
+    fn membership() -> Membership<NodeId, Member> {
+        let nodes: BTreeMap<NodeId, Member> = (1..=3)
+            .map(|i| {
+                let addr = format!("127.0.0.{i}:5680");
+                (i, Member { addr })
+            })
+            .collect();
+        Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes)
+    }
+
+    fn entries() -> Vec<Entry> {
+        let ops = vec![
+            Op::Declare {
+                queue: 7,
+                name: "q".into(),
+                record: vec![1, 2, 3],
+            },
+            Op::Enqueue {
+                id: 9,
+                queues: vec![7],
+                content: b"hello".to_vec(),
+            },
+            Op::Dequeue {
+                queue: 7,
+                ids: vec![9],
+            },
+            Op::Bind {
+                exchange: "amq.direct".into(),
+                queue: 7,
+                key: "k".into(),
+                arguments: vec![],
+            },
+            Op::Unbind {
+                exchange: "amq.direct".into(),
+                queue: 7,
+                key: "k".into(),
+            },
+            Op::Delete { queue: 7 },
+        ];
+        vec![
+            Entry {
+                log_id: log_id(1, 1),
+                payload: EntryPayload::Blank,
+            },
+            Entry {
+                log_id: log_id(1, 2),
+                payload: EntryPayload::Membership(membership()),
+            },
+            Entry {
+                log_id: log_id(1, 3),
+                payload: EntryPayload::Normal(Batch {
+                    origin: 1,
+                    epoch: 2,
+                    point: 3,
+                    ops,
+                }),
+            },
+        ]
+    }
+
+    fn snapshot_meta() -> SnapshotMeta<NodeId, Member> {
+        SnapshotMeta {
+            last_log_id: Some(log_id(1, 3)),
+            last_membership: StoredMembership::new(Some(log_id(1, 2)), membership()),
+            snapshot_id: "1-3-1".into(),
+        }
+    }
+
+    #[test]
+    fn what_crosses_the_cluster_port_round_trips() {
+        let vote = Vote::new_committed(2, 1);
+        round_trip(&AppendEntriesRequest::<TypeConfig> {
+            vote,
+            prev_log_id: Some(log_id(1, 0)),
+            entries: entries(),
+            leader_commit: Some(log_id(1, 2)),
+        });
+        round_trip(&VoteRequest::new(vote, Some(log_id(1, 3))));
+        round_trip(&InstallSnapshotRequest::<TypeConfig> {
+            vote,
+            meta: snapshot_meta(),
+            offset: 0,
+            data: vec![0xff; 300],
+            done: true,
+        });
+        round_trip(&AdminRequest::AddNode {
+            id: 4,
+            addr: "127.0.0.4:5680".into(),
+        });
+        round_trip(&(4u64, vec![1u8; 32], vec![2u8; 32]));
+
+        type Answer<T, E = openraft::error::Infallible> = Result<T, RaftError<NodeId, E>>;
+        round_trip::<Answer<AppendEntriesResponse<NodeId>>>(&Ok(
+            AppendEntriesResponse::PartialSuccess(Some(log_id(1, 2))),
+        ));
+        round_trip::<Answer<AppendEntriesResponse<NodeId>>>(&Ok(
+            AppendEntriesResponse::HigherVote(vote),
+        ));
+        round_trip::<Answer<VoteResponse<NodeId>>>(&Ok(VoteResponse::new(
+            vote,
+            Some(log_id(1, 3)),
+            true,
+        )));
+        let storage = storage_error(
+            ErrorSubject::Logs,
+            ErrorVerb::Write,
+            &std::io::Error::other("disk full"),
+        );
+        round_trip::<Answer<VoteResponse<NodeId>>>(&Err(RaftError::Fatal(Fatal::StorageError(
+            storage,
+        ))));
+        round_trip::<Answer<InstallSnapshotResponse<NodeId>, InstallSnapshotError>>(&Ok(
+            InstallSnapshotResponse { vote },
+        ));
+        let segment = |offset| SnapshotSegmentId {
+            id: "1-3-1".into(),
+            offset,
+        };
+        round_trip::<Answer<InstallSnapshotResponse<NodeId>, InstallSnapshotError>>(&Err(
+            RaftError::APIError(InstallSnapshotError::SnapshotMismatch(SnapshotMismatch {
+                expect: segment(0),
+                got: segment(4096),
+            })),
+        ));
+        round_trip(&AdminResponse::Status(NodeStatus {
+            id: 1,
+            leader: Some(1),
+            members: vec![MemberStatus {
+                id: 2,
+                matched: Some(3),
+                ..MemberStatus::default()
+            }],
+            queues: vec![("q".into(), 1)],
+            ..NodeStatus::default()
+        }));
+        round_trip(&AdminResponse::NotLeader {
+            leader: Some((2, "127.0.0.2:5680".into())),
+        });
+    }
+
+    #[test]
+    fn what_goes_to_disk_round_trips() {
+        for e in entries() {
+            round_trip(&e);
+        }
+        round_trip(&Vote::new(3, 2));
+        round_trip(&log_id(3, 40));
+        let mut queue = QueueReplica {
+            name: "q".into(),
+            record: vec![1],
+            bindings: vec![("amq.direct".into(), "k".into(), vec![])],
+            ..QueueReplica::default()
+        };
+        queue
+            .messages
+            .insert(9, bytes::Bytes::from_static(b"hello"));
+        let replica = Replica {
+            last_applied: Some(log_id(1, 3)),
+            membership: StoredMembership::new(Some(log_id(1, 2)), membership()),
+            queues: BTreeMap::from([(7, queue)]),
+            messages_applied: 1,
+        };
+        round_trip(&replica);
+        round_trip(&snapshot_meta());
+    }
+}
