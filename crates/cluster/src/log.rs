@@ -171,6 +171,32 @@ fn replay(data: &[u8], mem: &mut Memory) -> (Option<usize>, u64) {
     (None, max)
 }
 
+/// What one segment leaves when replayed on its own into an empty log (see
+/// [`replay_records`]).
+#[derive(Debug, Default)]
+pub struct Replayed {
+    pub entries: BTreeMap<u64, Entry>,
+    pub last_purged: Option<LogId>,
+    /// Where the first torn or corrupt record starts: the replay stopped there.
+    pub bad_at: Option<usize>,
+}
+
+/// Replays one segment file's bytes as [`LogStore::open`] replays each segment, from an
+/// empty log. (For tests and fuzzing: `open` replays into the log it is building.)
+pub fn replay_records(data: &[u8]) -> Replayed {
+    let mut mem = Memory {
+        entries: BTreeMap::new(),
+        last_purged: None,
+        vote: None,
+    };
+    let (bad_at, _) = replay(data, &mut mem);
+    Replayed {
+        entries: mem.entries,
+        last_purged: mem.last_purged,
+        bad_at,
+    }
+}
+
 impl LogStore {
     /// Opens (or creates) the log under `dir`, replaying what is there.
     pub fn open(dir: &Path) -> std::io::Result<LogStore> {
@@ -514,5 +540,55 @@ mod tests {
         assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
         assert_eq!(log.try_get_log_entries(0..10).await.unwrap().len(), 2);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Entries 1 to 5, 4 and 5 overwritten by a later term, a purge up to 2.
+    fn segment() -> Vec<u8> {
+        let mut data = Vec::new();
+        for i in 1..=5 {
+            rec(KIND_ENTRY, &entry(1, i), &mut data);
+        }
+        rec(KIND_TRUNCATE, &4u64, &mut data);
+        rec(KIND_ENTRY, &entry(2, 4), &mut data);
+        rec(
+            KIND_PURGE,
+            &LogId::new(CommittedLeaderId::new(1, 1), 2),
+            &mut data,
+        );
+        data
+    }
+
+    #[test]
+    fn replay_records_replays_a_segment_from_an_empty_log() {
+        let mut data = segment();
+        let good = data.len();
+        let whole = replay_records(&data);
+        assert_eq!(whole.bad_at, None);
+        assert_eq!(
+            whole.entries.keys().copied().collect::<Vec<_>>(),
+            vec![3, 4]
+        );
+        assert_eq!(whole.last_purged.map(|l| l.index), Some(2));
+        data.extend_from_slice(&[1, 2, 3]);
+        let torn = replay_records(&data);
+        assert_eq!(torn.bad_at, Some(good));
+        assert_eq!(torn.entries.len(), 2);
+    }
+
+    /// `cargo test -p ferry-cluster -- --ignored write_raft_log_replay_seeds`
+    #[test]
+    #[ignore = "writes fuzz/seeds/raft_log_replay"]
+    fn write_raft_log_replay_seeds() {
+        use crate::samples::{entries, write_seed};
+        write_seed("raft_log_replay", "segment", &segment());
+        let mut data = Vec::new();
+        for e in entries() {
+            rec(KIND_ENTRY, &e, &mut data);
+        }
+        write_seed("raft_log_replay", "membership_and_ops", &data);
+        let mut torn = segment();
+        rec(KIND_ENTRY, &entry(2, 5), &mut torn);
+        torn.truncate(torn.len() - 3);
+        write_seed("raft_log_replay", "torn_tail", &torn);
     }
 }

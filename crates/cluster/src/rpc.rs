@@ -76,6 +76,28 @@ pub struct NodeStatus {
     pub commit_latency_us: u64,
 }
 
+/// What a peer may ask once authenticated, by frame kind.
+#[derive(Debug)]
+pub enum Request {
+    Append(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    Admin(AdminRequest),
+}
+
+impl Request {
+    /// A request frame's payload decoded by its kind; other kinds are refused.
+    pub fn decode(k: u8, payload: &[u8]) -> Result<Request, NetError> {
+        Ok(match k {
+            kind::APPEND => Request::Append(net::decode(payload)?),
+            kind::VOTE => Request::Vote(net::decode(payload)?),
+            kind::SNAPSHOT => Request::Snapshot(net::decode(payload)?),
+            kind::ADMIN => Request::Admin(net::decode(payload)?),
+            other => return Err(NetError::Kind(other)),
+        })
+    }
+}
+
 /// One request-response exchange on an authenticated connection.
 pub async fn exchange<Req: Serialize, Resp: DeserializeOwned>(
     s: &mut TcpStream,
@@ -236,18 +258,16 @@ impl RaftNetwork<TypeConfig> for Peer {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
     use std::fmt::Debug;
 
     use openraft::error::{Fatal, SnapshotMismatch};
-    use openraft::{
-        CommittedLeaderId, EntryPayload, ErrorSubject, ErrorVerb, Membership, SnapshotMeta,
-        SnapshotSegmentId,
-    };
+    use openraft::{ErrorSubject, ErrorVerb, SnapshotSegmentId};
 
     use super::*;
+    use crate::samples::{entries, log_id, membership, snapshot_meta, write_seed};
     use crate::sm::{QueueReplica, Replica};
-    use crate::types::{storage_error, Batch, Entry, LogId, Op, StoredMembership, Vote};
+    use crate::types::{storage_error, StoredMembership, Vote};
 
     /// postcard is not self-describing: a type that needs `deserialize_any` (untagged enums,
     /// flattened fields) or skips fields when serializing fails here, not between live nodes.
@@ -255,78 +275,6 @@ mod tests {
         let bytes = postcard::to_allocvec(v).unwrap();
         let back: T = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(format!("{back:?}"), format!("{v:?}"));
-    }
-
-    fn log_id(term: u64, index: u64) -> LogId {
-        LogId::new(CommittedLeaderId::new(term, 1), index)
-    }
-
-    fn membership() -> Membership<NodeId, Member> {
-        let nodes: BTreeMap<NodeId, Member> = (1..=3)
-            .map(|i| {
-                let addr = format!("127.0.0.{i}:5680");
-                (i, Member { addr })
-            })
-            .collect();
-        Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes)
-    }
-
-    fn entries() -> Vec<Entry> {
-        let ops = vec![
-            Op::Declare {
-                queue: 7,
-                name: "q".into(),
-                record: vec![1, 2, 3],
-            },
-            Op::Enqueue {
-                id: 9,
-                queues: vec![7],
-                content: b"hello".to_vec(),
-            },
-            Op::Dequeue {
-                queue: 7,
-                ids: vec![9],
-            },
-            Op::Bind {
-                exchange: "amq.direct".into(),
-                queue: 7,
-                key: "k".into(),
-                arguments: vec![],
-            },
-            Op::Unbind {
-                exchange: "amq.direct".into(),
-                queue: 7,
-                key: "k".into(),
-            },
-            Op::Delete { queue: 7 },
-        ];
-        vec![
-            Entry {
-                log_id: log_id(1, 1),
-                payload: EntryPayload::Blank,
-            },
-            Entry {
-                log_id: log_id(1, 2),
-                payload: EntryPayload::Membership(membership()),
-            },
-            Entry {
-                log_id: log_id(1, 3),
-                payload: EntryPayload::Normal(Batch {
-                    origin: 1,
-                    epoch: 2,
-                    point: 3,
-                    ops,
-                }),
-            },
-        ]
-    }
-
-    fn snapshot_meta() -> SnapshotMeta<NodeId, Member> {
-        SnapshotMeta {
-            last_log_id: Some(log_id(1, 3)),
-            last_membership: StoredMembership::new(Some(log_id(1, 2)), membership()),
-            snapshot_id: "1-3-1".into(),
-        }
     }
 
     #[test]
@@ -425,5 +373,102 @@ mod tests {
         };
         round_trip(&replica);
         round_trip(&snapshot_meta());
+    }
+
+    fn frame<T: Serialize>(k: u8, value: &T, out: &mut Vec<u8>) {
+        net::encode_frame(k, &postcard::to_allocvec(value).unwrap(), out).unwrap();
+    }
+
+    /// One frame stream per kind a node reads on its cluster port.
+    fn request_streams() -> Vec<(&'static str, Vec<u8>)> {
+        let vote = Vote::new_committed(2, 1);
+        let mut out = Vec::new();
+        let mut f = Vec::new();
+        frame(net::PROOF, &(2u64, vec![7u8; 32], vec![9u8; 32]), &mut f);
+        out.push(("proof", f));
+        let mut f = Vec::new();
+        let append = AppendEntriesRequest::<TypeConfig> {
+            vote,
+            prev_log_id: Some(log_id(1, 0)),
+            entries: entries(),
+            leader_commit: Some(log_id(1, 2)),
+        };
+        frame(kind::APPEND, &append, &mut f);
+        out.push(("append", f));
+        let mut f = Vec::new();
+        frame(
+            kind::VOTE,
+            &VoteRequest::new(vote, Some(log_id(1, 3))),
+            &mut f,
+        );
+        out.push(("vote", f));
+        let mut f = Vec::new();
+        let snapshot = InstallSnapshotRequest::<TypeConfig> {
+            vote,
+            meta: snapshot_meta(),
+            offset: 0,
+            data: b"replica bytes".to_vec(),
+            done: true,
+        };
+        frame(kind::SNAPSHOT, &snapshot, &mut f);
+        out.push(("snapshot", f));
+        let mut f = Vec::new();
+        frame(kind::ADMIN, &AdminRequest::Status, &mut f);
+        let add = AdminRequest::AddNode {
+            id: 4,
+            addr: "127.0.0.4:5680".into(),
+        };
+        frame(kind::ADMIN, &add, &mut f);
+        frame(kind::ADMIN, &AdminRequest::RemoveNode { id: 4 }, &mut f);
+        out.push(("admin", f));
+        out
+    }
+
+    #[test]
+    fn requests_decode_by_their_frame_kind() {
+        let streams = request_streams();
+        let (_, proof) = &streams[0];
+        let (k, payload, _) = net::split_frame(proof).unwrap();
+        assert_eq!(k, net::PROOF);
+        let (node, _, _): net::Proof = net::decode(payload).unwrap();
+        assert_eq!(node, 2);
+        assert!(matches!(
+            Request::decode(k, payload),
+            Err(NetError::Kind(net::PROOF))
+        ));
+        let mut seen = Vec::new();
+        for (_, stream) in &streams[1..] {
+            let mut rest = &stream[..];
+            while !rest.is_empty() {
+                let (k, payload, tail) = net::split_frame(rest).unwrap();
+                seen.push(match Request::decode(k, payload).unwrap() {
+                    Request::Append(r) => format!("append {}", r.entries.len()),
+                    Request::Vote(r) => format!("vote {:?}", r.last_log_id.map(|l| l.index)),
+                    Request::Snapshot(r) => format!("snapshot {}", r.meta.snapshot_id),
+                    Request::Admin(r) => format!("admin {r:?}"),
+                });
+                rest = tail;
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                "append 3",
+                "vote Some(3)",
+                "snapshot 1-3-1",
+                "admin Status",
+                "admin AddNode { id: 4, addr: \"127.0.0.4:5680\" }",
+                "admin RemoveNode { id: 4 }",
+            ]
+        );
+    }
+
+    /// `cargo test -p ferry-cluster -- --ignored write_cluster_frame_decode_seeds`
+    #[test]
+    #[ignore = "writes fuzz/seeds/cluster_frame_decode"]
+    fn write_cluster_frame_decode_seeds() {
+        for (name, bytes) in request_streams() {
+            write_seed("cluster_frame_decode", name, &bytes);
+        }
     }
 }
