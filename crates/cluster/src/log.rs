@@ -65,6 +65,15 @@ fn frame(kind: u8, payload: &[u8], out: &mut Vec<u8>) {
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Drops the entries up to and including `index`. A record can claim any index, the last
+/// possible one too: nothing comes after that.
+fn purge_upto(entries: &mut BTreeMap<u64, Entry>, index: u64) {
+    *entries = match index.checked_add(1) {
+        Some(next) => entries.split_off(&next),
+        None => BTreeMap::new(),
+    };
+}
+
 fn io(
     subject: ErrorSubject<NodeId>,
     verb: ErrorVerb,
@@ -155,7 +164,7 @@ fn replay(data: &[u8], mem: &mut Memory) -> (Option<usize>, u64) {
             },
             KIND_PURGE => match postcard::from_bytes::<LogId>(payload) {
                 Ok(id) => {
-                    mem.entries = mem.entries.split_off(&(id.index + 1));
+                    purge_upto(&mut mem.entries, id.index);
                     mem.last_purged = Some(id);
                     true
                 }
@@ -231,7 +240,7 @@ impl LogStore {
             }
         }
         if let Some(p) = mem.last_purged {
-            mem.entries = mem.entries.split_off(&(p.index + 1));
+            purge_upto(&mut mem.entries, p.index);
         }
         if let Some(from) = cut_from {
             for (_, path) in &segs[from..] {
@@ -443,7 +452,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let rec = self.record(KIND_PURGE, &log_id)?;
         {
             let mut mem = self.mem.lock();
-            mem.entries = mem.entries.split_off(&(log_id.index + 1));
+            purge_upto(&mut mem.entries, log_id.index);
             mem.last_purged = Some(log_id);
         }
         self.send(Job::Write(rec, None, 0))?;
@@ -590,5 +599,27 @@ mod tests {
         rec(KIND_ENTRY, &entry(2, 5), &mut torn);
         torn.truncate(torn.len() - 3);
         write_seed("raft_log_replay", "torn_tail", &torn);
+        let mut last = Vec::new();
+        rec(KIND_ENTRY, &entry(1, 1), &mut last);
+        let end = LogId::new(CommittedLeaderId::new(1, 1), u64::MAX);
+        rec(KIND_PURGE, &end, &mut last);
+        write_seed("raft_log_replay", "purge_last_index", &last);
+    }
+
+    /// `index + 1` overflowed here: a panic in debug builds, and in release a purge that
+    /// kept every entry while recording the purge point past them.
+    #[test]
+    fn a_purge_up_to_the_last_possible_index_drops_everything() {
+        let mut data = Vec::new();
+        rec(KIND_ENTRY, &entry(1, 1), &mut data);
+        rec(
+            KIND_PURGE,
+            &LogId::new(CommittedLeaderId::new(1, 1), u64::MAX),
+            &mut data,
+        );
+        let r = replay_records(&data);
+        assert_eq!(r.bad_at, None);
+        assert!(r.entries.is_empty());
+        assert_eq!(r.last_purged.map(|l| l.index), Some(u64::MAX));
     }
 }
