@@ -17,10 +17,13 @@ mod log;
 pub mod net;
 mod node;
 pub mod rpc;
+#[cfg(test)]
+mod samples;
 mod sm;
 pub mod types;
 
 pub use journal::{is_replicated_declare, ClusterJournal};
+pub use log::{replay_records, Replayed};
 pub use net::Credentials;
 pub use node::{Cluster, ClusterConfig, ClusterError, Route};
 pub use rpc::{AdminRequest, AdminResponse, MemberStatus, NodeStatus};

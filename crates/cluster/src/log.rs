@@ -65,6 +65,15 @@ fn frame(kind: u8, payload: &[u8], out: &mut Vec<u8>) {
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Drops the entries up to and including `index`. A record can claim any index, the last
+/// possible one too: nothing comes after that.
+fn purge_upto(entries: &mut BTreeMap<u64, Entry>, index: u64) {
+    *entries = match index.checked_add(1) {
+        Some(next) => entries.split_off(&next),
+        None => BTreeMap::new(),
+    };
+}
+
 fn io(
     subject: ErrorSubject<NodeId>,
     verb: ErrorVerb,
@@ -135,7 +144,7 @@ fn replay(data: &[u8], mem: &mut Memory) -> (Option<usize>, u64) {
         let kind = data[at + 8];
         let payload = &data[at + HEADER..at + HEADER + len];
         let ok = match kind {
-            KIND_ENTRY => match bincode::deserialize::<Entry>(payload) {
+            KIND_ENTRY => match postcard::from_bytes::<Entry>(payload) {
                 Ok(e) => {
                     let index = e.log_id.index;
                     // A later write of an index replaces it and everything after it.
@@ -146,16 +155,16 @@ fn replay(data: &[u8], mem: &mut Memory) -> (Option<usize>, u64) {
                 }
                 Err(_) => false,
             },
-            KIND_TRUNCATE => match bincode::deserialize::<u64>(payload) {
+            KIND_TRUNCATE => match postcard::from_bytes::<u64>(payload) {
                 Ok(index) => {
                     mem.entries.split_off(&index);
                     true
                 }
                 Err(_) => false,
             },
-            KIND_PURGE => match bincode::deserialize::<LogId>(payload) {
+            KIND_PURGE => match postcard::from_bytes::<LogId>(payload) {
                 Ok(id) => {
-                    mem.entries = mem.entries.split_off(&(id.index + 1));
+                    purge_upto(&mut mem.entries, id.index);
                     mem.last_purged = Some(id);
                     true
                 }
@@ -171,6 +180,32 @@ fn replay(data: &[u8], mem: &mut Memory) -> (Option<usize>, u64) {
     (None, max)
 }
 
+/// What one segment leaves when replayed on its own into an empty log (see
+/// [`replay_records`]).
+#[derive(Debug, Default)]
+pub struct Replayed {
+    pub entries: BTreeMap<u64, Entry>,
+    pub last_purged: Option<LogId>,
+    /// Where the first torn or corrupt record starts: the replay stopped there.
+    pub bad_at: Option<usize>,
+}
+
+/// Replays one segment file's bytes as [`LogStore::open`] replays each segment, from an
+/// empty log. (For tests and fuzzing: `open` replays into the log it is building.)
+pub fn replay_records(data: &[u8]) -> Replayed {
+    let mut mem = Memory {
+        entries: BTreeMap::new(),
+        last_purged: None,
+        vote: None,
+    };
+    let (bad_at, _) = replay(data, &mut mem);
+    Replayed {
+        entries: mem.entries,
+        last_purged: mem.last_purged,
+        bad_at,
+    }
+}
+
 impl LogStore {
     /// Opens (or creates) the log under `dir`, replaying what is there.
     pub fn open(dir: &Path) -> std::io::Result<LogStore> {
@@ -181,10 +216,10 @@ impl LogStore {
             vote: None,
         };
         if let Ok(bytes) = std::fs::read(dir.join("vote")) {
-            mem.vote = bincode::deserialize(&bytes).ok();
+            mem.vote = postcard::from_bytes(&bytes).ok();
         }
         if let Ok(bytes) = std::fs::read(dir.join("purged")) {
-            mem.last_purged = bincode::deserialize(&bytes).ok();
+            mem.last_purged = postcard::from_bytes(&bytes).ok();
         }
         let segs = segments(dir)?;
         let mut maxes = Vec::new();
@@ -205,7 +240,7 @@ impl LogStore {
             }
         }
         if let Some(p) = mem.last_purged {
-            mem.entries = mem.entries.split_off(&(p.index + 1));
+            purge_upto(&mut mem.entries, p.index);
         }
         if let Some(from) = cut_from {
             for (_, path) in &segs[from..] {
@@ -241,8 +276,8 @@ impl LogStore {
     }
 
     fn record(&self, kind: u8, payload: &impl serde::Serialize) -> Result<Vec<u8>, StorageError> {
-        let bytes =
-            bincode::serialize(payload).map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+        let bytes = postcard::to_allocvec(payload)
+            .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Write, e))?;
         let mut out = Vec::with_capacity(bytes.len() + HEADER);
         frame(kind, &bytes, &mut out);
         Ok(out)
@@ -311,7 +346,7 @@ fn writer(
         }
         if let Some(purged) = reclaim {
             // The purge point outlives the segments that recorded it.
-            let saved = bincode::serialize(&purged)
+            let saved = postcard::to_allocvec(&purged)
                 .map_err(std::io::Error::other)
                 .and_then(|b| write_atomic(&dir.join("purged"), &b));
             if let Err(e) = saved {
@@ -368,7 +403,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         let bytes =
-            bincode::serialize(vote).map_err(|e| io(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+            postcard::to_allocvec(vote).map_err(|e| io(ErrorSubject::Vote, ErrorVerb::Write, e))?;
         let path = self.dir.join("vote");
         tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
             .await
@@ -397,7 +432,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let mut top = 0;
             for e in entries {
                 top = e.log_id.index;
-                let bytes = bincode::serialize(&e)
+                let bytes = postcard::to_allocvec(&e)
                     .map_err(|err| io(ErrorSubject::Log(e.log_id), ErrorVerb::Write, err))?;
                 frame(KIND_ENTRY, &bytes, &mut buf);
                 mem.entries.insert(e.log_id.index, e);
@@ -417,7 +452,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let rec = self.record(KIND_PURGE, &log_id)?;
         {
             let mut mem = self.mem.lock();
-            mem.entries = mem.entries.split_off(&(log_id.index + 1));
+            purge_upto(&mut mem.entries, log_id.index);
             mem.last_purged = Some(log_id);
         }
         self.send(Job::Write(rec, None, 0))?;
@@ -438,7 +473,7 @@ mod tests {
     }
 
     fn rec(kind: u8, payload: &impl serde::Serialize, out: &mut Vec<u8>) {
-        frame(kind, &bincode::serialize(payload).unwrap(), out);
+        frame(kind, &postcard::to_allocvec(payload).unwrap(), out);
     }
 
     fn empty() -> Memory {
@@ -497,7 +532,7 @@ mod tests {
             let mut bytes = Vec::new();
             for i in 1..=3 {
                 let e = entry(1, i);
-                frame(KIND_ENTRY, &bincode::serialize(&e).unwrap(), &mut bytes);
+                frame(KIND_ENTRY, &postcard::to_allocvec(&e).unwrap(), &mut bytes);
             }
             log.send(Job::Write(bytes, None, 3)).unwrap();
             log.save_vote(&Vote::new(1, 1)).await.unwrap();
@@ -514,5 +549,77 @@ mod tests {
         assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
         assert_eq!(log.try_get_log_entries(0..10).await.unwrap().len(), 2);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Entries 1 to 5, 4 and 5 overwritten by a later term, a purge up to 2.
+    fn segment() -> Vec<u8> {
+        let mut data = Vec::new();
+        for i in 1..=5 {
+            rec(KIND_ENTRY, &entry(1, i), &mut data);
+        }
+        rec(KIND_TRUNCATE, &4u64, &mut data);
+        rec(KIND_ENTRY, &entry(2, 4), &mut data);
+        rec(
+            KIND_PURGE,
+            &LogId::new(CommittedLeaderId::new(1, 1), 2),
+            &mut data,
+        );
+        data
+    }
+
+    #[test]
+    fn replay_records_replays_a_segment_from_an_empty_log() {
+        let mut data = segment();
+        let good = data.len();
+        let whole = replay_records(&data);
+        assert_eq!(whole.bad_at, None);
+        assert_eq!(
+            whole.entries.keys().copied().collect::<Vec<_>>(),
+            vec![3, 4]
+        );
+        assert_eq!(whole.last_purged.map(|l| l.index), Some(2));
+        data.extend_from_slice(&[1, 2, 3]);
+        let torn = replay_records(&data);
+        assert_eq!(torn.bad_at, Some(good));
+        assert_eq!(torn.entries.len(), 2);
+    }
+
+    /// `cargo test -p ferry-cluster -- --ignored write_raft_log_replay_seeds`
+    #[test]
+    #[ignore = "writes fuzz/seeds/raft_log_replay"]
+    fn write_raft_log_replay_seeds() {
+        use crate::samples::{entries, write_seed};
+        write_seed("raft_log_replay", "segment", &segment());
+        let mut data = Vec::new();
+        for e in entries() {
+            rec(KIND_ENTRY, &e, &mut data);
+        }
+        write_seed("raft_log_replay", "membership_and_ops", &data);
+        let mut torn = segment();
+        rec(KIND_ENTRY, &entry(2, 5), &mut torn);
+        torn.truncate(torn.len() - 3);
+        write_seed("raft_log_replay", "torn_tail", &torn);
+        let mut last = Vec::new();
+        rec(KIND_ENTRY, &entry(1, 1), &mut last);
+        let end = LogId::new(CommittedLeaderId::new(1, 1), u64::MAX);
+        rec(KIND_PURGE, &end, &mut last);
+        write_seed("raft_log_replay", "purge_last_index", &last);
+    }
+
+    /// `index + 1` overflowed here: a panic in debug builds, and in release a purge that
+    /// kept every entry while recording the purge point past them.
+    #[test]
+    fn a_purge_up_to_the_last_possible_index_drops_everything() {
+        let mut data = Vec::new();
+        rec(KIND_ENTRY, &entry(1, 1), &mut data);
+        rec(
+            KIND_PURGE,
+            &LogId::new(CommittedLeaderId::new(1, 1), u64::MAX),
+            &mut data,
+        );
+        let r = replay_records(&data);
+        assert_eq!(r.bad_at, None);
+        assert!(r.entries.is_empty());
+        assert_eq!(r.last_purged.map(|l| l.index), Some(u64::MAX));
     }
 }

@@ -3,7 +3,7 @@
 //! (HMAC-SHA256), so nothing is accepted from a peer that does not hold it. Traffic is not
 //! encrypted: the cluster network is meant to be private (docs/CLUSTER.md).
 //!
-//! Frame: `len u32 | kind u8 | payload` (bincode). A connection carries one request at a
+//! Frame: `len u32 | kind u8 | payload` (postcard). A connection carries one request at a
 //! time, answered in order.
 
 use std::time::Duration;
@@ -35,7 +35,7 @@ pub enum NetError {
     #[error("frame of {0} bytes is too large")]
     TooLarge(usize),
     #[error("undecodable frame: {0}")]
-    Decode(#[from] bincode::Error),
+    Decode(#[from] postcard::Error),
     #[error("peer failed authentication (wrong cluster name or secret)")]
     Auth,
     #[error("timed out")]
@@ -94,32 +94,74 @@ fn nonce() -> Result<[u8; 32], NetError> {
     Ok(n)
 }
 
-pub async fn write_frame(s: &mut TcpStream, kind: u8, payload: &[u8]) -> Result<(), NetError> {
+/// The handshake's proof: the connecting node's id, its nonce, and its HMAC over ours.
+/// (The one payload decoded before the peer is authenticated.)
+pub type Proof = (u64, Vec<u8>, Vec<u8>);
+
+const HEADER: usize = 5;
+
+/// Appends one frame to `out`.
+pub fn encode_frame(kind: u8, payload: &[u8], out: &mut Vec<u8>) -> Result<(), NetError> {
     if payload.len() > MAX_FRAME {
         return Err(NetError::TooLarge(payload.len()));
     }
-    let mut buf = Vec::with_capacity(payload.len() + 5);
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    buf.push(kind);
-    buf.extend_from_slice(payload);
+    out.reserve(payload.len() + HEADER);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.push(kind);
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// A frame header: the payload's length and the frame's kind. A length past [`MAX_FRAME`]
+/// is refused here, before anything is allocated for the payload.
+pub fn parse_header(head: [u8; HEADER]) -> Result<(usize, u8), NetError> {
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    if len > MAX_FRAME {
+        return Err(NetError::TooLarge(len));
+    }
+    Ok((len, head[4]))
+}
+
+/// The first frame in `bytes`, as [`read_frame`] would read it from a stream carrying them:
+/// its kind, its payload and the bytes after it. A frame cut short is an `UnexpectedEof`, as
+/// a stream closed there would give.
+pub fn split_frame(bytes: &[u8]) -> Result<(u8, &[u8], &[u8]), NetError> {
+    let eof = || NetError::Io(std::io::ErrorKind::UnexpectedEof.into());
+    let head = bytes.first_chunk::<HEADER>().ok_or_else(eof)?;
+    let (len, kind) = parse_header(*head)?;
+    let body = &bytes[HEADER..];
+    if body.len() < len {
+        return Err(eof());
+    }
+    let (payload, rest) = body.split_at(len);
+    Ok((kind, payload, rest))
+}
+
+/// A frame's payload decoded.
+pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, NetError> {
+    // Bounded by the frame size: postcard offers a sequence's length as a preallocation
+    // hint only when that many bytes remain (serde caps the hint at 1 MiB besides).
+    Ok(postcard::from_bytes(payload)?)
+}
+
+pub async fn write_frame(s: &mut TcpStream, kind: u8, payload: &[u8]) -> Result<(), NetError> {
+    let mut buf = Vec::new();
+    encode_frame(kind, payload, &mut buf)?;
     s.write_all(&buf).await?;
     Ok(())
 }
 
 pub async fn read_frame(s: &mut TcpStream) -> Result<(u8, Vec<u8>), NetError> {
-    let mut head = [0u8; 5];
+    let mut head = [0u8; HEADER];
     s.read_exact(&mut head).await?;
-    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-    if len > MAX_FRAME {
-        return Err(NetError::TooLarge(len));
-    }
+    let (len, kind) = parse_header(head)?;
     let mut payload = vec![0u8; len];
     s.read_exact(&mut payload).await?;
-    Ok((head[4], payload))
+    Ok((kind, payload))
 }
 
 pub async fn send<T: Serialize>(s: &mut TcpStream, kind: u8, value: &T) -> Result<(), NetError> {
-    let bytes = bincode::serialize(value)?;
+    let bytes = postcard::to_allocvec(value)?;
     write_frame(s, kind, &bytes).await
 }
 
@@ -128,12 +170,11 @@ pub async fn recv<T: DeserializeOwned>(s: &mut TcpStream, want: u8) -> Result<T,
     if kind != want {
         return Err(NetError::Kind(kind));
     }
-    // Bounded by the frame size: bincode allocates no more than the input describes.
-    Ok(bincode::deserialize(&payload)?)
+    decode(&payload)
 }
 
 const HELLO: u8 = 100;
-const PROOF: u8 = 101;
+pub const PROOF: u8 = 101;
 const WELCOME: u8 = 102;
 
 /// The accepting side: challenges the peer, checks its proof, proves itself. Returns the
@@ -142,7 +183,7 @@ pub async fn accept_handshake(s: &mut TcpStream, creds: &Credentials) -> Result<
     let fut = async {
         let challenge = nonce()?;
         write_frame(s, HELLO, &challenge).await?;
-        let (node, their_nonce, proof): (u64, Vec<u8>, Vec<u8>) = recv(s, PROOF).await?;
+        let (node, their_nonce, proof): Proof = recv(s, PROOF).await?;
         if !verify(&creds.mac(b"client", &challenge, node), &proof) {
             return Err(NetError::Auth);
         }
@@ -207,6 +248,23 @@ pub async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_frame_reads_what_encode_frame_wrote() {
+        let mut bytes = Vec::new();
+        encode_frame(kind::VOTE, b"abc", &mut bytes).unwrap();
+        encode_frame(kind::ADMIN, b"", &mut bytes).unwrap();
+        let (k, payload, rest) = split_frame(&bytes).unwrap();
+        assert_eq!((k, payload), (kind::VOTE, &b"abc"[..]));
+        let (k, payload, rest) = split_frame(rest).unwrap();
+        assert_eq!((k, payload, rest), (kind::ADMIN, &b""[..], &b""[..]));
+        let cut = |r: Result<(u8, &[u8], &[u8]), NetError>| matches!(r, Err(NetError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof);
+        assert!(cut(split_frame(&bytes[..4])));
+        assert!(cut(split_frame(&bytes[..7])));
+        let mut huge = ((MAX_FRAME + 1) as u32).to_le_bytes().to_vec();
+        huge.push(kind::APPEND);
+        assert!(matches!(split_frame(&huge), Err(NetError::TooLarge(_))));
+    }
 
     #[tokio::test]
     async fn handshake_needs_the_secret() {

@@ -18,8 +18,8 @@ use tracing::{debug, info, warn};
 
 use crate::journal::{decode, ClusterJournal, Proposal};
 use crate::log::LogStore;
-use crate::net::{self, kind, Credentials, NetError};
-use crate::rpc::{self, AdminRequest, AdminResponse, MemberStatus, Network, NodeStatus};
+use crate::net::{self, Credentials, NetError};
+use crate::rpc::{self, AdminRequest, AdminResponse, MemberStatus, Network, NodeStatus, Request};
 use crate::sm::StateMachine;
 use crate::types::{Batch, Member, NodeId, Raft};
 
@@ -252,25 +252,18 @@ impl Cluster {
         };
         loop {
             let (k, payload) = net::read_frame(&mut s).await?;
-            let reply = match k {
-                kind::APPEND => {
-                    let req = bincode::deserialize(&payload)?;
-                    bincode::serialize(&self.raft.append_entries(req).await)?
+            let reply = match Request::decode(k, &payload)? {
+                Request::Append(req) => {
+                    postcard::to_allocvec(&self.raft.append_entries(req).await)?
                 }
-                kind::VOTE => {
-                    let req = bincode::deserialize(&payload)?;
-                    bincode::serialize(&self.raft.vote(req).await)?
+                Request::Vote(req) => postcard::to_allocvec(&self.raft.vote(req).await)?,
+                Request::Snapshot(req) => {
+                    postcard::to_allocvec(&self.raft.install_snapshot(req).await)?
                 }
-                kind::SNAPSHOT => {
-                    let req = bincode::deserialize(&payload)?;
-                    bincode::serialize(&self.raft.install_snapshot(req).await)?
-                }
-                kind::ADMIN => {
-                    let req: AdminRequest = bincode::deserialize(&payload)?;
+                Request::Admin(req) => {
                     debug!(peer, ?req, "cluster admin request");
-                    bincode::serialize(&self.admin(req).await)?
+                    postcard::to_allocvec(&self.admin(req).await)?
                 }
-                other => return Err(NetError::Kind(other)),
             };
             net::write_frame(&mut s, k, &reply).await?;
         }

@@ -171,8 +171,8 @@ impl StateMachine {
     ) -> std::io::Result<StateMachine> {
         let mut replica = Replica::default();
         if let Ok(bytes) = std::fs::read(dir.join("snapshot")) {
-            match bincode::deserialize::<SnapshotFile>(&bytes)
-                .and_then(|f| bincode::deserialize::<Replica>(&f.data))
+            match postcard::from_bytes::<SnapshotFile>(&bytes)
+                .and_then(|f| postcard::from_bytes::<Replica>(&f.data))
             {
                 Ok(r) => replica = r,
                 Err(e) => return Err(std::io::Error::other(format!("raft snapshot: {e}"))),
@@ -193,7 +193,7 @@ impl StateMachine {
             meta: meta.clone(),
             data: data.to_vec(),
         };
-        let bytes = bincode::serialize(&file).map_err(std::io::Error::other)?;
+        let bytes = postcard::to_allocvec(&file).map_err(std::io::Error::other)?;
         write_atomic(&self.dir.join("snapshot"), &bytes)
     }
 }
@@ -202,7 +202,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
         let (data, last, membership) = {
             let r = self.replica.lock();
-            let data = bincode::serialize(&*r).map_err(|e| sm_error(ErrorVerb::Read, e))?;
+            let data = postcard::to_allocvec(&*r).map_err(|e| sm_error(ErrorVerb::Read, e))?;
             (data, r.last_applied, r.membership.clone())
         };
         let id = {
@@ -289,7 +289,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
         let mut replica: Replica =
-            bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, e))?;
+            postcard::from_bytes(&data).map_err(|e| sm_error(ErrorVerb::Read, e))?;
         replica.last_applied = meta.last_log_id;
         replica.membership = meta.last_membership.clone();
         let me = self.clone();
@@ -308,7 +308,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             return Ok(None);
         };
         let file: SnapshotFile =
-            bincode::deserialize(&bytes).map_err(|e| sm_error(ErrorVerb::Read, e))?;
+            postcard::from_bytes(&bytes).map_err(|e| sm_error(ErrorVerb::Read, e))?;
         Ok(Some(Snapshot {
             meta: file.meta,
             snapshot: Box::new(Cursor::new(file.data)),

@@ -1,0 +1,88 @@
+//! Values of every kind the cluster encodes, for round-trip tests and fuzz seeds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::{CommittedLeaderId, EntryPayload, Membership, SnapshotMeta};
+
+use crate::types::{Batch, Entry, LogId, Member, NodeId, Op, StoredMembership};
+
+pub fn log_id(term: u64, index: u64) -> LogId {
+    LogId::new(CommittedLeaderId::new(term, 1), index)
+}
+
+pub fn membership() -> Membership<NodeId, Member> {
+    let nodes: BTreeMap<NodeId, Member> = (1..=3)
+        .map(|i| {
+            let addr = format!("127.0.0.{i}:5680");
+            (i, Member { addr })
+        })
+        .collect();
+    Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes)
+}
+
+pub fn entries() -> Vec<Entry> {
+    let ops = vec![
+        Op::Declare {
+            queue: 7,
+            name: "q".into(),
+            record: vec![1, 2, 3],
+        },
+        Op::Enqueue {
+            id: 9,
+            queues: vec![7],
+            content: b"hello".to_vec(),
+        },
+        Op::Dequeue {
+            queue: 7,
+            ids: vec![9],
+        },
+        Op::Bind {
+            exchange: "amq.direct".into(),
+            queue: 7,
+            key: "k".into(),
+            arguments: vec![],
+        },
+        Op::Unbind {
+            exchange: "amq.direct".into(),
+            queue: 7,
+            key: "k".into(),
+        },
+        Op::Delete { queue: 7 },
+    ];
+    vec![
+        Entry {
+            log_id: log_id(1, 1),
+            payload: EntryPayload::Blank,
+        },
+        Entry {
+            log_id: log_id(1, 2),
+            payload: EntryPayload::Membership(membership()),
+        },
+        Entry {
+            log_id: log_id(1, 3),
+            payload: EntryPayload::Normal(Batch {
+                origin: 1,
+                epoch: 2,
+                point: 3,
+                ops,
+            }),
+        },
+    ]
+}
+
+pub fn snapshot_meta() -> SnapshotMeta<NodeId, Member> {
+    SnapshotMeta {
+        last_log_id: Some(log_id(1, 3)),
+        last_membership: StoredMembership::new(Some(log_id(1, 2)), membership()),
+        snapshot_id: "1-3-1".into(),
+    }
+}
+
+/// Writes `fuzz/seeds/<target>/<name>` (the ignored `write_*_seeds` tests call this).
+pub fn write_seed(target: &str, name: &str, bytes: &[u8]) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
