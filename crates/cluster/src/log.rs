@@ -206,6 +206,23 @@ pub fn replay_records(data: &[u8]) -> Replayed {
     }
 }
 
+/// A file written whole by `write_atomic` (the vote, the purge point): absent is `None`, but
+/// one that cannot be read or decoded stops the node. Starting without its vote would let
+/// it vote twice in a term.
+fn read_small_file<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result<Option<T>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    postcard::from_bytes(&bytes).map(Some).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
 impl LogStore {
     /// Opens (or creates) the log under `dir`, replaying what is there.
     pub fn open(dir: &Path) -> std::io::Result<LogStore> {
@@ -215,12 +232,8 @@ impl LogStore {
             last_purged: None,
             vote: None,
         };
-        if let Ok(bytes) = std::fs::read(dir.join("vote")) {
-            mem.vote = postcard::from_bytes(&bytes).ok();
-        }
-        if let Ok(bytes) = std::fs::read(dir.join("purged")) {
-            mem.last_purged = postcard::from_bytes(&bytes).ok();
-        }
+        mem.vote = read_small_file(&dir.join("vote"))?;
+        mem.last_purged = read_small_file(&dir.join("purged"))?;
         let segs = segments(dir)?;
         let mut maxes = Vec::new();
         let mut cut_from = None;
@@ -247,7 +260,15 @@ impl LogStore {
                 let _ = std::fs::rename(path, path.with_extension("discarded"));
             }
         }
-        let next = segs.last().map_or(1, |(n, _)| n + 1);
+        let next = match segs.last() {
+            None => 1,
+            Some((n, path)) => n.checked_add(1).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}: no segment number can follow it", path.display()),
+                )
+            })?,
+        };
         let (tx, rx) = mpsc::channel();
         let wdir = dir.to_path_buf();
         std::thread::Builder::new()
@@ -621,5 +642,20 @@ mod tests {
         assert_eq!(r.bad_at, None);
         assert!(r.entries.is_empty());
         assert_eq!(r.last_purged.map(|l| l.index), Some(u64::MAX));
+    }
+
+    #[test]
+    fn an_unreadable_vote_stops_the_node_instead_of_being_forgotten() {
+        let dir = std::env::temp_dir().join(format!("ferry-raft-vote-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A vote's encoding cut short: decoding runs out of input.
+        std::fs::write(dir.join("vote"), [0x05]).unwrap();
+        let err = LogStore::open(&dir).err().expect("refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("vote"), "{err}");
+        std::fs::remove_file(dir.join("vote")).unwrap();
+        assert!(LogStore::open(&dir).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

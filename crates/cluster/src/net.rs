@@ -152,9 +152,20 @@ pub async fn write_frame(s: &mut TcpStream, kind: u8, payload: &[u8]) -> Result<
 }
 
 pub async fn read_frame(s: &mut TcpStream) -> Result<(u8, Vec<u8>), NetError> {
+    read_frame_within(s, MAX_FRAME).await
+}
+
+/// Handshake frames hold a nonce, a node id and a MAC: a peer that has proved nothing yet
+/// must not make a node buffer more than that.
+const HANDSHAKE_FRAME_MAX: usize = 1024;
+
+async fn read_frame_within(s: &mut TcpStream, max: usize) -> Result<(u8, Vec<u8>), NetError> {
     let mut head = [0u8; HEADER];
     s.read_exact(&mut head).await?;
     let (len, kind) = parse_header(head)?;
+    if len > max {
+        return Err(NetError::TooLarge(len));
+    }
     let mut payload = vec![0u8; len];
     s.read_exact(&mut payload).await?;
     Ok((kind, payload))
@@ -173,6 +184,14 @@ pub async fn recv<T: DeserializeOwned>(s: &mut TcpStream, want: u8) -> Result<T,
     decode(&payload)
 }
 
+async fn recv_handshake<T: DeserializeOwned>(s: &mut TcpStream, want: u8) -> Result<T, NetError> {
+    let (kind, payload) = read_frame_within(s, HANDSHAKE_FRAME_MAX).await?;
+    if kind != want {
+        return Err(NetError::Kind(kind));
+    }
+    decode(&payload)
+}
+
 const HELLO: u8 = 100;
 pub const PROOF: u8 = 101;
 const WELCOME: u8 = 102;
@@ -183,7 +202,7 @@ pub async fn accept_handshake(s: &mut TcpStream, creds: &Credentials) -> Result<
     let fut = async {
         let challenge = nonce()?;
         write_frame(s, HELLO, &challenge).await?;
-        let (node, their_nonce, proof): Proof = recv(s, PROOF).await?;
+        let (node, their_nonce, proof): Proof = recv_handshake(s, PROOF).await?;
         if !verify(&creds.mac(b"client", &challenge, node), &proof) {
             return Err(NetError::Auth);
         }
@@ -224,14 +243,14 @@ pub async fn connect(
             }
         };
         s.set_nodelay(true)?;
-        let (kind, challenge) = read_frame(&mut s).await?;
+        let (kind, challenge) = read_frame_within(&mut s, HANDSHAKE_FRAME_MAX).await?;
         if kind != HELLO {
             return Err(NetError::Kind(kind));
         }
         let mine = nonce()?;
         let proof = creds.mac(b"client", &challenge, me);
         send(&mut s, PROOF, &(me, mine.to_vec(), proof.to_vec())).await?;
-        let (kind, answer) = read_frame(&mut s).await?;
+        let (kind, answer) = read_frame_within(&mut s, HANDSHAKE_FRAME_MAX).await?;
         if kind != WELCOME {
             return Err(NetError::Kind(kind));
         }
@@ -296,5 +315,34 @@ mod tests {
             secret: b"s3cret".to_vec(),
         };
         assert!(connect(&addr, &other, 7, None, t).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_unproven_peer_cannot_make_the_handshake_buffer_a_large_frame() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let creds = Credentials {
+            cluster: "c".into(),
+            secret: b"s3cret".to_vec(),
+        };
+        let accepting = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            accept_handshake(&mut s, &creds).await
+        });
+        let mut peer = TcpStream::connect(addr).await.unwrap();
+        let (kind, _challenge) = read_frame(&mut peer).await.unwrap();
+        assert_eq!(kind, HELLO);
+        // Announces a 1 MiB proof and sends nothing more: refused from the header alone.
+        let mut head = ((1u32 << 20).to_le_bytes()).to_vec();
+        head.push(PROOF);
+        peer.write_all(&head).await.unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(2), accepting)
+            .await
+            .expect("refused at once, not after the handshake's time-out")
+            .unwrap();
+        assert!(
+            matches!(r, Err(NetError::TooLarge(n)) if n == 1 << 20),
+            "{r:?}"
+        );
     }
 }
