@@ -240,13 +240,13 @@ impl Queue {
         self.id
     }
 
-    /// The queue's store id, for a durable queue of a broker with a journal.
     /// Whether transient messages for this queue are journaled too (a replicated queue).
     #[inline]
     pub(crate) fn journals_all(&self) -> bool {
         self.store.as_ref().is_some_and(|s| s.all)
     }
 
+    /// The queue's store id, for a durable queue of a broker with a journal.
     pub fn store_id(&self) -> Option<u64> {
         self.store.as_ref().map(|s| s.id)
     }
