@@ -2,6 +2,9 @@
 //! perftest and latency-test traits (the AMQP 0-10 client) reports.
 
 use std::error::Error;
+use std::future::Future;
+
+use crate::amqp010::STEP_TIMEOUT;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
@@ -27,4 +30,23 @@ pub enum DriverError {
     WorkerPanicked,
     #[error(transparent)]
     Client(Box<dyn Error + Send + Sync>),
+}
+
+/// Runs one step of a client on `runtime`, bounded by [`STEP_TIMEOUT`]; `what` names it in
+/// the time-out error. A function rather than a method so that `f` may borrow a client's
+/// connection while the runtime is borrowed too.
+pub fn run_step<T, E>(
+    runtime: &tokio::runtime::Runtime,
+    what: &str,
+    f: impl Future<Output = Result<T, E>>,
+) -> Result<T, DriverError>
+where
+    DriverError: From<E>,
+{
+    runtime.block_on(async {
+        match tokio::time::timeout(STEP_TIMEOUT, f).await {
+            Ok(r) => r.map_err(DriverError::from),
+            Err(_) => Err(DriverError::Timeout(what.to_string())),
+        }
+    })
 }

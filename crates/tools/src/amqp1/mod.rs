@@ -140,19 +140,14 @@ impl Client {
     }
 }
 
-/// Runs `f` on `runtime`, bounded by [`STEP_TIMEOUT`]. A function rather than a method so
-/// that `f` may borrow the client's connection while the runtime is borrowed too.
+/// One step of this protocol's client, bounded (see [`crate::driver::run_step`]); the
+/// error type is fixed here so that the steps' `Ok(..)` need no annotation.
 pub fn run<T>(
     runtime: &tokio::runtime::Runtime,
     what: &str,
     f: impl Future<Output = Result<T, ClientError>>,
 ) -> Result<T, DriverError> {
-    runtime.block_on(async {
-        match tokio::time::timeout(STEP_TIMEOUT, f).await {
-            Ok(r) => r.map_err(DriverError::from),
-            Err(_) => Err(DriverError::Timeout(what.to_string())),
-        }
-    })
+    crate::driver::run_step(runtime, what, f)
 }
 
 fn connect_options(opts: &ConnectionOpts) -> Result<ConnectOptions, DriverError> {
