@@ -596,8 +596,11 @@ impl Session {
         };
         // The message is written once: straight after its transfer performative in the
         // outbound buffer when it goes out now in one frame (the usual case), else into a
-        // payload of its own that `pump` cuts into frames as the window allows.
-        let payload = if self.pending.is_empty() && self.remote_incoming_window > 0 {
+        // payload of its own that `pump` cuts into frames as the window allows. A body that
+        // alone fills a frame goes to the payload at once rather than being written into the
+        // outbound buffer and copied back out.
+        let one_frame = d.message.body.len() < ctx.frame_max as usize;
+        let payload = if one_frame && self.pending.is_empty() && self.remote_incoming_window > 0 {
             match write_single_transfer(ctx.out, self.channel, transfer, ctx.frame_max, |out| {
                 crate::bridge::amqp1::write_for_amqp1(out, &d.message, d.redelivered)
             }) {
