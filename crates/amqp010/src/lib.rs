@@ -33,5 +33,5 @@ pub use str::Str;
 pub use value::{Array, CodedStruct, List, Map, Struct32, Value};
 pub use write::{
     write_command, write_control, write_control_framed, write_transfer,
-    write_transfer_with_body_segment,
+    write_transfer_placing_body, write_transfer_with_body_segment, TransferHead,
 };

@@ -1,5 +1,7 @@
 //! Writing controls, commands and message transfers as frames.
 
+use std::ops::Range;
+
 use bytes::{BufMut, BytesMut};
 
 use crate::codec;
@@ -49,18 +51,31 @@ impl Segment {
     /// Writes `payload` as frames of at most `max_payload` octets (one empty frame if
     /// the payload is empty).
     fn write_frames(&self, out: &mut BytesMut, payload: &[u8], max_payload: usize) {
-        if payload.is_empty() {
+        out.reserve(payload.len() + payload.len().div_ceil(max_payload) * FRAME_HEADER_SIZE);
+        self.write_frames_placing(out, payload.len(), max_payload, |out, range| {
+            out.put_slice(&payload[range]);
+        });
+    }
+
+    /// [`Segment::write_frames`] for a payload of `len` octets that `place` puts after
+    /// each frame's header, a range of it at a time.
+    fn write_frames_placing(
+        &self,
+        out: &mut BytesMut,
+        len: usize,
+        max_payload: usize,
+        mut place: impl FnMut(&mut BytesMut, Range<usize>),
+    ) {
+        if len == 0 {
             self.header(true, true, 0).write(out);
             return;
         }
-        out.reserve(payload.len() + payload.len().div_ceil(max_payload) * FRAME_HEADER_SIZE);
-        let mut chunks = payload.chunks(max_payload).peekable();
-        let mut first = true;
-        while let Some(chunk) = chunks.next() {
-            let last = chunks.peek().is_none();
-            self.header(first, last, chunk.len()).write(out);
-            out.put_slice(chunk);
-            first = false;
+        let mut start = 0;
+        while start < len {
+            let end = len.min(start + max_payload);
+            self.header(start == 0, end == len, end - start).write(out);
+            place(out, start..end);
+            start = end;
         }
     }
 
@@ -192,7 +207,60 @@ fn write_segments(
     body: Option<&[u8]>,
     max_frame_size: usize,
 ) -> Result<(), EncodeError> {
+    let body_len = body.map(<[u8]>::len);
+    if let Some(body) = body {
+        out.reserve(
+            body.len() + body.len().div_ceil(payload_limit(max_frame_size)?) * FRAME_HEADER_SIZE,
+        );
+    }
+    write_transfer_placing_body(
+        out,
+        TransferHead {
+            channel,
+            transfer,
+            sync,
+            header_segment,
+            max_frame_size,
+        },
+        body_len,
+        |out, range| {
+            if let Some(body) = body {
+                out.put_slice(&body[range]);
+            }
+        },
+    )
+}
+
+/// What a message.transfer says besides its body.
+pub struct TransferHead<'a> {
+    pub channel: u16,
+    pub transfer: &'a MessageTransfer,
+    pub sync: bool,
+    /// The encoded header segment (delivery- and message-properties).
+    pub header_segment: &'a [u8],
+    pub max_frame_size: usize,
+}
+
+/// [`write_transfer`] for a body the caller places itself: `body_len` octets (`None`: no
+/// body segment), put after each body frame's header by `place`, a range at a time, into
+/// the buffer or beside it (a caller that sends a large body from where it is, without
+/// copying). Nothing is written if the command cannot be encoded; `place` is called only
+/// after everything before the body is written.
+pub fn write_transfer_placing_body(
+    out: &mut BytesMut,
+    head: TransferHead<'_>,
+    body_len: Option<usize>,
+    place: impl FnMut(&mut BytesMut, Range<usize>),
+) -> Result<(), EncodeError> {
+    let TransferHead {
+        channel,
+        transfer,
+        sync,
+        header_segment,
+        max_frame_size,
+    } = head;
     let max_payload = payload_limit(max_frame_size)?;
+    let body = body_len;
     codec::atomically(out, |out| {
         let command = Segment {
             channel,
@@ -213,17 +281,18 @@ fn write_segments(
             last_segment: body.is_none(),
         };
         header.write_frames(out, header_segment, max_payload);
-        if let Some(body) = body {
-            let body_segment = Segment {
-                channel,
-                segment_type: SegmentType::Body,
-                first_segment: false,
-                last_segment: true,
-            };
-            body_segment.write_frames(out, body, max_payload);
-        }
         Ok(())
-    })
+    })?;
+    if let Some(len) = body {
+        let body_segment = Segment {
+            channel,
+            segment_type: SegmentType::Body,
+            first_segment: false,
+            last_segment: true,
+        };
+        body_segment.write_frames_placing(out, len, max_payload, place);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! General frame format: type octet, channel, 32-bit payload size, payload,
 //! frame-end octet.
 
+use std::ops::Range;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::method::Method;
@@ -192,6 +194,29 @@ pub fn write_body(out: &mut BytesMut, channel: u16, body: &[u8], frame_max: usiz
     }
 }
 
+/// [`write_body`] for `len` octets that `place` puts after each frame's header, a range
+/// at a time: into `out`, or beside it (a caller that sends a large body from where it
+/// is, without copying).
+pub fn write_body_placing(
+    out: &mut BytesMut,
+    channel: u16,
+    len: usize,
+    frame_max: usize,
+    mut place: impl FnMut(&mut BytesMut, Range<usize>),
+) {
+    let chunk = frame_max.max(FRAME_MIN_SIZE) - FRAME_OVERHEAD;
+    let mut start = 0;
+    while start < len {
+        let end = len.min(start + chunk);
+        // A frame holds at most frame-max octets, a u32.
+        let size = u32::try_from(end - start).unwrap_or(u32::MAX);
+        write_frame_header(out, FrameType::Body, channel, size);
+        place(out, start..end);
+        out.put_u8(FRAME_END);
+        start = end;
+    }
+}
+
 /// Method, header and body frames of one message (publish, deliver, return
 /// or get-ok). `body_size` is taken from `body`.
 pub fn write_content(
@@ -221,11 +246,23 @@ pub fn write_content_raw(
     body: &[u8],
     frame_max: usize,
 ) {
+    write_content_raw_head(out, channel, method, properties, body.len());
+    write_body(out, channel, body, frame_max);
+}
+
+/// The method and header frames of [`write_content_raw`], for a body of `body_len`
+/// octets written after them (see [`write_body_placing`]).
+pub fn write_content_raw_head(
+    out: &mut BytesMut,
+    channel: u16,
+    method: &Method,
+    properties: &[u8],
+    body_len: usize,
+) {
     write_method(out, channel, method);
     write_encoded(out, FrameType::Header, channel, |o| {
-        crate::properties::encode_raw_header(o, body.len() as u64, properties)
+        crate::properties::encode_raw_header(o, body_len as u64, properties)
     });
-    write_body(out, channel, body, frame_max);
 }
 
 pub fn write_heartbeat(out: &mut BytesMut) {
@@ -238,6 +275,21 @@ mod tests {
 
     fn buf(b: &[u8]) -> BytesMut {
         BytesMut::from(b)
+    }
+
+    #[test]
+    fn placed_body_frames_match_copied_ones() {
+        let body: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let mut copied = BytesMut::new();
+        write_body(&mut copied, 3, &body, 4096);
+        let mut placed = BytesMut::new();
+        let mut ranges = Vec::new();
+        write_body_placing(&mut placed, 3, body.len(), 4096, |out, r| {
+            out.put_slice(&body[r.clone()]);
+            ranges.push(r);
+        });
+        assert_eq!(placed, copied);
+        assert_eq!(ranges, [0..4088, 4088..8176, 8176..10_000]);
     }
 
     #[test]

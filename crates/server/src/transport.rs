@@ -1,6 +1,8 @@
 //! The byte streams a connection runs over: a TCP socket as it is, or a TLS connection over
 //! one (`crate::tls`). The event loop (`shell::driver`) drives either without blocking.
 
+use std::io::IoSlice;
+
 use bytes::BytesMut;
 use tokio::io::{Interest, Ready};
 use tokio::net::TcpStream;
@@ -15,6 +17,14 @@ pub trait Transport: Send {
     fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
     /// Takes what it can of `buf` without waiting; an empty `buf` only flushes.
     fn try_write(&mut self, buf: &[u8]) -> std::io::Result<usize>;
+    /// As `try_write`, gathering `bufs` in order; an empty list only flushes.
+    fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        self.try_write(first)
+    }
     /// Bytes the transport holds that still have to reach the socket (TLS records).
     fn wants_write(&self) -> bool;
     /// Says "no more from us" (TCP FIN; TLS close_notify first) while reading goes on, so a
@@ -37,6 +47,10 @@ impl Transport for TcpStream {
 
     fn try_write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         TcpStream::try_write(self, buf)
+    }
+
+    fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        TcpStream::try_write_vectored(self, bufs)
     }
 
     fn wants_write(&self) -> bool {

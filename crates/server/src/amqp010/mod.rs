@@ -18,6 +18,7 @@ mod tx;
 #[cfg(test)]
 mod tests;
 
+use crate::shell::outbound::Sink;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -206,7 +207,14 @@ impl Protocol for Amqp010 {
                     .and_then(|c| c.session.as_mut());
                 match session {
                     Some(s) => {
-                        s.deliver(&mut shell.out, self.max_frame, d);
+                        s.deliver(
+                            Sink {
+                                out: &mut shell.out,
+                                spliced: &mut shell.spliced,
+                            },
+                            self.max_frame,
+                            d,
+                        );
                     }
                     None => {
                         if d.acquired {

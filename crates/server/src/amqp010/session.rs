@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
-    with_redelivered, write_command, write_control_framed, write_transfer,
-    write_transfer_with_body_segment, AcceptMode, AcquireMode, Command, Control,
-    ExecutionException, ExecutionResult, MessageTransfer, SequenceSet, SessionCommandPoint,
-    SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
+    with_redelivered, write_command, write_control_framed, write_transfer_placing_body, AcceptMode,
+    AcquireMode, Command, Control, ExecutionException, ExecutionResult, MessageTransfer,
+    SequenceSet, SessionCommandPoint, SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
+    TransferHead,
 };
 use ferry_core::{
     Broker, ConnectionId, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader,
@@ -22,6 +22,7 @@ use super::outgoing::{DeliveryRecord, Outgoing};
 use super::tx::SessionTx;
 use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
+use crate::shell::outbound::{Sink, SPLICE_MIN};
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -335,7 +336,8 @@ impl Session {
 
     /// Writes one delivery as a message.transfer and records it. Returns false (and puts
     /// the message back) if the subscription no longer exists here.
-    pub fn deliver(&mut self, out: &mut BytesMut, max_frame: usize, d: Delivery) -> bool {
+    pub fn deliver(&mut self, sink: Sink<'_>, max_frame: usize, d: Delivery) -> bool {
+        let Sink { out, spliced } = sink;
         let Some(sub) = self.subscriptions.get(&d.consumer) else {
             self.window_slot_unused(&d);
             if d.acquired {
@@ -349,20 +351,25 @@ impl Session {
             acquire_mode: Some(sub.acquire_mode),
         };
         let header = outgoing_header(&d.message, d.redelivered);
-        let write = if d.message.body_segment {
-            write_transfer_with_body_segment
-        } else {
-            write_transfer
+        let head = TransferHead {
+            channel: self.channel,
+            transfer: &transfer,
+            sync: false,
+            header_segment: &header,
+            max_frame_size: max_frame,
         };
-        if let Err(e) = write(
-            out,
-            self.channel,
-            &transfer,
-            false,
-            &header,
-            &d.message.body,
-            max_frame,
-        ) {
+        let body = &d.message.body;
+        let body_len = (d.message.body_segment || !body.is_empty()).then_some(body.len());
+        // A large body goes out from where it is, spliced between its frames' headers.
+        let splice = body.len() >= SPLICE_MIN;
+        let written = write_transfer_placing_body(out, head, body_len, |out, range| {
+            if splice {
+                spliced.splice(out, body.slice(range));
+            } else {
+                out.extend_from_slice(&body[range]);
+            }
+        });
+        if let Err(e) = written {
             warn!("cannot encode transfer: {e}");
             self.window_slot_unused(&d);
             if d.acquired {

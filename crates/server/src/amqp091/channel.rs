@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp091::{
-    reply, write_content_raw, write_method, ContentAssembler, ExchangeBind, ExchangeBindOk,
-    ExchangeDeclare, ExchangeDeclareOk, ExchangeDelete, ExchangeDeleteOk, ExchangeUnbind,
-    ExchangeUnbindOk, Method, QueueBind, QueueBindOk, QueueDeclare, QueueDeclareOk, QueueDelete,
-    QueueDeleteOk, QueuePurge, QueuePurgeOk, QueueUnbind, QueueUnbindOk, ShortStr,
+    reply, write_body_placing, write_content_raw_head, write_method, ContentAssembler,
+    ExchangeBind, ExchangeBindOk, ExchangeDeclare, ExchangeDeclareOk, ExchangeDelete,
+    ExchangeDeleteOk, ExchangeUnbind, ExchangeUnbindOk, Method, QueueBind, QueueBindOk,
+    QueueDeclare, QueueDeclareOk, QueueDelete, QueueDeleteOk, QueuePurge, QueuePurgeOk,
+    QueueUnbind, QueueUnbindOk, ShortStr,
 };
 use ferry_core::{
     Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
@@ -18,6 +19,7 @@ use ferry_core::{
 
 use crate::access::{self, ClientAccess, PublishCache};
 use crate::config::ServerConfig;
+use crate::shell::outbound::{Spliced, SPLICE_MIN};
 use ferry_acl::{Action, ObjectType};
 
 use super::args;
@@ -38,6 +40,8 @@ pub struct Ctx<'a> {
     pub owner: OwnerId,
     pub outbox: &'a Arc<Outbox>,
     pub out: &'a mut BytesMut,
+    /// Large bodies go out from here, after what `out` held when they were spliced.
+    pub spliced: &'a mut Spliced,
     pub frame_max: usize,
     /// Consumer → channel, for routing outbox items.
     pub consumers: &'a mut HashMap<ConsumerId, u16>,
@@ -228,14 +232,17 @@ impl Channel {
     /// Method, content header and body of a delivery, get-ok or return.
     pub fn write_content(&self, ctx: &mut Ctx, method: Method, message: &Message) {
         let props = convert::outgoing_properties(message);
-        write_content_raw(
-            ctx.out,
-            self.id,
-            &method,
-            &props,
-            &message.body,
-            ctx.frame_max,
-        );
+        let body = &message.body;
+        write_content_raw_head(ctx.out, self.id, &method, &props, body.len());
+        // A large body goes out from where it is, spliced between its frames' headers.
+        let spliced = &mut *ctx.spliced;
+        write_body_placing(ctx.out, self.id, body.len(), ctx.frame_max, |out, range| {
+            if body.len() >= SPLICE_MIN {
+                spliced.splice(out, body.slice(range));
+            } else {
+                out.extend_from_slice(&body[range]);
+            }
+        });
     }
 
     /// The exchange to publish to, cached while it lives.

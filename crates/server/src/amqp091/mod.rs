@@ -291,6 +291,7 @@ impl Amqp091 {
                 owner: self.owner,
                 outbox: &shell.outbox,
                 out: &mut shell.out,
+                spliced: &mut shell.spliced,
                 frame_max: self.frame_max,
                 consumers: &mut shell.consumers,
                 access: &shell.access,

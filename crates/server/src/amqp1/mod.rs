@@ -304,6 +304,7 @@ impl Amqp1 {
                 broker: &shell.broker,
                 outbox: &shell.outbox,
                 out: &mut shell.out,
+                spliced: &mut shell.spliced,
                 config: &shell.config,
                 access: &shell.access,
                 consumers: &mut shell.consumers,

@@ -24,6 +24,7 @@ use super::txn::Txns;
 use super::unsettled::{OutRecord, Unsettled};
 use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
+use crate::shell::outbound::{Sink, Spliced, SPLICE_MIN};
 
 /// Transfer frames a client may send before we widen its window again (refreshed at half).
 /// Frames are processed as they are read, so the window bounds nothing in memory; it is
@@ -38,6 +39,8 @@ pub struct Ctx<'a> {
     pub broker: &'a Arc<Broker>,
     pub outbox: &'a Arc<Outbox>,
     pub out: &'a mut BytesMut,
+    /// Large bodies go out from here, after what `out` held when they were spliced.
+    pub spliced: &'a mut Spliced,
     pub config: &'a ServerConfig,
     pub access: &'a ClientAccess,
     /// Consumer → channel, for routing deliveries (the shell's table).
@@ -600,21 +603,40 @@ impl Session {
         // alone fills a frame goes to the payload at once rather than being written into the
         // outbound buffer and copied back out.
         let one_frame = d.message.body.len() < ctx.frame_max as usize;
-        let payload = if one_frame && self.pending.is_empty() && self.remote_incoming_window > 0 {
-            match write_single_transfer(ctx.out, self.channel, transfer, ctx.frame_max, |out| {
-                crate::bridge::amqp1::write_for_amqp1(out, &d.message, d.redelivered)
-            }) {
-                Ok(()) => {
-                    self.remote_incoming_window -= 1;
-                    self.next_outgoing_id = self.next_outgoing_id.wrapping_add(1);
-                    None
-                }
-                Err(oversized) => Some(*oversized),
-            }
+        let now = one_frame && self.pending.is_empty() && self.remote_incoming_window > 0;
+        // A large body goes out from where it is, spliced between the frame's other octets.
+        let transfer = if now && d.message.body.len() >= SPLICE_MIN {
+            let sink = Sink {
+                out: ctx.out,
+                spliced: ctx.spliced,
+            };
+            write_spliced_transfer(sink, self.channel, transfer, ctx.frame_max, &d)
         } else {
-            let mut payload = BytesMut::with_capacity(d.message.body.len() + 256);
-            crate::bridge::amqp1::write_for_amqp1(&mut payload, &d.message, d.redelivered);
-            Some((transfer, payload.freeze()))
+            Some(transfer)
+        };
+        let payload = match transfer {
+            None => {
+                self.remote_incoming_window -= 1;
+                self.next_outgoing_id = self.next_outgoing_id.wrapping_add(1);
+                None
+            }
+            Some(transfer) if now => {
+                match write_single_transfer(ctx.out, self.channel, transfer, ctx.frame_max, |out| {
+                    crate::bridge::amqp1::write_for_amqp1(out, &d.message, d.redelivered)
+                }) {
+                    Ok(()) => {
+                        self.remote_incoming_window -= 1;
+                        self.next_outgoing_id = self.next_outgoing_id.wrapping_add(1);
+                        None
+                    }
+                    Err(oversized) => Some(*oversized),
+                }
+            }
+            Some(transfer) => {
+                let mut payload = BytesMut::with_capacity(d.message.body.len() + 256);
+                crate::bridge::amqp1::write_for_amqp1(&mut payload, &d.message, d.redelivered);
+                Some((transfer, payload.freeze()))
+            }
         };
         if settled {
             // At most once: the message leaves its queue as it goes.
@@ -889,6 +911,41 @@ fn write_single_transfer(
     };
     // Boxed: the oversized case is rare, and an unboxed error would make every Ok as large.
     Err(Box::new((transfer, payload)))
+}
+
+/// As [`write_single_transfer`], but the body is not copied: the frame's octets before it
+/// are written to `out`, the body is spliced after them and the rest follows in `out`.
+/// Gives the transfer back, with nothing written, for a message that did not come over
+/// 1.0 (it is re-encoded whole) or that does not fit one frame; `None` once written.
+fn write_spliced_transfer(
+    sink: Sink<'_>,
+    channel: u16,
+    transfer: Transfer,
+    max_frame: u32,
+    d: &Delivery,
+) -> Option<Transfer> {
+    let Sink { out, spliced } = sink;
+    let start = out.len();
+    let performative = Performative::Transfer(transfer);
+    write_frame(out, channel, &performative, &[]);
+    let after = crate::bridge::amqp1::write_amqp1_around_body(out, &d.message, d.redelivered);
+    let size = after
+        .as_ref()
+        .map(|after| out.len() - start + d.message.body.len() + after.len())
+        .filter(|size| *size <= max_frame as usize);
+    let (Some(after), Some(size)) = (after, size) else {
+        out.truncate(start);
+        let Performative::Transfer(transfer) = performative else {
+            unreachable!("built as a transfer above")
+        };
+        return Some(transfer);
+    };
+    // Bounded by max_frame, a u32, just above.
+    let size = size as u32;
+    out[start..start + 4].copy_from_slice(&size.to_be_bytes());
+    spliced.splice(out, d.message.body.clone());
+    out.extend_from_slice(&after);
+    None
 }
 
 fn patch_size(out: &mut BytesMut, start: usize) {

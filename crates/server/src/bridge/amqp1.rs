@@ -83,20 +83,10 @@ impl Decoded {
 /// came (a new header section in front: delivery count, durable, priority, ttl), any other
 /// translated, with its body as one data section.
 pub fn write_for_amqp1(out: &mut BytesMut, message: &Message, redelivered: bool) {
-    if let ProtocolHeader::Amqp1(raw) = &message.header {
-        if let Ok(stored) = Stored::parse(raw) {
-            let header = match stored.sections.header() {
-                Ok(Some(h)) => h,
-                _ => Header {
-                    durable: message.persistent,
-                    priority: message.priority,
-                    ..Header::default()
-                },
-            };
-            let header = outgoing_header(header, redelivered);
-            stored.write(out, header.as_ref(), &message.body);
-            return;
-        }
+    if let Some(stored) = as_sent_over_amqp1(message) {
+        let header = native_header(&stored, message, redelivered);
+        stored.write(out, header.as_ref(), &message.body);
+        return;
     }
     let mut m = match &message.header {
         ProtocolHeader::Amqp010(segment) => from_amqp010(segment, message),
@@ -117,6 +107,39 @@ pub fn write_for_amqp1(out: &mut BytesMut, message: &Message, redelivered: bool)
     m.header = m.header.and_then(|h| outgoing_header(h, redelivered));
     m.body = Body::Data(vec![message.body.clone()]);
     m.encode(out);
+}
+
+/// For a message a 1.0 publisher sent: writes what [`write_for_amqp1`] writes before its
+/// body and returns what goes after it, so the body itself can go out from where it is.
+/// `None`, with nothing written, for a message from another protocol.
+pub fn write_amqp1_around_body(
+    out: &mut BytesMut,
+    message: &Message,
+    redelivered: bool,
+) -> Option<Bytes> {
+    let stored = as_sent_over_amqp1(message)?;
+    let header = native_header(&stored, message, redelivered);
+    stored.write_before_body(out, header.as_ref());
+    Some(stored.after_body())
+}
+
+fn as_sent_over_amqp1(message: &Message) -> Option<Stored> {
+    match &message.header {
+        ProtocolHeader::Amqp1(raw) => Stored::parse(raw).ok(),
+        _ => None,
+    }
+}
+
+fn native_header(stored: &Stored, message: &Message, redelivered: bool) -> Option<Header> {
+    let header = match stored.sections.header() {
+        Ok(Some(h)) => h,
+        _ => Header {
+            durable: message.persistent,
+            priority: message.priority,
+            ..Header::default()
+        },
+    };
+    outgoing_header(header, redelivered)
 }
 
 /// The header section as it goes out: counting this delivery attempt, left out when every

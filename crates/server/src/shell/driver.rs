@@ -4,6 +4,7 @@
 //! socket, the outbox, an alarm, a SASL step, shutdown or the connection's next deadline
 //! wakes it. The only place a connection meets the clock and the socket.
 
+use std::io::IoSlice;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -17,6 +18,9 @@ use crate::transport::Transport;
 /// Most input read in one go before processing it: one busy peer cannot starve the others
 /// or grow our buffer without bound.
 const READ_BATCH: usize = 4 * READ_CHUNK;
+
+/// Pieces of output handed to one `writev`; what does not fit goes with the next.
+const WRITE_SLICES: usize = 64;
 
 /// Runs `conn` on `stream` until the peer or the broker ends it.
 pub async fn drive<T: Transport, P: Protocol>(
@@ -38,14 +42,16 @@ pub async fn drive<T: Transport, P: Protocol>(
         if !conn.is_finished() {
             conn.handle_outbox(&mut items, now);
         }
-        if !conn.output().is_empty() || stream.wants_write() {
-            match stream.try_write(conn.output()) {
+        if conn.has_output() || stream.wants_write() {
+            let mut slices = [IoSlice::new(&[]); WRITE_SLICES];
+            let n = conn.output_slices(&mut slices);
+            match stream.try_write_vectored(&slices[..n]) {
                 Ok(n) => conn.on_transmitted(n, Instant::now()),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => break Err(e),
             }
         }
-        let all_written = conn.output().is_empty() && !stream.wants_write();
+        let all_written = !conn.has_output() && !stream.wants_write();
         if conn.is_done() {
             break Ok(());
         }

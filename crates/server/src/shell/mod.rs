@@ -9,6 +9,7 @@
 //! it the same way, frame by frame, with a clock of their own.
 
 pub mod driver;
+pub mod outbound;
 #[cfg(test)]
 pub mod testing;
 pub mod timers;
@@ -18,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use ferry_core::{
     now_ms, Broker, ConnectionHandle, ConnectionId, ConnectionMeta, ConsumerId, Outbox, OutboxItem,
     SessionStatus, SyncPoint,
@@ -30,6 +31,7 @@ use crate::auth::{AuthOutcome, AuthService, AuthTask, Login, LoginStep};
 use crate::config::ServerConfig;
 use crate::lifecycle::check_memory_alarm;
 use crate::state::ServerState;
+use outbound::Spliced;
 use timers::Timers;
 
 /// Read this much at a time; a full-size frame of either protocol fits.
@@ -102,6 +104,8 @@ pub struct Shell {
     /// Everything to send, in order; the driver writes it with as few system calls as the
     /// socket allows.
     pub out: BytesMut,
+    /// Large bodies (and the buffer's bytes before them) queued ahead of `out`.
+    pub spliced: Spliced,
     pub phase: Phase,
     pub login: Login,
     pub access: ClientAccess,
@@ -146,6 +150,7 @@ impl Shell {
             peer: peer.addr,
             outbox: Outbox::new(),
             out: BytesMut::with_capacity(READ_CHUNK),
+            spliced: Spliced::default(),
             phase: Phase::AwaitStartOk,
             consumers: HashMap::new(),
             publisher: false,
@@ -362,18 +367,30 @@ impl<P: Protocol> Connection<P> {
     }
 
     pub fn below_high_water(&self) -> bool {
-        self.shell.out.len() < self.shell.config.write_high_water
+        self.shell.out.len() + self.shell.spliced.len() < self.shell.config.write_high_water
     }
 
-    /// The bytes to send.
+    /// The next bytes to send (all of them unless a large body was spliced in; see
+    /// [`Connection::output_slices`]). Tests read output this way.
+    #[cfg(test)]
     pub fn output(&self) -> &[u8] {
-        &self.shell.out
+        self.shell.spliced.front(&self.shell.out)
     }
 
-    /// `n` bytes of [`Connection::output`] went out.
+    /// Everything to send, in order, as slices for one vectored write; returns how many of
+    /// `slices` it filled.
+    pub fn output_slices<'a>(&'a self, slices: &mut [std::io::IoSlice<'a>]) -> usize {
+        self.shell.spliced.io_slices(&self.shell.out, slices)
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.shell.out.is_empty() || !self.shell.spliced.is_empty()
+    }
+
+    /// `n` bytes of the output went out.
     pub fn on_transmitted(&mut self, n: usize, now: Instant) {
         self.at(now);
-        self.shell.out.advance(n);
+        self.shell.spliced.advance(&mut self.shell.out, n);
         self.shell.traffic.bytes_out += n as u64;
         if n > 0 {
             self.shell.timers.wrote(self.shell.now);
@@ -447,7 +464,7 @@ impl<P: Protocol> Connection<P> {
                     self.protocol.on_peer_silent(&mut self.shell);
                     self.shell.abandoned = true;
                 } else if timers.heartbeat_due(now) {
-                    if self.shell.out.is_empty() {
+                    if self.shell.out.is_empty() && self.shell.spliced.is_empty() {
                         self.protocol.write_heartbeat(&mut self.shell);
                     }
                     // Due again half an interval from now unless something is written.

@@ -78,8 +78,13 @@ impl<P: Protocol> Wire<P> {
     pub fn take_output(&mut self) -> BytesMut {
         let mut items = Vec::new();
         self.conn.handle_outbox(&mut items, self.now);
-        let out = BytesMut::from(self.conn.output());
-        self.conn.on_transmitted(out.len(), self.now);
+        let mut out = BytesMut::new();
+        while self.conn.has_output() {
+            let next = self.conn.output();
+            out.extend_from_slice(next);
+            let n = next.len();
+            self.conn.on_transmitted(n, self.now);
+        }
         out
     }
 

@@ -144,3 +144,35 @@ async fn messages_from_the_other_protocols_reach_1_0_consumers() {
     assert!(got.header.unwrap().durable);
     assert_eq!(got.body, Body::Data(vec![Bytes::from_static(b"plain")]));
 }
+
+#[tokio::test]
+async fn a_large_body_goes_out_in_one_frame_exactly_as_it_came() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    let mut footer = Annotations::new();
+    footer.push("x-check".into(), Value::from("sum"));
+    let body: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    let sent = Message {
+        properties: Some(Properties {
+            subject: Some("big".into()),
+            ..Properties::default()
+        }),
+        body: Body::Data(vec![Bytes::from(body)]),
+        footer: Some(footer),
+        ..Message::default()
+    };
+    c.transfer(0, 0, 0, false, &sent);
+    c.attach_receiver(0, 1, "q");
+    // Two deliveries back to back: the second's frame follows the first's spliced body.
+    c.transfer(0, 0, 1, false, &sent);
+    let t = transfers(&c.credit(0, 1, 0, 2));
+    assert_eq!(t.len(), 2, "each in one frame");
+    let mut wire = BytesMut::new();
+    sent.encode(&mut wire);
+    for (transfer, payload) in &t {
+        assert!(!transfer.more);
+        assert_eq!(&payload[..], &wire[..], "rebuilt byte for byte");
+    }
+}

@@ -151,6 +151,13 @@ impl Stored {
     /// Writes the message as a 1.0 consumer gets it: `header` (if any), then everything
     /// else exactly as received, with `body` put back into its section.
     pub fn write(&self, out: &mut BytesMut, header: Option<&Header>, body: &[u8]) {
+        self.write_before_body(out, header);
+        out.extend_from_slice(body);
+        out.extend_from_slice(&self.after_body());
+    }
+
+    /// What [`Stored::write`] writes before the body.
+    pub fn write_before_body(&self, out: &mut BytesMut, header: Option<&Header>) {
         let s = &self.sections;
         if let Some(h) = header {
             ferry_amqp1::Composite::encode(h, out);
@@ -166,10 +173,11 @@ impl Stored {
             out.extend_from_slice(part);
         }
         out.extend_from_slice(&self.prefix);
-        out.extend_from_slice(body);
-        if let Some(footer) = s.raw_footer() {
-            out.extend_from_slice(footer);
-        }
+    }
+
+    /// What [`Stored::write`] writes after the body: the footer, if any.
+    pub fn after_body(&self) -> Bytes {
+        self.sections.raw_footer().cloned().unwrap_or_default()
     }
 }
 
