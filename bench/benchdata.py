@@ -168,6 +168,19 @@ def cluster_points(out):
     return grouped_points(Path(out) / "cluster.csv", ("broker", "nodes", "size", "npubs"))
 
 
+def relay_bound(out):
+    """{(who, metric): [per-message values of the repetitions]} and {(who, metric): status}
+    of the `bounds` section (bench/bounds.sh): who is ferryd, harness or run; metric is
+    cpu_us, syscalls, context_switches, instructions or transfers_per_sec."""
+    values, status = {}, {}
+    for r in read_rows(Path(out) / "bounds.csv"):
+        key = (r["who"], r["metric"])
+        status[key] = r.get("status")
+        if r.get("status") == "ok" and r.get("per_msg"):
+            values.setdefault(key, []).append(num(r["per_msg"]))
+    return values, status
+
+
 def variant_latency(out, name, variant_col):
     """{(broker, variant, size, view): row or None} from a latency CSV with one extra
     identifying column after the broker (amqp091_latency.csv, persistent_latency.csv)."""

@@ -86,6 +86,8 @@ class Data:
         self.amqp1_meta = bd.section_meta(out, "amqp1")
         self.cluster = bd.cluster_points(out)
         self.cluster_meta = bd.section_meta(out, "cluster")
+        self.relay_bound, self.relay_bound_status = bd.relay_bound(out)
+        self.relay_bound_meta = bd.section_meta(out, "bounds")
         sizes = {k[1] for k in self.perf} | {k[1] for k in self.lat} | {k[2] for k in self.nettp}
         self.sizes = sorted(sizes)
 
@@ -748,6 +750,75 @@ def section_cluster(d):
     return out
 
 
+RELAY_BOUND_METRICS = [("cpu_us", "CPU time (µs)"), ("syscalls", "system calls"),
+                       ("context_switches", "context switches"), ("instructions", "instructions")]
+
+
+def section_relay_bound(d):
+    """Per-message costs of broker and harness at 256 B, 1/1/1 (the `bounds` section), and
+    what they mean for the issue's goal of half the relay's rate."""
+    if not d.relay_bound and not d.relay_bound_status:
+        return ""
+    v = d.relay_bound
+    med = {k: statistics.median(x) for k, x in v.items() if x}
+    m = d.relay_bound_meta
+    out = "## What bounds the 1/1/1 rate: costs per message\n\n"
+    out += ("`ferry perftest -s --size 256` (1 publisher, 1 subscriber, 1 queue) against ferryd, "
+            "with `perf stat` counting software events and the raw system-call tracepoint for "
+            "ferryd (attached) and for the harness process (publisher, subscriber and controller "
+            "threads together); instructions under callgrind, the difference of a long and a short "
+            "run so start-up drops out. Per message published and delivered "
+            "(one transfer in, one out); median of the repetitions"
+            + (f" (measured {m.get('date', '—')}, commit {m.get('git_commit', '—')})" if m else "")
+            + ".\n\n")
+    rows = []
+    for who in ("ferryd", "harness"):
+        cells = [who]
+        for metric, _ in RELAY_BOUND_METRICS:
+            x = med.get((who, metric))
+            if x is None:
+                st = d.relay_bound_status.get((who, metric))
+                cells.append(st if st and st != "ok" else "—")
+            elif metric == "instructions":
+                cells.append(f"{x:,.0f}")
+            else:
+                cells.append(f"{x:.3f}")
+        rows.append(cells)
+    both = [med.get(("ferryd", "cpu_us")), med.get(("harness", "cpu_us"))]
+    total = sum(both) if all(x is not None for x in both) else None
+    out += table(["process"] + [t for _, t in RELAY_BOUND_METRICS], rows)
+    tps = med.get(("run", "transfers_per_sec"))
+    relay1 = d.net_t("relay", 1, 256)
+    ncpu = num_or_none(d.meta.get("host_nproc"))
+    if total and ncpu:
+        ceiling = ncpu / total * 1e6
+        out += (f"\nBroker and harness together spend {total:.2f} µs of CPU per message; "
+                f"{ncpu:.0f} CPUs can therefore carry at most {f_rate(ceiling)} messages/s through "
+                "this broker and this harness, however the work is spread")
+        if tps:
+            out += (f" (the runs under `perf stat` reached {f_rate(tps / 2)} messages/s, "
+                    f"{f_x(bd.ratio(tps / 2, ceiling))} of that ceiling)")
+        out += ". "
+        if relay1:
+            goal = relay1 / 2
+            out += (f"Half the relay's 1-message-per-write rate is {f_rate(goal)} messages/s, which "
+                    f"needs at most {ncpu / goal * 1e6:.2f} µs of CPU per message for broker and "
+                    f"harness together, {f_x(bd.ratio(total, ncpu / goal * 1e6))} less than now. "
+                    "The relay does no protocol work at all: it forwards bytes, one read and one "
+                    "write per message. ")
+        out += ("System calls are not what costs: reads and writes are batched (many messages "
+                "per call) on both sides, so the CPU goes to protocol and queue work per message "
+                "(instructions above) and to the wake-ups between the threads on the path.\n")
+    return out
+
+
+def num_or_none(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
 def section_tail_analysis():
     """The written analysis of what bounds the latency tail (bench/LATENCY-TAIL.md), which
     is prose from an investigation rather than figures of this run."""
@@ -835,6 +906,7 @@ def render(out_dir, md_path):
         section_persistent(d, charts),
         section_amqp1(d, charts),
         section_cluster(d),
+        section_relay_bound(d),
         section_tail_analysis(),
         section_notes(d),
     ] if p]

@@ -16,8 +16,9 @@
 #   --quick           smoke run (same as BENCH_QUICK=1): few sizes, short points, one
 #                     repetition; never publishes
 #   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent,
-#                     amqp1, cluster (default: all of them). A run of all sections publishes
-#                     all of bench/results/; a run of `amqp1` or `cluster` alone publishes only
+#                     amqp1, cluster, bounds (default: all of them). A run of all sections
+#                     publishes all of bench/results/; a run of `amqp1`, `cluster` or
+#                     `bounds` alone publishes only
 #                     its own files (amqp1*.csv, amqp1.png, meta_amqp1.csv, commands_amqp1.txt;
 #                     likewise cluster*) beside the
 #                     committed results of the others and rewrites BENCHMARKS.md from the
@@ -44,6 +45,10 @@
 #               (unsettled: --confirm 1000 --sub-ack 100; settled: both ways at most once)
 #               and latency-test at 10k msg/s; queues are declared over 0-10 on the same
 #               port (1.0 cannot declare them).
+#   bounds      what bounds the 256 B 1/1/1 rate: CPU time, system calls and context
+#               switches per message of ferryd and of the harness (perf stat), and their
+#               instructions per message (callgrind), where perf and valgrind are installed
+#               (bench/bounds.sh).
 # Every figure lands as CSV under bench/out/ (or $BENCH_OUT); bench/plot.py draws the charts
 # and bench/report.py writes the report. A full run then copies the CSVs and charts to
 # bench/results/ and writes BENCHMARKS.md at the repository root.
@@ -72,7 +77,7 @@ brokerj=0
 rabbitmq=0
 publish=1
 other=
-all_sections=baselines,papers,amqp091,persistent,amqp1,cluster
+all_sections=baselines,papers,amqp091,persistent,amqp1,cluster,bounds
 sections=$all_sections
 args=("$@")
 while (( $# )); do
@@ -92,8 +97,8 @@ while (( $# )); do
 done
 for sec in ${sections//,/ }; do
     case $sec in
-        baselines|papers|amqp091|persistent|amqp1|cluster) ;;
-        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1, cluster)" >&2; exit 2 ;;
+        baselines|papers|amqp091|persistent|amqp1|cluster|bounds) ;;
+        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1, cluster, bounds)" >&2; exit 2 ;;
     esac
 done
 want() { [[ ,$sections, == *",$1,"* ]]; }
@@ -140,6 +145,8 @@ rm -rf "${out:?}"/raw/*
 # ---------------------------------------------------------------- servers and cleanup
 # shellcheck source=bench/cluster.sh
 . "$here/cluster.sh"
+# shellcheck source=bench/bounds.sh
+. "$here/bounds.sh"
 ferryd_pid=
 brokerj_pid=
 stop_pid() {   # pid, seconds to wait after SIGTERM before SIGKILL; kills the process group
@@ -689,6 +696,7 @@ echo "$persistent_latency_header" >"$out/persistent_latency.csv"
 echo "$amqp1_header" >"$out/amqp1.csv"
 echo "$amqp1_latency_header" >"$out/amqp1_latency.csv"
 echo "$cluster_header" >"$out/cluster.csv"
+echo "$bounds_header" >"$out/bounds.csv"
 
 # Baselines first, with no broker running, so nothing competes for the two CPUs.
 if want baselines; then
@@ -700,13 +708,14 @@ fi
 
 ferryd_store=0
 ferryd_has_store && ferryd_store=1
-if want papers || want amqp091 || want persistent || want amqp1; then
+if want papers || want amqp091 || want persistent || want amqp1 || want bounds; then
     start_ferryd
     set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0 --username guest --password guest
     want papers && measure_broker
     want amqp091 && measure_amqp091 "$ferryd_store"
     want persistent && measure_persistent "$ferryd_store"
     want amqp1 && measure_amqp1
+    want bounds && measure_bounds
     stop_pid "$ferryd_pid" 10; ferryd_pid=
 fi
 
@@ -754,7 +763,7 @@ if (( publish )) && [[ $sections == "$all_sections" ]]; then
     cp "$out"/*.csv "$out"/*.png "$out"/commands.txt "$results"/
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
     echo "published: bench/results/ and BENCHMARKS.md"
-elif (( publish )) && [[ $sections == amqp1 || $sections == cluster ]]; then
+elif (( publish )) && [[ $sections == amqp1 || $sections == cluster || $sections == bounds ]]; then
     # Only this section's figures replace the committed ones; the other sections' CSVs,
     # charts, meta.csv and commands.txt stay as they were, and the report is rewritten
     # from the merge (the section says when and under what load it was measured).
@@ -768,6 +777,6 @@ elif (( publish )) && [[ $sections == amqp1 || $sections == cluster ]]; then
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
     echo "published: the $sec section into bench/results/ and BENCHMARKS.md"
 elif (( publish )); then
-    echo "not publishing: only a run of all sections, or of amqp1 or cluster alone, is published"
+    echo "not publishing: only a run of all sections, or of amqp1, cluster or bounds alone, is published"
 fi
 echo "results in $out ($(( $(date +%s) - started_at ))s)"

@@ -287,6 +287,27 @@ class ReportTest(unittest.TestCase):
         self.assertNotIn("ferryd ÷ brokerj", md[md.index("## AMQP 1.0"):])
         self.assertNotIn("goal met", md[md.index("## AMQP 1.0"):])
 
+    def test_relay_bound_adds_up_the_costs_per_message(self):
+        write_set(self.dir)
+        rows = ["who,metric,per_msg,messages,rep,status"]
+        for rep, (broker_us, harness_us) in enumerate([(1.2, 1.4), (1.0, 1.5), (1.1, 1.3)], 1):
+            rows += [f"run,transfers_per_sec,{800_000 + rep},500000,{rep},ok",
+                     f"ferryd,cpu_us,{broker_us},500000,{rep},ok",
+                     f"ferryd,syscalls,0.02,500000,{rep},ok",
+                     f"harness,cpu_us,{harness_us},500000,{rep},ok"]
+        rows += ["ferryd,instructions,6480,100000,1,ok", "harness,instructions,,,,failed"]
+        (self.dir / "bounds.csv").write_text("\n".join(rows) + "\n")
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        section = md[md.index("## What bounds the 1/1/1 rate"):]
+        self.assertIn("| ferryd | 1.100 | 0.020 | — | 6,480 |", section)
+        self.assertIn("| harness | 1.400 | — | — | failed |", section)
+        # 1.1 + 1.4 = 2.5 µs on 2 CPUs: 800,000 msg/s at most; the runs reached 400,002.
+        self.assertIn("spend 2.50 µs of CPU per message", section)
+        self.assertIn("at most 800,000 messages/s", section)
+        # Half the relay's 2,000,000 msg/s needs 2 / 1,000,000 s = 2.00 µs, 1.25x less.
+        self.assertIn("needs at most 2.00 µs of CPU per message", section)
+        self.assertIn("1.25× less than now", section)
+
     def test_an_empty_set_still_renders(self):
         md = report.render(self.dir, self.dir / "BENCHMARKS.md")
         self.assertIn("# Ferry benchmarks", md)
