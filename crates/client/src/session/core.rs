@@ -40,6 +40,15 @@ enum Attempt {
     BufferFull,
 }
 
+/// A transfer the broker takes without the client accepting anything back.
+fn unconfirmed_transfer(destination: &str) -> MessageTransfer {
+    MessageTransfer {
+        destination: Some(Str::from(destination)),
+        accept_mode: Some(AcceptMode::None),
+        acquire_mode: Some(AcquireMode::PreAcquired),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves the state consistent before anything can panic.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -158,14 +167,8 @@ impl SessionShared {
         message: &OutgoingMessage,
         sync: bool,
     ) -> Result<(u32, Option<oneshot::Receiver<Reply>>), ClientError> {
-        let transfer = MessageTransfer {
-            destination: Some(Str::from(destination)),
-            accept_mode: Some(AcceptMode::None),
-            acquire_mode: Some(AcquireMode::PreAcquired),
-        };
-        let window = self.options.window.max(1);
-        // Ask for completion a few times per window so it comes back before we run dry.
-        let sync_every = (window / 4).max(1);
+        let transfer = unconfirmed_transfer(destination);
+        let (window, sync_every) = self.window_and_sync_every();
         loop {
             let space = self.space.notified();
             tokio::pin!(space);
@@ -176,6 +179,27 @@ impl SessionShared {
                 Attempt::WindowFull => space.await,
             }
         }
+    }
+
+    /// Queues a transfer if the window and the outbound buffer have room now; `None` (and
+    /// nothing queued) otherwise.
+    pub fn transfer_now(
+        &self,
+        destination: &str,
+        message: &OutgoingMessage,
+    ) -> Result<Option<u32>, ClientError> {
+        let transfer = unconfirmed_transfer(destination);
+        let (window, sync_every) = self.window_and_sync_every();
+        match self.try_transfer(&transfer, message, false, window, sync_every)? {
+            Attempt::Sent(id, _) => Ok(Some(id)),
+            Attempt::WindowFull | Attempt::BufferFull => Ok(None),
+        }
+    }
+
+    fn window_and_sync_every(&self) -> (u32, u32) {
+        let window = self.options.window.max(1);
+        // Ask for completion a few times per window so it comes back before we run dry.
+        (window, (window / 4).max(1))
     }
 
     fn try_transfer(

@@ -108,6 +108,18 @@ impl Session {
         Ok(self.core.transfer(destination, message, false).await?.0)
     }
 
+    /// [`Session::transfer`] without waiting: `None`, with nothing queued, while the window
+    /// is full or the outbound buffer is above its high-water mark. What it queues goes
+    /// out when the connection's tasks next run (whenever this thread next awaits on the
+    /// client's runtime), so a caller can queue a batch and write it at once.
+    pub fn transfer_now(
+        &self,
+        destination: &str,
+        message: &OutgoingMessage,
+    ) -> Result<Option<u32>, ClientError> {
+        self.core.transfer_now(destination, message)
+    }
+
     /// A transfer sent with sync, waiting for its completion: a refusal (not-found,
     /// resource-limit-exceeded, ...) is returned here.
     pub async fn transfer_sync(
