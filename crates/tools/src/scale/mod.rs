@@ -98,16 +98,6 @@ impl ScaleOpts {
 
 pub fn command(o: &ScaleOpts) -> Result<(), ToolError> {
     o.validate()?;
-    let fds = raise_fd_limit();
-    if let Some(fds) = fds {
-        // One descriptor per connection, plus what the runtime and the command need.
-        if (fds as usize) < o.connections + 64 {
-            return Err(ToolError::InvalidOptions(format!(
-                "open files limit {fds} is too low for {} connections",
-                o.connections
-            )));
-        }
-    }
     let opts = o.clone();
     let report = run_with(o, move || hold(&opts))?;
     if o.csv {
@@ -132,11 +122,21 @@ pub fn command(o: &ScaleOpts) -> Result<(), ToolError> {
 
 /// Opens and declares the load, calls `during` (on a thread of its own, while the load's
 /// connections keep being served) and records what it returns as the command's status,
-/// then checks every session answers and removes the load.
+/// then checks every session answers and removes the load. Raises this process's
+/// open-files limit as far as it may go first.
 pub fn run_with<F>(o: &ScaleOpts, during: F) -> Result<ScaleReport, ToolError>
 where
     F: FnOnce() -> Result<Option<i32>, ToolError> + Send + 'static,
 {
+    if let Some(fds) = raise_fd_limit() {
+        // One descriptor per connection, plus what the runtime and the command need.
+        if (fds as usize) < o.connections + 64 {
+            return Err(ToolError::InvalidOptions(format!(
+                "open files limit {fds} is too low for {} connections",
+                o.connections
+            )));
+        }
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
