@@ -179,6 +179,23 @@ def relay_bound(out):
         if r.get("status") == "ok" and r.get("per_msg"):
             values.setdefault(key, []).append(num(r["per_msg"]))
     return values, status
+def scale_points(out):
+    """{load: PerfPoint} of the scale section's busy queue: load "none" alone, "idle" while
+    the idle connections and queues of `ferry scale` exist (scale.csv)."""
+    return {k[1]: p for k, p in grouped_points(Path(out) / "scale.csv", ("broker", "load")).items()}
+
+
+def scale_loads(out):
+    """The `ferry scale` rows (scale_load.csv), one per repetition, as numbers where they
+    parse."""
+    return [{k: (v if k == "broker" else num(v)) for k, v in r.items()}
+            for r in read_rows(Path(out) / "scale_load.csv")]
+
+
+def median_of(rows, col):
+    """The median of column `col` over `rows`, leaving out empty cells; None if none."""
+    v = [r.get(col) for r in rows if r.get(col) is not None]
+    return statistics.median(v) if v else None
 
 
 def variant_latency(out, name, variant_col):

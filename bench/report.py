@@ -55,6 +55,14 @@ def f_pct(v):
     return "—" if v is None else f"{v:.0f}%"
 
 
+def f_kib(v):
+    return "—" if v is None else (f"{v:,.1f} KiB" if v < 1024 else f"{v / 1024:,.1f} MiB")
+
+
+def f_secs(v):
+    return "—" if v is None else f"{v:.2f} s"
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
@@ -88,6 +96,9 @@ class Data:
         self.cluster_meta = bd.section_meta(out, "cluster")
         self.relay_bound, self.relay_bound_status = bd.relay_bound(out)
         self.relay_bound_meta = bd.section_meta(out, "bounds")
+        self.scale = bd.scale_points(out)
+        self.scale_load = bd.scale_loads(out)
+        self.scale_meta = bd.section_meta(out, "scale")
         sizes = {k[1] for k in self.perf} | {k[1] for k in self.lat} | {k[2] for k in self.nettp}
         self.sizes = sorted(sizes)
 
@@ -819,6 +830,67 @@ def num_or_none(v):
         return None
 
 
+def section_scale(d):
+    if not d.scale and not d.scale_load:
+        return ""
+    out = "## Many idle connections and queues\n\n"
+    m = d.scale_meta
+    rows = d.scale_load
+    med = lambda col: bd.median_of(rows, col)  # noqa: E731
+    conns, queues = med("connections"), med("queues")
+    run = [f"measured {m.get('date', '—')}", f"commit {m.get('git_commit', '—')}"]
+    if m.get("scale_load_at_end"):
+        run.append(f"load at the end {m['scale_load_at_end']}")
+    k, w, one = med("declare_connections"), med("window"), med("one_by_one")
+    out += ("`ferry scale` holds idle AMQP 0-10 connections open against ferryd (each logged in "
+            "with PLAIN and with one attached session) and declares queues, each bound to "
+            "`amq.direct` by its name, pipelined on "
+            f"{f_rate(k)} of the connections with {f_rate(w)} declares in flight on each; then "
+            f"{f_rate(one)} more one at a time, each reply awaited. ferryd's resident memory "
+            "(VmRSS) is read before, with the connections, and with the queues too, so the cost "
+            "of one is the growth divided by their number. While all of it exists, one "
+            "`ferry perftest -s --size 256` (1 publisher, 1 subscriber, 1 queue) runs through "
+            "a busy queue; the same perftest then runs without the load, each pair of runs in a "
+            "fresh ferryd (memory an earlier load freed would otherwise be reused and hide the "
+            "cost), and the throughput columns are the medians of those runs. Afterwards every session is "
+            "asked to answer (`execution.sync`), the queues are deleted and the connections "
+            "closed (" + "; ".join(run) + ").\n\n")
+    if rows:
+        answered = med("answered")
+        out += table(
+            ["connections", "queues", "open (all connections)", "connections/s",
+             "declares/s (pipelined)", "declare one by one", "RSS per connection",
+             "RSS per queue", "RSS before → with both → after removing them", "sessions answering"],
+            [[f_rate(conns), f_rate(queues), f_secs(med("open_secs")), f_rate(med("opens_per_sec")),
+              f_rate(med("declares_per_sec")),
+              "—" if med("one_by_one_ms") is None else f"{f_ms(med('one_by_one_ms'))} ms",
+              f_kib(med("rss_per_connection_kib")), f_kib(med("rss_per_queue_kib")),
+              f"{f_kib(med('rss_start_kib'))} → {f_kib(med('rss_queues_kib'))} → "
+              f"{f_kib(med('rss_end_kib'))}",
+              "—" if answered is None else f"{answered:,.0f} of {f_rate(conns)}"]])
+        out += (f"\nMedians of {len(rows)} run(s). Deleting the queues took "
+                f"{f_secs(med('delete_secs'))} ({f_rate(med('deletes_per_sec'))}/s), closing the "
+                f"connections {f_secs(med('close_secs'))}. RSS after removing them includes what "
+                "the busy queue's run left in the allocator.\n\n")
+    none, idle = d.scale.get("none"), d.scale.get("idle")
+    prow = []
+    for label, p in (("alone", none), ("beside the idle connections and queues", idle)):
+        if p is None:
+            continue
+        spread = p.spread
+        prow.append([label, point_cell(p), f_rate(p.msgs_per_sec if p.ok else None),
+                     f"{f_rate(spread[0])} – {f_rate(spread[1])}" if spread else "—",
+                     len(p.transfers)])
+    if prow:
+        out += table(["busy queue (256 B, 1 pub / 1 sub)", "transfers/s (median)", "messages/s",
+                      "spread of the runs", "runs"], prow)
+    if none is not None and idle is not None and none.ok and idle.ok:
+        r = bd.ratio(idle.transfers_per_sec, none.transfers_per_sec)
+        out += (f"\nWith the load / without: **{f_x(r)}** (transfers/s, medians of runs taken "
+                "alternately, each pair in a fresh ferryd).\n")
+    return out
+
+
 def section_tail_analysis():
     """The written analysis of what bounds the latency tail (bench/LATENCY-TAIL.md), which
     is prose from an investigation rather than figures of this run."""
@@ -907,6 +979,7 @@ def render(out_dir, md_path):
         section_amqp1(d, charts),
         section_cluster(d),
         section_relay_bound(d),
+        section_scale(d),
         section_tail_analysis(),
         section_notes(d),
     ] if p]

@@ -16,11 +16,11 @@
 #   --quick           smoke run (same as BENCH_QUICK=1): few sizes, short points, one
 #                     repetition; never publishes
 #   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent,
-#                     amqp1, cluster, bounds (default: all of them). A run of all sections
-#                     publishes all of bench/results/; a run of `amqp1`, `cluster` or
-#                     `bounds` alone publishes only
-#                     its own files (amqp1*.csv, amqp1.png, meta_amqp1.csv, commands_amqp1.txt;
-#                     likewise cluster*) beside the
+#                     amqp1, cluster, bounds, scale (default: all of them). A run of all
+#                     sections publishes all of bench/results/; a run of `amqp1`, `cluster`,
+#                     `bounds` or `scale` alone publishes only its own files (amqp1*.csv,
+#                     amqp1.png, meta_amqp1.csv, commands_amqp1.txt; likewise cluster*,
+#                     bounds*, scale*) beside the
 #                     committed results of the others and rewrites BENCHMARKS.md from the
 #                     merge; any other subset publishes nothing
 #   --no-publish      leave bench/results/ and BENCHMARKS.md alone
@@ -49,6 +49,10 @@
 #               switches per message of ferryd and of the harness (perf stat), and their
 #               instructions per message (callgrind), where perf and valgrind are installed
 #               (bench/bounds.sh).
+#   scale       10,000 idle 0-10 connections and 10,000 queues held by `ferry scale` on a
+#               ferryd of their own: open time, declare rate, ferryd's RSS per connection and
+#               per queue, and 256 B perftest throughput of one busy queue with and without
+#               them, alternating (bench/scale.sh).
 # Every figure lands as CSV under bench/out/ (or $BENCH_OUT); bench/plot.py draws the charts
 # and bench/report.py writes the report. A full run then copies the CSVs and charts to
 # bench/results/ and writes BENCHMARKS.md at the repository root.
@@ -65,6 +69,9 @@
 #   BENCH_LAT_SECS        latency-test --time-limit per size (default 8; quick 2)
 #   BENCH_NET_SECS        seconds per netbench stream/relay run (default 2; quick 1)
 #   BENCH_OTHER_MAX_COUNT messages per publisher at most for other brokers (default 0: no cap)
+#   BENCH_SCALE_CONNECTIONS, BENCH_SCALE_QUEUES  the scale section's load (default 10000 each;
+#                         quick 1000); BENCH_SCALE_REPEATS runs with and without it (default
+#                         3; quick 1); BENCH_SCALE_COUNT messages per perftest (default 500000)
 #   BROKERJ_JAVA_OPTS     JVM options for Broker-J (default -Xmx2g)
 set -euo pipefail
 
@@ -77,7 +84,7 @@ brokerj=0
 rabbitmq=0
 publish=1
 other=
-all_sections=baselines,papers,amqp091,persistent,amqp1,cluster,bounds
+all_sections=baselines,papers,amqp091,persistent,amqp1,cluster,bounds,scale
 sections=$all_sections
 args=("$@")
 while (( $# )); do
@@ -88,7 +95,7 @@ while (( $# )); do
         --sections) shift; sections=${1:?--sections needs a list} ;;
         --sections=*) sections=${1#--sections=} ;;
         --no-publish) publish=0 ;;
-        -h|--help) sed -n '2,60p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,70p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *:*) other=$1 ;;
         *) echo "expected HOST:PORT, got $1" >&2; exit 2 ;;
@@ -97,8 +104,8 @@ while (( $# )); do
 done
 for sec in ${sections//,/ }; do
     case $sec in
-        baselines|papers|amqp091|persistent|amqp1|cluster|bounds) ;;
-        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1, cluster, bounds)" >&2; exit 2 ;;
+        baselines|papers|amqp091|persistent|amqp1|cluster|bounds|scale) ;;
+        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1, cluster, bounds, scale)" >&2; exit 2 ;;
     esac
 done
 want() { [[ ,$sections, == *",$1,"* ]]; }
@@ -115,6 +122,10 @@ amqp091_sizes=(16 256)
 persistent_sizes=(256 4096)
 persistent_pubs=(1 8)
 amqp1_modes=(${BENCH_AMQP1_MODES:-unsettled settled})
+scale_conns=${BENCH_SCALE_CONNECTIONS:-10000}
+scale_queues=${BENCH_SCALE_QUEUES:-10000}
+scale_reps=${BENCH_SCALE_REPEATS:-3}
+scale_count=${BENCH_SCALE_COUNT:-500000}
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     sizes=(8 256 32768)
     perf_secs=${BENCH_PERF_SECS:-0.5}
@@ -127,6 +138,10 @@ if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     amqp091_sizes=(256)
     persistent_sizes=(256)
     persistent_pubs=(1)
+    scale_conns=${BENCH_SCALE_CONNECTIONS:-1000}
+    scale_queues=${BENCH_SCALE_QUEUES:-1000}
+    scale_reps=${BENCH_SCALE_REPEATS:-1}
+    scale_count=${BENCH_SCALE_COUNT:-100000}
     publish=0
 fi
 # Optional cap on --count for other brokers (0: none). It was needed while Broker-J's
@@ -136,6 +151,8 @@ other_max_count=${BENCH_OTHER_MAX_COUNT:-0}
 # Longest a perftest run may take; a run sized to $perf_secs takes a few seconds, so this only
 # cuts off a hung run (Broker-J with several subscribers on a queue sometimes never finishes).
 perf_timeout=${BENCH_PERF_TIMEOUT:-30}
+# Longest one `ferry scale` run may take: opening and removing the load, and a perftest.
+scale_timeout=$(( perf_timeout + 4 * 60 ))
 
 started_at=$(date +%s)
 mkdir -p "$out/raw"
@@ -147,7 +164,10 @@ rm -rf "${out:?}"/raw/*
 . "$here/cluster.sh"
 # shellcheck source=bench/bounds.sh
 . "$here/bounds.sh"
+# shellcheck source=bench/scale.sh
+. "$here/scale.sh"
 ferryd_pid=
+ferryd_extra=()   # further ferryd options for the next start_ferryd
 brokerj_pid=
 stop_pid() {   # pid, seconds to wait after SIGTERM before SIGKILL; kills the process group
     local pid=$1 grace=$2 i
@@ -198,11 +218,14 @@ start_ferryd() {
         mkdir -p "$out/raw/ferryd-data"
         store=(--data-dir "$out/raw/ferryd-data")
     fi
+    # The port line of an earlier start must not be taken for this one's: the redirect
+    # below truncates the file only once the child runs.
+    rm -f "$out/raw/ferryd.stdout"
     # setsid: its own process group, so stop_pid reaches everything it started.
     # Authentication on, as shipped; a users file that does not exist leaves the built-in
     # guest/guest, whatever the invoking user's own users file holds.
     setsid "$ferryd" --port 0 --interface 127.0.0.1 --users-file "$out/raw/no-such-users-file" \
-        "${store[@]}" >"$out/raw/ferryd.stdout" 2>"$out/raw/ferryd.log" &
+        "${store[@]}" "${ferryd_extra[@]}" >"$out/raw/ferryd.stdout" 2>"$out/raw/ferryd.log" &
     ferryd_pid=$!
     if ! wait_for_line "$out/raw/ferryd.stdout" '^[0-9]' 20 "$ferryd_pid"; then
         echo "ferryd did not start; see $out/raw/ferryd.log" >&2
@@ -697,6 +720,7 @@ echo "$amqp1_header" >"$out/amqp1.csv"
 echo "$amqp1_latency_header" >"$out/amqp1_latency.csv"
 echo "$cluster_header" >"$out/cluster.csv"
 echo "$bounds_header" >"$out/bounds.csv"
+echo "$scale_header" >"$out/scale.csv"
 
 # Baselines first, with no broker running, so nothing competes for the two CPUs.
 if want baselines; then
@@ -745,6 +769,10 @@ if want cluster; then
     measure_cluster
 fi
 
+if want scale; then
+    measure_scale
+fi
+
 meta duration_secs "$(( $(date +%s) - started_at ))"
 meta load_at_end "$(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min load averages after the run)"
 
@@ -763,7 +791,7 @@ if (( publish )) && [[ $sections == "$all_sections" ]]; then
     cp "$out"/*.csv "$out"/*.png "$out"/commands.txt "$results"/
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
     echo "published: bench/results/ and BENCHMARKS.md"
-elif (( publish )) && [[ $sections == amqp1 || $sections == cluster || $sections == bounds ]]; then
+elif (( publish )) && [[ $sections == amqp1 || $sections == cluster || $sections == bounds || $sections == scale ]]; then
     # Only this section's figures replace the committed ones; the other sections' CSVs,
     # charts, meta.csv and commands.txt stay as they were, and the report is rewritten
     # from the merge (the section says when and under what load it was measured).
@@ -777,6 +805,6 @@ elif (( publish )) && [[ $sections == amqp1 || $sections == cluster || $sections
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
     echo "published: the $sec section into bench/results/ and BENCHMARKS.md"
 elif (( publish )); then
-    echo "not publishing: only a run of all sections, or of amqp1, cluster or bounds alone, is published"
+    echo "not publishing: only a run of all sections, or of amqp1, cluster, bounds or scale alone, is published"
 fi
 echo "results in $out ($(( $(date +%s) - started_at ))s)"

@@ -150,6 +150,37 @@ def write_amqp1(d, with_brokerj=True, meta_name=None):
             'load_ferryd_amqp1_start,"1.50 1.20 1.00"\nload_brokerj_amqp1_end,"2.00 1.80 1.10"\n')
 
 
+SCALE_LOAD_HEADER = ("broker,rep,connections,queues,declare_connections,window,open_secs,opens_per_sec,"
+                     "declare_secs,declares_per_sec,one_by_one,one_by_one_ms,rss_start_kib,"
+                     "rss_connections_kib,rss_queues_kib,rss_end_kib,rss_per_connection_kib,"
+                     "rss_per_queue_kib,answered,answer_secs,delete_secs,deletes_per_sec,close_secs,"
+                     "command_status")
+
+
+def write_scale(d, failed_idle=False):
+    """Three alternating runs of the scale section; the load's figures vary per run."""
+    d = Path(d)
+    rows = ["broker,load,rep,connections,queues,size,npubs,nsubs,qt,count,transfers_per_sec,"
+            "mbytes_per_sec,status"]
+    for rep, (alone, idle) in enumerate([(1_000_000, 950_000), (900_000, 990_000),
+                                         (1_100_000, 900_000)], start=1):
+        rows.append(f"ferryd,none,{rep},0,0,256,1,1,1,500000,{alone},{alone * 256 / 2**20:.2f},ok")
+        if failed_idle and rep == 3:
+            rows.append(f"ferryd,idle,{rep},10000,10000,256,1,1,1,500000,,,failed")
+        else:
+            rows.append(f"ferryd,idle,{rep},10000,10000,256,1,1,1,500000,{idle},"
+                        f"{idle * 256 / 2**20:.2f},ok")
+    (d / "scale.csv").write_text("\n".join(rows) + "\n")
+    load = [SCALE_LOAD_HEADER]
+    for rep, (open_s, rate, per_conn) in enumerate([(4.0, 20000, 30.0), (5.0, 25000, 32.0),
+                                                    (6.0, 15000, 31.0)], start=1):
+        load.append(f"ferryd,{rep},10000,10000,4,256,{open_s},{10000 / open_s:.0f},"
+                    f"{10000 / rate:.3f},{rate},200,0.150,10000,{10000 + 10000 * per_conn:.0f},"
+                    f"{10000 + 10000 * per_conn + 10200 * 2:.0f},12000,{per_conn},2.00,10000,0.5,"
+                    f"0.4,25500,1.2,0")
+    (d / "scale_load.csv").write_text("\n".join(load) + "\n")
+
+
 class ReportTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -307,6 +338,32 @@ class ReportTest(unittest.TestCase):
         # Half the relay's 2,000,000 msg/s needs 2 / 1,000,000 s = 2.00 µs, 1.25x less.
         self.assertIn("needs at most 2.00 µs of CPU per message", section)
         self.assertIn("1.25× less than now", section)
+    def test_scale_shows_the_load_and_the_busy_queue_with_and_without(self):
+        write_set(self.dir)
+        write_scale(self.dir)
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        section = md[md.index("## Many idle connections and queues"):]
+        # Medians over the three runs: open 5 s, 20,000 declares/s, 31 KiB per connection.
+        self.assertIn("| 10,000 | 10,000 | 5.00 s | 2,000 | 20,000 | 0.150 ms | 31.0 KiB | 2.0 KiB "
+                      "| 9.8 MiB → 332.4 MiB → 11.7 MiB | 10,000 of 10,000 |", section)
+        self.assertIn("pipelined on 4 of the connections with 256 declares in flight", section)
+        self.assertIn("| alone | 1,000,000 | 500,000 | 900,000 – 1,100,000 | 3 |", section)
+        self.assertIn("| beside the idle connections and queues | 950,000 | 475,000 "
+                      "| 900,000 – 990,000 | 3 |", section)
+        self.assertIn("With the load / without: **0.95×**", section)
+
+    def test_scale_counts_only_the_runs_that_finished(self):
+        write_set(self.dir)
+        write_scale(self.dir, failed_idle=True)
+        idle = bd.scale_points(self.dir)["idle"]
+        self.assertEqual((idle.transfers, idle.failed), ([950_000, 990_000], 1))
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("With the load / without: **0.97×**", md)
+
+    def test_a_run_without_the_scale_section_has_no_such_section(self):
+        write_set(self.dir)
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertNotIn("Many idle connections", md)
 
     def test_an_empty_set_still_renders(self):
         md = report.render(self.dir, self.dir / "BENCHMARKS.md")

@@ -1,6 +1,11 @@
 //! One SASL exchange on the server: pick a mechanism, feed it the client's responses, get a
 //! challenge to send, the authenticated user, or a refusal.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use subtle::ConstantTimeEq;
+
 use crate::credentials::{Credentials, DEFAULT_ITERATIONS};
 use crate::plain::parse_plain;
 use crate::scram::{parse_client_first, ScramServer};
@@ -85,8 +90,19 @@ pub struct Authenticator {
     users: Users,
     /// Checked instead of a real record for unknown users, at the same cost.
     dummy: Credentials,
-    /// Keys the made-up SCRAM salts of unknown users.
+    /// Keys the made-up SCRAM salts of unknown users, and the tags of `verified`.
     secret: [u8; 32],
+    /// Whether `secret` is random; without it no password tag is kept.
+    random: bool,
+    /// PLAIN logins already verified against the (slow, salted) record: per user, a keyed
+    /// tag of the password that passed. A client that reconnects, or opens thousands of
+    /// connections with one account, pays the key derivation once per password instead of
+    /// once per connection (100,000 iterations: milliseconds of CPU each). Only a password
+    /// that matched the record is kept, so a wrong one still costs the full derivation, and
+    /// the cache dies with this authenticator when the users file changes. The tag is as
+    /// sensitive as the password it stands for, which passes through memory at every PLAIN
+    /// login anyway.
+    verified: Mutex<HashMap<String, [u8; 32]>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -106,7 +122,7 @@ impl Authenticator {
         let mut secret = [0u8; 32];
         // Without randomness unknown users' salts become predictable (HMAC of the name under
         // a zero key): they still look like salts, so this only weakens the disguise.
-        let _ = getrandom::fill(&mut secret);
+        let random = getrandom::fill(&mut secret).is_ok();
         let iterations = users.usual_iterations().unwrap_or(DEFAULT_ITERATIONS);
         let dummy = match mode {
             Mode::Verify => Credentials::derive("", &secret, iterations),
@@ -124,6 +140,8 @@ impl Authenticator {
             users,
             dummy,
             secret,
+            random,
+            verified: Mutex::default(),
         }
     }
 
@@ -142,6 +160,8 @@ impl Authenticator {
             users,
             dummy,
             secret: self.secret,
+            random: self.random,
+            verified: Mutex::default(),
         }
     }
 
@@ -266,12 +286,48 @@ fn plain(auth: &Authenticator, response: &[u8]) -> Step {
         Some(c) => (c, true),
         None => (&auth.dummy, false),
     };
+    let tag = (known && auth.random).then(|| password_tag(auth, user, record, password));
+    let cached = tag.is_some_and(|tag| {
+        let verified = auth.verified.lock().unwrap_or_else(|e| e.into_inner());
+        verified
+            .get(user)
+            .is_some_and(|kept| bool::from(kept.ct_eq(&tag)))
+    });
+    if cached {
+        return Step::Success(user.to_owned());
+    }
     let matches = record.verify_password(password);
     match (known, matches) {
-        (true, true) => Step::Success(user.to_owned()),
+        (true, true) => {
+            if let Some(tag) = tag {
+                auth.verified
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(user.to_owned(), tag);
+            }
+            Step::Success(user.to_owned())
+        }
         (true, false) => Step::Failure(Denied::new(Some(user), "wrong password")),
         (false, _) => Step::Failure(Denied::new(Some(user), "unknown user")),
     }
+}
+
+/// The tag [`Authenticator::verified`] keeps: HMAC-SHA-256 under the authenticator's random
+/// secret of the user, the record's stored key and the password, so it matches only this
+/// password for this record.
+fn password_tag(
+    auth: &Authenticator,
+    user: &str,
+    record: &Credentials,
+    password: &str,
+) -> [u8; 32] {
+    let mut data = Vec::with_capacity(64 + user.len() + password.len());
+    data.extend_from_slice(b"ferry plain login\0");
+    data.extend_from_slice(user.as_bytes());
+    data.push(0);
+    data.extend_from_slice(&record.stored_key);
+    data.extend_from_slice(password.as_bytes());
+    crate::scram::hmac(&auth.secret, &data)
 }
 
 #[cfg(test)]
@@ -323,6 +379,34 @@ mod tests {
         ));
         // The stand-in record costs what real ones cost.
         assert_eq!(a.dummy.iterations, MIN_ITERATIONS);
+    }
+
+    #[test]
+    fn a_verified_plain_password_is_remembered_and_a_wrong_one_never_is() {
+        let a = verify();
+        let tag = |pw: &str| password_tag(&a, "alice", a.users.get("alice").unwrap(), pw);
+        let kept = |a: &Authenticator| a.verified.lock().unwrap().get("alice").copied();
+        let ok = || run(&a, Mechanism::Plain, None, b"\0alice\0wonder");
+        assert!(matches!(
+            run(&a, Mechanism::Plain, None, b"\0alice\0land"),
+            Step::Failure(_)
+        ));
+        assert_eq!(kept(&a), None, "a refused password is not kept");
+        assert_eq!(ok(), Step::Success("alice".into()));
+        assert_eq!(kept(&a), Some(tag("wonder")));
+        // The second login is answered from the tag; a wrong password still is not.
+        assert_eq!(ok(), Step::Success("alice".into()));
+        let Step::Failure(wrong) = run(&a, Mechanism::Plain, None, b"\0alice\0wonde") else {
+            panic!("wrong password accepted after a right one");
+        };
+        assert_eq!(wrong.reason, "wrong password");
+        assert_ne!(tag("wonder"), tag("wonde"));
+        // A new users database starts with nothing remembered.
+        let b = a.with_users(users());
+        assert_eq!(kept(&b), None);
+        // The tag binds the record: the same password for another record is another tag.
+        let other = Credentials::derive("wonder", b"salt-b", MIN_ITERATIONS);
+        assert_ne!(password_tag(&a, "alice", &other, "wonder"), tag("wonder"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::ctl::CtlOpts;
 use crate::latency_test::LatencyOpts;
 use crate::netbench::NetbenchCmd;
 use crate::perftest::PerftestOpts;
+use crate::scale::ScaleOpts;
 use crate::user::UserOpts;
 use crate::ToolError;
 
@@ -43,6 +44,9 @@ pub enum Command {
     /// pause and partition faults while clients publish and consume; checks nothing
     /// confirmed is lost.
     Chaos(Box<ChaosOpts>),
+    /// Many idle 0-10 connections and queues held open while a command runs (e.g. a
+    /// perftest): open time, declare rate, the broker's memory per connection and queue.
+    Scale(Box<ScaleOpts>),
 }
 
 pub fn run(cli: &Cli) -> Result<(), ToolError> {
@@ -54,6 +58,7 @@ pub fn run(cli: &Cli) -> Result<(), ToolError> {
         Command::Ctl(o) => crate::ctl::command(o),
         Command::Cluster(o) => crate::cluster::command(o),
         Command::Chaos(o) => crate::chaos::command(o),
+        Command::Scale(o) => crate::scale::command(o),
     }
 }
 

@@ -17,6 +17,8 @@ pub enum ToolError {
     Cluster(String),
     #[error("chaos: {0}")]
     Chaos(String),
+    #[error("scale: {0}")]
+    Scale(String),
     #[error("{0}")]
     Driver(#[from] crate::driver::DriverError),
     #[error("{0}")]

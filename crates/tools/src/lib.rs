@@ -20,6 +20,7 @@ pub mod error;
 pub mod latency_test;
 pub mod netbench;
 pub mod perftest;
+pub mod scale;
 pub mod stats;
 pub mod user;
 

@@ -112,7 +112,7 @@ pub fn subscription_ended(session: &Session, what: &str) -> DriverError {
     }
 }
 
-fn connect_options(opts: &ConnectionOpts) -> Result<ConnectOptions, DriverError> {
+pub(crate) fn connect_options(opts: &ConnectionOpts) -> Result<ConnectOptions, DriverError> {
     let mechanism = match opts.mechanism.as_deref() {
         None => None,
         Some(m) if m.eq_ignore_ascii_case("PLAIN") => Some(Mechanism::Plain),

@@ -1,0 +1,78 @@
+# bench/run.sh's `scale` section (sourced): what many idle connections and queues cost
+# ferryd, and whether one busy queue still runs at full speed while they exist.
+#
+# $scale_reps times, each against a fresh ferryd (--max-connections raised), in alternation:
+#   idle  `ferry perftest -s --size 256 --count $scale_count` (1 pub / 1 sub / 1 queue) run
+#         by `ferry scale` while it holds $scale_conns idle AMQP 0-10
+#         connections (PLAIN login, one session each) and $scale_queues queues (each bound to
+#         amq.direct; declared pipelined on 4 of the connections, then 200 more one at a
+#         time); `ferry scale` reads ferryd's RSS before, with the connections and with the
+#         queues, checks every session still answers, deletes the queues and closes;
+#   none  then the same perftest alone (after the load, so its memory figures are clean).
+# Rows: scale.csv (broker,load,rep,connections,queues,<perftest columns>) for the busy
+# queue, scale_load.csv (broker,rep,<ferry scale --csv columns>) for the load itself.
+
+scale_header="broker,load,rep,connections,queues,size,npubs,nsubs,qt,count,transfers_per_sec,mbytes_per_sec,status"
+
+scale_perftest_cmd() {   # [count] -> the perftest command line in scale_pt
+    scale_pt=("$ferry" perftest -b 127.0.0.1 -p "$b_port" "${b_auth[@]}" -s --size 256
+        --count "${1:-$scale_count}" --base-name "bench-scale-$$-$RANDOM")
+}
+
+# Appends one busy-queue row from a file holding perftest's tab-separated result line.
+scale_row() {   # load rep connections queues rawfile
+    local line
+    if line=$(awk -F '\t' 'NF == 4 { l = $0 } END { if (l == "") exit 1; print l }' "$5"); then
+        awk -F '\t' -v pre="ferryd,$1,$2,$3,$4,256,1,1,1,$scale_count" \
+            '{ printf "%s,%s,%s,ok\n", pre, $3, $4 }' <<<"$line" >>"$out/scale.csv"
+        printf '  %-5s rep %s  %s transfers/s\n' "$1" "$2" "$(cut -f3 <<<"$line")"
+    else
+        echo "ferryd,$1,$2,$3,$4,256,1,1,1,$scale_count,,,failed" >>"$out/scale.csv"
+        echo "  perftest failed ($1, rep $2): $(tail -n 2 "$5" | tr '\n' ' ')" >&2
+    fi
+}
+
+measure_scale() {
+    echo "scale: $scale_conns idle connections and $scale_queues queues; 256 B perftest with and without them"
+    meta scale_load_at_start "$(cut -d' ' -f1-3 /proc/loadavg)"
+    local rep raw cmd rows
+    for (( rep = 1; rep <= scale_reps; rep++ )); do
+        # A fresh ferryd per pair of runs: memory freed by an earlier load or backlog stays
+        # in the allocator and would be reused, hiding what the connections and queues cost.
+        ferryd_extra=(--max-connections "$(( scale_conns + 100 ))")
+        start_ferryd
+        ferryd_extra=()
+        set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0 --username guest --password guest
+        # A short unrecorded run, so neither measured run is the broker's first.
+        scale_perftest_cmd 20000
+        timeout -k 5 "$perf_timeout" "${scale_pt[@]}" >/dev/null 2>&1 || true
+
+        raw=$out/raw/scale-idle-$rep.txt
+        scale_perftest_cmd
+        cmd=("$ferry" scale -b 127.0.0.1 -p "$b_port" "${b_auth[@]}" --connections "$scale_conns"
+            --queues "$scale_queues" --broker-pid "$ferryd_pid" --step-timeout 60
+            --command-timeout "$perf_timeout" --csv -- "${scale_pt[@]}")
+        log_cmd "${cmd[@]}"
+        # Its stdout is the CSV row; the perftest's output and its progress go to stderr.
+        if rows=$(timeout -k 5 "$scale_timeout" "${cmd[@]}" 2>"$raw"); then
+            if [[ -s $out/scale_load.csv ]]; then
+                tail -n +2 <<<"$rows" | sed "s/^/ferryd,$rep,/" >>"$out/scale_load.csv"
+            else
+                { echo "broker,rep,$(head -n 1 <<<"$rows")"
+                  tail -n +2 <<<"$rows" | sed "s/^/ferryd,$rep,/"; } >"$out/scale_load.csv"
+            fi
+            scale_row idle "$rep" "$scale_conns" "$scale_queues" "$raw"
+        else
+            echo "  ferry scale failed (rep $rep): $(tail -n 2 "$raw" | tr '\n' ' ')" >&2
+            echo "ferryd,idle,$rep,$scale_conns,$scale_queues,256,1,1,1,$scale_count,,,failed" >>"$out/scale.csv"
+        fi
+
+        raw=$out/raw/scale-none-$rep.txt
+        scale_perftest_cmd
+        log_cmd "${scale_pt[@]}"
+        timeout -k 5 "$perf_timeout" "${scale_pt[@]}" >"$raw" 2>&1 || true
+        scale_row none "$rep" 0 0 "$raw"
+        stop_pid "$ferryd_pid" 10; ferryd_pid=
+    done
+    meta scale_load_at_end "$(cut -d' ' -f1-3 /proc/loadavg)"
+}
