@@ -584,17 +584,42 @@ impl Connection {
     ) -> Result<Option<u64>, ClientError> {
         let channel = p.channel;
         self.check(channel)?;
-        loop {
-            let ch = self.channel_mut(channel)?;
-            match &ch.confirms {
-                Some(c) if c.nacked() > 0 => return Err(ClientError::Nacked { count: c.nacked() }),
-                Some(c) if ch.confirm_window > 0 && c.outstanding() >= ch.confirm_window => {
-                    self.read_more().await?;
-                    self.check(channel)?;
-                }
-                _ => break,
-            }
+        while !self.window_has_room(channel)? {
+            self.read_more().await?;
+            self.check(channel)?;
         }
+        let seq = self.write_publish(p, body)?;
+        if self.wbuf.len() >= self.flush_at {
+            self.flush().await?;
+        }
+        Ok(seq)
+    }
+
+    /// [`Connection::publish`] without waiting: false, with nothing queued, when it would
+    /// have to wait for confirms or write the buffer first. What it queues goes out with
+    /// the next call that writes.
+    pub fn try_publish(&mut self, p: &Publication, body: &[u8]) -> Result<bool, ClientError> {
+        self.check(p.channel)?;
+        let room = self.wbuf.len() + p.method.len() + p.header.len() + body.len() + 64;
+        if room >= self.flush_at || !self.window_has_room(p.channel)? {
+            return Ok(false);
+        }
+        self.write_publish(p, body)?;
+        Ok(true)
+    }
+
+    /// Whether the confirm window (if any) has room; fails once the broker nacked.
+    fn window_has_room(&mut self, channel: u16) -> Result<bool, ClientError> {
+        let ch = self.channel_mut(channel)?;
+        match &ch.confirms {
+            Some(c) if c.nacked() > 0 => Err(ClientError::Nacked { count: c.nacked() }),
+            Some(c) => Ok(ch.confirm_window == 0 || c.outstanding() < ch.confirm_window),
+            None => Ok(true),
+        }
+    }
+
+    fn write_publish(&mut self, p: &Publication, body: &[u8]) -> Result<Option<u64>, ClientError> {
+        let channel = p.channel;
         self.wbuf.extend_from_slice(&p.method);
         if body.len() == p.body_len {
             self.wbuf.extend_from_slice(&p.header);
@@ -603,15 +628,11 @@ impl Connection {
                 .extend_from_slice(&header_frame(channel, &p.properties, body.len()));
         }
         write_body(&mut self.wbuf, channel, body, self.frame_max);
-        let seq = self
+        Ok(self
             .channel_mut(channel)?
             .confirms
             .as_mut()
-            .map(|c| c.published());
-        if self.wbuf.len() >= self.flush_at {
-            self.flush().await?;
-        }
-        Ok(seq)
+            .map(|c| c.published()))
     }
 
     /// Waits until the broker has confirmed everything published on `channel`; fails if

@@ -28,6 +28,10 @@ const READ_RESERVE: usize = 64 * 1024;
 const READ_WHILE_WRITING_MAX: usize = 16 << 20;
 /// The one session's channel.
 const CHANNEL: u16 = 0;
+/// More than a transfer performative and frame header take (handle, delivery id and tag,
+/// format, settled: a few dozen octets), so a message this much below max-frame-size
+/// fits one frame.
+const TRANSFER_HEAD_MAX: usize = 256;
 /// Handles the peer may use (our `begin.handle-max`).
 const HANDLE_MAX: u32 = 1023;
 /// What we tell the peer of our outgoing window: we never hold transfers back for it.
@@ -607,29 +611,47 @@ impl Connection {
         self.send_raw(s, &payload, &[]).await
     }
 
-    async fn send_raw(
+    /// [`Connection::send`] without waiting: `None`, with nothing sent, when it would have
+    /// to wait (no credit, a full window, a message needing more than one frame, or the
+    /// buffer due to be written first). What it queues goes out with the next call that
+    /// writes.
+    pub fn try_send(
         &mut self,
         s: SenderId,
-        prefix: &[u8],
+        publication: &Publication,
         body: &[u8],
-    ) -> Result<u32, ClientError> {
-        loop {
-            self.check()?;
-            if let Some(e) = self.not_accepted_error(s) {
-                return Err(e);
-            }
-            let snd = self.sender(s)?;
-            let full = match snd.mode {
-                SendMode::Unsettled { window } if window > 0 => {
-                    snd.outstanding >= u64::from(window)
-                }
-                _ => false,
-            };
-            if snd.credit > 0 && !full && self.remote_incoming_window > 0 {
-                break;
-            }
-            self.read_more().await?;
+    ) -> Result<Option<u32>, ClientError> {
+        let prefix = publication.prefix_for(body.len());
+        let total = prefix.len() + body.len();
+        let one_frame = total + TRANSFER_HEAD_MAX <= self.max_frame;
+        if !one_frame || self.wbuf.len() + total >= self.flush_at || !self.can_send_now(s)? {
+            return Ok(None);
         }
+        let (id, head) = self.begin_delivery(s)?;
+        let written =
+            wire::write_transfer_frame(&mut self.wbuf, &head, &prefix, body, 0, self.max_frame);
+        debug_assert_eq!(written, total, "checked to fit one frame above");
+        self.remote_incoming_window -= 1;
+        self.next_outgoing_id = self.next_outgoing_id.wrapping_add(1);
+        Ok(Some(id))
+    }
+
+    /// Credit, the link's unsettled window and the session window all have room.
+    fn can_send_now(&self, s: SenderId) -> Result<bool, ClientError> {
+        self.check()?;
+        if let Some(e) = self.not_accepted_error(s) {
+            return Err(e);
+        }
+        let snd = self.sender(s)?;
+        let full = match snd.mode {
+            SendMode::Unsettled { window } if window > 0 => snd.outstanding >= u64::from(window),
+            _ => false,
+        };
+        Ok(snd.credit > 0 && !full && self.remote_incoming_window > 0)
+    }
+
+    /// Takes a credit and a delivery id for the next delivery on `s`.
+    fn begin_delivery(&mut self, s: SenderId) -> Result<(u32, TransferHead), ClientError> {
         let id = self.next_delivery_id;
         self.next_delivery_id = id.wrapping_add(1);
         let snd = self.sender_mut(s)?;
@@ -646,6 +668,19 @@ impl Connection {
             delivery_id: id,
             settled,
         };
+        Ok((id, head))
+    }
+
+    async fn send_raw(
+        &mut self,
+        s: SenderId,
+        prefix: &[u8],
+        body: &[u8],
+    ) -> Result<u32, ClientError> {
+        while !self.can_send_now(s)? {
+            self.read_more().await?;
+        }
+        let (id, head) = self.begin_delivery(s)?;
         let total = prefix.len() + body.len();
         let mut offset = 0;
         loop {
