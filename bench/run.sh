@@ -117,7 +117,7 @@ lat_secs=${BENCH_LAT_SECS:-8}
 net_secs=${BENCH_NET_SECS:-2}
 pingpong_count=20000
 scale_sizes=(256 1024)
-scale_configs=("2 2" "4 4")   # "npubs=nsubs qt"
+scale_configs=("1 2" "1 4" "2 2" "4 4")   # "npubs=nsubs qt": one pair per queue on 2 and 4 queues, then more
 amqp091_sizes=(16 256)
 persistent_sizes=(256 4096)
 persistent_pubs=(1 8)
