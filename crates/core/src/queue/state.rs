@@ -9,7 +9,9 @@ use std::sync::Arc;
 mod entry;
 mod offload;
 
-pub(crate) use entry::{Entry, Item, StandIn};
+pub(crate) use entry::{Entry, Item};
+#[cfg(test)]
+pub(crate) use entry::StandIn;
 pub(crate) use offload::OffloadBudget;
 
 use crate::alarm::MemoryMeter;
@@ -275,7 +277,7 @@ impl QueueState {
             self.replace_last_value(&message, position);
         }
         let item = if on_disk {
-            Item::OnDisk(Box::new(StandIn::of(&message, redelivered)))
+            Item::on_disk(&message, redelivered)
         } else if self.offload.is_none() {
             Item::Resident {
                 message,

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{Entry, Item, QueueState, StandIn};
+use super::{Entry, Item, QueueState};
 use crate::message::Message;
 use crate::queue::QueueStore;
 
@@ -51,7 +51,7 @@ impl QueueState {
                 redelivered,
             }
         } else {
-            Item::OnDisk(Box::new(StandIn::of(&m, redelivered)))
+            Item::on_disk(&m, redelivered)
         }
     }
 
@@ -147,7 +147,7 @@ impl QueueState {
             if ids.len() >= LOAD_BATCH || bytes >= LOAD_BATCH_BYTES {
                 break;
             }
-            if let Item::OnDisk(s) = &e.item {
+            if let Item::OnDisk { stand_in: s, .. } = &e.item {
                 // An id of 0 is never a store's: the load answers `None`, the entry goes.
                 ids.push(s.store_id);
                 positions.push(e.position);
@@ -170,16 +170,22 @@ impl QueueState {
             }
             wanted.next();
             let got = loaded.next().flatten();
-            let Item::OnDisk(s) = &e.item else {
+            let Item::OnDisk {
+                stand_in: s,
+                redelivered,
+                ..
+            } = &e.item
+            else {
                 continue;
             };
+            let redelivered = *redelivered;
             match got {
                 Some(m) => {
                     let message = Arc::new(s.restore(m));
                     gained.push(message.size);
                     e.item = Item::Resident {
                         message,
-                        redelivered: s.redelivered,
+                        redelivered,
                     };
                 }
                 None => lost.push(e.position),
@@ -208,7 +214,7 @@ impl QueueState {
 /// Reads one on-disk entry's message back from the journal.
 pub(super) fn load_one(store: Option<&QueueStore>, e: &Entry) -> Option<Arc<Message>> {
     let s = match &e.item {
-        Item::OnDisk(s) => s,
+        Item::OnDisk { stand_in, .. } => stand_in,
         Item::Resident { message, .. } => return Some(message.clone()),
     };
     let m = store?.journal.load(&[s.store_id]).pop().flatten()?;
