@@ -23,7 +23,7 @@ const BODY: usize = 256;
 const IN_MEMORY_LIMIT: f64 = 64.0;
 const ON_DISK_LIMIT: f64 = 100.0;
 /// The whole run of one case, publishing included; it needs seconds.
-const TIME_LIMIT: Duration = Duration::from_secs(600);
+const TIME_LIMIT: Duration = Duration::from_secs(180);
 /// Published and purged before the first reading, so buffers that grow once per
 /// connection or queue are not counted per message.
 const WARM_UP: u32 = 20_000;

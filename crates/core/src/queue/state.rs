@@ -9,9 +9,9 @@ use std::sync::Arc;
 mod entry;
 mod offload;
 
-pub(crate) use entry::{Entry, Item};
 #[cfg(test)]
 pub(crate) use entry::StandIn;
+pub(crate) use entry::{Entry, Item};
 pub(crate) use offload::OffloadBudget;
 
 use crate::alarm::MemoryMeter;
