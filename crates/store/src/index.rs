@@ -15,6 +15,10 @@ use ferry_core::IdMap;
 
 use crate::record::{BindingKey, ExchangeBindingKey, Record};
 
+mod messages;
+
+pub use messages::Messages;
+
 /// Where a frame is: segment, offset of the frame in the file, frame length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Loc {
@@ -119,7 +123,7 @@ pub struct Index {
     pub queues: IdMap<Live>,
     pub bindings: HashMap<(String, u64, String), Live>,
     pub exchange_bindings: HashMap<ExchangeBindingKey, Live>,
-    pub messages: IdMap<LiveMessage>,
+    pub messages: Messages,
     pub segments: BTreeMap<u64, SegmentStats>,
     pub live_bytes: u64,
     /// Recovery: queues deleted, swept from message references once at the end.
@@ -233,31 +237,21 @@ impl Index {
             return;
         };
         if let Some(old) = self.messages.insert(id, LiveMessage { at, queues }) {
-            self.unaccount(old.at, at.seq);
+            self.unaccount(old, at.seq);
         }
         self.account(at);
     }
 
     /// `queue` no longer references message `id`, from the record numbered `by` on.
     pub fn dequeue(&mut self, queue: u64, id: u64, by: u64) {
-        let Some(m) = self.messages.get_mut(&id) else {
-            return;
-        };
-        if !m.queues.contains(queue) {
-            return;
-        }
-        if m.queues.remove(queue) {
-            if let Some(m) = self.messages.remove(&id) {
-                self.unaccount(m.at, by);
-            }
+        if let Some(at) = self.messages.dequeue(id, queue) {
+            self.unaccount(at, by);
         }
     }
 
     /// Whether a dequeue of `id` from `queue` would change anything.
     pub fn is_referenced(&self, queue: u64, id: u64) -> bool {
-        self.messages
-            .get(&id)
-            .is_some_and(|m| m.queues.contains(queue))
+        self.messages.is_referenced(id, queue)
     }
 
     fn drop_bindings(&mut self, doomed: impl Fn(&(String, u64, String)) -> bool, by: u64) {
@@ -291,16 +285,8 @@ impl Index {
     /// Keeps only references to queues for which `keep` holds; messages left without any
     /// die.
     fn sweep_messages(&mut self, keep: impl Fn(u64) -> bool, by: u64) {
-        let mut dead = Vec::new();
-        for (id, m) in &mut self.messages {
-            if !m.queues.retain(&keep) {
-                dead.push(*id);
-            }
-        }
-        for id in dead {
-            if let Some(m) = self.messages.remove(&id) {
-                self.unaccount(m.at, by);
-            }
+        for (_, at) in self.messages.sweep(keep) {
+            self.unaccount(at, by);
         }
     }
 
@@ -325,11 +311,10 @@ impl Index {
 
     /// Every live record in `segment`: what compaction copies forward.
     pub fn live_in(&self, segment: u64) -> Vec<Live> {
-        let messages = self.messages.values().map(|m| &m.at);
         self.topology()
-            .chain(messages)
-            .filter(|l| l.loc.segment == segment)
             .copied()
+            .chain(self.messages.places())
+            .filter(|l| l.loc.segment == segment)
             .collect()
     }
 
@@ -343,7 +328,7 @@ impl Index {
             Record::Bind(k, _) => here(self.bindings.get(&binding_id(k))),
             Record::ExchangeBind(k, _) => here(self.exchange_bindings.get(k)),
             Record::Message(m) | Record::TxMessage { message: m, .. } => {
-                here(self.messages.get(&m.id).map(|m| &m.at))
+                here(self.messages.at(m.id).as_ref())
             }
             _ => false,
         }
@@ -452,7 +437,7 @@ mod tests {
         ix.apply(&message(4, &[7]), at(5, 11, 50), true);
         ix.finish_recovery();
         assert_eq!(ix.messages.len(), 1);
-        assert_eq!(ix.messages[&3].at.loc.segment, 5);
+        assert_eq!(ix.messages.at(3).map(|l| l.loc.segment), Some(5));
         assert!(ix.is_current(&message(3, &[1]), 5, 9));
         assert!(!ix.is_current(&message(3, &[1]), 1, 3));
         assert_eq!(ix.segments[&1].live_bytes, 0);

@@ -70,7 +70,7 @@ pub(crate) fn load(shared: &Shared, ids: &[u64]) -> Vec<Option<Message>> {
             let st = shared.state.lock();
             let durable = shared.durable.load(Ordering::Acquire);
             for &i in &pending {
-                let Some(at) = st.index.messages.get(&ids[i]).map(|m| m.at) else {
+                let Some(at) = st.index.messages.at(ids[i]) else {
                     continue;
                 };
                 if at.seq > durable {

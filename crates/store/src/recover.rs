@@ -260,7 +260,7 @@ pub(crate) fn recover(
 }
 
 /// A live record's segment and offset, with the message's id and index entry if it is one.
-type Wanted<'a> = (u64, u64, Option<(u64, &'a LiveMessage)>);
+type Wanted = (u64, u64, Option<(u64, LiveMessage)>);
 
 /// Second pass: reads the live topology and messages back into objects, going straight to
 /// each live record's place, segment by segment.
@@ -276,7 +276,7 @@ fn rebuild(
     let mut wanted: Vec<Wanted> = index
         .messages
         .iter()
-        .map(|(id, m)| (m.at.loc.segment, m.at.loc.offset, Some((*id, m))))
+        .map(|(id, m)| (m.at.loc.segment, m.at.loc.offset, Some((id, m))))
         .collect();
     wanted.extend(
         index
@@ -294,7 +294,8 @@ fn rebuild(
     let mut bad_messages = 0u64;
     for per_segment in wanted.chunk_by(|a, b| a.0 == b.0) {
         let data = reader.read(dir, per_segment[0].0)?;
-        for &(_, offset, live) in per_segment {
+        for (_, offset, live) in per_segment {
+            let offset = *offset;
             let Some(Frame::Record {
                 kind, payload, seq, ..
             }) = data.get(offset as usize..).map(record::read_frame)
@@ -309,8 +310,11 @@ fn rebuild(
                 bad_messages += 1;
                 continue;
             };
-            match (rec, live) {
-                (Record::Message(m) | Record::TxMessage { message: m, .. }, Some((id, live))) => {
+            match (rec, live.as_ref()) {
+                (
+                    Record::Message(m) | Record::TxMessage { message: m, .. },
+                    Some(&(id, ref live)),
+                ) => {
                     let Ok(msg) = record::message_from_content(m.content) else {
                         bad_messages += 1;
                         continue;

@@ -325,7 +325,7 @@ fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) -> u
         };
         match rec {
             Record::Message(m) | Record::TxMessage { message: m, .. } => {
-                let Some(queues) = st.index.messages.get(&m.id).map(|l| l.queues.to_vec()) else {
+                let Some(queues) = st.index.messages.get(m.id).map(|l| l.queues.to_vec()) else {
                     continue;
                 };
                 // A copy made before its transaction's commit record stays inside the

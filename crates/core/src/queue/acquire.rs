@@ -31,11 +31,12 @@ impl Queue {
         if self.features.expires.is_some() {
             st.last_used = now_ms();
         }
+        // Resident: taking the front reads its content back first.
         let entry = st.take_front()?;
         Some(Got {
             position: entry.position,
-            message: entry.message,
-            redelivered: entry.redelivered,
+            redelivered: entry.redelivered(),
+            message: entry.into_message(),
             remaining: st.entries.len() as u64,
         })
     }

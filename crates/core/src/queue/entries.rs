@@ -56,7 +56,7 @@ pub(crate) struct Levels {
 
 impl Levels {
     fn fifo_for(&mut self, e: &Entry) -> &mut VecDeque<Entry> {
-        let level = self.map.level(e.message.priority);
+        let level = self.map.level(e.priority());
         &mut self.fifos[level]
     }
 
@@ -305,16 +305,38 @@ mod tests {
     fn entry(position: u64, priority: u8) -> Entry {
         let mut m = Message::new("", "", Bytes::new());
         m.priority = priority;
-        Entry {
-            position,
-            message: Arc::new(m),
-            redelivered: false,
-            on_disk: false,
-        }
+        Entry::resident(position, Arc::new(m), false)
     }
 
     fn order(e: &Entries) -> Vec<u64> {
         e.iter().map(|e| e.position).collect()
+    }
+
+    /// What a queued message costs the queue besides what it shares with other queues:
+    /// its entry here (the `VecDeque` grows by doubling, so up to twice this) and, for an
+    /// on-disk stand-in, the stand-in's own allocation. Run with `--nocapture` for the
+    /// figures; the bounds keep them from growing unnoticed.
+    #[test]
+    fn per_message_footprint() {
+        use std::mem::size_of;
+        let entry = size_of::<Entry>();
+        let message = size_of::<Message>();
+        // An `Arc` allocation is the two counts and the value; glibc malloc adds 8 bytes
+        // and rounds the chunk up to 16.
+        let arc = 16 + message;
+        let chunk = (arc + 8).div_ceil(16) * 16;
+        let stand_in = size_of::<crate::queue::state::StandIn>();
+        let stand_in_chunk = (stand_in + 8).div_ceil(16) * 16;
+        eprintln!(
+            "footprint: Entry {entry} B, Message {message} B, Arc<Message> allocation \
+             {arc} B (malloc chunk {chunk} B), Bytes {} B, ProtocolHeader {} B, on-disk \
+             StandIn {stand_in} B (malloc chunk {stand_in_chunk} B)",
+            size_of::<Bytes>(),
+            size_of::<crate::message::ProtocolHeader>(),
+        );
+        assert!(entry <= 24, "Entry grew to {entry} B");
+        assert!(message <= 208, "Message grew to {message} B");
+        assert!(stand_in <= 40, "StandIn grew to {stand_in} B");
     }
 
     #[test]

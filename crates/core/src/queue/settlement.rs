@@ -80,12 +80,11 @@ impl Queue {
         if st.deleted {
             orphans.push(message);
         } else {
-            st.insert_sorted(Entry {
+            st.insert_sorted(Entry::resident(
                 position,
                 message,
-                redelivered: u.redelivered || set_redelivered,
-                on_disk: false,
-            });
+                u.redelivered || set_redelivered,
+            ));
         }
         true
     }

@@ -6,8 +6,12 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
+mod entry;
 mod offload;
 
+#[cfg(test)]
+pub(crate) use entry::StandIn;
+pub(crate) use entry::{Entry, Item};
 pub(crate) use offload::OffloadBudget;
 
 use crate::alarm::MemoryMeter;
@@ -24,15 +28,6 @@ use crate::queue::QueueStore;
 use crate::stats::QueueCounters;
 use crate::value::HeaderValue;
 use crate::{ConnectionId, OwnerId};
-
-#[derive(Debug)]
-pub(crate) struct Entry {
-    pub(crate) position: u64,
-    pub(crate) message: Arc<Message>,
-    pub(crate) redelivered: bool,
-    /// `message` is a stand-in; the content is in the journal only (see `offload`).
-    pub(crate) on_disk: bool,
-}
 
 /// An acquired message not yet accepted, released or rejected. Tracked so that settling twice,
 /// or releasing something never acquired, cannot corrupt counters or duplicate a message.
@@ -51,8 +46,8 @@ pub(crate) struct Unsettled {
 pub(crate) struct Clock(Option<u64>);
 
 impl Clock {
-    pub(crate) fn expired(&mut self, m: &Message) -> bool {
-        match m.expires_at {
+    pub(crate) fn expired(&mut self, expires_at: Option<u64>) -> bool {
+        match expires_at {
             None => false,
             Some(at) => at <= *self.0.get_or_insert_with(now_ms),
         }
@@ -209,6 +204,12 @@ impl QueueState {
         }
     }
 
+    fn forget_entry(&self, e: &Entry) {
+        if let Some(id) = e.store_id() {
+            self.forget_ids(&[id]);
+        }
+    }
+
     fn forget_ids(&self, ids: &[u64]) {
         if let (Some(store), false) = (&self.store, ids.is_empty()) {
             store
@@ -225,9 +226,9 @@ impl QueueState {
         } else {
             None
         };
-        self.forget(&e.message);
-        if !e.on_disk {
-            self.meter.sub(self.shard, e.message.size);
+        self.forget_entry(&e);
+        if !e.on_disk() {
+            self.meter.sub(self.shard, e.size());
         }
         self.expired.extend(kept);
         self.counters.expired += 1;
@@ -275,20 +276,20 @@ impl QueueState {
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
-        let (message, on_disk) = if on_disk || self.offload.is_none() {
-            (message, on_disk)
+        let item = if on_disk {
+            Item::on_disk(&message, redelivered)
+        } else if self.offload.is_none() {
+            Item::Resident {
+                message,
+                redelivered,
+            }
         } else {
-            self.within_budget(message)
+            self.within_budget(message, redelivered)
         };
-        if !on_disk {
-            self.meter.add(self.shard, message.size);
+        let e = Entry { position, item };
+        if !e.on_disk() {
+            self.meter.add(self.shard, e.size());
         }
-        let e = Entry {
-            position,
-            message,
-            redelivered,
-            on_disk,
-        };
         self.account_in(&e);
         self.entries.push_back(e);
     }
@@ -321,10 +322,10 @@ impl QueueState {
         };
         if let Some(e) = self.entries.remove_position(old) {
             self.account_out(&e);
-            if !e.on_disk {
-                self.meter.sub(self.shard, e.message.size);
+            if !e.on_disk() {
+                self.meter.sub(self.shard, e.size());
             }
-            self.forget(&e.message);
+            self.forget_entry(&e);
             self.counters.replaced += 1;
         }
     }
@@ -335,21 +336,21 @@ impl QueueState {
     }
 
     fn account_in(&mut self, e: &Entry) {
-        self.queued_bytes += e.message.size;
-        if e.message.expires_at.is_some() {
+        self.queued_bytes += e.size();
+        if e.expires_at().is_some() {
             self.expiring += 1;
         }
-        if e.on_disk || self.offload.is_some() {
+        if e.on_disk() || self.offload.is_some() {
             self.offload_in(e);
         }
     }
 
     fn account_out(&mut self, e: &Entry) {
-        self.queued_bytes = self.queued_bytes.saturating_sub(e.message.size);
-        if e.message.expires_at.is_some() {
+        self.queued_bytes = self.queued_bytes.saturating_sub(e.size());
+        if e.expires_at().is_some() {
             self.expiring = self.expiring.saturating_sub(1);
         }
-        if e.on_disk || self.offload.is_some() {
+        if e.on_disk() || self.offload.is_some() {
             self.offload_out(e);
         }
     }
@@ -364,7 +365,7 @@ impl QueueState {
     /// Makes sure the front entry's content is in memory, reading a batch back from the
     /// journal if need be (what the journal lost is dropped). False only without a journal.
     fn ready_front(&mut self) -> bool {
-        while self.entries.front().is_some_and(|e| e.on_disk) {
+        while self.entries.front().is_some_and(Entry::on_disk) {
             if self.store.is_none() {
                 return false;
             }
@@ -375,8 +376,8 @@ impl QueueState {
 
     /// Puts a message back in position order, ahead of anything newer.
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
-        if !entry.on_disk {
-            self.meter.add(self.shard, entry.message.size);
+        if !entry.on_disk() {
+            self.meter.add(self.shard, entry.size());
         }
         self.account_in(&entry);
         self.entries.insert_sorted(entry);
@@ -384,16 +385,17 @@ impl QueueState {
 
     fn mark_unsettled(&mut self, e: &Entry) {
         self.counters.delivered += 1;
-        self.counters.redelivered += u64::from(e.redelivered);
-        self.unsettled_bytes += e.message.size;
+        let (size, redelivered) = (e.size(), e.redelivered());
+        self.counters.redelivered += u64::from(redelivered);
+        self.unsettled_bytes += size;
         self.unsettled.insert(
             e.position,
             Unsettled {
-                size: e.message.size,
-                redelivered: e.redelivered,
-                priority: e.message.priority,
+                size,
+                redelivered,
+                priority: e.priority(),
                 stored: if self.store.is_some() {
-                    e.message.stored.get().unwrap_or(0)
+                    e.store_id().unwrap_or(0)
                 } else {
                     0
                 },
@@ -410,8 +412,8 @@ impl QueueState {
     #[inline(never)]
     fn keep_acquired_message(&mut self, e: &Entry) {
         // A stand-in is not the message; such a (browsed, rare) one stays behind.
-        if !e.on_disk {
-            self.acquired.insert(e.position, e.message.clone());
+        if let Some(m) = e.message() {
+            self.acquired.insert(e.position, m.clone());
         }
     }
 
@@ -459,13 +461,13 @@ impl QueueState {
             return false;
         };
         self.account_out(&e);
-        if clock.expired(&e.message) {
+        if clock.expired(e.expires_at()) {
             self.expire(e);
             return false;
         }
-        if e.on_disk {
+        if e.on_disk() {
             // Acquired bytes count as held until settled; the browser holds the content.
-            self.meter.add(self.shard, e.message.size);
+            self.meter.add(self.shard, e.size());
         }
         self.mark_unsettled(&e);
         true
@@ -476,12 +478,12 @@ impl QueueState {
     /// `keep` asks for it (a dead letter), is read before the journal forgets the message.
     pub(crate) fn pop_front(&mut self, keep: bool) -> Option<(Arc<Message>, Option<Arc<Message>>)> {
         let e = self.take_next()?;
-        if !e.on_disk {
-            self.meter.sub(self.shard, e.message.size);
+        if !e.on_disk() {
+            self.meter.sub(self.shard, e.size());
         }
         self.counters.overflowed += 1;
         let content = if keep { self.content(&e) } else { None };
-        Some((e.message, content))
+        Some((e.into_message(), content))
     }
 
     /// qpidd's ring (`LimitPolicy::Ring`) makes room for a message of `priority`: drops the
@@ -502,10 +504,10 @@ impl QueueState {
             (Some((_, p)), _) => match self.entries.remove_position(p) {
                 Some(e) => {
                     self.account_out(&e);
-                    if !e.on_disk {
-                        self.meter.sub(self.shard, e.message.size);
+                    if !e.on_disk() {
+                        self.meter.sub(self.shard, e.size());
                     }
-                    self.forget(&e.message);
+                    self.forget_entry(&e);
                     self.counters.overflowed += 1;
                     true
                 }
@@ -523,7 +525,7 @@ impl QueueState {
                 return None;
             }
             let entry = self.take_next()?;
-            if !clock.expired(&entry.message) {
+            if !clock.expired(entry.expires_at()) {
                 self.mark_unsettled(&entry);
                 return Some(entry);
             }
@@ -534,11 +536,7 @@ impl QueueState {
     /// Takes expired messages off the head (where RabbitMQ expires them), keeping them for
     /// dead-lettering; returns whether queued messages with an expiry remain.
     pub(crate) fn expire_head(&mut self, now: u64) -> bool {
-        while self
-            .entries
-            .front()
-            .is_some_and(|e| e.message.is_expired_at(now))
-        {
+        while self.entries.front().is_some_and(|e| e.is_expired_at(now)) {
             if let Some(e) = self.take_next() {
                 self.expire(e);
             }
@@ -558,9 +556,9 @@ impl QueueState {
             if reroute {
                 taken.extend(self.content(&e));
             }
-            self.forget(&e.message);
-            if !e.on_disk {
-                self.meter.sub(self.shard, e.message.size);
+            self.forget_entry(&e);
+            if !e.on_disk() {
+                self.meter.sub(self.shard, e.size());
             }
             n += 1;
         }
@@ -575,11 +573,7 @@ impl QueueState {
     pub(crate) fn purge(&mut self) -> u64 {
         let n = self.entries.len() as u64;
         if self.store.is_some() {
-            let ids: Vec<u64> = self
-                .entries
-                .iter()
-                .filter_map(|e| e.message.stored.get())
-                .collect();
+            let ids: Vec<u64> = self.entries.iter().filter_map(Entry::store_id).collect();
             self.forget_ids(&ids);
         }
         self.entries.clear();
@@ -599,12 +593,9 @@ impl QueueState {
         let keep = self.keep_expired;
         let mut gone = Vec::new();
         self.entries.retain(|e| {
-            let live = !e.message.is_expired_at(now);
+            let live = !e.is_expired_at(now);
             if !live {
-                gone.push(Entry {
-                    message: e.message.clone(),
-                    ..*e
-                });
+                gone.push(e.clone());
             }
             live
         });
@@ -614,18 +605,18 @@ impl QueueState {
             self.expired.extend(kept);
         }
         if self.store.is_some() {
-            let dequeued: Vec<u64> = gone.iter().filter_map(|e| e.message.stored.get()).collect();
+            let dequeued: Vec<u64> = gone.iter().filter_map(Entry::store_id).collect();
             self.forget_ids(&dequeued);
         }
         let memory_before = self.in_memory();
-        self.queued_bytes = self.entries.iter().map(|e| e.message.size).sum();
+        self.queued_bytes = self.entries.iter().map(Entry::size).sum();
         self.offload_recount();
         self.meter
             .sub(self.shard, memory_before.saturating_sub(self.in_memory()));
         self.expiring = self
             .entries
             .iter()
-            .filter(|e| e.message.expires_at.is_some())
+            .filter(|e| e.expires_at().is_some())
             .count();
         let gone = (before - self.entries.len()) as u64;
         self.counters.expired += gone;
@@ -647,9 +638,13 @@ impl QueueState {
         let entries = self.entries.drain();
         let mut messages: Vec<(u64, Arc<Message>)> = entries
             .into_iter()
-            .filter_map(|e| match (e.on_disk, keep) {
-                (false, _) | (true, false) => Some((e.position, e.message)),
-                (true, true) => self.content(&e).map(|m| (e.position, m)),
+            .filter_map(|e| {
+                let position = e.position;
+                if keep && e.on_disk() {
+                    self.content(&e).map(|m| (position, m))
+                } else {
+                    Some((position, e.into_message()))
+                }
             })
             .collect();
         if !self.acquired.is_empty() {
@@ -696,30 +691,29 @@ impl QueueState {
         };
         let mut browsed = 0;
         for e in entries.after(c.cursor) {
-            if clock.expired(&e.message) {
+            if clock.expired(e.expires_at()) {
                 c.cursor = e.position;
                 continue;
             }
-            if !c.has_credit_for(e.message.size) {
+            if !c.has_credit_for(e.size()) {
                 break;
             }
             // Browsing leaves the queue as it is: a copy of an on-disk content, read now.
-            let message = if e.on_disk {
-                match offload::load_one(store, e) {
+            let message = match e.message() {
+                Some(m) => m.clone(),
+                None => match offload::load_one(store, e) {
                     Some(m) => m,
                     None => {
                         c.cursor = e.position;
                         continue;
                     }
-                }
-            } else {
-                e.message.clone()
+                },
             };
             // Only for a delivery that is made: a slot taken for a skipped one never returns.
             if !c.reserve(queue) {
                 break;
             }
-            c.charge(e.message.size);
+            c.charge(e.size());
             c.cursor = e.position;
             browsed += 1;
             c.staged.push(OutboxItem::Deliver(Delivery {
@@ -728,7 +722,7 @@ impl QueueState {
                 queue: queue.clone(),
                 message,
                 position: e.position,
-                redelivered: e.redelivered,
+                redelivered: e.redelivered(),
                 acquired: false,
                 windowed: c.windowed(),
                 window_credit: c.window_mode,
@@ -739,19 +733,19 @@ impl QueueState {
 
     fn dispatch_acquirers(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
         while let Some(front) = self.entries.front() {
-            if front.on_disk {
+            if front.on_disk() {
                 if !self.ready_front() {
                     break;
                 }
                 continue;
             }
-            if clock.expired(&front.message) {
+            if clock.expired(front.expires_at()) {
                 if let Some(e) = self.take_next() {
                     self.expire(e);
                 }
                 continue;
             }
-            let size = front.message.size;
+            let size = front.size();
             let Some(ci) = self.next_acquirer(size, queue) else {
                 break;
             };
@@ -759,6 +753,7 @@ impl QueueState {
                 break;
             };
             self.mark_unsettled(&entry);
+            let (position, redelivered) = (entry.position, entry.redelivered());
             self.next_rr = ci + 1;
             let Some(c) = self.consumers.get_mut(ci) else {
                 break;
@@ -768,9 +763,10 @@ impl QueueState {
                 consumer: c.spec.id,
                 tag: c.spec.tag.clone(),
                 queue: queue.clone(),
-                message: entry.message,
-                position: entry.position,
-                redelivered: entry.redelivered,
+                // Resident: the front was checked above, under this same lock.
+                message: entry.into_message(),
+                position,
+                redelivered,
                 acquired: true,
                 windowed: c.windowed(),
                 window_credit: c.window_mode,

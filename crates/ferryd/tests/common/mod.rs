@@ -73,7 +73,13 @@ impl Ferryd {
         } else {
             &["--no-data-dir"]
         };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferryd"))
+        // `FERRYD_BIN` runs another build (a baseline, another allocator) under the same
+        // test, for measurements that compare two.
+        let bin = std::env::var_os("FERRYD_BIN").map_or_else(
+            || env!("CARGO_BIN_EXE_ferryd").into(),
+            std::path::PathBuf::from,
+        );
+        let mut child = Command::new(bin)
             .args(["--port", "0", "--interface", "127.0.0.1", "--auth", "no"])
             .args(memory_only)
             .args(mgmt_args)

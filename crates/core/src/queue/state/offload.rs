@@ -1,14 +1,14 @@
 //! Flow to disk: durable queues keep the content of persistent messages in memory only up
 //! to a broker-wide budget (plus a read-ahead window per queue, so a queue whose consumers
 //! keep up never touches the disk). Beyond it a queued message is a stand-in
-//! ([`Message::stub`]) and its content lives in the journal only, whose segments stay until
+//! ([`StandIn`]) and its content lives in the journal only, whose segments stay until
 //! the message is dequeued. The queue reads contents back in batches as they come near the
 //! front, before anyone but the queue sees them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{Entry, QueueState};
+use super::{Entry, Item, QueueState};
 use crate::message::Message;
 use crate::queue::QueueStore;
 
@@ -42,13 +42,16 @@ impl OffloadBudget {
 }
 
 impl QueueState {
-    /// A new entry for `m`: the message itself, or a stand-in if its content stays on disk
-    /// (`true`).
-    pub(super) fn within_budget(&self, m: Arc<Message>) -> (Arc<Message>, bool) {
+    /// A new entry's item for `m`: the message itself, or a stand-in if its content stays
+    /// on disk.
+    pub(super) fn within_budget(&self, m: Arc<Message>, redelivered: bool) -> Item {
         if self.admits_resident(&m) {
-            (m, false)
+            Item::Resident {
+                message: m,
+                redelivered,
+            }
         } else {
-            (Arc::new(m.stub()), true)
+            Item::on_disk(&m, redelivered)
         }
     }
 
@@ -64,17 +67,16 @@ impl QueueState {
 
     /// Bytes of `e` counted in the budget: journaled content held in memory.
     fn budgeted(&self, e: &Entry) -> u64 {
-        if self.offload.is_some() && !e.on_disk && e.message.stored.get().is_some() {
-            e.message.size
-        } else {
-            0
+        match e.message() {
+            Some(m) if self.offload.is_some() && m.stored.get().is_some() => m.size,
+            _ => 0,
         }
     }
 
     /// Counts an entry joining the queue's available messages.
     pub(super) fn offload_in(&mut self, e: &Entry) {
-        if e.on_disk {
-            self.on_disk_bytes += e.message.size;
+        if e.on_disk() {
+            self.on_disk_bytes += e.size();
             return;
         }
         let n = self.budgeted(e);
@@ -86,8 +88,8 @@ impl QueueState {
 
     /// Counts an entry leaving them.
     pub(super) fn offload_out(&mut self, e: &Entry) {
-        if e.on_disk {
-            self.on_disk_bytes = self.on_disk_bytes.saturating_sub(e.message.size);
+        if e.on_disk() {
+            self.on_disk_bytes = self.on_disk_bytes.saturating_sub(e.size());
             return;
         }
         let n = self.budgeted(e);
@@ -111,8 +113,8 @@ impl QueueState {
         self.offload_clear();
         let (mut resident, mut on_disk) = (0, 0);
         for e in self.entries.iter() {
-            if e.on_disk {
-                on_disk += e.message.size;
+            if e.on_disk() {
+                on_disk += e.size();
             } else {
                 resident += self.budgeted(e);
             }
@@ -127,10 +129,9 @@ impl QueueState {
     /// The whole message an entry stands for: its own if in memory, else read back from
     /// the journal (`None` if the journal lost it).
     pub(crate) fn content(&self, e: &Entry) -> Option<Arc<Message>> {
-        if e.on_disk {
-            load_one(self.store.as_ref(), e)
-        } else {
-            Some(e.message.clone())
+        match e.message() {
+            Some(m) => Some(m.clone()),
+            None => load_one(self.store.as_ref(), e),
         }
     }
 
@@ -146,11 +147,11 @@ impl QueueState {
             if ids.len() >= LOAD_BATCH || bytes >= LOAD_BATCH_BYTES {
                 break;
             }
-            if e.on_disk {
+            if let Item::OnDisk { stand_in: s, .. } = &e.item {
                 // An id of 0 is never a store's: the load answers `None`, the entry goes.
-                ids.push(e.message.stored.get().unwrap_or(0));
+                ids.push(s.store_id);
                 positions.push(e.position);
-                bytes += e.message.size;
+                bytes += s.size;
             }
         }
         if ids.is_empty() {
@@ -168,12 +169,24 @@ impl QueueState {
                 continue;
             }
             wanted.next();
-            match loaded.next().flatten() {
+            let got = loaded.next().flatten();
+            let Item::OnDisk {
+                stand_in: s,
+                redelivered,
+                ..
+            } = &e.item
+            else {
+                continue;
+            };
+            let redelivered = *redelivered;
+            match got {
                 Some(m) => {
-                    let m = with_queue_expiry(m, &e.message);
-                    e.message = Arc::new(m);
-                    e.on_disk = false;
-                    gained.push(e.message.size);
+                    let message = Arc::new(s.restore(m));
+                    gained.push(message.size);
+                    e.item = Item::Resident {
+                        message,
+                        redelivered,
+                    };
                 }
                 None => lost.push(e.position),
             }
@@ -200,16 +213,10 @@ impl QueueState {
 
 /// Reads one on-disk entry's message back from the journal.
 pub(super) fn load_one(store: Option<&QueueStore>, e: &Entry) -> Option<Arc<Message>> {
-    let id = e.message.stored.get()?;
-    let m = store?.journal.load(&[id]).pop().flatten()?;
-    Some(Arc::new(with_queue_expiry(m, &e.message)))
-}
-
-/// The journaled message keeps what the queue gave its stand-in (the expiry of a queue
-/// TTL, a sequence number) and what the journal does not keep (its publisher).
-fn with_queue_expiry(mut m: Message, stub: &Message) -> Message {
-    m.expires_at = stub.expires_at;
-    m.publisher = stub.publisher;
-    m.sequence = stub.sequence.clone();
-    m
+    let s = match &e.item {
+        Item::OnDisk { stand_in, .. } => stand_in,
+        Item::Resident { message, .. } => return Some(message.clone()),
+    };
+    let m = store?.journal.load(&[s.store_id]).pop().flatten()?;
+    Some(Arc::new(s.restore(m)))
 }
