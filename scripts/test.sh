@@ -47,6 +47,9 @@ cargo build --workspace --locked
 section "cargo test"
 cargo test --workspace --locked
 
+section "memory per queued message (1,000,000 messages of 256 B, ferryd's RSS)"
+cargo test --locked -p ferryd --test memory -- --ignored --nocapture --test-threads=1
+
 section "cluster: chaos run (3 ferryd nodes; kill -9, pause, partition; 60 s)"
 # Jepsen-style: publishers with confirms and consumers while faults are injected; fails if a
 # confirmed message is lost or an unexpected one delivered (docs/CLUSTER.md).
