@@ -50,6 +50,11 @@ pub struct ServerConfig {
     /// Outbound bytes buffered for one connection before we stop reading from it and stop
     /// taking deliveries for it: a peer that never reads cannot grow our memory.
     pub write_high_water: usize,
+    /// An AMQP 1.0 publisher's link credit is not topped up while the queue it feeds has
+    /// consumers and more than this many bytes ready in memory: the publisher waits for
+    /// the consumers instead of growing the queue (and the broker's memory) without bound,
+    /// as qpidd's producer flow control and RabbitMQ's credit flow make it.
+    pub backlog_hold_bytes: u64,
     /// Connections one authenticated user may hold at once; 0 = unlimited. An ACL
     /// `quota connections` overrides it.
     pub connection_limit_per_user: u32,
@@ -89,6 +94,7 @@ impl Default for ServerConfig {
             heartbeat_max: 120,
             handshake_timeout: Duration::from_secs(10),
             write_high_water: 1024 * 1024,
+            backlog_hold_bytes: 16 * 1024 * 1024,
             connection_limit_per_user: 0,
             connection_limit_per_ip: 0,
             max_queues_per_user: 0,

@@ -44,6 +44,9 @@ use session::{Ctx, Session, SessionState};
 
 /// The capability that tells clients (Qpid JMS) they may send to a link without an
 /// address, naming each message's node in its `to`.
+/// How often credit held back for a queue's backlog is looked at again.
+const CREDIT_RECHECK: Duration = Duration::from_millis(1);
+
 const ANONYMOUS_RELAY: Symbol = Symbol::from_static("ANONYMOUS-RELAY");
 
 /// The 1.0 side of a connection; the [`Shell`] holds what every protocol has.
@@ -64,6 +67,8 @@ pub struct Amqp1 {
     sessions: Vec<Option<Box<Session>>>,
     /// The incoming window each session grants (tests make it small).
     incoming_window: u32,
+    /// When to look again at publishers' credit held back for their queues' backlog.
+    recheck_at: Option<Instant>,
 }
 
 /// A new connection whose protocol header (`sasl`: the SASL one) has been read; our header
@@ -81,6 +86,7 @@ pub fn connection(services: Services, peer: Peer, now: Instant, sasl: bool) -> C
         client_properties: Vec::new(),
         sessions: Vec::new(),
         incoming_window: session::INCOMING_WINDOW,
+        recheck_at: None,
     };
     let mut shell = Shell::new(services, peer, false, now);
     let mechanisms = shell.login.offered();
@@ -253,6 +259,15 @@ impl Protocol for Amqp1 {
             ),
         };
         write_frame(&mut shell.out, 0, &close.into(), &[]);
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.recheck_at
+    }
+
+    fn on_deadline(&mut self, shell: &mut Shell) {
+        self.recheck_at = None;
+        self.flush(shell);
     }
 
     fn channel_count(&self) -> usize {
@@ -602,11 +617,20 @@ impl Amqp1 {
         }
         let (sessions, mut ctx) = self.split(shell);
         let mut wanted = None;
+        let mut holding = false;
         for s in sessions.iter_mut().flatten() {
             s.flush(&mut ctx);
             wanted = wanted.max(s.last_waiting_point());
+            holding |= s.holds_credit();
         }
         shell.wake_when_durable(wanted);
+        // Held credit has no event of its own to wait for (the consumers are on other
+        // connections): look again shortly.
+        self.recheck_at = match self.recheck_at {
+            Some(at) if holding => Some(at),
+            _ if holding => Some(shell.now() + CREDIT_RECHECK),
+            _ => None,
+        };
     }
 
     fn on_durable(&mut self, shell: &mut Shell) {

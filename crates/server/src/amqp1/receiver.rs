@@ -137,6 +137,16 @@ impl Receiver {
         self.credit < LINK_CREDIT / 2
     }
 
+    /// Whether the queue this link feeds has consumers and more than `hold` bytes ready in
+    /// memory, so new credit should wait (see `ServerConfig::backlog_hold_bytes`).
+    pub fn queue_backlogged(&self, hold: u64) -> bool {
+        let Dest::Node(Node::Queue(q)) = &self.dest else {
+            return false;
+        };
+        let d = q.depth();
+        d.consumers > 0 && d.ready_bytes.saturating_sub(d.on_disk_bytes) > hold
+    }
+
     pub fn replenish(&mut self) {
         self.credit = LINK_CREDIT;
     }

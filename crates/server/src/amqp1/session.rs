@@ -116,6 +116,8 @@ pub struct Session {
     settlements: Vec<(u32, DeliveryState)>,
     /// Receiving links whose credit runs low.
     credit_due: Vec<u32>,
+    /// Receiving links whose credit waits for their queue's backlog to drain.
+    credit_held: Vec<u32>,
     /// Sending links drained, waiting for their deliveries to go out.
     drains: Vec<u32>,
     /// Our incoming window needs widening.
@@ -153,6 +155,7 @@ impl Session {
             accepted: Vec::new(),
             settlements: Vec::new(),
             credit_due: Vec::new(),
+            credit_held: Vec::new(),
             drains: Vec::new(),
             window_due: false,
             awaiting_sync: VecDeque::new(),
@@ -779,7 +782,9 @@ impl Session {
             };
             write(ctx.out, self.channel, d);
         }
-        let credit_due = std::mem::take(&mut self.credit_due);
+        let mut credit_due = std::mem::take(&mut self.credit_due);
+        // Held credit is looked at again with every flush (and on the connection's timer).
+        credit_due.append(&mut self.credit_held);
         let widen = std::mem::take(&mut self.window_due);
         if widen {
             self.incoming_window = self.window_size;
@@ -788,6 +793,10 @@ impl Session {
         let mut wrote_flow = false;
         for handle in credit_due {
             if let Some(LinkKind::Receiver(r)) = self.links.get_mut(&handle).map(|l| &mut l.kind) {
+                if r.queue_backlogged(ctx.config.backlog_hold_bytes) {
+                    self.credit_held.push(handle);
+                    continue;
+                }
                 r.replenish();
                 self.write_link_flow(ctx, handle);
                 wrote_flow = true;
@@ -809,6 +818,11 @@ impl Session {
         self.pending.clear();
         self.txns.rollback_all();
         self.awaiting_sync.clear();
+    }
+
+    /// Some receiving link's credit waits for its queue's backlog to drain.
+    pub fn holds_credit(&self) -> bool {
+        !self.credit_held.is_empty()
     }
 
     pub fn sender_count(&self) -> usize {

@@ -133,6 +133,11 @@ pub struct Shell {
 }
 
 impl Shell {
+    /// The time of the event being handled.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
     pub fn new(services: Services, peer: Peer, amqp091: bool, now: Instant) -> Shell {
         let Services {
             broker,
@@ -277,6 +282,12 @@ pub trait Protocol {
     /// The peer said nothing for too long and the connection is about to be dropped: a last
     /// chance to tell it why (AMQP 1.0 closes with an error; the others just drop).
     fn on_peer_silent(&mut self, _shell: &mut Shell) {}
+    /// When the protocol wants [`Protocol::on_deadline`] called (to look again at credit it
+    /// holds back); none by default.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    fn on_deadline(&mut self, _shell: &mut Shell) {}
     /// Sessions (0-10) or channels (0-9-1) open now.
     fn channel_count(&self) -> usize;
     /// The sessions open now, for management (asked at most once a second).
@@ -435,16 +446,20 @@ impl<P: Protocol> Connection<P> {
             .shell
             .timers
             .next(self.shell.phase, self.shell.flow_blocked);
-        match (timer, self.shell.sessions_due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [timer, self.shell.sessions_due, self.protocol.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.at(now);
         self.report();
         let now = self.shell.now;
+        let working = !matches!(self.shell.phase, Phase::Finished | Phase::Closing);
+        if working && self.protocol.deadline().is_some_and(|at| at <= now) {
+            self.protocol.on_deadline(&mut self.shell);
+        }
         let timers = &self.shell.timers;
         match self.shell.phase {
             Phase::Finished => {}

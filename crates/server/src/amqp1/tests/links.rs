@@ -752,3 +752,71 @@ async fn durable_subscriptions_are_refused() {
     };
     assert!(error_of(&c.attach_receiver_from(0, 2, source, false)).is_none());
 }
+
+/// The flows about the publisher's link (handle 0).
+fn publisher_flows(items: &[Item]) -> Vec<Flow> {
+    flows(items)
+        .into_iter()
+        .filter(|f| f.handle == Some(0))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_publishers_credit_waits_while_its_consumed_queue_is_backlogged() {
+    let config = ServerConfig {
+        backlog_hold_bytes: 4000,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config, None).await;
+    declare(&c, "q");
+    c.begin(0);
+    let source = Source {
+        address: Some("q".into()),
+        ..Source::default()
+    };
+    // A consumer with no credit yet: the queue backs up.
+    c.attach_receiver_from(0, 1, source, true);
+    c.attach_sender(0, 0, Some("q"));
+    let half = crate::amqp1::receiver::LINK_CREDIT / 2;
+    let mut got = Vec::new();
+    for id in 0..=half {
+        got.extend(c.transfer(0, 0, id, true, &data(b"0123456789")));
+    }
+    assert_eq!(queue_depth(&c, "q"), u64::from(half) + 1);
+    assert!(
+        publisher_flows(&got).is_empty(),
+        "no new credit while backlogged"
+    );
+    let later = decode(c.advance(std::time::Duration::from_millis(5)));
+    assert!(
+        publisher_flows(&later).is_empty(),
+        "still none: nothing drained"
+    );
+    // The consumer takes the backlog; the publisher's credit follows.
+    let mut got = c.credit(0, 1, 0, 1000);
+    assert_eq!(transfers(&got).len(), half as usize + 1);
+    got.extend(decode(c.advance(std::time::Duration::from_millis(5))));
+    let f = publisher_flows(&got);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].link_credit, Some(crate::amqp1::receiver::LINK_CREDIT));
+}
+
+#[tokio::test]
+async fn a_queue_without_consumers_never_holds_a_publisher() {
+    let config = ServerConfig {
+        backlog_hold_bytes: 4000,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config, None).await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    let half = crate::amqp1::receiver::LINK_CREDIT / 2;
+    let mut got = Vec::new();
+    for id in 0..=half {
+        got.extend(c.transfer(0, 0, id, true, &data(b"0123456789")));
+    }
+    let f = publisher_flows(&got);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].link_credit, Some(crate::amqp1::receiver::LINK_CREDIT));
+}
