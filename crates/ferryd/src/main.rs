@@ -98,6 +98,10 @@ async fn serve(options: Options) -> ExitCode {
         connection_limit_per_ip: options.connection_limit_per_ip,
         max_queues_per_user: options.max_queues_per_user,
         session_max_unacked: options.session_max_unacked,
+        backlog_hold_bytes: match options.backlog_hold {
+            0 => u64::MAX,
+            bytes => bytes,
+        },
         max_consumers_per_session: options.max_consumers_per_session,
         channel_max: options.channel_max,
         handshake_timeout: std::time::Duration::from_millis(options.max_negotiate_time),

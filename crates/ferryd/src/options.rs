@@ -151,6 +151,12 @@ pub struct Options {
     #[arg(long, default_value_t = 10_000)]
     pub session_max_unacked: u32,
 
+    /// An AMQP 1.0 publisher gets no new link credit while the queue it sends to has
+    /// consumers and more than this many bytes ready in memory (`16MiB`): it waits for them
+    /// instead of growing the queue without bound. 0 turns it off.
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_bytes)]
+    pub backlog_hold: u64,
+
     /// Subscriptions per 0-10 session and consumers per 0-9-1 channel (0: no limit).
     #[arg(long, default_value_t = 1024)]
     pub max_consumers_per_session: u32,
