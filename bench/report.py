@@ -828,10 +828,17 @@ def section_relay_bound(d):
         out += ". "
         if relay1:
             goal = relay1 / 2
+            budget = ncpu / goal * 1e6
             out += (f"Half the relay's 1-message-per-write rate is {f_rate(goal)} messages/s, which "
-                    f"needs at most {ncpu / goal * 1e6:.2f} µs of CPU per message for broker and "
-                    f"harness together, {f_x(bd.ratio(total, ncpu / goal * 1e6))} less than now. "
-                    "The relay does no protocol work at all: it forwards bytes, one read and one "
+                    f"needs at most {budget:.2f} µs of CPU per message for broker and harness "
+                    "together")
+            if total > budget:
+                out += f", {f_x(bd.ratio(total, budget))} less than now. "
+            else:
+                out += (": the costs now fit within it, so what remains between the rate reached "
+                        "and that ceiling is the path's wake-ups and the single-threaded clients, "
+                        "not work per message. ")
+            out += ("The relay does no protocol work at all: it forwards bytes, one read and one "
                     "write per message. ")
         out += ("System calls are not what costs: reads and writes are batched (many messages "
                 "per call) on both sides, so the CPU goes to protocol and queue work per message "

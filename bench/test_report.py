@@ -338,6 +338,11 @@ class ReportTest(unittest.TestCase):
         # Half the relay's 2,000,000 msg/s needs 2 / 1,000,000 s = 2.00 µs, 1.25x less.
         self.assertIn("needs at most 2.00 µs of CPU per message", section)
         self.assertIn("1.25× less than now", section)
+        # Costs within the budget say so instead.
+        (self.dir / "bounds.csv").write_text("who,metric,per_msg,messages,rep,status\n"
+                                             "ferryd,cpu_us,0.9,1,1,ok\nharness,cpu_us,0.9,1,1,ok\n")
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("the costs now fit within it", md)
     def test_scale_shows_the_load_and_the_busy_queue_with_and_without(self):
         write_set(self.dir)
         write_scale(self.dir)
