@@ -446,7 +446,11 @@ impl<P: Protocol> Connection<P> {
             .shell
             .timers
             .next(self.shell.phase, self.shell.flow_blocked);
-        [timer, self.shell.sessions_due, self.protocol.deadline()]
+        // A closing connection no longer does the protocol's timed work (handle_timeout
+        // skips it), so its deadline must not keep waking the loop.
+        let working = !matches!(self.shell.phase, Phase::Finished | Phase::Closing);
+        let protocol = self.protocol.deadline().filter(|_| working);
+        [timer, self.shell.sessions_due, protocol]
             .into_iter()
             .flatten()
             .min()

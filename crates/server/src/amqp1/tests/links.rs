@@ -820,3 +820,33 @@ async fn a_queue_without_consumers_never_holds_a_publisher() {
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].link_credit, Some(crate::amqp1::receiver::LINK_CREDIT));
 }
+
+#[tokio::test]
+async fn held_credit_stops_waking_a_connection_once_it_closes() {
+    let config = ServerConfig {
+        backlog_hold_bytes: 4000,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config, None).await;
+    declare(&c, "q");
+    c.begin(0);
+    let source = Source {
+        address: Some("q".into()),
+        ..Source::default()
+    };
+    c.attach_receiver_from(0, 1, source, true);
+    c.attach_sender(0, 0, Some("q"));
+    for id in 0..=crate::amqp1::receiver::LINK_CREDIT / 2 {
+        c.transfer(0, 0, id, true, &data(b"0123456789"));
+    }
+    let soon = c.now + std::time::Duration::from_millis(1);
+    assert!(
+        c.conn.poll_timeout().is_some_and(|at| at <= soon),
+        "rechecked soon"
+    );
+    c.perform(0, ferry_amqp1::Close { error: None });
+    assert!(
+        c.conn.poll_timeout().is_none_or(|at| at > soon),
+        "a closed connection is not woken for held credit"
+    );
+}
