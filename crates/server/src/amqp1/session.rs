@@ -938,6 +938,10 @@ fn write_spliced_transfer(
     max_frame: u32,
     d: &Delivery,
 ) -> Option<Transfer> {
+    // A message from another protocol is re-encoded whole: no frame is begun for it.
+    if !matches!(d.message.header, ferry_core::ProtocolHeader::Amqp1(_)) {
+        return Some(transfer);
+    }
     let Sink { out, spliced } = sink;
     let start = out.len();
     let performative = Performative::Transfer(transfer);

@@ -448,8 +448,10 @@ impl<P: Protocol> Connection<P> {
             .next(self.shell.phase, self.shell.flow_blocked);
         // A closing connection no longer does the protocol's timed work (handle_timeout
         // skips it), so its deadline must not keep waking the loop.
-        let working = !matches!(self.shell.phase, Phase::Finished | Phase::Closing);
-        let protocol = self.protocol.deadline().filter(|_| working);
+        let protocol = self
+            .protocol
+            .deadline()
+            .filter(|_| !self.shell.is_closing());
         [timer, self.shell.sessions_due, protocol]
             .into_iter()
             .flatten()
@@ -460,8 +462,7 @@ impl<P: Protocol> Connection<P> {
         self.at(now);
         self.report();
         let now = self.shell.now;
-        let working = !matches!(self.shell.phase, Phase::Finished | Phase::Closing);
-        if working && self.protocol.deadline().is_some_and(|at| at <= now) {
+        if !self.shell.is_closing() && self.protocol.deadline().is_some_and(|at| at <= now) {
             self.protocol.on_deadline(&mut self.shell);
         }
         let timers = &self.shell.timers;

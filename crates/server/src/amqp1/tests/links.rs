@@ -761,8 +761,12 @@ fn publisher_flows(items: &[Item]) -> Vec<Flow> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_publishers_credit_waits_while_its_consumed_queue_is_backlogged() {
+const HALF_CREDIT: u32 = crate::amqp1::receiver::LINK_CREDIT / 2;
+
+/// A connection whose publisher (link 0) has sent queue `q` enough 10-byte messages to
+/// want more credit, past a 4000-byte backlog hold; with `consumer`, `q` has a consumer
+/// (link 1) with no credit yet, so the queue backs up. Returns what the transfers brought.
+async fn publisher_past_the_hold(consumer: bool) -> (Client, Vec<Item>) {
     let config = ServerConfig {
         backlog_hold_bytes: 4000,
         ..ServerConfig::default()
@@ -770,19 +774,25 @@ async fn a_publishers_credit_waits_while_its_consumed_queue_is_backlogged() {
     let mut c = open_with(config, None).await;
     declare(&c, "q");
     c.begin(0);
-    let source = Source {
-        address: Some("q".into()),
-        ..Source::default()
-    };
-    // A consumer with no credit yet: the queue backs up.
-    c.attach_receiver_from(0, 1, source, true);
+    if consumer {
+        let source = Source {
+            address: Some("q".into()),
+            ..Source::default()
+        };
+        c.attach_receiver_from(0, 1, source, true);
+    }
     c.attach_sender(0, 0, Some("q"));
-    let half = crate::amqp1::receiver::LINK_CREDIT / 2;
     let mut got = Vec::new();
-    for id in 0..=half {
+    for id in 0..=HALF_CREDIT {
         got.extend(c.transfer(0, 0, id, true, &data(b"0123456789")));
     }
-    assert_eq!(queue_depth(&c, "q"), u64::from(half) + 1);
+    (c, got)
+}
+
+#[tokio::test]
+async fn a_publishers_credit_waits_while_its_consumed_queue_is_backlogged() {
+    let (mut c, got) = publisher_past_the_hold(true).await;
+    assert_eq!(queue_depth(&c, "q"), u64::from(HALF_CREDIT) + 1);
     assert!(
         publisher_flows(&got).is_empty(),
         "no new credit while backlogged"
@@ -794,7 +804,7 @@ async fn a_publishers_credit_waits_while_its_consumed_queue_is_backlogged() {
     );
     // The consumer takes the backlog; the publisher's credit follows.
     let mut got = c.credit(0, 1, 0, 1000);
-    assert_eq!(transfers(&got).len(), half as usize + 1);
+    assert_eq!(transfers(&got).len(), HALF_CREDIT as usize + 1);
     got.extend(decode(c.advance(std::time::Duration::from_millis(5))));
     let f = publisher_flows(&got);
     assert_eq!(f.len(), 1, "{f:?}");
@@ -803,19 +813,7 @@ async fn a_publishers_credit_waits_while_its_consumed_queue_is_backlogged() {
 
 #[tokio::test]
 async fn a_queue_without_consumers_never_holds_a_publisher() {
-    let config = ServerConfig {
-        backlog_hold_bytes: 4000,
-        ..ServerConfig::default()
-    };
-    let mut c = open_with(config, None).await;
-    declare(&c, "q");
-    c.begin(0);
-    c.attach_sender(0, 0, Some("q"));
-    let half = crate::amqp1::receiver::LINK_CREDIT / 2;
-    let mut got = Vec::new();
-    for id in 0..=half {
-        got.extend(c.transfer(0, 0, id, true, &data(b"0123456789")));
-    }
+    let (_c, got) = publisher_past_the_hold(false).await;
     let f = publisher_flows(&got);
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].link_credit, Some(crate::amqp1::receiver::LINK_CREDIT));
@@ -823,22 +821,7 @@ async fn a_queue_without_consumers_never_holds_a_publisher() {
 
 #[tokio::test]
 async fn held_credit_stops_waking_a_connection_once_it_closes() {
-    let config = ServerConfig {
-        backlog_hold_bytes: 4000,
-        ..ServerConfig::default()
-    };
-    let mut c = open_with(config, None).await;
-    declare(&c, "q");
-    c.begin(0);
-    let source = Source {
-        address: Some("q".into()),
-        ..Source::default()
-    };
-    c.attach_receiver_from(0, 1, source, true);
-    c.attach_sender(0, 0, Some("q"));
-    for id in 0..=crate::amqp1::receiver::LINK_CREDIT / 2 {
-        c.transfer(0, 0, id, true, &data(b"0123456789"));
-    }
+    let (mut c, _) = publisher_past_the_hold(true).await;
     let soon = c.now + std::time::Duration::from_millis(1);
     assert!(
         c.conn.poll_timeout().is_some_and(|at| at <= soon),
