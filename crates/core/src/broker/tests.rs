@@ -1206,7 +1206,8 @@ fn a_retry_loop_counts_deaths_and_reject_free_cycles_are_cut() {
     )
     .unwrap();
     let work = rabbit_dlq(&b, "work", "to-retry", &[]);
-    let retry = rabbit_dlq(&b, "retry", "to-work", &[("x-message-ttl", V::Int(1))]);
+    // Long enough that a loaded CI machine cannot expire it before it is counted.
+    let retry = rabbit_dlq(&b, "retry", "to-work", &[("x-message-ttl", V::Int(40))]);
     b.bind("retry", "to-retry", "", &Arguments::new()).unwrap();
     b.bind("work", "to-work", "", &Arguments::new()).unwrap();
     publish(&b, "", "work", "job");
@@ -1214,7 +1215,7 @@ fn a_retry_loop_counts_deaths_and_reject_free_cycles_are_cut() {
         let (pos, m) = take_one(&work);
         assert!(work.reject(pos, m));
         assert_eq!(retry.message_count(), 1);
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(std::time::Duration::from_millis(60));
         b.purge_expired();
         let got = work.get().expect("back on the work queue");
         let h = got.message.deaths.clone().unwrap();
