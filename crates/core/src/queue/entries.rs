@@ -336,7 +336,7 @@ mod tests {
         );
         assert!(entry <= 24, "Entry grew to {entry} B");
         assert!(message <= 208, "Message grew to {message} B");
-        assert!(stand_in <= 40, "StandIn grew to {stand_in} B");
+        assert!(stand_in <= 24, "StandIn grew to {stand_in} B");
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub(crate) struct Entry {
 }
 
 /// Sixteen bytes, so an entry stays at 24: `redelivered` rides in each variant, and a
-/// stand-in's priority beside its pointer, in what would be padding.
+/// stand-in's priority and publisher beside its pointer, in what would be padding.
 #[derive(Debug, Clone)]
 pub(crate) enum Item {
     Resident {
@@ -26,6 +26,9 @@ pub(crate) enum Item {
     },
     OnDisk {
         stand_in: Box<StandIn>,
+        /// The publishing connection when it fits (nearly always: ids count up from 1);
+        /// otherwise 0 and the stand-in's [`Rest`] keeps it.
+        publisher: u32,
         priority: u8,
         redelivered: bool,
     },
@@ -34,55 +37,106 @@ pub(crate) enum Item {
 impl Item {
     /// A stand-in for `m`, whose content the journal holds.
     pub(crate) fn on_disk(m: &Message, redelivered: bool) -> Item {
+        let publisher = u32::try_from(m.publisher).ok();
+        let expires_at = m
+            .expires_at
+            .map(|at| NonZeroU64::new(at).unwrap_or(NonZeroU64::MIN));
+        let rest =
+            (expires_at.is_some() || m.sequence.is_some() || publisher.is_none()).then(|| {
+                Box::new(Rest {
+                    expires_at,
+                    publisher: m.publisher,
+                    sequence: m.sequence.clone(),
+                })
+            });
         Item::OnDisk {
-            stand_in: Box::new(StandIn::of(m)),
+            stand_in: Box::new(StandIn {
+                store_id: m.stored.get().unwrap_or(0),
+                size: m.size,
+                rest,
+            }),
+            publisher: publisher.unwrap_or(0),
             priority: m.priority,
             redelivered,
         }
     }
+
+    /// The stand-in and what rides beside it, if the content is on disk.
+    #[inline]
+    pub(crate) fn on_disk_part(&self) -> Option<OnDiskPart<'_>> {
+        match self {
+            Item::Resident { .. } => None,
+            Item::OnDisk {
+                stand_in,
+                publisher,
+                ..
+            } => Some(OnDiskPart {
+                stand_in,
+                publisher: *publisher,
+            }),
+        }
+    }
 }
 
-/// What a queue keeps of a journaled message whose content is on disk only: 40 bytes, a
-/// 48-byte malloc chunk. Headers are not kept: a last-value queue takes the key from the
-/// message before it becomes a stand-in, and the journal gives them back with the content.
+/// What a queue keeps of a journaled message whose content is on disk only: 24 bytes, a
+/// 32-byte malloc chunk, for a message without expiry or sequence number (a deep queue on
+/// disk holds millions of them). Headers are not kept: a last-value queue takes the key
+/// from the message before it becomes a stand-in, and the journal gives them back with the
+/// content.
 #[derive(Debug, Clone)]
 pub(crate) struct StandIn {
     /// The store's id for the message; 0 (never a store's) if unknown, which a load
     /// answers with nothing.
     pub(crate) store_id: u64,
     pub(crate) size: u64,
+    rest: Option<Box<Rest>>,
+}
+
+/// The rarer fields a stand-in keeps in an allocation of their own.
+#[derive(Debug, Clone)]
+struct Rest {
     /// The expiry the queue gave it, which may differ from the journaled one. An expiry
     /// at the epoch itself is kept as 1 ms after it: both are long past.
     expires_at: Option<NonZeroU64>,
-    /// Not journaled; a no-local queue still needs it once the content is back.
-    pub(crate) publisher: ConnectionId,
+    /// Not journaled; a no-local queue still needs it once the content is back. Kept here
+    /// only when it does not fit the entry's 32 bits.
+    publisher: ConnectionId,
     /// A sequencing queue's number for it, not journaled either.
-    pub(crate) sequence: Option<Arc<Sequenced>>,
+    sequence: Option<Arc<Sequenced>>,
+}
+
+/// An on-disk entry's stand-in with the publisher kept beside it.
+#[derive(Clone, Copy)]
+pub(crate) struct OnDiskPart<'a> {
+    pub(crate) stand_in: &'a StandIn,
+    publisher: u32,
 }
 
 impl StandIn {
-    fn of(m: &Message) -> StandIn {
-        StandIn {
-            store_id: m.stored.get().unwrap_or(0),
-            size: m.size,
-            expires_at: m
-                .expires_at
-                .map(|at| NonZeroU64::new(at).unwrap_or(NonZeroU64::MIN)),
-            publisher: m.publisher,
-            sequence: m.sequence.clone(),
-        }
-    }
-
     pub(crate) fn expires_at(&self) -> Option<u64> {
-        self.expires_at.map(NonZeroU64::get)
+        self.rest
+            .as_ref()
+            .and_then(|r| r.expires_at)
+            .map(NonZeroU64::get)
     }
+}
 
+impl OnDiskPart<'_> {
     /// The journaled message `m` with what the queue gave it and the journal does not
     /// keep.
     pub(crate) fn restore(&self, mut m: Message) -> Message {
-        m.expires_at = self.expires_at();
-        m.publisher = self.publisher;
-        m.sequence = self.sequence.clone();
+        match &self.stand_in.rest {
+            Some(rest) => {
+                m.expires_at = rest.expires_at.map(NonZeroU64::get);
+                m.publisher = rest.publisher;
+                m.sequence = rest.sequence.clone();
+            }
+            None => {
+                m.expires_at = None;
+                m.publisher = ConnectionId::from(self.publisher);
+                m.sequence = None;
+            }
+        }
         m
     }
 }
@@ -164,24 +218,31 @@ impl Entry {
         match self.item {
             Item::Resident { message, .. } => message,
             Item::OnDisk {
-                stand_in, priority, ..
-            } => (*stand_in).into_stub(priority),
+                ref stand_in,
+                publisher,
+                priority,
+                ..
+            } => OnDiskPart {
+                stand_in,
+                publisher,
+            }
+            .into_stub(priority),
         }
     }
 }
 
-impl StandIn {
+impl OnDiskPart<'_> {
     /// Out of line, so that taking a resident entry's message stays a move.
     #[cold]
     #[inline(never)]
     fn into_stub(self, priority: u8) -> Arc<Message> {
         let m = Message {
-            size: self.size,
+            size: self.stand_in.size,
             priority,
             persistent: true,
             ..Message::default()
         };
-        m.stored.set(self.store_id);
+        m.stored.set(self.stand_in.store_id);
         Arc::new(self.restore(m))
     }
 }
@@ -195,7 +256,7 @@ mod tests {
     #[test]
     fn an_entry_stays_small_and_a_stand_in_keeps_what_the_journal_does_not() {
         assert_eq!(std::mem::size_of::<Entry>(), 24);
-        assert_eq!(std::mem::size_of::<StandIn>(), 40);
+        assert_eq!(std::mem::size_of::<StandIn>(), 24);
         let mut m = Message::new("x", "k", Bytes::from_static(b"body"));
         m.expires_at = Some(9);
         m.publisher = 3;
@@ -214,17 +275,18 @@ mod tests {
             (e.size(), e.priority(), e.expires_at(), e.store_id()),
             (4, 7, Some(9), Some(42))
         );
-        let Item::OnDisk { stand_in: s, .. } = &e.item else {
-            panic!("a stand-in")
-        };
         // The journal's copy carries neither the queue's expiry nor the publisher.
-        let back = s.restore(Message::new("x", "k", Bytes::from_static(b"body")));
+        let back = e
+            .item
+            .on_disk_part()
+            .expect("a stand-in")
+            .restore(Message::new("x", "k", Bytes::from_static(b"body")));
         assert_eq!((back.expires_at, back.publisher), (Some(9), 3));
         assert_eq!(back.sequence.map(|s| s.number), Some(5));
         let stub = e.into_message();
         assert_eq!(
-            (stub.stored.get(), stub.size, stub.priority),
-            (Some(42), 4, 7)
+            (stub.stored.get(), stub.size, stub.priority, stub.publisher),
+            (Some(42), 4, 7, 3)
         );
         // An expiry at the epoch stays an expiry long past.
         m.expires_at = Some(0);
@@ -234,5 +296,39 @@ mod tests {
         };
         assert_eq!(e.expires_at(), Some(1));
         assert!(e.is_expired_at(1) && !e.redelivered());
+    }
+
+    #[test]
+    fn a_plain_stand_in_has_no_second_allocation_and_a_huge_publisher_is_kept_whole() {
+        let mut m = Message::new("x", "k", Bytes::from_static(b"body"));
+        m.publisher = 77;
+        m.stored.set(5);
+        let e = Entry {
+            position: 1,
+            item: Item::on_disk(&m, false),
+        };
+        let part = e.item.on_disk_part().unwrap();
+        assert!(
+            part.stand_in.rest.is_none(),
+            "no expiry, no sequence: 24 B only"
+        );
+        let mut journaled = Message::new("x", "k", Bytes::from_static(b"body"));
+        journaled.expires_at = Some(123);
+        let back = part.restore(journaled);
+        assert_eq!(
+            (back.publisher, back.expires_at, back.sequence.is_none()),
+            (77, None, true),
+            "the queue's own (no) expiry wins over the journaled one"
+        );
+        m.publisher = u64::from(u32::MAX) + 9;
+        let e = Entry {
+            position: 2,
+            item: Item::on_disk(&m, false),
+        };
+        let part = e.item.on_disk_part().unwrap();
+        assert!(part.stand_in.rest.is_some());
+        let back = part.restore(Message::new("x", "k", Bytes::from_static(b"body")));
+        assert_eq!(back.publisher, u64::from(u32::MAX) + 9);
+        assert_eq!(e.into_message().publisher, u64::from(u32::MAX) + 9);
     }
 }

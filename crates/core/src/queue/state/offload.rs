@@ -147,11 +147,11 @@ impl QueueState {
             if ids.len() >= LOAD_BATCH || bytes >= LOAD_BATCH_BYTES {
                 break;
             }
-            if let Item::OnDisk { stand_in: s, .. } = &e.item {
+            if let Some(part) = e.item.on_disk_part() {
                 // An id of 0 is never a store's: the load answers `None`, the entry goes.
-                ids.push(s.store_id);
+                ids.push(part.stand_in.store_id);
                 positions.push(e.position);
-                bytes += s.size;
+                bytes += part.stand_in.size;
             }
         }
         if ids.is_empty() {
@@ -170,18 +170,13 @@ impl QueueState {
             }
             wanted.next();
             let got = loaded.next().flatten();
-            let Item::OnDisk {
-                stand_in: s,
-                redelivered,
-                ..
-            } = &e.item
-            else {
+            let Some(part) = e.item.on_disk_part() else {
                 continue;
             };
-            let redelivered = *redelivered;
+            let redelivered = e.redelivered();
             match got {
                 Some(m) => {
-                    let message = Arc::new(s.restore(m));
+                    let message = Arc::new(part.restore(m));
                     gained.push(message.size);
                     e.item = Item::Resident {
                         message,
@@ -213,10 +208,14 @@ impl QueueState {
 
 /// Reads one on-disk entry's message back from the journal.
 pub(super) fn load_one(store: Option<&QueueStore>, e: &Entry) -> Option<Arc<Message>> {
-    let s = match &e.item {
-        Item::OnDisk { stand_in, .. } => stand_in,
+    let part = match &e.item {
+        Item::OnDisk { .. } => e.item.on_disk_part()?,
         Item::Resident { message, .. } => return Some(message.clone()),
     };
-    let m = store?.journal.load(&[s.store_id]).pop().flatten()?;
-    Some(Arc::new(s.restore(m)))
+    let m = store?
+        .journal
+        .load(&[part.stand_in.store_id])
+        .pop()
+        .flatten()?;
+    Some(Arc::new(part.restore(m)))
 }
