@@ -192,6 +192,13 @@ def scale_loads(out):
             for r in read_rows(Path(out) / "scale_load.csv")]
 
 
+def memory_rows(out):
+    """The memory section's rows (memory.csv), one per case and run, as numbers where they
+    parse."""
+    return [{k: (v if k == "case" else num(v)) for k, v in r.items()}
+            for r in read_rows(Path(out) / "memory.csv")]
+
+
 def median_of(rows, col):
     """The median of column `col` over `rows`, leaving out empty cells; None if none."""
     v = [r.get(col) for r in rows if r.get(col) is not None]

@@ -100,6 +100,8 @@ class Data:
         self.scale = bd.scale_points(out)
         self.scale_load = bd.scale_loads(out)
         self.scale_meta = bd.section_meta(out, "scale")
+        self.memory = bd.memory_rows(out)
+        self.memory_meta = bd.section_meta(out, "memory")
         sizes = {k[1] for k in self.perf} | {k[1] for k in self.lat} | {k[2] for k in self.nettp}
         self.sizes = sorted(sizes)
 
@@ -213,6 +215,13 @@ def targets(d):
             rows.append((f"2-hop latency p99 at 10k msg/s, {s} B ≤ {P99_FACTOR}× TCP ping-pong p99 ({name}, this run); {how}",
                          "—" if need is None else f"≤ {need:.4f} ms (3 × {f_ms(base)})",
                          f"{f_ms(p99)} ms", None if p99 is None or need is None else p99 <= need))
+    for case, label, col, what in MEMORY_CASES:
+        got = [r for r in d.memory if r.get("case") == case]
+        fig, goal = bd.median_of(got, col), bd.median_of(got, "goal")
+        if goal is not None:
+            rows.append((f"memory per queued 256 B message, {label} (issue 15): {what}",
+                         f"≤ {goal:,.0f} B", "—" if fig is None else f"{fig:,.1f} B",
+                         None if fig is None else fig <= goal))
     return rows
 
 
@@ -914,6 +923,48 @@ def section_scale(d):
     return out
 
 
+MEMORY_CASES = [
+    ("in_memory", "transient, in memory", "beyond_content",
+     "RSS per message beyond its body and the 0-10 header it arrived with"),
+    ("on_disk", "persistent, content kept on disk", "rss_per_message",
+     "RSS per message (its content is in the journal only)"),
+]
+
+
+def section_memory(d):
+    """Broker memory per queued message (the `memory` section: crates/ferryd/tests/memory.rs
+    run by bench/memory.sh)."""
+    if not d.memory:
+        return ""
+    m = d.memory_meta
+    out = "## Memory per queued message\n\n"
+    out += ("`crates/ferryd/tests/memory.rs` (release build): a ferryd of its own per case, one "
+            "AMQP 0-10 publisher fills a queue with no consumer with 256-byte messages, after "
+            "a warm-up that is published and purged; ferryd's resident set (VmRSS) is read "
+            "before and after, and the growth is divided by the number of messages. The "
+            "persistent case runs with `--store-memory-budget 256KiB`, so all but the queue's "
+            "read-ahead window is kept on disk and what remains is bookkeeping: the queue's "
+            "entry, the stand-in for the message and the store's index entry"
+            + (f" (measured {m.get('date', '—')}, commit {m.get('git_commit', '—')})" if m else "")
+            + ".\n\n")
+    rows = []
+    for case, label, col, what in MEMORY_CASES:
+        got = [r for r in d.memory if r.get("case") == case]
+        if not got:
+            continue
+        fig = bd.median_of(got, col)
+        per = bd.median_of(got, "rss_per_message")
+        goal = bd.median_of(got, "goal")
+        n = bd.median_of(got, "messages")
+        ok = None if fig is None or goal is None else fig <= goal
+        rows.append([label, f_rate(n), "—" if per is None else f"{per:,.1f} B",
+                     what, "—" if fig is None else f"**{fig:,.1f} B**",
+                     "—" if goal is None else f"≤ {goal:,.0f} B", met(ok)])
+    out += table(["messages", "queued", "RSS per message", "judged by", "figure",
+                  "goal (issue 15)", ""], rows)
+    return out
+
+
 def section_tail_analysis():
     """The written analysis of what bounds the latency tail (bench/LATENCY-TAIL.md), which
     is prose from an investigation rather than figures of this run."""
@@ -1003,6 +1054,7 @@ def render(out_dir, md_path):
         section_cluster(d),
         section_relay_bound(d),
         section_scale(d),
+        section_memory(d),
         section_tail_analysis(),
         section_notes(d),
     ] if p]

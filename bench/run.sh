@@ -16,11 +16,11 @@
 #   --quick           smoke run (same as BENCH_QUICK=1): few sizes, short points, one
 #                     repetition; never publishes
 #   --sections LIST   comma-separated subset of: baselines, papers, amqp091, persistent,
-#                     amqp1, cluster, bounds, scale (default: all of them). A run of all
-#                     sections publishes all of bench/results/; a run of `amqp1`, `cluster`,
-#                     `bounds` or `scale` alone publishes only its own files (amqp1*.csv,
-#                     amqp1.png, meta_amqp1.csv, commands_amqp1.txt; likewise cluster*,
-#                     bounds*, scale*) beside the
+#                     amqp1, cluster, bounds, scale, memory (default: all of them). A run
+#                     of all sections publishes all of bench/results/; a run of `amqp1`,
+#                     `cluster`, `bounds`, `scale` or `memory` alone publishes only its own
+#                     files (amqp1*.csv, amqp1.png, meta_amqp1.csv, commands_amqp1.txt;
+#                     likewise cluster*, bounds*, scale*, memory*) beside the
 #                     committed results of the others and rewrites BENCHMARKS.md from the
 #                     merge; any other subset publishes nothing
 #   --no-publish      leave bench/results/ and BENCHMARKS.md alone
@@ -53,6 +53,8 @@
 #               ferryd of their own: open time, declare rate, ferryd's RSS per connection and
 #               per queue, and 256 B perftest throughput of one busy queue with and without
 #               them, alternating (bench/scale.sh).
+#   memory      ferryd's RSS per queued 256 B message with 1,000,000 queued, in memory and
+#               kept on disk (crates/ferryd/tests/memory.rs in a release build; bench/memory.sh).
 # Every figure lands as CSV under bench/out/ (or $BENCH_OUT); bench/plot.py draws the charts
 # and bench/report.py writes the report. A full run then copies the CSVs and charts to
 # bench/results/ and writes BENCHMARKS.md at the repository root.
@@ -72,6 +74,8 @@
 #   BENCH_SCALE_CONNECTIONS, BENCH_SCALE_QUEUES  the scale section's load (default 10000 each;
 #                         quick 1000); BENCH_SCALE_REPEATS runs with and without it (default
 #                         3; quick 1); BENCH_SCALE_COUNT messages per perftest (default 500000)
+#   BENCH_MEMORY_MESSAGES messages queued per case of the memory section (default 1000000;
+#                         quick 200000, where memory freed by the warm-up blurs the figures)
 #   BROKERJ_JAVA_OPTS     JVM options for Broker-J (default -Xmx2g)
 set -euo pipefail
 
@@ -84,7 +88,7 @@ brokerj=0
 rabbitmq=0
 publish=1
 other=
-all_sections=baselines,papers,amqp091,persistent,amqp1,cluster,bounds,scale
+all_sections=baselines,papers,amqp091,persistent,amqp1,cluster,bounds,scale,memory
 sections=$all_sections
 args=("$@")
 while (( $# )); do
@@ -104,8 +108,8 @@ while (( $# )); do
 done
 for sec in ${sections//,/ }; do
     case $sec in
-        baselines|papers|amqp091|persistent|amqp1|cluster|bounds|scale) ;;
-        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1, cluster, bounds, scale)" >&2; exit 2 ;;
+        baselines|papers|amqp091|persistent|amqp1|cluster|bounds|scale|memory) ;;
+        *) echo "unknown section $sec (baselines, papers, amqp091, persistent, amqp1, cluster, bounds, scale, memory)" >&2; exit 2 ;;
     esac
 done
 want() { [[ ,$sections, == *",$1,"* ]]; }
@@ -126,6 +130,7 @@ scale_conns=${BENCH_SCALE_CONNECTIONS:-10000}
 scale_queues=${BENCH_SCALE_QUEUES:-10000}
 scale_reps=${BENCH_SCALE_REPEATS:-3}
 scale_count=${BENCH_SCALE_COUNT:-500000}
+memory_messages=${BENCH_MEMORY_MESSAGES:-1000000}
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     sizes=(8 256 32768)
     perf_secs=${BENCH_PERF_SECS:-0.5}
@@ -142,6 +147,7 @@ if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     scale_queues=${BENCH_SCALE_QUEUES:-1000}
     scale_reps=${BENCH_SCALE_REPEATS:-1}
     scale_count=${BENCH_SCALE_COUNT:-100000}
+    memory_messages=${BENCH_MEMORY_MESSAGES:-200000}
     publish=0
 fi
 # Optional cap on --count for other brokers (0: none). It was needed while Broker-J's
@@ -166,6 +172,8 @@ rm -rf "${out:?}"/raw/*
 . "$here/bounds.sh"
 # shellcheck source=bench/scale.sh
 . "$here/scale.sh"
+# shellcheck source=bench/memory.sh
+. "$here/memory.sh"
 ferryd_pid=
 ferryd_extra=()   # further ferryd options for the next start_ferryd
 brokerj_pid=
@@ -721,6 +729,7 @@ echo "$amqp1_latency_header" >"$out/amqp1_latency.csv"
 echo "$cluster_header" >"$out/cluster.csv"
 echo "$bounds_header" >"$out/bounds.csv"
 echo "$scale_header" >"$out/scale.csv"
+echo "$memory_header" >"$out/memory.csv"
 
 # Baselines first, with no broker running, so nothing competes for the two CPUs.
 if want baselines; then
@@ -773,6 +782,10 @@ if want scale; then
     measure_scale
 fi
 
+if want memory; then
+    measure_memory
+fi
+
 meta duration_secs "$(( $(date +%s) - started_at ))"
 meta load_at_end "$(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min load averages after the run)"
 
@@ -791,7 +804,7 @@ if (( publish )) && [[ $sections == "$all_sections" ]]; then
     cp "$out"/*.csv "$out"/*.png "$out"/commands.txt "$results"/
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
     echo "published: bench/results/ and BENCHMARKS.md"
-elif (( publish )) && [[ $sections == amqp1 || $sections == cluster || $sections == bounds || $sections == scale ]]; then
+elif (( publish )) && [[ $sections == amqp1 || $sections == cluster || $sections == bounds || $sections == scale || $sections == memory ]]; then
     # Only this section's figures replace the committed ones; the other sections' CSVs,
     # charts, meta.csv and commands.txt stay as they were, and the report is rewritten
     # from the merge (the section says when and under what load it was measured).
@@ -805,6 +818,6 @@ elif (( publish )) && [[ $sections == amqp1 || $sections == cluster || $sections
     "$venv/bin/python" "$here/report.py" "$results" "$root/BENCHMARKS.md"
     echo "published: the $sec section into bench/results/ and BENCHMARKS.md"
 elif (( publish )); then
-    echo "not publishing: only a run of all sections, or of amqp1, cluster, bounds or scale alone, is published"
+    echo "not publishing: only a run of all sections, or of amqp1, cluster, bounds, scale or memory alone, is published"
 fi
 echo "results in $out ($(( $(date +%s) - started_at ))s)"

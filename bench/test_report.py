@@ -370,6 +370,21 @@ class ReportTest(unittest.TestCase):
         md = report.render(self.dir, self.dir / "BENCHMARKS.md")
         self.assertNotIn("Many idle connections", md)
 
+    def test_memory_judges_each_case_by_its_own_figure(self):
+        write_set(self.dir)
+        (self.dir / "memory.csv").write_text(
+            "case,messages,body,header,rss_per_message,beyond_content,goal,limit,seconds\n"
+            "in_memory,1000000,256,45,605.0,304.0,64,360,2.5\n"
+            "on_disk,1000000,256,45,82.5,-218.5,100,190,3.0\n")
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        section = md[md.index("## Memory per queued message"):]
+        self.assertIn("| transient, in memory | 1,000,000 | 605.0 B |", section)
+        self.assertIn("| **304.0 B** | ≤ 64 B | **not met** |", section)
+        self.assertIn("| **82.5 B** | ≤ 100 B | **met** |", section)
+        targets = {t: ok for t, _, _, ok in report.targets(report.Data(self.dir))
+                   if t.startswith("memory")}
+        self.assertEqual(sorted(targets.values()), [False, True])
+
     def test_an_empty_set_still_renders(self):
         md = report.render(self.dir, self.dir / "BENCHMARKS.md")
         self.assertIn("# Ferry benchmarks", md)

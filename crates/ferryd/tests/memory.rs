@@ -9,6 +9,8 @@
 //! show memory freed by the warm-up being reused).
 //!
 //! Figures are for the system allocator (glibc malloc), which is what ferryd uses.
+//! With `FERRY_MEMORY_CSV=path` each case also appends its figures to that file as a CSV
+//! row (bench/run.sh's `memory` section reads them).
 
 mod common;
 
@@ -55,6 +57,30 @@ impl Figures {
     /// and 0-10 header segment): the broker's own overhead for an in-memory message.
     fn beyond_content(&self) -> f64 {
         self.per_message - (BODY + self.header) as f64
+    }
+
+    /// Appends `case,messages,body,header,rss_per_message,beyond_content,goal,limit,seconds`
+    /// to `$FERRY_MEMORY_CSV`, if set; the goal and limit are what this case is judged by
+    /// (`rss_per_message` on disk, `beyond_content` in memory).
+    fn record(&self, case: &str, goal: f64, limit: f64) {
+        let Some(path) = std::env::var_os("FERRY_MEMORY_CSV") else {
+            return;
+        };
+        let row = format!(
+            "{case},{},{BODY},{},{:.1},{:.1},{goal},{limit},{:.2}\n",
+            self.count,
+            self.header,
+            self.per_message,
+            self.beyond_content(),
+            self.seconds
+        );
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(row.as_bytes()))
+            .expect("FERRY_MEMORY_CSV is writable");
     }
 
     fn print(&self, case: &str) {
@@ -127,6 +153,7 @@ async fn transient_messages_cost_little_beyond_their_content() {
         .await
         .expect("within the time limit");
     f.print("in memory");
+    f.record("in_memory", IN_MEMORY_GOAL, IN_MEMORY_LIMIT);
     let overhead = f.beyond_content();
     eprintln!(
         "memory [in memory]: {overhead:.1} B per message beyond body and header \
@@ -149,6 +176,7 @@ async fn messages_kept_on_disk_cost_little_memory() {
         .await
         .expect("within the time limit");
     f.print("on disk");
+    f.record("on_disk", ON_DISK_GOAL, ON_DISK_LIMIT);
     eprintln!("memory [on disk]: issue 15's goal: {ON_DISK_GOAL} B per message");
     assert!(
         f.per_message <= ON_DISK_LIMIT,
