@@ -15,6 +15,7 @@ use ferry_core::IdMap;
 
 use crate::record::{BindingKey, ExchangeBindingKey, Record};
 
+mod dense;
 mod messages;
 
 pub use messages::Messages;
