@@ -882,8 +882,10 @@ def section_scale(d):
             "(VmRSS) is read before, with the connections, and with the queues too, so the cost "
             "of one is the growth divided by their number. While all of it exists, one "
             "`ferry perftest -s --size 256` (1 publisher, 1 subscriber, 1 queue) runs through "
-            "a busy queue; the same perftest then runs without the load, each pair of runs in a "
-            "fresh ferryd (memory an earlier load freed would otherwise be reused and hide the "
+            "a busy queue; the same perftest runs without the load just before and just after it "
+            "(a fresh broker keeps getting faster over its first runs, so runs alone on both "
+            "sides cancel that trend), each such set in a fresh ferryd after an unrecorded "
+            "warm-up run (memory an earlier load freed would otherwise be reused and hide the "
             "cost), and the throughput columns are the medians of those runs. Afterwards every session is "
             "asked to answer (`execution.sync`), the queues are deleted and the connections "
             "closed (" + "; ".join(run) + ").\n\n")
