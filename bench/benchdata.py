@@ -192,6 +192,17 @@ def scale_loads(out):
             for r in read_rows(Path(out) / "scale_load.csv")]
 
 
+def scale_cpu(out):
+    """{load: [ferryd CPU µs per message, one per run that counted]} of the scale section
+    (scale_cpu.csv)."""
+    got = {}
+    for r in read_rows(Path(out) / "scale_cpu.csv"):
+        v = num(r.get("cpu_us_per_msg"))
+        if r.get("status") == "ok" and v is not None:
+            got.setdefault(r["load"], []).append(v)
+    return got
+
+
 def memory_rows(out):
     """The memory section's rows (memory.csv), one per case and run, as numbers where they
     parse."""

@@ -100,6 +100,7 @@ class Data:
         self.scale = bd.scale_points(out)
         self.scale_load = bd.scale_loads(out)
         self.scale_meta = bd.section_meta(out, "scale")
+        self.scale_cpu = bd.scale_cpu(out)
         self.memory = bd.memory_rows(out)
         self.memory_meta = bd.section_meta(out, "memory")
         sizes = {k[1] for k in self.perf} | {k[1] for k in self.lat} | {k[2] for k in self.nettp}
@@ -920,8 +921,19 @@ def section_scale(d):
                       "spread of the runs", "runs"], prow)
     if none is not None and idle is not None and none.ok and idle.ok:
         r = bd.ratio(idle.transfers_per_sec, none.transfers_per_sec)
-        out += (f"\nWith the load / without: **{f_x(r)}** (transfers/s, medians of runs taken "
-                "alternately, each pair in a fresh ferryd).\n")
+        out += (f"\nWith the load / without: **{f_x(r)}** (transfers/s, medians of the runs; "
+                "alone just before and just after each run with the load, each set in a fresh "
+                "ferryd).\n")
+    cpu_none, cpu_idle = d.scale_cpu.get("none"), d.scale_cpu.get("idle")
+    if cpu_none and cpu_idle:
+        a, b = statistics.median(cpu_none), statistics.median(cpu_idle)
+        out += (f"\nferryd's CPU time per message while the busy queue ran (`perf stat` attached, "
+                f"task-clock ÷ messages): alone {a:.3f} µs (runs {min(cpu_none):.3f}–"
+                f"{max(cpu_none):.3f}), beside the load {b:.3f} µs (runs {min(cpu_idle):.3f}–"
+                f"{max(cpu_idle):.3f}): **{f_x(bd.ratio(b, a))}** the work per message. "
+                "Throughput on this shared 2-CPU machine spreads by ±20% between runs of the "
+                "same thing; the CPU per message is the steadier measure of whether the idle "
+                "connections and queues cost the busy queue anything.\n")
     return out
 
 

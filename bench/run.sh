@@ -729,6 +729,7 @@ echo "$amqp1_latency_header" >"$out/amqp1_latency.csv"
 echo "$cluster_header" >"$out/cluster.csv"
 echo "$bounds_header" >"$out/bounds.csv"
 echo "$scale_header" >"$out/scale.csv"
+echo "$scale_cpu_header" >"$out/scale_cpu.csv"
 echo "$memory_header" >"$out/memory.csv"
 
 # Baselines first, with no broker running, so nothing competes for the two CPUs.

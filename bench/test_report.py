@@ -356,6 +356,13 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| beside the idle connections and queues | 950,000 | 475,000 "
                       "| 900,000 – 990,000 | 3 |", section)
         self.assertIn("With the load / without: **0.95×**", section)
+        self.assertNotIn("CPU time per message", section)
+        (self.dir / "scale_cpu.csv").write_text(
+            "broker,load,rep,cpu_us_per_msg,status\nferryd,none,1,1.0,ok\nferryd,idle,1,1.1,ok\n"
+            "ferryd,none,1,0.9,ok\nferryd,idle,2,,failed\nferryd,none,2,1.2,ok\n")
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
+        self.assertIn("alone 1.000 µs (runs 0.900–1.200), beside the load 1.100 µs "
+                      "(runs 1.100–1.100): **1.10×** the work per message", md)
 
     def test_scale_counts_only_the_runs_that_finished(self):
         write_set(self.dir)
