@@ -136,6 +136,7 @@ async fn serve(options: Options) -> ExitCode {
     let broker_config = BrokerConfig {
         memory_watermarks,
         persistent_memory_budget,
+        backlog_hold: (options.backlog_hold > 0).then_some(options.backlog_hold),
         ..BrokerConfig::default()
     };
     let (broker, store, cluster) = match open_store(&options, broker_config).await {

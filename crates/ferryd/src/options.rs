@@ -151,9 +151,10 @@ pub struct Options {
     #[arg(long, default_value_t = 10_000)]
     pub session_max_unacked: u32,
 
-    /// An AMQP 1.0 publisher gets no new link credit while the queue it sends to has
-    /// consumers and more than this many bytes ready in memory (`16MiB`): it waits for them
-    /// instead of growing the queue without bound. 0 turns it off.
+    /// Producer flow control: while a queue a publisher sends to has consumers and more than
+    /// this many bytes ready in memory (`16MiB`), the publisher waits for them instead of
+    /// growing the queue without bound: an AMQP 1.0 publisher gets no new link credit, an
+    /// AMQP 0-10 or 0-9-1 connection that only publishes is not read from. 0 turns it off.
     #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_bytes)]
     pub backlog_hold: u64,
 

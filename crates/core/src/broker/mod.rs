@@ -68,6 +68,11 @@ pub struct BrokerConfig {
     /// in the journal only and is read back for delivery. `None`: everything in memory.
     /// Needs a journal.
     pub persistent_memory_budget: Option<u64>,
+    /// Producer flow control: a publish that leaves a queue with consumers holding more than
+    /// this many bytes ready in memory names that queue in its [`PublishOutcome`], so the
+    /// protocol layer can stop taking that publisher's messages until the queue drains
+    /// (as qpidd's producer flow control and RabbitMQ's credit flow do). `None`: never.
+    pub backlog_hold: Option<u64>,
 }
 
 /// Besides the default (nameless direct) exchange.

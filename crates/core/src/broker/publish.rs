@@ -7,10 +7,11 @@ use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::SyncPoint;
 use crate::message::{now_ms, Message};
+use crate::queue::Queue;
 use crate::route;
 use crate::transaction::{CommitOutcome, Transaction};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PublishOutcome {
     /// Queues that stored the message; 0 means it was dropped as unroutable (after trying the
     /// alternate exchange) or expired on arrival.
@@ -18,6 +19,9 @@ pub struct PublishOutcome {
     /// Set when the message was journaled (persistent, reaching a durable queue): a protocol
     /// layer confirms it to the publisher only once the journal is durable up to here.
     pub sync: Option<SyncPoint>,
+    /// A queue the message reached that is over the broker's backlog hold (see
+    /// `BrokerConfig::backlog_hold`): its consumers are falling behind this publisher.
+    pub backlogged: Option<Arc<Queue>>,
 }
 
 impl Broker {
@@ -40,11 +44,14 @@ impl Broker {
             return Ok(PublishOutcome {
                 queues: 0,
                 sync: None,
+                backlogged: None,
             });
         }
-        route::deliver(exchange, &msg, self.journal.as_ref()).map(|r| PublishOutcome {
+        let hold = self.config.backlog_hold.unwrap_or(u64::MAX);
+        route::deliver(exchange, &msg, self.journal.as_ref(), hold).map(|r| PublishOutcome {
             queues: r.queues,
             sync: r.sync,
+            backlogged: r.backlogged,
         })
     }
 

@@ -429,7 +429,7 @@ impl Broker {
     }
 
     fn route_copy(&self, target: &Exchange, m: Arc<Message>, from: &str) {
-        if let Err(e) = route::deliver(target, &m, self.journal.as_ref()) {
+        if let Err(e) = route::deliver_except(target, &m, self.journal.as_ref(), None) {
             tracing::debug!(queue = from, error = %e, "a rerouted message was refused");
         }
     }

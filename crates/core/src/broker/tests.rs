@@ -610,6 +610,39 @@ fn default_limits_apply_to_unlimited_declares() {
 }
 
 #[test]
+fn a_publish_names_a_consumed_queue_over_the_backlog_hold() {
+    let b = Broker::new(BrokerConfig {
+        backlog_hold: Some(10),
+        ..BrokerConfig::default()
+    });
+    let q = declare(&b, "q");
+    let ex = b.default_exchange().clone();
+    let backlogged = |body| {
+        b.publish(&ex, msg("", "q", body))
+            .unwrap()
+            .backlogged
+            .map(|q| q.name().to_owned())
+    };
+    assert_eq!(backlogged("0123456789abc"), None, "no consumers: never");
+    let ob = Outbox::new();
+    // A consumer without credit: everything stays ready on the queue.
+    subscribe(&b, &q, &ob, 1);
+    assert_eq!(q.backlog(), crate::queue::Backlog(13));
+    assert_eq!(backlogged("x"), Some("q".to_owned()), "14 bytes ready > 10");
+    q.purge();
+    assert_eq!(backlogged("short"), None, "5 bytes ready");
+    // Broker-internal routing never asks.
+    let plain = broker();
+    let pq = declare(&plain, "q");
+    subscribe(&plain, &pq, &ob, 1);
+    let pex = plain.default_exchange().clone();
+    for _ in 0..3 {
+        let out = plain.publish(&pex, msg("", "q", "0123456789abc")).unwrap();
+        assert!(out.backlogged.is_none(), "no hold configured");
+    }
+}
+
+#[test]
 fn expired_messages_are_dropped_on_arrival_and_by_the_sweep() {
     let b = broker();
     let q = declare(&b, "q");

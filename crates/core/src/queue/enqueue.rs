@@ -30,18 +30,43 @@ pub(crate) enum Enqueued {
     Dropping(Vec<Arc<Message>>),
 }
 
+/// What a publisher is held by (see `BrokerConfig::backlog_hold`): the bytes ready in memory
+/// on a queue whose consumers are falling behind. A queue without consumers never holds a
+/// publisher: nobody is there to drain it, and holding would only stall the publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog(pub u64);
+
+impl Backlog {
+    fn of(st: &QueueState) -> Backlog {
+        Backlog(if st.consumers.is_empty() {
+            0
+        } else {
+            st.in_memory()
+        })
+    }
+}
+
 impl Queue {
     /// Stores the message and dispatches. What a drop-head queue dropped to make room comes
     /// back in [`Enqueued::Dropping`]; `Queue::enqueue` (in `crate::route`) dead-letters it.
-    pub(crate) fn push(self: &Arc<Self>, msg: Arc<Message>) -> Result<Enqueued, BrokerError> {
+    /// Also returns the queue's [`Backlog`] after dispatch.
+    pub(crate) fn push(
+        self: &Arc<Self>,
+        msg: Arc<Message>,
+    ) -> Result<(Enqueued, Backlog), BrokerError> {
         let msg = self.apply_ttl(msg);
         self.note_expiry(&msg);
         let mut st = self.state.lock();
-        let enqueued = self.enqueue_locked(&mut st, msg);
-        if matches!(enqueued, Ok(Enqueued::Stored | Enqueued::Dropping(_))) {
+        let enqueued = self.enqueue_locked(&mut st, msg)?;
+        if matches!(enqueued, Enqueued::Stored | Enqueued::Dropping(_)) {
             st.dispatch(self);
         }
-        enqueued
+        Ok((enqueued, Backlog::of(&st)))
+    }
+
+    /// The queue's [`Backlog`] now.
+    pub fn backlog(&self) -> Backlog {
+        Backlog::of(&self.lock())
     }
 
     /// Stores a message (already through [`Queue::apply_ttl`]) under the caller's lock,

@@ -98,6 +98,11 @@ impl Queue {
         }
     }
 
+    /// Whether one of the queue's consumers is one `mine` claims.
+    pub fn consumed_by(&self, mine: impl Fn(ConsumerId) -> bool) -> bool {
+        self.lock().consumers.iter().any(|c| mine(c.spec.id))
+    }
+
     pub fn consumers(&self) -> Vec<ConsumerStatus> {
         self.lock()
             .consumers

@@ -66,7 +66,7 @@ pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
 pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadLetters, Leaving};
 pub(crate) use enqueue::Enqueued;
-pub use enqueue::Restored;
+pub use enqueue::{Backlog, Restored};
 pub(crate) use features::Features;
 pub use info::{ConsumerStatus, QueueDepth};
 pub(crate) use lifecycle::{AutoDelete, Drained, OwnerGone};

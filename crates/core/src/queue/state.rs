@@ -193,7 +193,7 @@ impl QueueState {
     }
 
     /// Queued bytes whose content is in memory.
-    fn in_memory(&self) -> u64 {
+    pub(crate) fn in_memory(&self) -> u64 {
         self.queued_bytes.saturating_sub(self.on_disk_bytes)
     }
 

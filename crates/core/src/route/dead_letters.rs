@@ -12,7 +12,7 @@ use super::deliver_except;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::message::{now_ms, DeathReason, Message};
-use crate::queue::{DeadLetters, Delivery, Enqueued, Leaving, Queue, QueueInfo};
+use crate::queue::{Backlog, DeadLetters, Delivery, Enqueued, Leaving, Queue, QueueInfo};
 
 /// Publishes dead letters to their queue's alternate exchange, or drops them if it has none
 /// now. Call with no queue lock held: routing locks the target queues.
@@ -41,16 +41,21 @@ pub(crate) fn dead_letters(letters: DeadLetters<'_>) {
 }
 
 impl Queue {
-    /// Stores the message and dispatches. `Ok(false)` if the queue was deleted meanwhile (the
-    /// publisher routed with a stale handle; the message is simply not stored here). What a
-    /// drop-head queue dropped to make room is dead-lettered.
-    pub(crate) fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Result<bool, BrokerError> {
-        match self.push(msg)? {
-            Enqueued::Stored => Ok(true),
-            Enqueued::Gone => Ok(false),
+    /// Stores the message and dispatches. What a drop-head queue dropped to make room is
+    /// dead-lettered.
+    /// `Ok(None)` if the queue was deleted meanwhile (the publisher routed with a stale
+    /// handle; the message is simply not stored here); else the queue's backlog after it.
+    pub(crate) fn enqueue(
+        self: &Arc<Self>,
+        msg: Arc<Message>,
+    ) -> Result<Option<Backlog>, BrokerError> {
+        let (enqueued, backlog) = self.push(msg)?;
+        match enqueued {
+            Enqueued::Stored => Ok(Some(backlog)),
+            Enqueued::Gone => Ok(None),
             Enqueued::Dropping(dropped) => {
                 dead_letters(self.leaving(Leaving::Died(DeathReason::Maxlen), dropped));
-                Ok(true)
+                Ok(Some(backlog))
             }
         }
     }

@@ -9,7 +9,7 @@ use crate::error::BrokerError;
 use crate::exchange::{dedup_tail, Exchange};
 use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::Message;
-use crate::queue::Queue;
+use crate::queue::{Backlog, Queue};
 
 pub(crate) use dead_letters::dead_letters;
 pub use dead_letters::release_deliveries;
@@ -28,17 +28,25 @@ pub(crate) struct Routed {
     pub(crate) queues: usize,
     /// Set when the message was journaled: durable once the journal reaches this point.
     pub(crate) sync: Option<SyncPoint>,
+    /// A queue that stored it and has more than the asked-for backlog ready in memory.
+    pub(crate) backlogged: Option<Arc<Queue>>,
 }
+
+/// No backlog holds anyone: dead letters and other broker-internal routing.
+const NO_HOLD: u64 = u64::MAX;
 
 /// Routes and enqueues. Unroutable messages go to the exchange's alternate (and its
 /// alternate, ...). If a queue refuses the message for its limit, the other queues still get
 /// it and the first refusal is returned as the error.
+/// A queue whose backlog after the message exceeds `hold` bytes comes back in
+/// [`Routed::backlogged`].
 pub(crate) fn deliver(
     exchange: &Exchange,
     msg: &Arc<Message>,
     journal: Option<&Arc<dyn Journal>>,
+    hold: u64,
 ) -> Result<Routed, BrokerError> {
-    deliver_except(exchange, msg, journal, None)
+    route(exchange, msg, journal, None, hold)
 }
 
 /// [`deliver`], skipping the queues `skip` picks (dead-letter cycles).
@@ -52,6 +60,16 @@ pub(crate) fn deliver_except(
     journal: Option<&Arc<dyn Journal>>,
     skip: Option<&dyn Fn(&Queue) -> bool>,
 ) -> Result<Routed, BrokerError> {
+    route(exchange, msg, journal, skip, NO_HOLD)
+}
+
+fn route(
+    exchange: &Exchange,
+    msg: &Arc<Message>,
+    journal: Option<&Arc<dyn Journal>>,
+    skip: Option<&dyn Fn(&Queue) -> bool>,
+    hold: u64,
+) -> Result<Routed, BrokerError> {
     let mut targets = SCRATCH.with(Cell::take);
     collect(exchange, msg, &mut targets);
     if let Some(skip) = skip {
@@ -62,8 +80,12 @@ pub(crate) fn deliver_except(
     let journaled =
         |_: &_| !targets.is_empty() && (msg.persistent || targets.iter().any(|q| q.journals_all()));
     let routed = match journal.filter(journaled) {
-        None => enqueue_all(&mut targets, msg, |_| {}).map(|queues| Routed { queues, sync: None }),
-        Some(journal) => deliver_journaled(journal, msg, &mut targets),
+        None => enqueue_all(&mut targets, msg, hold, |_| {}).map(|(queues, backlogged)| Routed {
+            queues,
+            sync: None,
+            backlogged,
+        }),
+        Some(journal) => deliver_journaled(journal, msg, &mut targets, hold),
     };
     targets.clear();
     SCRATCH.with(|c| c.set(targets));
@@ -76,39 +98,54 @@ fn deliver_journaled(
     journal: &Arc<dyn Journal>,
     msg: &Arc<Message>,
     targets: &mut Vec<Arc<Queue>>,
+    hold: u64,
 ) -> Result<Routed, BrokerError> {
     let Some((journaled, point)) = record(journal, msg, targets, None)? else {
-        return enqueue_all(targets, msg, |_| {}).map(|queues| Routed { queues, sync: None });
+        return enqueue_all(targets, msg, hold, |_| {}).map(|(queues, backlogged)| Routed {
+            queues,
+            sync: None,
+            backlogged,
+        });
     };
     // Journaled for a queue that did not take it after all: take the reference back.
-    let queues = enqueue_all(targets, &journaled, |q| forget(q, &journaled, None))?;
+    let (queues, backlogged) =
+        enqueue_all(targets, &journaled, hold, |q| forget(q, &journaled, None))?;
     Ok(Routed {
         queues,
         sync: Some(point),
+        backlogged,
     })
 }
 
-/// Enqueues `msg` on every target; returns how many stored it, or the first refusal (the
-/// others still get the message). `not_taken` hears of each queue that did not store it.
+/// Enqueues `msg` on every target; returns how many stored it and the first whose backlog
+/// is now over `hold`, or the first refusal (the others still get the message).
+/// `not_taken` hears of each queue that did not store it.
 #[inline]
 fn enqueue_all(
     targets: &mut Vec<Arc<Queue>>,
     msg: &Arc<Message>,
+    hold: u64,
     mut not_taken: impl FnMut(&Queue),
-) -> Result<usize, BrokerError> {
+) -> Result<(usize, Option<Arc<Queue>>), BrokerError> {
     let mut stored = 0;
     let mut refused = None;
+    let mut backlogged = None;
     for q in targets.drain(..) {
         match q.enqueue(msg.clone()) {
-            Ok(true) => stored += 1,
-            Ok(false) => not_taken(&q),
+            Ok(Some(Backlog(bytes))) => {
+                stored += 1;
+                if bytes > hold && backlogged.is_none() {
+                    backlogged = Some(q);
+                }
+            }
+            Ok(None) => not_taken(&q),
             Err(e) => {
                 not_taken(&q);
                 refused.get_or_insert(e);
             }
         }
     }
-    refused.map_or(Ok(stored), Err)
+    refused.map_or(Ok((stored, backlogged)), Err)
 }
 
 /// Journals `msg` for the durable queues among `targets`; `None` if there are none. A message

@@ -428,6 +428,9 @@ fn transfer(
     if let Some(point) = outcome.sync {
         session.needs_sync(point);
     }
+    if outcome.backlogged.is_some() {
+        *env.backlogged = outcome.backlogged;
+    }
     Ok(())
 }
 

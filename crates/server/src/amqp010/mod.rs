@@ -660,6 +660,7 @@ impl Amqp010 {
             consumers: &mut shell.consumers,
             access: &shell.access,
             config: &shell.config,
+            backlogged: &mut shell.backlogged,
         };
         (&mut self.channels, env)
     }

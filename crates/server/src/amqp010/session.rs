@@ -37,6 +37,8 @@ pub struct Env<'a> {
     /// Who the client is, for ACL checks and quotas.
     pub access: &'a ClientAccess,
     pub config: &'a ServerConfig,
+    /// A queue a publish left over the broker's backlog hold (see `Shell::backlogged`).
+    pub backlogged: &'a mut Option<Arc<Queue>>,
 }
 
 pub struct Subscription {

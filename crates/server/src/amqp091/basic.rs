@@ -104,6 +104,9 @@ impl Channel {
                     };
                     self.write_content(ctx, ret.into(), &message);
                 }
+                if outcome.backlogged.is_some() {
+                    *ctx.backlogged = outcome.backlogged;
+                }
                 (true, outcome.sync)
             }
             // A full queue with reject-publish, or a full store: the publisher learns through

@@ -48,6 +48,8 @@ pub struct Ctx<'a> {
     /// Who the client is, for ACL checks and quotas.
     pub access: &'a ClientAccess,
     pub config: &'a ServerConfig,
+    /// A queue a publish left over the broker's backlog hold (see `Shell::backlogged`).
+    pub backlogged: &'a mut Option<Arc<Queue>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -296,6 +296,7 @@ impl Amqp091 {
                 consumers: &mut shell.consumers,
                 access: &shell.access,
                 config: &shell.config,
+                backlogged: &mut shell.backlogged,
             },
         )
     }

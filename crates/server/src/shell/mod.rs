@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use ferry_core::{
     now_ms, Broker, ConnectionHandle, ConnectionId, ConnectionMeta, ConsumerId, Outbox, OutboxItem,
-    SessionStatus, SyncPoint,
+    Queue, SessionStatus, SyncPoint,
 };
 use tracing::{debug, info};
 
@@ -113,6 +113,13 @@ pub struct Shell {
     pub consumers: HashMap<ConsumerId, u16>,
     /// A message has been published: resource alarms pause this connection.
     pub publisher: bool,
+    /// Set by a publish that left a queue over the broker's backlog hold, on a connection
+    /// with no consumers of its own; taken by the shell at the end of the batch.
+    pub backlogged: Option<Arc<Queue>>,
+    /// Producer flow control: input is not processed while this queue's consumers catch up
+    /// (looked at again every [`BACKLOG_RECHECK`]).
+    held_by: Option<Arc<Queue>>,
+    hold_check_at: Instant,
     pub traffic: Traffic,
     timers: Timers,
     /// The time of the event being handled.
@@ -132,7 +139,15 @@ pub struct Shell {
     reported_channels: usize,
 }
 
+/// How often a publisher held by a queue's backlog looks at the queue again.
+const BACKLOG_RECHECK: Duration = Duration::from_millis(1);
+
 impl Shell {
+    /// Input waits unprocessed: a resource alarm, or producer flow control.
+    fn paused(&self) -> bool {
+        self.flow_blocked || self.held_by.is_some()
+    }
+
     /// The time of the event being handled.
     pub fn now(&self) -> Instant {
         self.now
@@ -159,6 +174,9 @@ impl Shell {
             phase: Phase::AwaitStartOk,
             consumers: HashMap::new(),
             publisher: false,
+            backlogged: None,
+            held_by: None,
+            hold_check_at: now,
             traffic: Traffic::default(),
             now,
             flow_blocked: false,
@@ -328,7 +346,7 @@ impl<P: Protocol> Connection<P> {
     }
 
     fn process(&mut self, input: &mut BytesMut) {
-        if self.shell.flow_blocked || self.shell.phase == Phase::Authenticating {
+        if self.shell.paused() || self.shell.phase == Phase::Authenticating {
             return;
         }
         let before = input.len();
@@ -342,12 +360,45 @@ impl<P: Protocol> Connection<P> {
             // by one batch, not by a tick's worth.
             check_memory_alarm(&self.shell.broker);
         }
+        if let Some(q) = self.shell.backlogged.take() {
+            // A connection consuming from that queue itself is not held: its own acks,
+            // unread, could be what the queue waits for. (Consumers of other queues do not
+            // exempt it: qpid-perftest's publishers listen on a control queue. As with
+            // RabbitMQ's and qpidd's flow control, two connections each publishing into a
+            // backlog the other consumes can hold each other until a consumer goes.)
+            let consumers = &self.shell.consumers;
+            if !self.shell.is_closing() && !q.consumed_by(|id| consumers.contains_key(&id)) {
+                debug!(peer = %self.shell.peer, queue = q.name(), "publisher held: queue backlog");
+                self.shell.held_by = Some(q);
+                self.shell.hold_check_at = self.shell.now + BACKLOG_RECHECK;
+            }
+        }
+    }
+
+    /// Lets a publisher held by a queue's backlog go once the queue has drained below the
+    /// hold (or lost its consumers, or was deleted), processing what waited in `input`.
+    fn poll_backlog(&mut self, input: &mut BytesMut) {
+        let Some(q) = &self.shell.held_by else {
+            return;
+        };
+        if self.shell.now < self.shell.hold_check_at {
+            return;
+        }
+        let hold = self.shell.broker.config().backlog_hold.unwrap_or(u64::MAX);
+        if q.backlog().0 > hold && !self.shell.is_closing() {
+            self.shell.hold_check_at = self.shell.now + BACKLOG_RECHECK;
+            return;
+        }
+        self.shell.held_by = None;
+        self.shell.timers.read(self.shell.now);
+        self.process(input);
     }
 
     /// Looks at the broker's resource alarms: a publisher is paused while one is raised,
     /// and resumes (processing what waited in `input`) when it clears.
     pub fn poll_flow(&mut self, input: &mut BytesMut, now: Instant) {
         self.at(now);
+        self.poll_backlog(input);
         let block = self.shell.publisher && self.shell.broker.alarms().blocked();
         if block == self.shell.flow_blocked {
             return;
@@ -445,14 +496,19 @@ impl<P: Protocol> Connection<P> {
         let timer = self
             .shell
             .timers
-            .next(self.shell.phase, self.shell.flow_blocked);
+            .next(self.shell.phase, self.shell.paused());
         // A closing connection no longer does the protocol's timed work (handle_timeout
         // skips it), so its deadline must not keep waking the loop.
         let protocol = self
             .protocol
             .deadline()
             .filter(|_| !self.shell.is_closing());
-        [timer, self.shell.sessions_due, protocol]
+        let held = self
+            .shell
+            .held_by
+            .as_ref()
+            .map(|_| self.shell.hold_check_at);
+        [timer, self.shell.sessions_due, protocol, held]
             .into_iter()
             .flatten()
             .min()
@@ -475,7 +531,7 @@ impl<P: Protocol> Connection<P> {
                 }
             }
             Phase::Open => {
-                if !self.shell.flow_blocked && timers.peer_silent(now) {
+                if !self.shell.paused() && timers.peer_silent(now) {
                     info!(
                         peer = %self.shell.peer,
                         user = self.shell.login.user(),
@@ -528,11 +584,11 @@ impl<P: Protocol> Connection<P> {
 
     /// Whether the driver should read from the socket now.
     pub fn wants_read(&self, buffered: usize) -> bool {
-        // A publisher paused by an alarm is still read, without processing, up to one
-        // batch: enough to notice that it went away, not enough to matter.
+        // A publisher paused by an alarm or a backlog is still read, without processing, up
+        // to one batch: enough to notice that it went away, not enough to matter.
         self.below_high_water()
             && self.shell.phase != Phase::Authenticating
-            && (!self.shell.flow_blocked || buffered < 4 * READ_CHUNK)
+            && (!self.shell.paused() || buffered < 4 * READ_CHUNK)
     }
 
     /// Nothing more will be processed; the driver flushes, half-closes and drains.
