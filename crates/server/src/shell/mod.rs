@@ -113,8 +113,8 @@ pub struct Shell {
     pub consumers: HashMap<ConsumerId, u16>,
     /// A message has been published: resource alarms pause this connection.
     pub publisher: bool,
-    /// Set by a publish that left a queue over the broker's backlog hold, on a connection
-    /// with no consumers of its own; taken by the shell at the end of the batch.
+    /// Set by a publish that left a queue over the broker's backlog hold; the shell takes it
+    /// at the end of the batch and holds the connection unless it consumes from that queue.
     pub backlogged: Option<Arc<Queue>>,
     /// Producer flow control: input is not processed while this queue's consumers catch up
     /// (looked at again every [`BACKLOG_RECHECK`]).
