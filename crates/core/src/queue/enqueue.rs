@@ -31,18 +31,25 @@ pub(crate) enum Enqueued {
 }
 
 /// What a publisher is held by (see `BrokerConfig::backlog_hold`): the bytes ready in memory
-/// on a queue whose consumers are falling behind. A queue without consumers never holds a
+/// on a queue whose consumers are falling behind, and how many deliveries the queue has made
+/// (whether they are falling behind or stuck). A queue without consumers never holds a
 /// publisher: nobody is there to drain it, and holding would only stall the publisher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backlog(pub u64);
+pub struct Backlog {
+    pub ready_bytes: u64,
+    pub delivered: u64,
+}
 
 impl Backlog {
     fn of(st: &QueueState) -> Backlog {
-        Backlog(if st.consumers.is_empty() {
-            0
-        } else {
-            st.in_memory()
-        })
+        Backlog {
+            ready_bytes: if st.consumers.is_empty() {
+                0
+            } else {
+                st.in_memory()
+            },
+            delivered: st.counters.delivered,
+        }
     }
 }
 

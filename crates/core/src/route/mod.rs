@@ -9,7 +9,7 @@ use crate::error::BrokerError;
 use crate::exchange::{dedup_tail, Exchange};
 use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::Message;
-use crate::queue::{Backlog, Queue};
+use crate::queue::Queue;
 
 pub(crate) use dead_letters::dead_letters;
 pub use dead_letters::release_deliveries;
@@ -132,9 +132,9 @@ fn enqueue_all(
     let mut backlogged = None;
     for q in targets.drain(..) {
         match q.enqueue(msg.clone()) {
-            Ok(Some(Backlog(bytes))) => {
+            Ok(Some(backlog)) => {
                 stored += 1;
-                if bytes > hold && backlogged.is_none() {
+                if backlog.ready_bytes > hold && backlogged.is_none() {
                     backlogged = Some(q);
                 }
             }

@@ -82,7 +82,10 @@ pub async fn drive<T: Transport, P: Protocol>(
                 let ready = match ready { Ok(r) => r, Err(e) => break Err(e) };
                 if ready.is_readable() && want_read {
                     match read_available(&mut stream, &mut input) {
-                        Ok(ReadOutcome::Eof) => break Ok(()),
+                        Ok(ReadOutcome::Eof) => {
+                            conn.handle_eof(&mut input, Instant::now());
+                            break Ok(());
+                        }
                         Ok(ReadOutcome::Data) => conn.handle_input(&mut input, Instant::now()),
                         Ok(ReadOutcome::Nothing) => {}
                         Err(e) => break Err(e),

@@ -118,8 +118,11 @@ pub struct Shell {
     pub backlogged: Option<Arc<Queue>>,
     /// Producer flow control: input is not processed while this queue's consumers catch up
     /// (looked at again every [`BACKLOG_RECHECK`]).
-    held_by: Option<Arc<Queue>>,
+    held_by: Option<Held>,
     hold_check_at: Instant,
+    /// A queue whose consumers made no progress while they held this connection, and its
+    /// delivery count then: it holds the connection again only once they move.
+    stalled: Option<(Arc<Queue>, u64)>,
     pub traffic: Traffic,
     timers: Timers,
     /// The time of the event being handled.
@@ -141,6 +144,16 @@ pub struct Shell {
 
 /// How often a publisher held by a queue's backlog looks at the queue again.
 const BACKLOG_RECHECK: Duration = Duration::from_millis(1);
+/// A hold ends when the queue's consumers deliver nothing for this long: a consumer that is
+/// stuck (not reading, no credit) must not stall its publishers, only slow ones pace them.
+const BACKLOG_STALL: Duration = Duration::from_millis(100);
+
+/// The queue a publisher waits for, and when its consumers last took something.
+struct Held {
+    queue: Arc<Queue>,
+    delivered: u64,
+    progress_at: Instant,
+}
 
 impl Shell {
     /// Input waits unprocessed: a resource alarm, or producer flow control.
@@ -177,6 +190,7 @@ impl Shell {
             backlogged: None,
             held_by: None,
             hold_check_at: now,
+            stalled: None,
             traffic: Traffic::default(),
             now,
             flow_blocked: false,
@@ -367,31 +381,68 @@ impl<P: Protocol> Connection<P> {
             // RabbitMQ's and qpidd's flow control, two connections each publishing into a
             // backlog the other consumes can hold each other until a consumer goes.)
             let consumers = &self.shell.consumers;
-            if !self.shell.is_closing() && !q.consumed_by(|id| consumers.contains_key(&id)) {
+            let delivered = q.backlog().delivered;
+            let stalled = self
+                .shell
+                .stalled
+                .as_ref()
+                .is_some_and(|(s, at)| Arc::ptr_eq(s, &q) && *at == delivered);
+            if !stalled
+                && !self.shell.is_closing()
+                && !q.consumed_by(|id| consumers.contains_key(&id))
+            {
                 debug!(peer = %self.shell.peer, queue = q.name(), "publisher held: queue backlog");
-                self.shell.held_by = Some(q);
+                self.shell.stalled = None;
+                self.shell.held_by = Some(Held {
+                    queue: q,
+                    delivered,
+                    progress_at: self.shell.now,
+                });
                 self.shell.hold_check_at = self.shell.now + BACKLOG_RECHECK;
             }
         }
     }
 
     /// Lets a publisher held by a queue's backlog go once the queue has drained below the
-    /// hold (or lost its consumers, or was deleted), processing what waited in `input`.
+    /// hold (or lost its consumers, or was deleted), or its consumers took nothing for
+    /// [`BACKLOG_STALL`]; processes what waited in `input`.
     fn poll_backlog(&mut self, input: &mut BytesMut) {
-        let Some(q) = &self.shell.held_by else {
-            return;
-        };
-        if self.shell.now < self.shell.hold_check_at {
+        let now = self.shell.now;
+        if now < self.shell.hold_check_at {
             return;
         }
-        let hold = self.shell.broker.config().backlog_hold.unwrap_or(u64::MAX);
-        if q.backlog().0 > hold && !self.shell.is_closing() {
-            self.shell.hold_check_at = self.shell.now + BACKLOG_RECHECK;
+        let closing = self.shell.is_closing();
+        let Some(held) = &mut self.shell.held_by else {
             return;
+        };
+        let hold = self.shell.broker.config().backlog_hold.unwrap_or(u64::MAX);
+        let backlog = held.queue.backlog();
+        if backlog.delivered != held.delivered {
+            held.delivered = backlog.delivered;
+            held.progress_at = now;
+        }
+        let stuck = now.duration_since(held.progress_at) >= BACKLOG_STALL;
+        if backlog.ready_bytes > hold && !stuck && !closing {
+            self.shell.hold_check_at = now + BACKLOG_RECHECK;
+            return;
+        }
+        if stuck && backlog.ready_bytes > hold {
+            debug!(peer = %self.shell.peer, queue = held.queue.name(), "publisher let go: consumers stalled");
+            self.shell.stalled = Some((held.queue.clone(), backlog.delivered));
         }
         self.shell.held_by = None;
         self.shell.timers.read(self.shell.now);
         self.process(input);
+    }
+
+    /// The peer closed its side: what a backlog hold kept unprocessed is processed now (at
+    /// most a read batch), so a publisher that sent and closed loses nothing to the hold. A
+    /// resource alarm still keeps it: memory is what that protects.
+    pub fn handle_eof(&mut self, input: &mut BytesMut, now: Instant) {
+        self.at(now);
+        if self.shell.held_by.take().is_some() {
+            self.process(input);
+        }
     }
 
     /// Looks at the broker's resource alarms: a publisher is paused while one is raised,
