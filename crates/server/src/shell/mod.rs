@@ -377,9 +377,9 @@ impl<P: Protocol> Connection<P> {
         if let Some(q) = self.shell.backlogged.take() {
             // A connection consuming from that queue itself is not held: its own acks,
             // unread, could be what the queue waits for. (Consumers of other queues do not
-            // exempt it: qpid-perftest's publishers listen on a control queue. As with
-            // RabbitMQ's and qpidd's flow control, two connections each publishing into a
-            // backlog the other consumes can hold each other until a consumer goes.)
+            // exempt it: qpid-perftest's publishers listen on a control queue. Two
+            // connections each publishing into a backlog the other consumes stop each
+            // other's deliveries, which ends both holds after BACKLOG_STALL.)
             let consumers = &self.shell.consumers;
             let delivered = q.backlog().delivered;
             let stalled = self
