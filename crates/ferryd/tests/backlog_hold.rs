@@ -131,6 +131,27 @@ async fn publishes_everything(observer: &Session, publisher: Session, queue: &'s
     assert_eq!(info.message_count, Some(COUNT));
 }
 
+/// Checks over a while that `queue` stays within the hold while `publisher` has not
+/// finished: it is being held.
+async fn assert_held(observer: &Session, queue: &str, publisher: &tokio::task::JoinHandle<()>) {
+    let depth = max_depth(observer, queue, Duration::from_millis(1500)).await;
+    assert!(
+        u64::from(depth) * BODY as u64 <= HELD_DEPTH,
+        "{depth} messages queued at most while held"
+    );
+    assert!(!publisher.is_finished(), "the publisher was not held");
+}
+
+/// Lets a slow consumer go fast and checks it gets every message.
+async fn takes_everything(fast: &AtomicBool, consumer: tokio::task::JoinHandle<u32>) {
+    fast.store(true, Ordering::Relaxed);
+    let taken = tokio::time::timeout(STEP, consumer)
+        .await
+        .expect("the consumer finished")
+        .expect("consumer task");
+    assert_eq!(taken, COUNT);
+}
+
 async fn declare(s: &Session, queue: &str) {
     s.queue_declare(queue, QueueDeclareOptions::default())
         .await
@@ -146,19 +167,9 @@ async fn a_publisher_waits_for_slow_consumers_and_goes_on_at_their_pace() {
     let consumer = slow_consumer(session(&broker).await, "held", fast.clone()).await;
     let publisher = spawn_publisher(session(&broker).await, "held");
 
-    let depth = max_depth(&observer, "held", Duration::from_millis(1500)).await;
-    assert!(
-        u64::from(depth) * BODY as u64 <= HELD_DEPTH,
-        "{depth} messages queued at most while held"
-    );
-    assert!(!publisher.is_finished(), "the publisher was not held");
+    assert_held(&observer, "held", &publisher).await;
 
-    fast.store(true, Ordering::Relaxed);
-    let taken = tokio::time::timeout(STEP, consumer)
-        .await
-        .expect("the consumer finished")
-        .expect("consumer task");
-    assert_eq!(taken, COUNT);
+    takes_everything(&fast, consumer).await;
     tokio::time::timeout(STEP, publisher)
         .await
         .expect("the publisher finished")
@@ -206,12 +217,7 @@ async fn a_publisher_consuming_its_own_backlog_is_never_held_for_good() {
         "the publisher was held: {:?}",
         started.elapsed()
     );
-    fast.store(true, Ordering::Relaxed);
-    let taken = tokio::time::timeout(STEP, consumer)
-        .await
-        .expect("the consumer finished")
-        .expect("consumer task");
-    assert_eq!(taken, COUNT);
+    takes_everything(&fast, consumer).await;
 }
 
 #[tokio::test]
@@ -226,12 +232,7 @@ async fn consuming_another_queue_does_not_exempt_a_publisher() {
     let publisher = session(&broker).await;
     let _control = stalled_consumer(&publisher, "control").await;
     let task = spawn_publisher(publisher, "work");
-    let depth = max_depth(&observer, "work", Duration::from_millis(1500)).await;
-    assert!(
-        u64::from(depth) * BODY as u64 <= HELD_DEPTH,
-        "{depth} messages queued at most while held"
-    );
-    assert!(!task.is_finished(), "the publisher was not held");
+    assert_held(&observer, "work", &task).await;
     task.abort();
     consumer.abort();
 }
@@ -260,20 +261,10 @@ async fn an_amqp091_publisher_is_held_too() {
         // the end of the stream is still published.
         conn.flush().await.expect("flush");
     });
-    let depth = max_depth(&observer, "held091", Duration::from_millis(1500)).await;
-    assert!(
-        u64::from(depth) * BODY as u64 <= HELD_DEPTH,
-        "{depth} messages queued at most while held"
-    );
-    assert!(!publisher.is_finished(), "the publisher was not held");
-    fast.store(true, Ordering::Relaxed);
+    assert_held(&observer, "held091", &publisher).await;
+    takes_everything(&fast, consumer).await;
     tokio::time::timeout(STEP, publisher)
         .await
         .expect("the publisher finished once the consumer caught up")
         .expect("publisher task");
-    let taken = tokio::time::timeout(STEP, consumer)
-        .await
-        .expect("the consumer finished")
-        .expect("consumer task");
-    assert_eq!(taken, COUNT);
 }

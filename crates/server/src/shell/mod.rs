@@ -119,7 +119,6 @@ pub struct Shell {
     /// Producer flow control: input is not processed while this queue's consumers catch up
     /// (looked at again every [`BACKLOG_RECHECK`]).
     held_by: Option<Held>,
-    hold_check_at: Instant,
     /// A queue whose consumers made no progress while they held this connection, and its
     /// delivery count then: it holds the connection again only once they move.
     stalled: Option<(Arc<Queue>, u64)>,
@@ -148,11 +147,13 @@ const BACKLOG_RECHECK: Duration = Duration::from_millis(1);
 /// stuck (not reading, no credit) must not stall its publishers, only slow ones pace them.
 const BACKLOG_STALL: Duration = Duration::from_millis(100);
 
-/// The queue a publisher waits for, and when its consumers last took something.
+/// The queue a publisher waits for, when its consumers last took something, and when to
+/// look again.
 struct Held {
     queue: Arc<Queue>,
     delivered: u64,
     progress_at: Instant,
+    check_at: Instant,
 }
 
 impl Shell {
@@ -189,7 +190,6 @@ impl Shell {
             publisher: false,
             backlogged: None,
             held_by: None,
-            hold_check_at: now,
             stalled: None,
             traffic: Traffic::default(),
             now,
@@ -397,8 +397,8 @@ impl<P: Protocol> Connection<P> {
                     queue: q,
                     delivered,
                     progress_at: self.shell.now,
+                    check_at: self.shell.now + BACKLOG_RECHECK,
                 });
-                self.shell.hold_check_at = self.shell.now + BACKLOG_RECHECK;
             }
         }
     }
@@ -408,11 +408,8 @@ impl<P: Protocol> Connection<P> {
     /// [`BACKLOG_STALL`]; processes what waited in `input`.
     fn poll_backlog(&mut self, input: &mut BytesMut) {
         let now = self.shell.now;
-        if now < self.shell.hold_check_at {
-            return;
-        }
         let closing = self.shell.is_closing();
-        let Some(held) = &mut self.shell.held_by else {
+        let Some(held) = self.shell.held_by.as_mut().filter(|h| now >= h.check_at) else {
             return;
         };
         let hold = self.shell.broker.config().backlog_hold.unwrap_or(u64::MAX);
@@ -423,7 +420,7 @@ impl<P: Protocol> Connection<P> {
         }
         let stuck = now.duration_since(held.progress_at) >= BACKLOG_STALL;
         if backlog.ready_bytes > hold && !stuck && !closing {
-            self.shell.hold_check_at = now + BACKLOG_RECHECK;
+            held.check_at = now + BACKLOG_RECHECK;
             return;
         }
         if stuck && backlog.ready_bytes > hold {
@@ -554,11 +551,7 @@ impl<P: Protocol> Connection<P> {
             .protocol
             .deadline()
             .filter(|_| !self.shell.is_closing());
-        let held = self
-            .shell
-            .held_by
-            .as_ref()
-            .map(|_| self.shell.hold_check_at);
+        let held = self.shell.held_by.as_ref().map(|h| h.check_at);
         [timer, self.shell.sessions_due, protocol, held]
             .into_iter()
             .flatten()
