@@ -8,6 +8,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use crate::method::Method;
 use crate::properties::ContentHeader;
 use crate::reply;
+use crate::strings::ShortStr;
 
 /// Sent by the client first; the same octets select 0-9-1 over 0-10.
 pub const PROTOCOL_HEADER: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
@@ -181,6 +182,42 @@ pub fn write_method(out: &mut BytesMut, channel: u16, method: &Method) -> usize 
     out.len() - start
 }
 
+/// basic.deliver with its exchange and routing key borrowed: they are a queued message's
+/// own octets, and building `ShortStr`s of them would copy both for every delivery.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliverRef<'a> {
+    pub consumer_tag: &'a ShortStr,
+    pub delivery_tag: u64,
+    pub redelivered: bool,
+    /// Sent empty if longer than a short string allows (as a `ShortStr` that failed to
+    /// build would be).
+    pub exchange: &'a [u8],
+    pub routing_key: &'a [u8],
+}
+
+/// The method frame of [`DeliverRef`], octet for octet what [`write_method`] writes for the
+/// same `BasicDeliver`.
+pub fn write_deliver(out: &mut BytesMut, channel: u16, d: &DeliverRef<'_>) {
+    fn short(out: &mut BytesMut, s: &[u8]) {
+        let s = if s.len() > ShortStr::MAX_LEN {
+            &[][..]
+        } else {
+            s
+        };
+        out.put_u8(s.len() as u8);
+        out.put_slice(s);
+    }
+    write_encoded(out, FrameType::Method, channel, |o| {
+        o.put_u16(60);
+        o.put_u16(60);
+        short(o, d.consumer_tag.as_bytes());
+        o.put_u64(d.delivery_tag);
+        o.put_u8(u8::from(d.redelivered));
+        short(o, d.exchange);
+        short(o, d.routing_key);
+    });
+}
+
 pub fn write_content_header(out: &mut BytesMut, channel: u16, header: &ContentHeader) {
     write_encoded(out, FrameType::Header, channel, |o| header.encode(o));
 }
@@ -260,6 +297,17 @@ pub fn write_content_raw_head(
     body_len: usize,
 ) {
     write_method(out, channel, method);
+    write_raw_content_header(out, channel, properties, body_len);
+}
+
+/// The content header frame of [`write_content_raw_head`] alone, for a method frame written
+/// otherwise (see [`write_deliver`]).
+pub fn write_raw_content_header(
+    out: &mut BytesMut,
+    channel: u16,
+    properties: &[u8],
+    body_len: usize,
+) {
     write_encoded(out, FrameType::Header, channel, |o| {
         crate::properties::encode_raw_header(o, body_len as u64, properties)
     });
@@ -275,6 +323,48 @@ mod tests {
 
     fn buf(b: &[u8]) -> BytesMut {
         BytesMut::from(b)
+    }
+
+    #[test]
+    fn a_borrowed_deliver_is_written_as_the_method_is() {
+        use crate::method::BasicDeliver;
+        let tag = ShortStr::from_static("ctag");
+        for (exchange, key, redelivered) in [
+            (&b""[..], &b"q"[..], true),
+            (&b"amq.direct"[..], &b"some.key"[..], false),
+        ] {
+            let mut borrowed = BytesMut::new();
+            let d = DeliverRef {
+                consumer_tag: &tag,
+                delivery_tag: 1 << 40,
+                redelivered,
+                exchange,
+                routing_key: key,
+            };
+            write_deliver(&mut borrowed, 7, &d);
+            let mut owned = BytesMut::new();
+            let m = Method::BasicDeliver(BasicDeliver {
+                consumer_tag: tag.clone(),
+                delivery_tag: 1 << 40,
+                redelivered,
+                exchange: ShortStr::new(Bytes::copy_from_slice(exchange)).unwrap(),
+                routing_key: ShortStr::new(Bytes::copy_from_slice(key)).unwrap(),
+            });
+            write_method(&mut owned, 7, &m);
+            assert_eq!(borrowed, owned);
+        }
+        // Too long for a short string: sent empty, not truncated.
+        let long = vec![b'k'; 300];
+        let mut out = BytesMut::new();
+        let d = DeliverRef {
+            consumer_tag: &tag,
+            delivery_tag: 1,
+            redelivered: false,
+            exchange: b"x",
+            routing_key: &long,
+        };
+        write_deliver(&mut out, 1, &d);
+        assert_eq!(out.len(), 7 + 4 + 5 + 8 + 1 + 2 + 1 + 1);
     }
 
     #[test]

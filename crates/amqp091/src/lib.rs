@@ -47,9 +47,9 @@ pub use assembler::{Assembled, AssemblyError, ContentAssembler, Expecting, Messa
 pub use codec::{DecodeError, FieldKind};
 pub use frame::{
     decode_frame, write_body, write_body_placing, write_content, write_content_header,
-    write_content_raw, write_content_raw_head, write_frame, write_frame_header, write_heartbeat,
-    write_method, Frame, FrameError, FrameType, FRAME_END, FRAME_HEADER_SIZE, FRAME_MIN_SIZE,
-    FRAME_OVERHEAD, PROTOCOL_HEADER,
+    write_content_raw, write_content_raw_head, write_deliver, write_frame, write_frame_header,
+    write_heartbeat, write_method, write_raw_content_header, DeliverRef, Frame, FrameError,
+    FrameType, FRAME_END, FRAME_HEADER_SIZE, FRAME_MIN_SIZE, FRAME_OVERHEAD, PROTOCOL_HEADER,
 };
 pub use fuzz::fuzz_decode;
 pub use method::*;

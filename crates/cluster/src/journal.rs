@@ -16,7 +16,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use ferry_core::{
     Arguments, BrokerError, DurableWaiter, ExchangeDefinition, HeaderValue, Journal, JournalStats,
-    JournalTx, Message, QueueDefinition, SyncPoint,
+    JournalTx, Message, MessageParts, QueueDefinition, SyncPoint,
 };
 use ferry_store::record::{self, BindingKey, QueueRec, Record};
 use parking_lot::Mutex;
@@ -301,12 +301,12 @@ impl ClusterJournal {
         self.poll();
     }
 
-    fn replicated_load(&self, id: u64) -> Option<Message> {
+    fn replicated_load(&self, id: u64) -> Option<MessageParts> {
         let r = self.replica.lock();
         let content = r.queues.values().find_map(|q| q.messages.get(&id))?.clone();
         drop(r);
-        let m = record::message_from_content(content).ok()?;
-        m.stored.set(id);
+        let mut m = record::message_from_content(content).ok()?;
+        m.store_id = Some(id);
         Some(m)
     }
 }
@@ -433,7 +433,7 @@ impl Journal for ClusterJournal {
             queues.iter().partition(|q| is_replicated_id(**q));
         // A transient message stays out of the local store (its non-replicated queues
         // hold it in memory only, as always).
-        let local: Vec<u64> = if message.persistent {
+        let local: Vec<u64> = if message.persistent() {
             local
         } else {
             Vec::new()
@@ -448,7 +448,7 @@ impl Journal for ClusterJournal {
             self.cover_local(&mut p);
             id
         };
-        let mut content = Vec::with_capacity(message.size as usize + 64);
+        let mut content = Vec::with_capacity(message.size() as usize + 64);
         record::put_message_content(&mut content, message);
         let point = self.propose(Op::Enqueue {
             id: self.message_key(id),
@@ -485,7 +485,7 @@ impl Journal for ClusterJournal {
         Some(self.appended())
     }
 
-    fn load(&self, messages: &[u64]) -> Vec<Option<Message>> {
+    fn load(&self, messages: &[u64]) -> Vec<Option<MessageParts>> {
         if !messages
             .iter()
             .any(|id| id & (REPLICATED | LOCAL_TAGGED) != 0)
@@ -664,7 +664,7 @@ mod tests {
         fn commit_tx(&self, _: &JournalTx) -> Option<SyncPoint> {
             None
         }
-        fn load(&self, m: &[u64]) -> Vec<Option<Message>> {
+        fn load(&self, m: &[u64]) -> Vec<Option<MessageParts>> {
             m.iter().map(|_| None).collect()
         }
         fn appended(&self) -> SyncPoint {

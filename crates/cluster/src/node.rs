@@ -465,9 +465,9 @@ impl Cluster {
                 }
             };
             let messages = q.messages.iter().filter_map(|(mid, content)| {
-                let m = ferry_store::record::message_from_content(content.clone()).ok()?;
-                m.stored.set(*mid);
-                Some(Restored::InMemory(Arc::new(m)))
+                let mut m = ferry_store::record::message_from_content(content.clone()).ok()?;
+                m.store_id = Some(*mid);
+                Some(Restored::InMemory(m.build()))
             });
             queue.restore(messages.collect::<Vec<_>>());
             for (exchange, key, args) in &q.bindings {

@@ -7,8 +7,6 @@
 //! (wall-clock timings of the threaded `queue_throughput` example vary with the machine's load and
 //! with how its two threads interleave).
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use ferry_core::{Message, OutboxItem};
 
@@ -35,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while done < count {
         for _ in 0..BATCH {
             let msg = Message::new(Bytes::new(), Bytes::from_static(b"bench"), body.clone());
-            broker.publish(&exchange, Arc::new(msg))?;
+            broker.publish(&exchange, msg)?;
         }
         outbox.take(&mut items);
         positions.extend(items.drain(..).filter_map(|item| match item {

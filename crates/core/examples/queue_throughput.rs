@@ -3,7 +3,6 @@
 //!
 //! cargo run --release -p ferry-core --example queue_throughput -- [messages] [body-bytes] [window]
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -63,11 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let exchange = broker.default_exchange().clone();
     let body = Bytes::from(vec![b'x'; size]);
     for _ in 0..count {
-        let msg = Arc::new(Message::new(
-            Bytes::new(),
-            Bytes::from_static(b"bench"),
-            body.clone(),
-        ));
+        let msg = Message::new(Bytes::new(), Bytes::from_static(b"bench"), body.clone());
         broker.publish(&exchange, msg)?;
     }
     let published = start.elapsed();

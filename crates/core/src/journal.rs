@@ -93,8 +93,9 @@ pub trait Journal: Send + Sync {
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint>;
     /// Reads messages back for a queue that kept only their stand-ins in memory (flow to
     /// disk): for each id, the message as journaled (with its store id set), or `None` if
-    /// the store no longer holds it. May read the disk; callers batch.
-    fn load(&self, messages: &[u64]) -> Vec<Option<crate::message::Message>>;
+    /// the store no longer holds it. May read the disk; callers batch. Parts, not a
+    /// message: the queue adds what it kept beside the stand-in before building it.
+    fn load(&self, messages: &[u64]) -> Vec<Option<crate::message::MessageParts>>;
     /// The latest point appended so far: what a command that just changed durable state must
     /// wait for.
     fn appended(&self) -> SyncPoint;
@@ -203,7 +204,7 @@ pub(crate) mod testing {
     pub struct MemoryJournal {
         pub calls: Mutex<Vec<Call>>,
         /// What `load` reads back: every message enqueued, by id.
-        pub contents: Mutex<std::collections::HashMap<u64, crate::message::Message>>,
+        pub contents: Mutex<std::collections::HashMap<u64, crate::message::MessageParts>>,
         /// Ids `load` was asked for, one entry per call.
         pub loads: Mutex<Vec<Vec<u64>>>,
         next: AtomicU64,
@@ -295,8 +296,8 @@ pub(crate) mod testing {
             self.check()?;
             let id = self.id();
             self.push(Call::Enqueue(id, queues.to_vec()), tx, id);
-            let copy = message.clone();
-            copy.stored.set(id);
+            let mut copy = message.to_parts();
+            copy.store_id = Some(id);
             self.contents.lock().insert(id, copy);
             Ok((id, SyncPoint(id)))
         }
@@ -312,18 +313,10 @@ pub(crate) mod testing {
             self.calls.lock().push(Call::CommitTx(id));
             Some(SyncPoint(self.id()))
         }
-        fn load(&self, ids: &[u64]) -> Vec<Option<crate::message::Message>> {
+        fn load(&self, ids: &[u64]) -> Vec<Option<crate::message::MessageParts>> {
             self.loads.lock().push(ids.to_vec());
             let contents = self.contents.lock();
-            ids.iter()
-                .map(|id| {
-                    contents.get(id).map(|m| {
-                        let copy = m.clone();
-                        copy.stored.set(*id);
-                        copy
-                    })
-                })
-                .collect()
+            ids.iter().map(|id| contents.get(id).cloned()).collect()
         }
         fn appended(&self) -> SyncPoint {
             SyncPoint(self.next.load(Ordering::Relaxed))

@@ -76,7 +76,8 @@ pub use journal::{
 };
 pub use limits::{LimitPolicy, QueueLimits};
 pub use message::{
-    now_ms, Death, DeathHistory, DeathReason, Message, ProtocolHeader, Sequenced, StoreRef,
+    now_ms, Death, DeathHistory, DeathReason, Header, Message, MessageParts, Props, ProtocolHeader,
+    Sequenced, INLINE_BODY_MAX,
 };
 pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{

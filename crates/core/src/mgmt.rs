@@ -176,7 +176,6 @@ impl Broker {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use bytes::Bytes;
 
@@ -193,7 +192,7 @@ mod tests {
             key.to_owned(),
             Bytes::from_static(body.as_bytes()),
         );
-        b.publish(&ex, Arc::new(m)).unwrap();
+        b.publish(&ex, m).unwrap();
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub enum Settlement {
 struct StagedSettlement {
     queue: Arc<Queue>,
     position: u64,
-    message: Arc<Message>,
+    message: Message,
     how: Settlement,
 }
 
@@ -42,7 +42,7 @@ struct StagedSettlement {
 /// alarm like one filling a queue.
 #[derive(Debug, Default)]
 pub struct Transaction {
-    publishes: Vec<(Arc<Exchange>, Arc<Message>)>,
+    publishes: Vec<(Arc<Exchange>, Message)>,
     settlements: Vec<StagedSettlement>,
     meter: Option<Arc<MemoryMeter>>,
     staged_bytes: u64,
@@ -87,11 +87,11 @@ impl Transaction {
     }
 
     /// Stages a publish; it is routed when the transaction commits.
-    pub fn publish(&mut self, exchange: Arc<Exchange>, message: Arc<Message>) {
+    pub fn publish(&mut self, exchange: Arc<Exchange>, message: Message) {
         if let Some(meter) = &self.meter {
-            meter.add(0, message.size);
+            meter.add(0, message.size());
         }
-        self.staged_bytes += message.size;
+        self.staged_bytes += message.size();
         self.publishes.push((exchange, message));
     }
 
@@ -108,13 +108,7 @@ impl Transaction {
     }
 
     /// Stages the settlement of an acquired message.
-    pub fn settle(
-        &mut self,
-        queue: Arc<Queue>,
-        position: u64,
-        message: Arc<Message>,
-        how: Settlement,
-    ) {
+    pub fn settle(&mut self, queue: Arc<Queue>, position: u64, message: Message, how: Settlement) {
         self.settlements.push(StagedSettlement {
             queue,
             position,
@@ -157,7 +151,7 @@ impl Transaction {
         let jtx = journal.map(|_| Arc::new(JournalTx::default()));
         // Route first, outside any queue lock (routing takes exchange locks).
         let now = now_ms();
-        let mut routes: Vec<(usize, Arc<Queue>, Arc<Message>)> = Vec::new();
+        let mut routes: Vec<(usize, Arc<Queue>, Message)> = Vec::new();
         let mut targets = Vec::new();
         for (i, (exchange, message)) in publishes.iter().enumerate() {
             if exchange.is_deleted() || message.is_expired_at(now) {
@@ -168,7 +162,7 @@ impl Transaction {
             let mut message = message.clone();
             let journaled = |_: &_| {
                 !targets.is_empty()
-                    && (message.persistent || targets.iter().any(|q| q.journals_all()))
+                    && (message.persistent() || targets.iter().any(|q| q.journals_all()))
             };
             if let Some(j) = journal.filter(journaled) {
                 match route::record(j, &message, &targets, jtx.as_deref()) {
@@ -208,9 +202,9 @@ impl Transaction {
         }
         let slot = |q: &Queue| queues.binary_search_by_key(&q.id(), |x| x.id()).ok();
 
-        let mut rejected: Vec<(Arc<Queue>, Arc<Message>)> = Vec::new();
-        let mut orphans: Vec<(Arc<Queue>, Vec<Arc<Message>>)> = Vec::new();
-        let mut dropped: Vec<(Arc<Queue>, Vec<Arc<Message>>)> = Vec::new();
+        let mut rejected: Vec<(Arc<Queue>, Message)> = Vec::new();
+        let mut orphans: Vec<(Arc<Queue>, Vec<Message>)> = Vec::new();
+        let mut dropped: Vec<(Arc<Queue>, Vec<Message>)> = Vec::new();
         // Settlements first: what a transaction consumes makes room for what it publishes.
         for s in settlements {
             let Some(st) = slot(&s.queue).and_then(|i| locked.get_mut(i)) else {
@@ -286,6 +280,7 @@ impl Transaction {
 
 #[cfg(test)]
 mod tests {
+    use crate::MessageParts;
     use std::time::Duration;
 
     use bytes::Bytes;
@@ -305,12 +300,8 @@ mod tests {
         b.declare_queue(name, opts, false, 1).unwrap().0
     }
 
-    fn msg(key: &str, body: &'static str) -> Arc<Message> {
-        Arc::new(Message::new(
-            "",
-            key.to_owned(),
-            Bytes::from_static(body.as_bytes()),
-        ))
+    fn msg(key: &str, body: &'static str) -> Message {
+        Message::new("", key.to_owned(), Bytes::from_static(body.as_bytes()))
     }
 
     fn consumer(q: &Arc<Queue>, id: u64) -> Arc<Outbox> {
@@ -330,7 +321,7 @@ mod tests {
         outbox
     }
 
-    fn taken(outbox: &Outbox) -> Vec<(u64, Arc<Message>, bool)> {
+    fn taken(outbox: &Outbox) -> Vec<(u64, Message, bool)> {
         let mut items = Vec::new();
         outbox.take(&mut items);
         items
@@ -465,7 +456,7 @@ mod tests {
         let bodies_of = |o: &Outbox| -> Vec<Bytes> {
             taken(o)
                 .into_iter()
-                .map(|(_, m, _)| m.body.clone())
+                .map(|(_, m, _)| m.body_bytes())
                 .collect()
         };
         assert_eq!(
@@ -524,9 +515,9 @@ mod tests {
         b.bind("q", "gone", "", &Arguments::new()).unwrap();
         let gone = b.exchange("gone").unwrap();
         let mut tx = Transaction::new();
-        let mut expired = Message::new("", "q", Bytes::from_static(b"old"));
+        let mut expired = MessageParts::new("", "q", Bytes::from_static(b"old"));
         expired.expires_at = Some(1);
-        tx.publish(b.default_exchange().clone(), Arc::new(expired));
+        tx.publish(b.default_exchange().clone(), Message::from(expired));
         tx.publish(gone, msg("", "late"));
         b.delete_exchange("gone", false).unwrap();
         assert_eq!(b.commit(&mut tx).routed, [0, 0]);

@@ -244,12 +244,12 @@ impl Agent {
 }
 
 pub(crate) fn publish(broker: &Broker, message: Message) {
-    let exchange_name = String::from_utf8_lossy(&message.exchange).into_owned();
+    let exchange_name = String::from_utf8_lossy(message.exchange()).into_owned();
     let Some(exchange) = broker.exchange(&exchange_name) else {
         debug!(exchange = %exchange_name, "QMF reply dropped: no such exchange");
         return;
     };
-    if let Err(e) = broker.publish(&exchange, Arc::new(message)) {
+    if let Err(e) = broker.publish(&exchange, message) {
         debug!(exchange = %exchange_name, "QMF reply dropped: {e}");
     }
 }

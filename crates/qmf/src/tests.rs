@@ -10,8 +10,8 @@ use ferry_amqp010::{
     DeliveryProperties, List, Map, MessageHeader, MessageProperties, ReplyTo, Str, Value,
 };
 use ferry_core::{
-    Arguments, Broker, BrokerConfig, ConsumerSpec, Message, Outbox, OutboxItem, ProtocolHeader,
-    QueueOptions,
+    Arguments, Broker, BrokerConfig, ConsumerSpec, MessageParts, Outbox, OutboxItem,
+    ProtocolHeader, QueueOptions,
 };
 
 use super::*;
@@ -121,10 +121,10 @@ impl Console {
         header.encode(&mut segment).unwrap();
         let mut content = BytesMut::new();
         body.encode(&mut content).unwrap();
-        let mut m = Message::new(DIRECT_EXCHANGE, "broker", content.freeze());
+        let mut m = MessageParts::new(DIRECT_EXCHANGE, "broker", content.freeze());
         m.header = ProtocolHeader::Amqp010(segment.freeze());
         let ex = self.broker.exchange(DIRECT_EXCHANGE).unwrap();
-        assert_eq!(self.broker.publish(&ex, Arc::new(m)).unwrap().queues, 1);
+        assert_eq!(self.broker.publish(&ex, m.build()).unwrap().queues, 1);
         correlation
     }
 
@@ -140,10 +140,10 @@ impl Console {
             };
             if let Some(OutboxItem::Deliver(d)) = next {
                 d.queue.accept(d.position);
-                let ProtocolHeader::Amqp010(segment) = &d.message.header else {
+                let ferry_core::Header::Amqp010(segment) = d.message.header() else {
                     panic!("a reply has a 0-10 header")
                 };
-                let p = MessageHeader::decode(segment.clone())
+                let p = MessageHeader::decode(Bytes::copy_from_slice(segment))
                     .unwrap()
                     .properties
                     .unwrap();
@@ -152,7 +152,7 @@ impl Console {
                     headers: p.application_headers.unwrap_or_default(),
                     correlation_id: p.correlation_id,
                     content_type: p.content_type.unwrap().to_str_lossy().into_owned(),
-                    body: d.message.body.clone(),
+                    body: d.message.body_bytes(),
                 };
             }
             tokio::time::timeout_at(deadline, self.outbox.notified())
@@ -310,9 +310,9 @@ async fn garbage_is_ignored_or_answered_and_the_agent_carries_on() {
     };
     let mut segment = BytesMut::new();
     header.encode(&mut segment).unwrap();
-    let mut m = Message::new(DIRECT_EXCHANGE, "broker", Bytes::from_static(b"\xff\xff"));
+    let mut m = MessageParts::new(DIRECT_EXCHANGE, "broker", Bytes::from_static(b"\xff\xff"));
     m.header = ProtocolHeader::Amqp010(segment.freeze());
-    c.broker.publish(&ex, Arc::new(m)).unwrap();
+    c.broker.publish(&ex, m.build()).unwrap();
     assert_eq!(c.receive().await.opcode(), "_exception");
     // Still answering.
     c.send("_query_request", &class_query("broker"), true);

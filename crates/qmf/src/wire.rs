@@ -14,7 +14,7 @@ use ferry_amqp010::codec::Reader;
 use ferry_amqp010::{
     DecodeError, DeliveryProperties, List, Map, MessageHeader, MessageProperties, Str, Value,
 };
-use ferry_core::{Message, ProtocolHeader};
+use ferry_core::{Header, Message, MessageParts, ProtocolHeader};
 
 use crate::value::{header_text, read_text};
 
@@ -61,15 +61,15 @@ pub enum NotARequest {
 
 impl Request {
     pub fn parse(message: &Message) -> Result<Request, NotARequest> {
-        let ProtocolHeader::Amqp010(segment) = &message.header else {
+        let Header::Amqp010(segment) = message.header() else {
             return Err(NotARequest::NotAmqp010);
         };
-        let props = MessageHeader::decode(segment.clone())?
+        let props = MessageHeader::decode(Bytes::copy_from_slice(segment))?
             .properties
             .unwrap_or_default();
         let reply_to = props.reply_to.ok_or(NotARequest::NoReplyTo)?;
-        if message.body.len() > MAX_REQUEST_BODY {
-            return Err(NotARequest::TooLarge(message.body.len()));
+        if message.body().len() > MAX_REQUEST_BODY {
+            return Err(NotARequest::TooLarge(message.body().len()));
         }
         let headers = props.application_headers.unwrap_or_default();
         let qmf2 = props.app_id.as_deref() == Some(b"qmf2".as_slice());
@@ -89,7 +89,7 @@ impl Request {
             user_id: props
                 .user_id
                 .map(|u| String::from_utf8_lossy(&u).into_owned()),
-            body: message.body.clone(),
+            body: message.body_bytes(),
         })
     }
 
@@ -218,11 +218,10 @@ pub fn v1_message(
 }
 
 fn core_message(to: &ReplyAddress, segment: Bytes, body: Bytes) -> Message {
-    let mut message = Message::new(to.exchange.clone(), to.routing_key.clone(), body);
-    message.size = (segment.len() + message.body.len()) as u64;
+    let mut message = MessageParts::new(to.exchange.clone(), to.routing_key.clone(), body);
     message.header = ProtocolHeader::Amqp010(segment);
     message.priority = DEFAULT_PRIORITY;
-    message
+    message.build()
 }
 
 #[cfg(test)]
@@ -257,9 +256,9 @@ mod tests {
         };
         let mut segment = BytesMut::new();
         header.encode(&mut segment).unwrap();
-        let mut m = Message::new("qmf.default.direct", "broker", body);
+        let mut m = MessageParts::new("qmf.default.direct", "broker", body);
         m.header = ProtocolHeader::Amqp010(segment.freeze());
-        m
+        m.build()
     }
 
     fn encoded(map: &Map) -> Bytes {
@@ -298,8 +297,9 @@ mod tests {
         );
         let plain = Message::new("x", "y", Bytes::new());
         assert_eq!(Request::parse(&plain), Err(NotARequest::NotAmqp010));
-        let mut garbled = plain.clone();
+        let mut garbled = plain.to_parts();
         garbled.header = ProtocolHeader::Amqp010(Bytes::from_static(b"\x00\x00\x00\x09abc"));
+        let garbled = garbled.build();
         assert!(matches!(
             Request::parse(&garbled),
             Err(NotARequest::Header(_))
@@ -332,18 +332,18 @@ mod tests {
         let mut reply = Reply::exception(7, "boom");
         reply.headers.push(("partial", Value::Void));
         let m = reply.to_message(&to, "apache.org:qpidd:x").unwrap();
-        assert_eq!(&m.exchange[..], b"qmf.default.topic");
-        assert_eq!(&m.routing_key[..], b"direct.abc");
-        let ProtocolHeader::Amqp010(segment) = &m.header else {
+        assert_eq!(m.exchange(), b"qmf.default.topic");
+        assert_eq!(m.routing_key(), b"direct.abc");
+        let Header::Amqp010(segment) = m.header() else {
             panic!("no 0-10 header")
         };
-        assert_eq!(m.size as usize, segment.len() + m.body.len());
-        let h = MessageHeader::decode(segment.clone()).unwrap();
+        assert_eq!(m.size() as usize, segment.len() + m.body().len());
+        let h = MessageHeader::decode(Bytes::copy_from_slice(segment)).unwrap();
         let p = h.properties.unwrap();
         assert_eq!(p.app_id.as_deref(), Some(b"qmf2".as_slice()));
         assert_eq!(p.correlation_id.as_deref(), Some(b"7".as_slice()));
         assert_eq!(p.content_type.unwrap(), "amqp/map");
-        assert_eq!(p.content_length, Some(m.body.len() as u64));
+        assert_eq!(p.content_length, Some(m.body().len() as u64));
         let ah = p.application_headers.unwrap();
         assert_eq!(ah.get("qmf.opcode").and_then(read_text), Some("_exception"));
         assert_eq!(ah.get("method").and_then(read_text), Some("indication"));
@@ -352,7 +352,7 @@ mod tests {
             Some("apache.org:qpidd:x")
         );
         assert_eq!(ah.get("partial"), Some(&Value::Void));
-        let body = Map::decode(&mut Reader::new(m.body.clone())).unwrap();
+        let body = Map::decode(&mut Reader::new(m.body_bytes())).unwrap();
         let Some(Value::Map(values)) = body.get("_values") else {
             panic!("no _values")
         };

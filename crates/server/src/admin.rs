@@ -477,9 +477,7 @@ impl AdminUser {
             expires_at,
             headers,
         };
-        let outcome = self
-            .broker()
-            .publish(&ex, Arc::new(publish.into_message()))?;
+        let outcome = self.broker().publish(&ex, publish.into_message())?;
         Ok(outcome.queues > 0)
     }
 
@@ -508,12 +506,12 @@ impl AdminUser {
         let messages = got
             .iter()
             .map(|g| GotMessage {
-                exchange: String::from_utf8_lossy(&g.message.exchange).into_owned(),
-                routing_key: String::from_utf8_lossy(&g.message.routing_key).into_owned(),
+                exchange: String::from_utf8_lossy(g.message.exchange()).into_owned(),
+                routing_key: String::from_utf8_lossy(g.message.routing_key()).into_owned(),
                 redelivered: g.redelivered,
                 remaining: g.remaining,
                 properties: decode_properties(&outgoing_properties(&g.message)).unwrap_or_default(),
-                body: g.message.body.clone(),
+                body: g.message.body_bytes(),
             })
             .collect();
         match mode {

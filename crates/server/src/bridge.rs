@@ -9,7 +9,7 @@ use ferry_amqp010::{
     ReplyTo, Str, Value,
 };
 use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, LongStr, RawProperties, ShortStr};
-use ferry_core::{Message, ProtocolHeader};
+use ferry_core::{Header, Message};
 
 pub mod amqp1;
 
@@ -24,9 +24,9 @@ fn short(bytes: impl Into<Bytes>) -> Option<ShortStr> {
 /// becomes the routing key when the exchange is the default one, else `exchange/key`;
 /// priority and delivery-mode carry over; ttl becomes `expiration` in milliseconds;
 /// application-headers become `headers`.
-pub fn from_amqp010_header(segment: &Bytes) -> BasicProperties {
+pub fn from_amqp010_header(segment: &[u8]) -> BasicProperties {
     let mut props = BasicProperties::default();
-    let Ok(header) = MessageHeader::decode(segment.clone()) else {
+    let Ok(header) = MessageHeader::decode(Bytes::copy_from_slice(segment)) else {
         return props;
     };
     if let Some(dp) = header.delivery {
@@ -223,16 +223,18 @@ pub fn encode_010_header(dp: DeliveryProperties, mp: MessageProperties) -> Bytes
 /// ([`amqp1::to_amqp010`]); `None` for other messages (and for 0-9-1 properties that no
 /// longer decode, which cannot happen for what we stored).
 pub fn amqp010_header_for(message: &Message) -> Option<Bytes> {
-    let raw = match &message.header {
-        ProtocolHeader::Amqp091(raw) => raw,
-        ProtocolHeader::Amqp1(_) => return Some(amqp1::to_amqp010(message)),
+    let raw = match message.header() {
+        Header::Amqp091(raw) => raw,
+        Header::Amqp1(_) => return Some(amqp1::to_amqp010(message)),
         _ => return None,
     };
-    let props = RawProperties::parse(raw.clone()).ok()?.decode();
+    let props = RawProperties::parse(Bytes::copy_from_slice(raw))
+        .ok()?
+        .decode();
     Some(to_amqp010_header(
         &props,
-        &message.exchange,
-        &message.routing_key,
+        message.exchange(),
+        message.routing_key(),
     ))
 }
 

@@ -3,10 +3,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferry_core::{Headers, Message, ProtocolHeader};
-
-/// Bodies this large usually span frames and so own their memory.
-const LARGE_BODY: usize = 4096;
+use ferry_core::{Headers, Message, MessageParts, ProtocolHeader};
 
 /// Which protocol's encoding the header is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,38 +33,28 @@ pub struct Publish {
 }
 
 impl Publish {
-    pub fn into_message(self) -> Message {
-        // Whatever the message keeps that is sliced from the read buffer keeps that whole
-        // buffer alive while the message is queued. For small messages the body shares
-        // the buffer anyway; a large body was joined into its own allocation, so the rest
-        // gets its own too (a copy of some 100 bytes), and a deep queue of large messages
-        // costs what it holds, not twice that.
-        let large = self.body.len() >= LARGE_BODY;
-        let keep = |b: Bytes| {
-            if large {
-                Bytes::copy_from_slice(&b)
-            } else {
-                b
-            }
-        };
-        let size = (self.header.len() + self.body.len()) as u64;
-        let header = keep(self.header);
-        Message {
-            exchange: keep(self.exchange),
-            routing_key: keep(self.routing_key),
+    /// The parts of the core message (which copies what it keeps of the read buffer but
+    /// for a large body: see `ferry_core::INLINE_BODY_MAX`).
+    pub fn into_parts(self) -> MessageParts {
+        MessageParts {
+            exchange: self.exchange,
+            routing_key: self.routing_key,
             header: match self.encoding {
-                Encoding::Amqp010 => ProtocolHeader::Amqp010(header),
-                Encoding::Amqp091 => ProtocolHeader::Amqp091(header),
-                Encoding::Amqp1 => ProtocolHeader::Amqp1(header),
+                Encoding::Amqp010 => ProtocolHeader::Amqp010(self.header),
+                Encoding::Amqp091 => ProtocolHeader::Amqp091(self.header),
+                Encoding::Amqp1 => ProtocolHeader::Amqp1(self.header),
             },
             body: self.body,
             headers: self.headers,
             expires_at: self.expires_at,
             priority: self.priority,
             persistent: self.persistent,
-            size,
-            ..Message::default()
+            ..MessageParts::default()
         }
+    }
+
+    pub fn into_message(self) -> Message {
+        self.into_parts().build()
     }
 }
 
@@ -89,29 +76,31 @@ mod tests {
         }
     }
 
-    fn inside(part: &Bytes, buffer: &Bytes) -> bool {
-        let start = buffer.as_ptr() as usize;
-        let at = part.as_ptr() as usize;
-        at >= start && at < start + buffer.len()
-    }
-
     #[test]
-    fn a_small_message_shares_the_read_buffer() {
+    fn a_small_message_keeps_nothing_of_the_read_buffer() {
         let buffer = Bytes::from(vec![1u8; 64]);
         let m = publish(buffer.slice(8..20), &buffer).into_message();
-        assert!(inside(&m.routing_key, &buffer) && inside(&m.exchange, &buffer));
-        assert!(matches!(&m.header, ProtocolHeader::Amqp091(h) if inside(h, &buffer)));
-        assert_eq!(m.size, 4 + 12);
-        assert_eq!((m.priority, m.persistent, m.expires_at), (3, true, Some(7)));
+        assert!(buffer.is_unique(), "header, keys and body were copied");
+        assert_eq!(
+            (m.exchange(), m.routing_key()),
+            (&buffer[0..2], &buffer[2..4])
+        );
+        assert_eq!(m.header(), ferry_core::Header::Amqp091(&buffer[4..8]));
+        assert_eq!(m.body(), &buffer[8..20]);
+        assert_eq!(m.size(), 4 + 12);
+        assert_eq!(
+            (m.priority(), m.persistent(), m.expires_at()),
+            (3, true, Some(7))
+        );
     }
 
     #[test]
-    fn a_large_message_keeps_nothing_of_the_read_buffer_but_its_body() {
+    fn a_large_body_is_kept_as_it_came_and_the_rest_copied() {
         let buffer = Bytes::from(vec![1u8; 64]);
-        let body = Bytes::from(vec![2u8; LARGE_BODY]);
-        let m = publish(body, &buffer).into_message();
-        assert!(!inside(&m.routing_key, &buffer) && !inside(&m.exchange, &buffer));
-        assert!(matches!(&m.header, ProtocolHeader::Amqp091(h) if !inside(h, &buffer)));
-        assert_eq!(&m.routing_key[..], &buffer[2..4]);
+        let body = Bytes::from(vec![2u8; ferry_core::INLINE_BODY_MAX]);
+        let m = publish(body.clone(), &buffer).into_message();
+        assert!(buffer.is_unique());
+        assert_eq!(m.body().as_ptr(), body.as_ptr(), "not copied");
+        assert_eq!(m.routing_key(), &buffer[2..4]);
     }
 }

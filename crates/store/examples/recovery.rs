@@ -4,11 +4,10 @@
 //! Usage: `cargo run --release -p ferry-store --example recovery DIR [N] [SIZE]`
 //! (DIR is emptied first).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use ferry_core::{Broker, BrokerConfig, Message, QueueOptions};
+use ferry_core::{Broker, BrokerConfig, MessageParts, QueueOptions};
 use ferry_store::{Store, StoreConfig};
 
 fn rss_mib() -> u64 {
@@ -43,9 +42,9 @@ fn main() {
         let body = Bytes::from(vec![b'x'; size]);
         let start = Instant::now();
         for _ in 0..n {
-            let mut m = Message::new("", "backlog", body.clone());
+            let mut m = MessageParts::new("", "backlog", body.clone());
             m.persistent = true;
-            broker.publish(&ex, Arc::new(m)).unwrap();
+            broker.publish(&ex, m.build()).unwrap();
         }
         store.sync();
         println!(

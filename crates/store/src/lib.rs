@@ -32,7 +32,7 @@ use std::thread::JoinHandle;
 
 use ferry_core::{
     Arguments, BrokerError, DurableWaiter, ExchangeDefinition, Journal, JournalStats, JournalTx,
-    Message, QueueDefinition, SyncPoint,
+    Message, MessageParts, QueueDefinition, SyncPoint,
 };
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -642,7 +642,7 @@ impl Journal for Store {
         }))
     }
 
-    fn load(&self, messages: &[u64]) -> Vec<Option<Message>> {
+    fn load(&self, messages: &[u64]) -> Vec<Option<MessageParts>> {
         load::load(&self.shared, messages)
     }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use ferry_core::Message;
+use ferry_core::MessageParts;
 
 use crate::index::{Live, Loc};
 use crate::record::{self, read_frame, Frame, Record};
@@ -37,7 +37,7 @@ impl State {
 }
 
 /// The message a frame holds, if it is message `id`'s record numbered `seq`.
-fn decode(frame: &[u8], id: u64, seq: u64) -> Option<Message> {
+fn decode(frame: &[u8], id: u64, seq: u64) -> Option<MessageParts> {
     let Frame::Record {
         seq: s,
         kind,
@@ -53,16 +53,16 @@ fn decode(frame: &[u8], id: u64, seq: u64) -> Option<Message> {
     // Its own allocation: the message must not keep a read buffer alive.
     match Record::decode(kind, Bytes::copy_from_slice(payload)).ok()? {
         Record::Message(m) | Record::TxMessage { message: m, .. } if m.id == id => {
-            let msg = record::message_from_content(m.content).ok()?;
-            msg.stored.set(id);
+            let mut msg = record::message_from_content(m.content).ok()?;
+            msg.store_id = Some(id);
             Some(msg)
         }
         _ => None,
     }
 }
 
-pub(crate) fn load(shared: &Shared, ids: &[u64]) -> Vec<Option<Message>> {
-    let mut out: Vec<Option<Message>> = vec![None; ids.len()];
+pub(crate) fn load(shared: &Shared, ids: &[u64]) -> Vec<Option<MessageParts>> {
+    let mut out: Vec<Option<MessageParts>> = vec![None; ids.len()];
     let mut pending: Vec<usize> = (0..ids.len()).collect();
     for _ in 0..ATTEMPTS {
         let mut reads: Vec<(usize, Live)> = Vec::new();
@@ -95,7 +95,7 @@ fn read_files(
     shared: &Shared,
     ids: &[u64],
     reads: &[(usize, Live)],
-    out: &mut [Option<Message>],
+    out: &mut [Option<MessageParts>],
 ) -> Vec<usize> {
     let mut retry = Vec::new();
     read_runs(&shared.dir, reads, |i, at, frame| {

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use std::sync::Arc;
 
 use ferry_core::{
-    Arguments, Death, DeathHistory, DeathReason, ExchangeKind, LimitPolicy, Message,
-    ProtocolHeader, QueueLimits,
+    Arguments, Death, DeathHistory, DeathReason, ExchangeKind, Header, LimitPolicy, Message,
+    MessageParts, ProtocolHeader, QueueLimits,
 };
 
 use crate::codec::{
@@ -465,27 +465,27 @@ const HEADER_AMQP1: u8 = 3;
 
 /// The content of a message record (after its id and queue list).
 pub fn put_message_content(out: &mut Vec<u8>, m: &Message) {
-    put_u64(out, m.expires_at.unwrap_or(0));
-    put_u8(out, m.priority);
-    let (kind, header): (u8, &[u8]) = match &m.header {
-        ProtocolHeader::None => (HEADER_NONE, &[]),
-        ProtocolHeader::Amqp010(h) => (HEADER_010, h),
-        ProtocolHeader::Amqp091(h) => (HEADER_091, h),
-        ProtocolHeader::Amqp1(h) => (HEADER_AMQP1, h),
+    put_u64(out, m.expires_at().unwrap_or(0));
+    put_u8(out, m.priority());
+    let (kind, header): (u8, &[u8]) = match m.header() {
+        Header::None => (HEADER_NONE, &[]),
+        Header::Amqp010(h) => (HEADER_010, h),
+        Header::Amqp091(h) => (HEADER_091, h),
+        Header::Amqp1(h) => (HEADER_AMQP1, h),
     };
     put_u8(out, kind);
     put_bytes(out, header);
-    put_bytes(out, &m.exchange);
-    put_bytes(out, &m.routing_key);
-    put_u64(out, m.size);
-    put_bytes(out, &m.body);
+    put_bytes(out, m.exchange());
+    put_bytes(out, m.routing_key());
+    put_u64(out, m.size());
+    put_bytes(out, m.body());
     // The decoded application headers, when routing needed them: a last-value queue keys on
     // them after a restart too, a headers exchange routes a dead letter by them.
-    if let Some(h) = &m.headers {
+    if let Some(h) = &m.headers() {
         put_u8(out, SECTION_HEADERS);
         put_arguments(out, h);
     }
-    if let Some(d) = &m.deaths {
+    if let Some(d) = &m.deaths() {
         put_u8(out, SECTION_DEATHS);
         put_u32(out, u32::try_from(d.entries.len()).unwrap_or(u32::MAX));
         for death in &d.entries {
@@ -547,8 +547,9 @@ fn deaths(r: &mut Reader) -> Result<DeathHistory, DecodeError> {
     Ok(DeathHistory { entries, first })
 }
 
-/// A message back from its record content; byte fields are slices of `content`.
-pub fn message_from_content(content: Bytes) -> Result<Message, DecodeError> {
+/// A message back from its record content, as parts whose byte fields are slices of
+/// `content` (the message they build copies what it keeps inline).
+pub fn message_from_content(content: Bytes) -> Result<MessageParts, DecodeError> {
     let mut r = Reader::new(content);
     let expires_at = Some(r.u64()?).filter(|t| *t != 0);
     let priority = r.u8()?;
@@ -561,16 +562,16 @@ pub fn message_from_content(content: Bytes) -> Result<Message, DecodeError> {
         HEADER_AMQP1 => ProtocolHeader::Amqp1(header),
         t => return Err(DecodeError::BadTag(t)),
     };
-    let mut m = Message {
+    let mut m = MessageParts {
         exchange: r.bytes()?,
         routing_key: r.bytes()?,
-        size: r.u64()?,
+        size: Some(r.u64()?),
         body: r.bytes()?,
         header,
         expires_at,
         priority,
         persistent: true,
-        ..Message::default()
+        ..MessageParts::default()
     };
     while !r.is_empty() {
         match r.u8()? {
@@ -608,12 +609,12 @@ mod tests {
     fn samples() -> Vec<Record> {
         let mut args = Arguments::new();
         args.push("x-message-ttl", HeaderValue::UInt(5));
-        let mut m = Message::new("ex", "rk", Bytes::from_static(b"body"));
+        let mut m = MessageParts::new("ex", "rk", Bytes::from_static(b"body"));
         m.header = ProtocolHeader::Amqp010(Bytes::from_static(b"hdr"));
         m.expires_at = Some(123);
         m.priority = 7;
         let mut content = Vec::new();
-        put_message_content(&mut content, &m);
+        put_message_content(&mut content, &m.clone().build());
         let key = BindingKey {
             exchange: "amq.topic".into(),
             queue: 3,
@@ -744,7 +745,7 @@ mod tests {
         );
         assert_eq!(
             (back.expires_at, back.priority, back.size),
-            (Some(123), 7, 4)
+            (Some(123), 7, Some(7))
         );
         assert!(back.persistent);
         assert!(back.headers.is_none() && back.deaths.is_none());
@@ -752,7 +753,7 @@ mod tests {
 
     #[test]
     fn headers_and_death_history_round_trip() {
-        let mut m = Message::new("ex", "rk", Bytes::from_static(b"body"));
+        let mut m = MessageParts::new("ex", "rk", Bytes::from_static(b"body"));
         let mut h = Arguments::new();
         h.push("ticker", HeaderValue::Str("IBM".into()));
         m.headers = Some(Arc::new(h.clone()));
@@ -769,7 +770,7 @@ mod tests {
         d.record("q1", DeathReason::Rejected, &ex, &rk, 7);
         m.deaths = Some(Arc::new(d.clone()));
         let mut content = Vec::new();
-        put_message_content(&mut content, &m);
+        put_message_content(&mut content, &m.clone().build());
         let back = message_from_content(Bytes::from(content.clone())).unwrap();
         assert_eq!(back.headers.as_deref(), Some(&h));
         assert_eq!(back.deaths.as_deref(), Some(&d));
@@ -859,10 +860,10 @@ mod tests {
 
     #[test]
     fn amqp1_headers_round_trip() {
-        let mut m = Message::new("", "q", Bytes::from_static(b"body"));
+        let mut m = MessageParts::new("", "q", Bytes::from_static(b"body"));
         m.header = ProtocolHeader::Amqp1(Bytes::from_static(b"\x00sections"));
         let mut content = Vec::new();
-        put_message_content(&mut content, &m);
+        put_message_content(&mut content, &m.clone().build());
         let back = message_from_content(Bytes::from(content)).unwrap();
         assert_eq!(back.header, m.header);
         assert_eq!(&back.body[..], b"body");
@@ -895,10 +896,10 @@ mod tests {
         );
         assert_eq!(
             (&back.body[..], back.size, back.priority),
-            (&b"hello"[..], 5, 4)
+            (&b"hello"[..], Some(5), 4)
         );
         let mut again = Vec::new();
-        put_message_content(&mut again, &back);
+        put_message_content(&mut again, &back.build());
         assert_eq!(again, old, "the old kinds are written as before");
     }
 }

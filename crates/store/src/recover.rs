@@ -20,7 +20,6 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -315,13 +314,14 @@ fn rebuild(
                     Record::Message(m) | Record::TxMessage { message: m, .. },
                     Some(&(id, ref live)),
                 ) => {
-                    let Ok(msg) = record::message_from_content(m.content) else {
+                    let Ok(mut msg) = record::message_from_content(m.content) else {
                         bad_messages += 1;
                         continue;
                     };
-                    msg.stored.set(id);
-                    let in_memory = msg.size <= budget;
-                    let restored = |m: &Arc<Message>| {
+                    msg.store_id = Some(id);
+                    let msg = msg.build();
+                    let in_memory = msg.size() <= budget;
+                    let restored = |m: &Message| {
                         if in_memory {
                             Restored::InMemory(m.clone())
                         } else {
@@ -329,11 +329,11 @@ fn rebuild(
                         }
                     };
                     let msg = if in_memory {
-                        budget -= msg.size;
-                        Arc::new(msg)
+                        budget -= msg.size();
+                        msg
                     } else {
                         stats.messages_on_disk += 1;
-                        Arc::new(msg.stub())
+                        msg.stub()
                     };
                     for q in live.queues.to_vec() {
                         messages.entry(q).or_default().push((id, restored(&msg)));

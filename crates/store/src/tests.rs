@@ -71,10 +71,10 @@ fn durable_queue(b: &Broker, name: &str) -> Arc<Queue> {
 }
 
 fn publish(b: &Broker, queue: &str, body: Vec<u8>, persistent: bool) -> Option<SyncPoint> {
-    let mut m = Message::new("", queue.to_owned(), Bytes::from(body));
+    let mut m = MessageParts::new("", queue.to_owned(), Bytes::from(body));
     m.persistent = persistent;
     let ex = b.exchange("").unwrap();
-    b.publish(&ex, Arc::new(m)).unwrap().sync
+    b.publish(&ex, Message::from(m)).unwrap().sync
 }
 
 /// Takes up to `n` messages off the queue and accepts them; returns their bodies.
@@ -101,7 +101,7 @@ fn consume(b: &Broker, q: &Arc<Queue>, n: u32) -> Vec<Bytes> {
         .filter_map(|i| match i {
             OutboxItem::Deliver(d) => {
                 assert!(q.accept(d.position));
-                Some(d.message.body.clone())
+                Some(d.message.body_bytes())
             }
             _ => None,
         })
@@ -518,9 +518,9 @@ fn a_message_for_several_durable_queues_is_stored_once() {
             b.bind(q, "amq.fanout", "", &Arguments::new()).unwrap();
         }
         let ex = b.exchange("amq.fanout").unwrap();
-        let mut m = Message::new("amq.fanout", "", Bytes::from(vec![7u8; 10_000]));
+        let mut m = MessageParts::new("amq.fanout", "", Bytes::from(vec![7u8; 10_000]));
         m.persistent = true;
-        b.publish(&ex, Arc::new(m)).unwrap();
+        b.publish(&ex, Message::from(m)).unwrap();
         store.sync();
         let (_, live) = store.usage();
         assert!(
@@ -553,7 +553,7 @@ fn the_fuzz_entry_point_survives_damaged_input() {
 }
 
 /// Acquires the front message of `q` (as a consumer would, not settled yet).
-fn acquire_one(q: &Queue) -> (u64, Arc<Message>) {
+fn acquire_one(q: &Queue) -> (u64, Message) {
     let got = q.get().expect("a message");
     (got.position, got.message)
 }
@@ -574,9 +574,9 @@ fn a_committed_transaction_survives_a_restart_whole() {
             message,
             ferry_core::Settlement::Accept,
         );
-        let mut result = Message::new("", "out", Bytes::from_static(b"result"));
+        let mut result = MessageParts::new("", "out", Bytes::from_static(b"result"));
         result.persistent = true;
-        tx.publish(b.exchange("").unwrap(), Arc::new(result));
+        tx.publish(b.exchange("").unwrap(), Message::from(result));
         let outcome = b.commit(&mut tx);
         let point = outcome.sync.expect("the commit waits for the journal");
         store.sync();
@@ -607,10 +607,12 @@ fn a_transaction_without_its_commit_record_leaves_no_trace() {
         let (_, message) = acquire_one(&input);
         let tx = ferry_core::JournalTx::default();
         let (in_id, out_id) = (input.store_id().unwrap(), out.store_id().unwrap());
-        let mut result = Message::new("", "out", Bytes::from_static(b"result"));
+        let mut result = MessageParts::new("", "out", Bytes::from_static(b"result"));
         result.persistent = true;
-        store.enqueue(&result, &[out_id], Some(&tx)).unwrap();
-        store.dequeue(in_id, &[message.stored.get().unwrap()], Some(&tx));
+        store
+            .enqueue(&result.build(), &[out_id], Some(&tx))
+            .unwrap();
+        store.dequeue(in_id, &[message.store_id().unwrap()], Some(&tx));
         assert!(tx.id().is_some());
         // Not the tail: a later record by someone else made it to the disk.
         publish(&b, "out", b"later".to_vec(), true);
@@ -658,9 +660,9 @@ fn a_torn_commit_record_discards_the_whole_transaction() {
             );
         }
         for body in ["x", "y"] {
-            let mut m = Message::new("", "out", Bytes::from_static(body.as_bytes()));
+            let mut m = MessageParts::new("", "out", Bytes::from_static(body.as_bytes()));
             m.persistent = true;
-            tx.publish(b.exchange("").unwrap(), Arc::new(m));
+            tx.publish(b.exchange("").unwrap(), Message::from(m));
         }
         b.commit(&mut tx).sync.unwrap();
         store.sync();
@@ -708,7 +710,7 @@ fn routed_via(b: &Broker, exchange: &str, key: &str) -> usize {
         key.to_owned(),
         Bytes::from_static(b"probe"),
     );
-    b.publish(&ex, Arc::new(m)).unwrap().queues
+    b.publish(&ex, m).unwrap().queues
 }
 
 #[test]
@@ -751,12 +753,12 @@ fn dead_letter_history_and_last_value_keys_survive_a_restart() {
     use ferry_core::DeathReason;
     let dir = TempDir::new("deaths");
     let keyed = |body: &'static str, value: &str| {
-        let mut m = Message::new("", "lvq", Bytes::from_static(body.as_bytes()));
+        let mut m = MessageParts::new("", "lvq", Bytes::from_static(body.as_bytes()));
         m.persistent = true;
         let mut h = Arguments::new();
         h.push("k", HeaderValue::Str(value.into()));
         m.headers = Some(Arc::new(h));
-        Arc::new(m)
+        m.build()
     };
     {
         let (store, b, _) = start(&dir, small());
@@ -791,7 +793,7 @@ fn dead_letter_history_and_last_value_keys_survive_a_restart() {
     let (_s, b, _) = start(&dir, small());
     let dlq = b.queue("dlq").unwrap();
     let got = dlq.get().expect("the dead letter");
-    let deaths = got.message.deaths.as_deref().expect("its history");
+    let deaths = got.message.deaths().expect("its history");
     let last = deaths.last().unwrap();
     assert_eq!(
         (last.queue.as_str(), last.reason),
@@ -957,15 +959,15 @@ fn an_uncommitted_transactions_dequeues_keep_their_messages_through_reclamation(
             b.bind(name, "amq.fanout", "", &Arguments::new()).unwrap();
         }
         publish(&b, "in", b"only".to_vec(), true);
-        let mut shared = Message::new("amq.fanout", "", Bytes::from_static(b"shared"));
+        let mut shared = MessageParts::new("amq.fanout", "", Bytes::from_static(b"shared"));
         shared.persistent = true;
-        b.publish(&b.exchange("amq.fanout").unwrap(), Arc::new(shared))
+        b.publish(&b.exchange("amq.fanout").unwrap(), Message::from(shared))
             .unwrap();
         // The commit's dequeues are appended; the broker dies before its commit record.
         let tx = ferry_core::JournalTx::default();
         for _ in 0..2 {
             let (_, message) = acquire_one(&input);
-            let id = message.stored.get().unwrap();
+            let id = message.store_id().unwrap();
             store.dequeue(input.store_id().unwrap(), &[id], Some(&tx));
         }
         churn_until_head_compacted(&store, &b, &q, head);

@@ -1,5 +1,6 @@
 //! What the broker tells its journal, checked with an in-memory journal.
 
+use crate::MessageParts;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -27,25 +28,25 @@ fn durable() -> QueueOptions {
     }
 }
 
-fn persistent(key: &str, body: &'static str) -> Arc<Message> {
-    let mut m = Message::new(
+fn persistent(key: &str, body: &'static str) -> Message {
+    let mut m = MessageParts::new(
         "amq.direct",
         key.to_owned(),
         Bytes::from_static(body.as_bytes()),
     );
     m.persistent = true;
-    Arc::new(m)
+    Message::from(m)
 }
 
-fn transient(key: &str) -> Arc<Message> {
-    Arc::new(Message::new("amq.direct", key.to_owned(), Bytes::new()))
+fn transient(key: &str) -> Message {
+    Message::new("amq.direct", key.to_owned(), Bytes::new())
 }
 
 fn store_id(q: &Queue) -> u64 {
     q.store_id().expect("durable queue has a store id")
 }
 
-fn take_positions(ob: &Outbox) -> Vec<(u64, Arc<Message>)> {
+fn take_positions(ob: &Outbox) -> Vec<(u64, Message)> {
     let mut items = Vec::new();
     ob.take(&mut items);
     items
@@ -157,7 +158,7 @@ fn settling_purging_and_expiring_write_dequeues_and_releasing_does_not() {
     j.take();
     let ob = consume_all(&b, &q);
     let got = take_positions(&ob);
-    let sids: Vec<u64> = got.iter().map(|(_, m)| m.stored.get().unwrap()).collect();
+    let sids: Vec<u64> = got.iter().map(|(_, m)| m.store_id().unwrap()).collect();
     q.release([got[0].clone()], true);
     assert!(
         j.take().is_empty(),
@@ -180,15 +181,15 @@ fn settling_purging_and_expiring_write_dequeues_and_releasing_does_not() {
     assert_eq!(b.purge_queue("q").unwrap(), 1);
     assert_eq!(j.take(), [Call::Dequeue(id, vec![sids[0]])]);
     let q2 = b.declare_queue("q2", durable(), false, 1).unwrap().0;
-    let mut m = Message::new("", "q2", Bytes::new());
+    let mut m = MessageParts::new("", "q2", Bytes::new());
     m.persistent = true;
     m.expires_at = Some(1);
     // Expired on arrival: never journaled.
-    assert_eq!(b.publish(&ex, Arc::new(m)).unwrap().queues, 0);
-    let mut m = Message::new("", "q2", Bytes::new());
+    assert_eq!(b.publish(&ex, Message::from(m)).unwrap().queues, 0);
+    let mut m = MessageParts::new("", "q2", Bytes::new());
     m.persistent = true;
     m.expires_at = Some(now_ms() + 50);
-    b.publish(&ex, Arc::new(m)).unwrap();
+    b.publish(&ex, Message::from(m)).unwrap();
     b.publish(&ex, persistent("q2", "stays")).unwrap();
     let calls = j.take();
     let Call::Enqueue(expiring, _) = calls[1] else {
@@ -239,7 +240,7 @@ fn a_dead_lettered_persistent_message_is_journaled_anew_for_its_durable_target()
     j.take();
     let ob = consume_all(&b, &q);
     let (pos, m) = take_positions(&ob).remove(0);
-    let old = m.stored.get().unwrap();
+    let old = m.store_id().unwrap();
     q.reject(pos, m);
     let calls = j.take();
     assert_eq!(calls[0], Call::Dequeue(store_id(&q), vec![old]));
@@ -262,7 +263,7 @@ fn restoring_journals_nothing_and_marks_messages_redelivered() {
     let q = b.restore_queue("q", durable(), 42).unwrap();
     b.restore_binding("q", "x", "k", &Arguments::new()).unwrap();
     let m = persistent("q", "back");
-    m.stored.set(7);
+    assert!(m.set_store_id(7));
     q.restore([crate::queue::Restored::InMemory(m)]);
     assert!(j.take().is_empty());
     assert_eq!(q.store_id(), Some(42));
@@ -303,10 +304,10 @@ fn messages_queue_features_drop_leave_the_journal() {
     let lvq = b.declare_queue("lvq", lvq_opts, false, 1).unwrap().0;
     j.take();
     for body in ["old", "new"] {
-        let mut m = Message::new("", "lvq", Bytes::from_static(body.as_bytes()));
+        let mut m = MessageParts::new("", "lvq", Bytes::from_static(body.as_bytes()));
         m.persistent = true;
         m.headers = Some(Arc::new([("k", V::Str("a".into()))].into_iter().collect()));
-        b.publish(&ex, Arc::new(m)).unwrap();
+        b.publish(&ex, Message::from(m)).unwrap();
     }
     let calls = j.take();
     let ids = enqueued_ids(&calls);
@@ -339,15 +340,15 @@ fn messages_queue_features_drop_leave_the_journal() {
     };
     let prio = b.declare_queue("prio", prio_opts, false, 1).unwrap().0;
     j.take();
-    let mut high = Message::new("", "prio", Bytes::from_static(b"high"));
+    let mut high = MessageParts::new("", "prio", Bytes::from_static(b"high"));
     high.persistent = true;
     high.priority = 5;
     b.publish(&ex, persistent("prio", "low")).unwrap();
-    b.publish(&ex, Arc::new(high)).unwrap();
+    b.publish(&ex, Message::from(high)).unwrap();
     let ids = enqueued_ids(&j.take());
     let ob = consume_all(&b, &prio);
     let got = take_positions(&ob);
-    assert_eq!(got[0].1.body, Bytes::from_static(b"high"));
+    assert_eq!(got[0].1.body(), Bytes::from_static(b"high"));
     assert!(prio.accept_all(got.iter().map(|(p, _)| *p)) == 2);
     assert_eq!(
         j.take(),
@@ -382,7 +383,7 @@ fn a_commit_journals_its_enqueues_and_dequeues_as_one_transaction() {
     j.take();
     let ob = consume_all(&b, &q);
     let (pos, m) = take_positions(&ob).remove(0);
-    let consumed = m.stored.get().unwrap();
+    let consumed = m.store_id().unwrap();
     let mut tx = Transaction::new();
     tx.settle(q.clone(), pos, m, Settlement::Accept);
     tx.publish(ex.clone(), persistent("out", "result"));
@@ -444,15 +445,15 @@ fn budgeted(budget: u64) -> (Arc<Broker>, Arc<MemoryJournal>) {
     (Broker::with_journal(config, j.clone()), j)
 }
 
-fn numbered(key: &str, i: u32, size: usize) -> Arc<Message> {
+fn numbered(key: &str, i: u32, size: usize) -> Message {
     let mut body = vec![0u8; size];
     body[..4].copy_from_slice(&i.to_be_bytes());
-    let mut m = Message::new("", key.to_owned(), Bytes::from(body));
+    let mut m = MessageParts::new("", key.to_owned(), Bytes::from(body));
     m.persistent = true;
-    Arc::new(m)
+    Message::from(m)
 }
 
-fn number(body: &Bytes) -> u32 {
+fn number(body: &[u8]) -> u32 {
     u32::from_be_bytes([body[0], body[1], body[2], body[3]])
 }
 
@@ -476,9 +477,9 @@ fn a_queue_over_the_budget_keeps_contents_on_disk_and_reads_them_back_in_order()
     let got = take_positions(&ob);
     assert_eq!(got.len(), N as usize + 1);
     for (i, (_, m)) in got.iter().take(N as usize).enumerate() {
-        assert_eq!(m.body.len(), 4096);
-        assert_eq!(number(&m.body), i as u32, "in order, with its own body");
-        assert!(m.stored.get().is_some());
+        assert_eq!(m.body().len(), 4096);
+        assert_eq!(number(m.body()), i as u32, "in order, with its own body");
+        assert!(m.store_id().is_some());
     }
     let loads = j.loads.lock().clone();
     assert!(!loads.is_empty());
@@ -511,8 +512,8 @@ fn contents_on_disk_serve_get_browse_purge_and_dead_letters() {
     // basic.get reads back what it needs, in order.
     for i in 0..20 {
         let got = q.get().unwrap();
-        assert_eq!(number(&got.message.body), i);
-        assert!(got.message.expires_at.is_some(), "the queue TTL is kept");
+        assert_eq!(number(got.message.body()), i);
+        assert!(got.message.expires_at().is_some(), "the queue TTL is kept");
         assert!(q.accept(got.position));
     }
     // A browser sees contents without changing the queue.
@@ -531,7 +532,7 @@ fn contents_on_disk_serve_get_browse_purge_and_dead_letters() {
     q.add_credit(77, u32::MAX, u32::MAX).unwrap();
     let seen: Vec<u32> = take_positions(&ob)
         .iter()
-        .map(|(_, m)| number(&m.body))
+        .map(|(_, m)| number(m.body()))
         .collect();
     assert_eq!(seen, (20..64).collect::<Vec<u32>>());
     b.cancel_consumer(&q, 77);

@@ -3,6 +3,7 @@
 //! exactly what it took. Each test empties its broker one way and checks the signed totals
 //! (the meter's public reading clamps at zero, which would hide a double sub).
 
+use crate::MessageParts;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,12 +39,12 @@ fn body(n: usize) -> Bytes {
     Bytes::from(vec![b'x'; n])
 }
 
-fn message(key: &str, size: usize) -> Message {
-    Message::new("", key.to_owned(), body(size))
+fn message(key: &str, size: usize) -> MessageParts {
+    MessageParts::new("", key.to_owned(), body(size))
 }
 
 fn put(b: &Broker, key: &str, size: usize) {
-    b.publish(b.default_exchange(), Arc::new(message(key, size)))
+    b.publish(b.default_exchange(), Message::from(message(key, size)))
         .unwrap();
 }
 
@@ -51,7 +52,7 @@ fn put(b: &Broker, key: &str, size: usize) {
 fn put_expiring(b: &Broker, key: &str, size: usize) {
     let mut m = message(key, size);
     m.expires_at = Some(now_ms() + 10);
-    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    b.publish(b.default_exchange(), Message::from(m)).unwrap();
 }
 
 fn plain(b: &Broker, name: &str) -> Arc<Queue> {
@@ -203,7 +204,7 @@ fn messages_dropped_to_make_room_or_replaced_by_a_newer_value() {
         m.headers = Some(Arc::new(
             [("k", V::Str("same".into()))].into_iter().collect(),
         ));
-        b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+        b.publish(b.default_exchange(), Message::from(m)).unwrap();
     }
     assert_eq!(b.memory_used(), 27);
     assert_eq!(ring.purge() + lvq.purge(), 3);
@@ -319,17 +320,26 @@ fn transactions_stage_publishes_and_settle_at_commit() {
     );
     let release = Settlement::Release { redelivered: true };
     tx.settle(q.clone(), ds[2].position, ds[2].message.clone(), release);
-    tx.publish(b.default_exchange().clone(), Arc::new(message("q", 100)));
     tx.publish(
         b.default_exchange().clone(),
-        Arc::new(message("nowhere", 50)),
+        Message::from(message("q", 100)),
+    );
+    tx.publish(
+        b.default_exchange().clone(),
+        Message::from(message("nowhere", 50)),
     );
     assert_eq!(b.memory_used(), 156, "staged publishes count");
     b.commit(&mut tx);
     assert_eq!(b.memory_used(), 105);
-    tx.publish(b.default_exchange().clone(), Arc::new(message("q", 1000)));
+    tx.publish(
+        b.default_exchange().clone(),
+        Message::from(message("q", 1000)),
+    );
     tx.clear();
-    tx.publish(b.default_exchange().clone(), Arc::new(message("q", 1000)));
+    tx.publish(
+        b.default_exchange().clone(),
+        Message::from(message("q", 1000)),
+    );
     drop(tx);
     assert_eq!(q.purge() + dlq.purge(), 3);
     assert_nothing_held(&b, "commit, rollback and a dropped transaction");
@@ -356,7 +366,7 @@ fn contents_on_disk_read_back_and_left_every_way() {
     let persistent = |key: &str| {
         let mut m = message(key, 4096);
         m.persistent = true;
-        b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+        b.publish(b.default_exchange(), Message::from(m)).unwrap();
     };
     let dlq = durable("dlq", Arguments::new());
     let ttl: Arguments = [

@@ -32,7 +32,7 @@ impl Broker {
     pub fn publish(
         &self,
         exchange: &Exchange,
-        msg: Arc<Message>,
+        msg: Message,
     ) -> Result<PublishOutcome, BrokerError> {
         if exchange.is_deleted() {
             return Err(BrokerError::NotFound(format!(
@@ -40,7 +40,7 @@ impl Broker {
                 exchange.name()
             )));
         }
-        if msg.expires_at.is_some_and(|at| at <= now_ms()) {
+        if msg.expires_at().is_some_and(|at| at <= now_ms()) {
             return Ok(PublishOutcome {
                 queues: 0,
                 sync: None,

@@ -203,11 +203,11 @@ fn an_owner_leaving_a_queue_another_session_browses_releases_it() {
     assert!(b.queue("xad").is_none(), "gone with its last user");
 }
 
-fn from(conn: ConnectionId, key: &str, body: &'static str) -> Arc<crate::message::Message> {
+fn from(conn: ConnectionId, key: &str, body: &'static str) -> crate::message::Message {
     let mut m =
-        crate::message::Message::new("", key.to_owned(), Bytes::from_static(body.as_bytes()));
+        crate::message::MessageParts::new("", key.to_owned(), Bytes::from_static(body.as_bytes()));
     m.publisher = conn;
-    Arc::new(m)
+    m.build()
 }
 
 fn no_local(b: &Broker, name: &str, owner: Option<(OwnerId, ConnectionId)>) -> Arc<Queue> {

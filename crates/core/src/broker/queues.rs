@@ -410,9 +410,9 @@ impl Broker {
         let taken = src.take_front_for_reroute(max.unwrap_or(u64::MAX));
         let n = taken.len() as u64;
         for m in taken {
-            let mut copy = (*m).clone();
-            copy.routing_key = Bytes::copy_from_slice(destination.as_bytes());
-            self.route_copy(&self.default_exchange, Arc::new(copy), source);
+            let copy =
+                m.derive(|p| p.routing_key = Some(Bytes::copy_from_slice(destination.as_bytes())));
+            self.route_copy(&self.default_exchange, copy, source);
         }
         Ok(n)
     }
@@ -423,12 +423,12 @@ impl Broker {
         for m in taken {
             // A copy: a new message for the store, journaled afresh for durable targets
             // (the source's journal has let go of the original).
-            self.route_copy(target, Arc::new((*m).clone()), q.name());
+            self.route_copy(target, m.derive(|_| {}), q.name());
         }
         n
     }
 
-    fn route_copy(&self, target: &Exchange, m: Arc<Message>, from: &str) {
+    fn route_copy(&self, target: &Exchange, m: Message, from: &str) {
         if let Err(e) = route::deliver_except(target, &m, self.journal.as_ref(), None) {
             tracing::debug!(queue = from, error = %e, "a rerouted message was refused");
         }

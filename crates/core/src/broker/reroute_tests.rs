@@ -1,7 +1,7 @@
 //! Management's purge of a count, reroute and move: from the front, in order, counted, and
 //! journaled as a dequeue from the source and a new enqueue where they land.
 
-use std::sync::Arc;
+use crate::MessageParts;
 
 use bytes::Bytes;
 
@@ -16,7 +16,7 @@ fn fill(b: &Broker, queue: &str, n: usize) {
     let ex = b.default_exchange().clone();
     for i in 0..n {
         let m = Message::new("", queue.to_owned(), Bytes::from(i.to_string()));
-        b.publish(&ex, Arc::new(m)).unwrap();
+        b.publish(&ex, m).unwrap();
     }
 }
 
@@ -106,9 +106,9 @@ fn moved_persistent_messages_are_dequeued_and_journaled_again() {
     };
     let src = b.declare_queue("src", durable.clone(), false, 1).unwrap().0;
     let dst = b.declare_queue("dst", durable, false, 1).unwrap().0;
-    let mut m = Message::new("", "src", Bytes::from_static(b"p"));
+    let mut m = MessageParts::new("", "src", Bytes::from_static(b"p"));
     m.persistent = true;
-    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    b.publish(b.default_exchange(), Message::from(m)).unwrap();
     let calls = j.take();
     let [.., Call::Enqueue(old, _)] = &calls[..] else {
         panic!("{calls:?}")

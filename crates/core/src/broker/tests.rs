@@ -1,3 +1,4 @@
+use crate::MessageParts;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -25,12 +26,12 @@ fn declare(b: &Broker, name: &str) -> Arc<Queue> {
         .0
 }
 
-fn msg(exchange: &str, key: &str, body: &'static str) -> Arc<Message> {
-    Arc::new(Message::new(
+fn msg(exchange: &str, key: &str, body: &'static str) -> Message {
+    Message::new(
         exchange.to_owned(),
         key.to_owned(),
         Bytes::from_static(body.as_bytes()),
-    ))
+    )
 }
 
 fn publish(b: &Broker, exchange: &str, key: &str, body: &'static str) -> usize {
@@ -557,7 +558,7 @@ fn fanout_shares_one_body_across_many_queues() {
         })
         .collect();
     let body = Bytes::from(vec![7u8; 4096]);
-    let m = Arc::new(Message::new("amq.fanout", "", body.clone()));
+    let m = Message::new("amq.fanout", "", body.clone());
     let ex = b.exchange("amq.fanout").unwrap();
     assert_eq!(b.publish(&ex, m).unwrap().queues, 200);
     for q in &queues {
@@ -647,12 +648,12 @@ fn expired_messages_are_dropped_on_arrival_and_by_the_sweep() {
     let b = broker();
     let q = declare(&b, "q");
     let ex = b.default_exchange().clone();
-    let mut m = Message::new("", "q", bs("gone"));
+    let mut m = MessageParts::new("", "q", bs("gone"));
     m.expires_at = Some(1);
-    assert_eq!(b.publish(&ex, Arc::new(m)).unwrap().queues, 0);
-    let mut m = Message::new("", "q", bs("soon"));
+    assert_eq!(b.publish(&ex, Message::from(m)).unwrap().queues, 0);
+    let mut m = MessageParts::new("", "q", bs("soon"));
     m.expires_at = Some(now_ms() + 30);
-    assert_eq!(b.publish(&ex, Arc::new(m)).unwrap().queues, 1);
+    assert_eq!(b.publish(&ex, Message::from(m)).unwrap().queues, 1);
     publish(&b, "", "q", "keep");
     std::thread::sleep(std::time::Duration::from_millis(60));
     assert_eq!(b.purge_expired(), 1);
@@ -673,9 +674,9 @@ fn headers_exchange_through_the_broker() {
         Err(BrokerError::InvalidArgument(_))
     ));
     let ex = b.exchange("amq.match").unwrap();
-    let mut m = Message::new("amq.match", "", bs("yes"));
+    let mut m = MessageParts::new("amq.match", "", bs("yes"));
     m.headers = Some(Arc::new([("k", V::UInt(1))].into_iter().collect()));
-    assert_eq!(b.publish(&ex, Arc::new(m)).unwrap().queues, 1);
+    assert_eq!(b.publish(&ex, Message::from(m)).unwrap().queues, 1);
     assert_eq!(bodies(&q), [bs("yes")]);
 }
 
@@ -858,7 +859,7 @@ fn drop_head_overflow_dead_letters_the_oldest() {
     }
     assert_eq!(bodies(&q), vec![bs("b"), bs("c")]);
     assert_eq!(bodies(&dead), vec![bs("a")]);
-    assert_eq!(&dead.get().unwrap().message.routing_key[..], b"expired");
+    assert_eq!(dead.get().unwrap().message.routing_key(), b"expired");
 }
 
 #[test]
@@ -879,7 +880,9 @@ fn queue_message_ttl_caps_expiry() {
     publish(&b, "amq.fanout", "", "x");
     std::thread::sleep(std::time::Duration::from_millis(2));
     assert!(q.get().is_none());
-    assert!(plain.get().is_some_and(|g| g.message.expires_at.is_none()));
+    assert!(plain
+        .get()
+        .is_some_and(|g| g.message.expires_at().is_none()));
 }
 
 #[test]
@@ -1052,14 +1055,14 @@ fn memory_meter_follows_messages_in_and_out_of_queues() {
     assert_eq!(b.memory_used(), 0);
     // Expired messages leave the count when swept.
     let e = declare(&b, "expiring");
-    let mut m = Message::new("", "expiring", bs("abcd"));
+    let mut m = MessageParts::new("", "expiring", bs("abcd"));
     m.expires_at = Some(1);
-    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    b.publish(b.default_exchange(), Message::from(m)).unwrap();
     let _ = e;
     assert_eq!(b.memory_used(), 0, "expired on arrival is never stored");
-    let mut m = Message::new("", "expiring", bs("abcd"));
+    let mut m = MessageParts::new("", "expiring", bs("abcd"));
     m.expires_at = Some(now_ms() + 30);
-    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    b.publish(b.default_exchange(), Message::from(m)).unwrap();
     assert_eq!(b.memory_used(), 4);
     std::thread::sleep(std::time::Duration::from_millis(40));
     b.purge_expired();
@@ -1114,7 +1117,7 @@ pub(super) fn rabbit_dlq(b: &Broker, name: &str, dlx: &str, extra: &[(&str, V)])
     )
 }
 
-fn take_one(q: &Arc<Queue>) -> (u64, Arc<Message>) {
+fn take_one(q: &Arc<Queue>) -> (u64, Message) {
     let got = q.get().expect("a message");
     (got.position, got.message)
 }
@@ -1128,11 +1131,8 @@ fn a_dead_letter_exchange_is_found_by_name_when_a_message_dies() {
     let q = rabbit_dlq(&b, "work", "late-dlx", &[]);
     assert_eq!(q.alternate_exchange_name(), Some("late-dlx"));
     let reject_one = |body: &'static str| {
-        b.publish(
-            &b.exchange("").unwrap(),
-            Arc::new(Message::new("", "work", bs(body))),
-        )
-        .unwrap();
+        b.publish(&b.exchange("").unwrap(), Message::new("", "work", bs(body)))
+            .unwrap();
         let (pos, m) = take_one(&q);
         assert!(q.reject(pos, m));
     };
@@ -1195,21 +1195,17 @@ fn dead_lettering_records_deaths_and_renames_the_exchange() {
     let q = rabbit_dlq(&b, "work", "dlx", &[]);
     b.bind("work", "amq.direct", "job", &Arguments::new())
         .unwrap();
-    let mut m = Message::new("amq.direct", "job", bs("x"));
+    let mut m = MessageParts::new("amq.direct", "job", bs("x"));
     m.expires_at = Some(now_ms() + 60_000);
-    b.publish(&b.exchange("amq.direct").unwrap(), Arc::new(m))
+    b.publish(&b.exchange("amq.direct").unwrap(), Message::from(m))
         .unwrap();
     let (pos, m) = take_one(&q);
     assert!(q.reject(pos, m));
     let (_, d) = take_one(&dead);
-    assert_eq!(&d.exchange[..], b"dlx");
-    assert_eq!(
-        &d.routing_key[..],
-        b"job",
-        "no dead letter routing key: kept"
-    );
-    assert_eq!(d.expires_at, None, "dead letters lose their expiry");
-    let h = d.deaths.as_deref().expect("death history");
+    assert_eq!(d.exchange(), b"dlx");
+    assert_eq!(d.routing_key(), b"job", "no dead letter routing key: kept");
+    assert_eq!(d.expires_at(), None, "dead letters lose their expiry");
+    let h = d.deaths().expect("death history");
     let death = h.last().unwrap();
     assert_eq!(
         (death.queue.as_str(), death.reason, death.count),
@@ -1251,7 +1247,7 @@ fn a_retry_loop_counts_deaths_and_reject_free_cycles_are_cut() {
         std::thread::sleep(std::time::Duration::from_millis(60));
         b.purge_expired();
         let got = work.get().expect("back on the work queue");
-        let h = got.message.deaths.clone().unwrap();
+        let h = got.message.deaths().cloned().unwrap();
         let counts: Vec<(&str, DeathReason, u64)> = h
             .entries
             .iter()
@@ -1311,9 +1307,9 @@ fn drop_head_dead_letters_as_maxlen_and_deleting_a_dead_letter_queue_drops_its_m
     publish(&b, "", "short", "first");
     publish(&b, "", "short", "second");
     let (_, d) = take_one(&dead);
-    assert_eq!(d.body, bs("first"));
+    assert_eq!(d.body(), bs("first"));
     assert_eq!(
-        d.deaths.as_ref().unwrap().last().unwrap().reason,
+        d.deaths().unwrap().last().unwrap().reason,
         DeathReason::Maxlen
     );
     // RabbitMQ does not dead-letter the messages of a deleted queue.
@@ -1333,8 +1329,8 @@ fn plain_alternate_exchanges_keep_messages_unchanged() {
     let (pos, m) = take_one(&q);
     assert!(q.reject(pos, m));
     let (_, d) = take_one(&dead);
-    assert!(d.deaths.is_none());
-    assert_eq!(&d.exchange[..], b"");
+    assert!(d.deaths().is_none());
+    assert_eq!(d.exchange(), b"");
 }
 
 #[test]
@@ -1568,12 +1564,12 @@ fn deleting_either_end_removes_exchange_bindings_and_auto_delete_follows() {
     assert_eq!(q.message_count(), 0);
 }
 
-fn keyed(key: &str, value: &str, body: &'static str) -> Arc<Message> {
-    let mut m = Message::new("", "lvq", bs(body));
+fn keyed(key: &str, value: &str, body: &'static str) -> Message {
+    let mut m = MessageParts::new("", "lvq", bs(body));
     m.headers = Some(Arc::new(
         [(key, V::Str(value.into()))].into_iter().collect(),
     ));
-    Arc::new(m)
+    Message::from(m)
 }
 
 #[test]
@@ -1596,13 +1592,13 @@ fn last_value_queue_keeps_the_latest_message_per_key() {
     for (value, body) in [("IBM", "ibm-1"), ("HP", "hp-1"), ("IBM", "ibm-2")] {
         b.publish(&ex, keyed("ticker", value, body)).unwrap();
     }
-    let mut unkeyed = Message::new("", "lvq", bs("no-key"));
+    let mut unkeyed = MessageParts::new("", "lvq", bs("no-key"));
     unkeyed.headers = None;
-    b.publish(&ex, Arc::new(unkeyed)).unwrap();
+    b.publish(&ex, Message::from(unkeyed)).unwrap();
     assert_eq!(bodies(&q), [bs("hp-1"), bs("ibm-2"), bs("no-key")]);
     // An acquired message is not replaced; the next one for its key queues behind.
     let got = q.get().unwrap();
-    assert_eq!(got.message.body, bs("hp-1"));
+    assert_eq!(got.message.body(), bs("hp-1"));
     b.publish(&ex, keyed("ticker", "HP", "hp-2")).unwrap();
     assert_eq!(bodies(&q), [bs("ibm-2"), bs("no-key"), bs("hp-2")]);
     assert_eq!(q.unsettled_count(), 1);
@@ -1681,12 +1677,12 @@ fn a_last_value_queue_forgets_the_keys_of_messages_that_left() {
     );
     let ex = b.default_exchange().clone();
     let publish_keyed = |value: &str, body: &'static str, priority: u8| {
-        let mut m = Message::new("", "lvq", bs(body));
+        let mut m = MessageParts::new("", "lvq", bs(body));
         m.priority = priority;
         m.headers = Some(Arc::new(
             [("id", V::Str(value.into()))].into_iter().collect(),
         ));
-        b.publish(&ex, Arc::new(m)).unwrap();
+        b.publish(&ex, Message::from(m)).unwrap();
     };
     publish_keyed("held", "held", 0);
     let held = q.get().unwrap();
@@ -1695,7 +1691,7 @@ fn a_last_value_queue_forgets_the_keys_of_messages_that_left() {
     for i in 0..2000 {
         publish_keyed(&format!("order-{i}"), "m", 9);
         let got = q.get().unwrap();
-        assert_eq!(got.message.body, bs("m"));
+        assert_eq!(got.message.body(), bs("m"));
         assert!(q.accept(got.position));
     }
     assert!(q.last_value_keys() <= 100, "{} keys", q.last_value_keys());

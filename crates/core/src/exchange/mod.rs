@@ -159,19 +159,19 @@ impl<T: Destination> Index<T> {
     fn route(&self, msg: &Message, out: &mut Vec<T>) {
         match self {
             Index::Direct(map) => {
-                if let Some(all) = map.get(&msg.routing_key[..]) {
+                if let Some(all) = map.get(msg.routing_key()) {
                     out.extend(all.iter().cloned());
                 }
             }
             Index::Fanout(all, _) => out.extend(all.iter().cloned()),
             Index::Topic(trie) => {
                 let start = out.len();
-                trie.route(&msg.routing_key, out);
+                trie.route(msg.routing_key(), out);
                 dedup_tail(out, start);
             }
             Index::Headers(list) => {
                 let start = out.len();
-                let headers = msg.headers.as_deref();
+                let headers = msg.headers().map(|h| &**h);
                 out.extend(
                     list.iter()
                         .filter(|b| b.matches(headers))

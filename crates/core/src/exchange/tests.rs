@@ -1,3 +1,4 @@
+use crate::MessageParts;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -205,9 +206,9 @@ fn headers(entries: &[(&str, V)]) -> Headers {
 }
 
 fn hmsg(entries: &[(&str, V)]) -> Message {
-    let mut m = msg("");
+    let mut m = MessageParts::new("x", "", Bytes::new());
     m.headers = Some(Arc::new(headers(entries)));
-    m
+    m.build()
 }
 
 #[test]

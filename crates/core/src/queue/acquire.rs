@@ -1,8 +1,6 @@
 //! Acquiring without a subscription: 0-9-1's basic.get, and 0-10's message.acquire of
 //! messages a browser has seen (still queued, unlike what a consumer acquired).
 
-use std::sync::Arc;
-
 use super::state::Clock;
 use super::Queue;
 use crate::message::{now_ms, Message};
@@ -12,7 +10,7 @@ use crate::message::{now_ms, Message};
 pub struct Got {
     /// The handle for accept/release/reject.
     pub position: u64,
-    pub message: Arc<Message>,
+    pub message: Message,
     pub redelivered: bool,
     /// Messages still available after this one.
     pub remaining: u64,

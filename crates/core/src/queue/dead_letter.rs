@@ -40,7 +40,7 @@ pub(crate) enum Leaving {
 pub(crate) struct DeadLetters<'q> {
     queue: &'q Queue,
     why: Leaving,
-    messages: Vec<Arc<Message>>,
+    messages: Vec<Message>,
 }
 
 impl<'q> DeadLetters<'q> {
@@ -70,7 +70,7 @@ impl<'q> DeadLetters<'q> {
     }
 
     /// The messages in the form they are published to the target in.
-    pub(crate) fn into_messages(self) -> impl Iterator<Item = Arc<Message>> + 'q {
+    pub(crate) fn into_messages(self) -> impl Iterator<Item = Message> + 'q {
         let (queue, why) = (self.queue, self.why);
         self.messages.into_iter().map(move |m| match why {
             Leaving::Died(reason) if queue.features.dead_letter => queue.record_death(m, reason),
@@ -82,7 +82,7 @@ impl<'q> DeadLetters<'q> {
 impl Queue {
     /// `messages` leave the queue for `why`; nothing does if the queue has no alternate
     /// exchange (it never will: the name is fixed at declare).
-    pub(crate) fn leaving(&self, why: Leaving, messages: Vec<Arc<Message>>) -> DeadLetters<'_> {
+    pub(crate) fn leaving(&self, why: Leaving, messages: Vec<Message>) -> DeadLetters<'_> {
         let messages = if self.alternate_name.is_some() {
             messages
         } else {
@@ -96,7 +96,7 @@ impl Queue {
     }
 
     /// [`Queue::leaving`] for one message, allocating only if it goes somewhere.
-    pub(crate) fn leaving_one(&self, why: Leaving, message: Arc<Message>) -> DeadLetters<'_> {
+    pub(crate) fn leaving_one(&self, why: Leaving, message: Message) -> DeadLetters<'_> {
         let messages = if self.alternate_name.is_some() {
             vec![message]
         } else {
@@ -146,38 +146,30 @@ impl Queue {
     /// A message dead-lettered the RabbitMQ way: the death is recorded on it, its expiry is
     /// dropped (so it cannot expire again on arrival), and it is republished to the dead
     /// letter exchange, under `x-dead-letter-routing-key` if the queue has one.
-    fn record_death(&self, msg: Arc<Message>, reason: DeathReason) -> Arc<Message> {
-        let mut copy = Arc::unwrap_or_clone(msg);
-        let mut history = copy
-            .deaths
-            .take()
-            .map(Arc::unwrap_or_clone)
-            .unwrap_or_default();
+    fn record_death(&self, msg: Message, reason: DeathReason) -> Message {
+        let mut history = msg.deaths().map(|d| (**d).clone()).unwrap_or_default();
         history.record(
             &self.name,
             reason,
-            &copy.exchange,
-            &copy.routing_key,
+            msg.exchange(),
+            msg.routing_key(),
             now_ms(),
         );
-        copy.deaths = Some(Arc::new(history));
-        copy.expires_at = None;
-        copy.exchange = Bytes::from(self.alternate_name.clone().unwrap_or_default());
-        if let Some(key) = &self.features.dead_letter_routing_key {
-            copy.routing_key = Bytes::from(key.clone());
-        }
-        Arc::new(copy)
+        msg.derive(|p| {
+            p.deaths = Some(Arc::new(history));
+            p.expires_at = None;
+            p.exchange = Some(Bytes::from(self.alternate_name.clone().unwrap_or_default()));
+            if let Some(key) = &self.features.dead_letter_routing_key {
+                p.routing_key = Some(Bytes::from(key.clone()));
+            }
+        })
     }
 
     /// A message going to a 0-10 alternate exchange goes unchanged, as qpidd sends it,
     /// except for the routing key when the queue gives one.
-    fn rekeyed(&self, msg: Arc<Message>) -> Arc<Message> {
+    fn rekeyed(&self, msg: Message) -> Message {
         match &self.features.dead_letter_routing_key {
-            Some(key) => {
-                let mut copy = (*msg).clone();
-                copy.routing_key = Bytes::from(key.clone());
-                Arc::new(copy)
-            }
+            Some(key) => msg.derive(|p| p.routing_key = Some(Bytes::from(key.clone()))),
             None => msg,
         }
     }

@@ -12,9 +12,9 @@ use crate::message::Message;
 /// A message recovered from the store, for [`Queue::restore`].
 #[derive(Debug)]
 pub enum Restored {
-    InMemory(Arc<Message>),
+    InMemory(Message),
     /// A stand-in ([`Message::stub`]) whose content the store kept on disk.
-    OnDisk(Arc<Message>),
+    OnDisk(Message),
 }
 
 /// What [`Queue::enqueue_locked`] did with a message.
@@ -27,7 +27,7 @@ pub(crate) enum Enqueued {
     Stored,
     /// Stored, after dropping these from the head to make room (drop-head overflow); the
     /// caller dead-letters them once the lock is released.
-    Dropping(Vec<Arc<Message>>),
+    Dropping(Vec<Message>),
 }
 
 /// What a publisher is held by (see `BrokerConfig::backlog_hold`): the bytes ready in memory
@@ -57,10 +57,7 @@ impl Queue {
     /// Stores the message and dispatches. What a drop-head queue dropped to make room comes
     /// back in [`Enqueued::Dropping`]; `Queue::enqueue` (in `crate::route`) dead-letters it.
     /// Also returns the queue's [`Backlog`] after dispatch.
-    pub(crate) fn push(
-        self: &Arc<Self>,
-        msg: Arc<Message>,
-    ) -> Result<(Enqueued, Backlog), BrokerError> {
+    pub(crate) fn push(self: &Arc<Self>, msg: Message) -> Result<(Enqueued, Backlog), BrokerError> {
         let msg = self.apply_ttl(msg);
         self.note_expiry(&msg);
         let mut st = self.state.lock();
@@ -81,13 +78,13 @@ impl Queue {
     pub(crate) fn enqueue_locked(
         &self,
         st: &mut QueueState,
-        msg: Arc<Message>,
+        msg: Message,
     ) -> Result<Enqueued, BrokerError> {
         if st.deleted || (self.features.no_local && self.is_local(st, &msg)) {
             return Ok(Enqueued::Gone);
         }
         let (count, bytes) = st.depth();
-        if !self.limits.admits(count, bytes, msg.size) {
+        if !self.limits.admits(count, bytes, msg.size()) {
             if self.limits.policy == LimitPolicy::Ring {
                 return self.ring_locked(st, msg);
             }
@@ -105,7 +102,7 @@ impl Queue {
                 st.forget(&old);
                 dropped.extend(content);
                 let (count, bytes) = st.depth();
-                if self.limits.admits(count, bytes, msg.size) {
+                if self.limits.admits(count, bytes, msg.size()) {
                     break;
                 }
             }
@@ -122,8 +119,8 @@ impl Queue {
     /// alternate exchange) until the new one fits, or drops the new one when no older one
     /// of its priority or lower is left. A message larger than the whole queue is refused.
     #[cold]
-    fn ring_locked(&self, st: &mut QueueState, msg: Arc<Message>) -> Result<Enqueued, BrokerError> {
-        if self.limits.max_size.is_some_and(|max| msg.size > max) {
+    fn ring_locked(&self, st: &mut QueueState, msg: Message) -> Result<Enqueued, BrokerError> {
+        if self.limits.max_size.is_some_and(|max| msg.size() > max) {
             return Err(BrokerError::ResourceLimitExceeded(format!(
                 "message larger than the maximum depth of queue {}",
                 self.name
@@ -131,10 +128,10 @@ impl Queue {
         }
         loop {
             let (count, bytes) = st.depth();
-            if self.limits.admits(count, bytes, msg.size) {
+            if self.limits.admits(count, bytes, msg.size()) {
                 break;
             }
-            if !st.ring_drop(msg.priority) {
+            if !st.ring_drop(msg.priority()) {
                 return Ok(Enqueued::Gone);
             }
         }

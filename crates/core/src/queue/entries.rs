@@ -295,7 +295,7 @@ impl<'a> Iterator for After<'a> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use crate::MessageParts;
 
     use bytes::Bytes;
 
@@ -303,39 +303,57 @@ mod tests {
     use crate::message::Message;
 
     fn entry(position: u64, priority: u8) -> Entry {
-        let mut m = Message::new("", "", Bytes::new());
+        let mut m = MessageParts::new("", "", Bytes::new());
         m.priority = priority;
-        Entry::resident(position, Arc::new(m), false)
+        Entry::resident(position, Message::from(m), false)
     }
 
     fn order(e: &Entries) -> Vec<u64> {
         e.iter().map(|e| e.position).collect()
     }
 
-    /// What a queued message costs the queue besides what it shares with other queues:
-    /// its entry here (the `VecDeque` grows by doubling, so up to twice this) and, for an
-    /// on-disk stand-in, the stand-in's own allocation. Run with `--nocapture` for the
-    /// figures; the bounds keep them from growing unnoticed.
+    /// What a queued message costs beyond its content: its entry here (the `VecDeque`
+    /// grows by doubling, so up to twice this) and the message's own allocation beyond the
+    /// content, for a 256-byte 0-10 message whose 16-byte header segment names its routing
+    /// key (the memory test's), and for an on-disk stand-in its own allocation. Run with
+    /// `--nocapture` for the figures; the bounds keep them from growing unnoticed.
     #[test]
     fn per_message_footprint() {
         use std::mem::size_of;
+        // glibc malloc adds 8 bytes to a request and rounds the chunk up to 16.
+        let chunk = |n: usize| (n + 8).div_ceil(16) * 16;
         let entry = size_of::<Entry>();
-        let message = size_of::<Message>();
-        // An `Arc` allocation is the two counts and the value; glibc malloc adds 8 bytes
-        // and rounds the chunk up to 16.
-        let arc = 16 + message;
-        let chunk = (arc + 8).div_ceil(16) * 16;
+        let header = Bytes::from_static(b"\x00\x00\x00\x0c\x01\x04\x00\x01\x06memory\x00");
+        let m = crate::message::MessageParts {
+            routing_key: header.slice(9..15),
+            header: crate::message::ProtocolHeader::Amqp010(header.clone()),
+            body: Bytes::from(vec![7u8; 256]),
+            ..Default::default()
+        }
+        .build();
+        assert_eq!(m.routing_key(), b"memory");
+        let content = 16 + 256;
+        let allocated = m.allocated();
+        let beyond = chunk(allocated) - content;
         let stand_in = size_of::<crate::queue::state::StandIn>();
-        let stand_in_chunk = (stand_in + 8).div_ceil(16) * 16;
         eprintln!(
-            "footprint: Entry {entry} B, Message {message} B, Arc<Message> allocation \
-             {arc} B (malloc chunk {chunk} B), Bytes {} B, ProtocolHeader {} B, on-disk \
-             StandIn {stand_in} B (malloc chunk {stand_in_chunk} B)",
-            size_of::<Bytes>(),
-            size_of::<crate::message::ProtocolHeader>(),
+            "footprint: Entry {entry} B, Message handle {} B, allocation {allocated} B for \
+             {content} B of content (malloc chunk {} B: {beyond} B beyond the content), \
+             on-disk StandIn {stand_in} B (malloc chunk {} B)",
+            size_of::<Message>(),
+            chunk(allocated),
+            chunk(stand_in),
         );
         assert!(entry <= 24, "Entry grew to {entry} B");
-        assert!(message <= 208, "Message grew to {message} B");
+        assert_eq!(
+            allocated,
+            24 + content,
+            "a 24-byte head and the content, nothing else"
+        );
+        assert!(
+            entry + beyond <= 64,
+            "{entry} + {beyond} B per queued message beyond its content"
+        );
         assert!(stand_in <= 24, "StandIn grew to {stand_in} B");
     }
 

@@ -12,24 +12,24 @@ use crate::message::{now_ms, DeathReason, Message};
 impl Queue {
     /// A queue message TTL caps each message's own expiry.
     #[inline]
-    pub(crate) fn apply_ttl(&self, msg: Arc<Message>) -> Arc<Message> {
+    pub(crate) fn apply_ttl(&self, msg: Message) -> Message {
         match self.features.message_ttl {
             None => msg,
             Some(ttl) => self.with_ttl(msg, ttl),
         }
     }
 
-    fn with_ttl(&self, msg: Arc<Message>, ttl: u64) -> Arc<Message> {
+    fn with_ttl(&self, msg: Message, ttl: u64) -> Message {
         let at = now_ms().saturating_add(ttl);
-        if msg.expires_at.is_some_and(|own| own <= at) {
+        if msg.expires_at().is_some_and(|own| own <= at) {
             return msg;
         }
-        // A shallow copy: body and headers are shared, only the expiry differs per queue. It
-        // is the same message for the store, already journaled for this queue.
-        let mut copy = (*msg).clone();
-        copy.expires_at = Some(at);
-        copy.stored.carry_from(&msg.stored);
-        Arc::new(copy)
+        // A copy with this queue's expiry (a large body is shared). It is the same message
+        // for the store, already journaled for this queue.
+        msg.derive(|p| {
+            p.expires_at = Some(at);
+            p.store_id = msg.store_id();
+        })
     }
 
     /// Takes expired messages off the queue; returns how many, and the dead letters: those
@@ -69,7 +69,7 @@ impl Queue {
     /// A message that will expire arrives at a dead-lettering queue: wake the housekeeping.
     #[inline]
     pub(crate) fn note_expiry(&self, msg: &Message) {
-        if msg.expires_at.is_some() {
+        if msg.expires_at().is_some() {
             if let Some(n) = self.expiry_watch.get() {
                 n.notify_one();
             }

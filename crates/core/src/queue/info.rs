@@ -124,7 +124,7 @@ impl Queue {
         let st = self.lock();
         st.entries
             .iter()
-            .map(|e| st.content(e).map(|m| m.body.clone()).unwrap_or_default())
+            .map(|e| st.content(e).map(|m| m.body_bytes()).unwrap_or_default())
             .collect()
     }
 

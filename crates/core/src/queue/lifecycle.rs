@@ -4,8 +4,6 @@
 //! then `finish_delete` tells the consumers and hands the messages back as orphans for the
 //! alternate exchange.
 
-use std::sync::Arc;
-
 use super::{Consumer, DeadLetters, Leaving, OutboxItem, Queue, QueueState};
 use crate::error::BrokerError;
 use crate::message::{now_ms, Message};
@@ -13,7 +11,7 @@ use crate::{ConnectionId, OwnerId};
 
 /// What deleting a queue removed; the broker finishes the job outside its registry lock.
 pub(crate) struct Drained {
-    messages: Vec<Arc<Message>>,
+    messages: Vec<Message>,
     consumers: Vec<Consumer>,
 }
 
@@ -148,7 +146,7 @@ impl Queue {
 
     /// Takes up to `max` available messages off the front to be routed elsewhere (see
     /// `Broker::reroute`); they count as rerouted.
-    pub(crate) fn take_front_for_reroute(&self, max: u64) -> Vec<Arc<Message>> {
+    pub(crate) fn take_front_for_reroute(&self, max: u64) -> Vec<Message> {
         self.lock().remove_front(max, true).1
     }
 

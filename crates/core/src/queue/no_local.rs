@@ -11,7 +11,7 @@ impl Queue {
     /// Whether `msg` is its owner's own. Only no-local queues ask.
     #[cold]
     pub(super) fn is_local(&self, st: &QueueState, msg: &Message) -> bool {
-        let from = msg.publisher;
+        let from = msg.publisher();
         from != 0
             && ((st.owner.is_some() && st.owner_connection == from)
                 || st

@@ -22,7 +22,7 @@ pub struct Delivery {
     /// The protocol's destination / consumer tag given at subscribe time.
     pub tag: Bytes,
     pub queue: Arc<Queue>,
-    pub message: Arc<Message>,
+    pub message: Message,
     /// Position in the queue; the handle for accept/release/reject/acquire.
     pub position: u64,
     pub redelivered: bool,
@@ -198,7 +198,7 @@ impl DurableWaiter for Outbox {
 
 fn item_bytes(item: &OutboxItem) -> u64 {
     match item {
-        OutboxItem::Deliver(d) => d.message.size,
+        OutboxItem::Deliver(d) => d.message.size(),
         OutboxItem::ConsumerCancelled { .. } | OutboxItem::Durable | OutboxItem::Close { .. } => 0,
     }
 }

@@ -34,10 +34,10 @@ impl Queue {
     /// for the alternate exchange (see `Queue::release`).
     pub(crate) fn requeue(
         self: &Arc<Self>,
-        entries: impl IntoIterator<Item = (u64, Arc<Message>)>,
+        entries: impl IntoIterator<Item = (u64, Message)>,
         set_redelivered: bool,
     ) -> (usize, DeadLetters<'_>) {
-        let mut entries: Vec<(u64, Arc<Message>)> = entries.into_iter().collect();
+        let mut entries: Vec<(u64, Message)> = entries.into_iter().collect();
         // Newest first, so each insert lands at or near the front of the deque (cheap) when
         // the released messages are older than everything still queued (the usual case).
         entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
@@ -69,9 +69,9 @@ impl Queue {
         &self,
         st: &mut QueueState,
         position: u64,
-        message: Arc<Message>,
+        message: Message,
         set_redelivered: bool,
-        orphans: &mut Vec<Arc<Message>>,
+        orphans: &mut Vec<Message>,
     ) -> bool {
         let Some(u) = st.settle(position) else {
             return false;
@@ -91,11 +91,7 @@ impl Queue {
 
     /// The consumer rejected the message: it leaves the queue, dead-lettered (see
     /// `Queue::reject`). `None` if the position was not acquired.
-    pub(crate) fn settle_rejected(
-        &self,
-        position: u64,
-        msg: Arc<Message>,
-    ) -> Option<DeadLetters<'_>> {
+    pub(crate) fn settle_rejected(&self, position: u64, msg: Message) -> Option<DeadLetters<'_>> {
         self.lock().settle_done(position, Settled::Rejected)?;
         Some(self.leaving_one(Leaving::Died(DeathReason::Rejected), msg))
     }

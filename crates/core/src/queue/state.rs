@@ -80,7 +80,7 @@ pub(crate) struct QueueState {
     /// (qpidd, QPID-3481), so such a queue keeps them in `acquired`, by position (beside
     /// `unsettled`, which other queues keep small).
     pub(crate) keep_acquired: bool,
-    acquired: HashMap<u64, Arc<Message>, BuildHasherDefault<IdHasher>>,
+    acquired: HashMap<u64, Message, BuildHasherDefault<IdHasher>>,
     pub(crate) deleted: bool,
     /// When the queue was last declared, consumed from (basic.get) or lost its last consumer,
     /// in milliseconds since the epoch: what `x-expires` counts from.
@@ -89,7 +89,7 @@ pub(crate) struct QueueState {
     /// with `x-dead-letter-exchange`); `Queue::take_expired` hands them out, to be routed
     /// outside the lock. Without it expired messages are dropped, as qpidd does.
     keep_expired: bool,
-    pub(crate) expired: Vec<Arc<Message>>,
+    pub(crate) expired: Vec<Message>,
     /// A last-value queue's index (qpidd's `qpid.last_value_queue_key`).
     last_value: Option<LastValue>,
     /// The broker's count of bytes held by queues; this queue writes its own shard.
@@ -199,7 +199,7 @@ impl QueueState {
 
     /// The message left the queue for good: journal its dequeue if the store holds it here.
     pub(crate) fn forget(&self, m: &Message) {
-        if let Some(id) = m.stored.get() {
+        if let Some(id) = m.store_id() {
             self.forget_ids(&[id]);
         }
     }
@@ -258,19 +258,19 @@ impl QueueState {
         self.on_disk_bytes
     }
 
-    pub(crate) fn push(&mut self, message: Arc<Message>) {
+    pub(crate) fn push(&mut self, message: Message) {
         self.counters.enqueued += 1;
-        self.counters.enqueued_bytes += message.size;
+        self.counters.enqueued_bytes += message.size();
         self.push_entry(message, false, false);
     }
 
     /// A message recovered from the store: it may have been delivered before the restart.
     /// `on_disk`: `message` is a stand-in ([`Message::stub`]) for one the store kept on disk.
-    pub(crate) fn push_recovered(&mut self, message: Arc<Message>, on_disk: bool) {
+    pub(crate) fn push_recovered(&mut self, message: Message, on_disk: bool) {
         self.push_entry(message, true, on_disk);
     }
 
-    fn push_entry(&mut self, message: Arc<Message>, redelivered: bool, on_disk: bool) {
+    fn push_entry(&mut self, message: Message, redelivered: bool, on_disk: bool) {
         let position = self.next_position;
         self.next_position += 1;
         if self.last_value.is_some() {
@@ -301,8 +301,7 @@ impl QueueState {
             return;
         };
         let Some(value) = message
-            .headers
-            .as_deref()
+            .headers()
             .and_then(|h| h.get(&lv.key))
             .and_then(key_bytes)
         else {
@@ -476,7 +475,7 @@ impl QueueState {
     /// Removes the next entry without acquiring it (drop-head overflow; in a priority queue
     /// the head is the highest-priority message, as RabbitMQ drops it). Its content, when
     /// `keep` asks for it (a dead letter), is read before the journal forgets the message.
-    pub(crate) fn pop_front(&mut self, keep: bool) -> Option<(Arc<Message>, Option<Arc<Message>>)> {
+    pub(crate) fn pop_front(&mut self, keep: bool) -> Option<(Message, Option<Message>)> {
         let e = self.take_next()?;
         if !e.on_disk() {
             self.meter.sub(self.shard, e.size());
@@ -548,7 +547,7 @@ impl QueueState {
     /// of a count), or with `reroute` returned to be routed elsewhere, their contents read
     /// back first if kept on disk (what the journal lost is skipped). Either way the journal
     /// forgets them here.
-    pub(crate) fn remove_front(&mut self, max: u64, reroute: bool) -> (u64, Vec<Arc<Message>>) {
+    pub(crate) fn remove_front(&mut self, max: u64, reroute: bool) -> (u64, Vec<Message>) {
         let mut taken = Vec::new();
         let mut n = 0;
         while n < max {
@@ -601,7 +600,7 @@ impl QueueState {
         });
         // Contents of dead letters are read before the journal lets go of them.
         if keep {
-            let kept: Vec<Arc<Message>> = gone.iter().filter_map(|e| self.content(e)).collect();
+            let kept: Vec<Message> = gone.iter().filter_map(|e| self.content(e)).collect();
             self.expired.extend(kept);
         }
         if self.store.is_some() {
@@ -629,14 +628,14 @@ impl QueueState {
     /// order among the others, and forgets them, so settling them later does nothing (qpidd
     /// reroutes "even acquired messages"); other acquired messages stay tracked, so their
     /// later release can still be routed.
-    pub(crate) fn drain_for_delete(&mut self, keep: bool) -> (Vec<Arc<Message>>, Vec<Consumer>) {
+    pub(crate) fn drain_for_delete(&mut self, keep: bool) -> (Vec<Message>, Vec<Consumer>) {
         self.deleted = true;
         self.meter.sub(self.shard, self.in_memory());
         self.offload_clear();
         self.queued_bytes = 0;
         self.expiring = 0;
         let entries = self.entries.drain();
-        let mut messages: Vec<(u64, Arc<Message>)> = entries
+        let mut messages: Vec<(u64, Message)> = entries
             .into_iter()
             .filter_map(|e| {
                 let position = e.position;

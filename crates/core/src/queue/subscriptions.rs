@@ -213,12 +213,8 @@ mod tests {
         })
         .unwrap();
         let publish = |body: &'static str| {
-            q.enqueue(Arc::new(Message::new(
-                "",
-                "q",
-                Bytes::from_static(body.as_bytes()),
-            )))
-            .unwrap()
+            q.enqueue(Message::new("", "q", Bytes::from_static(body.as_bytes())))
+                .unwrap()
         };
         q.add_credit(1, 5, u32::MAX).unwrap();
         publish("a");
@@ -235,7 +231,7 @@ mod tests {
         let bodies: Vec<&[u8]> = items
             .iter()
             .filter_map(|i| match i {
-                OutboxItem::Deliver(d) => Some(&d.message.body[..]),
+                OutboxItem::Deliver(d) => Some(d.message.body()),
                 _ => None,
             })
             .collect();

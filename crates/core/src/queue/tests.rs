@@ -1,3 +1,4 @@
+use crate::MessageParts;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -22,8 +23,8 @@ fn queue() -> Arc<Queue> {
     queue_with(QueueLimits::default(), None)
 }
 
-fn msg(body: &'static str) -> Arc<Message> {
-    Arc::new(Message::new("", "q", Bytes::from_static(body.as_bytes())))
+fn msg(body: &'static str) -> Message {
+    Message::new("", "q", Bytes::from_static(body.as_bytes()))
 }
 
 fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
@@ -53,7 +54,7 @@ fn deliveries(outbox: &Outbox) -> Vec<Delivery> {
 }
 
 fn bodies(ds: &[Delivery]) -> Vec<&[u8]> {
-    ds.iter().map(|d| &d.message.body[..]).collect()
+    ds.iter().map(|d| d.message.body()).collect()
 }
 
 fn bs(v: &[&'static str]) -> Vec<Bytes> {
@@ -314,10 +315,10 @@ fn acquire_after_browse_only_while_still_queued() {
     assert!(q.accept(seen[0].position));
 }
 
-fn expiring(body: &'static str, at: u64) -> Arc<Message> {
-    let mut m = Message::new("", "q", Bytes::from_static(body.as_bytes()));
+fn expiring(body: &'static str, at: u64) -> Message {
+    let mut m = MessageParts::new("", "q", Bytes::from_static(body.as_bytes()));
     m.expires_at = Some(at);
-    Arc::new(m)
+    Message::from(m)
 }
 
 #[test]
@@ -552,21 +553,21 @@ fn a_full_outbox_does_not_strand_messages_when_the_writer_takes_concurrently() {
 #[test]
 fn get_acquires_the_front_and_skips_expired() {
     let q = queue();
-    let mut old = Message::new("", "q", Bytes::from_static(b"old"));
+    let mut old = MessageParts::new("", "q", Bytes::from_static(b"old"));
     old.expires_at = Some(1);
-    q.enqueue(Arc::new(old)).unwrap();
+    q.enqueue(Message::from(old)).unwrap();
     publish(&q, &["a", "b"]);
     let got = q.get().unwrap();
-    assert_eq!(&got.message.body[..], b"a");
+    assert_eq!(got.message.body(), b"a");
     assert_eq!(got.remaining, 1);
     assert!(!got.redelivered);
     assert_eq!(q.unsettled_count(), 1);
     assert_eq!(q.release([(got.position, got.message)], true), 1);
     let again = q.get().unwrap();
-    assert_eq!(&again.message.body[..], b"a");
+    assert_eq!(again.message.body(), b"a");
     assert!(again.redelivered);
     assert!(q.accept(again.position));
-    assert_eq!(&q.get().unwrap().message.body[..], b"b");
+    assert_eq!(q.get().unwrap().message.body(), b"b");
     assert!(q.get().is_none());
 }
 
@@ -679,10 +680,10 @@ fn priority_queue(max: i64, limits: QueueLimits) -> Arc<Queue> {
     Queue::new("pq".into(), &opts, None, limits)
 }
 
-fn prio(body: &'static str, priority: u8) -> Arc<Message> {
-    let mut m = Message::new("", "pq", Bytes::from_static(body.as_bytes()));
+fn prio(body: &'static str, priority: u8) -> Message {
+    let mut m = MessageParts::new("", "pq", Bytes::from_static(body.as_bytes()));
     m.priority = priority;
-    Arc::new(m)
+    Message::from(m)
 }
 
 #[test]
@@ -732,10 +733,10 @@ fn priority_queue_limits_ttl_browse_and_get() {
         },
     );
     q.enqueue(prio("low", 1)).unwrap();
-    let mut old = Message::new("", "pq", Bytes::from_static(b"expired-high"));
+    let mut old = MessageParts::new("", "pq", Bytes::from_static(b"expired-high"));
     old.priority = 9;
     old.expires_at = Some(1);
-    q.enqueue(Arc::new(old)).unwrap();
+    q.enqueue(Message::from(old)).unwrap();
     q.enqueue(prio("mid", 5)).unwrap();
     assert!(
         q.enqueue(prio("too-many", 9)).is_err(),
@@ -747,7 +748,7 @@ fn priority_queue_limits_ttl_browse_and_get() {
     // Browsers see arrival order and skip the expired message.
     assert_eq!(bodies(&deliveries(&ob)), [&b"low"[..], b"mid"]);
     let got = q.get().unwrap();
-    assert_eq!(&got.message.body[..], b"mid");
+    assert_eq!(got.message.body(), b"mid");
     assert_eq!(got.remaining, 1);
     assert_eq!(q.message_count(), 1);
 }
@@ -808,7 +809,7 @@ fn sequencing_queue(key: &str, limits: QueueLimits) -> Arc<Queue> {
 fn numbers(ds: &[Delivery]) -> Vec<(String, u32)> {
     ds.iter()
         .map(|d| {
-            let s = d.message.sequence.as_ref().expect("numbered");
+            let s = d.message.sequence().expect("numbered");
             (s.key.to_string(), s.number)
         })
         .collect()
@@ -841,18 +842,17 @@ fn a_sequencing_queue_numbers_every_arrival_and_drops_leave_gaps() {
     plain.enqueue(msg("x")).unwrap();
     plain.subscribe(spec(2, &ob, true)).unwrap();
     plain.add_credit(2, 1, u32::MAX).unwrap();
-    assert!(deliveries(&ob)[0].message.sequence.is_none());
+    assert!(deliveries(&ob)[0].message.sequence().is_none());
 }
 
 #[test]
 fn recovered_messages_are_numbered_afresh() {
     let q = sequencing_queue("k", QueueLimits::default());
-    let old = Arc::new(Message {
-        sequence: Some(Arc::new(crate::message::Sequenced {
+    let old = msg("old").derive(|p| {
+        p.sequence = Some(Arc::new(crate::message::Sequenced {
             key: "k".into(),
             number: 41,
-        })),
-        ..(*msg("old")).clone()
+        }))
     });
     q.restore([Restored::InMemory(old), Restored::InMemory(msg("older"))]);
     publish(&q, &["new"]);
@@ -886,9 +886,9 @@ fn a_qpidd_ring_drops_the_oldest_of_the_lowest_priority_first() {
     let q = ring_queue(5, Some(10));
     let priorities = [8u8, 9, 5, 1, 2, 2, 3, 4, 9, 7, 8, 9, 9, 2];
     for (i, p) in priorities.iter().enumerate() {
-        let mut m = Message::new("", "q", Bytes::from(i.to_string()));
+        let mut m = MessageParts::new("", "q", Bytes::from(i.to_string()));
         m.priority = *p;
-        q.enqueue(Arc::new(m)).unwrap();
+        q.enqueue(Message::from(m)).unwrap();
     }
     // Priority order, FIFO within: 9 (sent 1, 8, 11, 12), then 8 (sent 10).
     assert_eq!(q.queued_bodies(), bs(&["1", "8", "11", "12", "10"]));

@@ -33,7 +33,7 @@ pub(crate) fn dead_letters(letters: DeadLetters<'_>) {
         return;
     }
     for m in letters.into_messages() {
-        let cycle = |q: &Queue| m.deaths.as_ref().is_some_and(|h| h.is_cycle_into(q.name()));
+        let cycle = |q: &Queue| m.deaths().is_some_and(|h| h.is_cycle_into(q.name()));
         if let Err(e) = deliver_except(&target, &m, queue.journal(), Some(&cycle)) {
             tracing::debug!(queue = %queue.name(), error = %e, "dead letter exchange refused message");
         }
@@ -45,10 +45,7 @@ impl Queue {
     /// dead-lettered.
     /// `Ok(None)` if the queue was deleted meanwhile (the publisher routed with a stale
     /// handle; the message is simply not stored here); else the queue's backlog after it.
-    pub(crate) fn enqueue(
-        self: &Arc<Self>,
-        msg: Arc<Message>,
-    ) -> Result<Option<Backlog>, BrokerError> {
+    pub(crate) fn enqueue(self: &Arc<Self>, msg: Message) -> Result<Option<Backlog>, BrokerError> {
         let (enqueued, backlog) = self.push(msg)?;
         match enqueued {
             Enqueued::Stored => Ok(Some(backlog)),
@@ -63,7 +60,7 @@ impl Queue {
     /// The consumer rejected the message: it leaves the queue and is dead-lettered (goes to
     /// the alternate exchange if there is one, else it is dropped). False if the position was
     /// not acquired.
-    pub fn reject(&self, position: u64, msg: Arc<Message>) -> bool {
+    pub fn reject(&self, position: u64, msg: Message) -> bool {
         match self.settle_rejected(position, msg) {
             Some(letters) => {
                 dead_letters(letters);
@@ -80,7 +77,7 @@ impl Queue {
     /// Returns how many were released.
     pub fn release(
         self: &Arc<Self>,
-        entries: impl IntoIterator<Item = (u64, Arc<Message>)>,
+        entries: impl IntoIterator<Item = (u64, Message)>,
         set_redelivered: bool,
     ) -> usize {
         let (released, orphans) = self.requeue(entries, set_redelivered);

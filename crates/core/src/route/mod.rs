@@ -42,7 +42,7 @@ const NO_HOLD: u64 = u64::MAX;
 /// [`Routed::backlogged`].
 pub(crate) fn deliver(
     exchange: &Exchange,
-    msg: &Arc<Message>,
+    msg: &Message,
     journal: Option<&Arc<dyn Journal>>,
     hold: u64,
 ) -> Result<Routed, BrokerError> {
@@ -56,7 +56,7 @@ pub(crate) fn deliver(
 /// journal refuses it (store full or failed), no queue gets it.
 pub(crate) fn deliver_except(
     exchange: &Exchange,
-    msg: &Arc<Message>,
+    msg: &Message,
     journal: Option<&Arc<dyn Journal>>,
     skip: Option<&dyn Fn(&Queue) -> bool>,
 ) -> Result<Routed, BrokerError> {
@@ -65,7 +65,7 @@ pub(crate) fn deliver_except(
 
 fn route(
     exchange: &Exchange,
-    msg: &Arc<Message>,
+    msg: &Message,
     journal: Option<&Arc<dyn Journal>>,
     skip: Option<&dyn Fn(&Queue) -> bool>,
     hold: u64,
@@ -77,8 +77,9 @@ fn route(
     }
     // Transient messages are journaled only for queues that journal everything (a
     // cluster's replicated queues).
-    let journaled =
-        |_: &_| !targets.is_empty() && (msg.persistent || targets.iter().any(|q| q.journals_all()));
+    let journaled = |_: &_| {
+        !targets.is_empty() && (msg.persistent() || targets.iter().any(|q| q.journals_all()))
+    };
     let routed = match journal.filter(journaled) {
         None => enqueue_all(&mut targets, msg, hold, |_| {}).map(|(queues, backlogged)| Routed {
             queues,
@@ -96,7 +97,7 @@ fn route(
 #[cold]
 fn deliver_journaled(
     journal: &Arc<dyn Journal>,
-    msg: &Arc<Message>,
+    msg: &Message,
     targets: &mut Vec<Arc<Queue>>,
     hold: u64,
 ) -> Result<Routed, BrokerError> {
@@ -123,7 +124,7 @@ fn deliver_journaled(
 #[inline]
 fn enqueue_all(
     targets: &mut Vec<Arc<Queue>>,
-    msg: &Arc<Message>,
+    msg: &Message,
     hold: u64,
     mut not_taken: impl FnMut(&Queue),
 ) -> Result<(usize, Option<Arc<Queue>>), BrokerError> {
@@ -154,23 +155,27 @@ fn enqueue_all(
 /// that case) and the point it is durable at. `tx`: the commit it is part of.
 pub(crate) fn record(
     journal: &Arc<dyn Journal>,
-    msg: &Arc<Message>,
+    msg: &Message,
     targets: &[Arc<Queue>],
     tx: Option<&JournalTx>,
-) -> Result<Option<(Arc<Message>, SyncPoint)>, BrokerError> {
+) -> Result<Option<(Message, SyncPoint)>, BrokerError> {
     let mut ids = DURABLE.with(Cell::take);
     ids.clear();
     ids.extend(targets.iter().filter_map(|q| q.store().map(|s| s.id)));
     let result = if ids.is_empty() {
         Ok(None)
     } else {
-        let msg = if msg.stored.get().is_some() {
-            Arc::new((**msg).clone())
+        // A message the store holds already gets a new record as a new message, and one
+        // without room for a store id (transient, to a queue that journals everything) a
+        // copy with room for it.
+        let msg = if msg.store_id().is_some() || !msg.has_store_slot() {
+            msg.derive(|p| p.store_slot = true)
         } else {
             msg.clone()
         };
         journal.enqueue(&msg, &ids, tx).map(|(id, point)| {
-            msg.stored.set(id);
+            let recorded = msg.set_store_id(id);
+            debug_assert!(recorded, "a message to journal has room for its id");
             Some((msg, point))
         })
     };
@@ -180,7 +185,7 @@ pub(crate) fn record(
 
 /// A journaled message a durable queue did not take after all: drop its reference.
 pub(crate) fn forget(q: &Queue, msg: &Message, tx: Option<&JournalTx>) {
-    if let (Some(store), Some(id)) = (q.store(), msg.stored.get()) {
+    if let (Some(store), Some(id)) = (q.store(), msg.store_id()) {
         store.journal.dequeue(store.id, &[id], tx);
     }
 }
@@ -195,7 +200,9 @@ pub(crate) fn collect(exchange: &Exchange, msg: &Message, targets: &mut Vec<Arc<
     if !exchange.route_only_queues(msg, targets) {
         collect_onward(exchange, msg, targets);
     }
-    exchange.counters().record(msg.size, targets.len() > start);
+    exchange
+        .counters()
+        .record(msg.size(), targets.len() > start);
 }
 
 /// [`collect`] through exchange-to-exchange bindings and alternate exchanges.

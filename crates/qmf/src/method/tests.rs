@@ -239,10 +239,7 @@ fn queues_are_deleted_with_qpidds_options() {
         .unwrap();
     let ex = f.broker.default_exchange().clone();
     f.broker
-        .publish(
-            &ex,
-            Arc::new(Message::new("", "q", Bytes::from_static(b"m"))),
-        )
+        .publish(&ex, Message::new("", "q", Bytes::from_static(b"m")))
         .unwrap();
     let if_empty = map(&[
         ("if_empty", Value::Bool(true)),
@@ -356,7 +353,7 @@ fn fill(f: &Fixture, queue: &str, n: usize) {
     let ex = f.broker.default_exchange().clone();
     for i in 0..n {
         let m = Message::new("", queue.to_owned(), Bytes::from(i.to_string()));
-        f.broker.publish(&ex, Arc::new(m)).unwrap();
+        f.broker.publish(&ex, m).unwrap();
     }
 }
 

@@ -72,7 +72,7 @@ fn publish(b: &Broker, exchange: &str, key: &str, body: &'static [u8]) {
         key.to_owned(),
         Bytes::from_static(body),
     );
-    b.publish(&ex, Arc::new(m)).unwrap();
+    b.publish(&ex, m).unwrap();
 }
 
 /// A broker with a queue `q` (max count 10, alternate exchange `alt`), bound to `t` (topic)

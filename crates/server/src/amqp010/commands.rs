@@ -414,16 +414,17 @@ fn transfer(
         &publish.exchange,
         &publish.routing_key,
     )?;
-    let mut message = publish.into_message();
+    let mut message = publish.into_parts();
     message.body_segment = body_segment;
     message.publisher = env.connection;
+    let message = message.build();
     if let Some(tx) = session.tx.as_mut() {
-        tx.stage_publish(exchange, Arc::new(message));
+        tx.stage_publish(exchange, message);
         return Ok(());
     }
     let outcome = env
         .broker
-        .publish(&exchange, Arc::new(message))
+        .publish(&exchange, message)
         .map_err(Exception::from)?;
     if let Some(point) = outcome.sync {
         session.needs_sync(point);

@@ -14,7 +14,7 @@ pub struct DeliveryRecord {
     pub position: u64,
     /// `None` once the message is settled (accepted, rejected, released, or implicitly
     /// accepted because the subscription said accept-mode none).
-    pub message: Option<Arc<Message>>,
+    pub message: Option<Message>,
     pub acquired: bool,
     /// Byte size charged against window credit, returned when the client completes it.
     pub credit_bytes: u32,
@@ -177,7 +177,7 @@ impl Outgoing {
     }
 
     /// Takes the message out of an unsettled record so the caller can settle it.
-    pub fn settle(&mut self, id: u32) -> Option<(Arc<Queue>, u64, Arc<Message>, bool)> {
+    pub fn settle(&mut self, id: u32) -> Option<(Arc<Queue>, u64, Message, bool)> {
         let record = self.get_mut(id)?;
         let message = record.message.take()?;
         let settled = (
@@ -268,7 +268,7 @@ mod tests {
             consumer: 7,
             queue: queue.clone(),
             position,
-            message: Some(Arc::new(Message::new("", "q", Bytes::from_static(b"m")))),
+            message: Some(Message::new("", "q", Bytes::from_static(b"m"))),
             acquired: true,
             credit_bytes: 10,
             window_credit: window,

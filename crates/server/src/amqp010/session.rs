@@ -12,8 +12,8 @@ use ferry_amqp010::{
     TransferHead,
 };
 use ferry_core::{
-    Broker, ConnectionId, ConsumerId, Delivery, Exchange, Message, Outbox, OwnerId, ProtocolHeader,
-    Queue, SettleWindow, SyncPoint,
+    Broker, ConnectionId, ConsumerId, Delivery, Exchange, Header, Message, Outbox, OwnerId, Queue,
+    SettleWindow, SyncPoint,
 };
 use tracing::{debug, warn};
 
@@ -22,6 +22,7 @@ use super::outgoing::{DeliveryRecord, Outgoing};
 use super::tx::SessionTx;
 use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
+use crate::encoded::Encoded;
 use crate::shell::outbound::{Sink, SPLICE_MIN};
 
 /// What a command handler needs besides its session.
@@ -360,17 +361,15 @@ impl Session {
             header_segment: &header,
             max_frame_size: max_frame,
         };
-        let body = &d.message.body;
-        let body_len = (d.message.body_segment || !body.is_empty()).then_some(body.len());
+        let body = d.message.body();
+        let body_len = (d.message.body_segment() || !body.is_empty()).then_some(body.len());
         // A large body goes out from where it is, spliced between its frames' headers.
-        let splice = body.len() >= SPLICE_MIN;
-        let written = write_transfer_placing_body(out, head, body_len, |out, range| {
-            if splice {
-                spliced.splice(out, body.slice(range));
-            } else {
-                out.extend_from_slice(&body[range]);
-            }
-        });
+        let splice = (body.len() >= SPLICE_MIN).then(|| d.message.body_bytes());
+        let written =
+            write_transfer_placing_body(out, head, body_len, |out, range| match &splice {
+                Some(shared) => spliced.splice(out, shared.slice(range)),
+                None => out.extend_from_slice(&body[range]),
+            });
         if let Err(e) = written {
             warn!("cannot encode transfer: {e}");
             self.window_slot_unused(&d);
@@ -390,7 +389,7 @@ impl Session {
             position: d.position,
             message: (!settled_now).then_some(d.message.clone()),
             acquired: d.acquired,
-            credit_bytes: u32::try_from(d.message.size).unwrap_or(u32::MAX),
+            credit_bytes: u32::try_from(d.message.size()).unwrap_or(u32::MAX),
             window_credit: d.window_credit,
             completed: false,
             windowed: d.windowed,
@@ -439,39 +438,41 @@ impl Session {
 /// death headers of a dead letter.
 /// Messages published over 0-9-1 or 1.0 get their properties converted (per delivery:
 /// cross-protocol traffic pays for its translation, 0-10 to 0-10 traffic pays nothing).
-fn outgoing_header(message: &Message, redelivered: bool) -> Bytes {
-    let raw = match &message.header {
-        ProtocolHeader::Amqp010(raw) => raw.clone(),
-        ProtocolHeader::Amqp091(_) | ProtocolHeader::Amqp1(_) => {
+fn outgoing_header(message: &Message, redelivered: bool) -> Encoded<'_> {
+    let as_received = !redelivered && message.deaths().is_none() && message.sequence().is_none();
+    let raw = match message.header() {
+        Header::Amqp010(raw) if as_received => return Encoded::AsReceived(raw),
+        Header::Amqp010(_) => message.header_bytes(),
+        Header::Amqp091(_) | Header::Amqp1(_) => {
             crate::bridge::amqp010_header_for(message).unwrap_or_default()
         }
-        ProtocolHeader::None => Bytes::new(),
+        Header::None => Bytes::new(),
     };
     // Dead letters carry their history in added headers, messages of sequencing queues
     // their number (re-encoded; only they pay).
-    let raw = match &message.deaths {
+    let raw = match &message.deaths() {
         Some(history) => super::deaths::render(&raw, history).unwrap_or(raw),
         None => raw,
     };
-    let raw = match &message.sequence {
+    let raw = match &message.sequence() {
         Some(sequence) => super::sequence::render(&raw, sequence).unwrap_or(raw),
         None => raw,
     };
     if !redelivered {
-        return raw;
+        return Encoded::Made(raw);
     }
     // Every header we send decoded on the way in (or was made by us), so this cannot fail in
     // practice; fall back to the header as is.
-    with_redelivered(&raw).unwrap_or(raw)
+    Encoded::Made(with_redelivered(&raw).unwrap_or(raw))
 }
 
 /// A message taken back from a consumer: its queue, its position there, the message.
-pub type Unsettled = (Arc<Queue>, u64, Arc<Message>);
+pub type Unsettled = (Arc<Queue>, u64, Message);
 
 /// Puts acquired messages back on their queues, one release call per queue so each queue
 /// re-sorts and re-dispatches once.
 pub fn release_to_queues(entries: impl IntoIterator<Item = Unsettled>, set_redelivered: bool) {
-    type Positioned = Vec<(u64, Arc<Message>)>;
+    type Positioned = Vec<(u64, Message)>;
     let mut per_queue: Vec<(Arc<Queue>, Positioned)> = Vec::new();
     for (queue, position, message) in entries {
         match per_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &queue)) {

@@ -21,7 +21,7 @@ pub struct SessionTx {
 }
 
 impl SessionTx {
-    pub fn stage_publish(&mut self, exchange: Arc<Exchange>, message: Arc<Message>) {
+    pub fn stage_publish(&mut self, exchange: Arc<Exchange>, message: Message) {
         self.core.publish(exchange, message);
     }
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferry_amqp091::{
-    reply, BasicAck, BasicCancel, BasicCancelOk, BasicConsume, BasicConsumeOk, BasicDeliver,
-    BasicGet, BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
-    ConfirmSelectOk, Method, ShortStr,
+    reply, BasicAck, BasicCancel, BasicCancelOk, BasicConsume, BasicConsumeOk, BasicGet,
+    BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
+    ConfirmSelectOk, DeliverRef, Method, ShortStr,
 };
 use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery};
 
@@ -83,7 +83,7 @@ impl Channel {
             expires_at,
             headers,
         };
-        let message = Arc::new(publish.into_message());
+        let message = publish.into_message();
         if let Some(tx) = self.tx.as_mut() {
             tx.stage_publish(
                 exchange,
@@ -286,7 +286,7 @@ impl Channel {
             self.free_window_slots(u32::from(d.windowed));
             self.unacked.next_tag()
         } else {
-            self.qos.delivered(d.consumer, d.message.size);
+            self.qos.delivered(d.consumer, d.message.size());
             self.unacked.push(Pending {
                 consumer: Some(d.consumer),
                 windowed: d.windowed,
@@ -295,14 +295,14 @@ impl Channel {
                 message: d.message.clone(),
             })
         };
-        let method = BasicDeliver {
-            consumer_tag,
+        let method = DeliverRef {
+            consumer_tag: &consumer_tag,
             delivery_tag: tag,
             redelivered: d.redelivered,
-            exchange: ShortStr::new(d.message.exchange.clone()).unwrap_or_default(),
-            routing_key: ShortStr::new(d.message.routing_key.clone()).unwrap_or_default(),
+            exchange: d.message.exchange(),
+            routing_key: d.message.routing_key(),
         };
-        self.write_content(ctx, method.into(), &d.message);
+        self.write_delivery(ctx, &method, &d.message);
     }
 
     pub fn get(&mut self, ctx: &mut Ctx, m: BasicGet) -> Result<(), Fault> {
@@ -332,8 +332,8 @@ impl Channel {
         let method = BasicGetOk {
             delivery_tag: tag,
             redelivered: got.redelivered,
-            exchange: ShortStr::new(got.message.exchange.clone()).unwrap_or_default(),
-            routing_key: ShortStr::new(got.message.routing_key.clone()).unwrap_or_default(),
+            exchange: short_copy(got.message.exchange()),
+            routing_key: short_copy(got.message.routing_key()),
             message_count: clamp(got.remaining),
         };
         self.reply_content(ctx, method.into(), got.message);
@@ -373,7 +373,7 @@ impl Channel {
         let mut windowed = 0;
         for p in &all {
             if let Some(c) = p.consumer {
-                self.qos.settled(c, p.message.size);
+                self.qos.settled(c, p.message.size());
             }
             windowed += u32::from(p.windowed);
         }
@@ -406,7 +406,7 @@ impl Channel {
         let mut windowed = 0;
         for p in settled {
             if let Some(c) = p.consumer {
-                self.qos.settled(c, p.message.size);
+                self.qos.settled(c, p.message.size());
             }
             windowed += u32::from(p.windowed);
             match how {
@@ -451,4 +451,10 @@ impl Channel {
             }
         }
     }
+}
+
+/// A message's exchange or routing key as a `ShortStr` of its own (empty if too long for
+/// one, which only a message from another protocol can be).
+pub(super) fn short_copy(s: &[u8]) -> ShortStr {
+    ShortStr::new(Bytes::copy_from_slice(s)).unwrap_or_default()
 }

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp091::{
-    reply, write_body_placing, write_content_raw_head, write_method, ContentAssembler,
-    ExchangeBind, ExchangeBindOk, ExchangeDeclare, ExchangeDeclareOk, ExchangeDelete,
-    ExchangeDeleteOk, ExchangeUnbind, ExchangeUnbindOk, Method, QueueBind, QueueBindOk,
-    QueueDeclare, QueueDeclareOk, QueueDelete, QueueDeleteOk, QueuePurge, QueuePurgeOk,
-    QueueUnbind, QueueUnbindOk, ShortStr,
+    reply, write_body_placing, write_deliver, write_method, write_raw_content_header,
+    ContentAssembler, DeliverRef, ExchangeBind, ExchangeBindOk, ExchangeDeclare, ExchangeDeclareOk,
+    ExchangeDelete, ExchangeDeleteOk, ExchangeUnbind, ExchangeUnbindOk, Method, QueueBind,
+    QueueBindOk, QueueDeclare, QueueDeclareOk, QueueDelete, QueueDeleteOk, QueuePurge,
+    QueuePurgeOk, QueueUnbind, QueueUnbindOk, ShortStr,
 };
 use ferry_core::{
     Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
@@ -74,7 +74,7 @@ pub struct Pending {
     pub windowed: bool,
     pub queue: Arc<Queue>,
     pub position: u64,
-    pub message: Arc<Message>,
+    pub message: Message,
 }
 
 pub struct Channel {
@@ -168,7 +168,7 @@ impl Channel {
     }
 
     /// A get-ok with its message, in order with held replies.
-    pub fn reply_content(&mut self, ctx: &mut Ctx, method: Method, message: Arc<Message>) {
+    pub fn reply_content(&mut self, ctx: &mut Ctx, method: Method, message: Message) {
         let reply = Reply {
             method,
             content: Some(message),
@@ -231,20 +231,36 @@ impl Channel {
         Ok(())
     }
 
-    /// Method, content header and body of a delivery, get-ok or return.
+    /// Method, content header and body of a get-ok or return.
     pub fn write_content(&self, ctx: &mut Ctx, method: Method, message: &Message) {
+        write_method(ctx.out, self.id, &method);
+        self.write_header_and_body(ctx, message);
+    }
+
+    /// basic.deliver, content header and body: the method written from the message's own
+    /// exchange and routing key.
+    pub fn write_delivery(&self, ctx: &mut Ctx, deliver: &DeliverRef<'_>, message: &Message) {
+        write_deliver(ctx.out, self.id, deliver);
+        self.write_header_and_body(ctx, message);
+    }
+
+    fn write_header_and_body(&self, ctx: &mut Ctx, message: &Message) {
         let props = convert::outgoing_properties(message);
-        let body = &message.body;
-        write_content_raw_head(ctx.out, self.id, &method, &props, body.len());
+        let body = message.body();
+        write_raw_content_header(ctx.out, self.id, &props, body.len());
         // A large body goes out from where it is, spliced between its frames' headers.
         let spliced = &mut *ctx.spliced;
-        write_body_placing(ctx.out, self.id, body.len(), ctx.frame_max, |out, range| {
-            if body.len() >= SPLICE_MIN {
-                spliced.splice(out, body.slice(range));
-            } else {
-                out.extend_from_slice(&body[range]);
-            }
-        });
+        let splice = (body.len() >= SPLICE_MIN).then(|| message.body_bytes());
+        write_body_placing(
+            ctx.out,
+            self.id,
+            body.len(),
+            ctx.frame_max,
+            |out, range| match &splice {
+                Some(shared) => spliced.splice(out, shared.slice(range)),
+                None => out.extend_from_slice(&body[range]),
+            },
+        );
     }
 
     /// The exchange to publish to, cached while it lives.
@@ -614,7 +630,7 @@ impl Channel {
     }
 }
 
-type Positioned = Vec<(u64, Arc<Message>)>;
+type Positioned = Vec<(u64, Message)>;
 
 /// Puts messages back on their queues, marked redelivered, one release call per queue.
 pub fn requeue(pending: Vec<Pending>) {

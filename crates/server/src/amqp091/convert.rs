@@ -3,9 +3,10 @@
 
 use bytes::Bytes;
 use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, RawProperties, ShortStr};
-use ferry_core::{HeaderValue, Headers, Message, ProtocolHeader};
+use ferry_core::{Header, HeaderValue, Headers, Message};
 
 use crate::bridge;
+use crate::encoded::Encoded;
 
 /// A field table in the core's neutral form.
 pub fn table_to_headers(table: &FieldTable) -> Headers {
@@ -52,41 +53,43 @@ pub fn encode_properties(props: &BasicProperties) -> Bytes {
 
 /// Inverse of [`encode_properties`]; `None` for octets that are not properties (what we
 /// stored always is).
-pub fn decode_properties(raw: &Bytes) -> Option<BasicProperties> {
-    RawProperties::parse(raw.clone()).ok().map(|p| p.decode())
+pub fn decode_properties(raw: &[u8]) -> Option<BasicProperties> {
+    RawProperties::parse(Bytes::copy_from_slice(raw))
+        .ok()
+        .map(|p| p.decode())
 }
 
 /// The properties to send for any core message, encoded: as stored for 0-9-1 messages,
 /// converted for 0-10 and 1.0 ones, empty otherwise; dead-lettered messages get RabbitMQ's
 /// `x-death` headers added, messages of a sequencing queue their number (qpidd's
 /// `qpid.queue_msg_sequence`, as a long), and so are re-encoded.
-pub fn outgoing_properties(message: &Message) -> Bytes {
-    if message.deaths.is_some() || message.sequence.is_some() {
-        let mut props = match &message.header {
-            ProtocolHeader::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
-            ProtocolHeader::Amqp010(segment) => bridge::from_amqp010_header(segment),
-            ProtocolHeader::Amqp1(_) => bridge::amqp1::to_amqp091(message),
-            ProtocolHeader::None => BasicProperties::default(),
+pub fn outgoing_properties(message: &Message) -> Encoded<'_> {
+    if message.deaths().is_some() || message.sequence().is_some() {
+        let mut props = match message.header() {
+            Header::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
+            Header::Amqp010(segment) => bridge::from_amqp010_header(segment),
+            Header::Amqp1(_) => bridge::amqp1::to_amqp091(message),
+            Header::None => BasicProperties::default(),
         };
-        if let Some(history) = &message.deaths {
+        if let Some(history) = &message.deaths() {
             super::deaths::render(&mut props, history);
         }
-        if let Some(sequence) = &message.sequence {
+        if let Some(sequence) = &message.sequence() {
             let headers = props.headers.get_or_insert_with(FieldTable::new);
             let key = ShortStr::new(Bytes::copy_from_slice(sequence.key.as_bytes()));
             if let Ok(key) = key {
                 headers.insert(key, FieldValue::I64(i64::from(sequence.number)));
             }
         }
-        return encode_properties(&props);
+        return Encoded::Made(encode_properties(&props));
     }
-    match &message.header {
-        ProtocolHeader::Amqp091(raw) => raw.clone(),
-        ProtocolHeader::Amqp010(segment) => {
-            encode_properties(&bridge::from_amqp010_header(segment))
+    match message.header() {
+        Header::Amqp091(raw) => Encoded::AsReceived(raw),
+        Header::Amqp010(segment) => {
+            Encoded::Made(encode_properties(&bridge::from_amqp010_header(segment)))
         }
-        ProtocolHeader::Amqp1(_) => encode_properties(&bridge::amqp1::to_amqp091(message)),
-        ProtocolHeader::None => Bytes::from_static(&[0, 0]),
+        Header::Amqp1(_) => Encoded::Made(encode_properties(&bridge::amqp1::to_amqp091(message))),
+        Header::None => Encoded::AsReceived(&[0, 0]),
     }
 }
 
@@ -133,13 +136,13 @@ pub(crate) mod tests {
 
     #[test]
     fn a_sequence_number_joins_the_headers_as_a_long() {
-        let mut m = Message::new("", "q", Bytes::from_static(b"x"));
-        m.header = ProtocolHeader::Amqp091(encode_properties(&props()));
+        let mut m = ferry_core::MessageParts::new("", "q", Bytes::from_static(b"x"));
+        m.header = ferry_core::ProtocolHeader::Amqp091(encode_properties(&props()));
         m.sequence = Some(std::sync::Arc::new(ferry_core::Sequenced {
             key: "qpid.seq".into(),
             number: 7,
         }));
-        let out = decode_properties(&outgoing_properties(&m)).unwrap();
+        let out = decode_properties(&outgoing_properties(&m.build())).unwrap();
         let headers = out.headers.unwrap();
         assert_eq!(headers.get("qpid.seq"), Some(&FieldValue::I64(7)));
         assert_eq!(headers.get("n"), Some(&FieldValue::I32(7)));

@@ -5,7 +5,6 @@
 //! deliveries of a consumer whose consume-ok is held (it gets no credit until then).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use ferry_amqp091::Method;
 use ferry_core::{ConsumerId, Message, SyncPoint};
@@ -15,7 +14,7 @@ use ferry_core::{ConsumerId, Message, SyncPoint};
 pub struct Reply {
     pub method: Method,
     /// The content of a get-ok.
-    pub content: Option<Arc<Message>>,
+    pub content: Option<Message>,
     /// The consume-ok of this consumer: once it is sent, the consumer may get deliveries.
     pub announces: Option<ConsumerId>,
 }

@@ -27,7 +27,7 @@ pub struct ChannelTx {
 pub struct Return {
     exchange: ShortStr,
     routing_key: ShortStr,
-    message: Arc<Message>,
+    message: Message,
 }
 
 impl ChannelTx {
@@ -42,7 +42,7 @@ impl ChannelTx {
     pub fn stage_publish(
         &mut self,
         exchange: Arc<ferry_core::Exchange>,
-        message: Arc<Message>,
+        message: Message,
         mandatory: bool,
         names: (&ShortStr, &ShortStr),
     ) {
@@ -112,7 +112,7 @@ impl Channel {
         let mut windowed = 0;
         for (_, p, _) in &acks {
             if let Some(c) = p.consumer {
-                self.qos.settled(c, p.message.size);
+                self.qos.settled(c, p.message.size());
             }
             windowed += u32::from(p.windowed);
         }

@@ -390,12 +390,10 @@ fn publish(
     }
     .into_message();
     if let Some(id) = txn_id {
-        session
-            .txns
-            .stage_publish(id, exchange, Arc::new(message))?;
+        session.txns.stage_publish(id, exchange, message)?;
         return Ok(None);
     }
-    let outcome = ctx.broker.publish(&exchange, Arc::new(message))?;
+    let outcome = ctx.broker.publish(&exchange, message)?;
     let durable = ctx.broker.journal().map(|j| j.durable());
     Ok(outcome.sync.filter(|p| durable.is_none_or(|d| *p > d)))
 }

@@ -409,7 +409,7 @@ pub fn release_delivery(d: Delivery) {
 
 /// Puts acquired messages back, one call per queue.
 pub fn release_records(records: Vec<OutRecord>, redelivered: bool) {
-    type Positioned = Vec<(u64, Arc<Message>)>;
+    type Positioned = Vec<(u64, Message)>;
     let mut per_queue: Vec<(Arc<Queue>, Positioned)> = Vec::new();
     for r in records.into_iter().filter(|r| r.acquired) {
         match per_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &r.queue)) {

@@ -605,10 +605,10 @@ impl Session {
         // payload of its own that `pump` cuts into frames as the window allows. A body that
         // alone fills a frame goes to the payload at once rather than being written into the
         // outbound buffer and copied back out.
-        let one_frame = d.message.body.len() < ctx.frame_max as usize;
+        let one_frame = d.message.body().len() < ctx.frame_max as usize;
         let now = one_frame && self.pending.is_empty() && self.remote_incoming_window > 0;
         // A large body goes out from where it is, spliced between the frame's other octets.
-        let transfer = if now && d.message.body.len() >= SPLICE_MIN {
+        let transfer = if now && d.message.body().len() >= SPLICE_MIN {
             let sink = Sink {
                 out: ctx.out,
                 spliced: ctx.spliced,
@@ -636,7 +636,7 @@ impl Session {
                 }
             }
             Some(transfer) => {
-                let mut payload = BytesMut::with_capacity(d.message.body.len() + 256);
+                let mut payload = BytesMut::with_capacity(d.message.body().len() + 256);
                 crate::bridge::amqp1::write_for_amqp1(&mut payload, &d.message, d.redelivered);
                 Some((transfer, payload.freeze()))
             }
@@ -939,7 +939,7 @@ fn write_spliced_transfer(
     d: &Delivery,
 ) -> Option<Transfer> {
     // A message from another protocol is re-encoded whole: no frame is begun for it.
-    if !matches!(d.message.header, ferry_core::ProtocolHeader::Amqp1(_)) {
+    if !matches!(d.message.header(), ferry_core::Header::Amqp1(_)) {
         return Some(transfer);
     }
     let Sink { out, spliced } = sink;
@@ -949,7 +949,7 @@ fn write_spliced_transfer(
     let after = crate::bridge::amqp1::write_amqp1_around_body(out, &d.message, d.redelivered);
     let size = after
         .as_ref()
-        .map(|after| out.len() - start + d.message.body.len() + after.len())
+        .map(|after| out.len() - start + d.message.body().len() + after.len())
         .filter(|size| *size <= max_frame as usize);
     let (Some(after), Some(size)) = (after, size) else {
         out.truncate(start);
@@ -961,7 +961,7 @@ fn write_spliced_transfer(
     // Bounded by max_frame, a u32, just above.
     let size = size as u32;
     out[start..start + 4].copy_from_slice(&size.to_be_bytes());
-    spliced.splice(out, d.message.body.clone());
+    spliced.splice(out, d.message.body_bytes());
     out.extend_from_slice(&after);
     None
 }

@@ -63,7 +63,7 @@ impl Txns {
         &mut self,
         id: &Bytes,
         exchange: Arc<Exchange>,
-        message: Arc<Message>,
+        message: Message,
     ) -> Result<(), Fault> {
         let txn = self.open.get_mut(id).ok_or_else(|| unknown(id))?;
         txn.core.publish(exchange, message);

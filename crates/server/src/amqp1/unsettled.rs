@@ -16,7 +16,7 @@ pub struct OutRecord {
     pub handle: u32,
     pub queue: Arc<Queue>,
     pub position: u64,
-    pub message: Arc<Message>,
+    pub message: Message,
     /// False for browsed messages, which stay on their queue whatever the outcome.
     pub acquired: bool,
 }
@@ -103,7 +103,7 @@ mod tests {
             handle,
             queue,
             position,
-            message: Arc::new(Message::new("", "q", Bytes::new())),
+            message: Message::new("", "q", Bytes::new()),
             acquired: true,
         }
     }

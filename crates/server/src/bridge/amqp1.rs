@@ -21,7 +21,7 @@ use ferry_amqp1::{
     AnnotationKey, Annotations, ApplicationProperties, Body, Header, Message as Amqp1Message,
     MessageId, Properties, Str as Str1, Symbol, Timestamp, Uuid, Value as V1,
 };
-use ferry_core::{now_ms, Message, ProtocolHeader};
+use ferry_core::{now_ms, Header as CoreHeader, Message};
 
 use self::stored::{BodyKind, Stored};
 
@@ -51,10 +51,10 @@ struct Decoded {
 
 impl Decoded {
     fn of(message: &Message) -> Option<Decoded> {
-        let ProtocolHeader::Amqp1(raw) = &message.header else {
+        let CoreHeader::Amqp1(_) = message.header() else {
             return None;
         };
-        let stored = Stored::parse(raw).ok()?;
+        let stored = Stored::parse(&message.header_bytes()).ok()?;
         let s = &stored.sections;
         // Sections that do not decode (they were only split on the way in) are left out
         // rather than failing the delivery.
@@ -85,17 +85,17 @@ impl Decoded {
 pub fn write_for_amqp1(out: &mut BytesMut, message: &Message, redelivered: bool) {
     if let Some(stored) = as_sent_over_amqp1(message) {
         let header = native_header(&stored, message, redelivered);
-        stored.write(out, header.as_ref(), &message.body);
+        stored.write(out, header.as_ref(), message.body());
         return;
     }
-    let mut m = match &message.header {
-        ProtocolHeader::Amqp010(segment) => from_amqp010(segment, message),
-        ProtocolHeader::Amqp091(raw) => from_amqp091(raw, message),
+    let mut m = match message.header() {
+        CoreHeader::Amqp010(segment) => from_amqp010(segment, message),
+        CoreHeader::Amqp091(raw) => from_amqp091(raw, message),
         // Never written by a protocol layer; only its body and routing are known.
         _ => Amqp1Message {
             header: Some(Header {
-                durable: message.persistent,
-                priority: message.priority,
+                durable: message.persistent(),
+                priority: message.priority(),
                 ..Header::default()
             }),
             ..Amqp1Message::default()
@@ -105,7 +105,7 @@ pub fn write_for_amqp1(out: &mut BytesMut, message: &Message, redelivered: bool)
         h.ttl = remaining_ttl(message);
     }
     m.header = m.header.and_then(|h| outgoing_header(h, redelivered));
-    m.body = Body::Data(vec![message.body.clone()]);
+    m.body = Body::Data(vec![message.body_bytes()]);
     m.encode(out);
 }
 
@@ -124,8 +124,8 @@ pub fn write_amqp1_around_body(
 }
 
 fn as_sent_over_amqp1(message: &Message) -> Option<Stored> {
-    match &message.header {
-        ProtocolHeader::Amqp1(raw) => Stored::parse(raw).ok(),
+    match message.header() {
+        CoreHeader::Amqp1(_) => Stored::parse(&message.header_bytes()).ok(),
         _ => None,
     }
 }
@@ -134,8 +134,8 @@ fn native_header(stored: &Stored, message: &Message, redelivered: bool) -> Optio
     let header = match stored.sections.header() {
         Ok(Some(h)) => h,
         _ => Header {
-            durable: message.persistent,
-            priority: message.priority,
+            durable: message.persistent(),
+            priority: message.priority(),
             ..Header::default()
         },
     };
@@ -154,7 +154,7 @@ fn outgoing_header(mut header: Header, redelivered: bool) -> Option<Header> {
 /// What is left of the message's time to live, in milliseconds (at least 1: a message
 /// still queued has not expired).
 fn remaining_ttl(message: &Message) -> Option<u32> {
-    let at = message.expires_at?;
+    let at = message.expires_at()?;
     let left = at.saturating_sub(now_ms()).max(1);
     Some(u32::try_from(left).unwrap_or(u32::MAX))
 }
@@ -359,8 +359,10 @@ pub fn to_amqp010(message: &Message) -> Bytes {
         expiration: p
             .absolute_expiry_time
             .and_then(|t| u64::try_from(t.0 / 1000).ok()),
-        exchange: Some(Str::from_bytes(message.exchange.clone())),
-        routing_key: Some(Str::from_bytes(message.routing_key.clone())),
+        exchange: Some(Str::from_bytes(Bytes::copy_from_slice(message.exchange()))),
+        routing_key: Some(Str::from_bytes(Bytes::copy_from_slice(
+            message.routing_key(),
+        ))),
         ..DeliveryProperties::default()
     };
     let mp = MessageProperties {
@@ -496,17 +498,17 @@ fn address_of(exchange: &[u8], key: &[u8]) -> Option<Str1> {
 /// The 1.0 sections (all but the body) a 1.0 consumer gets for a message published over
 /// 0-10: qpidd's `Properties_0_10`, with `to` the exchange (the routing key for the default
 /// exchange) and `subject` the routing key.
-fn from_amqp010(segment: &Bytes, message: &Message) -> Amqp1Message {
-    let header = MessageHeader::decode(segment.clone()).unwrap_or_default();
+fn from_amqp010(segment: &[u8], message: &Message) -> Amqp1Message {
+    let header = MessageHeader::decode(Bytes::copy_from_slice(segment)).unwrap_or_default();
     let dp = header.delivery.unwrap_or_default();
     let mp = header.properties.unwrap_or_default();
     let mut p = Properties {
         message_id: mp.message_id.map(|u| MessageId::Uuid(Uuid(u))),
         user_id: mp.user_id,
-        to: address_of(&message.exchange, &message.routing_key),
-        subject: (!message.exchange.is_empty())
+        to: address_of(message.exchange(), message.routing_key()),
+        subject: (!message.exchange().is_empty())
             .then(|| {
-                std::str::from_utf8(&message.routing_key)
+                std::str::from_utf8(message.routing_key())
                     .ok()
                     .map(Str1::from)
             })
@@ -563,8 +565,8 @@ fn from_amqp010(segment: &Bytes, message: &Message) -> Amqp1Message {
 
 /// The 1.0 sections for a message published over 0-9-1 (RabbitMQ's 1.0 plugin's table, and
 /// headers as for 0-10).
-fn from_amqp091(raw: &Bytes, message: &Message) -> Amqp1Message {
-    let props = RawProperties::parse(raw.clone())
+fn from_amqp091(raw: &[u8], message: &Message) -> Amqp1Message {
+    let props = RawProperties::parse(Bytes::copy_from_slice(raw))
         .map(|p| p.decode())
         .unwrap_or_default();
     let text = |s: &ShortStr| std::str::from_utf8(s.as_bytes()).ok().map(Str1::from);
@@ -575,10 +577,10 @@ fn from_amqp091(raw: &Bytes, message: &Message) -> Amqp1Message {
             .and_then(text)
             .map(MessageId::String),
         user_id: props.user_id.as_ref().map(|u| u.bytes().clone()),
-        to: address_of(&message.exchange, &message.routing_key),
-        subject: (!message.exchange.is_empty())
+        to: address_of(message.exchange(), message.routing_key()),
+        subject: (!message.exchange().is_empty())
             .then(|| {
-                std::str::from_utf8(&message.routing_key)
+                std::str::from_utf8(message.routing_key())
                     .ok()
                     .map(Str1::from)
             })

@@ -225,7 +225,7 @@ impl Journal for Disk {
         tx.id()?;
         Some(self.append())
     }
-    fn load(&self, messages: &[u64]) -> Vec<Option<ferry_core::Message>> {
+    fn load(&self, messages: &[u64]) -> Vec<Option<ferry_core::MessageParts>> {
         vec![None; messages.len()]
     }
     fn appended(&self) -> SyncPoint {

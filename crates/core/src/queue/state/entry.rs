@@ -7,7 +7,7 @@
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use crate::message::{Message, Sequenced};
+use crate::message::{Message, MessageParts, Sequenced};
 use crate::ConnectionId;
 
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub(crate) struct Entry {
 #[derive(Debug, Clone)]
 pub(crate) enum Item {
     Resident {
-        message: Arc<Message>,
+        message: Message,
         redelivered: bool,
     },
     OnDisk {
@@ -37,26 +37,26 @@ pub(crate) enum Item {
 impl Item {
     /// A stand-in for `m`, whose content the journal holds.
     pub(crate) fn on_disk(m: &Message, redelivered: bool) -> Item {
-        let publisher = u32::try_from(m.publisher).ok();
+        let publisher = u32::try_from(m.publisher()).ok();
         let expires_at = m
-            .expires_at
+            .expires_at()
             .map(|at| NonZeroU64::new(at).unwrap_or(NonZeroU64::MIN));
         let rest =
-            (expires_at.is_some() || m.sequence.is_some() || publisher.is_none()).then(|| {
+            (expires_at.is_some() || m.sequence().is_some() || publisher.is_none()).then(|| {
                 Box::new(Rest {
                     expires_at,
-                    publisher: m.publisher,
-                    sequence: m.sequence.clone(),
+                    publisher: m.publisher(),
+                    sequence: m.sequence().cloned(),
                 })
             });
         Item::OnDisk {
             stand_in: Box::new(StandIn {
-                store_id: m.stored.get().unwrap_or(0),
-                size: m.size,
+                store_id: m.store_id().unwrap_or(0),
+                size: m.size(),
                 rest,
             }),
             publisher: publisher.unwrap_or(0),
-            priority: m.priority,
+            priority: m.priority(),
             redelivered,
         }
     }
@@ -124,7 +124,7 @@ impl StandIn {
 impl OnDiskPart<'_> {
     /// The journaled message `m` with what the queue gave it and the journal does not
     /// keep.
-    pub(crate) fn restore(&self, mut m: Message) -> Message {
+    pub(crate) fn restore(&self, mut m: MessageParts) -> Message {
         match &self.stand_in.rest {
             Some(rest) => {
                 m.expires_at = rest.expires_at.map(NonZeroU64::get);
@@ -137,12 +137,12 @@ impl OnDiskPart<'_> {
                 m.sequence = None;
             }
         }
-        m
+        m.build()
     }
 }
 
 impl Entry {
-    pub(crate) fn resident(position: u64, message: Arc<Message>, redelivered: bool) -> Entry {
+    pub(crate) fn resident(position: u64, message: Message, redelivered: bool) -> Entry {
         Entry {
             position,
             item: Item::Resident {
@@ -154,7 +154,7 @@ impl Entry {
 
     /// The message if its content is in memory.
     #[inline]
-    pub(crate) fn message(&self) -> Option<&Arc<Message>> {
+    pub(crate) fn message(&self) -> Option<&Message> {
         match &self.item {
             Item::Resident { message, .. } => Some(message),
             Item::OnDisk { .. } => None,
@@ -170,7 +170,7 @@ impl Entry {
     #[inline]
     pub(crate) fn size(&self) -> u64 {
         match &self.item {
-            Item::Resident { message, .. } => message.size,
+            Item::Resident { message, .. } => message.size(),
             Item::OnDisk { stand_in, .. } => stand_in.size,
         }
     }
@@ -178,7 +178,7 @@ impl Entry {
     #[inline]
     pub(crate) fn expires_at(&self) -> Option<u64> {
         match &self.item {
-            Item::Resident { message, .. } => message.expires_at,
+            Item::Resident { message, .. } => message.expires_at(),
             Item::OnDisk { stand_in, .. } => stand_in.expires_at(),
         }
     }
@@ -190,7 +190,7 @@ impl Entry {
     #[inline]
     pub(crate) fn priority(&self) -> u8 {
         match &self.item {
-            Item::Resident { message, .. } => message.priority,
+            Item::Resident { message, .. } => message.priority(),
             Item::OnDisk { priority, .. } => *priority,
         }
     }
@@ -205,7 +205,7 @@ impl Entry {
     /// The store's id for the message, if a journal recorded it.
     pub(crate) fn store_id(&self) -> Option<u64> {
         match &self.item {
-            Item::Resident { message, .. } => message.stored.get(),
+            Item::Resident { message, .. } => message.store_id(),
             Item::OnDisk { stand_in, .. } => Some(stand_in.store_id).filter(|id| *id != 0),
         }
     }
@@ -214,7 +214,7 @@ impl Entry {
     /// size and expiry, for the paths that hand over an entry they drop (a drop-head
     /// overflow, a deleted queue without an alternate exchange) as a message.
     #[inline]
-    pub(crate) fn into_message(self) -> Arc<Message> {
+    pub(crate) fn into_message(self) -> Message {
         match self.item {
             Item::Resident { message, .. } => message,
             Item::OnDisk {
@@ -235,15 +235,14 @@ impl OnDiskPart<'_> {
     /// Out of line, so that taking a resident entry's message stays a move.
     #[cold]
     #[inline(never)]
-    fn into_stub(self, priority: u8) -> Arc<Message> {
-        let m = Message {
-            size: self.stand_in.size,
+    fn into_stub(self, priority: u8) -> Message {
+        self.restore(MessageParts {
+            size: Some(self.stand_in.size),
             priority,
             persistent: true,
-            ..Message::default()
-        };
-        m.stored.set(self.stand_in.store_id);
-        Arc::new(self.restore(m))
+            store_id: Some(self.stand_in.store_id).filter(|id| *id != 0),
+            ..MessageParts::default()
+        })
     }
 }
 
@@ -257,7 +256,7 @@ mod tests {
     fn an_entry_stays_small_and_a_stand_in_keeps_what_the_journal_does_not() {
         assert_eq!(std::mem::size_of::<Entry>(), 24);
         assert_eq!(std::mem::size_of::<StandIn>(), 24);
-        let mut m = Message::new("x", "k", Bytes::from_static(b"body"));
+        let mut m = MessageParts::new("x", "k", Bytes::from_static(b"body"));
         m.expires_at = Some(9);
         m.publisher = 3;
         m.priority = 7;
@@ -265,10 +264,10 @@ mod tests {
             key: "n".into(),
             number: 5,
         }));
-        m.stored.set(42);
+        m.store_id = Some(42);
         let e = Entry {
             position: 1,
-            item: Item::on_disk(&m, true),
+            item: Item::on_disk(&m.clone().build(), true),
         };
         assert!(e.on_disk() && e.message().is_none() && e.redelivered());
         assert_eq!(
@@ -280,19 +279,24 @@ mod tests {
             .item
             .on_disk_part()
             .expect("a stand-in")
-            .restore(Message::new("x", "k", Bytes::from_static(b"body")));
-        assert_eq!((back.expires_at, back.publisher), (Some(9), 3));
-        assert_eq!(back.sequence.map(|s| s.number), Some(5));
+            .restore(MessageParts::new("x", "k", Bytes::from_static(b"body")));
+        assert_eq!((back.expires_at(), back.publisher()), (Some(9), 3));
+        assert_eq!(back.sequence().map(|s| s.number), Some(5));
         let stub = e.into_message();
         assert_eq!(
-            (stub.stored.get(), stub.size, stub.priority, stub.publisher),
+            (
+                stub.store_id(),
+                stub.size(),
+                stub.priority(),
+                stub.publisher()
+            ),
             (Some(42), 4, 7, 3)
         );
         // An expiry at the epoch stays an expiry long past.
         m.expires_at = Some(0);
         let e = Entry {
             position: 2,
-            item: Item::on_disk(&m, false),
+            item: Item::on_disk(&m.build(), false),
         };
         assert_eq!(e.expires_at(), Some(1));
         assert!(e.is_expired_at(1) && !e.redelivered());
@@ -300,35 +304,39 @@ mod tests {
 
     #[test]
     fn a_plain_stand_in_has_no_second_allocation_and_a_huge_publisher_is_kept_whole() {
-        let mut m = Message::new("x", "k", Bytes::from_static(b"body"));
+        let mut m = MessageParts::new("x", "k", Bytes::from_static(b"body"));
         m.publisher = 77;
-        m.stored.set(5);
+        m.store_id = Some(5);
         let e = Entry {
             position: 1,
-            item: Item::on_disk(&m, false),
+            item: Item::on_disk(&m.clone().build(), false),
         };
         let part = e.item.on_disk_part().unwrap();
         assert!(
             part.stand_in.rest.is_none(),
             "no expiry, no sequence: 24 B only"
         );
-        let mut journaled = Message::new("x", "k", Bytes::from_static(b"body"));
+        let mut journaled = MessageParts::new("x", "k", Bytes::from_static(b"body"));
         journaled.expires_at = Some(123);
         let back = part.restore(journaled);
         assert_eq!(
-            (back.publisher, back.expires_at, back.sequence.is_none()),
+            (
+                back.publisher(),
+                back.expires_at(),
+                back.sequence().is_none()
+            ),
             (77, None, true),
             "the queue's own (no) expiry wins over the journaled one"
         );
         m.publisher = u64::from(u32::MAX) + 9;
         let e = Entry {
             position: 2,
-            item: Item::on_disk(&m, false),
+            item: Item::on_disk(&m.build(), false),
         };
         let part = e.item.on_disk_part().unwrap();
         assert!(part.stand_in.rest.is_some());
-        let back = part.restore(Message::new("x", "k", Bytes::from_static(b"body")));
-        assert_eq!(back.publisher, u64::from(u32::MAX) + 9);
-        assert_eq!(e.into_message().publisher, u64::from(u32::MAX) + 9);
+        let back = part.restore(MessageParts::new("x", "k", Bytes::from_static(b"body")));
+        assert_eq!(back.publisher(), u64::from(u32::MAX) + 9);
+        assert_eq!(e.into_message().publisher(), u64::from(u32::MAX) + 9);
     }
 }

@@ -6,7 +6,6 @@
 //! front, before anyone but the queue sees them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use super::{Entry, Item, QueueState};
 use crate::message::Message;
@@ -44,7 +43,7 @@ impl OffloadBudget {
 impl QueueState {
     /// A new entry's item for `m`: the message itself, or a stand-in if its content stays
     /// on disk.
-    pub(super) fn within_budget(&self, m: Arc<Message>, redelivered: bool) -> Item {
+    pub(super) fn within_budget(&self, m: Message, redelivered: bool) -> Item {
         if self.admits_resident(&m) {
             Item::Resident {
                 message: m,
@@ -60,15 +59,15 @@ impl QueueState {
         let Some(b) = &self.offload else {
             return true;
         };
-        m.stored.get().is_none()
+        m.store_id().is_none()
             || self.resident < b.window
-            || b.resident.load(Ordering::Relaxed).saturating_add(m.size) <= b.budget
+            || b.resident.load(Ordering::Relaxed).saturating_add(m.size()) <= b.budget
     }
 
     /// Bytes of `e` counted in the budget: journaled content held in memory.
     fn budgeted(&self, e: &Entry) -> u64 {
         match e.message() {
-            Some(m) if self.offload.is_some() && m.stored.get().is_some() => m.size,
+            Some(m) if self.offload.is_some() && m.store_id().is_some() => m.size(),
             _ => 0,
         }
     }
@@ -128,7 +127,7 @@ impl QueueState {
 
     /// The whole message an entry stands for: its own if in memory, else read back from
     /// the journal (`None` if the journal lost it).
-    pub(crate) fn content(&self, e: &Entry) -> Option<Arc<Message>> {
+    pub(crate) fn content(&self, e: &Entry) -> Option<Message> {
         match e.message() {
             Some(m) => Some(m.clone()),
             None => load_one(self.store.as_ref(), e),
@@ -176,8 +175,8 @@ impl QueueState {
             let redelivered = e.redelivered();
             match got {
                 Some(m) => {
-                    let message = Arc::new(part.restore(m));
-                    gained.push(message.size);
+                    let message = part.restore(m);
+                    gained.push(message.size());
                     e.item = Item::Resident {
                         message,
                         redelivered,
@@ -207,7 +206,7 @@ impl QueueState {
 }
 
 /// Reads one on-disk entry's message back from the journal.
-pub(super) fn load_one(store: Option<&QueueStore>, e: &Entry) -> Option<Arc<Message>> {
+pub(super) fn load_one(store: Option<&QueueStore>, e: &Entry) -> Option<Message> {
     let part = match &e.item {
         Item::OnDisk { .. } => e.item.on_disk_part()?,
         Item::Resident { message, .. } => return Some(message.clone()),
@@ -217,5 +216,5 @@ pub(super) fn load_one(store: Option<&QueueStore>, e: &Entry) -> Option<Arc<Mess
         .load(&[part.stand_in.store_id])
         .pop()
         .flatten()?;
-    Some(Arc::new(part.restore(m)))
+    Some(part.restore(m))
 }

@@ -521,9 +521,7 @@ async fn a_message_the_broker_made_itself_goes_out_with_an_empty_header() {
     let broker = c.conn.broker().clone();
     let exchange = broker.exchange("").unwrap();
     let made = ferry_core::Message::new("", "q", Bytes::from_static(b"internal"));
-    broker
-        .publish(&exchange, std::sync::Arc::new(made))
-        .expect("routed");
+    broker.publish(&exchange, made).expect("routed");
     c.subscribe(1, "q", "d", AcceptMode::None, AcquireMode::PreAcquired);
     let got = c.grant(1, "d", 1);
     let [d] = &got[..] else { panic!("{got:?}") };

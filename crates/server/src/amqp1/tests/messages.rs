@@ -134,9 +134,9 @@ async fn messages_from_the_other_protocols_reach_1_0_consumers() {
     let mut c = open().await;
     declare(&c, "q");
     let b = c.broker();
-    let mut m = ferry_core::Message::new("", "q", Bytes::from_static(b"plain"));
+    let mut m = ferry_core::MessageParts::new("", "q", Bytes::from_static(b"plain"));
     m.persistent = true;
-    b.publish(b.default_exchange(), Arc::new(m)).unwrap();
+    b.publish(b.default_exchange(), m.build()).unwrap();
     c.begin(0);
     c.attach_receiver(0, 1, "q");
     let t = transfers(&c.credit(0, 1, 0, 1));

@@ -1,6 +1,7 @@
 use super::*;
 use ferry_amqp091::LongStr;
 use ferry_amqp1::RawMessage;
+use ferry_core::{MessageParts, ProtocolHeader};
 
 fn published(m: &Amqp1Message, exchange: &str, key: &str) -> (Message, Bytes) {
     let mut wire = BytesMut::new();
@@ -8,14 +9,15 @@ fn published(m: &Amqp1Message, exchange: &str, key: &str) -> (Message, Bytes) {
     let wire = wire.freeze();
     let raw = RawMessage::parse(wire.clone()).unwrap();
     let split = stored::split(&raw);
-    let message = Message {
+    let message = MessageParts {
         header: ProtocolHeader::Amqp1(split.stored),
         body: split.body,
         exchange: Bytes::copy_from_slice(exchange.as_bytes()),
         routing_key: Bytes::copy_from_slice(key.as_bytes()),
         persistent: true,
-        ..Message::default()
-    };
+        ..MessageParts::default()
+    }
+    .build();
     (message, wire)
 }
 
@@ -58,7 +60,7 @@ fn sample() -> Amqp1Message {
 #[test]
 fn a_1_0_message_goes_to_0_10_as_qpidd_maps_it() {
     let (m, _) = published(&sample(), "", "q1");
-    assert_eq!(&m.body[..], b"payload");
+    assert_eq!(m.body(), b"payload");
     let h = MessageHeader::decode(to_amqp010(&m)).unwrap();
     let dp = h.delivery.unwrap();
     assert_eq!(dp.delivery_mode, Some(DeliveryMode::Persistent));
@@ -113,7 +115,7 @@ fn text_and_encoded_bodies_are_labelled_for_the_other_protocols() {
         ..Amqp1Message::default()
     };
     let (m, _) = published(&text, "amq.topic", "k");
-    assert_eq!(&m.body[..], b"hello");
+    assert_eq!(m.body(), b"hello");
     let h = MessageHeader::decode(to_amqp010(&m)).unwrap();
     assert_eq!(
         h.properties.unwrap().content_type.unwrap().as_bytes(),
@@ -165,11 +167,12 @@ fn a_1_0_consumer_gets_the_bare_message_byte_for_byte() {
     let mut out = BytesMut::new();
     write_for_amqp1(
         &mut out,
-        &Message {
+        &MessageParts {
             persistent: false,
             priority: 4,
-            ..m
-        },
+            ..m.to_parts()
+        }
+        .build(),
         false,
     );
     assert_eq!(&out[..], &wire[..]);
@@ -203,15 +206,16 @@ fn a_0_10_message_reaches_1_0_with_qpidd_properties() {
     };
     let mut segment = BytesMut::new();
     header.encode(&mut segment).unwrap();
-    let m = Message {
+    let m = MessageParts {
         header: ProtocolHeader::Amqp010(segment.freeze()),
         exchange: Bytes::from_static(b"amq.topic"),
         routing_key: Bytes::from_static(b"news"),
         body: Bytes::from_static(b"text"),
         persistent: true,
         expires_at: Some(now_ms() + 30_000),
-        ..Message::default()
-    };
+        ..MessageParts::default()
+    }
+    .build();
     let mut out = BytesMut::new();
     write_for_amqp1(&mut out, &m, true);
     let got = Amqp1Message::decode(out.freeze()).unwrap();
@@ -253,13 +257,14 @@ fn a_0_9_1_message_reaches_1_0_with_rabbitmq_properties() {
         headers: Some(headers),
         ..BasicProperties::default()
     };
-    let m = Message {
+    let m = MessageParts {
         header: ProtocolHeader::Amqp091(RawProperties::encode(&props).as_bytes().clone()),
         routing_key: Bytes::from_static(b"q"),
         body: Bytes::from_static(b"{}"),
         persistent: true,
-        ..Message::default()
-    };
+        ..MessageParts::default()
+    }
+    .build();
     let mut out = BytesMut::new();
     write_for_amqp1(&mut out, &m, false);
     let got = Amqp1Message::decode(out.freeze()).unwrap();
@@ -283,10 +288,11 @@ fn a_0_9_1_message_reaches_1_0_with_rabbitmq_properties() {
 fn round_trips_through_the_other_protocols_keep_the_1_0_properties() {
     // 1.0 → 0-10 → 1.0: what qpidd keeps, plus subject, group and annotations.
     let (m, _) = published(&sample(), "", "q1");
-    let other = Message {
+    let other = MessageParts {
         header: ProtocolHeader::Amqp010(to_amqp010(&m)),
-        ..m.clone()
-    };
+        ..m.to_parts()
+    }
+    .build();
     let mut out = BytesMut::new();
     write_for_amqp1(&mut out, &other, false);
     let got = Amqp1Message::decode(out.freeze()).unwrap();
