@@ -706,7 +706,8 @@ fn exchange_binding_key(destination: &str, source: &str, key: &str) -> ExchangeB
 mod tests;
 
 /// Fuzzing entry point: arbitrary bytes as the contents of a segment, read the way recovery
-/// reads them (frames, then record payloads, then message contents). Nothing may panic.
+/// reads them (frames, then record payloads, then message contents, built into messages and
+/// read back as a queue and a delivery would). Nothing may panic.
 #[doc(hidden)]
 pub fn fuzz_decode(data: &[u8]) {
     let bytes = bytes::Bytes::copy_from_slice(data);
@@ -720,7 +721,7 @@ pub fn fuzz_decode(data: &[u8]) {
                 if let Ok(Record::Message(m)) =
                     Record::decode(kind, bytes.slice(start..start + payload.len()))
                 {
-                    let _ = record::message_from_content(m.content);
+                    fuzz_message(m.content);
                 }
                 pos += len;
             }
@@ -733,5 +734,22 @@ pub fn fuzz_decode(data: &[u8]) {
         let _ = Record::decode(kind, bytes.clone());
         let _ = Record::decode_head(kind, data);
     }
-    let _ = record::message_from_content(bytes);
+    fuzz_message(bytes);
+}
+
+fn fuzz_message(content: bytes::Bytes) {
+    let Ok(mut parts) = record::message_from_content(content) else {
+        return;
+    };
+    parts.store_id = Some(1);
+    let m = parts.build();
+    let _ = (
+        m.size(),
+        m.routing_key(),
+        m.exchange(),
+        m.header(),
+        m.body(),
+    );
+    let _ = (m.expires_at(), m.store_id(), m.headers(), m.deaths());
+    let _ = m.derive(|p| p.routing_key = Some(bytes::Bytes::from_static(b"k")));
 }
