@@ -416,6 +416,33 @@ fn disk_use_follows_the_backlog_not_the_history() {
     assert_eq!(b.queue("q").unwrap().message_count(), 200);
 }
 
+#[test]
+fn a_consumer_that_keeps_up_lets_dead_segments_be_reused_instead_of_zero_filling_new_ones() {
+    let dir = TempDir::new("recycle");
+    let (store, b, _) = start(&dir, small());
+    let q = durable_queue(&b, "q");
+    wait_until("the spare made at start", || {
+        store.segments_zero_filled() >= 1
+    });
+    let before = store.segments_zero_filled();
+    // Rounds of about a sixth of a segment, as a connection's read batches are.
+    for round in 0..200u32 {
+        for i in 0..10u32 {
+            publish(&b, "q", vec![((round + i) % 251) as u8; 1000], true);
+        }
+        assert_eq!(consume(&b, &q, 10).len(), 10);
+        store.sync();
+    }
+    let segments = store.shared.state.lock().tail.segment;
+    assert!(segments >= 20, "only {segments} segments were written");
+    // At most one, while the first segments were still live.
+    let zero_filled = store.segments_zero_filled() - before;
+    assert!(
+        zero_filled <= 1,
+        "{zero_filled} of {segments} segments were zero-filled"
+    );
+}
+
 /// Publishes and consumes `rounds` x 50 messages on `q` (about 50 KB a round), then waits
 /// for compaction to have copied what the head segments still held forward.
 fn churn_until_compacted(store: &Store, b: &Broker, q: &Arc<Queue>, rounds: u32) {
