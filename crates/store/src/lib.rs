@@ -248,6 +248,8 @@ struct Shared {
     spare_changed: Condvar,
     /// Spare segments the preallocator zero-filled (recycled ones not counted).
     zero_filled: AtomicU64,
+    #[cfg(test)]
+    sync_hold: tests::SyncHold,
 }
 
 impl Shared {
@@ -385,6 +387,8 @@ impl Store {
             }),
             spare_changed: Condvar::new(),
             zero_filled: AtomicU64::new(0),
+            #[cfg(test)]
+            sync_hold: tests::SyncHold::default(),
         });
         let spawn = |name: &str, f: fn(Arc<Shared>)| {
             let shared = shared.clone();

@@ -480,6 +480,71 @@ fn a_long_lived_message_at_the_head_is_compacted_forward() {
     assert_eq!(b.queue("q").unwrap().message_count(), 0);
 }
 
+/// Holds the writer just before its fdatasync while a test looks at what is durable.
+#[derive(Default)]
+pub(crate) struct SyncHold {
+    held: parking_lot::Mutex<bool>,
+    changed: parking_lot::Condvar,
+    waiting: std::sync::atomic::AtomicBool,
+}
+
+impl SyncHold {
+    /// The writer, before it syncs: waits while the test holds syncs.
+    pub(crate) fn pass(&self) {
+        let mut held = self.held.lock();
+        while *held {
+            self.waiting.store(true, Ordering::Release);
+            self.changed.wait(&mut held);
+        }
+        self.waiting.store(false, Ordering::Release);
+    }
+
+    /// Holds syncs until the guard goes (also when the test fails: the writer must get
+    /// past its sync for the store to close).
+    fn hold(&self) -> impl Drop + '_ {
+        struct Release<'a>(&'a SyncHold);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                *self.0.held.lock() = false;
+                self.0.changed.notify_all();
+            }
+        }
+        *self.held.lock() = true;
+        Release(self)
+    }
+
+    fn is_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire)
+    }
+}
+
+#[test]
+fn nothing_is_durable_and_nobody_is_woken_before_the_sync_returns() {
+    let dir = TempDir::new("synchold");
+    let (store, b, _) = start(&dir, small());
+    durable_queue(&b, "q");
+    store.sync();
+    let held = store.shared.sync_hold.hold();
+    let point = publish(&b, "q", b"m".to_vec(), true).expect("a sync point");
+    let ob = Outbox::new();
+    store.notify_when_durable(point, ob.clone());
+    wait_until("the writer at its sync", || {
+        store.shared.sync_hold.is_waiting()
+    });
+    // Written to the file, not yet synced: a confirm now could be lost with the machine.
+    assert!(store.durable() < point, "durable before the sync");
+    assert!(ob.is_empty(), "woken before the sync");
+    store.notify_when_durable(point, ob.clone());
+    assert!(
+        ob.is_empty(),
+        "a second request is not answered early either"
+    );
+    drop(held);
+    wait_until("the wake-up", || !ob.is_empty());
+    assert!(store.durable() >= point);
+    store.close();
+}
+
 #[test]
 fn a_waiting_connection_is_woken_once_its_point_is_durable() {
     let dir = TempDir::new("wake");

@@ -157,6 +157,8 @@ fn write_round(
         cur.written = true;
     }
     if let Some(cur) = current.as_mut().filter(|c| c.written) {
+        #[cfg(test)]
+        shared.sync_hold.pass();
         cur.file.sync_data()?;
         cur.written = false;
     }
