@@ -213,10 +213,14 @@ impl State {
     }
 }
 
-/// Whether the spare segment is ready, and whether the preallocator should stop.
+/// The spare segment: whether one is ready, whether the preallocator should make one, and
+/// whether it should stop.
 #[derive(Debug, Default)]
 struct Spare {
     ready: bool,
+    /// Asked for by the writer (see `writer::want_spare`): a dead segment recycled in time
+    /// saves zero-filling a new one.
+    wanted: bool,
     stop: bool,
 }
 
@@ -242,6 +246,10 @@ struct Shared {
     waiters: Mutex<Vec<(SyncPoint, Arc<dyn DurableWaiter>)>>,
     spare: Mutex<Spare>,
     spare_changed: Condvar,
+    /// Spare segments the preallocator zero-filled (recycled ones not counted).
+    zero_filled: AtomicU64,
+    #[cfg(test)]
+    sync_hold: tests::SyncHold,
 }
 
 impl Shared {
@@ -374,9 +382,13 @@ impl Store {
             waiters: Mutex::new(Vec::new()),
             spare: Mutex::new(Spare {
                 ready: spare_ready,
+                wanted: !spare_ready,
                 stop: false,
             }),
             spare_changed: Condvar::new(),
+            zero_filled: AtomicU64::new(0),
+            #[cfg(test)]
+            sync_hold: tests::SyncHold::default(),
         });
         let spawn = |name: &str, f: fn(Arc<Shared>)| {
             let shared = shared.clone();
@@ -432,6 +444,12 @@ impl Store {
     /// Rounds of write + sync the writer has done since the store opened.
     pub fn syncs(&self) -> u64 {
         self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Segments zero-filled since the store opened; a dead segment recycled as the next one
+    /// costs none.
+    pub fn segments_zero_filled(&self) -> u64 {
+        self.shared.zero_filled.load(Ordering::Relaxed)
     }
 
     pub fn is_full(&self) -> bool {

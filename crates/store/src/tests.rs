@@ -416,6 +416,33 @@ fn disk_use_follows_the_backlog_not_the_history() {
     assert_eq!(b.queue("q").unwrap().message_count(), 200);
 }
 
+#[test]
+fn a_consumer_that_keeps_up_lets_dead_segments_be_reused_instead_of_zero_filling_new_ones() {
+    let dir = TempDir::new("recycle");
+    let (store, b, _) = start(&dir, small());
+    let q = durable_queue(&b, "q");
+    wait_until("the spare made at start", || {
+        store.segments_zero_filled() >= 1
+    });
+    let before = store.segments_zero_filled();
+    // Rounds of about a sixth of a segment, as a connection's read batches are.
+    for round in 0..200u32 {
+        for i in 0..10u32 {
+            publish(&b, "q", vec![((round + i) % 251) as u8; 1000], true);
+        }
+        assert_eq!(consume(&b, &q, 10).len(), 10);
+        store.sync();
+    }
+    let segments = store.shared.state.lock().tail.segment;
+    assert!(segments >= 20, "only {segments} segments were written");
+    // At most one, while the first segments were still live.
+    let zero_filled = store.segments_zero_filled() - before;
+    assert!(
+        zero_filled <= 1,
+        "{zero_filled} of {segments} segments were zero-filled"
+    );
+}
+
 /// Publishes and consumes `rounds` x 50 messages on `q` (about 50 KB a round), then waits
 /// for compaction to have copied what the head segments still held forward.
 fn churn_until_compacted(store: &Store, b: &Broker, q: &Arc<Queue>, rounds: u32) {
@@ -451,6 +478,71 @@ fn a_long_lived_message_at_the_head_is_compacted_forward() {
         [Bytes::from_static(b"keep me")]
     );
     assert_eq!(b.queue("q").unwrap().message_count(), 0);
+}
+
+/// Holds the writer just before its fdatasync while a test looks at what is durable.
+#[derive(Default)]
+pub(crate) struct SyncHold {
+    held: parking_lot::Mutex<bool>,
+    changed: parking_lot::Condvar,
+    waiting: std::sync::atomic::AtomicBool,
+}
+
+impl SyncHold {
+    /// The writer, before it syncs: waits while the test holds syncs.
+    pub(crate) fn pass(&self) {
+        let mut held = self.held.lock();
+        while *held {
+            self.waiting.store(true, Ordering::Release);
+            self.changed.wait(&mut held);
+        }
+        self.waiting.store(false, Ordering::Release);
+    }
+
+    /// Holds syncs until the guard goes (also when the test fails: the writer must get
+    /// past its sync for the store to close).
+    fn hold(&self) -> impl Drop + '_ {
+        struct Release<'a>(&'a SyncHold);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                *self.0.held.lock() = false;
+                self.0.changed.notify_all();
+            }
+        }
+        *self.held.lock() = true;
+        Release(self)
+    }
+
+    fn is_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire)
+    }
+}
+
+#[test]
+fn nothing_is_durable_and_nobody_is_woken_before_the_sync_returns() {
+    let dir = TempDir::new("synchold");
+    let (store, b, _) = start(&dir, small());
+    durable_queue(&b, "q");
+    store.sync();
+    let held = store.shared.sync_hold.hold();
+    let point = publish(&b, "q", b"m".to_vec(), true).expect("a sync point");
+    let ob = Outbox::new();
+    store.notify_when_durable(point, ob.clone());
+    wait_until("the writer at its sync", || {
+        store.shared.sync_hold.is_waiting()
+    });
+    // Written to the file, not yet synced: a confirm now could be lost with the machine.
+    assert!(store.durable() < point, "durable before the sync");
+    assert!(ob.is_empty(), "woken before the sync");
+    store.notify_when_durable(point, ob.clone());
+    assert!(
+        ob.is_empty(),
+        "a second request is not answered early either"
+    );
+    drop(held);
+    wait_until("the wake-up", || !ob.is_empty());
+    assert!(store.durable() >= point);
+    store.close();
 }
 
 #[test]

@@ -26,6 +26,14 @@ const COMPACT_BATCH: u64 = 1 << 20;
 const FREE_BUFFERS: usize = 4;
 const FREE_BUFFER_MAX: usize = 4 << 20;
 
+/// The fraction of the tail segment written before the preallocator is asked to zero-fill
+/// the next one, if no dead segment was recycled into the spare by then (1 / this).
+const SPARE_WANTED_AT: u64 = 2;
+
+/// A head segment whose live records take at most 1 / this of it is compacted as soon as
+/// the writer has moved past it: copying them costs at most that much per segment written.
+const LITTLE_LIVE: u64 = 64;
+
 /// The segment being appended to.
 struct Current {
     id: u64,
@@ -81,7 +89,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 Err(e) => shared.fail("writing the journal", &e),
             }
         }
-        {
+        let tail = {
             let mut st = shared.state.lock();
             st.writing.clear();
             for c in chunks {
@@ -94,11 +102,28 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     st.free.push(c.data);
                 }
             }
-        }
+            st.tail
+        };
         if !shared.failed.load(Ordering::Acquire) {
             reclaim(&shared);
             compact_if_worth_it(&shared);
+            if tail.offset >= tail.capacity / SPARE_WANTED_AT {
+                want_spare(&shared);
+            }
         }
+    }
+}
+
+/// Asks the preallocator for a zero-filled spare segment unless one is ready. The writer
+/// asks only once the tail segment is partly written: by then a consumer that keeps up has
+/// usually emptied the head segment, and reclamation recycled it as the spare. Zero-filling a
+/// segment per segment written costs a CPU copy and a device write of the whole segment,
+/// which slow the syncs publishers wait for (and the file deleted in its place is discarded).
+fn want_spare(shared: &Shared) {
+    let mut spare = shared.spare.lock();
+    if !spare.ready && !spare.wanted {
+        spare.wanted = true;
+        shared.spare_changed.notify_all();
     }
 }
 
@@ -132,6 +157,8 @@ fn write_round(
         cur.written = true;
     }
     if let Some(cur) = current.as_mut().filter(|c| c.written) {
+        #[cfg(test)]
+        shared.sync_hold.pass();
         cur.file.sync_data()?;
         cur.written = false;
     }
@@ -167,7 +194,12 @@ fn open_segment(shared: &Shared, id: u64, capacity: u64) -> io::Result<File> {
                 return File::options().read(true).write(true).open(&path);
             }
             if !shared.full.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
-                // The preallocator is making one: wait for it rather than zero-fill twice.
+                // The preallocator is making one (asked now if it was not yet): wait for it
+                // rather than zero-fill twice.
+                if !spare.wanted {
+                    spare.wanted = true;
+                    shared.spare_changed.notify_all();
+                }
                 shared
                     .spare_changed
                     .wait_for(&mut spare, Duration::from_millis(100));
@@ -218,6 +250,7 @@ fn reclaim(shared: &Shared) {
             && std::fs::rename(&path, segment::spare_path(&shared.dir)).is_ok();
         if recycled {
             spare.ready = true;
+            spare.wanted = false;
             shared.full.store(false, Ordering::Release);
         } else if let Err(e) = std::fs::remove_file(&path) {
             tracing::warn!("store: cannot remove segment {}: {e}", path.display());
@@ -226,9 +259,9 @@ fn reclaim(shared: &Shared) {
     }
 }
 
-/// When dead space exceeds the live data (plus two segments of slack), the head segment's
-/// live records are appended anew so it can go; the segments behind it that are already
-/// dead follow it out.
+/// When dead space exceeds the live data (plus two segments of slack), or the head segment
+/// holds little that is live, the head segment's live records are appended anew so it can
+/// go; the segments behind it that are already dead follow it out.
 fn compact_if_worth_it(shared: &Shared) {
     let head = {
         let st = shared.state.lock();
@@ -237,7 +270,12 @@ fn compact_if_worth_it(shared: &Shared) {
         let Some((&id, stats)) = st.index.segments.first_key_value() else {
             return;
         };
-        if disk <= 2 * st.index.live_bytes + slack
+        // The first segment holds the declarations, which live as long as their queues: a
+        // head kept only by a few such records is copied forward as soon as the writer has
+        // moved past it, so dead segments go (and are recycled as the spare) one at a time
+        // instead of piling up behind it.
+        let little = stats.live_bytes <= stats.capacity / LITTLE_LIVE;
+        if (!little && disk <= 2 * st.index.live_bytes + slack)
             || id >= st.tail.segment
             || stats.compacted_upto.is_some()
         {
@@ -354,15 +392,16 @@ fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) -> u
     held
 }
 
-/// Keeps one zero-filled spare segment ready. Failing to make one for want of space is how
-/// a full disk is noticed before any record depends on that space.
+/// Makes a zero-filled spare segment whenever the writer asks for one and none is ready.
+/// Failing to make one for want of space is how a full disk is noticed before any record
+/// depends on that space.
 pub(crate) fn preallocate(shared: Arc<Shared>) {
     let tmp = segment::spare_tmp_path(&shared.dir);
     let spare_path = segment::spare_path(&shared.dir);
     loop {
         {
             let mut spare = shared.spare.lock();
-            while spare.ready && !spare.stop {
+            while (spare.ready || !spare.wanted) && !spare.stop {
                 shared.spare_changed.wait(&mut spare);
             }
             if spare.stop {
@@ -377,6 +416,8 @@ pub(crate) fn preallocate(shared: Arc<Shared>) {
             } else {
                 std::fs::rename(&tmp, &spare_path)?;
                 spare.ready = true;
+                spare.wanted = false;
+                shared.zero_filled.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
         });
