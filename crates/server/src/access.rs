@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 use tracing::{info, warn};
 
 use crate::config::ServerConfig;
+use crate::fast_map::FastMap;
 use crate::state::ServerState;
 
 /// A request the ACL refused; the text is what the client is told.
@@ -149,7 +150,7 @@ impl ClientCounters {
 pub struct PublishCache {
     generation: u64,
     acl: Option<Arc<Acl>>,
-    exchanges: HashMap<Bytes, Verdict>,
+    exchanges: FastMap<Bytes, Verdict>,
     /// Routing keys cached over all exchanges.
     keys: usize,
 }
@@ -157,7 +158,7 @@ pub struct PublishCache {
 #[derive(Debug)]
 enum Verdict {
     Fixed(Decision),
-    ByKey(HashMap<Bytes, Decision>),
+    ByKey(FastMap<Bytes, Decision>),
 }
 
 /// Exchanges and routing keys (over all exchanges) a cache remembers before it starts over: a
@@ -334,7 +335,7 @@ impl ClientAccess {
             }
             let verdict = match acl.publish_policy(&self.user, &name) {
                 PublishPolicy::Fixed(d) => Verdict::Fixed(d),
-                PublishPolicy::ByRoutingKey => Verdict::ByKey(HashMap::new()),
+                PublishPolicy::ByRoutingKey => Verdict::ByKey(FastMap::default()),
             };
             cache
                 .exchanges

@@ -2,7 +2,7 @@
 //! `ferry-core`.
 //!
 //! Layers, lowest first: `transport` (TCP, `tls`) and the shared pieces (`lifecycle`,
-//! `state`, `access`, `auth`, `bridge`, `publish`, `encoded`, `text`); `shell` (the protocol-neutral connection and
+//! `state`, `access`, `auth`, `bridge`, `publish`, `encoded`, `fast_map`, `text`); `shell` (the protocol-neutral connection and
 //! its event loop); the protocol layers `amqp010`, `amqp091` and `amqp1`; `connection` (the
 //! protocol header picks a layer) and `listener` on top, beside `admin` (what management may
 //! do, checked as the protocol layers check clients).
@@ -17,6 +17,7 @@ mod bridge;
 mod config;
 mod connection;
 mod encoded;
+mod fast_map;
 mod gate;
 mod lifecycle;
 mod listener;

@@ -1,7 +1,7 @@
 //! One attached 0-10 session: command numbering and completion in both directions, the
 //! subscriptions it owns, and the transfers it has sent but the client has not yet settled.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -23,6 +23,7 @@ use super::tx::SessionTx;
 use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
 use crate::encoded::Encoded;
+use crate::fast_map::FastMap;
 use crate::shell::outbound::{Sink, SPLICE_MIN};
 
 /// What a command handler needs besides its session.
@@ -34,7 +35,7 @@ pub struct Env<'a> {
     pub out: &'a mut BytesMut,
     pub max_frame: usize,
     /// Which channel each of this connection's consumers belongs to, for routing deliveries.
-    pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    pub consumers: &'a mut FastMap<ConsumerId, u16>,
     /// Who the client is, for ACL checks and quotas.
     pub access: &'a ClientAccess,
     pub config: &'a ServerConfig,
@@ -69,8 +70,8 @@ pub struct Session {
     /// New completions since we last sent session.completed.
     completion_pending: bool,
     pub outgoing: Outgoing,
-    subscriptions: HashMap<ConsumerId, Subscription>,
-    by_destination: HashMap<Str, ConsumerId>,
+    subscriptions: FastMap<ConsumerId, Subscription>,
+    by_destination: FastMap<Str, ConsumerId>,
     /// The exchange of the last transfer: publishers nearly always reuse one destination.
     last_exchange: Option<(Str, Arc<Exchange>)>,
     /// ACL decisions for this session's publishes.
@@ -111,8 +112,8 @@ impl Session {
             completed: SequenceSet::new(),
             completion_pending: false,
             outgoing: Outgoing::default(),
-            subscriptions: HashMap::new(),
-            by_destination: HashMap::new(),
+            subscriptions: FastMap::default(),
+            by_destination: FastMap::default(),
             last_exchange: None,
             publish_acl: PublishCache::default(),
             settle_window: None,

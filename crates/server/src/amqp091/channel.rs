@@ -1,7 +1,6 @@
 //! One 0-9-1 channel: its state, consumers, unacknowledged deliveries, qos and confirms, and
 //! the exchange/queue methods. basic.* lives in `basic.rs`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -19,6 +18,7 @@ use ferry_core::{
 
 use crate::access::{self, ClientAccess, PublishCache};
 use crate::config::ServerConfig;
+use crate::fast_map::FastMap;
 use crate::shell::outbound::{Spliced, SPLICE_MIN};
 use ferry_acl::{Action, ObjectType};
 
@@ -44,7 +44,7 @@ pub struct Ctx<'a> {
     pub spliced: &'a mut Spliced,
     pub frame_max: usize,
     /// Consumer → channel, for routing outbox items.
-    pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    pub consumers: &'a mut FastMap<ConsumerId, u16>,
     /// Who the client is, for ACL checks and quotas.
     pub access: &'a ClientAccess,
     pub config: &'a ServerConfig,
@@ -91,7 +91,7 @@ pub struct Channel {
     pub next_ctag: u64,
     /// Set by tx.select: what the open transaction has staged.
     pub tx: Option<Box<ChannelTx>>,
-    exchanges: HashMap<Bytes, Arc<Exchange>>,
+    exchanges: FastMap<Bytes, Arc<Exchange>>,
     /// ACL decisions for this channel's publishes.
     pub publish_acl: PublishCache,
     /// Caps unacknowledged deliveries over all of the channel's consumers, prefetch or not
@@ -115,7 +115,7 @@ impl Channel {
             last_queue: None,
             next_ctag: 1,
             tx: None,
-            exchanges: HashMap::new(),
+            exchanges: FastMap::default(),
             publish_acl: PublishCache::default(),
             settle_window: None,
             held: HeldReplies::default(),

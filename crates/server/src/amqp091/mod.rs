@@ -21,7 +21,6 @@ mod unacked;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -35,6 +34,7 @@ use ferry_core::{OutboxItem, OwnerId, SessionStatus};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
+use crate::fast_map::FastMap;
 use crate::lifecycle::Shutdown;
 use crate::shell::{
     driver, CloseReason, Connection, Opened, Peer, Phase, Protocol, Services, Shell,
@@ -55,7 +55,7 @@ pub struct Amqp091 {
     caps: ClientCaps,
     /// What the client said of itself in start-ok, for management.
     client_properties: Vec<(String, String)>,
-    channels: HashMap<u16, Channel>,
+    channels: FastMap<u16, Channel>,
 }
 
 /// A new connection whose 0-9-1 protocol header has been read: connection.start is queued.
@@ -67,7 +67,7 @@ pub fn connection(services: Services, peer: Peer, now: Instant) -> Connection<Am
         heartbeat: 0,
         caps: ClientCaps::default(),
         client_properties: Vec::new(),
-        channels: HashMap::new(),
+        channels: FastMap::default(),
     };
     let mut shell = Shell::new(services, peer, true, now);
     let mechanisms = shell.login.offered();
@@ -283,7 +283,7 @@ impl Amqp091 {
     }
 
     /// The channel table and what channel methods need, borrowed side by side.
-    fn split<'a>(&'a mut self, shell: &'a mut Shell) -> (&'a mut HashMap<u16, Channel>, Ctx<'a>) {
+    fn split<'a>(&'a mut self, shell: &'a mut Shell) -> (&'a mut FastMap<u16, Channel>, Ctx<'a>) {
         (
             &mut self.channels,
             Ctx {

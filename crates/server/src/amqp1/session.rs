@@ -6,7 +6,7 @@
 //! The outgoing window is the client's: transfer frames beyond it wait in `pending`, and
 //! deliveries wait on their link until it opens again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -24,6 +24,7 @@ use super::txn::Txns;
 use super::unsettled::{OutRecord, Unsettled};
 use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
+use crate::fast_map::FastMap;
 use crate::shell::outbound::{Sink, Spliced, SPLICE_MIN};
 
 /// Transfer frames a client may send before we widen its window again (refreshed at half).
@@ -44,7 +45,7 @@ pub struct Ctx<'a> {
     pub config: &'a ServerConfig,
     pub access: &'a ClientAccess,
     /// Consumer → channel, for routing deliveries (the shell's table).
-    pub consumers: &'a mut HashMap<ConsumerId, u16>,
+    pub consumers: &'a mut FastMap<ConsumerId, u16>,
     /// Owns the connection's temporary queues.
     pub owner: OwnerId,
     /// The largest frame the client takes.
@@ -104,9 +105,9 @@ pub struct Session {
     next_outgoing_id: u32,
     remote_incoming_window: u32,
     handle_max: u32,
-    pub links: HashMap<u32, Link>,
+    pub links: FastMap<u32, Link>,
     /// Consumer → the handle of its sending link.
-    pub consumers: HashMap<ConsumerId, u32>,
+    pub consumers: FastMap<ConsumerId, u32>,
     pub unsettled: Unsettled,
     pending: VecDeque<Pending>,
     /// Deliveries from the client to settle as accepted, written as ranges by
@@ -148,8 +149,8 @@ impl Session {
             next_outgoing_id: 0,
             remote_incoming_window: begin.incoming_window,
             handle_max,
-            links: HashMap::new(),
-            consumers: HashMap::new(),
+            links: FastMap::default(),
+            consumers: FastMap::default(),
             unsettled: Unsettled::default(),
             pending: VecDeque::new(),
             accepted: Vec::new(),

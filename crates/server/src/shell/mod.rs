@@ -14,7 +14,6 @@ pub mod outbound;
 pub mod testing;
 pub mod timers;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +28,7 @@ use tracing::{debug, info};
 use crate::access::ClientAccess;
 use crate::auth::{AuthOutcome, AuthService, AuthTask, Login, LoginStep};
 use crate::config::ServerConfig;
+use crate::fast_map::FastMap;
 use crate::lifecycle::check_memory_alarm;
 use crate::state::ServerState;
 use outbound::Spliced;
@@ -110,7 +110,7 @@ pub struct Shell {
     pub login: Login,
     pub access: ClientAccess,
     /// Consumer → channel (0-9-1) or session channel (0-10), to route deliveries.
-    pub consumers: HashMap<ConsumerId, u16>,
+    pub consumers: FastMap<ConsumerId, u16>,
     /// A message has been published: resource alarms pause this connection.
     pub publisher: bool,
     /// Set by a publish that left a queue over the broker's backlog hold; the shell takes it
@@ -186,7 +186,7 @@ impl Shell {
             out: BytesMut::with_capacity(READ_CHUNK),
             spliced: Spliced::default(),
             phase: Phase::AwaitStartOk,
-            consumers: HashMap::new(),
+            consumers: FastMap::default(),
             publisher: false,
             backlogged: None,
             held_by: None,
