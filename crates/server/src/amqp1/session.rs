@@ -14,7 +14,7 @@ use ferry_amqp1::{
     condition, write_frame, Accepted, Attach, DeliveryState, Detach, Disposition, Flow,
     Performative, Role, Transfer,
 };
-use ferry_core::{Broker, ConsumerId, Delivery, Outbox, OwnerId, SyncPoint};
+use ferry_core::{BacklogWaiter, Broker, ConsumerId, Delivery, Outbox, OwnerId, SyncPoint};
 use tracing::{debug, warn};
 
 use super::error::{Failure, Fault};
@@ -51,6 +51,8 @@ pub struct Ctx<'a> {
     pub frame_max: u32,
     /// Set once the client publishes: resource alarms then pause the connection.
     pub publisher: &'a mut bool,
+    /// What a queue holding a link's credit for its backlog wakes the connection through.
+    pub backlog_waiter: &'a Arc<BacklogWaiter>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -782,18 +784,29 @@ impl Session {
             };
             write(ctx.out, self.channel, d);
         }
-        let mut credit_due = std::mem::take(&mut self.credit_due);
-        // Held credit is looked at again with every flush (and on the connection's timer).
-        credit_due.append(&mut self.credit_held);
+        // Credit goes out unless the link's queue has more than the hold ready; once held,
+        // it waits until that is down to the resume mark (the queue wakes the connection
+        // then). Held credit is looked at again with every flush too.
+        let hold = ctx.config.backlog_hold_bytes;
+        let resume = BacklogWaiter::resume_mark(hold);
+        let credit_due: Vec<(u32, u64)> = std::mem::take(&mut self.credit_held)
+            .into_iter()
+            .map(|h| (h, resume))
+            .chain(
+                std::mem::take(&mut self.credit_due)
+                    .into_iter()
+                    .map(|h| (h, hold)),
+            )
+            .collect();
         let widen = std::mem::take(&mut self.window_due);
         if widen {
             self.incoming_window = self.window_size;
         }
         // A link flow carries the session's fields too, so the wider window rides on it.
         let mut wrote_flow = false;
-        for handle in credit_due {
+        for (handle, above) in credit_due {
             if let Some(LinkKind::Receiver(r)) = self.links.get_mut(&handle).map(|l| &mut l.kind) {
-                if r.queue_backlogged(ctx.config.backlog_hold_bytes) {
+                if r.hold_credit(above, resume, ctx.backlog_waiter) {
                     self.credit_held.push(handle);
                     continue;
                 }
