@@ -3,8 +3,8 @@
 //! By default glibc gives the free top of a heap back as soon as it exceeds 128 KiB (raised
 //! a little as it sees large blocks freed), and gives an allocation above its mmap threshold
 //! a mapping of its own, unmapped when freed. A broker's working memory rises and falls by
-//! megabytes all the time: a queue's backlog filling to the producer flow control hold and
-//! draining to half of it, the read buffers of large messages. Each fall was handed back
+//! megabytes all the time: a queue's backlog filling and draining around the producer flow
+//! control hold, the read buffers of large messages. Each fall was handed back
 //! (`madvise`), and each rise faulted the same pages in again, zeroed: on a broker that had
 //! already been through such a load, a 0-10 perftest at 32 KiB took about one page fault
 //! per transfer, and a quarter more broker CPU per transfer than without the hold; with

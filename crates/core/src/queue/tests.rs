@@ -934,17 +934,17 @@ fn backlogged() -> (Arc<Queue>, Arc<Outbox>) {
 }
 
 #[test]
-fn a_held_publisher_is_let_go_as_soon_as_the_backlog_is_down_to_its_mark() {
+fn a_held_publisher_is_let_go_as_soon_as_the_backlog_is_within_the_hold() {
     let (q, consumer) = backlogged();
     let publisher = Outbox::new();
     let w = BacklogWaiter::new(&publisher);
-    assert!(q.hold_publisher(&w, 50, 40));
+    assert!(q.hold_publisher(&w, 40));
     assert_eq!(q.held_publishers(), 1);
-    // Five taken: 50 bytes left, still over the mark.
+    // Five taken: 50 bytes left, still over the hold.
     q.add_credit(1, 5, u32::MAX).unwrap();
     assert_eq!(deliveries(&consumer).len(), 5);
     assert!(!w.take_released() && !woken(&publisher));
-    // One more: 40, the mark. The consumer's own grant lets the publisher go, and wakes it.
+    // One more: 40, the hold. The consumer's own grant lets the publisher go, and wakes it.
     q.add_credit(1, 1, u32::MAX).unwrap();
     assert!(w.take_released(), "released by the queue");
     assert!(woken(&publisher), "its connection woken");
@@ -953,15 +953,15 @@ fn a_held_publisher_is_let_go_as_soon_as_the_backlog_is_down_to_its_mark() {
 }
 
 #[test]
-fn nobody_is_held_below_the_mark_or_by_a_queue_without_consumers() {
+fn nobody_is_held_within_the_hold_or_by_a_queue_without_consumers() {
     let (q, _consumer) = backlogged();
     let w = BacklogWaiter::new(&Outbox::new());
-    assert!(!q.hold_publisher(&w, 100, 50), "100 bytes is not over 100");
+    assert!(!q.hold_publisher(&w, 100), "100 bytes is not over 100");
     let unconsumed = queue();
     for _ in 0..10 {
         publish(&unconsumed, &["0123456789"]);
     }
-    assert!(!unconsumed.hold_publisher(&w, 0, 0), "no consumers");
+    assert!(!unconsumed.hold_publisher(&w, 0), "no consumers");
     assert_eq!(q.held_publishers() + unconsumed.held_publishers(), 0);
     assert!(!w.take_released());
 }
@@ -970,12 +970,12 @@ fn nobody_is_held_below_the_mark_or_by_a_queue_without_consumers() {
 fn losing_its_consumers_or_being_deleted_lets_held_publishers_go() {
     let (q, _consumer) = backlogged();
     let w = BacklogWaiter::new(&Outbox::new());
-    assert!(q.hold_publisher(&w, 0, 0));
+    assert!(q.hold_publisher(&w, 0));
     q.remove_consumer(1);
     assert!(w.take_released(), "no consumers left");
 
     let (q, _consumer) = backlogged();
-    assert!(q.hold_publisher(&w, 0, 0));
+    assert!(q.hold_publisher(&w, 0));
     q.drain_for_explicit_delete(false, false, 1).unwrap();
     assert!(w.take_released(), "deleted");
 }
@@ -985,10 +985,10 @@ fn a_publisher_that_let_go_itself_is_not_woken() {
     let (q, _consumer) = backlogged();
     let publisher = Outbox::new();
     let w = BacklogWaiter::new(&publisher);
-    assert!(q.hold_publisher(&w, 50, 50));
+    assert!(q.hold_publisher(&w, 50));
     assert!(
-        q.hold_publisher(&w, 50, 90),
-        "registering again moves the mark"
+        q.hold_publisher(&w, 90),
+        "registering again updates the hold"
     );
     assert_eq!(q.held_publishers(), 1);
     q.unhold_publisher(&w);

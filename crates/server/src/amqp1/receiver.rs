@@ -138,13 +138,13 @@ impl Receiver {
     }
 
     /// Whether new credit should wait because the queue this link feeds has consumers and
-    /// more than `above` bytes ready in memory (see `ServerConfig::backlog_hold_bytes`). If
-    /// so the queue holds `waiter`, and lets go of it once that is down to `resume_at`.
-    pub fn hold_credit(&self, above: u64, resume_at: u64, waiter: &Arc<BacklogWaiter>) -> bool {
+    /// more than `hold` bytes ready in memory (see `ServerConfig::backlog_hold_bytes`). If so
+    /// the queue holds `waiter`, and lets go of it once that is within the hold again.
+    pub fn hold_credit(&self, hold: u64, waiter: &Arc<BacklogWaiter>) -> bool {
         let Dest::Node(Node::Queue(q)) = &self.dest else {
             return false;
         };
-        q.hold_publisher(waiter, above, resume_at)
+        q.hold_publisher(waiter, hold)
     }
 
     pub fn replenish(&mut self) {

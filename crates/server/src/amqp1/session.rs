@@ -784,29 +784,19 @@ impl Session {
             };
             write(ctx.out, self.channel, d);
         }
-        // Credit goes out unless the link's queue has more than the hold ready; once held,
-        // it waits until that is down to the resume mark (the queue wakes the connection
-        // then). Held credit is looked at again with every flush too.
-        let hold = ctx.config.backlog_hold_bytes;
-        let resume = BacklogWaiter::resume_mark(hold);
-        let credit_due: Vec<(u32, u64)> = std::mem::take(&mut self.credit_held)
-            .into_iter()
-            .map(|h| (h, resume))
-            .chain(
-                std::mem::take(&mut self.credit_due)
-                    .into_iter()
-                    .map(|h| (h, hold)),
-            )
-            .collect();
+        let mut credit_due = std::mem::take(&mut self.credit_due);
+        // Held credit is looked at again with every flush, and when the queue wakes the
+        // connection (its backlog is within the hold again).
+        credit_due.append(&mut self.credit_held);
         let widen = std::mem::take(&mut self.window_due);
         if widen {
             self.incoming_window = self.window_size;
         }
         // A link flow carries the session's fields too, so the wider window rides on it.
         let mut wrote_flow = false;
-        for (handle, above) in credit_due {
+        for handle in credit_due {
             if let Some(LinkKind::Receiver(r)) = self.links.get_mut(&handle).map(|l| &mut l.kind) {
-                if r.hold_credit(above, resume, ctx.backlog_waiter) {
+                if r.hold_credit(ctx.config.backlog_hold_bytes, ctx.backlog_waiter) {
                     self.credit_held.push(handle);
                     continue;
                 }

@@ -166,10 +166,10 @@ impl Shell {
         self.flow_blocked || self.held_by.is_some()
     }
 
-    /// The backlog a queue must come down to before the publishers it holds go on (see
-    /// [`BacklogWaiter::resume_mark`]).
-    pub fn backlog_resume(&self) -> u64 {
-        BacklogWaiter::resume_mark(self.broker.config().backlog_hold.unwrap_or(u64::MAX))
+    /// Producer flow control's hold: the bytes a queue with consumers may have ready in
+    /// memory before the publishers filling it wait.
+    pub fn backlog_hold(&self) -> u64 {
+        self.broker.config().backlog_hold.unwrap_or(u64::MAX)
     }
 
     /// The time of the event being handled.
@@ -402,13 +402,13 @@ impl<P: Protocol> Connection<P> {
                 .stalled
                 .as_ref()
                 .is_some_and(|(s, at)| Arc::ptr_eq(s, &q) && *at == delivered);
-            // Held only while over the resume mark: consumers that caught up since the
+            // Held only while still over the hold: consumers that caught up since the
             // publish leave nothing to wait for.
-            let resume = self.shell.backlog_resume();
+            let hold = self.shell.backlog_hold();
             if !stalled
                 && !self.shell.is_closing()
                 && !q.consumed_by(|id| consumers.contains_key(&id))
-                && q.hold_publisher(&self.shell.backlog_waiter, resume, resume)
+                && q.hold_publisher(&self.shell.backlog_waiter, hold)
             {
                 debug!(peer = %self.shell.peer, queue = q.name(), "publisher held: queue backlog");
                 self.shell.stalled = None;
@@ -423,13 +423,12 @@ impl<P: Protocol> Connection<P> {
     }
 
     /// Lets a publisher held by a queue's backlog go once the queue has let go of it
-    /// (`released`: its backlog drained to the resume mark, it lost its consumers or was
-    /// deleted), its consumers took nothing for [`BACKLOG_STALL`] (looked at every
+    /// (`released`: its backlog drained to the hold, it lost its consumers or was deleted), its consumers took nothing for [`BACKLOG_STALL`] (looked at every
     /// [`BACKLOG_RECHECK`]), or the connection is closing; processes what waited in `input`.
     fn poll_backlog(&mut self, input: &mut BytesMut, released: bool) {
         let now = self.shell.now;
         let closing = self.shell.is_closing();
-        let resume = self.shell.backlog_resume();
+        let hold = self.shell.backlog_hold();
         let Some(held) = self
             .shell
             .held_by
@@ -441,8 +440,8 @@ impl<P: Protocol> Connection<P> {
         let waiter = &self.shell.backlog_waiter;
         let backlog = held.queue.backlog();
         // Registering again also covers a release that raced with other publishers filling
-        // the queue back up: still over the mark, it stays held.
-        if !closing && held.queue.hold_publisher(waiter, resume, resume) {
+        // the queue back up: over the hold again, it stays held.
+        if !closing && held.queue.hold_publisher(waiter, hold) {
             if backlog.delivered != held.delivered {
                 held.delivered = backlog.delivered;
                 held.progress_at = now;

@@ -823,17 +823,19 @@ async fn held_publisher() -> (Client, Client, Arc<Queue>) {
 #[tokio::test]
 async fn a_held_publisher_goes_on_as_soon_as_its_consumers_catch_up() {
     let (mut publisher, mut consumer, q) = held_publisher().await;
-    // 600 bytes left: below the hold, not yet at the resume mark (half of it).
+    // The consumer's own connection is never held: 2400 bytes queued.
+    consumer.publish(1, "", &keyed("q"), &[3; 600]);
+    consumer.publish(1, "", &keyed("q"), &[4; 600]);
     assert_eq!(consumer.grant(1, "d", 1).len(), 1);
     publisher.poll_flow();
-    assert!(publisher.pending_input() > 0, "still held at 600 bytes");
-    // Drained. The queue lets the publisher go at once: its clock has not moved, so no
-    // timer of its own can have done it.
-    assert_eq!(consumer.grant(1, "d", 1).len(), 1);
+    assert!(publisher.pending_input() > 0, "still held at 1800 bytes");
+    // 600 bytes: within the hold. The queue lets the publisher go at once: its clock has
+    // not moved, so no timer of its own can have done it.
+    assert_eq!(consumer.grant(1, "d", 2).len(), 2);
     publisher.poll_flow();
     assert_eq!(publisher.pending_input(), 0, "let go without a timer tick");
-    assert_eq!((q.message_count(), q.held_publishers()), (1, 0));
-    assert_eq!(bodies(&consumer.grant(1, "d", 1)), [b"held"]);
+    assert_eq!((q.message_count(), q.held_publishers()), (2, 0));
+    assert_eq!(bodies(&consumer.grant(1, "d", 2))[1], b"held");
 }
 
 #[tokio::test]
