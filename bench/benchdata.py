@@ -19,6 +19,12 @@ def read_rows(path):
         return list(csv.DictReader(f))
 
 
+def cell(v):
+    """A CSV cell as float where it is a number, None where empty, else the text."""
+    n = num(v)
+    return n if n is not None or v in ("", None) else v
+
+
 def num(v):
     """A CSV cell as float, or None when empty or not a number."""
     try:
@@ -128,17 +134,48 @@ def brokers(out):
 
 
 def latency_points(out):
-    """{(broker, size, view): row with float figures}; view is 'corrected' (from the
-    intended send time, coordinated-omission safe) or 'actual' (from the actual send time,
-    what qpid-latency-test reports). Failed sizes map to None."""
-    points = {}
-    for r in read_rows(Path(out) / "latency_test.csv"):
-        key = (r["broker"], int(r["size"]), r["view"])
-        if r.get("status") != "ok":
-            points[key] = None
-            continue
-        points[key] = {k: (num(v) if k not in ("broker", "view", "status") else v) for k, v in r.items()}
-    return points
+    """{(broker, size, view): LatPoint or None}; view is 'corrected' (from the intended send
+    time, coordinated-omission safe), 'actual' (from the actual send time, what
+    qpid-latency-test reports) or 'sender_lateness'. A size without a successful run maps
+    to None."""
+    return grouped_latency(Path(out) / "latency_test.csv", ("broker", "size", "view"))
+
+
+class LatPoint(dict):
+    """One latency point: its figures (a dict, by CSV column) are the medians over the
+    successful runs, which stay available in `runs` (rows in the order they were made)."""
+
+    def __init__(self, runs):
+        super().__init__()
+        self.runs = runs
+        for k in runs[0]:
+            values = [r[k] for r in runs if isinstance(r.get(k), float)]
+            self[k] = statistics.median(values) if values else runs[0][k]
+
+    def each(self, col):
+        """`col` of every run, in order (None where a run has no figure)."""
+        return [r.get(col) for r in self.runs]
+
+    def spread(self, col):
+        """(min, max) of `col` over the runs, or None."""
+        v = [x for x in self.each(col) if x is not None]
+        return (min(v), max(v)) if v else None
+
+
+def grouped_latency(path, key_cols):
+    """{key: LatPoint or None} from a latency CSV, the key being the values of key_cols
+    (numbers where they parse as integers). Every successful row is one run of its point
+    (files written before repetitions have one per point); failed rows only count in
+    `latency_failures`."""
+    runs, keys = {}, []
+    for r in read_rows(path):
+        key = tuple(int(r[c]) if r[c].isdigit() else r[c] for c in key_cols)
+        if key not in runs:
+            runs[key] = []
+            keys.append(key)
+        if r.get("status") == "ok":
+            runs[key].append({k: cell(v) for k, v in r.items()})
+    return {k: (LatPoint(runs[k]) if runs[k] else None) for k in keys}
 
 
 def amqp091_points(out):
@@ -217,17 +254,9 @@ def median_of(rows, col):
 
 
 def variant_latency(out, name, variant_col):
-    """{(broker, variant, size, view): row or None} from a latency CSV with one extra
+    """{(broker, variant, size, view): LatPoint or None} from a latency CSV with one extra
     identifying column after the broker (amqp091_latency.csv, persistent_latency.csv)."""
-    points = {}
-    for r in read_rows(Path(out) / name):
-        key = (r["broker"], r[variant_col], int(r["size"]), r["view"])
-        if r.get("status") != "ok":
-            points.setdefault(key, None)
-            continue
-        points[key] = {k: (num(v) if k not in ("broker", variant_col, "view", "status") else v)
-                       for k, v in r.items()}
-    return points
+    return grouped_latency(Path(out) / name, ("broker", variant_col, "size", "view"))
 
 
 def fsync_rates(out):

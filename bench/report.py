@@ -215,7 +215,8 @@ def targets(d):
             need = None if base is None else P99_FACTOR * base
             rows.append((f"2-hop latency p99 at 10k msg/s, {s} B ≤ {P99_FACTOR}× TCP ping-pong p99 ({name}, this run); {how}",
                          "—" if need is None else f"≤ {need:.4f} ms (3 × {f_ms(base)})",
-                         f"{f_ms(p99)} ms", None if p99 is None or need is None else p99 <= need))
+                         f"{p99_cell(d.l('ferryd', s, view))} ms", None if p99 is None or need is None else p99 <= need))
+    rows.append(p99_every_size(d))
     for case, label, col, what in MEMORY_CASES:
         got = [r for r in d.memory if r.get("case") == case]
         fig, goal = bd.median_of(got, col), bd.median_of(got, "goal")
@@ -224,6 +225,26 @@ def targets(d):
                          f"≤ {goal:,.0f} B", "—" if fig is None else f"{fig:,.1f} B",
                          None if fig is None else fig <= goal))
     return rows
+
+
+def p99_every_size(d, up_to=32768):
+    """Issue 15's latency target over every size up to `up_to`: ferryd's p99 (corrected,
+    median of its runs) ≤ 3× the back-to-back ping-pong p99 of the same size and run."""
+    ratios = []
+    for s in d.sizes:
+        if s > up_to:
+            continue
+        p99, base = d.lv("ferryd", s, "p99_ms"), d.net_l("pingpong", 0, s, "p99_ms")
+        if p99 is not None and base:
+            ratios.append((p99 / base, s))
+    name = (f"2-hop latency p99 at 10k msg/s ≤ {P99_FACTOR}× TCP ping-pong p99 (back-to-back, this run) "
+            f"at every size up to {up_to // 1024} KiB; from intended send time")
+    if not ratios:
+        return (name, f"≤ {P99_FACTOR}× at every size", "—", None)
+    met_n = sum(1 for r, _ in ratios if r <= P99_FACTOR)
+    worst, at = max(ratios)
+    return (name, f"≤ {P99_FACTOR}× at every size",
+            f"{met_n} of {len(ratios)} sizes; worst {f_x(worst)} at {at} B", met_n == len(ratios))
 
 
 def section_targets(d):
@@ -333,14 +354,37 @@ def section_throughput(d, charts):
     return out
 
 
+def runs_ms(p, col):
+    """Every run's `col` of a latency point, ' / '-separated (the report's range)."""
+    return " / ".join(f_ms(v) for v in p.each(col)) if p else "—"
+
+
+def p99_cell(p):
+    """A latency point's p99: the median of its runs, with their range when there are
+    several."""
+    if p is None:
+        return "—"
+    if len(p.runs) < 2:
+        return f_ms(p["p99_ms"])
+    lo, hi = p.spread("p99_ms")
+    return f"{f_ms(p['p99_ms'])} ({f_ms(lo)}–{f_ms(hi)})"
+
+
 def section_latency(d, charts):
     out = "## Latency by message size\n\n"
+    reps = d.meta.get("lat_repeats", "1")
     out += ("`ferry latency-test --rate 10000 --tcp-nodelay --size S --time-limit T`: one sender, "
             "one receiver (prefetch 100, accepting every 50), ms. *Corrected* figures are measured "
             "from each message's intended send time on the 10k/s schedule; *actual* from the time "
             "it was really sent. Achieved rate is what the sender managed; *sender late* is how far "
             "behind its schedule the sender itself was (its thread waiting for a CPU), the part of "
-            "the corrected figures the sending side added.\n\n")
+            "the corrected figures the sending side added.\n\n"
+            f"Each size was run {reps} time(s), a sweep over all sizes at a time; the figures are "
+            "the medians of the runs, and *p99 of each run* shows them all: on this shared 2-CPU "
+            "machine one run's tail can be another workload's. CPU in cores of 2 during the run: "
+            "the broker's, the harness's (sender and receiver), and the whole machine's busy share; "
+            "what the broker and harness leave of it unexplained was other work. *Steal*: time the "
+            "host ran something else on our CPUs.\n\n")
     for b in d.brokers:
         out += f"### {b}\n\n"
         rows = []
@@ -348,26 +392,31 @@ def section_latency(d, charts):
             c, a = d.l(b, s), d.l(b, s, "actual")
             if c is None:
                 if (b, s, "corrected") in d.lat:
-                    rows.append([s, "failed"] + [""] * 10)
+                    rows.append([s, "failed"] + [""] * 16)
                 continue
             late = d.l(b, s, "sender_lateness")
-            rows.append([s, f_rate(c.get("achieved_rate")), f_ms(c["avg_ms"]), f_ms(c["p50_ms"]),
-                         f_ms(c["p90_ms"]), f_ms(c["p99_ms"]), f_ms(c["p999_ms"]), f_ms(c["max_ms"]),
-                         f_ms(a["avg_ms"] if a else None), f_ms(a["p99_ms"] if a else None),
+            cores = c.get("harness_cpu_cores")
+            rows.append([s, len(c.runs), f_rate(c.get("achieved_rate")), f_ms(c["avg_ms"]), f_ms(c["p50_ms"]),
+                         f_ms(c["p90_ms"]), f_ms(c["p99_ms"]), runs_ms(c, "p99_ms"), f_ms(c["p999_ms"]),
+                         f_ms(c["max_ms"]), f_ms(a["avg_ms"] if a else None), f_ms(a["p99_ms"] if a else None),
                          f_ms(a["max_ms"] if a else None),
                          f"{f_ms(late['p50_ms'])} / {f_ms(late['p99_ms'])}" if late else "—",
-                         "—" if c.get("broker_cpu_cores") is None else f"{c['broker_cpu_cores']:.2f}"])
-        out += table(["size", "achieved msg/s", "avg", "p50", "p90", "p99", "p99.9", "max",
-                      "avg (actual)", "p99 (actual)", "max (actual)", "sender late p50 / p99",
-                      "broker CPU (cores)"], rows) + "\n"
+                         "—" if c.get("broker_cpu_cores") is None else f"{c['broker_cpu_cores']:.2f}",
+                         "—" if cores is None else f"{cores:.2f}",
+                         f_pct(c.get("machine_cpu_busy_pct")),
+                         "—" if c.get("steal_pct") is None else f"{c['steal_pct']:.1f}%"])
+        out += table(["size", "runs", "achieved msg/s", "avg", "p50", "p90", "p99", "p99 of each run",
+                      "p99.9", "max", "avg (actual)", "p99 (actual)", "max (actual)",
+                      "sender late p50 / p99", "broker CPU", "harness CPU", "machine busy",
+                      "steal"], rows) + "\n"
     out += "### Beside the TCP baselines\n\n"
-    header = ["size"] + [f"{b} avg / p99" for b in d.brokers]
+    header = ["size"] + [f"{b} avg / p99 (range)" for b in d.brokers]
     header += ["ping-pong 10k/s avg / p99", "ping-pong back-to-back avg / p99", "relay one way 10k/s avg / p99",
                "ferryd p99 ÷ ping-pong 10k/s p99", "ferryd p99 ÷ back-to-back p99"]
     header += [f"ferryd avg ÷ {o} avg" for o in d.others]
     rows = []
     for s in d.sizes:
-        row = [s] + [f"{f_ms(d.lv(b, s, 'avg_ms'))} / {f_ms(d.lv(b, s, 'p99_ms'))}" for b in d.brokers]
+        row = [s] + [f"{f_ms(d.lv(b, s, 'avg_ms'))} / {p99_cell(d.l(b, s))}" for b in d.brokers]
         for test, rate in (("pingpong", 10000), ("pingpong", 0), ("relay-latency", 10000)):
             row.append(f"{f_ms(d.net_l(test, rate, s, 'avg_ms'))} / {f_ms(d.net_l(test, rate, s, 'p99_ms'))}")
         fp99 = d.lv("ferryd", s, "p99_ms")

@@ -30,7 +30,8 @@
 #               of the device under bench/out (no broker running);
 #   papers      starts ferryd, runs `ferry perftest -s` for every size (1 pub/1 sub/1 queue,
 #               repeated) and a few npubs=nsubs x qt points, and `ferry latency-test --rate
-#               10000 --tcp-nodelay` for every size; the same for the other 0-10 brokers;
+#               10000 --tcp-nodelay` for every size (repeated, a sweep at a time); the same
+#               for the other 0-10 brokers;
 #   amqp091     ferryd and RabbitMQ over AMQP 0-9-1 with the same harness: transient and
 #               persistent, with and without publisher confirms (window 100), 16 and 256 B,
 #               plus 2-hop latency at 10k msg/s; persistent rows need ferryd's durable store
@@ -69,6 +70,8 @@
 #   BENCH_PERF_SECS       target seconds per perftest point (default 2; quick 0.5)
 #   BENCH_PERF_REPEATS    perftest repetitions per point; the report takes the median (default 3)
 #   BENCH_LAT_SECS        latency-test --time-limit per size (default 8; quick 2)
+#   BENCH_LAT_REPEATS     runs of each papers latency point, a sweep over the sizes at a time;
+#                         the report takes the median and shows every run (default 3; quick 1)
 #   BENCH_NET_SECS        seconds per netbench stream/relay run (default 2; quick 1)
 #   BENCH_OTHER_MAX_COUNT messages per publisher at most for other brokers (default 0: no cap)
 #   BENCH_SCALE_CONNECTIONS, BENCH_SCALE_QUEUES  the scale section's load (default 10000 each;
@@ -118,6 +121,7 @@ sizes=(8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768)
 perf_secs=${BENCH_PERF_SECS:-2}
 perf_repeats=${BENCH_PERF_REPEATS:-3}
 lat_secs=${BENCH_LAT_SECS:-8}
+lat_repeats=${BENCH_LAT_REPEATS:-3}
 net_secs=${BENCH_NET_SECS:-2}
 pingpong_count=20000
 scale_sizes=(256 1024)
@@ -136,6 +140,7 @@ if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     perf_secs=${BENCH_PERF_SECS:-0.5}
     perf_repeats=${BENCH_PERF_REPEATS:-1}
     lat_secs=${BENCH_LAT_SECS:-2}
+    lat_repeats=${BENCH_LAT_REPEATS:-1}
     net_secs=${BENCH_NET_SECS:-1}
     pingpong_count=5000
     scale_sizes=(256)
@@ -523,12 +528,17 @@ broker_perftest() {
 #   Sent N msgs in Tms (R msgs/s)
 #   Latency(ms) over N samples: min=.. avg=.. max=.. p50=.. p90=.. p99=.. p99.9=..
 #     (from actual send time, not corrected for coordinated omission: min=.. ...)
+# Every size is measured $lat_repeats times, a sweep over the sizes at a time, so a burst
+# of other work on the machine lands on one run of a size rather than on all of them; the
+# report takes the median and shows each run's figures.
 broker_latency() {
-    echo "latency-test against $b_label: --rate 10000 --tcp-nodelay, ${lat_secs}s per size"
-    local s
+    echo "latency-test against $b_label: --rate 10000 --tcp-nodelay, ${lat_secs}s per size, $lat_repeats runs"
+    local s rep
     latency_warmup
-    for s in "${sizes[@]}"; do
-        latency_point "$s" 10000
+    for (( rep = 1; rep <= lat_repeats; rep++ )); do
+        for s in "${sizes[@]}"; do
+            latency_point "$s" 10000 "$rep"
+        done
     done
 }
 
@@ -538,38 +548,51 @@ latency_warmup() {
         --rate 10000 --tcp-nodelay --size 256 --time-limit 2 >/dev/null 2>&1 || true
 }
 
-# One latency-test run into ${pt_csv:-latency_test.csv}, two rows (corrected and actual).
-latency_point() {   # size rate
-    local s=$1 rate=$2 raw cmd sent achieved corr act late c0 c1 t0 t1 secs cpu try
+# The host's steal time (its other guests running on our CPUs) in ticks so far.
+steal_ticks() { awk '/^cpu / { print $9 }' /proc/stat; }
+
+# One latency-test run (repetition $3, default 1) into ${pt_csv:-latency_test.csv}: rows for
+# the corrected and the actual figures and the sender's lateness, each with the CPU the
+# machine, the broker and the harness used and the share of time the host stole: a run
+# whose harness and broker leave much of the busy time unexplained shared the machine.
+latency_point() {   # size rate [rep]
+    local s=$1 rate=$2 rp=${3:-1} raw cmd sent achieved corr act late c0 c1 t0 t1 secs cpu try
+    local st0 st1 harness steal
     local csv=${pt_csv:-$out/latency_test.csv} prefix=${pt_prefix:+$pt_prefix,}
-    raw=$out/raw/latency-$b_label${pt_prefix:+-${pt_prefix//,/-}}-$s.txt
+    raw=$out/raw/latency-$b_label${pt_prefix:+-${pt_prefix//,/-}}-$s-r$rp.txt
     cmd=("$ferry" latency-test -b "$b_host" -p "$b_port" "${b_auth[@]}" "${pt_extra[@]}" --rate "$rate"
         --tcp-nodelay --size "$s" --time-limit "$lat_secs")
+    # bash's `time` reports the harness's CPU time (user, sys) into $raw.cpu.
+    local TIMEFORMAT='%U %S' rc
     for try in 1 2; do
         log_cmd "${cmd[@]}"
-        c0=$(cpu_sample "$b_pid"); t0=$(now)
-        if timeout -k 5 $(( lat_secs + 30 )) "${cmd[@]}" >"$raw" 2>&1; then
-            break
-        fi
-        # Kept as a failed row; a second failure leaves the size without figures.
-        echo "  latency-test failed ($b_label $pt_prefix size $s, try $try): $(tail -n 1 "$raw" || true)" >&2
+        c0=$(cpu_sample "$b_pid"); st0=$(steal_ticks); t0=$(now)
+        rc=0
+        { time timeout -k 5 $(( lat_secs + 30 )) "${cmd[@]}" >"$raw" 2>&1 || rc=$?; } 2>"$raw.cpu"
+        (( rc == 0 )) && break
+        # Kept as a failed row; a second failure leaves the run without figures.
+        echo "  latency-test failed ($b_label $pt_prefix size $s run $rp, try $try): $(tail -n 1 "$raw" || true)" >&2
         mv "$raw" "$raw.failed-$try"
-        echo "$b_label,$prefix$s,$rate,$lat_secs,,,corrected,,,,,,,,,,failed" >>"$csv"
+        echo "$b_label,$prefix$s,$rate,$lat_secs,$rp,,,corrected,,,,,,,,,,,,failed" >>"$csv"
         (( try == 2 )) && return 0
     done
-    t1=$(now); c1=$(cpu_sample "$b_pid"); secs=$(elapsed "$t0" "$t1")
+    t1=$(now); c1=$(cpu_sample "$b_pid"); st1=$(steal_ticks); secs=$(elapsed "$t0" "$t1")
     cpu=$(cpu_delta "$c0" "$c1" "$secs")
+    harness=$(awk -v secs="$secs" '{ printf "%.2f", ($1 + $2) / secs }' "$raw.cpu")
+    steal=$(awk -v a="$st0" -v b="$st1" -v hz="$clk_tck" -v secs="$secs" -v n="$ncpu" \
+        'BEGIN { printf "%.1f", (secs > 0) ? 100 * (b - a) / hz / secs / n : 0 }')
     read -r sent achieved < <(sed -n -E 's/^Sent ([0-9]+) msgs in [0-9]+ms \(([0-9]+) msgs\/s\).*/\1 \2/p' "$raw")
     # "min=a avg=b ..." -> "a,b,..." (min,avg,max,p50,p90,p99,p99.9)
     corr=$(grep '^Latency(ms) over' "$raw" | sed -E 's/.*samples: //; s/[a-z0-9.]+=//g; s/ +/,/g')
     act=$(grep 'from actual send time' "$raw" | sed -E 's/.*omission: //; s/\)$//; s/[a-z0-9.]+=//g; s/ +/,/g')
-    echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,corrected,$corr,$cpu,ok" >>"$csv"
-    echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,actual,$act,$cpu,ok" >>"$csv"
+    local cols=$cpu,$harness,$steal,ok
+    echo "$b_label,$prefix$s,$rate,$lat_secs,$rp,$sent,$achieved,corrected,$corr,$cols" >>"$csv"
+    echo "$b_label,$prefix$s,$rate,$lat_secs,$rp,$sent,$achieved,actual,$act,$cols" >>"$csv"
     # How far behind its schedule the sender was: p50, p99, p99.9, max into those columns.
     late=$(sed -n -E 's/.*behind its schedule: p50=([0-9.]+) p99=([0-9.]+) p99.9=([0-9.]+) max=([0-9.]+).*/,,,\4,\1,,\2,\3/p' "$raw")
-    [[ -n $late ]] && echo "$b_label,$prefix$s,$rate,$lat_secs,$sent,$achieved,sender_lateness$late,$cpu,ok" >>"$csv"
-    printf '  %-8s %-16s %6s B  avg %s ms  p99 %s ms (corrected)\n' "$b_label" "$pt_prefix" "$s" \
-        "$(cut -d, -f2 <<<"$corr")" "$(cut -d, -f6 <<<"$corr")"
+    [[ -n $late ]] && echo "$b_label,$prefix$s,$rate,$lat_secs,$rp,$sent,$achieved,sender_lateness$late,$cols" >>"$csv"
+    printf '  %-8s %-16s %6s B  run %s  avg %s ms  p99 %s ms (corrected)\n' "$b_label" "$pt_prefix" "$s" \
+        "$rp" "$(cut -d, -f2 <<<"$corr")" "$(cut -d, -f6 <<<"$corr")"
 }
 
 measure_broker() {
@@ -614,7 +637,7 @@ measure_amqp091() {
 # after the store's sync; and 2-hop latency of persistent messages at 1,000 msg/s (a rate
 # every fsync policy can carry, so the figure is the sync's cost, not a backlog's).
 persistent_header="broker,protocol,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status"
-persistent_latency_header="broker,protocol,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status"
+persistent_latency_header="broker,protocol,size,rate,time_limit,rep,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,steal_pct,status"
 measure_persistent() {
     local durable_ok=$1 s n
     echo "persistent perftest against $b_label (--durable yes)"
@@ -647,7 +670,7 @@ measure_persistent() {
 # credit window 1000 either way. Then 2-hop latency at 10k msg/s (the sender's transfers
 # settled, the receiver's credit window 100, accepting every 50).
 amqp1_header="broker,mode,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status"
-amqp1_latency_header="broker,mode,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status"
+amqp1_latency_header="broker,mode,size,rate,time_limit,rep,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,steal_pct,status"
 measure_amqp1() {
     local mode s
     meta "load_${b_label}_amqp1_start" "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -696,6 +719,7 @@ write_meta() {
     meta perf_secs "$perf_secs"
     meta perf_repeats "$perf_repeats"
     meta lat_secs "$lat_secs"
+    meta lat_repeats "$lat_repeats"
     meta other_max_count "$other_max_count"
     meta ferryd_options "--port 0 --interface 127.0.0.1 --users-file (none: guest/guest)$(ferryd_has_store && echo " --data-dir (fresh, under the run's directory)") (defaults otherwise: worker threads = CPUs, tcp-nodelay yes)"
     meta ferryd_store "$(ferryd_has_store && echo yes || echo no)"
@@ -719,9 +743,10 @@ ferryd=$bin/ferryd
 write_meta "${args[@]}"
 
 echo "broker,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status" >"$out/perftest.csv"
-echo "broker,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status" >"$out/latency_test.csv"
+lat_cols="sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,steal_pct,status"
+echo "broker,size,rate,time_limit,rep,$lat_cols" >"$out/latency_test.csv"
 echo "$amqp091_header" >"$out/amqp091.csv"
-echo "broker,persistent,size,rate,time_limit,sent,achieved_rate,view,min_ms,avg_ms,max_ms,p50_ms,p90_ms,p99_ms,p999_ms,machine_cpu_busy_pct,broker_cpu_cores,status" >"$out/amqp091_latency.csv"
+echo "broker,persistent,size,rate,time_limit,rep,$lat_cols" >"$out/amqp091_latency.csv"
 echo "$persistent_header" >"$out/persistent.csv"
 echo "$persistent_latency_header" >"$out/persistent_latency.csv"
 echo "$amqp1_header" >"$out/amqp1.csv"

@@ -81,8 +81,8 @@ pub use message::{
 };
 pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{
-    ConsumerSpec, ConsumerStatus, Delivery, Got, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo,
-    QueueOptions, QuotaCharge, Restored, SettleWindow,
+    BacklogWaiter, ConsumerSpec, ConsumerStatus, Delivery, Got, Outbox, OutboxItem, Queue,
+    QueueDepth, QueueInfo, QueueOptions, QuotaCharge, Restored, SettleWindow,
 };
 pub use route::release_deliveries;
 pub use stats::{ConnectionCounters, ExchangeCounters, ExchangeTotals, QueueCounters, Traffic};

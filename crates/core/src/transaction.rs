@@ -3,14 +3,12 @@
 
 use std::sync::Arc;
 
-use parking_lot::MutexGuard;
-
 use crate::alarm::MemoryMeter;
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::{now_ms, DeathReason, Message};
-use crate::queue::{Enqueued, Leaving, Queue, QueueState, Settled};
+use crate::queue::{Enqueued, Leaving, Locked, Queue, Settled};
 use crate::route;
 
 /// How a staged settlement leaves the consumer.
@@ -195,8 +193,7 @@ impl Transaction {
             .collect();
         queues.sort_unstable_by_key(|q| q.id());
         queues.dedup_by_key(|q| q.id());
-        let mut locked: Vec<MutexGuard<'_, QueueState>> =
-            queues.iter().map(|q| q.lock_state()).collect();
+        let mut locked: Vec<Locked<'_>> = queues.iter().map(|q| q.lock_state()).collect();
         for st in &mut locked {
             st.journal_tx = jtx.clone();
         }

@@ -1,6 +1,7 @@
 //! ferryd: the Ferry broker daemon.
 
 mod acl;
+mod alloc;
 mod cluster;
 mod disk;
 mod fdlimit;
@@ -22,6 +23,7 @@ use options::Options;
 use tracing::{error, info, warn};
 
 fn main() -> ExitCode {
+    alloc::keep_freed_memory();
     let args = match options::merged_args(std::env::args().collect()) {
         Ok(args) => args,
         Err(e) => {

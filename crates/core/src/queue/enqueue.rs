@@ -41,7 +41,7 @@ pub struct Backlog {
 }
 
 impl Backlog {
-    fn of(st: &QueueState) -> Backlog {
+    pub(crate) fn of(st: &QueueState) -> Backlog {
         Backlog {
             ready_bytes: if st.consumers.is_empty() {
                 0
@@ -60,7 +60,7 @@ impl Queue {
     pub(crate) fn push(self: &Arc<Self>, msg: Message) -> Result<(Enqueued, Backlog), BrokerError> {
         let msg = self.apply_ttl(msg);
         self.note_expiry(&msg);
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let enqueued = self.enqueue_locked(&mut st, msg)?;
         if matches!(enqueued, Enqueued::Stored | Enqueued::Dropping(_)) {
             st.dispatch(self);

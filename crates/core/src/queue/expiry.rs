@@ -52,7 +52,7 @@ impl Queue {
     /// remain, and the dead letters.
     pub(crate) fn take_expired_head(&self, now: u64) -> (bool, DeadLetters<'_>) {
         let (expired, more) = {
-            let mut st = self.state.lock();
+            let mut st = self.lock();
             let more = st.expire_head(now);
             (std::mem::take(&mut st.expired), more)
         };

@@ -112,14 +112,14 @@ impl Queue {
     /// A (re)declare renews an `x-expires` queue's lease, as in RabbitMQ.
     pub(crate) fn touch(&self) {
         if self.features.expires.is_some() {
-            self.state.lock().last_used = now_ms();
+            self.lock().last_used = now_ms();
         }
     }
 
     /// When the queue falls due for deletion if it stays unused: its `x-expires` lease, or
     /// a timed auto-delete; `None` while it has consumers (or neither applies).
     pub(crate) fn unused_deadline(&self) -> Option<u64> {
-        let st = self.state.lock();
+        let st = self.lock();
         if !st.consumers.is_empty() || st.deleted {
             return None;
         }

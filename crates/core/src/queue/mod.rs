@@ -35,6 +35,7 @@ mod entries;
 mod expiry;
 mod features;
 mod flow;
+mod hold;
 mod info;
 mod lifecycle;
 mod no_local;
@@ -49,6 +50,7 @@ mod timed_delete;
 mod window;
 
 use std::fmt;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -68,6 +70,8 @@ pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadL
 pub(crate) use enqueue::Enqueued;
 pub use enqueue::{Backlog, Restored};
 pub(crate) use features::Features;
+pub use hold::BacklogWaiter;
+pub(crate) use hold::HeldPublisher;
 pub use info::{ConsumerStatus, QueueDepth};
 pub(crate) use lifecycle::{AutoDelete, Drained, OwnerGone};
 pub use outbox::{Delivery, Outbox, OutboxItem};
@@ -169,6 +173,34 @@ impl fmt::Debug for QueueStore {
     }
 }
 
+/// The queue's lock, held. Whatever was done under it may have brought the backlog down, so
+/// releasing it lets held publishers go that may (see `hold`); with nobody held that is one
+/// check of an empty list.
+pub(crate) struct Locked<'a>(MutexGuard<'a, QueueState>);
+
+impl Deref for Locked<'_> {
+    type Target = QueueState;
+
+    fn deref(&self) -> &QueueState {
+        &self.0
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut QueueState {
+        &mut self.0
+    }
+}
+
+impl Drop for Locked<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.0.held.is_empty() {
+            self.0.release_held();
+        }
+    }
+}
+
 impl Queue {
     /// A queue whose bytes count towards nobody's total, with no store (tests).
     #[cfg(test)]
@@ -261,14 +293,14 @@ impl Queue {
         self.journal.as_ref()
     }
 
-    fn lock(&self) -> MutexGuard<'_, QueueState> {
-        self.state.lock()
+    fn lock(&self) -> Locked<'_> {
+        Locked(self.state.lock())
     }
 
     /// The queue's state, for operations that must lock several queues together (a
     /// transaction's commit); everything else locks one queue at a time.
-    pub(crate) fn lock_state(&self) -> MutexGuard<'_, QueueState> {
-        self.state.lock()
+    pub(crate) fn lock_state(&self) -> Locked<'_> {
+        self.lock()
     }
 
     pub fn is_auto_delete(&self) -> bool {

@@ -174,6 +174,12 @@ impl Outbox {
         }
     }
 
+    /// Wakes the connection without handing it anything: something it waits for besides
+    /// deliveries happened (a queue let go of its publisher; see `BacklogWaiter`).
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
     /// Resolves after a push to an empty outbox. A push that happens before this is awaited is
     /// not lost (`Notify` keeps one permit), so `take`, then await when nothing came, is race
     /// free.

@@ -43,7 +43,7 @@ impl Queue {
         entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         let mut orphans = Vec::new();
         let released = {
-            let mut st = self.state.lock();
+            let mut st = self.lock();
             let released = entries
                 .into_iter()
                 .filter(|(position, message)| {

@@ -23,8 +23,8 @@ use crate::queue::entries::Entries;
 use crate::queue::features::Features;
 use crate::queue::outbox::{Delivery, OutboxItem};
 use crate::queue::timed_delete::TimedDelete;
-use crate::queue::Queue;
 use crate::queue::QueueStore;
+use crate::queue::{HeldPublisher, Queue};
 use crate::stats::QueueCounters;
 use crate::value::HeaderValue;
 use crate::{ConnectionId, OwnerId};
@@ -107,6 +107,8 @@ pub(crate) struct QueueState {
     on_disk_bytes: u64,
     /// For management: what happened to the queue's messages so far.
     pub(crate) counters: QueueCounters,
+    /// Publishers held by this queue's backlog, let go as it drains (see `hold`).
+    pub(crate) held: Vec<HeldPublisher>,
 }
 
 /// How a settled message left the queue, for the counters.
@@ -189,6 +191,7 @@ impl QueueState {
             resident: 0,
             on_disk_bytes: 0,
             counters: QueueCounters::default(),
+            held: Vec::new(),
         }
     }
 

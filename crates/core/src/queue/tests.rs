@@ -908,3 +908,90 @@ fn a_qpidd_ring_without_priorities_drops_the_oldest_even_if_acquired() {
     assert_eq!(q.release([(a.position, a.message.clone())], true), 0);
     assert_eq!(q.queued_bodies(), bs(&["b", "c"]));
 }
+
+/// Whether `outbox` has a wake-up waiting for its connection: `notified()` resolves at once.
+fn woken(outbox: &Outbox) -> bool {
+    struct Ignore;
+    impl std::task::Wake for Ignore {
+        fn wake(self: Arc<Self>) {}
+    }
+    let waker = std::task::Waker::from(Arc::new(Ignore));
+    let notified = std::pin::pin!(outbox.notified());
+    std::future::Future::poll(notified, &mut std::task::Context::from_waker(&waker)).is_ready()
+}
+
+/// A queue with one consumer (no credit yet) and ten 10-byte messages ready: 100 bytes of
+/// backlog. Returns it and the consumer's outbox.
+fn backlogged() -> (Arc<Queue>, Arc<Outbox>) {
+    let q = queue();
+    let consumer = Outbox::new();
+    q.subscribe(spec(1, &consumer, true)).unwrap();
+    for _ in 0..10 {
+        publish(&q, &["0123456789"]);
+    }
+    assert_eq!(q.backlog().ready_bytes, 100);
+    (q, consumer)
+}
+
+#[test]
+fn a_held_publisher_is_let_go_as_soon_as_the_backlog_is_within_the_hold() {
+    let (q, consumer) = backlogged();
+    let publisher = Outbox::new();
+    let w = BacklogWaiter::new(&publisher);
+    assert!(q.hold_publisher(&w, 40));
+    assert_eq!(q.held_publishers(), 1);
+    // Five taken: 50 bytes left, still over the hold.
+    q.add_credit(1, 5, u32::MAX).unwrap();
+    assert_eq!(deliveries(&consumer).len(), 5);
+    assert!(!w.take_released() && !woken(&publisher));
+    // One more: 40, the hold. The consumer's own grant lets the publisher go, and wakes it.
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert!(w.take_released(), "released by the queue");
+    assert!(woken(&publisher), "its connection woken");
+    assert!(!w.take_released(), "taken once");
+    assert_eq!(q.held_publishers(), 0);
+}
+
+#[test]
+fn nobody_is_held_within_the_hold_or_by_a_queue_without_consumers() {
+    let (q, _consumer) = backlogged();
+    let w = BacklogWaiter::new(&Outbox::new());
+    assert!(!q.hold_publisher(&w, 100), "100 bytes is not over 100");
+    let unconsumed = queue();
+    for _ in 0..10 {
+        publish(&unconsumed, &["0123456789"]);
+    }
+    assert!(!unconsumed.hold_publisher(&w, 0), "no consumers");
+    assert_eq!(q.held_publishers() + unconsumed.held_publishers(), 0);
+    assert!(!w.take_released());
+}
+
+#[test]
+fn losing_its_consumers_or_being_deleted_lets_held_publishers_go() {
+    let (q, _consumer) = backlogged();
+    let w = BacklogWaiter::new(&Outbox::new());
+    assert!(q.hold_publisher(&w, 0));
+    q.remove_consumer(1);
+    assert!(w.take_released(), "no consumers left");
+
+    let (q, _consumer) = backlogged();
+    assert!(q.hold_publisher(&w, 0));
+    q.drain_for_explicit_delete(false, false, 1).unwrap();
+    assert!(w.take_released(), "deleted");
+}
+
+#[test]
+fn a_publisher_that_let_go_itself_is_not_woken() {
+    let (q, _consumer) = backlogged();
+    let publisher = Outbox::new();
+    let w = BacklogWaiter::new(&publisher);
+    assert!(q.hold_publisher(&w, 50));
+    assert!(
+        q.hold_publisher(&w, 90),
+        "registering again updates the hold"
+    );
+    assert_eq!(q.held_publishers(), 1);
+    q.unhold_publisher(&w);
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    assert!(!w.take_released() && !woken(&publisher));
+}

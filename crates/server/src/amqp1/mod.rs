@@ -37,6 +37,7 @@ use crate::auth::LoginStep;
 use crate::lifecycle::Shutdown;
 use crate::shell::{
     driver, CloseReason, Connection, Opened, Peer, Phase, Protocol, Services, Shell,
+    BACKLOG_RECHECK,
 };
 use crate::transport::Transport;
 use error::{Failure, Fault};
@@ -44,9 +45,6 @@ use session::{Ctx, Session, SessionState};
 
 /// The capability that tells clients (Qpid JMS) they may send to a link without an
 /// address, naming each message's node in its `to`.
-/// How often credit held back for a queue's backlog is looked at again.
-const CREDIT_RECHECK: Duration = Duration::from_millis(1);
-
 const ANONYMOUS_RELAY: Symbol = Symbol::from_static("ANONYMOUS-RELAY");
 
 /// The 1.0 side of a connection; the [`Shell`] holds what every protocol has.
@@ -270,6 +268,10 @@ impl Protocol for Amqp1 {
         self.flush(shell);
     }
 
+    fn on_backlog_released(&mut self, shell: &mut Shell) {
+        self.flush(shell);
+    }
+
     fn channel_count(&self) -> usize {
         self.sessions.iter().flatten().count()
     }
@@ -326,6 +328,7 @@ impl Amqp1 {
                 owner: self.owner,
                 frame_max: self.peer_max_frame,
                 publisher: &mut shell.publisher,
+                backlog_waiter: &shell.backlog_waiter,
             },
         )
     }
@@ -624,11 +627,11 @@ impl Amqp1 {
             holding |= s.holds_credit();
         }
         shell.wake_when_durable(wanted);
-        // Held credit has no event of its own to wait for (the consumers are on other
-        // connections): look again shortly.
+        // The queue wakes the connection when held credit may go; the timer is a safety
+        // net, as slow as the shell's own look at a held publisher.
         self.recheck_at = match self.recheck_at {
             Some(at) if holding => Some(at),
-            _ if holding => Some(shell.now() + CREDIT_RECHECK),
+            _ if holding => Some(shell.now() + BACKLOG_RECHECK),
             _ => None,
         };
     }

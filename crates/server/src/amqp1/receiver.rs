@@ -12,7 +12,7 @@ use ferry_amqp1::{
     RawMessage, ReceiverSettleMode, Role, TransactionalState, Transfer,
 };
 use ferry_chunks::Chunks;
-use ferry_core::{now_ms, Exchange, SyncPoint};
+use ferry_core::{now_ms, BacklogWaiter, Exchange, SyncPoint};
 use tracing::debug;
 
 use super::address::{self, Node};
@@ -137,14 +137,14 @@ impl Receiver {
         self.credit < LINK_CREDIT / 2
     }
 
-    /// Whether the queue this link feeds has consumers and more than `hold` bytes ready in
-    /// memory, so new credit should wait (see `ServerConfig::backlog_hold_bytes`).
-    pub fn queue_backlogged(&self, hold: u64) -> bool {
+    /// Whether new credit should wait because the queue this link feeds has consumers and
+    /// more than `hold` bytes ready in memory (see `ServerConfig::backlog_hold_bytes`). If so
+    /// the queue holds `waiter`, and lets go of it once that is within the hold again.
+    pub fn hold_credit(&self, hold: u64, waiter: &Arc<BacklogWaiter>) -> bool {
         let Dest::Node(Node::Queue(q)) = &self.dest else {
             return false;
         };
-        let d = q.depth();
-        d.consumers > 0 && d.ready_bytes.saturating_sub(d.on_disk_bytes) > hold
+        q.hold_publisher(waiter, hold)
     }
 
     pub fn replenish(&mut self) {
@@ -451,6 +451,10 @@ fn is_jms_topic(raw: &RawMessage) -> bool {
 
 /// The link is gone: its dynamic node goes with it.
 pub fn close(ctx: &mut Ctx, r: Receiver) {
+    if let Dest::Node(Node::Queue(q)) = &r.dest {
+        // Its credit may have been waiting for the queue's backlog.
+        q.unhold_publisher(ctx.backlog_waiter);
+    }
     if let Some(name) = r.temporary {
         let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
     }

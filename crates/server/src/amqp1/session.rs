@@ -14,7 +14,7 @@ use ferry_amqp1::{
     condition, write_frame, Accepted, Attach, DeliveryState, Detach, Disposition, Flow,
     Performative, Role, Transfer,
 };
-use ferry_core::{Broker, ConsumerId, Delivery, Outbox, OwnerId, SyncPoint};
+use ferry_core::{BacklogWaiter, Broker, ConsumerId, Delivery, Outbox, OwnerId, SyncPoint};
 use tracing::{debug, warn};
 
 use super::error::{Failure, Fault};
@@ -52,6 +52,8 @@ pub struct Ctx<'a> {
     pub frame_max: u32,
     /// Set once the client publishes: resource alarms then pause the connection.
     pub publisher: &'a mut bool,
+    /// What a queue holding a link's credit for its backlog wakes the connection through.
+    pub backlog_waiter: &'a Arc<BacklogWaiter>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -784,7 +786,8 @@ impl Session {
             write(ctx.out, self.channel, d);
         }
         let mut credit_due = std::mem::take(&mut self.credit_due);
-        // Held credit is looked at again with every flush (and on the connection's timer).
+        // Held credit is looked at again with every flush, and when the queue wakes the
+        // connection (its backlog is within the hold again).
         credit_due.append(&mut self.credit_held);
         let widen = std::mem::take(&mut self.window_due);
         if widen {
@@ -794,7 +797,7 @@ impl Session {
         let mut wrote_flow = false;
         for handle in credit_due {
             if let Some(LinkKind::Receiver(r)) = self.links.get_mut(&handle).map(|l| &mut l.kind) {
-                if r.queue_backlogged(ctx.config.backlog_hold_bytes) {
+                if r.hold_credit(ctx.config.backlog_hold_bytes, ctx.backlog_waiter) {
                     self.credit_held.push(handle);
                     continue;
                 }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ferry_core::{
-    now_ms, Broker, ConnectionHandle, ConnectionId, ConnectionMeta, ConsumerId, Outbox, OutboxItem,
-    Queue, SessionStatus, SyncPoint,
+    now_ms, BacklogWaiter, Broker, ConnectionHandle, ConnectionId, ConnectionMeta, ConsumerId,
+    Outbox, OutboxItem, Queue, SessionStatus, SyncPoint,
 };
 use tracing::{debug, info};
 
@@ -117,8 +117,11 @@ pub struct Shell {
     /// at the end of the batch and holds the connection unless it consumes from that queue.
     pub backlogged: Option<Arc<Queue>>,
     /// Producer flow control: input is not processed while this queue's consumers catch up
-    /// (looked at again every [`BACKLOG_RECHECK`]).
+    /// (the queue lets go of `backlog_waiter` once they have).
     held_by: Option<Held>,
+    /// What a queue holding this connection's publishing (or, in 1.0, a link's credit)
+    /// marks and wakes the connection through when its backlog has drained.
+    pub backlog_waiter: Arc<BacklogWaiter>,
     /// A queue whose consumers made no progress while they held this connection, and its
     /// delivery count then: it holds the connection again only once they move.
     stalled: Option<(Arc<Queue>, u64)>,
@@ -141,11 +144,12 @@ pub struct Shell {
     reported_channels: usize,
 }
 
-/// How often a publisher held by a queue's backlog looks at the queue again.
-const BACKLOG_RECHECK: Duration = Duration::from_millis(1);
 /// A hold ends when the queue's consumers deliver nothing for this long: a consumer that is
 /// stuck (not reading, no credit) must not stall its publishers, only slow ones pace them.
 const BACKLOG_STALL: Duration = Duration::from_millis(100);
+/// How often a held publisher looks at its queue's delivery count, for the stall rule (and
+/// at the backlog, though the queue tells it when that has drained).
+pub const BACKLOG_RECHECK: Duration = Duration::from_millis(25);
 
 /// The queue a publisher waits for, when its consumers last took something, and when to
 /// look again.
@@ -162,6 +166,12 @@ impl Shell {
         self.flow_blocked || self.held_by.is_some()
     }
 
+    /// Producer flow control's hold: the bytes a queue with consumers may have ready in
+    /// memory before the publishers filling it wait.
+    pub fn backlog_hold(&self) -> u64 {
+        self.broker.config().backlog_hold.unwrap_or(u64::MAX)
+    }
+
     /// The time of the event being handled.
     pub fn now(&self) -> Instant {
         self.now
@@ -174,6 +184,7 @@ impl Shell {
             auth,
             state,
         } = services;
+        let outbox = Outbox::new();
         Shell {
             id: broker.next_connection_id(),
             access: ClientAccess::new(&config, &state, peer.addr),
@@ -182,7 +193,8 @@ impl Shell {
             broker,
             config,
             peer: peer.addr,
-            outbox: Outbox::new(),
+            backlog_waiter: BacklogWaiter::new(&outbox),
+            outbox,
             out: BytesMut::with_capacity(READ_CHUNK),
             spliced: Spliced::default(),
             phase: Phase::AwaitStartOk,
@@ -320,6 +332,9 @@ pub trait Protocol {
         None
     }
     fn on_deadline(&mut self, _shell: &mut Shell) {}
+    /// A queue let go of the connection's [`Shell::backlog_waiter`]: credit the protocol
+    /// held back for that queue's backlog may go now.
+    fn on_backlog_released(&mut self, _shell: &mut Shell) {}
     /// Sessions (0-10) or channels (0-9-1) open now.
     fn channel_count(&self) -> usize;
     /// The sessions open now, for management (asked at most once a second).
@@ -387,9 +402,13 @@ impl<P: Protocol> Connection<P> {
                 .stalled
                 .as_ref()
                 .is_some_and(|(s, at)| Arc::ptr_eq(s, &q) && *at == delivered);
+            // Held only while still over the hold: consumers that caught up since the
+            // publish leave nothing to wait for.
+            let hold = self.shell.backlog_hold();
             if !stalled
                 && !self.shell.is_closing()
                 && !q.consumed_by(|id| consumers.contains_key(&id))
+                && q.hold_publisher(&self.shell.backlog_waiter, hold)
             {
                 debug!(peer = %self.shell.peer, queue = q.name(), "publisher held: queue backlog");
                 self.shell.stalled = None;
@@ -403,33 +422,49 @@ impl<P: Protocol> Connection<P> {
         }
     }
 
-    /// Lets a publisher held by a queue's backlog go once the queue has drained below the
-    /// hold (or lost its consumers, or was deleted), or its consumers took nothing for
-    /// [`BACKLOG_STALL`]; processes what waited in `input`.
-    fn poll_backlog(&mut self, input: &mut BytesMut) {
+    /// Lets a publisher held by a queue's backlog go once the queue has let go of it
+    /// (`released`: its backlog drained to the hold, it lost its consumers or was deleted), its consumers took nothing for [`BACKLOG_STALL`] (looked at every
+    /// [`BACKLOG_RECHECK`]), or the connection is closing; processes what waited in `input`.
+    fn poll_backlog(&mut self, input: &mut BytesMut, released: bool) {
         let now = self.shell.now;
         let closing = self.shell.is_closing();
-        let Some(held) = self.shell.held_by.as_mut().filter(|h| now >= h.check_at) else {
+        let hold = self.shell.backlog_hold();
+        let Some(held) = self
+            .shell
+            .held_by
+            .as_mut()
+            .filter(|h| released || closing || now >= h.check_at)
+        else {
             return;
         };
-        let hold = self.shell.broker.config().backlog_hold.unwrap_or(u64::MAX);
+        let waiter = &self.shell.backlog_waiter;
         let backlog = held.queue.backlog();
-        if backlog.delivered != held.delivered {
-            held.delivered = backlog.delivered;
-            held.progress_at = now;
-        }
-        let stuck = now.duration_since(held.progress_at) >= BACKLOG_STALL;
-        if backlog.ready_bytes > hold && !stuck && !closing {
-            held.check_at = now + BACKLOG_RECHECK;
-            return;
-        }
-        if stuck && backlog.ready_bytes > hold {
+        // Registering again also covers a release that raced with other publishers filling
+        // the queue back up: over the hold again, it stays held.
+        if !closing && held.queue.hold_publisher(waiter, hold) {
+            if backlog.delivered != held.delivered {
+                held.delivered = backlog.delivered;
+                held.progress_at = now;
+            }
+            if now.duration_since(held.progress_at) < BACKLOG_STALL {
+                held.check_at = now + BACKLOG_RECHECK;
+                return;
+            }
             debug!(peer = %self.shell.peer, queue = held.queue.name(), "publisher let go: consumers stalled");
             self.shell.stalled = Some((held.queue.clone(), backlog.delivered));
         }
-        self.shell.held_by = None;
+        self.let_go();
         self.shell.timers.read(self.shell.now);
         self.process(input);
+    }
+
+    /// Ends a backlog hold, if any: the queue forgets this connection's waiter.
+    fn let_go(&mut self) -> bool {
+        let Some(held) = self.shell.held_by.take() else {
+            return false;
+        };
+        held.queue.unhold_publisher(&self.shell.backlog_waiter);
+        true
     }
 
     /// The peer closed its side: what a backlog hold kept unprocessed is processed now (at
@@ -437,16 +472,22 @@ impl<P: Protocol> Connection<P> {
     /// resource alarm still keeps it: memory is what that protects.
     pub fn handle_eof(&mut self, input: &mut BytesMut, now: Instant) {
         self.at(now);
-        if self.shell.held_by.take().is_some() {
+        if self.let_go() {
             self.process(input);
         }
     }
 
-    /// Looks at the broker's resource alarms: a publisher is paused while one is raised,
-    /// and resumes (processing what waited in `input`) when it clears.
+    /// Looks at what may have let a paused publisher go: its queue's backlog (the queue
+    /// marks the connection's waiter and wakes it), and the broker's resource alarms (a
+    /// publisher is paused while one is raised). Processes what waited in `input` when it
+    /// resumes.
     pub fn poll_flow(&mut self, input: &mut BytesMut, now: Instant) {
         self.at(now);
-        self.poll_backlog(input);
+        let released = self.shell.backlog_waiter.take_released();
+        self.poll_backlog(input, released);
+        if released && !self.shell.is_closing() {
+            self.protocol.on_backlog_released(&mut self.shell);
+        }
         let block = self.shell.publisher && self.shell.broker.alarms().blocked();
         if block == self.shell.flow_blocked {
             return;
@@ -649,6 +690,7 @@ impl<P: Protocol> Connection<P> {
 
     /// The driver is done with the socket: release everything.
     pub fn teardown(&mut self) {
+        self.let_go();
         self.protocol.teardown(&mut self.shell);
     }
 

@@ -99,6 +99,9 @@ impl<P: Protocol> Wire<P> {
             if self.conn.is_done() {
                 break;
             }
+            // The event loop looks at flow control on every turn, a held publisher's
+            // deadline included.
+            self.conn.poll_flow(&mut self.input, self.now);
             written.extend_from_slice(&self.take_output());
         }
         self.now = end;

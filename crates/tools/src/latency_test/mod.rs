@@ -7,7 +7,9 @@ mod opts;
 mod runner;
 
 pub use opts::LatencyOpts;
-pub use runner::{run_latency, LatencyReceiver, LatencyRun, LatencySender, RunLimits, Stamp};
+pub use runner::{
+    run_latency, LatencyReceiver, LatencyRun, LatencySender, RunLimits, Sample, Stamp,
+};
 
 /// Runs `ferry latency-test` against a broker, over the protocol `--protocol` names.
 pub fn command(opts: &LatencyOpts) -> Result<(), crate::ToolError> {
@@ -39,5 +41,28 @@ pub fn run(
             run_latency(&limits, sender, &mut receiver, out)?
         }
     };
+    if let Some(path) = &opts.samples_file {
+        write_samples(path, &run).map_err(|source| crate::ToolError::Io {
+            context: format!("writing {}", path.display()),
+            source,
+        })?;
+    }
     Ok(run)
+}
+
+/// One line per message (due, sent, received: ns since the start), after the start on
+/// CLOCK_MONOTONIC.
+fn write_samples(path: &std::path::Path, run: &LatencyRun) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(f, "# start_monotonic_ns={}", run.start_monotonic_ns)?;
+    writeln!(f, "intended_ns,sent_ns,received_ns")?;
+    for s in &run.samples {
+        writeln!(
+            f,
+            "{},{},{}",
+            s.stamp.intended_ns, s.stamp.sent_ns, s.received_ns
+        )?;
+    }
+    f.flush()
 }

@@ -52,6 +52,11 @@ pub struct LatencyOpts {
         default_value = "latency-test"
     )]
     pub queue_base_name: String,
+    /// Also write every message's times to this file, one line each: nanoseconds since
+    /// the run's start when it was due, sent and received, after a line giving the start
+    /// on CLOCK_MONOTONIC (to line the slow ones up with `perf record -k mono` traces).
+    #[arg(long = "samples-file", value_name = "PATH")]
+    pub samples_file: Option<std::path::PathBuf>,
 }
 
 impl LatencyOpts {
@@ -79,6 +84,7 @@ impl LatencyOpts {
             sync_each: self.sync,
             csv: self.csv,
             drain_grace: super::runner::DEFAULT_DRAIN_GRACE,
+            keep_samples: self.samples_file.is_some(),
         })
     }
 

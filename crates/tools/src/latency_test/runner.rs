@@ -71,6 +71,8 @@ pub struct RunLimits {
     pub csv: bool,
     /// After the last send, how long missing messages are waited for before the run fails.
     pub drain_grace: Duration,
+    /// Keep every message's times ([`LatencyRun::samples`]), not only the histograms.
+    pub keep_samples: bool,
 }
 
 /// What a run saw.
@@ -80,6 +82,29 @@ pub struct LatencyRun {
     pub received: u64,
     pub elapsed: Duration,
     pub recorder: LatencyRecorder,
+    /// Every message's stamp and receive time (ns since `start`), in arrival order, when
+    /// [`RunLimits::keep_samples`] asked for them.
+    pub samples: Vec<Sample>,
+    /// The run's start on CLOCK_MONOTONIC, in ns (what `perf record -k mono` stamps with).
+    pub start_monotonic_ns: u64,
+}
+
+/// One message's times, ns since the run's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub stamp: Stamp,
+    pub received_ns: u64,
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock `Instant` reads on Linux.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only into `ts`, which lives for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 fn ns_since(start: Instant, t: Instant) -> u64 {
@@ -96,6 +121,7 @@ pub fn run_latency<S: LatencySender, R: LatencyReceiver>(
     out: &mut dyn Write,
 ) -> Result<LatencyRun, DriverError> {
     let start = Instant::now();
+    let start_monotonic_ns = monotonic_ns();
     let sent = AtomicU64::new(0);
     let done = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
@@ -109,7 +135,16 @@ pub fn run_latency<S: LatencySender, R: LatencyReceiver>(
         });
 
         let mut recorder = LatencyRecorder::new();
-        let received = receive_loop(limits, start, receiver, &mut recorder, &sent, &done, out);
+        let mut samples = Vec::new();
+        let received = receive_loop(
+            limits,
+            start,
+            receiver,
+            (&mut recorder, &mut samples),
+            &sent,
+            &done,
+            out,
+        );
         if received.is_err() {
             stop.store(true, Ordering::Release);
         }
@@ -130,6 +165,8 @@ pub fn run_latency<S: LatencySender, R: LatencyReceiver>(
             received,
             elapsed,
             recorder,
+            samples,
+            start_monotonic_ns,
         })
     })
 }
@@ -168,7 +205,7 @@ fn receive_loop<R: LatencyReceiver>(
     limits: &RunLimits,
     start: Instant,
     receiver: &mut R,
-    recorder: &mut LatencyRecorder,
+    (recorder, samples): (&mut LatencyRecorder, &mut Vec<Sample>),
     sent: &AtomicU64,
     done: &AtomicBool,
     out: &mut dyn Write,
@@ -178,11 +215,11 @@ fn receive_loop<R: LatencyReceiver>(
     let mut done_at: Option<Instant> = None;
     loop {
         if let Some(stamp) = receiver.receive(POLL)? {
-            recorder.record(
-                stamp.intended_ns,
-                stamp.sent_ns,
-                ns_since(start, Instant::now()),
-            );
+            let received_ns = ns_since(start, Instant::now());
+            recorder.record(stamp.intended_ns, stamp.sent_ns, received_ns);
+            if limits.keep_samples {
+                samples.push(Sample { stamp, received_ns });
+            }
             received += 1;
         }
         let now = Instant::now();
@@ -315,6 +352,7 @@ mod tests {
             sync_each: false,
             csv: true,
             drain_grace: Duration::from_millis(200),
+            keep_samples: false,
         }
     }
 

@@ -183,6 +183,7 @@ pub fn run_relay_latency(o: &RelayOpts) -> Result<LatencyRow, ToolError> {
         sync_each: false,
         csv: false,
         drain_grace: Duration::from_secs(5),
+        keep_samples: false,
     };
     let sender = TcpStampSender {
         s: producer,

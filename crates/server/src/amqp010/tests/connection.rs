@@ -9,7 +9,9 @@ use bytes::BufMut;
 use ferry_amqp010::{
     ConnectionHeartbeat, ConnectionSecureOk, ConnectionTune, FrameHeader, SegmentType,
 };
-use ferry_core::{BrokerConfig, Watermarks};
+use std::sync::Arc;
+
+use ferry_core::{BrokerConfig, Queue, Watermarks};
 
 use super::*;
 use crate::config::AuthMode;
@@ -792,6 +794,72 @@ async fn a_publisher_is_paused_while_the_memory_alarm_is_raised() {
         completions(&out, 1).iter().any(|s| s.contains(3)),
         "{out:?}"
     );
+}
+
+/// A publisher on its own connection that has filled queue `q` past a 1000-byte backlog
+/// hold (two 600-byte messages), with a consumer on another connection that has no credit
+/// yet, and a third transfer waiting unprocessed. Both connections' clocks stand still.
+async fn held_publisher() -> (Client, Client, Arc<Queue>) {
+    let broker = BrokerConfig {
+        backlog_hold: Some(1000),
+        ..BrokerConfig::default()
+    };
+    let services = services_with(ServerConfig::default(), broker);
+    let mut publisher = open_on(services.clone(), 0).await;
+    let mut consumer = open_on(services.clone(), 0).await;
+    publisher.attach(1, "p");
+    consumer.attach(1, "c");
+    consumer.call(1, declare("q"));
+    consumer.subscribe(1, "q", "d", AcceptMode::None, AcquireMode::PreAcquired);
+    publisher.publish(1, "", &keyed("q"), &[1; 600]);
+    publisher.publish(1, "", &keyed("q"), &[2; 600]);
+    assert!(publisher.publish(1, "", &keyed("q"), b"held").is_empty());
+    assert!(publisher.pending_input() > 0, "held");
+    let q = services.broker.queue("q").unwrap();
+    assert_eq!((q.message_count(), q.held_publishers()), (2, 1));
+    (publisher, consumer, q)
+}
+
+#[tokio::test]
+async fn a_held_publisher_goes_on_as_soon_as_its_consumers_catch_up() {
+    let (mut publisher, mut consumer, q) = held_publisher().await;
+    // The consumer's own connection is never held: 2400 bytes queued.
+    consumer.publish(1, "", &keyed("q"), &[3; 600]);
+    consumer.publish(1, "", &keyed("q"), &[4; 600]);
+    assert_eq!(consumer.grant(1, "d", 1).len(), 1);
+    publisher.poll_flow();
+    assert!(publisher.pending_input() > 0, "still held at 1800 bytes");
+    // 600 bytes: within the hold. The queue lets the publisher go at once: its clock has
+    // not moved, so no timer of its own can have done it.
+    assert_eq!(consumer.grant(1, "d", 2).len(), 2);
+    publisher.poll_flow();
+    assert_eq!(publisher.pending_input(), 0, "let go without a timer tick");
+    assert_eq!((q.message_count(), q.held_publishers()), (2, 0));
+    assert_eq!(bodies(&consumer.grant(1, "d", 2))[1], b"held");
+}
+
+#[tokio::test]
+async fn a_publisher_held_by_a_stuck_consumer_is_let_go_after_the_stall() {
+    let (mut publisher, _consumer, q) = held_publisher().await;
+    publisher.advance(Duration::from_millis(50));
+    publisher.poll_flow();
+    assert!(publisher.pending_input() > 0, "still held after 50 ms");
+    publisher.advance(Duration::from_millis(60));
+    publisher.poll_flow();
+    assert_eq!(
+        publisher.pending_input(),
+        0,
+        "let go after 110 ms without deliveries"
+    );
+    assert_eq!((q.message_count(), q.held_publishers()), (3, 0));
+}
+
+#[tokio::test]
+async fn a_held_publisher_that_closes_is_forgotten_by_its_queue() {
+    let (publisher, _consumer, q) = held_publisher().await;
+    let mut publisher = publisher;
+    publisher.conn.teardown();
+    assert_eq!(q.held_publishers(), 0);
 }
 
 /// A cluster's members, as ferryd's cluster gate reports them.

@@ -812,6 +812,37 @@ async fn a_publishers_credit_waits_while_its_consumed_queue_is_backlogged() {
 }
 
 #[tokio::test]
+async fn held_credit_goes_out_as_soon_as_a_consumer_elsewhere_drains_the_queue() {
+    let services = crate::shell::testing::services(ServerConfig {
+        backlog_hold_bytes: 4000,
+        ..ServerConfig::default()
+    });
+    let mut publisher = open_on(services.clone(), None).await;
+    let mut consumer = open_on(services, None).await;
+    declare(&publisher, "q");
+    consumer.begin(0);
+    let source = Source {
+        address: Some("q".into()),
+        ..Source::default()
+    };
+    consumer.attach_receiver_from(0, 1, source, true);
+    publisher.begin(0);
+    publisher.attach_sender(0, 0, Some("q"));
+    let mut got = Vec::new();
+    for id in 0..=HALF_CREDIT {
+        got.extend(publisher.transfer(0, 0, id, true, &data(b"0123456789")));
+    }
+    assert!(publisher_flows(&got).is_empty(), "held");
+    let taken = consumer.credit(0, 1, 0, 1000);
+    assert_eq!(transfers(&taken).len(), HALF_CREDIT as usize + 1);
+    // The publisher's clock has not moved: the queue, not a timer, lets its credit go.
+    publisher.poll_flow();
+    let f = publisher_flows(&decode(publisher.take_output()));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].link_credit, Some(crate::amqp1::receiver::LINK_CREDIT));
+}
+
+#[tokio::test]
 async fn a_queue_without_consumers_never_holds_a_publisher() {
     let (_c, got) = publisher_past_the_hold(false).await;
     let f = publisher_flows(&got);
@@ -822,7 +853,7 @@ async fn a_queue_without_consumers_never_holds_a_publisher() {
 #[tokio::test]
 async fn held_credit_stops_waking_a_connection_once_it_closes() {
     let (mut c, _) = publisher_past_the_hold(true).await;
-    let soon = c.now + std::time::Duration::from_millis(1);
+    let soon = c.now + crate::shell::BACKLOG_RECHECK;
     assert!(
         c.conn.poll_timeout().is_some_and(|at| at <= soon),
         "rechecked soon"

@@ -208,7 +208,12 @@ impl Client {
 
 /// A connection through SASL ANONYMOUS and open; `idle` is the client's idle-time-out.
 async fn open_with(config: ServerConfig, idle: Option<u32>) -> Client {
-    let services = services(config);
+    open_on(services(config), idle).await
+}
+
+/// An open connection to the broker of `services` (connections opened on clones of them
+/// share it).
+async fn open_on(services: crate::shell::Services, idle: Option<u32>) -> Client {
     let mut c = Wire::new(|now| connection(services, peer(), now, true));
     let hello = decode(c.take_output());
     assert!(
