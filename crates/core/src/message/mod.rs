@@ -413,21 +413,22 @@ impl From<MessageParts> for Message {
     }
 }
 
-/// A `Bytes` owner for a message's inline body.
-struct BodyOf(Message);
-
-impl AsRef<[u8]> for BodyOf {
-    fn as_ref(&self) -> &[u8] {
-        self.0.body()
-    }
+/// The parts [`Message::shared`] hands out as `Bytes`.
+#[derive(Clone, Copy)]
+enum Shared {
+    Header,
+    Body,
 }
 
-/// A `Bytes` owner for a message's header.
-struct HeaderOf(Message);
+/// A `Bytes` owner for a part of a message kept in its own allocation.
+struct PartOf(Message, Shared);
 
-impl AsRef<[u8]> for HeaderOf {
+impl AsRef<[u8]> for PartOf {
     fn as_ref(&self) -> &[u8] {
-        self.0.header().raw()
+        match self.1 {
+            Shared::Header => self.0.header_raw(),
+            Shared::Body => self.0.body(),
+        }
     }
 }
 
@@ -486,14 +487,28 @@ impl Message {
 
     /// The header as `Bytes` sharing this message (for code that keeps slices of it).
     pub fn header_bytes(&self) -> Bytes {
+        self.shared(Shared::Header)
+    }
+
+    /// A part as `Bytes` sharing this message's memory: free for one kept as it came (in
+    /// the `Ext`); an allocation for an owner holding this message otherwise.
+    fn shared(&self, part: Shared) -> Bytes {
         let h = self.0.head();
-        if h.flags & flag::HEADER_EXT != 0 {
-            return self.ext().map(|e| e.header.clone()).unwrap_or_default();
+        let (in_ext, inline_len) = match part {
+            Shared::Header => (flag::HEADER_EXT, h.header_len),
+            Shared::Body => (flag::BODY_EXT, h.body_len),
+        };
+        if h.flags & in_ext != 0 {
+            let kept = self.ext().map(|e| match part {
+                Shared::Header => &e.header,
+                Shared::Body => &e.body,
+            });
+            return kept.cloned().unwrap_or_default();
         }
-        if h.header_len == 0 {
+        if inline_len == 0 {
             return Bytes::new();
         }
-        Bytes::from_owner(HeaderOf(self.clone()))
+        Bytes::from_owner(PartOf(self.clone(), part))
     }
 
     #[inline]
@@ -509,14 +524,7 @@ impl Message {
     /// The body as `Bytes` sharing this message's memory: free for a large body (kept as it
     /// came); an allocation for an inline one.
     pub fn body_bytes(&self) -> Bytes {
-        let h = self.0.head();
-        if h.flags & flag::BODY_EXT != 0 {
-            return self.ext().map(|e| e.body.clone()).unwrap_or_default();
-        }
-        if h.body_len == 0 {
-            return Bytes::new();
-        }
-        Bytes::from_owner(BodyOf(self.clone()))
+        self.shared(Shared::Body)
     }
 
     #[inline]

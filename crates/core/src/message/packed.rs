@@ -356,20 +356,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_last_reference_frees_the_ext_and_not_before() {
-        let marker = Arc::new(());
+    /// An ext holding something counted, and that something: its count tells when the ext
+    /// is dropped.
+    fn counted_ext() -> (Box<Ext>, Arc<super::super::Sequenced>) {
+        let seq = Arc::new(super::super::Sequenced {
+            key: "k".into(),
+            number: 1,
+        });
         let ext = Ext {
-            sequence: Some(Arc::new(super::super::Sequenced {
-                key: "k".into(),
-                number: 1,
-            })),
+            sequence: Some(seq.clone()),
             ..Ext::default()
         };
-        let seq = ext.sequence.clone().unwrap();
+        (Box::new(ext), seq)
+    }
+
+    #[test]
+    fn the_last_reference_frees_the_ext_and_not_before() {
+        let (ext, seq) = counted_ext();
         let p = Packed::new(
             fields(0, 0, 1),
-            Some(Box::new(ext)),
+            Some(ext),
             Some(0),
             None,
             [b"", b"", b"", b"x"],
@@ -385,23 +391,15 @@ mod tests {
             1,
             "the ext went with the last reference"
         );
-        drop(marker);
     }
 
     #[test]
     fn references_from_many_threads_free_once() {
-        let ext = Ext {
-            sequence: Some(Arc::new(super::super::Sequenced {
-                key: "k".into(),
-                number: 1,
-            })),
-            ..Ext::default()
-        };
-        let seq = ext.sequence.clone().unwrap();
+        let (ext, seq) = counted_ext();
         let body = vec![7u8; 300];
         let p = Packed::new(
             fields(0, 0, 300),
-            Some(Box::new(ext)),
+            Some(ext),
             None,
             Some(1),
             [b"", b"", b"", &body],
