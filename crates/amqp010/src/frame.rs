@@ -174,7 +174,7 @@ pub fn decode_frame(
     }
     if buf.len() < size {
         // Reserve once so the rest of the frame arrives without reallocating piecemeal.
-        buf.reserve(size - buf.len());
+        ferry_chunks::reserve_unread(buf, size - buf.len());
         return Ok(None);
     }
     let mut frame = buf.split_to(size);

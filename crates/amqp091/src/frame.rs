@@ -121,7 +121,7 @@ pub fn decode_frame(buf: &mut BytesMut, frame_max: usize) -> Result<Option<Frame
     let Some(&end) = buf.get(total - 1) else {
         // Reserve for the rest of the frame, but not more than a modest
         // amount on the header's word alone.
-        buf.reserve((total - buf.len()).min(MAX_RESERVE));
+        ferry_chunks::reserve_unread(buf, (total - buf.len()).min(MAX_RESERVE));
         return Ok(None);
     };
     if end != FRAME_END {

@@ -159,7 +159,7 @@ pub fn decode_frame(buf: &mut BytesMut, max_frame_size: u32) -> Result<Option<Fr
     if buf.len() < size {
         // Reserve for the rest of the frame, but not more than a modest
         // amount on the header's word alone.
-        buf.reserve((size - buf.len()).min(MAX_RESERVE));
+        ferry_chunks::reserve_unread(buf, (size - buf.len()).min(MAX_RESERVE));
         return Ok(None);
     }
     let mut frame = buf.split_to(size);

@@ -17,7 +17,7 @@ use crate::transport::Transport;
 
 /// Most input read in one go before processing it: one busy peer cannot starve the others
 /// or grow our buffer without bound.
-const READ_BATCH: usize = 4 * READ_CHUNK;
+const READ_BATCH: usize = ferry_chunks::FRESH_READ_BUFFER;
 
 /// Pieces of output handed to one `writev`; what does not fit goes with the next.
 const WRITE_SLICES: usize = 64;
@@ -127,7 +127,7 @@ enum ReadOutcome {
     Eof,
 }
 
-/// Drains the socket into `input`, up to [`READ_BATCH`].
+/// Drains the socket into `input`, up to [`READ_BATCH`] or as much as its room takes.
 fn read_available<T: Transport>(
     stream: &mut T,
     input: &mut BytesMut,
@@ -135,7 +135,13 @@ fn read_available<T: Transport>(
     let mut got = false;
     loop {
         if input.capacity() - input.len() < READ_CHUNK / 4 {
-            input.reserve(READ_CHUNK);
+            // Process what came before making room: after processing, little is left unread
+            // to move. Growing a buffer that is full of unread input copies all of it, for
+            // every chunk read.
+            if got {
+                return Ok(ReadOutcome::Data);
+            }
+            ferry_chunks::reserve_unread(input, READ_CHUNK);
         }
         match stream.try_read_buf(input) {
             Ok(0) => {
