@@ -67,42 +67,40 @@ pub enum Assembled {
     Message(Message),
 }
 
-// Boxing the body state would allocate per message; the size is a memcpy.
-#[allow(clippy::large_enum_variant)]
-#[derive(Default)]
-enum State {
-    #[default]
-    Idle,
-    Header(Method),
-    Body {
-        method: Method,
-        header: RawContentHeader,
-        body: Chunks,
-    },
+/// A content-bearing method and as much of its content as has come.
+struct Pending {
+    method: Method,
+    /// The content header, once its frame has come (default until then).
+    header: RawContentHeader,
+    have_header: bool,
+    body: Chunks,
 }
 
 /// One per channel. Heartbeats belong to channel 0 and are not accepted here.
 pub struct ContentAssembler {
     max_body_size: u64,
-    state: State,
+    /// A method is a few hundred bytes: the message being assembled stays where it is, filled
+    /// in place, and moves only once, out, when complete (boxing it would allocate per
+    /// message instead).
+    pending: Option<Pending>,
 }
 
 impl ContentAssembler {
     pub fn new(max_body_size: u64) -> Self {
         ContentAssembler {
             max_body_size,
-            state: State::Idle,
+            pending: None,
         }
     }
 
     /// True between messages.
     pub fn is_idle(&self) -> bool {
-        matches!(self.state, State::Idle)
+        self.pending.is_none()
     }
 
     /// Drops a partial message (e.g. when the channel closes).
     pub fn reset(&mut self) {
-        self.state = State::Idle;
+        self.pending = None;
     }
 
     /// Feeds one frame of this channel. On error the partial message is
@@ -110,28 +108,32 @@ impl ContentAssembler {
     pub fn push(&mut self, frame: Frame) -> Result<Option<Assembled>, AssemblyError> {
         let result = self.step(frame);
         if result.is_err() {
-            self.state = State::Idle;
+            self.pending = None;
         }
         result
     }
 
     fn step(&mut self, frame: Frame) -> Result<Option<Assembled>, AssemblyError> {
-        let unexpected = |expecting| AssemblyError::UnexpectedFrame {
-            got: frame.frame_type,
-            expecting,
-        };
-        match (std::mem::take(&mut self.state), frame.frame_type) {
-            (State::Idle, FrameType::Method) => {
-                let method = Method::decode(frame.payload)?;
-                if method.has_content() {
-                    self.state = State::Header(method);
-                    Ok(None)
-                } else {
-                    Ok(Some(Assembled::Method(method)))
-                }
+        let got = frame.frame_type;
+        let unexpected = |expecting| AssemblyError::UnexpectedFrame { got, expecting };
+        let Some(pending) = &mut self.pending else {
+            if got != FrameType::Method {
+                return Err(unexpected(Expecting::Method));
             }
-            (State::Idle, _) => Err(unexpected(Expecting::Method)),
-            (State::Header(method), FrameType::Header) => {
+            let method = Method::decode(frame.payload)?;
+            if !method.has_content() {
+                return Ok(Some(Assembled::Method(method)));
+            }
+            self.pending = Some(Pending {
+                method,
+                header: RawContentHeader::default(),
+                have_header: false,
+                body: Chunks::Empty,
+            });
+            return Ok(None);
+        };
+        let body_size = match (pending.have_header, got) {
+            (false, FrameType::Header) => {
                 // Decoding accepts only the basic class, the class of every
                 // content-bearing method, so header and method always agree.
                 let header = RawContentHeader::decode(frame.payload)?;
@@ -141,53 +143,37 @@ impl ContentAssembler {
                         max: self.max_body_size,
                     });
                 }
-                if header.body_size == 0 {
-                    return Ok(Some(Assembled::Message(Message {
-                        method,
-                        header,
-                        body: Bytes::new(),
-                    })));
-                }
-                self.state = State::Body {
-                    method,
-                    header,
-                    body: Chunks::Empty,
-                };
-                Ok(None)
-            }
-            (State::Header(_), _) => Err(unexpected(Expecting::Header)),
-            (
-                State::Body {
-                    method,
-                    header,
-                    mut body,
-                },
-                FrameType::Body,
-            ) => {
-                let received = (body.len() + frame.payload.len()) as u64;
-                if received > header.body_size {
-                    return Err(AssemblyError::BodyOverrun {
-                        declared: header.body_size,
-                        received,
-                    });
-                }
-                body.push(frame.payload);
-                if received < header.body_size {
-                    self.state = State::Body {
-                        method,
-                        header,
-                        body,
-                    };
+                let body_size = header.body_size;
+                pending.header = header;
+                pending.have_header = true;
+                if body_size > 0 {
                     return Ok(None);
                 }
-                Ok(Some(Assembled::Message(Message {
-                    method,
-                    header,
-                    body: body.finish(),
-                })))
+                body_size
             }
-            (State::Body { .. }, _) => Err(unexpected(Expecting::Body)),
-        }
+            (false, _) => return Err(unexpected(Expecting::Header)),
+            (true, FrameType::Body) => {
+                let declared = pending.header.body_size;
+                let received = (pending.body.len() + frame.payload.len()) as u64;
+                if received > declared {
+                    return Err(AssemblyError::BodyOverrun { declared, received });
+                }
+                pending.body.push(frame.payload);
+                if received < declared {
+                    return Ok(None);
+                }
+                declared
+            }
+            (true, _) => return Err(unexpected(Expecting::Body)),
+        };
+        debug_assert_eq!(pending.body.len() as u64, body_size);
+        Ok(self.pending.take().map(|p| {
+            Assembled::Message(Message {
+                method: p.method,
+                header: p.header,
+                body: p.body.finish(),
+            })
+        }))
     }
 }
 
