@@ -7,6 +7,9 @@
 //! allocated for as long as the message lives in a queue; reserving what a header announces
 //! would let a peer make us allocate what it never sends. A payload that arrived in one
 //! frame stays that frame's slice.
+//!
+//! The read buffers those frames are cut from make room with [`reserve_unread`], used by
+//! every codec and by the server's read loop.
 
 use bytes::{Bytes, BytesMut};
 
