@@ -104,7 +104,9 @@ has '^  ferry-h1 +headers +Y +1 '
 # A consumer that stays, for connections, sessions and subscriptions (sessions are
 # reported to management within a second of changing).
 : >"$workdir/holder.out"
-client hold ferry-q2 >"$workdir/holder.out" 2>&1 &
+# Started directly, not through `client`: backgrounding the function would make $! a
+# subshell, and killing that would leave the Python process running after the suite.
+"$py2" "$here/client.py" "$broker" hold ferry-q2 >"$workdir/holder.out" 2>&1 &
 holder=$!
 for _ in $(seq 50); do grep -q holding "$workdir/holder.out" && break; sleep 0.1; done
 sleep 1.5
