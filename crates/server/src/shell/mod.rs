@@ -423,7 +423,8 @@ impl<P: Protocol> Connection<P> {
     }
 
     /// Lets a publisher held by a queue's backlog go once the queue has let go of it
-    /// (`released`: its backlog drained to the hold, it lost its consumers or was deleted), its consumers took nothing for [`BACKLOG_STALL`] (looked at every
+    /// (`released`: its backlog drained to the hold, it lost its consumers or was deleted),
+    /// its consumers took nothing for [`BACKLOG_STALL`] (looked at every
     /// [`BACKLOG_RECHECK`]), or the connection is closing; processes what waited in `input`.
     fn poll_backlog(&mut self, input: &mut BytesMut, released: bool) {
         let now = self.shell.now;
