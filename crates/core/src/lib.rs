@@ -81,7 +81,7 @@ pub use message::{
 };
 pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{
-    BacklogWaiter, ConsumerSpec, ConsumerStatus, Delivery, Got, Outbox, OutboxItem, Queue,
+    Accepts, BacklogWaiter, ConsumerSpec, ConsumerStatus, Delivery, Got, Outbox, OutboxItem, Queue,
     QueueDepth, QueueInfo, QueueOptions, QuotaCharge, Restored, SettleWindow,
 };
 pub use route::release_deliveries;

@@ -203,6 +203,54 @@ fn settling_purging_and_expiring_write_dequeues_and_releasing_does_not() {
 }
 
 #[test]
+fn accepts_in_a_run_share_one_lock_and_one_dequeue_record_per_queue() {
+    let (b, j) = broker();
+    let a = b.declare_queue("a", durable(), false, 1).unwrap().0;
+    let c = b.declare_queue("c", durable(), false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    for body in ["1", "2", "3"] {
+        b.publish(&ex, persistent("a", body)).unwrap();
+        b.publish(&ex, persistent("c", body)).unwrap();
+    }
+    // A transient message settles in the same run and journals nothing.
+    b.publish(&ex, transient("a")).unwrap();
+    let (from_a, from_c) = (
+        take_positions(&consume_all(&b, &a)),
+        take_positions(&consume_all(&b, &c)),
+    );
+    j.take();
+    let ids = |got: &[(u64, Message)]| -> Vec<u64> {
+        got.iter().filter_map(|(_, m)| m.store_id()).collect()
+    };
+    // A cumulative acknowledgement: a's three and its transient one, then c's, then a's
+    // again (a new run), and a duplicate, which settles nothing.
+    let mut accepts = crate::queue::Accepts::default();
+    for (position, _) in &from_a[..3] {
+        accepts.push(&a, *position);
+    }
+    accepts.push(&a, from_a[3].0);
+    for (position, _) in &from_c[..2] {
+        accepts.push(&c, *position);
+    }
+    accepts.push(&c, from_c[0].0);
+    accepts.finish();
+    assert_eq!(
+        j.take(),
+        [
+            Call::Dequeue(store_id(&a), ids(&from_a)),
+            Call::Dequeue(store_id(&c), ids(&from_c[..2])),
+        ]
+    );
+    assert_eq!((a.unsettled_count(), c.unsettled_count()), (0, 1));
+    // Dropped with a pending run: accepted all the same.
+    let mut accepts = crate::queue::Accepts::default();
+    accepts.push(&c, from_c[2].0);
+    drop(accepts);
+    assert_eq!(j.take(), [Call::Dequeue(store_id(&c), ids(&from_c[2..]))]);
+    assert_eq!(c.unsettled_count(), 0);
+}
+
+#[test]
 fn a_refusing_journal_refuses_the_publish_and_durable_declares() {
     let (b, j) = broker();
     let q = b.declare_queue("q", durable(), false, 1).unwrap().0;
@@ -350,12 +398,10 @@ fn messages_queue_features_drop_leave_the_journal() {
     let got = take_positions(&ob);
     assert_eq!(got[0].1.body(), Bytes::from_static(b"high"));
     assert!(prio.accept_all(got.iter().map(|(p, _)| *p)) == 2);
+    // Settled in delivery order (highest priority first), under one record.
     assert_eq!(
         j.take(),
-        [
-            Call::Dequeue(store_id(&prio), vec![ids[1]]),
-            Call::Dequeue(store_id(&prio), vec![ids[0]])
-        ]
+        [Call::Dequeue(store_id(&prio), vec![ids[1], ids[0]])]
     );
     // An unused x-expires queue is deleted with everything it held.
     let exp_opts = QueueOptions {

@@ -75,6 +75,7 @@ pub(crate) use hold::HeldPublisher;
 pub use info::{ConsumerStatus, QueueDepth};
 pub(crate) use lifecycle::{AutoDelete, Drained, OwnerGone};
 pub use outbox::{Delivery, Outbox, OutboxItem};
+pub use settlement::Accepts;
 pub(crate) use state::{OffloadBudget, QueueState, Settled};
 pub use window::SettleWindow;
 

@@ -18,13 +18,22 @@ impl Queue {
             .is_some()
     }
 
-    /// [`Queue::accept`] for many positions under one lock; returns how many were settled.
+    /// [`Queue::accept`] for many positions under one lock, with one journal record for
+    /// all the persistent ones; returns how many were settled.
     pub fn accept_all(&self, positions: impl IntoIterator<Item = u64>) -> usize {
         let mut st = self.lock();
-        positions
-            .into_iter()
-            .filter(|p| st.settle_done(*p, Settled::Accepted).is_some())
-            .count()
+        let mut stored = Vec::new();
+        let mut settled = 0;
+        for position in positions {
+            if let Some(u) = st.settle_counted(position, Settled::Accepted) {
+                settled += 1;
+                if u.stored != 0 {
+                    stored.push(u.stored);
+                }
+            }
+        }
+        st.forget_ids(&stored);
+        settled
     }
 
     /// Puts acquired messages back at their original place (ahead of newer messages), marks them
@@ -94,5 +103,38 @@ impl Queue {
     pub(crate) fn settle_rejected(&self, position: u64, msg: Message) -> Option<DeadLetters<'_>> {
         self.lock().settle_done(position, Settled::Rejected)?;
         Some(self.leaving_one(Leaving::Died(DeathReason::Rejected), msg))
+    }
+}
+
+/// Accepts a protocol's settlements a run at a time: consecutive positions of one queue
+/// share a lock and a journal record ([`Queue::accept_all`]) instead of taking one each, as
+/// a cumulative acknowledgement of a hundred deliveries would. Whatever is pending is
+/// accepted by [`Accepts::finish`], or when the value goes.
+#[derive(Default)]
+pub struct Accepts {
+    queue: Option<Arc<Queue>>,
+    positions: Vec<u64>,
+}
+
+impl Accepts {
+    pub fn push(&mut self, queue: &Arc<Queue>, position: u64) {
+        if !self.queue.as_ref().is_some_and(|q| Arc::ptr_eq(q, queue)) {
+            self.finish();
+            self.queue = Some(queue.clone());
+        }
+        self.positions.push(position);
+    }
+
+    /// Accepts what is pending.
+    pub fn finish(&mut self) {
+        if let Some(queue) = self.queue.take() {
+            queue.accept_all(self.positions.drain(..));
+        }
+    }
+}
+
+impl Drop for Accepts {
+    fn drop(&mut self) {
+        self.finish();
     }
 }

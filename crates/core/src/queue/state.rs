@@ -213,7 +213,7 @@ impl QueueState {
         }
     }
 
-    fn forget_ids(&self, ids: &[u64]) {
+    pub(crate) fn forget_ids(&self, ids: &[u64]) {
         if let (Some(store), false) = (&self.store, ids.is_empty()) {
             store
                 .journal
@@ -445,14 +445,21 @@ impl QueueState {
 
     /// Settles an acquired message that leaves the queue (accepted or rejected).
     pub(crate) fn settle_done(&mut self, position: u64, how: Settled) -> Option<Unsettled> {
+        let u = self.settle_counted(position, how)?;
+        if u.stored != 0 {
+            self.forget_ids(&[u.stored]);
+        }
+        Some(u)
+    }
+
+    /// [`QueueState::settle_done`] without the journal's dequeue record: the caller journals
+    /// `stored` (with others) before it lets go of the lock.
+    pub(crate) fn settle_counted(&mut self, position: u64, how: Settled) -> Option<Unsettled> {
         let u = self.settle(position)?;
         match how {
             Settled::Accepted => self.counters.acked += 1,
             Settled::Rejected => self.counters.rejected += 1,
             Settled::Overflowed => self.counters.overflowed += 1,
-        }
-        if u.stored != 0 {
-            self.forget_ids(&[u.stored]);
         }
         Some(u)
     }

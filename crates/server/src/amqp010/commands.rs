@@ -9,8 +9,8 @@ use ferry_amqp010::{
     MessageProperties, QueueQueryResult, SequenceSet, Str, Struct32,
 };
 use ferry_core::{
-    now_ms, Arguments, BoundResult, Broker, ConsumerSpec, Dialect, ExchangeKind, ExchangeOptions,
-    QueueLimits, QueueOptions,
+    now_ms, Accepts, Arguments, BoundResult, Broker, ConsumerSpec, Dialect, ExchangeKind,
+    ExchangeOptions, QueueLimits, QueueOptions,
 };
 
 use crate::access;
@@ -479,6 +479,7 @@ enum Settle {
 fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
     let Some(transfers) = transfers else { return };
     let mut released = Vec::new();
+    let mut accepts = Accepts::default();
     // Only ids we have records for: a peer's set may span the whole id space.
     for &(lo, hi) in transfers.ranges() {
         for id in session.outgoing.live_ids(lo, hi) {
@@ -488,7 +489,7 @@ fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
             match how {
                 Settle::Accept => {
                     if acquired {
-                        queue.accept(position);
+                        accepts.push(&queue, position);
                     }
                 }
                 Settle::Reject => {
@@ -504,6 +505,8 @@ fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
             }
         }
     }
+    // Journaled before the accept's completion takes its sync point.
+    accepts.finish();
     if let Settle::Release(set_redelivered) = how {
         release_to_queues(released, set_redelivered);
     }

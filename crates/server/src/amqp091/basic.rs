@@ -9,7 +9,7 @@ use ferry_amqp091::{
     BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
     ConfirmSelectOk, DeliverRef, Method, ShortStr,
 };
-use ferry_core::{now_ms, BrokerError, ConsumerSpec, Delivery};
+use ferry_core::{now_ms, Accepts, BrokerError, ConsumerSpec, Delivery};
 
 use crate::access;
 use crate::publish::{Encoding, Publish};
@@ -404,21 +404,21 @@ impl Channel {
             .map_err(|e| Fault::precondition(e.to_string()))?;
         let mut back = Vec::new();
         let mut windowed = 0;
+        let mut accepts = Accepts::default();
         for p in settled {
             if let Some(c) = p.consumer {
                 self.qos.settled(c, p.message.size());
             }
             windowed += u32::from(p.windowed);
             match how {
-                Outcome::Ack => {
-                    p.queue.accept(p.position);
-                }
+                Outcome::Ack => accepts.push(&p.queue, p.position),
                 Outcome::Reject => {
                     p.queue.reject(p.position, p.message);
                 }
                 Outcome::Requeue => back.push(p),
             }
         }
+        accepts.finish();
         requeue(back);
         self.free_window_slots(windowed);
         self.grant(ctx);

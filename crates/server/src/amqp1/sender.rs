@@ -19,8 +19,8 @@ use ferry_amqp1::{
     TerminusDurability, TerminusExpiryPolicy, Value,
 };
 use ferry_core::{
-    Arguments, ConsumerId, ConsumerSpec, Delivery, ExchangeKind, HeaderValue, Message, Queue,
-    QueueOptions,
+    Accepts, Arguments, ConsumerId, ConsumerSpec, Delivery, ExchangeKind, HeaderValue, Message,
+    Queue, QueueOptions,
 };
 use tracing::debug;
 
@@ -430,9 +430,11 @@ pub fn apply_outcome(records: Vec<OutRecord>, state: Option<&DeliveryState>) {
     let release = |records: Vec<OutRecord>, redelivered| release_records(records, redelivered);
     match state {
         None | Some(DeliveryState::Accepted(_)) => {
+            let mut accepts = Accepts::default();
             for r in records.iter().filter(|r| r.acquired) {
-                r.queue.accept(r.position);
+                accepts.push(&r.queue, r.position);
             }
+            accepts.finish();
         }
         Some(DeliveryState::Rejected(_)) => reject(records),
         Some(DeliveryState::Modified(m)) if m.undeliverable_here == Some(true) => reject(records),
