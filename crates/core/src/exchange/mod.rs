@@ -30,7 +30,7 @@ pub struct ExchangeOptions {
     pub alternate_exchange: Option<String>,
     pub arguments: Arguments,
     /// RabbitMQ's internal exchange: clients may not publish to it; it is reached only
-    /// through exchange-to-exchange bindings (0-9-1 checks this on publish).
+    /// through exchange-to-exchange bindings (each protocol layer checks this on publish).
     pub internal: bool,
 }
 

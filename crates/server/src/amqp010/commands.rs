@@ -396,6 +396,14 @@ fn transfer(
     let exchange = session
         .exchange_for(env.broker, &destination)
         .ok_or_else(|| not_found("exchange", &destination.to_str_lossy()))?;
+    if exchange.is_internal() {
+        // Declared internal over 0-9-1: reached only through exchange bindings, whatever
+        // the protocol a publisher speaks.
+        return Err(Exception::new(
+            ErrorCode::UnauthorizedAccess,
+            format!("cannot publish to internal exchange {}", exchange.name()),
+        ));
+    }
     let header = header.unwrap_or_default();
     let mut publish = Publish {
         exchange: destination.into_bytes(),

@@ -351,6 +351,13 @@ fn publish(
             )
         }
         Node::Exchange { exchange, key } => {
+            if exchange.is_internal() {
+                // Declared internal over 0-9-1: reached only through exchange bindings.
+                return Err(Fault::new(
+                    condition::UNAUTHORIZED_ACCESS,
+                    format!("cannot publish to internal exchange {}", exchange.name()),
+                ));
+            }
             let key = match key {
                 Some(k) => Bytes::from(k),
                 None => subject(),

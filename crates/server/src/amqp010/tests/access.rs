@@ -243,6 +243,36 @@ async fn publishing_is_checked_per_message_by_exchange_and_routing_key() {
 }
 
 #[tokio::test]
+async fn an_internal_exchange_refuses_transfers_and_routes_what_is_bound_through_it() {
+    let mut c = open_on(services(ServerConfig::default()), 0).await;
+    c.attach(1, "s1");
+    c.attach(2, "s2");
+    c.call(1, declare("q"));
+    let broker = c.conn.broker().clone();
+    let internal = ferry_core::ExchangeOptions {
+        internal: true,
+        ..Default::default()
+    };
+    broker
+        .declare_exchange("inner", ferry_core::ExchangeKind::Fanout, internal, false)
+        .unwrap();
+    let none = ferry_core::Arguments::new();
+    broker.bind("q", "inner", "", &none).unwrap();
+    broker
+        .bind_exchange("inner", "amq.fanout", "", &none)
+        .unwrap();
+    let out = c.publish(1, "inner", &keyed(""), b"no");
+    let (code, _, text) = failure(&out);
+    assert_eq!(code, ErrorCode::UnauthorizedAccess);
+    assert!(text.contains("internal exchange inner"), "{text}");
+    assert_eq!(
+        exception(&c.publish(2, "amq.fanout", &keyed(""), b"yes")),
+        None
+    );
+    assert_eq!(broker.queue("q").unwrap().message_count(), 1);
+}
+
+#[tokio::test]
 async fn the_queue_quota_refuses_a_new_queue_until_one_is_deleted() {
     let config = ServerConfig {
         max_queues_per_user: 2,

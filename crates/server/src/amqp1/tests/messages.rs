@@ -104,6 +104,39 @@ async fn headers_exchanges_route_on_application_properties() {
 }
 
 #[tokio::test]
+async fn an_internal_exchange_rejects_what_is_sent_to_it_and_routes_what_is_bound_through_it() {
+    let mut c = open().await;
+    declare(&c, "q");
+    let b = c.broker();
+    let internal = ferry_core::ExchangeOptions {
+        internal: true,
+        ..Default::default()
+    };
+    b.declare_exchange("inner", ferry_core::ExchangeKind::Fanout, internal, false)
+        .unwrap();
+    let none = ferry_core::Arguments::new();
+    b.bind("q", "inner", "", &none).unwrap();
+    b.bind_exchange("inner", "amq.fanout", "", &none).unwrap();
+    c.begin(0);
+    c.attach_sender(0, 0, Some("inner"));
+    c.attach_sender(0, 1, Some("amq.fanout"));
+    let m = Message::data(Bytes::from_static(b"m"));
+    let got = c.transfer(0, 0, 0, false, &m);
+    let d = dispositions(&got);
+    let Some(DeliveryState::Rejected(r)) = &d[0].state else {
+        panic!("{got:?}");
+    };
+    assert_eq!(
+        r.error.as_ref().map(|e| e.condition.as_str()),
+        Some("amqp:unauthorized-access")
+    );
+    assert!(error_of(&got).is_none(), "the link goes on");
+    assert_eq!(b.queue("q").unwrap().message_count(), 0);
+    c.transfer(0, 1, 1, true, &m);
+    assert_eq!(b.queue("q").unwrap().message_count(), 1);
+}
+
+#[tokio::test]
 async fn malformed_messages_are_rejected_and_the_link_goes_on() {
     let mut c = open().await;
     declare(&c, "q");
