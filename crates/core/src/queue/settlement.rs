@@ -19,20 +19,27 @@ impl Queue {
     }
 
     /// [`Queue::accept`] for many positions under one lock, with one journal record for
-    /// all the persistent ones; returns how many were settled.
+    /// the persistent ones (one per [`ACCEPT_RUN`] of them); returns how many were settled.
     pub fn accept_all(&self, positions: impl IntoIterator<Item = u64>) -> usize {
         let mut st = self.lock();
-        let mut stored = Vec::new();
+        // On the stack: a single acknowledgement must not allocate.
+        let mut stored = [0u64; ACCEPT_RUN];
+        let mut kept = 0;
         let mut settled = 0;
         for position in positions {
             if let Some(u) = st.settle_counted(position, Settled::Accepted) {
                 settled += 1;
                 if u.stored != 0 {
-                    stored.push(u.stored);
+                    if kept == ACCEPT_RUN {
+                        st.forget_ids(&stored);
+                        kept = 0;
+                    }
+                    stored[kept] = u.stored;
+                    kept += 1;
                 }
             }
         }
-        st.forget_ids(&stored);
+        st.forget_ids(&stored[..kept]);
         settled
     }
 
@@ -106,29 +113,46 @@ impl Queue {
     }
 }
 
+/// Positions gathered before a queue's lock is taken, and store ids per dequeue record: a
+/// cumulative acknowledgement's worth, kept on the stack.
+const ACCEPT_RUN: usize = 64;
+
 /// Accepts a protocol's settlements a run at a time: consecutive positions of one queue
 /// share a lock and a journal record ([`Queue::accept_all`]) instead of taking one each, as
 /// a cumulative acknowledgement of a hundred deliveries would. Whatever is pending is
 /// accepted by [`Accepts::finish`], or when the value goes.
-#[derive(Default)]
 pub struct Accepts {
     queue: Option<Arc<Queue>>,
-    positions: Vec<u64>,
+    positions: [u64; ACCEPT_RUN],
+    len: usize,
+}
+
+impl Default for Accepts {
+    fn default() -> Self {
+        Accepts {
+            queue: None,
+            positions: [0; ACCEPT_RUN],
+            len: 0,
+        }
+    }
 }
 
 impl Accepts {
     pub fn push(&mut self, queue: &Arc<Queue>, position: u64) {
-        if !self.queue.as_ref().is_some_and(|q| Arc::ptr_eq(q, queue)) {
+        let same = self.queue.as_ref().is_some_and(|q| Arc::ptr_eq(q, queue));
+        if !same || self.len == ACCEPT_RUN {
             self.finish();
             self.queue = Some(queue.clone());
         }
-        self.positions.push(position);
+        self.positions[self.len] = position;
+        self.len += 1;
     }
 
     /// Accepts what is pending.
     pub fn finish(&mut self) {
         if let Some(queue) = self.queue.take() {
-            queue.accept_all(self.positions.drain(..));
+            queue.accept_all(self.positions[..self.len].iter().copied());
+            self.len = 0;
         }
     }
 }
