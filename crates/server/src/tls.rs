@@ -21,7 +21,7 @@ use tokio::io::{Interest, Ready};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::transport::{shutdown_write, Transport};
+use crate::transport::{read_slice_clearing_readiness, shutdown_write, Transport};
 
 /// Where the TLS listener's certificate, key and client CA come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,14 +168,18 @@ impl TlsTransport {
     }
 }
 
-/// Non-blocking reads and writes on the socket for rustls.
-struct SocketIo<'a>(&'a TcpStream);
+/// Non-blocking reads on the socket for rustls; a short read forgets the socket's
+/// readiness, as plain TCP's do (`transport::read_clearing_readiness`).
+struct SocketReader<'a>(&'a mut TcpStream);
 
-impl Read for SocketIo<'_> {
+impl Read for SocketReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.0.try_read(buf)
+        read_slice_clearing_readiness(self.0, buf)
     }
 }
+
+/// Non-blocking writes on the socket for rustls.
+struct SocketIo<'a>(&'a TcpStream);
 
 impl Write for SocketIo<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -227,7 +231,7 @@ impl Transport for TlsTransport {
                 Err(e) => return Err(e),
             }
             self.plaintext_waiting = false;
-            if self.tls.read_tls(&mut SocketIo(&self.tcp))? == 0 {
+            if self.tls.read_tls(&mut SocketReader(&mut self.tcp))? == 0 {
                 return Ok(0);
             }
             if let Err(e) = self.tls.process_new_packets() {
