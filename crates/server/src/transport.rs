@@ -70,9 +70,14 @@ impl Transport for TcpStream {
 /// is edge-triggered) and forgets the readiness, so the event loop waits for the next edge
 /// instead of making one more read that can only return EAGAIN. At 10k msg/s that read was
 /// half of ferryd's `recvfrom` calls. Never waits: where it would, it says `WouldBlock`.
+///
+/// The read runs outside tokio's cooperative budget, as `try_read_buf` does: with the budget
+/// spent, `poll_read` would say Pending on a readable socket, and the event loop, whose
+/// `ready()` does not count against the budget, would find the socket readable at once and
+/// spin without ever yielding.
 fn read_clearing_readiness(tcp: &mut TcpStream, buf: &mut BytesMut) -> std::io::Result<usize> {
     let mut cx = Context::from_waker(Waker::noop());
-    let read = std::pin::pin!(tcp.read_buf(buf));
+    let read = std::pin::pin!(tokio::task::unconstrained(tcp.read_buf(buf)));
     match read.poll(&mut cx) {
         Poll::Ready(result) => result,
         Poll::Pending => Err(std::io::ErrorKind::WouldBlock.into()),
@@ -86,7 +91,11 @@ pub(crate) fn read_slice_clearing_readiness(
 ) -> std::io::Result<usize> {
     let mut cx = Context::from_waker(Waker::noop());
     let mut read = ReadBuf::new(dst);
-    match Pin::new(tcp).poll_read(&mut cx, &mut read) {
+    let polled = std::pin::pin!(tokio::task::unconstrained(std::future::poll_fn(|cx| {
+        Pin::new(&mut *tcp).poll_read(cx, &mut read)
+    })))
+    .poll(&mut cx);
+    match polled {
         Poll::Ready(Ok(())) => Ok(read.filled().len()),
         Poll::Ready(Err(e)) => Err(e),
         Poll::Pending => Err(std::io::ErrorKind::WouldBlock.into()),
@@ -144,5 +153,27 @@ mod tests {
         drop(peer);
         ours.ready(Interest::READABLE).await.unwrap();
         assert_eq!(Transport::try_read_buf(&mut ours, &mut buf).unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn reads_go_on_past_the_task_budget() {
+        // tokio's cooperative budget (128 operations per task poll) must not turn a read of a
+        // readable socket into WouldBlock: the loop's `ready()` would then say readable at
+        // once and the loop would spin without ever yielding to refill the budget.
+        let (mut ours, mut peer) = pair().await;
+        peer.write_all(&[7u8; 64 * 1024]).await.unwrap();
+        ours.ready(Interest::READABLE).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for i in 0..300 {
+            // Exactly 16 bytes of room: every read fills it, so readiness stays.
+            let mut room = BytesMut::with_capacity(16);
+            let got = Transport::try_read_buf(&mut ours, &mut room);
+            assert_eq!(got.ok(), Some(16), "read {i}");
+        }
+        // The same for the reads under TLS.
+        for i in 0..300 {
+            let got = read_slice_clearing_readiness(&mut ours, &mut [0u8; 16]);
+            assert_eq!(got.ok(), Some(16), "slice read {i}");
+        }
     }
 }
