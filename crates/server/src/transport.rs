@@ -69,19 +69,10 @@ impl Transport for TcpStream {
 /// takes a read that does not fill the buffer as proof that the socket is drained (mio's epoll
 /// is edge-triggered) and forgets the readiness, so the event loop waits for the next edge
 /// instead of making one more read that can only return EAGAIN. At 10k msg/s that read was
-/// half of ferryd's `recvfrom` calls. Never waits: where it would, it says `WouldBlock`.
-///
-/// The read runs outside tokio's cooperative budget, as `try_read_buf` does: with the budget
-/// spent, `poll_read` would say Pending on a readable socket, and the event loop, whose
-/// `ready()` does not count against the budget, would find the socket readable at once and
-/// spin without ever yielding.
+/// half of ferryd's `recvfrom` calls.
 fn read_clearing_readiness(tcp: &mut TcpStream, buf: &mut BytesMut) -> std::io::Result<usize> {
-    let mut cx = Context::from_waker(Waker::noop());
-    let read = std::pin::pin!(tokio::task::unconstrained(tcp.read_buf(buf)));
-    match read.poll(&mut cx) {
-        Poll::Ready(result) => result,
-        Poll::Pending => Err(std::io::ErrorKind::WouldBlock.into()),
-    }
+    let mut read = std::pin::pin!(tcp.read_buf(buf));
+    poll_once(|cx| read.as_mut().poll(cx))
 }
 
 /// [`read_clearing_readiness`] into a slice, for rustls's `read_tls`.
@@ -89,15 +80,24 @@ pub(crate) fn read_slice_clearing_readiness(
     tcp: &mut TcpStream,
     dst: &mut [u8],
 ) -> std::io::Result<usize> {
-    let mut cx = Context::from_waker(Waker::noop());
     let mut read = ReadBuf::new(dst);
-    let polled = std::pin::pin!(tokio::task::unconstrained(std::future::poll_fn(|cx| {
-        Pin::new(&mut *tcp).poll_read(cx, &mut read)
-    })))
-    .poll(&mut cx);
-    match polled {
-        Poll::Ready(Ok(())) => Ok(read.filled().len()),
-        Poll::Ready(Err(e)) => Err(e),
+    poll_once(|cx| Pin::new(&mut *tcp).poll_read(cx, &mut read))?;
+    Ok(read.filled().len())
+}
+
+/// Polls a socket operation once without waiting: where it would wait, it says `WouldBlock`.
+///
+/// It runs outside tokio's cooperative budget, as `try_read_buf` does: with the budget spent,
+/// `poll_read` would say Pending on a readable socket, and the event loop, whose `ready()`
+/// does not count against the budget, would find the socket readable at once and spin
+/// without ever yielding.
+fn poll_once<T>(
+    poll: impl FnMut(&mut Context<'_>) -> Poll<std::io::Result<T>>,
+) -> std::io::Result<T> {
+    let mut cx = Context::from_waker(Waker::noop());
+    let once = std::pin::pin!(tokio::task::unconstrained(std::future::poll_fn(poll)));
+    match once.poll(&mut cx) {
+        Poll::Ready(result) => result,
         Poll::Pending => Err(std::io::ErrorKind::WouldBlock.into()),
     }
 }
