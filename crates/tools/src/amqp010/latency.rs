@@ -2,19 +2,20 @@
 //! the default exchange and come back to this process on a second connection, which
 //! accepts them (2 hops, fully acknowledged).
 
+use bytes::BytesMut;
 use ferry_client::{
     AcceptMode, FlowMode, OutgoingMessage, QueueDeclareOptions, SequenceSet, SubscribeOptions,
     Subscription,
 };
 
-use super::{header_segment, subscription_ended, Client, ReusedBody};
+use super::{header_segment, subscription_ended, Client};
 use crate::driver::DriverError;
 use crate::latency_test::{LatencyOpts, LatencyReceiver, LatencySender, Stamp};
 
 pub struct LatencyClient {
     client: Client,
     header: bytes::Bytes,
-    body: ReusedBody,
+    body: BytesMut,
 }
 
 pub struct LatencyReceiverClient {
@@ -38,7 +39,7 @@ impl LatencyClient {
         let queue = queue_name(opts);
         Ok(LatencyClient {
             header: header_segment(&queue, opts.durable)?,
-            body: ReusedBody::new(opts.size.max(Stamp::LEN), 0),
+            body: BytesMut::from(&vec![0u8; opts.size.max(Stamp::LEN)][..]),
             client,
         })
     }
@@ -90,10 +91,9 @@ impl LatencyReceiverClient {
 
 impl LatencySender for LatencyClient {
     fn send(&mut self, stamp: Stamp) -> Result<(), DriverError> {
-        let body = self.body.next(|b| {
-            stamp.encode(b);
-        });
-        let message = OutgoingMessage::with_raw_header(self.header.clone(), body);
+        let mut body = self.body.clone();
+        stamp.encode(&mut body);
+        let message = OutgoingMessage::with_raw_header(self.header.clone(), body.freeze());
         let session = &self.client.session;
         self.client.run_and_flush("sending", async {
             session.transfer("", &message).await?;

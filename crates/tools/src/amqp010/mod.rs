@@ -134,29 +134,6 @@ pub(crate) fn connect_options(opts: &ConnectionOpts) -> Result<ConnectOptions, D
     })
 }
 
-/// A message body written in place, message after message. The client copies a body into
-/// its outbound buffer as it sends the message, so once the message is dropped the
-/// allocation is the harness's alone again and the next message reuses it: no allocation,
-/// and no copy of the whole body, per message. A body the client still held would be copied.
-pub struct ReusedBody(Bytes);
-
-impl ReusedBody {
-    pub fn new(len: usize, fill: u8) -> ReusedBody {
-        ReusedBody(Bytes::from(vec![fill; len]))
-    }
-
-    /// The next message's body: the previous one with `stamp` applied to it.
-    pub fn next(&mut self, stamp: impl FnOnce(&mut [u8])) -> Bytes {
-        let mut body = match std::mem::take(&mut self.0).try_into_mut() {
-            Ok(unshared) => unshared,
-            Err(shared) => BytesMut::from(&shared[..]),
-        };
-        stamp(&mut body);
-        self.0 = body.freeze();
-        self.0.clone()
-    }
-}
-
 /// An encoded header segment carrying `routing_key` (and persistence): built once per
 /// publisher, sent with every message.
 pub fn header_segment(routing_key: &str, durable: bool) -> Result<Bytes, DriverError> {
@@ -205,29 +182,5 @@ mod tests {
             Client::open(&opts),
             Err(DriverError::Connection(_))
         ));
-    }
-
-    #[test]
-    fn a_reused_body_keeps_its_allocation_once_the_message_is_gone() {
-        let mut body = ReusedBody::new(4096, b'X');
-        let first = body.next(|b| b[..8].copy_from_slice(&1u64.to_le_bytes()));
-        let at = first.as_ptr();
-        drop(first);
-        let second = body.next(|b| b[..8].copy_from_slice(&2u64.to_le_bytes()));
-        assert_eq!(
-            second.as_ptr(),
-            at,
-            "the dropped message's allocation is reused"
-        );
-        assert_eq!(&second[..8], &2u64.to_le_bytes());
-        assert!(second[8..].iter().all(|&b| b == b'X'));
-
-        // Still held (as a client keeping it would): the next body is a copy, and the held
-        // message is not written over.
-        let third = body.next(|b| b[..8].copy_from_slice(&3u64.to_le_bytes()));
-        assert_ne!(third.as_ptr(), second.as_ptr());
-        assert_eq!(&second[..8], &2u64.to_le_bytes());
-        assert_eq!(&third[..8], &3u64.to_le_bytes());
-        assert_eq!(third.len(), 4096);
     }
 }

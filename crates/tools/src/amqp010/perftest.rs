@@ -2,13 +2,13 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ferry_client::{
     AcceptMode, CreditUnit, Delivery, FlowMode, OutgoingMessage, QueueDeclareOptions, SequenceSet,
     SubscribeOptions, Subscription,
 };
 
-use super::{header_segment, subscription_ended, Client, ReusedBody, STEP_TIMEOUT};
+use super::{header_segment, subscription_ended, Client, STEP_TIMEOUT};
 use crate::conn::ConnectionOpts;
 use crate::driver::DriverError;
 use crate::perftest::{
@@ -108,7 +108,7 @@ impl PerftestConnector for Connector {
         })?;
         Ok(Publisher {
             header: header_segment(key, plan.durable)?,
-            body: ReusedBody::new(plan.body_len(), b'X'),
+            body: BytesMut::from(&vec![b'X'; plan.body_len()][..]),
             exchange: plan.exchange(),
             done_queue: plan.control_queue("pub_done"),
             start,
@@ -211,8 +211,8 @@ fn sequence_of(d: &Delivery) -> Result<u64, DriverError> {
 pub struct Publisher {
     client: Client,
     header: Bytes,
-    /// Each message's body, with its sequence number in front.
-    body: ReusedBody,
+    /// The body template; each message is a copy with its sequence number in front.
+    body: BytesMut,
     exchange: &'static str,
     done_queue: String,
     start: Subscription,
@@ -233,10 +233,9 @@ impl PublisherOps for Publisher {
     }
 
     fn publish(&mut self, seq: u64, sync: bool) -> Result<(), DriverError> {
-        let body = self
-            .body
-            .next(|b| b[..8].copy_from_slice(&seq.to_le_bytes()));
-        let message = OutgoingMessage::with_raw_header(self.header.clone(), body);
+        let mut body = self.body.clone();
+        body[..8].copy_from_slice(&seq.to_le_bytes());
+        let message = OutgoingMessage::with_raw_header(self.header.clone(), body.freeze());
         let session = &self.client.session;
         let exchange = self.exchange;
         self.unflushed += 1;
