@@ -55,6 +55,7 @@ impl Pacer {
             return Instant::now();
         }
         let due = start + self.due_offset(i);
+        let mut first = true;
         loop {
             let now = Instant::now();
             if now >= due {
@@ -67,8 +68,12 @@ impl Pacer {
                 precise_sleep(asked);
                 self.margin.observe(now.elapsed().saturating_sub(asked));
             } else {
+                if first {
+                    self.margin.unobserved_gap();
+                }
                 thread::yield_now();
             }
+            first = false;
         }
     }
 }
@@ -98,6 +103,16 @@ impl Default for WakeMargin {
 impl WakeMargin {
     fn get(&self) -> Duration {
         Duration::from_nanos(self.lateness_ns + HEADROOM_NS).clamp(MIN_MARGIN, MAX_MARGIN)
+    }
+
+    /// A whole gap between messages spent yielding, because the margin had grown to the
+    /// gap itself, says nothing about how late a wake-up would be. Only sleeps teach the
+    /// estimate, so without this a few late wake-ups in a row could leave the margin above
+    /// the gap for the rest of the run: the sender would then never sleep and yield on a
+    /// CPU all the time, which is what the margin exists to avoid. Counting such a gap as an
+    /// on-time wake-up lets the estimate fall until the pacer sleeps again and measures.
+    fn unobserved_gap(&mut self) {
+        self.observe(Duration::ZERO);
     }
 
     fn observe(&mut self, late: Duration) {
@@ -196,6 +211,26 @@ mod tests {
         }
         let got = m.get().as_micros();
         assert!((40..=60).contains(&got), "margin {got} µs");
+    }
+
+    #[test]
+    fn a_margin_as_wide_as_the_gap_comes_back_down() {
+        // Wake-ups 200 µs late have pushed the margin to its cap. At 100k msg/s every gap
+        // (10 µs) is inside the margin, so the pacer never sleeps and measures nothing;
+        // the margin must fall anyway rather than keep it yielding for the rest of the run.
+        // No sleep happens here, so no real wake-up lateness can push the margin back up.
+        let mut p = Pacer::new(100_000);
+        settle(&mut p.margin, 200, 100);
+        assert_eq!(p.margin.get(), MAX_MARGIN);
+        let start = Instant::now();
+        for i in 1..=2_000 {
+            p.wait_for(start, i);
+        }
+        assert!(
+            p.margin.get() < Duration::from_micros(100),
+            "margin {:?} after 2,000 gaps",
+            p.margin.get()
+        );
     }
 
     #[test]
