@@ -136,10 +136,18 @@ async fn a_cluster_forms_reports_status_and_refuses_strangers() {
     assert_eq!(status.leader, Some(leader));
     assert_eq!(status.members.len(), 3);
     assert!(status.members.iter().all(|m| m.voter));
-    // Every node agrees on the leader, and the status table says so.
+    // Every node agrees on the leader, and the status table says so. The leader serves once
+    // one follower has its entries, so the other may learn of it a heartbeat later.
     let mut views = Vec::new();
     for m in &status.members {
-        let v = nodes.status(m.id).await.expect("each node answers");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let v = loop {
+            let v = nodes.status(m.id).await.expect("each node answers");
+            if v.leader == Some(leader) || tokio::time::Instant::now() >= deadline {
+                break v;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         assert_eq!(v.leader, Some(leader), "node {} agrees", m.id);
         assert_eq!(v.term, status.term);
         views.push((m.clone(), Some(v)));
