@@ -120,16 +120,20 @@ impl LatencyReceiver for LatencyReceiverClient {
         if self.accept_every > 0 {
             self.unaccepted.add(delivery.id);
             self.pending += 1;
-            if self.pending >= self.accept_every {
-                self.pending = 0;
-                let set = std::mem::take(&mut self.unaccepted);
-                let session = &self.client.session;
-                self.client
-                    .run_and_flush("accepting", async { Ok(session.accept(&set).await?) })?;
-            }
         }
         Stamp::decode(&delivery.body)
             .map(Some)
             .ok_or_else(|| DriverError::BadReport("latency message shorter than its stamp".into()))
+    }
+
+    fn acknowledge(&mut self) -> Result<(), DriverError> {
+        if self.accept_every == 0 || self.pending < self.accept_every {
+            return Ok(());
+        }
+        self.pending = 0;
+        let set = std::mem::take(&mut self.unaccepted);
+        let session = &self.client.session;
+        self.client
+            .run_and_flush("accepting", async { Ok(session.accept(&set).await?) })
     }
 }

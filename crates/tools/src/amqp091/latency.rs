@@ -64,6 +64,8 @@ pub struct LatencyReceiverClient {
     /// Acknowledge after this many; 0 for a no-ack consumer.
     ack_every: u32,
     pending: u32,
+    /// The newest delivery not yet acknowledged; `multiple` covers the rest.
+    last_tag: u64,
 }
 
 impl LatencyReceiverClient {
@@ -94,6 +96,7 @@ impl LatencyReceiverClient {
             client,
             ack_every: if no_ack { 0 } else { opts.ack_every().max(1) },
             pending: 0,
+            last_tag: 0,
         })
     }
 }
@@ -112,18 +115,25 @@ impl LatencyReceiver for LatencyReceiverClient {
         };
         if self.ack_every > 0 {
             self.pending += 1;
-            if self.pending >= self.ack_every {
-                self.pending = 0;
-                self.client.conn.ack(ch, delivery.delivery_tag, true);
-                run(
-                    &self.client.runtime,
-                    "acknowledging",
-                    self.client.conn.flush(),
-                )?;
-            }
+            self.last_tag = delivery.delivery_tag;
         }
         Stamp::decode(&delivery.body)
             .map(Some)
             .ok_or_else(|| DriverError::BadReport("latency message shorter than its stamp".into()))
+    }
+
+    fn acknowledge(&mut self) -> Result<(), DriverError> {
+        if self.ack_every == 0 || self.pending < self.ack_every {
+            return Ok(());
+        }
+        self.pending = 0;
+        self.client
+            .conn
+            .ack(self.client.channel, self.last_tag, true);
+        run(
+            &self.client.runtime,
+            "acknowledging",
+            self.client.conn.flush(),
+        )
     }
 }

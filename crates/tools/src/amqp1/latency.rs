@@ -74,7 +74,9 @@ pub struct LatencyReceiverClient {
     /// Accept after this many; 0 when deliveries come settled.
     ack_every: u32,
     pending: u32,
+    /// The unaccepted deliveries' ids run from here to `last_unaccepted`.
     first_unaccepted: Option<u32>,
+    last_unaccepted: u32,
     /// The 0-10 connection that declared the queue: kept until the receiver consumes it,
     /// as an auto-delete queue goes with its last consumer.
     _admin: Admin,
@@ -107,6 +109,7 @@ impl LatencyReceiverClient {
             ack_every: if acks { opts.ack_every().max(1) } else { 0 },
             pending: 0,
             first_unaccepted: None,
+            last_unaccepted: 0,
             _admin: admin,
         })
     }
@@ -125,18 +128,25 @@ impl LatencyReceiver for LatencyReceiverClient {
             Ok(d) => d?,
         };
         if self.ack_every > 0 && !delivery.settled {
-            let first = *self.first_unaccepted.get_or_insert(delivery.delivery_id);
+            self.first_unaccepted.get_or_insert(delivery.delivery_id);
+            self.last_unaccepted = delivery.delivery_id;
             self.pending += 1;
-            if self.pending >= self.ack_every {
-                self.pending = 0;
-                self.first_unaccepted = None;
-                self.client.conn.accept_range(first, delivery.delivery_id);
-                run(&self.client.runtime, "accepting", self.client.conn.flush())?;
-            }
         }
         let body = delivery.body()?;
         Stamp::decode(&body)
             .map(Some)
             .ok_or_else(|| DriverError::BadReport("latency message shorter than its stamp".into()))
+    }
+
+    fn acknowledge(&mut self) -> Result<(), DriverError> {
+        if self.ack_every == 0 || self.pending < self.ack_every {
+            return Ok(());
+        }
+        let Some(first) = self.first_unaccepted.take() else {
+            return Ok(());
+        };
+        self.pending = 0;
+        self.client.conn.accept_range(first, self.last_unaccepted);
+        run(&self.client.runtime, "accepting", self.client.conn.flush())
     }
 }
