@@ -215,7 +215,11 @@ impl Session {
         ))
     }
 
+    /// `message.accept`, preceded by any `session.completed` still waiting to be batched,
+    /// so both go out in one write (the qpid C++ client completes with its accepts too)
+    /// and a window-mode subscription gets its credit back with the accept.
     pub async fn accept(&self, transfers: &SequenceSet) -> Result<(), ClientError> {
+        self.core.flush_completions();
         self.send(
             MessageAccept {
                 transfers: Some(transfers.clone()),

@@ -127,6 +127,58 @@ async fn window_mode_completes_every_half_window_without_the_timer() {
 }
 
 #[tokio::test]
+async fn an_accept_carries_the_completions_waiting_for_the_timer() {
+    let options = SessionOptions {
+        completion_delay: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let (_conn, session, mut peer, ch) = with_session(options).await;
+    let sub_options = SubscribeOptions {
+        flow_mode: FlowMode::Window,
+        message_credit: 100,
+        ..Default::default()
+    };
+    let mut sub = subscribe(&session, &mut peer, sub_options).await;
+    for _ in 0..3 {
+        peer.transfer(ch, "d", b"", b"m").await;
+    }
+    for i in 0..3 {
+        assert_eq!(sub.next().await.unwrap().id, i);
+    }
+    // Three taken, half a window is 50 and the timer 60 s away: only the accept sends them.
+    let taken = SequenceSet::from_range(0, 2);
+    sub.accept(&taken).await.unwrap();
+    let mut completed = SequenceSet::new();
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(10), peer.next())
+            .await
+            .expect("no accept within 10 s");
+        match item {
+            Some((_, Item::Control(Control::SessionCompleted(c)))) => {
+                for &(lo, hi) in c.commands.unwrap().ranges() {
+                    completed.add_range(lo, hi);
+                }
+            }
+            Some((
+                _,
+                Item::Command {
+                    command: Command::MessageAccept(a),
+                    ..
+                },
+            )) => {
+                assert_eq!(a.transfers.unwrap(), taken);
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(
+        (0..3).all(|n| completed.contains(n)),
+        "completed before the accept: {completed:?}"
+    );
+}
+
+#[tokio::test]
 async fn credit_mode_completes_on_arrival_without_the_application() {
     // The timer would hide the difference; completion must come from the batch alone.
     let options = SessionOptions {

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ferry_client::{
-    ClientError, ConnectOptions, Connection, DeliveryMode, Mechanism, MessageHeader, Session, Str,
+    ClientError, ConnectOptions, Connection, DeliveryMode, Mechanism, MessageHeader, Session,
+    SessionOptions, Str,
 };
 
 use crate::conn::ConnectionOpts;
@@ -49,12 +50,23 @@ pub struct Client {
 
 impl Client {
     pub fn open(opts: &ConnectionOpts) -> Result<Client, DriverError> {
+        Self::open_with_session(opts, SessionOptions::default())
+    }
+
+    /// [`Client::open`] with the session's completion batching chosen by the caller.
+    pub fn open_with_session(
+        opts: &ConnectionOpts,
+        session: SessionOptions,
+    ) -> Result<Client, DriverError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| DriverError::Connection(format!("cannot start a runtime: {e}")))?;
         let addr = format!("{}:{}", opts.broker, opts.port);
-        let options = connect_options(opts)?;
+        let options = ConnectOptions {
+            session,
+            ..connect_options(opts)?
+        };
         let (connection, session) = runtime.block_on(async {
             let connection =
                 tokio::time::timeout(STEP_TIMEOUT, Connection::connect(addr.as_str(), options))
