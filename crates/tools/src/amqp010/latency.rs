@@ -2,9 +2,9 @@
 //! the default exchange and come back to this process on a second connection, which
 //! accepts them (2 hops, fully acknowledged).
 
-use bytes::BytesMut;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use ferry_client::{
     AcceptMode, FlowMode, OutgoingMessage, QueueDeclareOptions, SequenceSet, SessionOptions,
     SubscribeOptions, Subscription,
