@@ -9,7 +9,8 @@ use ferry_amqp010::{
 use super::fake::{connected, default_tune, Item, Peer};
 use super::with_session;
 use crate::{
-    ConnectOptions, OutgoingMessage, Session, SessionOptions, SubscribeOptions, Subscription,
+    ConnectOptions, Connection, OutgoingMessage, Session, SessionOptions, SubscribeOptions,
+    Subscription,
 };
 
 /// Subscribes, checking the four commands the broker sees; returns the subscription.
@@ -101,22 +102,32 @@ async fn received_transfers_are_completed_in_batches_and_trimmed() {
     assert_eq!(last, SequenceSet::from_range(50, 50));
 }
 
-#[tokio::test]
-async fn window_mode_completes_every_half_window_without_the_timer() {
+/// A window-mode subscription of `credit` on a session whose completion timer is a minute
+/// away, with `sent` transfers on their way to it: whatever completes them is not the timer.
+async fn window_subscription_past_the_timer(
+    credit: u32,
+    sent: u32,
+) -> (Connection, Peer, Subscription) {
     let options = SessionOptions {
         completion_delay: Duration::from_secs(60),
         ..Default::default()
     };
-    let (_conn, session, mut peer, ch) = with_session(options).await;
+    let (conn, session, mut peer, ch) = with_session(options).await;
     let sub_options = SubscribeOptions {
         flow_mode: FlowMode::Window,
-        message_credit: 4,
+        message_credit: credit,
         ..Default::default()
     };
-    let mut sub = subscribe(&session, &mut peer, sub_options).await;
-    for _ in 0..4 {
+    let sub = subscribe(&session, &mut peer, sub_options).await;
+    for _ in 0..sent {
         peer.transfer(ch, "d", b"", b"m").await;
     }
+    (conn, peer, sub)
+}
+
+#[tokio::test]
+async fn window_mode_completes_every_half_window_without_the_timer() {
+    let (_conn, mut peer, mut sub) = window_subscription_past_the_timer(4, 4).await;
     // Nothing is completed until the application takes the messages.
     let early = tokio::time::timeout(Duration::from_millis(100), peer.next()).await;
     assert!(early.is_err(), "completed before being taken: {early:?}");
@@ -128,20 +139,7 @@ async fn window_mode_completes_every_half_window_without_the_timer() {
 
 #[tokio::test]
 async fn an_accept_carries_the_completions_waiting_for_the_timer() {
-    let options = SessionOptions {
-        completion_delay: Duration::from_secs(60),
-        ..Default::default()
-    };
-    let (_conn, session, mut peer, ch) = with_session(options).await;
-    let sub_options = SubscribeOptions {
-        flow_mode: FlowMode::Window,
-        message_credit: 100,
-        ..Default::default()
-    };
-    let mut sub = subscribe(&session, &mut peer, sub_options).await;
-    for _ in 0..3 {
-        peer.transfer(ch, "d", b"", b"m").await;
-    }
+    let (_conn, mut peer, mut sub) = window_subscription_past_the_timer(100, 3).await;
     for i in 0..3 {
         assert_eq!(sub.next().await.unwrap().id, i);
     }
