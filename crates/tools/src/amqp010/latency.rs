@@ -12,7 +12,7 @@ use ferry_client::{
 
 use super::{header_segment, subscription_ended, Client};
 use crate::driver::DriverError;
-use crate::latency_test::{LatencyOpts, LatencyReceiver, LatencySender, Stamp};
+use crate::latency_test::{AckBatch, LatencyOpts, LatencyReceiver, LatencySender, Stamp};
 
 pub struct LatencyClient {
     client: Client,
@@ -24,9 +24,7 @@ pub struct LatencyReceiverClient {
     client: Client,
     sub: Subscription,
     unaccepted: SequenceSet,
-    /// Accept after this many messages; 0 when the subscription needs no accepts.
-    accept_every: u32,
-    pending: u32,
+    accepts: AckBatch,
 }
 
 /// How long a received transfer's completion may wait for an accept to carry it.
@@ -87,17 +85,11 @@ impl LatencyReceiverClient {
             client.session.queue_purge(&queue).await?;
             Ok(client.session.subscribe(&queue, "latency", options).await?)
         })?;
-        let accept_every = match (unlimited, opts.ack) {
-            (true, _) => 0,
-            (false, 0) => (opts.prefetch / 2).max(1),
-            (false, n) => n,
-        };
         Ok(LatencyReceiverClient {
             client,
             sub,
             unaccepted: SequenceSet::new(),
-            accept_every,
-            pending: 0,
+            accepts: AckBatch::new(opts),
         })
     }
 }
@@ -130,9 +122,9 @@ impl LatencyReceiver for LatencyReceiverClient {
             Ok(None) => return Err(subscription_ended(self.sub.session(), "latency")),
             Ok(Some(d)) => d,
         };
-        if self.accept_every > 0 {
+        if self.accepts.is_on() {
             self.unaccepted.add(delivery.id);
-            self.pending += 1;
+            self.accepts.count();
         }
         Stamp::decode(&delivery.body)
             .map(Some)
@@ -140,10 +132,9 @@ impl LatencyReceiver for LatencyReceiverClient {
     }
 
     fn acknowledge(&mut self) -> Result<(), DriverError> {
-        if self.accept_every == 0 || self.pending < self.accept_every {
+        if !self.accepts.take_due() {
             return Ok(());
         }
-        self.pending = 0;
         let set = std::mem::take(&mut self.unaccepted);
         let session = &self.client.session;
         self.client

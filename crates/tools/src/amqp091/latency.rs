@@ -10,7 +10,7 @@ use ferry_client091::{ConsumeOptions, Publication, QueueOptions};
 
 use super::{declare_and_purge, properties, run, Client};
 use crate::driver::DriverError;
-use crate::latency_test::{LatencyOpts, LatencyReceiver, LatencySender, Stamp};
+use crate::latency_test::{AckBatch, LatencyOpts, LatencyReceiver, LatencySender, Stamp};
 
 const TAG: &str = "latency";
 
@@ -61,9 +61,7 @@ impl LatencySender for LatencyClient {
 
 pub struct LatencyReceiverClient {
     client: Client,
-    /// Acknowledge after this many; 0 for a no-ack consumer.
-    ack_every: u32,
-    pending: u32,
+    acks: AckBatch,
     /// The newest delivery not yet acknowledged; `multiple` covers the rest.
     last_tag: u64,
 }
@@ -94,8 +92,7 @@ impl LatencyReceiverClient {
         })?;
         Ok(LatencyReceiverClient {
             client,
-            ack_every: if no_ack { 0 } else { opts.ack_every().max(1) },
-            pending: 0,
+            acks: AckBatch::new(opts),
             last_tag: 0,
         })
     }
@@ -113,8 +110,8 @@ impl LatencyReceiver for LatencyReceiverClient {
             Err(_) => return Ok(None),
             Ok(d) => d?,
         };
-        if self.ack_every > 0 {
-            self.pending += 1;
+        if self.acks.is_on() {
+            self.acks.count();
             self.last_tag = delivery.delivery_tag;
         }
         Stamp::decode(&delivery.body)
@@ -123,10 +120,9 @@ impl LatencyReceiver for LatencyReceiverClient {
     }
 
     fn acknowledge(&mut self) -> Result<(), DriverError> {
-        if self.ack_every == 0 || self.pending < self.ack_every {
+        if !self.acks.take_due() {
             return Ok(());
         }
-        self.pending = 0;
         self.client
             .conn
             .ack(self.client.channel, self.last_tag, true);

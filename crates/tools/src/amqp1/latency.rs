@@ -12,7 +12,7 @@ use ferry_client1::{Publication, ReceiveOptions, ReceiverId, SendMode, SenderId}
 
 use super::{run, Admin, Client};
 use crate::driver::DriverError;
-use crate::latency_test::{LatencyOpts, LatencyReceiver, LatencySender, Stamp};
+use crate::latency_test::{AckBatch, LatencyOpts, LatencyReceiver, LatencySender, Stamp};
 
 /// Credit kept open by a receiver that does not acknowledge (`--prefetch 0`).
 const UNACKED_WINDOW: u32 = 10_000;
@@ -71,9 +71,7 @@ impl LatencySender for LatencyClient {
 pub struct LatencyReceiverClient {
     client: Client,
     receiver: ReceiverId,
-    /// Accept after this many; 0 when deliveries come settled.
-    ack_every: u32,
-    pending: u32,
+    accepts: AckBatch,
     /// The unaccepted deliveries' ids run from here to `last_unaccepted`.
     first_unaccepted: Option<u32>,
     last_unaccepted: u32,
@@ -106,8 +104,7 @@ impl LatencyReceiverClient {
         Ok(LatencyReceiverClient {
             client,
             receiver,
-            ack_every: if acks { opts.ack_every().max(1) } else { 0 },
-            pending: 0,
+            accepts: AckBatch::new(opts),
             first_unaccepted: None,
             last_unaccepted: 0,
             _admin: admin,
@@ -127,10 +124,10 @@ impl LatencyReceiver for LatencyReceiverClient {
             Err(_) => return Ok(None),
             Ok(d) => d?,
         };
-        if self.ack_every > 0 && !delivery.settled {
+        if self.accepts.is_on() && !delivery.settled {
             self.first_unaccepted.get_or_insert(delivery.delivery_id);
             self.last_unaccepted = delivery.delivery_id;
-            self.pending += 1;
+            self.accepts.count();
         }
         let body = delivery.body()?;
         Stamp::decode(&body)
@@ -139,13 +136,12 @@ impl LatencyReceiver for LatencyReceiverClient {
     }
 
     fn acknowledge(&mut self) -> Result<(), DriverError> {
-        if self.ack_every == 0 || self.pending < self.ack_every {
+        if !self.accepts.take_due() {
             return Ok(());
         }
         let Some(first) = self.first_unaccepted.take() else {
             return Ok(());
         };
-        self.pending = 0;
         self.client.conn.accept_range(first, self.last_unaccepted);
         run(&self.client.runtime, "accepting", self.client.conn.flush())
     }

@@ -3,9 +3,11 @@
 //! messaging itself goes through traits the AMQP 0-10 client will implement; netbench's
 //! relay implements them over plain TCP.
 
+mod ack;
 mod opts;
 mod runner;
 
+pub use ack::AckBatch;
 pub use opts::LatencyOpts;
 pub use runner::{
     run_latency, LatencyReceiver, LatencyRun, LatencySender, RunLimits, Sample, Stamp,
