@@ -19,8 +19,6 @@ use crate::ConsumerId;
 #[derive(Debug, Clone)]
 pub struct Delivery {
     pub consumer: ConsumerId,
-    /// The protocol's destination / consumer tag given at subscribe time.
-    pub tag: Bytes,
     pub queue: Arc<Queue>,
     pub message: Message,
     /// Position in the queue; the handle for accept/release/reject/acquire.

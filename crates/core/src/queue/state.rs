@@ -727,7 +727,6 @@ impl QueueState {
             browsed += 1;
             c.staged.push(OutboxItem::Deliver(Delivery {
                 consumer: c.spec.id,
-                tag: c.spec.tag.clone(),
                 queue: queue.clone(),
                 message,
                 position: e.position,
@@ -770,7 +769,6 @@ impl QueueState {
             c.charge(size);
             c.staged.push(OutboxItem::Deliver(Delivery {
                 consumer: c.spec.id,
-                tag: c.spec.tag.clone(),
                 queue: queue.clone(),
                 // Resident: the front was checked above, under this same lock.
                 message: entry.into_message(),

@@ -78,7 +78,7 @@ fn nothing_is_delivered_without_credit() {
     q.add_credit(1, 1, u32::MAX).unwrap();
     let ds = deliveries(&ob);
     assert_eq!(bodies(&ds), [b"a"]);
-    assert_eq!(ds[0].tag, Bytes::from_static(b"c1"));
+    assert_eq!(ds[0].consumer, 1);
     assert!(ds[0].acquired && !ds[0].redelivered);
     assert_eq!(q.message_count(), 1);
     assert_eq!(q.unsettled_count(), 1);
