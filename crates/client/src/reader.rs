@@ -29,12 +29,16 @@ pub(crate) struct ReaderConfig {
     pub max_message_size: usize,
 }
 
+/// Looked up for every frame read, so not SipHash: the keys are our own channel numbers
+/// and the destination names we subscribed with.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 struct Channel {
     assembler: Assembler,
     session: Option<Arc<SessionShared>>,
     /// The id the server's next command gets (set by its `session.command-point`).
     next_in: u32,
-    destinations: HashMap<Bytes, Destination>,
+    destinations: FastMap<Bytes, Destination>,
 }
 
 struct Destination {
@@ -51,7 +55,7 @@ enum Next {
 
 struct Reader {
     conn: Arc<ConnShared>,
-    channels: HashMap<u16, Channel>,
+    channels: FastMap<u16, Channel>,
     max_message_size: usize,
 }
 
@@ -64,7 +68,7 @@ pub(crate) async fn run_reader<R: AsyncRead + Unpin>(
 ) {
     let mut reader = Reader {
         conn: conn.clone(),
-        channels: HashMap::new(),
+        channels: FastMap::default(),
         max_message_size: config.max_message_size,
     };
     let result = async {
@@ -124,7 +128,7 @@ impl Reader {
             assembler: Assembler::new(max),
             session: None,
             next_in: 0,
-            destinations: HashMap::new(),
+            destinations: FastMap::default(),
         })
     }
 
