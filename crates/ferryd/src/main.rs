@@ -265,6 +265,7 @@ async fn open_store(options: &Options, broker_config: BrokerConfig) -> Result<Op
     let config = StoreConfig {
         segment_size: options.store_segment_size,
         memory_budget: broker_config.persistent_memory_budget,
+        ..StoreConfig::default()
     };
     let (store, recovered) = Store::open(&dir, config).map_err(|e| e.to_string())?;
     let stats = recovered.stats.clone();

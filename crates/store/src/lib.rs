@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use ferry_core::{
     Arguments, BrokerError, DurableWaiter, ExchangeDefinition, Journal, JournalStats, JournalTx,
@@ -55,6 +56,9 @@ pub struct StoreConfig {
     /// `persistent_memory_budget`); the rest come back as stand-ins that queues read back on
     /// delivery. `None`: all in memory.
     pub memory_budget: Option<u64>,
+    /// Longest a record waits to be written when no connection asked for it (0-9-1 acks,
+    /// expiry, deletes): they go out with the next requested sync, or after this long.
+    pub unawaited_records_delay: Duration,
 }
 
 impl Default for StoreConfig {
@@ -62,6 +66,7 @@ impl Default for StoreConfig {
         StoreConfig {
             segment_size: 32 << 20,
             memory_budget: None,
+            unawaited_records_delay: Duration::from_millis(2),
         }
     }
 }
@@ -125,7 +130,8 @@ struct State {
 impl State {
     /// Appends one frame; returns its sequence number and place. The layout is decided here,
     /// under the lock, so the index knows where every record lives before it is written.
-    /// Every segment keeps room for the end marker written when the journal moves on.
+    /// Every segment keeps room for one frame header after its last frame: the end marker
+    /// written when the journal moves on, or the zeros written after each round's last frame.
     fn append(&mut self, kind: u8, payload: impl FnOnce(&mut Vec<u8>)) -> (u64, Loc) {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -228,6 +234,7 @@ struct Shared {
     /// The `journal` directory.
     dir: PathBuf,
     segment_size: u64,
+    unawaited_records_delay: Duration,
     state: Mutex<State>,
     /// The writer waits here for pending chunks.
     work: Condvar,
@@ -370,6 +377,7 @@ impl Store {
         let shared = Arc::new(Shared {
             dir,
             segment_size,
+            unawaited_records_delay: config.unawaited_records_delay,
             state: Mutex::new(state),
             work: Condvar::new(),
             kicked: AtomicBool::new(false),
@@ -463,7 +471,7 @@ impl Store {
         while self.shared.durable.load(Ordering::Acquire) < target
             && !self.shared.failed.load(Ordering::Acquire)
         {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 

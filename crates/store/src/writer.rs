@@ -11,13 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::index::Live;
-use crate::record::{kind, read_frame, Frame, Record};
+use crate::record::{kind, read_frame, Frame, Record, FRAME_HEADER};
 use crate::segment;
 use crate::{load, Chunk, Shared};
-
-/// Longest a record waits to be written when no connection asked for it (see
-/// `Shared::kick`).
-const UNAWAITED_RECORDS_DELAY: Duration = Duration::from_millis(2);
 
 /// Bytes of live records compaction reads (and copies) at a time.
 const COMPACT_BATCH: u64 = 1 << 20;
@@ -61,20 +57,25 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 if stopping || shared.kicked.swap(false, Ordering::AcqRel) {
                     break;
                 }
-                // Records nobody waits for yet (0-9-1 acks, expiry, deletes) go out with the
-                // next kick, or after this long.
+                // Records nobody waits for yet go out with the next kick (see
+                // `Shared::kick`), or after this long.
                 if shared
                     .work
-                    .wait_for(&mut st, UNAWAITED_RECORDS_DELAY)
+                    .wait_for(&mut st, shared.unawaited_records_delay)
                     .timed_out()
                 {
                     break;
                 }
             }
-            let chunks: Vec<Arc<Chunk>> = std::mem::take(&mut st.chunks)
-                .into_iter()
-                .map(Arc::new)
-                .collect();
+            let mut taken = std::mem::take(&mut st.chunks);
+            if let Some(tail) = taken.last_mut() {
+                // A zero frame header after the last frame reads as the end of the data.
+                // Without it a recycled tail segment holds stale bytes of its earlier life
+                // there, which recovery cannot tell from a torn write. `State::append` keeps
+                // room for it; the next round overwrites it.
+                tail.data.extend_from_slice(&[0u8; FRAME_HEADER]);
+            }
+            let chunks: Vec<Arc<Chunk>> = taken.into_iter().map(Arc::new).collect();
             // Readable by `load` until it is on disk.
             st.writing.clone_from(&chunks);
             (chunks, st.next_seq - 1)
