@@ -12,7 +12,7 @@ use ferry_amqp091::{
     BasicProperties, ContentAssembler, ContentHeader, FieldTable, FieldValue, FrameType, LongStr,
     Method, ShortStr, PROTOCOL_HEADER,
 };
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
 use crate::confirms::ConfirmTracker;
@@ -790,10 +790,14 @@ impl Connection {
         Ok(())
     }
 
-    fn try_read(&mut self) -> Result<usize, ClientError> {
+    fn make_read_room(&mut self) {
         if self.rbuf.capacity() - self.rbuf.len() < READ_RESERVE / 4 {
             self.rbuf.reserve(READ_RESERVE);
         }
+    }
+
+    fn try_read(&mut self) -> Result<usize, ClientError> {
+        self.make_read_room();
         match self.stream.try_read_buf(&mut self.rbuf) {
             Ok(0) => Err(self.fail(eof())),
             Ok(n) => {
@@ -813,19 +817,25 @@ impl Connection {
         }
         self.flush().await?;
         loop {
-            let ready = match self.heartbeat {
-                None => Some(self.stream.readable().await),
-                Some(h) => tokio::time::timeout(h / 2, self.stream.readable())
+            self.make_read_room();
+            // `read_buf` rather than `readable` + `try_read_buf`: a read that does not fill the
+            // buffer then clears tokio's readiness (epoll is edge-triggered), so the next wait
+            // is for the next edge, not one more read that can only return EAGAIN. It is
+            // cancel safe: a timed-out wait has read nothing.
+            let read = match self.heartbeat {
+                None => Some(self.stream.read_buf(&mut self.rbuf).await),
+                Some(h) => tokio::time::timeout(h / 2, self.stream.read_buf(&mut self.rbuf))
                     .await
                     .ok(),
             };
-            let ready = match ready {
-                Some(Ok(())) => true,
+            match read {
+                Some(Ok(0)) => return Err(self.fail(eof())),
+                Some(Ok(_)) => {
+                    self.last_read = Instant::now();
+                    return self.process_or_fail();
+                }
                 Some(Err(e)) => return Err(self.fail(e.into())),
-                None => false,
-            };
-            if ready && self.try_read()? > 0 {
-                return self.process_or_fail();
+                None => {}
             }
             if let Some(h) = self.heartbeat {
                 if self.last_read.elapsed() > h * 2 {

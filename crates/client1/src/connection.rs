@@ -943,10 +943,14 @@ impl Connection {
         Ok(())
     }
 
-    fn try_read(&mut self) -> Result<usize, ClientError> {
+    fn make_read_room(&mut self) {
         if self.rbuf.capacity() - self.rbuf.len() < READ_RESERVE / 4 {
             self.rbuf.reserve(READ_RESERVE);
         }
+    }
+
+    fn try_read(&mut self) -> Result<usize, ClientError> {
+        self.make_read_room();
         match self.stream.try_read_buf(&mut self.rbuf) {
             Ok(0) => Err(self.fail(eof())),
             Ok(n) => Ok(n),
@@ -969,17 +973,22 @@ impl Connection {
             return Ok(());
         }
         loop {
-            let ready = match self.keepalive {
-                None => Some(self.stream.readable().await),
-                Some(k) => tokio::time::timeout(k, self.stream.readable()).await.ok(),
+            self.make_read_room();
+            // `read_buf` rather than `readable` + `try_read_buf`: a read that does not fill the
+            // buffer then clears tokio's readiness (epoll is edge-triggered), so the next wait
+            // is for the next edge, not one more read that can only return EAGAIN. It is
+            // cancel safe: a timed-out wait has read nothing.
+            let read = match self.keepalive {
+                None => Some(self.stream.read_buf(&mut self.rbuf).await),
+                Some(k) => tokio::time::timeout(k, self.stream.read_buf(&mut self.rbuf))
+                    .await
+                    .ok(),
             };
-            let ready = match ready {
-                Some(Ok(())) => true,
+            match read {
+                Some(Ok(0)) => return Err(self.fail(eof())),
+                Some(Ok(_)) => return self.process_or_fail(),
                 Some(Err(e)) => return Err(self.fail(e.into())),
-                None => false,
-            };
-            if ready && self.try_read()? > 0 {
-                return self.process_or_fail();
+                None => {}
             }
             if let Some(k) = self.keepalive {
                 if self.last_write.elapsed() >= k {

@@ -116,6 +116,45 @@ fn prefetch_bounds_unacknowledged_deliveries() {
 }
 
 #[test]
+fn a_consumer_waiting_through_heartbeat_intervals_stays_connected_and_gets_its_message() {
+    let broker = Ferryd::start();
+    runtime().block_on(async {
+        let beating = ConnectOptions {
+            heartbeat: 1,
+            ..Default::default()
+        };
+        let mut waiter = Connection::connect(broker.addr, &beating).await.unwrap();
+        let ch = waiter.open_channel().await.unwrap();
+        waiter
+            .queue_declare(ch, "c091-hb", QueueOptions::default(), Default::default())
+            .await
+            .unwrap();
+        waiter
+            .consume(ch, "c091-hb", "hb", ConsumeOptions::default())
+            .await
+            .unwrap();
+        let mut sender = connect(&broker).await;
+        let sch = sender.open_channel().await.unwrap();
+        let p = Publication::new(sch, "", "c091-hb", BasicProperties::default(), 5).unwrap();
+        // The wait spans several of the client's half-interval read time-outs (each one
+        // abandons a read in progress) and the broker's two-interval limit for silence, so
+        // the client's heartbeats are what keep the connection.
+        let publish_later = async {
+            tokio::time::sleep(Duration::from_millis(3_500)).await;
+            sender.publish(&p, b"late").await.unwrap();
+            sender.sync(sch).await.unwrap();
+        };
+        let (delivery, ()) = tokio::join!(
+            tokio::time::timeout(STEP, waiter.next_delivery(ch, "hb")),
+            publish_later
+        );
+        let d = delivery.expect("delivery in time").unwrap();
+        assert_eq!(&d.body[..], b"late");
+        waiter.close().await.unwrap();
+    });
+}
+
+#[test]
 fn persistent_messages_keep_their_delivery_mode() {
     let broker = Ferryd::start();
     runtime().block_on(async {
