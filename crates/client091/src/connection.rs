@@ -817,14 +817,29 @@ impl Connection {
         }
         self.flush().await?;
         loop {
+            // Checked on every call, not only when a wait times out: a server whose own
+            // heartbeats arrive more often than our time-out would otherwise never see ours.
+            let mut wait = None;
+            if let Some(h) = self.heartbeat {
+                if self.last_read.elapsed() > h * 2 {
+                    return Err(
+                        self.fail(ClientError::Protocol("no heartbeat from the server".into()))
+                    );
+                }
+                if self.last_write.elapsed() >= h / 2 {
+                    write_heartbeat(&mut self.wbuf);
+                    self.flush().await?;
+                }
+                wait = Some((h / 2).saturating_sub(self.last_write.elapsed()));
+            }
             self.make_read_room();
             // `read_buf` rather than `readable` + `try_read_buf`: a read that does not fill the
             // buffer then clears tokio's readiness (epoll is edge-triggered), so the next wait
             // is for the next edge, not one more read that can only return EAGAIN. It is
             // cancel safe: a timed-out wait has read nothing.
-            let read = match self.heartbeat {
+            let read = match wait {
                 None => Some(self.stream.read_buf(&mut self.rbuf).await),
-                Some(h) => tokio::time::timeout(h / 2, self.stream.read_buf(&mut self.rbuf))
+                Some(w) => tokio::time::timeout(w, self.stream.read_buf(&mut self.rbuf))
                     .await
                     .ok(),
             };
@@ -836,17 +851,6 @@ impl Connection {
                 }
                 Some(Err(e)) => return Err(self.fail(e.into())),
                 None => {}
-            }
-            if let Some(h) = self.heartbeat {
-                if self.last_read.elapsed() > h * 2 {
-                    return Err(
-                        self.fail(ClientError::Protocol("no heartbeat from the server".into()))
-                    );
-                }
-                if self.last_write.elapsed() >= h / 2 {
-                    write_heartbeat(&mut self.wbuf);
-                    self.flush().await?;
-                }
             }
         }
     }

@@ -973,14 +973,24 @@ impl Connection {
             return Ok(());
         }
         loop {
+            // Checked on every call, not only when a wait times out: a peer whose own frames
+            // arrive more often than our time-out would otherwise never see ours.
+            let mut wait = None;
+            if let Some(k) = self.keepalive {
+                if self.last_write.elapsed() >= k {
+                    write_empty_frame(&mut self.wbuf);
+                    self.flush().await?;
+                }
+                wait = Some(k.saturating_sub(self.last_write.elapsed()));
+            }
             self.make_read_room();
             // `read_buf` rather than `readable` + `try_read_buf`: a read that does not fill the
             // buffer then clears tokio's readiness (epoll is edge-triggered), so the next wait
             // is for the next edge, not one more read that can only return EAGAIN. It is
             // cancel safe: a timed-out wait has read nothing.
-            let read = match self.keepalive {
+            let read = match wait {
                 None => Some(self.stream.read_buf(&mut self.rbuf).await),
-                Some(k) => tokio::time::timeout(k, self.stream.read_buf(&mut self.rbuf))
+                Some(w) => tokio::time::timeout(w, self.stream.read_buf(&mut self.rbuf))
                     .await
                     .ok(),
             };
@@ -989,12 +999,6 @@ impl Connection {
                 Some(Ok(_)) => return self.process_or_fail(),
                 Some(Err(e)) => return Err(self.fail(e.into())),
                 None => {}
-            }
-            if let Some(k) = self.keepalive {
-                if self.last_write.elapsed() >= k {
-                    write_empty_frame(&mut self.wbuf);
-                    self.flush().await?;
-                }
             }
         }
     }
