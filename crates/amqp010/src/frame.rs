@@ -1,6 +1,6 @@
 //! The protocol header and 12-octet frame headers.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::FrameError;
 use crate::generated::SegmentType;
@@ -177,9 +177,14 @@ pub fn decode_frame(
         ferry_chunks::reserve_unread(buf, size - buf.len());
         return Ok(None);
     }
+    // One cut and an advance: a second cut (`split_off`) would count the shared read buffer
+    // up once more and down again when the header part is dropped, three times a message.
     let mut frame = buf.split_to(size);
-    let payload = frame.split_off(FRAME_HEADER_SIZE).freeze();
-    Ok(Some(Frame { header, payload }))
+    frame.advance(FRAME_HEADER_SIZE);
+    Ok(Some(Frame {
+        header,
+        payload: frame.freeze(),
+    }))
 }
 
 #[cfg(test)]

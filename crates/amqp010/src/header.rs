@@ -24,9 +24,9 @@ impl MessageHeader {
         while !r.is_empty() {
             let entry = Struct32::decode(&mut r)?;
             if entry.is::<DeliveryProperties>() && header.delivery.is_none() {
-                header.delivery = Some(entry.decode_as()?);
+                header.delivery = Some(entry.into_decoded()?);
             } else if entry.is::<MessageProperties>() && header.properties.is_none() {
-                header.properties = Some(entry.decode_as()?);
+                header.properties = Some(entry.into_decoded()?);
             } else {
                 header.other.push(entry);
             }

@@ -631,13 +631,25 @@ impl Struct32 {
 
     /// Decodes the body as `T`, if the codes say it is one.
     pub fn decode_as<T: CodedStruct>(&self) -> Result<T, DecodeError> {
-        if !self.is::<T>() {
-            return Err(DecodeError::UnexpectedStruct {
-                expected: u16::from_be_bytes([T::CLASS_CODE, T::STRUCT_CODE]),
-                found: u16::from_be_bytes([self.class_code, self.struct_code]),
-            });
-        }
+        self.check_is::<T>()?;
         T::decode_fields(&mut Reader::new(self.body.clone()))
+    }
+
+    /// [`Struct32::decode_as`] for a struct not needed afterwards: its body is read rather
+    /// than shared once more.
+    pub fn into_decoded<T: CodedStruct>(self) -> Result<T, DecodeError> {
+        self.check_is::<T>()?;
+        T::decode_fields(&mut Reader::new(self.body))
+    }
+
+    fn check_is<T: CodedStruct>(&self) -> Result<(), DecodeError> {
+        if self.is::<T>() {
+            return Ok(());
+        }
+        Err(DecodeError::UnexpectedStruct {
+            expected: u16::from_be_bytes([T::CLASS_CODE, T::STRUCT_CODE]),
+            found: u16::from_be_bytes([self.class_code, self.struct_code]),
+        })
     }
 
     /// Size (4 octets), codes, body.

@@ -285,4 +285,12 @@ fn struct32_typed_access() {
             found: 0x0801
         })
     ));
+    assert!(matches!(
+        s.clone().into_decoded::<ExchangeQueryResult>(),
+        Err(DecodeError::UnexpectedStruct {
+            expected: 0x0701,
+            found: 0x0801
+        })
+    ));
+    assert_eq!(s.into_decoded::<QueueQueryResult>().unwrap(), q);
 }
