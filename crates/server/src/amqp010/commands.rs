@@ -408,7 +408,7 @@ fn transfer(
     let mut publish = Publish {
         exchange: destination.into_bytes(),
         routing_key: Bytes::new(),
-        header: header.clone(),
+        header: Bytes::new(),
         encoding: Encoding::Amqp010,
         body,
         persistent: false,
@@ -417,6 +417,9 @@ fn transfer(
         headers: None,
     };
     read_properties(&header, exchange.needs_headers(), &mut publish)?;
+    // Moved in once read rather than cloned in before: each clone and drop is an atomic
+    // count on the read buffer.
+    publish.header = header;
     env.access.check_publish(
         &mut session.publish_acl,
         &publish.exchange,
@@ -456,7 +459,7 @@ fn read_properties(header: &Bytes, want_headers: bool, message: &mut Publish) ->
     while !reader.is_empty() {
         let entry = Struct32::decode(&mut reader).map_err(malformed)?;
         if entry.is::<DeliveryProperties>() {
-            let dp: DeliveryProperties = entry.decode_as().map_err(malformed)?;
+            let dp: DeliveryProperties = entry.into_decoded().map_err(malformed)?;
             if let Some(key) = dp.routing_key {
                 message.routing_key = key.into_bytes();
             }
@@ -469,7 +472,7 @@ fn read_properties(header: &Bytes, want_headers: bool, message: &mut Publish) ->
                 _ => None,
             };
         } else if want_headers && entry.is::<MessageProperties>() {
-            let mp: MessageProperties = entry.decode_as().map_err(malformed)?;
+            let mp: MessageProperties = entry.into_decoded().map_err(malformed)?;
             if let Some(map) = mp.application_headers {
                 message.headers = Some(Arc::new(map_to_headers(&map)));
             }
@@ -591,13 +594,13 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
     // The spec's (and qpidd's) default flow mode for a new subscription is window.
     queue.set_flow_mode(consumer, true)?;
     env.consumers.insert(consumer, session.channel);
-    session.add_subscription(Subscription {
+    session.add_subscription(Subscription::new(
         consumer,
         queue,
         destination,
         accept_mode,
         acquire_mode,
-    });
+    ));
     Ok(())
 }
 

@@ -48,7 +48,32 @@ pub struct Subscription {
     pub queue: Arc<Queue>,
     pub destination: Str,
     pub accept_mode: AcceptMode,
-    pub acquire_mode: AcquireMode,
+    /// The `message.transfer` every delivery carries, made once: one made per delivery
+    /// counts the destination's shared buffer up and down each time.
+    transfer: MessageTransfer,
+}
+
+impl Subscription {
+    pub fn new(
+        consumer: ConsumerId,
+        queue: Arc<Queue>,
+        destination: Str,
+        accept_mode: AcceptMode,
+        acquire_mode: AcquireMode,
+    ) -> Subscription {
+        let transfer = MessageTransfer {
+            destination: Some(destination.clone()),
+            accept_mode: Some(accept_mode),
+            acquire_mode: Some(acquire_mode),
+        };
+        Subscription {
+            consumer,
+            queue,
+            destination,
+            accept_mode,
+            transfer,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -349,15 +374,10 @@ impl Session {
             }
             return false;
         };
-        let transfer = MessageTransfer {
-            destination: Some(sub.destination.clone()),
-            accept_mode: Some(sub.accept_mode),
-            acquire_mode: Some(sub.acquire_mode),
-        };
         let header = outgoing_header(&d.message, d.redelivered);
         let head = TransferHead {
             channel: self.channel,
-            transfer: &transfer,
+            transfer: &sub.transfer,
             sync: false,
             header_segment: &header,
             max_frame_size: max_frame,
@@ -384,13 +404,14 @@ impl Session {
         if settled_now {
             d.queue.accept(d.position);
         }
+        let credit_bytes = u32::try_from(d.message.size()).unwrap_or(u32::MAX);
         self.outgoing.push_transfer(DeliveryRecord {
             consumer: d.consumer,
             queue: d.queue,
             position: d.position,
-            message: (!settled_now).then_some(d.message.clone()),
+            message: (!settled_now).then_some(d.message),
             acquired: d.acquired,
-            credit_bytes: u32::try_from(d.message.size()).unwrap_or(u32::MAX),
+            credit_bytes,
             window_credit: d.window_credit,
             completed: false,
             windowed: d.windowed,

@@ -93,9 +93,11 @@ impl Channel {
             );
             return Ok(());
         }
-        let (stored, sync) = match ctx.broker.publish(&exchange, message.clone()) {
+        // Kept only for a return; a copy per publish would count the message up and down.
+        let returnable = p.mandatory.then(|| message.clone());
+        let (stored, sync) = match ctx.broker.publish(&exchange, message) {
             Ok(outcome) => {
-                if outcome.queues == 0 && p.mandatory {
+                if let Some(message) = returnable.filter(|_| outcome.queues == 0) {
                     let ret = BasicReturn {
                         reply_code: 312,
                         reply_text: ShortStr::from_static("NO_ROUTE"),
@@ -280,8 +282,19 @@ impl Channel {
             }
             return;
         };
-        let consumer_tag = c.tag.clone();
-        let tag = if c.no_ack {
+        // Written before the delivery is tracked, so that the consumer's tag and the message
+        // are borrowed for the write rather than each counted up and down once more.
+        let no_ack = c.no_ack;
+        let delivery_tag = self.unacked.peek_tag();
+        let method = DeliverRef {
+            consumer_tag: &c.tag,
+            delivery_tag,
+            redelivered: d.redelivered,
+            exchange: d.message.exchange(),
+            routing_key: d.message.routing_key(),
+        };
+        self.write_delivery(ctx, &method, &d.message);
+        let tag = if no_ack {
             d.queue.accept(d.position);
             self.free_window_slots(u32::from(d.windowed));
             self.unacked.next_tag()
@@ -292,17 +305,10 @@ impl Channel {
                 windowed: d.windowed,
                 queue: d.queue,
                 position: d.position,
-                message: d.message.clone(),
+                message: d.message,
             })
         };
-        let method = DeliverRef {
-            consumer_tag: &consumer_tag,
-            delivery_tag: tag,
-            redelivered: d.redelivered,
-            exchange: d.message.exchange(),
-            routing_key: d.message.routing_key(),
-        };
-        self.write_delivery(ctx, &method, &d.message);
+        debug_assert_eq!(tag, delivery_tag);
     }
 
     pub fn get(&mut self, ctx: &mut Ctx, m: BasicGet) -> Result<(), Fault> {

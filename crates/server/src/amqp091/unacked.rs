@@ -31,6 +31,11 @@ impl<T> Unacked<T> {
         tag
     }
 
+    /// The tag the next `next_tag` or `push` hands out.
+    pub fn peek_tag(&self) -> u64 {
+        self.next_tag
+    }
+
     /// Allocates a tag and tracks `item` under it until settled.
     pub fn push(&mut self, item: T) -> u64 {
         let tag = self.next_tag();
