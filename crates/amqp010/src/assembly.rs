@@ -323,45 +323,50 @@ fn finish_segment(track: &mut Track, done: Partial) -> Result<Option<Incoming>, 
             }
         }
         SegmentType::Header | SegmentType::Body => {
+            let body_segment = done.segment_type == SegmentType::Body;
+            if !done.last_segment {
+                // A header segment with the body to follow: noted in place, since moving the
+                // pending command out and back would copy it (some 200 octets) twice a message.
+                let Pending::Message {
+                    message_header,
+                    size,
+                    ..
+                } = &mut track.pending
+                else {
+                    return Err(without_command());
+                };
+                *size += payload.len();
+                *message_header = Some(payload);
+                return Ok(None);
+            }
             let Pending::Message {
                 header,
                 command,
-                class_code,
-                code,
                 message_header,
-                size,
+                ..
             } = std::mem::take(&mut track.pending)
             else {
-                // start_segment admits header and body segments only after a command.
-                return Err(FrameError::SegmentOrder("header or body without a command").into());
+                return Err(without_command());
             };
-            let body_segment = done.segment_type == SegmentType::Body;
             let (message_header, body) = if body_segment {
                 (message_header, payload)
             } else {
                 (Some(payload), Bytes::new())
             };
-            if done.last_segment {
-                return Ok(Some(Incoming::Command {
-                    header,
-                    command,
-                    message_header,
-                    body,
-                    body_segment,
-                }));
-            }
-            let size = size + message_header.as_ref().map_or(0, Bytes::len);
-            track.pending = Pending::Message {
+            Ok(Some(Incoming::Command {
                 header,
                 command,
-                class_code,
-                code,
                 message_header,
-                size,
-            };
-            Ok(None)
+                body,
+                body_segment,
+            }))
         }
     }
+}
+
+/// start_segment admits header and body segments only after a command.
+fn without_command() -> AssemblyError {
+    FrameError::SegmentOrder("header or body without a command").into()
 }
 
 fn command_error(class_code: Option<u8>, code: Option<u8>, error: DecodeError) -> AssemblyError {
