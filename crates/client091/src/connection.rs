@@ -837,11 +837,10 @@ impl Connection {
             // buffer then clears tokio's readiness (epoll is edge-triggered), so the next wait
             // is for the next edge, not one more read that can only return EAGAIN. It is
             // cancel safe: a timed-out wait has read nothing.
+            let read = self.stream.read_buf(&mut self.rbuf);
             let read = match wait {
-                None => Some(self.stream.read_buf(&mut self.rbuf).await),
-                Some(w) => tokio::time::timeout(w, self.stream.read_buf(&mut self.rbuf))
-                    .await
-                    .ok(),
+                None => Some(read.await),
+                Some(w) => tokio::time::timeout(w, read).await.ok(),
             };
             match read {
                 Some(Ok(0)) => return Err(self.fail(eof())),

@@ -973,8 +973,8 @@ impl Connection {
             return Ok(());
         }
         loop {
-            // Checked on every call, not only when a wait times out: a peer whose own frames
-            // arrive more often than our time-out would otherwise never see ours.
+            // Before every wait: a peer that sends more often than our time-out would
+            // otherwise keep us from ever reaching the check.
             let mut wait = None;
             if let Some(k) = self.keepalive {
                 if self.last_write.elapsed() >= k {
@@ -984,15 +984,12 @@ impl Connection {
                 wait = Some(k.saturating_sub(self.last_write.elapsed()));
             }
             self.make_read_room();
-            // `read_buf` rather than `readable` + `try_read_buf`: a read that does not fill the
-            // buffer then clears tokio's readiness (epoll is edge-triggered), so the next wait
-            // is for the next edge, not one more read that can only return EAGAIN. It is
-            // cancel safe: a timed-out wait has read nothing.
+            // A short `read_buf` clears readiness, where `try_read_buf` would leave it set
+            // and cost one more read returning EAGAIN; cancel safe under the time-out.
+            let read = self.stream.read_buf(&mut self.rbuf);
             let read = match wait {
-                None => Some(self.stream.read_buf(&mut self.rbuf).await),
-                Some(w) => tokio::time::timeout(w, self.stream.read_buf(&mut self.rbuf))
-                    .await
-                    .ok(),
+                None => Some(read.await),
+                Some(w) => tokio::time::timeout(w, read).await.ok(),
             };
             match read {
                 Some(Ok(0)) => return Err(self.fail(eof())),
