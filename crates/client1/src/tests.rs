@@ -16,6 +16,8 @@ use crate::*;
 struct Peer {
     stream: TcpStream,
     rbuf: BytesMut,
+    /// What the peer's open says, in milliseconds.
+    idle_time_out: Option<u32>,
 }
 
 impl Peer {
@@ -108,6 +110,7 @@ impl Peer {
         self.send(Open {
             container_id: "peer".into(),
             max_frame_size: max_frame,
+            idle_time_out: self.idle_time_out,
             ..Open::default()
         })
         .await;
@@ -188,6 +191,7 @@ async fn accept(l: TcpListener) -> Peer {
     Peer {
         stream,
         rbuf: BytesMut::new(),
+        idle_time_out: None,
     }
 }
 
@@ -584,4 +588,62 @@ async fn credit_that_arrives_while_writing_is_not_waited_for_again() {
     );
     conn.close().await.unwrap();
     peer.await.unwrap();
+}
+
+#[tokio::test]
+async fn keepalives_go_out_even_when_the_peer_sends_more_often() {
+    let (l, addr) = pair().await;
+    let peer = tokio::spawn(async move {
+        let mut p = accept(l).await;
+        // The client must send something every 300 ms (half of 600).
+        p.idle_time_out = Some(600);
+        p.handshake(4096, 100).await;
+        p.answer_attach(false).await;
+        // Empty frames every 50 ms for 1.2 s: each wakes the client well before its own
+        // keepalive time-out would.
+        let mut empty = BytesMut::new();
+        ferry_amqp1::write_empty_frame(&mut empty);
+        let mut from_client = 0;
+        for _ in 0..24 {
+            p.stream.write_all(&empty).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let mut chunk = [0u8; 4096];
+            while let Ok(Ok(n)) = tokio::time::timeout(
+                std::time::Duration::from_millis(1),
+                p.stream.read(&mut chunk),
+            )
+            .await
+            {
+                assert!(n > 0, "the client closed");
+                p.rbuf.extend_from_slice(&chunk[..n]);
+            }
+            while let Some(f) = decode_frame(&mut p.rbuf, u32::MAX).unwrap() {
+                if f.decode_body().unwrap() == FrameBody::Empty {
+                    from_client += 1;
+                }
+            }
+        }
+        from_client
+    });
+    let mut conn = Connection::connect(&addr, &plain()).await.unwrap();
+    let rx = conn
+        .attach_receiver(
+            "rx",
+            "q",
+            ReceiveOptions {
+                settled: true,
+                credit_window: 1,
+            },
+        )
+        .await
+        .unwrap();
+    // Nothing is ever delivered: the client waits through the peer's frames until the
+    // peer hangs up.
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(20), conn.next_delivery(rx));
+    let (from_client, _) = tokio::join!(peer, waited);
+    let from_client = from_client.unwrap();
+    assert!(
+        from_client >= 2,
+        "{from_client} keepalives from the client in 1.2 s"
+    );
 }
