@@ -67,15 +67,10 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     break;
                 }
             }
-            let mut taken = std::mem::take(&mut st.chunks);
-            if let Some(tail) = taken.last_mut() {
-                // A zero frame header after the last frame reads as the end of the data.
-                // Without it a recycled tail segment holds stale bytes of its earlier life
-                // there, which recovery cannot tell from a torn write. `State::append` keeps
-                // room for it; the next round overwrites it.
-                tail.data.extend_from_slice(&[0u8; FRAME_HEADER]);
-            }
-            let chunks: Vec<Arc<Chunk>> = taken.into_iter().map(Arc::new).collect();
+            let chunks: Vec<Arc<Chunk>> = std::mem::take(&mut st.chunks)
+                .into_iter()
+                .map(Arc::new)
+                .collect();
             // Readable by `load` until it is on disk.
             st.writing.clone_from(&chunks);
             (chunks, st.next_seq - 1)
@@ -156,6 +151,17 @@ fn write_round(
         };
         cur.file.write_all_at(&c.data, c.offset)?;
         cur.written = true;
+    }
+    if let Some(last) = chunks.last() {
+        // A zero frame header after the round's last frame reads as the end of the data.
+        // Without it a recycled tail segment holds stale bytes of its earlier life there,
+        // which recovery cannot tell from a torn write. `State::append` keeps room for it;
+        // the next round overwrites it. A write of its own, so the chunk's buffer never
+        // grows (and is copied) for it under the state lock.
+        if let Some(cur) = current.as_mut().filter(|cur| cur.id == last.segment) {
+            cur.file
+                .write_all_at(&[0u8; FRAME_HEADER], last.offset + last.data.len() as u64)?;
+        }
     }
     if let Some(cur) = current.as_mut().filter(|c| c.written) {
         #[cfg(test)]
