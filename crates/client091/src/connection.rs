@@ -817,15 +817,10 @@ impl Connection {
         }
         self.flush().await?;
         loop {
-            // Checked on every call, not only when a wait times out: a server whose own
+            // Sent before every wait, not only when a wait times out: a server whose own
             // heartbeats arrive more often than our time-out would otherwise never see ours.
             let mut wait = None;
             if let Some(h) = self.heartbeat {
-                if self.last_read.elapsed() > h * 2 {
-                    return Err(
-                        self.fail(ClientError::Protocol("no heartbeat from the server".into()))
-                    );
-                }
                 if self.last_write.elapsed() >= h / 2 {
                     write_heartbeat(&mut self.wbuf);
                     self.flush().await?;
@@ -849,7 +844,18 @@ impl Connection {
                     return self.process_or_fail();
                 }
                 Some(Err(e)) => return Err(self.fail(e.into())),
-                None => {}
+                // Silence is judged only after a wait found nothing to read: a client that
+                // has not read for a while (publishing only) has the server's heartbeats
+                // waiting in the socket.
+                None => {
+                    let silent = self
+                        .heartbeat
+                        .is_some_and(|h| self.last_read.elapsed() > h * 2);
+                    if silent {
+                        let e = ClientError::Protocol("no heartbeat from the server".into());
+                        return Err(self.fail(e));
+                    }
+                }
             }
         }
     }

@@ -155,6 +155,39 @@ fn a_consumer_waiting_through_heartbeat_intervals_stays_connected_and_gets_its_m
 }
 
 #[test]
+fn a_publisher_that_has_not_read_for_a_while_finds_the_servers_heartbeats_waiting() {
+    let broker = Ferryd::start();
+    runtime().block_on(async {
+        let beating = ConnectOptions {
+            heartbeat: 1,
+            ..Default::default()
+        };
+        let mut conn = Connection::connect(broker.addr, &beating).await.unwrap();
+        let ch = conn.open_channel().await.unwrap();
+        conn.queue_declare(
+            ch,
+            "c091-quiet",
+            QueueOptions::default(),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        let p = Publication::new(ch, "", "c091-quiet", BasicProperties::default(), 1).unwrap();
+        // Writing keeps the broker content; nothing is read for more than two intervals,
+        // while the broker's heartbeats pile up in the socket.
+        for _ in 0..15 {
+            conn.publish(&p, b"x").await.unwrap();
+            conn.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        conn.sync(ch)
+            .await
+            .expect("the server's heartbeats were there to read");
+        conn.close().await.unwrap();
+    });
+}
+
+#[test]
 fn persistent_messages_keep_their_delivery_mode() {
     let broker = Ferryd::start();
     runtime().block_on(async {
