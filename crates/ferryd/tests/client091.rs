@@ -24,6 +24,17 @@ async fn connect(broker: &Ferryd) -> Connection {
         .expect("connect over 0-9-1")
 }
 
+/// A connection that agreed 1 s heartbeats with the broker.
+async fn connect_with_heartbeats(broker: &Ferryd) -> Connection {
+    let beating = ConnectOptions {
+        heartbeat: 1,
+        ..Default::default()
+    };
+    Connection::connect(broker.addr, &beating)
+        .await
+        .expect("connect with heartbeats")
+}
+
 const STEP: Duration = Duration::from_secs(20);
 
 #[test]
@@ -119,11 +130,7 @@ fn prefetch_bounds_unacknowledged_deliveries() {
 fn a_consumer_waiting_through_heartbeat_intervals_stays_connected_and_gets_its_message() {
     let broker = Ferryd::start();
     runtime().block_on(async {
-        let beating = ConnectOptions {
-            heartbeat: 1,
-            ..Default::default()
-        };
-        let mut waiter = Connection::connect(broker.addr, &beating).await.unwrap();
+        let mut waiter = connect_with_heartbeats(&broker).await;
         let ch = waiter.open_channel().await.unwrap();
         waiter
             .queue_declare(ch, "c091-hb", QueueOptions::default(), Default::default())
@@ -158,11 +165,7 @@ fn a_consumer_waiting_through_heartbeat_intervals_stays_connected_and_gets_its_m
 fn a_publisher_that_has_not_read_for_a_while_finds_the_servers_heartbeats_waiting() {
     let broker = Ferryd::start();
     runtime().block_on(async {
-        let beating = ConnectOptions {
-            heartbeat: 1,
-            ..Default::default()
-        };
-        let mut conn = Connection::connect(broker.addr, &beating).await.unwrap();
+        let mut conn = connect_with_heartbeats(&broker).await;
         let ch = conn.open_channel().await.unwrap();
         conn.queue_declare(
             ch,
