@@ -55,6 +55,36 @@ impl MessageHeader {
 /// The packing-flag octet and bit of delivery-properties.redelivered (field 2).
 const REDELIVERED_FLAG: u8 = 0x04;
 
+/// Whether header segment `segment` has delivery-properties with redelivered set. Reads
+/// only the entries' sizes and codes and that one flag, for receivers that want nothing
+/// else from the header. Entries are checked for framing only, up to delivery-properties;
+/// [`MessageHeader::decode`] also checks every field.
+pub fn is_redelivered(segment: &[u8]) -> Result<bool, DecodeError> {
+    let mut rest = segment;
+    while let Some((size, after)) = rest.split_first_chunk::<4>() {
+        let size = u32::from_be_bytes(*size) as usize;
+        let entry = after.get(..size).ok_or(DecodeError::Truncated)?;
+        match entry {
+            [DeliveryProperties::CLASS_CODE, DeliveryProperties::STRUCT_CODE, fields @ ..] => {
+                let flags = fields.first().ok_or(DecodeError::Truncated)?;
+                return Ok(flags & REDELIVERED_FLAG != 0);
+            }
+            [_, _, ..] => rest = &after[size..],
+            _ => {
+                return Err(DecodeError::InvalidSize {
+                    what: "struct32",
+                    size: size as u64,
+                })
+            }
+        }
+    }
+    if rest.is_empty() {
+        Ok(false)
+    } else {
+        Err(DecodeError::Truncated)
+    }
+}
+
 /// A copy of header segment `segment` with delivery-properties.redelivered set, adding
 /// delivery-properties if the segment has none. Only the one flag bit changes (bits have
 /// no data), so this is a copy plus a bit flip; an already-redelivered segment is
@@ -166,6 +196,55 @@ mod tests {
         assert_eq!(back.other, h.other);
         let empty = with_redelivered(&Bytes::new()).unwrap();
         assert_eq!(&empty[..], &[0, 0, 0, 4, 4, 1, 4, 0]);
+    }
+
+    #[test]
+    fn redelivered_read_without_decoding_agrees_with_decode() {
+        let mut properties_first = sample();
+        properties_first.other.clear();
+        let properties_only = encoded(&MessageHeader {
+            properties: properties_first.properties.clone(),
+            ..Default::default()
+        });
+        let mut segments = vec![Bytes::new(), encoded(&sample()), properties_only];
+        segments.push(with_redelivered(&segments[1]).unwrap());
+        segments.push(with_redelivered(&segments[2]).unwrap());
+        // delivery-properties after another entry.
+        let mut late = BytesMut::from(&segments[2][..]);
+        late.extend_from_slice(&segments[3]);
+        segments.push(late.freeze());
+        for segment in &segments {
+            let decoded = MessageHeader::decode(segment.clone()).unwrap();
+            let expect = decoded.delivery.is_some_and(|d| d.redelivered);
+            assert_eq!(is_redelivered(segment).unwrap(), expect, "{segment:?}");
+        }
+        assert_eq!(
+            segments
+                .iter()
+                .map(|s| is_redelivered(s).unwrap())
+                .collect::<Vec<_>>(),
+            [false, false, false, true, true, true]
+        );
+    }
+
+    #[test]
+    fn redelivered_read_refuses_what_decode_refuses_before_the_flag() {
+        let raw = with_redelivered(&encoded(&sample())).unwrap();
+        // delivery-properties comes first: any cut inside it is an error, as for decode.
+        let first = 4 + u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
+        for n in 1..first {
+            assert!(is_redelivered(&raw[..n]).is_err(), "at {n}");
+            assert!(MessageHeader::decode(raw.slice(..n)).is_err(), "at {n}");
+        }
+        assert!(is_redelivered(&raw[..first]).unwrap());
+        assert!(
+            is_redelivered(&[0, 0, 0, 1, 4]).is_err(),
+            "entry without its codes"
+        );
+        assert!(
+            is_redelivered(&[0, 0, 0, 2, 9, 9, 0]).is_err(),
+            "cut size field"
+        );
     }
 
     #[test]
