@@ -33,7 +33,7 @@ pub(crate) enum Registration {
     Destination {
         channel: u16,
         destination: Bytes,
-        tx: mpsc::UnboundedSender<RawDelivery>,
+        tx: mpsc::UnboundedSender<Vec<RawDelivery>>,
         /// `Some(batch)`: the reader completes each transfer as it arrives, sending
         /// `session.completed` every `batch` (credit mode, where completion returns no
         /// credit). `None`: completed when the application takes it (window mode).

@@ -34,7 +34,7 @@ mod subscription;
 
 pub use connection::Connection;
 pub use error::ClientError;
-pub use message::{Delivery, MessageBuilder, OutgoingMessage};
+pub use message::{Delivery, MessageBuilder, OutgoingMessage, Transfer};
 pub use options::{
     ConnectOptions, ExchangeDeclareOptions, Mechanism, QueueDeclareOptions, SessionOptions,
     SubscribeOptions,

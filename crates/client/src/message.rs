@@ -172,9 +172,32 @@ pub struct Delivery {
     pub redelivered: bool,
 }
 
+/// A delivery with its header segment still encoded, for receivers that need little but the
+/// body (a load generator): reading the header's properties is most of what taking a small
+/// message costs. [`Transfer::decode`] gives the [`Delivery`] with the header read.
+#[derive(Debug, Clone)]
+pub struct Transfer {
+    /// The transfer's command id: what accept, release, reject and acquire name.
+    pub id: u32,
+    pub destination: Str,
+    /// The header segment as received.
+    pub raw_header: Bytes,
+    pub body: Bytes,
+}
+
+impl Transfer {
+    /// delivery-properties.redelivered, read without decoding the rest of the header.
+    pub fn redelivered(&self) -> Result<bool, DecodeError> {
+        ferry_amqp010::is_redelivered(&self.raw_header)
+    }
+
+    pub fn decode(self) -> Delivery {
+        Delivery::new(self.id, self.destination, self.raw_header, self.body)
+    }
+}
+
 impl Delivery {
-    pub(crate) fn new(id: u32, destination: Str, raw_header: Option<Bytes>, body: Bytes) -> Self {
-        let raw_header = raw_header.unwrap_or_default();
+    pub(crate) fn new(id: u32, destination: Str, raw_header: Bytes, body: Bytes) -> Self {
         let (header, header_error) = match MessageHeader::decode(raw_header.clone()) {
             Ok(h) => (h, None),
             Err(e) => (MessageHeader::default(), Some(e)),
@@ -260,20 +283,10 @@ mod tests {
             ..Default::default()
         };
         let m = OutgoingMessage::with_header(&header, "b").unwrap();
-        let d = Delivery::new(
-            7,
-            Str::from("d"),
-            Some(m.header_segment().clone()),
-            Bytes::new(),
-        );
+        let d = Delivery::new(7, Str::from("d"), m.header_segment().clone(), Bytes::new());
         assert!(d.redelivered && d.header_error.is_none());
         assert_eq!(d.id_set(), SequenceSet::from_range(7, 7));
-        let bad = Delivery::new(
-            8,
-            Str::from("d"),
-            Some(Bytes::from_static(&[0, 0])),
-            Bytes::new(),
-        );
+        let bad = Delivery::new(8, Str::from("d"), Bytes::from_static(&[0, 0]), Bytes::new());
         assert!(bad.header_error.is_some() && !bad.redelivered);
     }
 }

@@ -1,7 +1,8 @@
 //! The reader task: owns the socket's read half, cuts frames, assembles them per
 //! channel and dispatches. Per-channel state (assembler, incoming command ids,
-//! destinations) lives only here, so dispatching a transfer takes no lock but the
-//! consumer's channel send.
+//! destinations) lives only here, so dispatching a transfer takes no lock. Transfers for
+//! one destination are handed over in batches, one channel send per read rather than one
+//! per message.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,8 +43,29 @@ struct Channel {
 }
 
 struct Destination {
-    tx: mpsc::UnboundedSender<RawDelivery>,
+    tx: mpsc::UnboundedSender<Vec<RawDelivery>>,
     complete_on_receipt: Option<u32>,
+}
+
+/// Transfers read for one destination and not yet handed over. Sent before the reader
+/// waits for the socket and before anything else it reads is acted on, so the application
+/// sees deliveries in order and before the session or connection ending.
+pub(crate) struct Batch {
+    pub tx: mpsc::UnboundedSender<Vec<RawDelivery>>,
+    pub session: Arc<SessionShared>,
+    pub deliveries: Vec<RawDelivery>,
+}
+
+impl Batch {
+    pub fn send(self) {
+        if let Err(mpsc::error::SendError(unwanted)) = self.tx.send(self.deliveries) {
+            // The subscription is gone; the server still needs these completed.
+            for d in unwanted.iter().filter(|d| !d.completed) {
+                self.session
+                    .complete_incoming(d.id, if d.sync { 1 } else { u32::MAX });
+            }
+        }
+    }
 }
 
 /// What the connection loop must do after a frame.
@@ -57,6 +79,7 @@ struct Reader {
     conn: Arc<ConnShared>,
     channels: FastMap<u16, Channel>,
     max_message_size: usize,
+    batch: Option<Batch>,
 }
 
 pub(crate) async fn run_reader<R: AsyncRead + Unpin>(
@@ -70,6 +93,7 @@ pub(crate) async fn run_reader<R: AsyncRead + Unpin>(
         conn: conn.clone(),
         channels: FastMap::default(),
         max_message_size: config.max_message_size,
+        batch: None,
     };
     let result = async {
         loop {
@@ -81,6 +105,7 @@ pub(crate) async fn run_reader<R: AsyncRead + Unpin>(
                     return Ok::<(), ClientError>(());
                 }
             }
+            reader.hand_over();
             if buf.capacity() - buf.len() < READ_RESERVE / 4 {
                 buf.reserve(READ_RESERVE);
             }
@@ -105,6 +130,7 @@ pub(crate) async fn run_reader<R: AsyncRead + Unpin>(
         }
     }
     .await;
+    reader.hand_over();
     let error = result.err().unwrap_or(ClientError::Closed);
     tracing::debug!(%error, "connection ended");
     conn.out.fail(error.clone());
@@ -122,6 +148,12 @@ pub(crate) async fn run_reader<R: AsyncRead + Unpin>(
 }
 
 impl Reader {
+    fn hand_over(&mut self) {
+        if let Some(batch) = self.batch.take() {
+            batch.send();
+        }
+    }
+
     fn channel(&mut self, channel: u16) -> &mut Channel {
         let max = self.max_message_size;
         self.channels.entry(channel).or_insert_with(|| Channel {
@@ -164,7 +196,10 @@ impl Reader {
         let ch = self.channel(channel);
         match ch.assembler.push(frame) {
             Ok(None) => Ok(Next::Continue),
-            Ok(Some(Incoming::Control(c))) => self.control(channel, c),
+            Ok(Some(Incoming::Control(c))) => {
+                self.hand_over();
+                self.control(channel, c)
+            }
             Ok(Some(Incoming::Command {
                 header,
                 command,
@@ -176,6 +211,7 @@ impl Reader {
                 Ok(Next::Continue)
             }
             Err(AssemblyError::Command(e)) => {
+                self.hand_over();
                 // It still took an id; complete it so the server's books balance.
                 tracing::warn!(error = %e, channel, "undecodable command from the server");
                 if let Some(ch) = self.channels.get_mut(&channel) {
@@ -282,7 +318,7 @@ impl Reader {
         let Some(ch) = self.channels.get_mut(&channel) else {
             return;
         };
-        let Some(session) = ch.session.clone() else {
+        let Some(session) = &ch.session else {
             tracing::debug!(channel, command = command.name(), "command for no session");
             return;
         };
@@ -293,29 +329,43 @@ impl Reader {
         match command {
             Command::MessageTransfer(t) => {
                 let destination = t.destination.unwrap_or_default();
-                if let Some(dest) = ch.destinations.get(destination.as_bytes()) {
+                let wanted = ch.destinations.get(destination.as_bytes());
+                if let Some(dest) = wanted.filter(|d| !d.tx.is_closed()) {
                     let on_receipt = dest.complete_on_receipt;
                     let delivery = RawDelivery {
                         id,
-                        destination: destination.clone(),
+                        destination,
                         header: message_header,
                         body,
                         sync: header.sync,
                         completed: on_receipt.is_some(),
                     };
-                    if dest.tx.send(delivery).is_ok() {
-                        // In credit mode completion returns no credit, so it is reported
-                        // as transfers arrive, however slowly the application takes them:
-                        // brokers keep every uncompleted transfer (Broker-J fails the
-                        // session past 65,536). In window mode completion is what refunds
-                        // credit, so it waits for the application (see Subscription).
-                        if let Some(batch) = on_receipt {
-                            session.complete_incoming(id, threshold.min(batch));
+                    match &mut self.batch {
+                        Some(batch) if batch.tx.same_channel(&dest.tx) => {
+                            batch.deliveries.push(delivery)
                         }
-                        return;
+                        other => {
+                            let fresh = Batch {
+                                tx: dest.tx.clone(),
+                                session: session.clone(),
+                                deliveries: vec![delivery],
+                            };
+                            if let Some(previous) = other.replace(fresh) {
+                                previous.send();
+                            }
+                        }
                     }
-                    ch.destinations.remove(destination.as_bytes());
+                    // In credit mode completion returns no credit, so it is reported as
+                    // transfers arrive, however slowly the application takes them: brokers
+                    // keep every uncompleted transfer (Broker-J fails the session past
+                    // 65,536). In window mode completion is what refunds credit, so it
+                    // waits for the application (see Subscription).
+                    if let Some(batch) = on_receipt {
+                        session.complete_incoming(id, threshold.min(batch));
+                    }
+                    return;
                 }
+                ch.destinations.remove(destination.as_bytes());
                 tracing::debug!(id, ?destination, "transfer for no subscription");
                 session.complete_incoming(id, threshold);
             }

@@ -5,7 +5,7 @@ use ferry_amqp010::{SequenceSet, Str};
 use tokio::sync::mpsc;
 
 use crate::error::ClientError;
-use crate::message::Delivery;
+use crate::message::{Delivery, Transfer};
 use crate::session::Session;
 
 /// A transfer as the reader hands it over; decoded into a [`Delivery`] on the
@@ -32,7 +32,9 @@ pub(crate) struct RawDelivery {
 pub struct Subscription {
     session: Session,
     destination: Str,
-    rx: mpsc::UnboundedReceiver<RawDelivery>,
+    rx: mpsc::UnboundedReceiver<Vec<RawDelivery>>,
+    /// The rest of the last batch the reader handed over.
+    ready: std::vec::IntoIter<RawDelivery>,
     /// Completions batched before `session.completed` is sent without waiting.
     threshold: u32,
 }
@@ -41,13 +43,14 @@ impl Subscription {
     pub(crate) fn new(
         session: Session,
         destination: Str,
-        rx: mpsc::UnboundedReceiver<RawDelivery>,
+        rx: mpsc::UnboundedReceiver<Vec<RawDelivery>>,
         threshold: u32,
     ) -> Self {
         Subscription {
             session,
             destination,
             rx,
+            ready: Vec::new().into_iter(),
             threshold,
         }
     }
@@ -63,22 +66,46 @@ impl Subscription {
     /// The next delivery; `None` once the session or connection has ended. Cancel-safe,
     /// so `tokio::time::timeout(d, sub.next())` is fine.
     pub async fn next(&mut self) -> Option<Delivery> {
-        let raw = self.rx.recv().await?;
-        Some(self.take(raw))
+        self.next_transfer().await.map(Transfer::decode)
     }
 
     /// A delivery already received, without waiting.
     pub fn try_next(&mut self) -> Option<Delivery> {
-        let raw = self.rx.try_recv().ok()?;
-        Some(self.take(raw))
+        self.try_next_transfer().map(Transfer::decode)
     }
 
-    fn take(&self, raw: RawDelivery) -> Delivery {
+    /// [`Subscription::next`] with the header left encoded.
+    pub async fn next_transfer(&mut self) -> Option<Transfer> {
+        loop {
+            if let Some(raw) = self.ready.next() {
+                return Some(self.take(raw));
+            }
+            // Cancel-safe: a batch is either still in the channel or already in `ready`.
+            self.ready = self.rx.recv().await?.into_iter();
+        }
+    }
+
+    /// [`Subscription::try_next`] with the header left encoded.
+    pub fn try_next_transfer(&mut self) -> Option<Transfer> {
+        loop {
+            if let Some(raw) = self.ready.next() {
+                return Some(self.take(raw));
+            }
+            self.ready = self.rx.try_recv().ok()?.into_iter();
+        }
+    }
+
+    fn take(&self, raw: RawDelivery) -> Transfer {
         if !raw.completed {
             let threshold = if raw.sync { 1 } else { self.threshold };
             self.session.core.complete_incoming(raw.id, threshold);
         }
-        Delivery::new(raw.id, raw.destination, raw.header, raw.body)
+        Transfer {
+            id: raw.id,
+            destination: raw.destination,
+            raw_header: raw.header.unwrap_or_default(),
+            body: raw.body,
+        }
     }
 
     pub async fn accept(&self, transfers: &SequenceSet) -> Result<(), ClientError> {

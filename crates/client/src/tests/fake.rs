@@ -197,15 +197,15 @@ impl Peer {
 
     pub async fn control(&mut self, channel: u16, control: impl Into<Control>) {
         let mut out = BytesMut::new();
-        write_control_framed(&mut out, channel, &control.into(), self.max_frame).unwrap();
-        self.stream.write_all(&out).await.unwrap();
+        self.encode_control(&mut out, channel, control);
+        self.write_raw(&out).await;
     }
 
     /// Sends a command and returns the id the client will give it.
     pub async fn command(&mut self, channel: u16, command: impl Into<Command>, sync: bool) -> u32 {
         let mut out = BytesMut::new();
         write_command(&mut out, channel, &command.into(), sync, self.max_frame).unwrap();
-        self.stream.write_all(&out).await.unwrap();
+        self.write_raw(&out).await;
         self.take_id(channel)
     }
 
@@ -217,13 +217,36 @@ impl Peer {
         body: &[u8],
     ) -> u32 {
         let mut out = BytesMut::new();
+        let id = self.encode_transfer(&mut out, channel, destination, header, body);
+        self.write_raw(&out).await;
+        id
+    }
+
+    /// The `encode_` methods append to `out` without writing, so that several items can go
+    /// out in one write and reach the client in one read.
+    pub fn encode_control(&self, out: &mut BytesMut, channel: u16, control: impl Into<Control>) {
+        write_control_framed(out, channel, &control.into(), self.max_frame).unwrap();
+    }
+
+    /// Returns the id the client will give the transfer.
+    pub fn encode_transfer(
+        &mut self,
+        out: &mut BytesMut,
+        channel: u16,
+        destination: &str,
+        header: &[u8],
+        body: &[u8],
+    ) -> u32 {
         let t = MessageTransfer {
             destination: Some(destination.into()),
             ..Default::default()
         };
-        write_transfer(&mut out, channel, &t, false, header, body, self.max_frame).unwrap();
-        self.stream.write_all(&out).await.unwrap();
+        write_transfer(out, channel, &t, false, header, body, self.max_frame).unwrap();
         self.take_id(channel)
+    }
+
+    pub async fn write_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
     }
 
     fn take_id(&mut self, channel: u16) -> u32 {

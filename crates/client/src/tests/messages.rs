@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
     Command, ConnectionTune, Control, CreditUnit, FlowMode, MessageHeader, SequenceSet,
     SessionKnownCompleted,
@@ -270,4 +270,99 @@ async fn deliveries_end_when_the_session_does() {
     // The channel may be reused: nothing, not even a completion, goes out on it now.
     let quiet = tokio::time::timeout(Duration::from_millis(100), peer.next()).await;
     assert!(quiet.is_err(), "wrote after the detach: {quiet:?}");
+}
+
+#[tokio::test]
+async fn transfers_read_with_the_detach_reach_the_application_first_and_in_order() {
+    let (_conn, session, mut peer, ch) = with_session(SessionOptions::default()).await;
+    let mut sub = subscribe(&session, &mut peer, SubscribeOptions::default()).await;
+    // One write, so the client reads the transfers and the detach together.
+    let mut out = BytesMut::new();
+    for i in 0..5u32 {
+        peer.encode_transfer(&mut out, ch, "d", b"", &i.to_be_bytes());
+    }
+    peer.encode_control(
+        &mut out,
+        ch,
+        ferry_amqp010::SessionDetached {
+            name: Some(session.name().to_vec().into()),
+            code: Some(ferry_amqp010::DetachCode::SessionBusy),
+        },
+    );
+    peer.write_raw(&out).await;
+    for i in 0..5u32 {
+        let t = sub.next_transfer().await.unwrap();
+        assert_eq!((t.id, &t.body[..]), (i, &i.to_be_bytes()[..]));
+    }
+    assert!(sub.next_transfer().await.is_none());
+    let quiet = tokio::time::timeout(Duration::from_millis(100), peer.next()).await;
+    assert!(quiet.is_err(), "wrote after the detach: {quiet:?}");
+}
+
+#[tokio::test]
+async fn transfers_for_a_dropped_window_subscription_are_still_completed() {
+    let (_conn, session, mut peer, ch) = with_session(SessionOptions::default()).await;
+    let options = SubscribeOptions {
+        flow_mode: FlowMode::Window,
+        ..Default::default()
+    };
+    let sub = subscribe(&session, &mut peer, options).await;
+    drop(sub);
+    let mut out = BytesMut::new();
+    let first = peer.encode_transfer(&mut out, ch, "d", b"", b"a");
+    let last = peer.encode_transfer(&mut out, ch, "d", b"", b"b");
+    peer.write_raw(&out).await;
+    completions_until(&mut peer, &SequenceSet::from_range(first, last)).await;
+}
+
+#[tokio::test]
+async fn a_batch_its_subscription_left_behind_is_completed() {
+    // The reader found the subscription open, but it was dropped before the hand-over.
+    let (_conn, session, mut peer, _) = with_session(SessionOptions::default()).await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    drop(rx);
+    let delivery = |id| crate::subscription::RawDelivery {
+        id,
+        destination: "d".into(),
+        header: None,
+        body: Bytes::new(),
+        sync: false,
+        completed: false,
+    };
+    crate::reader::Batch {
+        tx,
+        session: session.core.clone(),
+        deliveries: vec![delivery(0), delivery(1)],
+    }
+    .send();
+    completions_until(&mut peer, &SequenceSet::from_range(0, 1)).await;
+}
+
+#[tokio::test]
+async fn a_transfer_leaves_its_header_for_the_application_to_read() {
+    let (_conn, session, mut peer, ch) = with_session(SessionOptions::default()).await;
+    let mut sub = subscribe(&session, &mut peer, SubscribeOptions::default()).await;
+    let header = MessageHeader {
+        delivery: Some(ferry_amqp010::DeliveryProperties {
+            redelivered: true,
+            routing_key: Some("rk".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let raw = OutgoingMessage::with_header(&header, "x").unwrap();
+    peer.transfer(ch, "d", raw.header_segment(), b"x").await;
+    peer.transfer(ch, "d", b"", b"y").await;
+    let t = sub.next_transfer().await.unwrap();
+    assert!(t.redelivered().unwrap());
+    assert_eq!(&t.raw_header, raw.header_segment());
+    let d = t.decode();
+    assert!(d.redelivered);
+    assert_eq!(d.routing_key().unwrap(), "rk");
+    let t = match sub.try_next_transfer() {
+        Some(t) => t,
+        None => sub.next_transfer().await.unwrap(),
+    };
+    assert!(!t.redelivered().unwrap());
+    assert_eq!(&t.body[..], b"y");
 }

@@ -116,7 +116,7 @@ impl LatencyReceiver for LatencyReceiverClient {
     fn receive(&mut self, timeout: Duration) -> Result<Option<Stamp>, DriverError> {
         let next = self
             .client
-            .block_on(async { tokio::time::timeout(timeout, self.sub.next()).await });
+            .block_on(async { tokio::time::timeout(timeout, self.sub.next_transfer()).await });
         let delivery = match next {
             Err(_) => return Ok(None),
             Ok(None) => return Err(subscription_ended(self.sub.session(), "latency")),
