@@ -7,7 +7,7 @@
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::codec::Reader;
 use ferry_amqp010::{
-    decode_frame, with_redelivered, Assembler, Command, CommandHeader, Control, Incoming,
+    decode_frame, is_redelivered, with_redelivered, Assembler, Command, CommandHeader, Control, Incoming,
     MessageHeader, Value,
 };
 use libfuzzer_sys::fuzz_target;
@@ -34,7 +34,10 @@ fn command_round_trip(h: CommandHeader, c: &Command) {
 
 fn header_checks(segment: &Bytes) {
     let decoded = MessageHeader::decode(segment.clone());
+    let flag = is_redelivered(segment);
     if let Ok(h) = &decoded {
+        let expected = h.delivery.as_ref().is_some_and(|d| d.redelivered);
+        assert_eq!(flag.ok(), Some(expected), "is_redelivered agrees with decode");
         let mut once = BytesMut::new();
         h.encode(&mut once).expect("decoded header re-encodes");
         let again = MessageHeader::decode(once.clone().freeze()).expect("encoded header decodes");
