@@ -48,8 +48,9 @@ struct Destination {
 }
 
 /// Transfers read for one destination and not yet handed over. Sent before the reader
-/// waits for the socket and before anything else it reads is acted on, so the application
-/// sees deliveries in order and before the session or connection ending.
+/// waits for the socket and before it acts on anything but another transfer, so the
+/// application sees deliveries in order, and before whatever the server sent after them
+/// (an exception, the session's or connection's end).
 pub(crate) struct Batch {
     pub tx: mpsc::UnboundedSender<Vec<RawDelivery>>,
     pub session: Arc<SessionShared>,
@@ -207,6 +208,9 @@ impl Reader {
                 body,
                 ..
             })) => {
+                if !matches!(command, Command::MessageTransfer(_)) {
+                    self.hand_over();
+                }
                 self.command(channel, header, command, message_header, body);
                 Ok(Next::Continue)
             }
