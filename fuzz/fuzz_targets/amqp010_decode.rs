@@ -7,8 +7,8 @@
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::codec::Reader;
 use ferry_amqp010::{
-    decode_frame, is_redelivered, with_redelivered, Assembler, Command, CommandHeader, Control, Incoming,
-    MessageHeader, Value,
+    decode_frame, is_redelivered, with_redelivered, Assembler, Command, CommandHeader, Control,
+    Incoming, MessageHeader, Value,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -37,7 +37,11 @@ fn header_checks(segment: &Bytes) {
     let flag = is_redelivered(segment);
     if let Ok(h) = &decoded {
         let expected = h.delivery.as_ref().is_some_and(|d| d.redelivered);
-        assert_eq!(flag.ok(), Some(expected), "is_redelivered agrees with decode");
+        assert_eq!(
+            flag.ok(),
+            Some(expected),
+            "is_redelivered agrees with decode"
+        );
         let mut once = BytesMut::new();
         h.encode(&mut once).expect("decoded header re-encodes");
         let again = MessageHeader::decode(once.clone().freeze()).expect("encoded header decodes");

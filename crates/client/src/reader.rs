@@ -1,8 +1,8 @@
 //! The reader task: owns the socket's read half, cuts frames, assembles them per
 //! channel and dispatches. Per-channel state (assembler, incoming command ids,
-//! destinations) lives only here, so dispatching a transfer takes no lock. Transfers for
-//! one destination are handed over in batches, one channel send per read rather than one
-//! per message.
+//! destinations) lives only here, so dispatching a transfer needs no lock of its own.
+//! Consecutive transfers for one destination are handed over as a batch: one channel send
+//! per run of them in a read, rather than one per message.
 
 use std::collections::HashMap;
 use std::sync::Arc;

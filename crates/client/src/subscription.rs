@@ -8,8 +8,8 @@ use crate::error::ClientError;
 use crate::message::{Delivery, Transfer};
 use crate::session::Session;
 
-/// A transfer as the reader hands it over; decoded into a [`Delivery`] on the
-/// consumer's task so the reader only cuts frames.
+/// A transfer as the reader hands it over; the consumer's task makes it a [`Transfer`]
+/// (and decodes that into a [`Delivery`] if asked), so the reader only cuts frames.
 #[derive(Debug)]
 pub(crate) struct RawDelivery {
     pub id: u32,
@@ -24,7 +24,7 @@ pub(crate) struct RawDelivery {
 
 /// Deliveries for one destination, in arrival order. Memory is bounded by the credit
 /// granted: in window mode a delivery is completed (returning its credit) when taken
-/// with [`Subscription::next`]; in credit mode it is completed on arrival, since
+/// (by any of the `next` methods); in credit mode it is completed on arrival, since
 /// completion returns no credit there and the broker must not wait for a slow reader.
 /// The flow mode given to [`Session::subscribe`] decides which, for the subscription's
 /// life.

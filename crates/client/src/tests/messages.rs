@@ -47,7 +47,11 @@ async fn completions_until(peer: &mut Peer, want: &SequenceSet) -> (usize, Seque
     let mut seen = SequenceSet::new();
     let mut count = 0;
     loop {
-        if let Some((_, Item::Control(Control::SessionCompleted(c)))) = peer.next().await {
+        let item = peer.next().await;
+        let Some((_, item)) = item else {
+            panic!("the connection closed before {want:?} was completed");
+        };
+        if let Item::Control(Control::SessionCompleted(c)) = item {
             count += 1;
             let set = c.commands.unwrap();
             for &(lo, hi) in set.ranges() {
@@ -273,7 +277,7 @@ async fn deliveries_end_when_the_session_does() {
 }
 
 #[tokio::test]
-async fn transfers_read_with_the_detach_reach_the_application_first_and_in_order() {
+async fn transfers_read_with_the_detach_all_arrive_in_order_before_the_end() {
     let (_conn, session, mut peer, ch) = with_session(SessionOptions::default()).await;
     let mut sub = subscribe(&session, &mut peer, SubscribeOptions::default()).await;
     // One write, so the client reads the transfers and the detach together.
@@ -365,4 +369,41 @@ async fn a_transfer_leaves_its_header_for_the_application_to_read() {
     };
     assert!(!t.redelivered().unwrap());
     assert_eq!(&t.body[..], b"y");
+}
+
+#[tokio::test]
+async fn transfers_read_together_for_two_destinations_keep_each_ones_order() {
+    let (_conn, session, mut peer, ch) = with_session(SessionOptions::default()).await;
+    let mut first = subscribe(&session, &mut peer, SubscribeOptions::default()).await;
+    let server = async {
+        // The same four commands as for "d"; only the destination differs.
+        let (ch, id0, _, _, _, _) = peer.expect_command().await;
+        for _ in 0..2 {
+            peer.expect_command().await;
+        }
+        let (_, id, _, _, _, _) = peer.expect_command().await;
+        peer.complete(ch, id0, id).await;
+    };
+    let (second, ()) = tokio::join!(
+        session.subscribe("q", "e", SubscribeOptions::default()),
+        server
+    );
+    let mut second = second.unwrap();
+    // d, d, e, d, e, e in one write: the batches split at each change of destination.
+    let mut out = BytesMut::new();
+    for (i, destination) in ["d", "d", "e", "d", "e", "e"].iter().enumerate() {
+        peer.encode_transfer(&mut out, ch, destination, b"", &[i as u8]);
+    }
+    peer.write_raw(&out).await;
+    for want in [0u8, 1, 3] {
+        assert_eq!(&first.next_transfer().await.unwrap().body[..], &[want]);
+    }
+    for want in [2u8, 4, 5] {
+        let t = second.next_transfer().await.unwrap();
+        assert_eq!(
+            (&t.body[..], t.destination.as_bytes()),
+            (&[want][..], &b"e"[..])
+        );
+    }
+    assert!(first.try_next_transfer().is_none() && second.try_next_transfer().is_none());
 }
