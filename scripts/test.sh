@@ -37,6 +37,8 @@ done
 
 section "cargo fmt"
 cargo fmt --all -- --check
+# The fuzz targets are a workspace of their own (cargo-fuzz's layout).
+cargo fmt --all --manifest-path fuzz/Cargo.toml -- --check
 
 section "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
