@@ -8,7 +8,7 @@
 //! with how its two threads interleave).
 
 use bytes::Bytes;
-use ferry_core::{Message, OutboxItem};
+use ferry_core::{Accepts, Message, OutboxItem};
 
 mod common;
 
@@ -28,7 +28,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } = common::one_queue_one_consumer(BATCH)?;
     let exchange = broker.default_exchange().clone();
     let body = Bytes::from(vec![b'x'; 64]);
-    let (mut items, mut positions) = (Vec::new(), Vec::new());
+    let mut items = Vec::new();
+    let mut accepts = Accepts::default();
     let mut done = 0u64;
     while done < count {
         for _ in 0..BATCH {
@@ -36,13 +37,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             broker.publish(&exchange, msg)?;
         }
         outbox.take(&mut items);
-        positions.extend(items.drain(..).filter_map(|item| match item {
-            OutboxItem::Deliver(d) => Some(d.position),
-            _ => None,
-        }));
-        let settled = queue.accept_all(positions.drain(..));
-        queue.add_credit(consumer, u32::try_from(settled)?, 0)?;
-        done += settled as u64;
+        let mut settled = 0u32;
+        for item in items.drain(..) {
+            if let OutboxItem::Deliver(d) = item {
+                accepts.push(&queue, d.position, d.message);
+                settled += 1;
+            }
+        }
+        accepts.finish();
+        queue.add_credit(consumer, settled, 0)?;
+        done += u64::from(settled);
     }
     println!("{done} messages");
     Ok(())

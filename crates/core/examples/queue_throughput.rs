@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use ferry_core::{Message, OutboxItem};
+use ferry_core::{Accepts, Message, OutboxItem};
 
 mod common;
 
@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             move || -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
                 let rt = tokio::runtime::Builder::new_current_thread().build()?;
                 let mut buf = Vec::new();
-                let mut positions = Vec::new();
+                let mut accepts = Accepts::default();
                 let mut received = 0u64;
                 while received < count {
                     outbox.take(&mut buf);
@@ -44,14 +44,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         rt.block_on(outbox.notified());
                         continue;
                     }
+                    let mut n = 0u32;
                     for item in buf.drain(..) {
                         if let OutboxItem::Deliver(d) = item {
-                            positions.push(d.position);
+                            accepts.push(&queue, d.position, d.message);
+                            n += 1;
                         }
                     }
-                    let n = positions.len() as u32;
+                    accepts.finish();
                     received += u64::from(n);
-                    queue.accept_all(positions.drain(..));
                     queue.add_credit(consumer, n, 0)?;
                 }
                 Ok(received)

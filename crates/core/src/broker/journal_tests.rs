@@ -225,14 +225,14 @@ fn accepts_in_a_run_share_one_lock_and_one_dequeue_record_per_queue() {
     // A cumulative acknowledgement: a's three and its transient one, then c's, then a's
     // again (a new run), and a duplicate, which settles nothing.
     let mut accepts = crate::queue::Accepts::default();
-    for (position, _) in &from_a[..3] {
-        accepts.push(&a, *position);
+    for (position, m) in &from_a[..3] {
+        accepts.push(&a, *position, m.clone());
     }
-    accepts.push(&a, from_a[3].0);
-    for (position, _) in &from_c[..2] {
-        accepts.push(&c, *position);
+    accepts.push(&a, from_a[3].0, from_a[3].1.clone());
+    for (position, m) in &from_c[..2] {
+        accepts.push(&c, *position, m.clone());
     }
-    accepts.push(&c, from_c[0].0);
+    accepts.push(&c, from_c[0].0, from_c[0].1.clone());
     accepts.finish();
     assert_eq!(
         j.take(),
@@ -244,7 +244,7 @@ fn accepts_in_a_run_share_one_lock_and_one_dequeue_record_per_queue() {
     assert_eq!((a.unsettled_count(), c.unsettled_count()), (0, 1));
     // Dropped with a pending run: accepted all the same.
     let mut accepts = crate::queue::Accepts::default();
-    accepts.push(&c, from_c[2].0);
+    accepts.push(&c, from_c[2].0, from_c[2].1.clone());
     drop(accepts);
     assert_eq!(j.take(), [Call::Dequeue(store_id(&c), ids(&from_c[2..]))]);
     assert_eq!(c.unsettled_count(), 0);
@@ -397,7 +397,7 @@ fn messages_queue_features_drop_leave_the_journal() {
     let ob = consume_all(&b, &prio);
     let got = take_positions(&ob);
     assert_eq!(got[0].1.body(), Bytes::from_static(b"high"));
-    assert!(prio.accept_all(got.iter().map(|(p, _)| *p)) == 2);
+    assert!(prio.accept_all(&got.iter().map(|(p, _)| *p).collect::<Vec<_>>(), &mut []) == 2);
     // Settled in delivery order (highest priority first), under one record.
     assert_eq!(
         j.take(),
@@ -534,7 +534,9 @@ fn a_queue_over_the_budget_keeps_contents_on_disk_and_reads_them_back_in_order()
         "read back in batches: {} reads",
         loads.len()
     );
-    assert!(q.accept_all(got.iter().map(|(p, _)| *p)) == N as usize + 1);
+    assert!(
+        q.accept_all(&got.iter().map(|(p, _)| *p).collect::<Vec<_>>(), &mut []) == N as usize + 1
+    );
     assert_eq!(offload.resident(), 0);
     assert_eq!(b.memory_used(), 0);
 }

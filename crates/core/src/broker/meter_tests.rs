@@ -391,11 +391,14 @@ fn contents_on_disk_read_back_and_left_every_way() {
     b.cancel_consumer(&other, browser);
     let acquired = other.acquire(seen.iter().map(|d| d.position));
     assert_eq!(acquired.len(), 40);
-    other.accept_all(acquired);
+    other.accept_all(&acquired, &mut []);
     let (c, ob) = subscribe(&b, &other, true, 50);
     let ds = take_deliveries(&ob);
     assert_eq!(ds.len(), 50);
-    other.accept_all(ds[..40].iter().map(|d| d.position));
+    other.accept_all(
+        &ds[..40].iter().map(|d| d.position).collect::<Vec<_>>(),
+        &mut [],
+    );
     release_deliveries(ds[40..].iter().cloned(), true);
     b.cancel_consumer(&other, c);
     for _ in 0..30 {

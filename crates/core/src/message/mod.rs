@@ -587,6 +587,19 @@ impl Message {
         self.flags() & flag::BODY_SEGMENT != 0
     }
 
+    /// How many handles to this message exist (tests only).
+    #[cfg(test)]
+    pub(crate) fn handles(&self) -> u32 {
+        self.0.handles()
+    }
+
+    /// Everything in the one allocation: the message keeps nothing else alive (such as the
+    /// read buffer a large body shares).
+    #[inline]
+    pub(crate) fn is_compact(&self) -> bool {
+        self.flags() & flag::HAS_EXT == 0
+    }
+
     /// Bytes counted against queue size limits and consumer byte credit.
     #[inline]
     pub fn size(&self) -> u64 {

@@ -287,6 +287,14 @@ impl Clone for Packed {
     }
 }
 
+impl Packed {
+    /// How many handles share the allocation, for tests of who lets go of messages.
+    #[cfg(test)]
+    pub(super) fn handles(&self) -> u32 {
+        self.head().refs.load(Ordering::Relaxed)
+    }
+}
+
 impl Drop for Packed {
     #[inline]
     fn drop(&mut self) {

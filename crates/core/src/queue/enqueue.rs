@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Queue, QueueState};
+use super::{graveyard, Queue, QueueState};
 use crate::error::BrokerError;
 use crate::limits::LimitPolicy;
 use crate::message::Message;
@@ -65,7 +65,11 @@ impl Queue {
         if matches!(enqueued, Enqueued::Stored | Enqueued::Dropping(_)) {
             st.dispatch(self);
         }
-        Ok((enqueued, Backlog::of(&st)))
+        let backlog = Backlog::of(&st);
+        st.graveyard.take();
+        drop(st);
+        graveyard::free_taken();
+        Ok((enqueued, backlog))
     }
 
     /// The queue's [`Backlog`] now.

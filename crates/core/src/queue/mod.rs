@@ -35,6 +35,7 @@ mod entries;
 mod expiry;
 mod features;
 mod flow;
+mod graveyard;
 mod hold;
 mod info;
 mod lifecycle;

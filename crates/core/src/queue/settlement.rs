@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::graveyard::Corpse;
 use super::state::Entry;
 use super::{DeadLetters, Leaving, Queue, QueueState, Settled};
 use crate::message::{DeathReason, Message};
@@ -18,25 +19,48 @@ impl Queue {
             .is_some()
     }
 
+    /// [`Queue::accept`] for a delivery's own handle to the message, which is left for the
+    /// queue's next publish to drop if there is room (see `graveyard`).
+    pub fn accept_delivered(&self, position: u64, message: Message) -> bool {
+        let mut corpse = Corpse::new(message);
+        let accepted = {
+            let mut st = self.lock();
+            let accepted = st.settle_done(position, Settled::Accepted).is_some();
+            if accepted {
+                st.bury(&mut corpse);
+            }
+            accepted
+        };
+        // Outside the lock, if the graveyard had no room.
+        drop(corpse);
+        accepted
+    }
+
     /// [`Queue::accept`] for many positions under one lock, with one journal record for
     /// the persistent ones (one per [`ACCEPT_RUN`] of them); returns how many were settled.
-    pub fn accept_all(&self, positions: impl IntoIterator<Item = u64>) -> usize {
+    /// The accepted messages' handles in `corpses` are left for the queue's publishes to drop
+    /// if there is room (see `graveyard`); what is left in `corpses` the caller drops.
+    pub(crate) fn accept_all(&self, positions: &[u64], corpses: &mut [Corpse]) -> usize {
         let mut st = self.lock();
         // On the stack: a single acknowledgement must not allocate.
         let mut stored = [0u64; ACCEPT_RUN];
         let mut kept = 0;
         let mut settled = 0;
-        for position in positions {
-            if let Some(u) = st.settle_counted(position, Settled::Accepted) {
-                settled += 1;
-                if u.stored != 0 {
-                    if kept == ACCEPT_RUN {
-                        st.forget_ids(&stored);
-                        kept = 0;
-                    }
-                    stored[kept] = u.stored;
-                    kept += 1;
+        for (i, &position) in positions.iter().enumerate() {
+            let Some(u) = st.settle_counted(position, Settled::Accepted) else {
+                continue;
+            };
+            settled += 1;
+            if let Some(corpse) = corpses.get_mut(i) {
+                st.bury(corpse);
+            }
+            if u.stored != 0 {
+                if kept == ACCEPT_RUN {
+                    st.forget_ids(&stored);
+                    kept = 0;
                 }
+                stored[kept] = u.stored;
+                kept += 1;
             }
         }
         st.forget_ids(&stored[..kept]);
@@ -124,6 +148,8 @@ const ACCEPT_RUN: usize = 64;
 pub struct Accepts {
     queue: Option<Arc<Queue>>,
     positions: [u64; ACCEPT_RUN],
+    /// The delivered handles, given to the queue's graveyard or dropped after the accept.
+    corpses: [Corpse; ACCEPT_RUN],
     len: usize,
 }
 
@@ -132,26 +158,32 @@ impl Default for Accepts {
         Accepts {
             queue: None,
             positions: [0; ACCEPT_RUN],
+            corpses: std::array::from_fn(|_| Corpse::default()),
             len: 0,
         }
     }
 }
 
 impl Accepts {
-    pub fn push(&mut self, queue: &Arc<Queue>, position: u64) {
+    /// Accepts `position` on `queue`; `message` is the handle the delivery held.
+    pub fn push(&mut self, queue: &Arc<Queue>, position: u64, message: Message) {
         let same = self.queue.as_ref().is_some_and(|q| Arc::ptr_eq(q, queue));
         if !same || self.len == ACCEPT_RUN {
             self.finish();
             self.queue = Some(queue.clone());
         }
         self.positions[self.len] = position;
+        self.corpses[self.len] = Corpse::new(message);
         self.len += 1;
     }
 
     /// Accepts what is pending.
     pub fn finish(&mut self) {
         if let Some(queue) = self.queue.take() {
-            queue.accept_all(self.positions[..self.len].iter().copied());
+            let corpses = &mut self.corpses[..self.len];
+            queue.accept_all(&self.positions[..self.len], corpses);
+            // Outside the queue's lock: what its graveyard had no room for.
+            corpses.iter_mut().for_each(|c| *c = Corpse::default());
             self.len = 0;
         }
     }

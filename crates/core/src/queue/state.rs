@@ -21,6 +21,7 @@ use crate::message::{now_ms, Message};
 use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
 use crate::queue::features::Features;
+use crate::queue::graveyard::Graveyard;
 use crate::queue::outbox::{Delivery, OutboxItem};
 use crate::queue::timed_delete::TimedDelete;
 use crate::queue::QueueStore;
@@ -109,6 +110,8 @@ pub(crate) struct QueueState {
     pub(crate) counters: QueueCounters,
     /// Publishers held by this queue's backlog, let go as it drains (see `hold`).
     pub(crate) held: Vec<HeldPublisher>,
+    /// Accepted messages for the next publish to free (see `graveyard`).
+    pub(crate) graveyard: Graveyard,
 }
 
 /// How a settled message left the queue, for the counters.
@@ -192,6 +195,7 @@ impl QueueState {
             on_disk_bytes: 0,
             counters: QueueCounters::default(),
             held: Vec::new(),
+            graveyard: Graveyard::default(),
         }
     }
 
@@ -640,6 +644,7 @@ impl QueueState {
     /// later release can still be routed.
     pub(crate) fn drain_for_delete(&mut self, keep: bool) -> (Vec<Message>, Vec<Consumer>) {
         self.deleted = true;
+        self.graveyard.clear();
         self.meter.sub(self.shard, self.in_memory());
         self.offload_clear();
         self.queued_bytes = 0;

@@ -66,6 +66,10 @@ impl Queue {
         }
         let now = now_ms();
         st.last_used = now;
+        if st.consumers.is_empty() {
+            // Nothing is accepted here any more for a while, perhaps for good.
+            st.graveyard.clear();
+        }
         let auto_delete = if !self.auto_delete_due(&st) {
             AutoDelete::No
         } else if self.schedule_delete(&mut st, now) {

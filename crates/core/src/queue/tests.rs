@@ -285,7 +285,10 @@ fn accept_settles_once() {
     let ds = deliveries(&ob);
     assert!(q.accept(ds[0].position));
     assert!(!q.accept(ds[0].position));
-    assert_eq!(q.accept_all([ds[0].position, ds[1].position, 999]), 1);
+    assert_eq!(
+        q.accept_all(&[ds[0].position, ds[1].position, 999], &mut []),
+        1
+    );
     assert_eq!(q.unsettled_count(), 0);
     // Settled messages cannot be released back.
     assert_eq!(
@@ -994,4 +997,83 @@ fn a_publisher_that_let_go_itself_is_not_woken() {
     q.unhold_publisher(&w);
     q.add_credit(1, 10, u32::MAX).unwrap();
     assert!(!w.take_released() && !woken(&publisher));
+}
+
+/// A queue with one consumer (id 1, credit for `credit` messages) and the deliveries of
+/// `bodies` published to it.
+fn delivered(credit: u32, bodies: &[&'static str]) -> (Arc<Queue>, Arc<Outbox>, Vec<Delivery>) {
+    let q = queue();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, credit, u32::MAX).unwrap();
+    publish(&q, bodies);
+    let ds = deliveries(&ob);
+    assert_eq!(ds.len(), bodies.len());
+    (q, ob, ds)
+}
+
+#[test]
+fn an_accepted_message_is_let_go_by_the_next_publish() {
+    let (q, _ob, mut ds) = delivered(10, &["a"]);
+    let d = ds.remove(0);
+    let watch = d.message.clone();
+    assert!(q.accept_delivered(d.position, d.message));
+    assert_eq!(watch.handles(), 2, "kept for the next publish");
+    assert_eq!(q.lock().graveyard.len(), 1);
+    publish(&q, &["b"]);
+    assert_eq!(watch.handles(), 1, "the publish dropped it");
+    assert_eq!(q.lock().graveyard.len(), 0);
+}
+
+#[test]
+fn accepts_in_a_run_leave_their_messages_for_the_next_publish() {
+    let (q, _ob, ds) = delivered(10, &["a", "b", "c"]);
+    let watch: Vec<Message> = ds.iter().map(|d| d.message.clone()).collect();
+    let mut accepts = Accepts::default();
+    for d in ds {
+        accepts.push(&q, d.position, d.message);
+    }
+    accepts.finish();
+    assert_eq!(q.unsettled_count(), 0);
+    assert!(watch.iter().all(|m| m.handles() == 2));
+    publish(&q, &["d"]);
+    assert!(watch.iter().all(|m| m.handles() == 1));
+}
+
+#[test]
+fn a_message_not_accepted_here_is_not_kept() {
+    let (q, _ob, mut ds) = delivered(10, &["a"]);
+    let d = ds.remove(0);
+    assert!(q.accept(d.position));
+    let watch = d.message.clone();
+    assert!(
+        !q.accept_delivered(d.position, d.message),
+        "already settled"
+    );
+    assert_eq!(watch.handles(), 1);
+    assert_eq!(q.lock().graveyard.len(), 0);
+}
+
+#[test]
+fn a_queue_without_consumers_keeps_no_accepted_messages() {
+    let (q, _ob, mut ds) = delivered(10, &["a", "b"]);
+    let (first, second) = (ds.remove(0), ds.remove(0));
+    let watch = [first.message.clone(), second.message.clone()];
+    assert!(q.accept_delivered(first.position, first.message));
+    assert_eq!(watch[0].handles(), 2);
+    q.remove_consumer(1);
+    assert_eq!(watch[0].handles(), 1, "the last consumer's going let it go");
+    // Accepted after the consumer went: nothing to publish soon, so not kept.
+    assert!(q.accept_delivered(second.position, second.message));
+    assert_eq!(watch[1].handles(), 1);
+}
+
+#[test]
+fn deleting_a_queue_lets_its_accepted_messages_go() {
+    let (q, _ob, mut ds) = delivered(10, &["a"]);
+    let d = ds.remove(0);
+    let watch = d.message.clone();
+    assert!(q.accept_delivered(d.position, d.message));
+    q.drain_for_explicit_delete(false, false, 1).unwrap();
+    assert_eq!(watch.handles(), 1);
 }

@@ -500,7 +500,7 @@ fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
             match how {
                 Settle::Accept => {
                     if acquired {
-                        accepts.push(&queue, position);
+                        accepts.push(&queue, position, message);
                     }
                 }
                 Settle::Reject => {

@@ -401,15 +401,18 @@ impl Session {
         }
         // With accept-mode none the message is settled as soon as it is sent.
         let settled_now = d.acquired && sub.accept_mode == AcceptMode::None;
-        if settled_now {
-            d.queue.accept(d.position);
-        }
         let credit_bytes = u32::try_from(d.message.size()).unwrap_or(u32::MAX);
+        let message = if settled_now {
+            d.queue.accept_delivered(d.position, d.message);
+            None
+        } else {
+            Some(d.message)
+        };
         self.outgoing.push_transfer(DeliveryRecord {
             consumer: d.consumer,
             queue: d.queue,
             position: d.position,
-            message: (!settled_now).then_some(d.message),
+            message,
             acquired: d.acquired,
             credit_bytes,
             window_credit: d.window_credit,

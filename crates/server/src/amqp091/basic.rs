@@ -295,7 +295,7 @@ impl Channel {
         };
         self.write_delivery(ctx, &method, &d.message);
         let tag = if no_ack {
-            d.queue.accept(d.position);
+            d.queue.accept_delivered(d.position, d.message);
             self.free_window_slots(u32::from(d.windowed));
             self.unacked.next_tag()
         } else {
@@ -417,7 +417,7 @@ impl Channel {
             }
             windowed += u32::from(p.windowed);
             match how {
-                Outcome::Ack => accepts.push(&p.queue, p.position),
+                Outcome::Ack => accepts.push(&p.queue, p.position, p.message),
                 Outcome::Reject => {
                     p.queue.reject(p.position, p.message);
                 }

@@ -431,8 +431,8 @@ pub fn apply_outcome(records: Vec<OutRecord>, state: Option<&DeliveryState>) {
     match state {
         None | Some(DeliveryState::Accepted(_)) => {
             let mut accepts = Accepts::default();
-            for r in records.iter().filter(|r| r.acquired) {
-                accepts.push(&r.queue, r.position);
+            for r in records.into_iter().filter(|r| r.acquired) {
+                accepts.push(&r.queue, r.position, r.message);
             }
             accepts.finish();
         }

@@ -647,7 +647,7 @@ impl Session {
         if settled {
             // At most once: the message leaves its queue as it goes.
             if d.acquired {
-                d.queue.accept(d.position);
+                d.queue.accept_delivered(d.position, d.message);
             }
         } else {
             self.unsettled.insert(
