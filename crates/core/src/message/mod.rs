@@ -593,11 +593,11 @@ impl Message {
         self.0.handles()
     }
 
-    /// Everything in the one allocation: the message keeps nothing else alive (such as the
-    /// read buffer a large body shares).
+    /// The bytes of its one allocation, if that is all the message holds: none for one that
+    /// keeps something else alive (an `Ext`, such as the read buffer a large body shares).
     #[inline]
-    pub(crate) fn is_compact(&self) -> bool {
-        self.flags() & flag::HAS_EXT == 0
+    pub(crate) fn compact_bytes(&self) -> Option<u64> {
+        (self.flags() & flag::HAS_EXT == 0).then(|| self.0.allocated() as u64)
     }
 
     /// Bytes counted against queue size limits and consumer byte credit.

@@ -262,7 +262,6 @@ impl Packed {
     }
 
     /// Bytes of the allocation (malloc adds its own header and rounding).
-    #[cfg(test)]
     pub(super) fn allocated(&self) -> usize {
         let h = self.head();
         HEAD + trailers(h.flags) + content_len(h)

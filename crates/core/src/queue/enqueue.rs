@@ -66,7 +66,7 @@ impl Queue {
             st.dispatch(self);
         }
         let backlog = Backlog::of(&st);
-        st.graveyard.take();
+        st.take_graveyard();
         drop(st);
         graveyard::free_taken();
         Ok((enqueued, backlog))

@@ -4,38 +4,46 @@
 //! consumer accepts it, was freed on the worker thread that read the accept. glibc returns a
 //! freed block to the arena it came from, under that arena's lock, so with publisher and
 //! consumer on different workers both threads took one lock once per message and met on it
-//! (docs/INTERNALS.md, a message's path). Instead, an accept leaves small messages
-//! here, under the queue lock it takes anyway, and the next publish to the queue takes them
-//! all out under its lock and drops them once it has let go of it: on the publisher's thread,
-//! in the arena they came from.
+//! (docs/INTERNALS.md, a message's path). Instead, an accept leaves small messages here,
+//! under the queue lock it takes anyway, and the queue's next publish takes them all out under
+//! its lock and drops them once it has let go of it: on the publisher's worker, which with one
+//! publisher per queue is the thread, and the arena, that allocated them.
 //!
-//! Bounded per queue in count and bytes, and only messages in one allocation (a large body
-//! shares its publisher's read buffer, which must not be kept alive). Only a queue with
-//! consumers keeps any: the last consumer's going frees them, and so does deletion. A queue
-//! whose publishers stopped keeps at most the bound until then.
+//! Bounded per queue: 64 messages and 16 KiB of their allocations. Not counted in the broker's
+//! memory meter: they are no longer the queue's, and counted they could hold the memory alarm
+//! up with the publishers it blocks being the only ones to free them. Only messages that are
+//! one allocation: a large body shares its publisher's read buffer, which must not be kept
+//! alive.
+//! Only a queue with consumers keeps any; the last consumer's going frees them, and so does
+//! deletion. Publishes that do not go through `Queue::push` (a transaction's commit) leave the
+//! graveyard for the next one that does; a queue whose publishers stopped keeps at most the
+//! bound until its consumers go.
 
 use std::cell::RefCell;
 
 use super::QueueState;
 use crate::message::Message;
 
-/// Most accepted messages a queue keeps for its publishes to free.
+/// Most accepted messages a queue keeps for its next publish to free.
 pub(crate) const GRAVEYARD_MAX_MESSAGES: usize = 64;
-/// Most bytes of them (message sizes as the queue counts them).
+/// Most bytes of their allocations.
 pub(crate) const GRAVEYARD_MAX_BYTES: u64 = 16 << 10;
+
+/// Kept messages, each with the bytes of its allocation.
+type Buried = Vec<(Message, u64)>;
 
 #[derive(Debug, Default)]
 pub(crate) struct Graveyard {
     /// With each message its size, so that nothing under the lock reads the message itself
     /// (its memory is likely in the other thread's cache).
-    messages: Vec<(Message, u64)>,
+    messages: Buried,
     bytes: u64,
 }
 
 thread_local! {
     /// The emptied vector a publish swaps with a queue's graveyard, so that in the steady
     /// state neither side allocates one.
-    static SPARE: RefCell<Vec<(Message, u64)>> = const { RefCell::new(Vec::new()) };
+    static SPARE: RefCell<Buried> = const { RefCell::new(Vec::new()) };
 }
 
 /// An accepted message's handle on its way to a graveyard, with what the graveyard needs to
@@ -43,57 +51,64 @@ thread_local! {
 #[derive(Debug, Default)]
 pub(crate) struct Corpse {
     message: Option<Message>,
-    /// `None` for a message a graveyard must not keep.
-    size: Option<u64>,
+    /// The allocation's bytes; 0 for a message a graveyard must not keep.
+    bytes: u64,
 }
 
 impl Corpse {
     pub(crate) fn new(message: Message) -> Corpse {
-        let size = message.is_compact().then(|| message.size());
+        let bytes = message.compact_bytes().unwrap_or(0);
         Corpse {
             message: Some(message),
-            size,
+            bytes,
         }
     }
 }
 
 impl Graveyard {
-    /// Keeps the message if it is small and there is room; otherwise leaves it in `corpse`,
-    /// for the caller to drop (after unlocking) as before.
-    pub(crate) fn bury(&mut self, corpse: &mut Corpse) {
-        let Some(size) = corpse.size else { return };
-        if self.messages.len() >= GRAVEYARD_MAX_MESSAGES || self.bytes + size > GRAVEYARD_MAX_BYTES
+    /// Keeps the message if it may and there is room, returning the bytes kept; otherwise
+    /// leaves it in `corpse`, for the caller to drop (after unlocking) as before, and returns 0.
+    fn bury(&mut self, corpse: &mut Corpse) -> u64 {
+        let bytes = corpse.bytes;
+        if bytes == 0
+            || self.messages.len() >= GRAVEYARD_MAX_MESSAGES
+            || self.bytes + bytes > GRAVEYARD_MAX_BYTES
         {
-            return;
+            return 0;
         }
-        if let Some(m) = corpse.message.take() {
-            self.bytes += size;
-            self.messages.push((m, size));
-        }
+        let Some(m) = corpse.message.take() else {
+            return 0;
+        };
+        self.bytes += bytes;
+        self.messages.push((m, bytes));
+        bytes
     }
 
-    /// Under the queue lock: moves the kept messages into this thread's spare vector, for
-    /// [`free_taken`] to drop once the lock is released.
-    pub(crate) fn take(&mut self) {
+    /// Moves the kept messages into this thread's spare vector, for [`free_taken`] to drop
+    /// once the lock is released; returns the bytes that left.
+    fn take(&mut self) -> u64 {
         if self.messages.is_empty() {
-            return;
+            return 0;
         }
-        SPARE.with(|spare| {
-            // Only an emptied spare: what it held would come back uncounted.
-            if let Ok(mut spare) = spare.try_borrow_mut() {
-                if spare.is_empty() {
-                    std::mem::swap(&mut *spare, &mut self.messages);
-                    self.bytes = 0;
+        SPARE
+            .try_with(|spare| {
+                // Only an emptied spare: what it held would come back uncounted.
+                let Ok(mut spare) = spare.try_borrow_mut() else {
+                    return 0;
+                };
+                if !spare.is_empty() {
+                    return 0;
                 }
-            }
-        });
+                std::mem::swap(&mut *spare, &mut self.messages);
+                std::mem::take(&mut self.bytes)
+            })
+            .unwrap_or(0)
     }
 
-    /// Frees what is kept, here and now, and the room for it (for rare paths: the queue lost
-    /// its consumers or is deleted).
-    pub(crate) fn clear(&mut self) {
-        self.messages = Vec::new();
+    /// Everything kept, and the room for it, for the caller to drop once unlocked.
+    fn clear(&mut self) -> Buried {
         self.bytes = 0;
+        std::mem::take(&mut self.messages)
     }
 
     #[cfg(test)]
@@ -102,9 +117,10 @@ impl Graveyard {
     }
 }
 
-/// Drops what [`Graveyard::take`] moved out on this thread, keeping the vector's room.
+/// Drops what [`QueueState::take_graveyard`] moved out on this thread, keeping the vector's
+/// room.
 pub(crate) fn free_taken() {
-    SPARE.with(|spare| {
+    let _ = SPARE.try_with(|spare| {
         if let Ok(mut spare) = spare.try_borrow_mut() {
             spare.clear();
         }
@@ -118,6 +134,17 @@ impl QueueState {
         if !self.consumers.is_empty() {
             self.graveyard.bury(corpse);
         }
+    }
+
+    /// For a publish, under the lock: the kept messages go to this thread's spare vector,
+    /// to be dropped by [`free_taken`] after unlocking.
+    pub(crate) fn take_graveyard(&mut self) {
+        self.graveyard.take();
+    }
+
+    /// Everything kept, for the caller to drop (after unlocking where it can).
+    pub(crate) fn clear_graveyard(&mut self) -> Buried {
+        self.graveyard.clear()
     }
 }
 
@@ -134,7 +161,8 @@ mod tests {
     /// Buries a second handle to `m`; true if the graveyard kept it.
     fn bury_clone(g: &mut Graveyard, m: &Message) -> bool {
         let mut corpse = Corpse::new(m.clone());
-        g.bury(&mut corpse);
+        let kept = g.bury(&mut corpse);
+        assert_eq!(kept != 0, corpse.message.is_none());
         corpse.message.is_none()
     }
 
@@ -154,7 +182,7 @@ mod tests {
     fn keeps_at_most_the_byte_bound() {
         let mut g = Graveyard::default();
         let m = message(1000);
-        let fits = GRAVEYARD_MAX_BYTES / m.size();
+        let fits = GRAVEYARD_MAX_BYTES / m.allocated() as u64;
         for _ in 0..fits {
             assert!(bury_clone(&mut g, &m));
         }
@@ -166,7 +194,7 @@ mod tests {
     fn leaves_a_large_body_to_the_caller() {
         let mut g = Graveyard::default();
         let large = message(crate::message::INLINE_BODY_MAX);
-        assert!(!large.is_compact());
+        assert_eq!(large.compact_bytes(), None);
         assert!(!bury_clone(&mut g, &large));
         assert_eq!(g.len(), 0);
     }
@@ -178,17 +206,20 @@ mod tests {
         for _ in 0..3 {
             assert!(bury_clone(&mut g, &m));
         }
-        g.take();
+        assert_eq!(g.take(), 3 * m.allocated() as u64);
         assert_eq!(g.len(), 0);
         assert_eq!(m.handles(), 4, "taken, not yet freed");
         free_taken();
         assert_eq!(m.handles(), 1);
         let fill = message(1000);
-        let fits = GRAVEYARD_MAX_BYTES / fill.size();
+        let fits = GRAVEYARD_MAX_BYTES / fill.allocated() as u64;
         for _ in 0..fits {
             assert!(bury_clone(&mut g, &fill));
         }
-        g.clear();
+        let cleared = g.clear();
+        assert_eq!(cleared.len() as u64, fits);
+        assert_eq!(fill.handles(), 1 + fits as u32, "the caller drops them");
+        drop(cleared);
         assert_eq!(fill.handles(), 1);
     }
 
@@ -199,9 +230,9 @@ mod tests {
         let m = message(100);
         assert!(bury_clone(&mut first, &m));
         assert!(bury_clone(&mut second, &m));
-        first.take();
-        second.take();
-        assert_eq!(second.len(), 1, "the spare still held the first's");
+        assert_ne!(first.take(), 0);
+        assert_eq!(second.take(), 0, "the spare still held the first's");
+        assert_eq!(second.len(), 1);
         free_taken();
         assert_eq!(m.handles(), 2);
         second.take();

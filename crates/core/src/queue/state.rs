@@ -644,7 +644,8 @@ impl QueueState {
     /// later release can still be routed.
     pub(crate) fn drain_for_delete(&mut self, keep: bool) -> (Vec<Message>, Vec<Consumer>) {
         self.deleted = true;
-        self.graveyard.clear();
+        // Dropped under the lock: deletion is rare, and nothing else waits for this queue.
+        drop(self.clear_graveyard());
         self.meter.sub(self.shard, self.in_memory());
         self.offload_clear();
         self.queued_bytes = 0;

@@ -66,10 +66,12 @@ impl Queue {
         }
         let now = now_ms();
         st.last_used = now;
-        if st.consumers.is_empty() {
-            // Nothing is accepted here any more for a while, perhaps for good.
-            st.graveyard.clear();
-        }
+        // With no consumers nothing is accepted here for a while, perhaps for good.
+        let buried = if st.consumers.is_empty() {
+            st.clear_graveyard()
+        } else {
+            Vec::new()
+        };
         let auto_delete = if !self.auto_delete_due(&st) {
             AutoDelete::No
         } else if self.schedule_delete(&mut st, now) {
@@ -77,6 +79,8 @@ impl Queue {
         } else {
             AutoDelete::Now
         };
+        drop(st);
+        drop(buried);
         (true, auto_delete)
     }
 

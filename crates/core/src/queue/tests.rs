@@ -1077,3 +1077,33 @@ fn deleting_a_queue_lets_its_accepted_messages_go() {
     q.drain_for_explicit_delete(false, false, 1).unwrap();
     assert_eq!(watch.handles(), 1);
 }
+
+#[test]
+fn a_consumer_going_while_others_stay_leaves_the_accepted_messages_kept() {
+    let (q, ob, mut ds) = delivered(10, &["a"]);
+    q.subscribe(spec(2, &ob, true)).unwrap();
+    let d = ds.remove(0);
+    let watch = d.message.clone();
+    assert!(q.accept_delivered(d.position, d.message));
+    q.remove_consumer(1);
+    assert_eq!(watch.handles(), 2, "consumer 2 is still there");
+    q.remove_consumer(2);
+    assert_eq!(watch.handles(), 1);
+}
+
+#[test]
+fn an_accepts_run_keeps_only_what_it_settled() {
+    let (q, _ob, mut ds) = delivered(10, &["a"]);
+    let d = ds.remove(0);
+    let watch = d.message.clone();
+    let mut accepts = Accepts::default();
+    accepts.push(&q, d.position, d.message.clone());
+    accepts.push(&q, d.position, d.message);
+    accepts.finish();
+    assert_eq!(
+        watch.handles(),
+        2,
+        "the duplicate's handle was dropped, the first kept"
+    );
+    assert_eq!(q.lock().graveyard.len(), 1);
+}
