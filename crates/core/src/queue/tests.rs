@@ -1012,12 +1012,19 @@ fn delivered(credit: u32, bodies: &[&'static str]) -> (Arc<Queue>, Arc<Outbox>, 
     (q, ob, ds)
 }
 
-#[test]
-fn an_accepted_message_is_let_go_by_the_next_publish() {
-    let (q, _ob, mut ds) = delivered(10, &["a"]);
+/// [`delivered`] for one message, accepted with its delivery's handle: the queue, the
+/// outbox and another handle to the message, to watch who lets go of it.
+fn one_accepted() -> (Arc<Queue>, Arc<Outbox>, Message) {
+    let (q, ob, mut ds) = delivered(10, &["a"]);
     let d = ds.remove(0);
     let watch = d.message.clone();
     assert!(q.accept_delivered(d.position, d.message));
+    (q, ob, watch)
+}
+
+#[test]
+fn an_accepted_message_is_let_go_by_the_next_publish() {
+    let (q, _ob, watch) = one_accepted();
     assert_eq!(watch.handles(), 2, "kept for the next publish");
     assert_eq!(q.lock().graveyard.len(), 1);
     publish(&q, &["b"]);
@@ -1070,21 +1077,15 @@ fn a_queue_without_consumers_keeps_no_accepted_messages() {
 
 #[test]
 fn deleting_a_queue_lets_its_accepted_messages_go() {
-    let (q, _ob, mut ds) = delivered(10, &["a"]);
-    let d = ds.remove(0);
-    let watch = d.message.clone();
-    assert!(q.accept_delivered(d.position, d.message));
+    let (q, _ob, watch) = one_accepted();
     q.drain_for_explicit_delete(false, false, 1).unwrap();
     assert_eq!(watch.handles(), 1);
 }
 
 #[test]
 fn a_consumer_going_while_others_stay_leaves_the_accepted_messages_kept() {
-    let (q, ob, mut ds) = delivered(10, &["a"]);
+    let (q, ob, watch) = one_accepted();
     q.subscribe(spec(2, &ob, true)).unwrap();
-    let d = ds.remove(0);
-    let watch = d.message.clone();
-    assert!(q.accept_delivered(d.position, d.message));
     q.remove_consumer(1);
     assert_eq!(watch.handles(), 2, "consumer 2 is still there");
     q.remove_consumer(2);
