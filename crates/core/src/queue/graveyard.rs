@@ -14,6 +14,7 @@
 //! up with the publishers it blocks being the only ones to free them. Only messages that are
 //! one allocation: a large body shares its publisher's read buffer, which must not be kept
 //! alive.
+//!
 //! Only a queue with consumers keeps any; the last consumer's going frees them, and so does
 //! deletion. Publishes that do not go through `Queue::push` (a transaction's commit) leave the
 //! graveyard for the next one that does; a queue whose publishers stopped keeps at most the
