@@ -92,10 +92,16 @@ impl Broker {
     }
 
     /// Drops expired messages from every queue; returns how many. Called periodically so
-    /// memory stays bounded on queues nobody consumes from.
+    /// memory stays bounded on queues nobody consumes from. Also frees what queues kept for
+    /// publishes that stopped coming (`Queue::sweep_graveyard`).
     pub fn purge_expired(&self) -> u64 {
         let queues: Vec<Arc<Queue>> = self.registry.read().queues.values().cloned().collect();
         let now = now_ms();
-        queues.iter().map(|q| q.purge_expired(now)).sum()
+        let purged = queues.iter().map(|q| q.purge_expired(now)).sum();
+        // Bounds in time what queues whose publishers stopped keep for them to free.
+        for q in &queues {
+            q.sweep_graveyard();
+        }
+        purged
     }
 }

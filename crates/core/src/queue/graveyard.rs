@@ -17,12 +17,13 @@
 //!
 //! Only a queue with consumers keeps any; the last consumer's going frees them, and so does
 //! deletion. Publishes that do not go through `Queue::push` (a transaction's commit) leave the
-//! graveyard for the next one that does; a queue whose publishers stopped keeps at most the
-//! bound until its consumers go.
+//! graveyard for the next one that does. What no publish took for a whole period of the
+//! broker's once-a-second sweep ([`Queue::sweep_graveyard`]) is freed there, so a queue whose
+//! publishers stopped keeps nothing for long.
 
 use std::cell::RefCell;
 
-use super::QueueState;
+use super::{Queue, QueueState};
 use crate::message::Message;
 
 /// Most accepted messages a queue keeps for its next publish to free.
@@ -39,6 +40,8 @@ pub(crate) struct Graveyard {
     /// (its memory is likely in the other thread's cache).
     messages: Buried,
     bytes: u64,
+    /// A sweep found messages here; no publish has taken them since.
+    stale: bool,
 }
 
 thread_local! {
@@ -101,6 +104,7 @@ impl Graveyard {
                     return 0;
                 }
                 std::mem::swap(&mut *spare, &mut self.messages);
+                self.stale = false;
                 std::mem::take(&mut self.bytes)
             })
             .unwrap_or(0)
@@ -109,7 +113,18 @@ impl Graveyard {
     /// Everything kept, and the room for it, for the caller to drop once unlocked.
     fn clear(&mut self) -> Buried {
         self.bytes = 0;
+        self.stale = false;
         std::mem::take(&mut self.messages)
+    }
+
+    /// For the periodic sweep: what was already here at the last sweep and no publish took
+    /// since, for the caller to drop once unlocked. What is here now is marked for the next.
+    fn sweep(&mut self) -> Buried {
+        if self.stale {
+            return self.clear();
+        }
+        self.stale = !self.messages.is_empty();
+        Vec::new()
     }
 
     #[cfg(test)]
@@ -146,6 +161,15 @@ impl QueueState {
     /// Everything kept, for the caller to drop (after unlocking where it can).
     pub(crate) fn clear_graveyard(&mut self) -> Buried {
         self.graveyard.clear()
+    }
+}
+
+impl Queue {
+    /// The broker's periodic sweep: frees what the graveyard kept if no publish has taken it
+    /// since the last sweep.
+    pub(crate) fn sweep_graveyard(&self) {
+        let stale = self.lock().graveyard.sweep();
+        drop(stale);
     }
 }
 
@@ -222,6 +246,23 @@ mod tests {
         assert_eq!(fill.handles(), 1 + fits as u32, "the caller drops them");
         drop(cleared);
         assert_eq!(fill.handles(), 1);
+    }
+
+    #[test]
+    fn a_sweep_frees_only_what_a_whole_period_left_untaken() {
+        let mut g = Graveyard::default();
+        let m = message(100);
+        assert!(g.sweep().is_empty(), "nothing kept, nothing marked");
+        assert!(bury_clone(&mut g, &m));
+        assert!(g.sweep().is_empty(), "first sweep only marks");
+        g.take();
+        free_taken();
+        assert!(bury_clone(&mut g, &m));
+        assert!(g.sweep().is_empty(), "a publish took the marked ones");
+        assert_eq!(g.sweep().len(), 1, "untaken for a whole period");
+        assert_eq!(g.len(), 0);
+        assert!(bury_clone(&mut g, &m));
+        assert!(g.sweep().is_empty(), "the clear unmarked it");
     }
 
     #[test]

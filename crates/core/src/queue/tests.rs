@@ -1108,3 +1108,12 @@ fn an_accepts_run_keeps_only_what_it_settled() {
     );
     assert_eq!(q.lock().graveyard.len(), 1);
 }
+
+#[test]
+fn a_queue_whose_publishers_stopped_frees_its_accepted_messages_within_two_sweeps() {
+    let (q, _ob, watch) = one_accepted();
+    q.sweep_graveyard();
+    assert_eq!(watch.handles(), 2, "one sweep only marks");
+    q.sweep_graveyard();
+    assert_eq!(watch.handles(), 1);
+}
