@@ -66,9 +66,11 @@ impl Queue {
             st.dispatch(self);
         }
         let backlog = Backlog::of(&st);
-        st.take_graveyard();
+        let taken = st.take_graveyard();
         drop(st);
-        graveyard::free_taken();
+        if taken {
+            graveyard::free_taken();
+        }
         Ok((enqueued, backlog))
     }
 

@@ -117,8 +117,9 @@ impl Graveyard {
         std::mem::take(&mut self.messages)
     }
 
-    /// For the periodic sweep: what was already here at the last sweep and no publish took
-    /// since, for the caller to drop once unlocked. What is here now is marked for the next.
+    /// For the periodic sweep: if no publish has taken anything since the last sweep found
+    /// messages here, everything here (those, and any kept since), for the caller to drop
+    /// once unlocked. Otherwise marks what is here now for the next sweep.
     fn sweep(&mut self) -> Buried {
         if self.stale {
             return self.clear();
@@ -153,9 +154,10 @@ impl QueueState {
     }
 
     /// For a publish, under the lock: the kept messages go to this thread's spare vector,
-    /// to be dropped by [`free_taken`] after unlocking.
-    pub(crate) fn take_graveyard(&mut self) {
-        self.graveyard.take();
+    /// to be dropped by [`free_taken`] after unlocking. False if nothing went, and
+    /// there is nothing to free (most publishes: accepts come a run at a time).
+    pub(crate) fn take_graveyard(&mut self) -> bool {
+        self.graveyard.take() != 0
     }
 
     /// Everything kept, for the caller to drop (after unlocking where it can).
