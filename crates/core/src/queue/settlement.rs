@@ -19,23 +19,6 @@ impl Queue {
             .is_some()
     }
 
-    /// [`Queue::accept`] for a delivery's own handle to the message, which is left for the
-    /// queue's next publish to drop if there is room (see `graveyard`).
-    pub fn accept_delivered(&self, position: u64, message: Message) -> bool {
-        let mut corpse = Corpse::new(message);
-        let accepted = {
-            let mut st = self.lock();
-            let accepted = st.settle_done(position, Settled::Accepted).is_some();
-            if accepted {
-                st.bury(&mut corpse);
-            }
-            accepted
-        };
-        // Outside the lock, if the graveyard had no room.
-        drop(corpse);
-        accepted
-    }
-
     /// [`Queue::accept`] for many positions under one lock, with one journal record for
     /// the persistent ones (one per [`ACCEPT_RUN`] of them); returns how many were settled.
     /// The accepted messages' handles in `corpses` are left for the queue's publishes to drop

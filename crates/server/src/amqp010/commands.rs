@@ -539,10 +539,10 @@ fn acquire(
             let Some(record) = session.outgoing.get_mut(transfer) else {
                 continue;
             };
-            if record.acquired || record.message.is_none() {
+            let Some(held) = record.unsettled.as_ref().filter(|_| !record.acquired) else {
                 continue;
-            }
-            if !record.queue.acquire([record.position]).is_empty() {
+            };
+            if !held.queue.acquire([record.position]).is_empty() {
                 record.acquired = true;
                 acquired.add(transfer);
             }

@@ -212,6 +212,7 @@ impl Protocol for Amqp010 {
                                 out: &mut shell.out,
                                 spliced: &mut shell.spliced,
                             },
+                            &mut shell.presettled,
                             self.max_frame,
                             d,
                         );

@@ -10,11 +10,10 @@ use ferry_core::{ConsumerId, Message, Queue};
 /// What the session remembers about one message transfer it sent.
 pub struct DeliveryRecord {
     pub consumer: ConsumerId,
-    pub queue: Arc<Queue>,
     pub position: u64,
     /// `None` once the message is settled (accepted, rejected, released, or implicitly
     /// accepted because the subscription said accept-mode none).
-    pub message: Option<Message>,
+    pub unsettled: Option<Outstanding>,
     pub acquired: bool,
     /// Byte size charged against window credit, returned when the client completes it.
     pub credit_bytes: u32,
@@ -24,9 +23,17 @@ pub struct DeliveryRecord {
     pub windowed: bool,
 }
 
+/// A transferred message not yet settled, and the queue it is settled on. A settled record
+/// keeps no handle to its queue: counting one for every message, on the consumer's worker,
+/// moved the queue's count between the cores (the publisher's dispatch counts it too).
+pub struct Outstanding {
+    pub queue: Arc<Queue>,
+    pub message: Message,
+}
+
 impl DeliveryRecord {
     fn finished(&self) -> bool {
-        self.completed && self.message.is_none()
+        self.completed && self.unsettled.is_none()
     }
 }
 
@@ -179,13 +186,8 @@ impl Outgoing {
     /// Takes the message out of an unsettled record so the caller can settle it.
     pub fn settle(&mut self, id: u32) -> Option<(Arc<Queue>, u64, Message, bool)> {
         let record = self.get_mut(id)?;
-        let message = record.message.take()?;
-        let settled = (
-            record.queue.clone(),
-            record.position,
-            message,
-            record.acquired,
-        );
+        let Outstanding { queue, message } = record.unsettled.take()?;
+        let settled = (queue, record.position, message, record.acquired);
         if record.finished() {
             let windowed = record.windowed;
             self.forget(id, windowed);
@@ -243,7 +245,7 @@ impl Outgoing {
         let held = std::mem::take(&mut self.holdouts).into_values();
         let drained: Vec<DeliveryRecord> = held
             .chain(self.slots.iter_mut().filter_map(|slot| slot.take()))
-            .filter(|r| r.message.is_some())
+            .filter(|r| r.unsettled.is_some())
             .collect();
         self.live = 0;
         self.trim();
@@ -266,9 +268,11 @@ mod tests {
     fn record(queue: &Arc<Queue>, position: u64, window: bool) -> DeliveryRecord {
         DeliveryRecord {
             consumer: 7,
-            queue: queue.clone(),
             position,
-            message: Some(Message::new("", "q", Bytes::from_static(b"m"))),
+            unsettled: Some(Outstanding {
+                queue: queue.clone(),
+                message: Message::new("", "q", Bytes::from_static(b"m")),
+            }),
             acquired: true,
             credit_bytes: 10,
             window_credit: window,

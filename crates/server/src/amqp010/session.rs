@@ -18,13 +18,14 @@ use ferry_core::{
 use tracing::{debug, warn};
 
 use super::convert::Exception;
-use super::outgoing::{DeliveryRecord, Outgoing};
+use super::outgoing::{DeliveryRecord, Outgoing, Outstanding};
 use super::tx::SessionTx;
 use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
 use crate::encoded::Encoded;
 use crate::fast_map::FastMap;
 use crate::shell::outbound::{Sink, SPLICE_MIN};
+use crate::shell::presettled::Presettled;
 
 /// What a command handler needs besides its session.
 pub struct Env<'a> {
@@ -298,7 +299,7 @@ impl Session {
             unsettled
                 .into_iter()
                 .filter(|r| r.acquired)
-                .filter_map(|r| Some((r.queue, r.position, r.message?))),
+                .filter_map(|r| r.unsettled.map(|u| (u.queue, r.position, u.message))),
             true,
         );
         env.broker.release_owner(self.owner);
@@ -365,7 +366,13 @@ impl Session {
 
     /// Writes one delivery as a message.transfer and records it. Returns false (and puts
     /// the message back) if the subscription no longer exists here.
-    pub fn deliver(&mut self, sink: Sink<'_>, max_frame: usize, d: Delivery) -> bool {
+    pub fn deliver(
+        &mut self,
+        sink: Sink<'_>,
+        presettled: &mut Presettled,
+        max_frame: usize,
+        d: Delivery,
+    ) -> bool {
         let Sink { out, spliced } = sink;
         let Some(sub) = self.subscriptions.get(&d.consumer) else {
             self.window_slot_unused(&d);
@@ -402,17 +409,19 @@ impl Session {
         // With accept-mode none the message is settled as soon as it is sent.
         let settled_now = d.acquired && sub.accept_mode == AcceptMode::None;
         let credit_bytes = u32::try_from(d.message.size()).unwrap_or(u32::MAX);
-        let message = if settled_now {
-            d.queue.accept_delivered(d.position, d.message);
+        let unsettled = if settled_now {
+            presettled.push(d.queue, d.position, d.message);
             None
         } else {
-            Some(d.message)
+            Some(Outstanding {
+                queue: d.queue,
+                message: d.message,
+            })
         };
         self.outgoing.push_transfer(DeliveryRecord {
             consumer: d.consumer,
-            queue: d.queue,
             position: d.position,
-            message,
+            unsettled,
             acquired: d.acquired,
             credit_bytes,
             window_credit: d.window_credit,

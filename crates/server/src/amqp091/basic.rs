@@ -295,7 +295,7 @@ impl Channel {
         };
         self.write_delivery(ctx, &method, &d.message);
         let tag = if no_ack {
-            d.queue.accept_delivered(d.position, d.message);
+            ctx.presettled.push(d.queue, d.position, d.message);
             self.free_window_slots(u32::from(d.windowed));
             self.unacked.next_tag()
         } else {

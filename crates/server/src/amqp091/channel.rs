@@ -20,6 +20,7 @@ use crate::access::{self, ClientAccess, PublishCache};
 use crate::config::ServerConfig;
 use crate::fast_map::FastMap;
 use crate::shell::outbound::{Spliced, SPLICE_MIN};
+use crate::shell::presettled::Presettled;
 use ferry_acl::{Action, ObjectType};
 
 use super::args;
@@ -50,6 +51,8 @@ pub struct Ctx<'a> {
     pub config: &'a ServerConfig,
     /// A queue a publish left over the broker's backlog hold (see `Shell::backlogged`).
     pub backlogged: &'a mut Option<Arc<Queue>>,
+    /// No-ack deliveries written, to accept on their queues once per pass.
+    pub presettled: &'a mut Presettled,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -297,6 +297,7 @@ impl Amqp091 {
                 access: &shell.access,
                 config: &shell.config,
                 backlogged: &mut shell.backlogged,
+                presettled: &mut shell.presettled,
             },
         )
     }

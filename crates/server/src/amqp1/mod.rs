@@ -329,6 +329,7 @@ impl Amqp1 {
                 frame_max: self.peer_max_frame,
                 publisher: &mut shell.publisher,
                 backlog_waiter: &shell.backlog_waiter,
+                presettled: &mut shell.presettled,
             },
         )
     }

@@ -26,6 +26,7 @@ use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
 use crate::fast_map::FastMap;
 use crate::shell::outbound::{Sink, Spliced, SPLICE_MIN};
+use crate::shell::presettled::Presettled;
 
 /// Transfer frames a client may send before we widen its window again (refreshed at half).
 /// Frames are processed as they are read, so the window bounds nothing in memory; it is
@@ -54,6 +55,8 @@ pub struct Ctx<'a> {
     pub publisher: &'a mut bool,
     /// What a queue holding a link's credit for its backlog wakes the connection through.
     pub backlog_waiter: &'a Arc<BacklogWaiter>,
+    /// Pre-settled deliveries written, to accept on their queues once per pass.
+    pub presettled: &'a mut Presettled,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -647,7 +650,7 @@ impl Session {
         if settled {
             // At most once: the message leaves its queue as it goes.
             if d.acquired {
-                d.queue.accept_delivered(d.position, d.message);
+                ctx.presettled.push(d.queue, d.position, d.message);
             }
         } else {
             self.unsettled.insert(

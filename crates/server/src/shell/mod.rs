@@ -10,6 +10,7 @@
 
 pub mod driver;
 pub mod outbound;
+pub mod presettled;
 #[cfg(test)]
 pub mod testing;
 pub mod timers;
@@ -32,6 +33,7 @@ use crate::fast_map::FastMap;
 use crate::lifecycle::check_memory_alarm;
 use crate::state::ServerState;
 use outbound::Spliced;
+use presettled::Presettled;
 use timers::Timers;
 
 /// Read this much at a time; a full-size frame of either protocol fits.
@@ -106,6 +108,9 @@ pub struct Shell {
     pub out: BytesMut,
     /// Large bodies (and the buffer's bytes before them) queued ahead of `out`.
     pub spliced: Spliced,
+    /// Deliveries written to consumers that settle as they receive, accepted on their
+    /// queues once per pass of the connection's loop.
+    pub presettled: Presettled,
     pub phase: Phase,
     pub login: Login,
     pub access: ClientAccess,
@@ -197,6 +202,7 @@ impl Shell {
             outbox,
             out: BytesMut::with_capacity(READ_CHUNK),
             spliced: Spliced::default(),
+            presettled: Presettled::default(),
             phase: Phase::AwaitStartOk,
             consumers: FastMap::default(),
             publisher: false,
@@ -518,6 +524,12 @@ impl<P: Protocol> Connection<P> {
         }
     }
 
+    /// Accepts the deliveries written since the last pass to consumers that settle as they
+    /// receive (see `presettled`).
+    pub fn settle_written(&mut self) {
+        self.shell.presettled.finish();
+    }
+
     pub fn below_high_water(&self) -> bool {
         self.shell.out.len() + self.shell.spliced.len() < self.shell.config.write_high_water
     }
@@ -691,6 +703,8 @@ impl<P: Protocol> Connection<P> {
 
     /// The driver is done with the socket: release everything.
     pub fn teardown(&mut self) {
+        // Before the protocol releases what it had not settled: these went out.
+        self.shell.presettled.finish();
         self.let_go();
         self.protocol.teardown(&mut self.shell);
     }

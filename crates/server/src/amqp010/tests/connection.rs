@@ -727,6 +727,39 @@ async fn closing_the_connection_releases_what_its_sessions_had_not_settled() {
     assert!(got.iter().all(Delivered::redelivered));
 }
 
+/// Accept-mode none: a transfer written is accepted on its queue once the connection's pass
+/// ends, with the others written in the same pass (one lock for all), and never released:
+/// a teardown first accepts what was written.
+#[tokio::test]
+async fn transfers_settled_as_sent_are_accepted_once_the_pass_ends() {
+    let services = services(ServerConfig::default());
+    let mut a = open_on(services.clone(), 0).await;
+    a.attach(1, "s1");
+    a.call(1, declare("work"));
+    for body in [b"m1", b"m2"] {
+        a.publish(1, "", &keyed("work"), body);
+    }
+    a.subscribe(1, "work", "d", AcceptMode::None, AcquireMode::PreAcquired);
+    a.send(&command(1, flow("d", CreditUnit::Byte, u32::MAX), false));
+    a.send(&command(1, flow("d", CreditUnit::Message, 10), false));
+    let q = services.broker.queue("work").unwrap();
+    // Written to the connection's buffer; the pass has not ended.
+    a.conn.handle_outbox(&mut Vec::new(), a.now);
+    assert_eq!((q.message_count(), q.unsettled_count()), (0, 2));
+    assert_eq!(bodies(&delivered(a.take_output())), [&b"m1"[..], b"m2"]);
+    assert_eq!(q.unsettled_count(), 0, "accepted after the write");
+    // One more, written, and the connection ends before its pass does.
+    a.send(&transfer_frames(1, "", &keyed("work"), b"m3", false));
+    a.conn.handle_outbox(&mut Vec::new(), a.now);
+    assert_eq!(q.unsettled_count(), 1);
+    a.conn.teardown();
+    assert_eq!(
+        (q.message_count(), q.unsettled_count()),
+        (0, 0),
+        "accepted, not left acquired"
+    );
+}
+
 #[tokio::test]
 async fn a_connection_fault_releases_the_sessions_at_once() {
     let services = services(ServerConfig::default());

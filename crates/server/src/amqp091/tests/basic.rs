@@ -551,6 +551,29 @@ async fn no_ack_consumers_ignore_prefetch_and_their_tags_cannot_be_acked() {
     assert_channel_closed(&out, 1, reply::PRECONDITION_FAILED, (60, 80));
 }
 
+/// No-ack deliveries written in one pass are accepted on their queue together, after the
+/// write, not one lock a message.
+#[tokio::test]
+async fn no_ack_deliveries_are_accepted_once_the_pass_ends() {
+    let mut c = with_queue().await;
+    for _ in 0..3 {
+        c.publish(1, "", "q", b"x");
+    }
+    c.send(&encode(
+        1,
+        BasicConsume {
+            no_ack: true,
+            ..consumer("q", "c1")
+        },
+    ));
+    c.conn.handle_outbox(&mut Vec::new(), c.now);
+    let q = c.conn.broker().queue("q").unwrap();
+    assert_eq!((q.message_count(), q.unsettled_count()), (0, 3));
+    c.take_output();
+    assert_eq!(q.unsettled_count(), 0);
+    assert_eq!(c.conn.broker().memory_used(), 0);
+}
+
 #[tokio::test]
 async fn acks_of_unknown_tags_are_406_and_multiple_acks_settle_a_prefix() {
     let mut c = with_queue().await;

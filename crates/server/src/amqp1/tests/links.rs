@@ -310,6 +310,40 @@ async fn at_most_once_links_send_settled() {
     assert_eq!(queue_depth(&c, "q"), 0);
 }
 
+/// Deliveries sent settled in one pass are accepted on their queue together, after the
+/// write.
+#[tokio::test]
+async fn settled_deliveries_are_accepted_once_the_pass_ends() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    for id in 0..3 {
+        c.transfer(0, 0, id, true, &data(b"m"));
+    }
+    let source = Source {
+        address: Some("q".into()),
+        ..Source::default()
+    };
+    c.attach_receiver_from(0, 1, source, true);
+    let flow = Flow {
+        next_incoming_id: Some(0),
+        incoming_window: 10_000,
+        next_outgoing_id: 0,
+        outgoing_window: 10_000,
+        handle: Some(1),
+        delivery_count: Some(0),
+        link_credit: Some(10),
+        ..Flow::default()
+    };
+    c.send(&frame(0, flow));
+    c.conn.handle_outbox(&mut Vec::new(), c.now);
+    let q = c.broker().queue("q").unwrap();
+    assert_eq!((q.message_count(), q.unsettled_count()), (0, 3));
+    assert_eq!(transfers(&decode(c.take_output())).len(), 3);
+    assert_eq!(q.unsettled_count(), 0);
+}
+
 #[tokio::test]
 async fn large_messages_go_out_in_frames_of_the_clients_size() {
     let services = services(ServerConfig::default());
