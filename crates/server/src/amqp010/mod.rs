@@ -331,6 +331,7 @@ impl Amqp010 {
         for item in items {
             self.on_outbox_item(shell, item);
         }
+        shell.presettled.finish();
     }
 
     /// A subscription's queue was deleted. As in qpidd, the subscription stays in its

@@ -438,6 +438,7 @@ impl Amqp1 {
         for item in items {
             self.on_outbox_item(shell, item);
         }
+        shell.presettled.finish();
         let (sessions, mut ctx) = self.split(shell);
         if let Some(s) = mapped(sessions, channel) {
             s.finish_drains(&mut ctx);

@@ -51,8 +51,6 @@ pub async fn drive<T: Transport, P: Protocol>(
                 Err(e) => break Err(e),
             }
         }
-        // After the write, so the consumer's bytes do not wait for the queue's lock.
-        conn.settle_written();
         let all_written = !conn.has_output() && !stream.wants_write();
         if conn.is_done() {
             break Ok(());

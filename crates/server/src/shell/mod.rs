@@ -109,7 +109,7 @@ pub struct Shell {
     /// Large bodies (and the buffer's bytes before them) queued ahead of `out`.
     pub spliced: Spliced,
     /// Deliveries written to consumers that settle as they receive, accepted on their
-    /// queues once per pass of the connection's loop.
+    /// queues together once the outbox is drained.
     pub presettled: Presettled,
     pub phase: Phase,
     pub login: Login,
@@ -522,11 +522,6 @@ impl<P: Protocol> Connection<P> {
         for item in items.drain(..) {
             self.protocol.on_outbox_item(&mut self.shell, item);
         }
-    }
-
-    /// Accepts the deliveries written since the last pass to consumers that settle as they
-    /// receive (see `presettled`).
-    pub fn settle_written(&mut self) {
         self.shell.presettled.finish();
     }
 
@@ -703,8 +698,6 @@ impl<P: Protocol> Connection<P> {
 
     /// The driver is done with the socket: release everything.
     pub fn teardown(&mut self) {
-        // Before the protocol releases what it had not settled: these went out.
-        self.shell.presettled.finish();
         self.let_go();
         self.protocol.teardown(&mut self.shell);
     }

@@ -1,17 +1,19 @@
 //! Deliveries settled as they are written (0-10 accept-mode none, 0-9-1 no-ack, 1.0
-//! pre-settled), accepted on their queues once per pass of the connection's loop rather than
-//! one queue lock per message.
+//! pre-settled), accepted on their queues when the drain of the outbox that wrote them ends,
+//! rather than one queue lock per message.
 //!
 //! Each accept takes the queue's lock, the lock its publishers take for every message. With
 //! a publisher on another worker, one lock a message from each side kept the lock's cache
 //! line and the queue's state moving between the cores, and the two sides waiting on each
 //! other. Accepted together, consecutive deliveries from one queue share one lock
-//! ([`Accepts`]).
+//! ([`Accepts`]: up to 64, or until the queue changes).
 //!
 //! Until then the messages are acquired and unsettled on their queues, as they were between
-//! dispatch and the write, so nothing else can take them. They are accepted before the
-//! connection sleeps, and before its teardown releases what it had not settled: a message
-//! written must not be redelivered.
+//! dispatch and the write, so nothing else can take them. Every drain ends with the accept:
+//! the event loop's (`Connection::handle_outbox`) and those inside input processing (0-10's
+//! deliveries at the end of a batch of commands, a 1.0 link drain), so no command, and no
+//! teardown, sees them pending. That keeps the window in which a queue deleted meanwhile
+//! would send an acquired message to its alternate exchange as short as it was.
 
 use std::sync::Arc;
 
@@ -152,6 +154,7 @@ mod tests {
         for (x, y) in from_a.into_iter().zip(from_b) {
             push_all(&mut presettled, vec![x, y]);
         }
+        assert_eq!(b.unsettled_count(), 1, "the last run waits for finish");
         presettled.finish();
         assert_eq!((a.unsettled_count(), b.unsettled_count()), (0, 0));
         assert_eq!((a.message_count(), b.message_count()), (0, 0));
@@ -163,6 +166,7 @@ mod tests {
         let (queue, deliveries) = delivered(&broker, "q", 2);
         let mut presettled = Presettled::default();
         push_all(&mut presettled, deliveries);
+        assert_eq!(queue.unsettled_count(), 2);
         drop(presettled);
         assert_eq!(queue.unsettled_count(), 0);
         assert_eq!(queue.message_count(), 0);

@@ -74,7 +74,7 @@ impl<P: Protocol> Wire<P> {
     }
 
     /// Takes deliveries from the outbox, then everything written so far (all of it "goes
-    /// out" now), then accepts the pre-settled deliveries written.
+    /// out" now).
     pub fn take_output(&mut self) -> BytesMut {
         let mut items = Vec::new();
         self.conn.handle_outbox(&mut items, self.now);
@@ -85,8 +85,6 @@ impl<P: Protocol> Wire<P> {
             let n = next.len();
             self.conn.on_transmitted(n, self.now);
         }
-        // As the event loop does after its write.
-        self.conn.settle_written();
         out
     }
 

@@ -727,11 +727,11 @@ async fn closing_the_connection_releases_what_its_sessions_had_not_settled() {
     assert!(got.iter().all(Delivered::redelivered));
 }
 
-/// Accept-mode none: a transfer written is accepted on its queue once the connection's pass
-/// ends, with the others written in the same pass (one lock for all), and never released:
-/// a teardown first accepts what was written.
+/// Accept-mode none: transfers are accepted on their queue together once the outbox drain
+/// that wrote them ends, whether the drain is the event loop's or the one a batch of
+/// commands ends with (`deliver_waiting`).
 #[tokio::test]
-async fn transfers_settled_as_sent_are_accepted_once_the_pass_ends() {
+async fn transfers_settled_as_sent_are_accepted_when_the_drain_ends() {
     let services = services(ServerConfig::default());
     let mut a = open_on(services.clone(), 0).await;
     a.attach(1, "s1");
@@ -740,24 +740,19 @@ async fn transfers_settled_as_sent_are_accepted_once_the_pass_ends() {
         a.publish(1, "", &keyed("work"), body);
     }
     a.subscribe(1, "work", "d", AcceptMode::None, AcquireMode::PreAcquired);
+    let q = services.broker.queue("work").unwrap();
+    // The credit's transfers go out at the end of the batch that granted it.
     a.send(&command(1, flow("d", CreditUnit::Byte, u32::MAX), false));
     a.send(&command(1, flow("d", CreditUnit::Message, 10), false));
-    let q = services.broker.queue("work").unwrap();
-    // Written to the connection's buffer; the pass has not ended.
-    a.conn.handle_outbox(&mut Vec::new(), a.now);
-    assert_eq!((q.message_count(), q.unsettled_count()), (0, 2));
+    assert_eq!((q.message_count(), q.unsettled_count()), (0, 0));
     assert_eq!(bodies(&delivered(a.take_output())), [&b"m1"[..], b"m2"]);
-    assert_eq!(q.unsettled_count(), 0, "accepted after the write");
-    // One more, written, and the connection ends before its pass does.
-    a.send(&transfer_frames(1, "", &keyed("work"), b"m3", false));
+    // Published on another connection: the event loop's drain writes it.
+    let mut b = open_on(services.clone(), 0).await;
+    b.attach(1, "s1");
+    b.publish(1, "", &keyed("work"), b"m3");
     a.conn.handle_outbox(&mut Vec::new(), a.now);
-    assert_eq!(q.unsettled_count(), 1);
-    a.conn.teardown();
-    assert_eq!(
-        (q.message_count(), q.unsettled_count()),
-        (0, 0),
-        "accepted, not left acquired"
-    );
+    assert_eq!((q.message_count(), q.unsettled_count()), (0, 0));
+    assert_eq!(bodies(&delivered(a.take_output())), [&b"m3"[..]]);
 }
 
 #[tokio::test]

@@ -310,10 +310,10 @@ async fn at_most_once_links_send_settled() {
     assert_eq!(queue_depth(&c, "q"), 0);
 }
 
-/// Deliveries sent settled in one pass are accepted on their queue together, after the
-/// write.
+/// Deliveries sent settled are accepted on their queue together once the outbox drain that
+/// wrote them ends, the event loop's or a link drain's (which writes inside input).
 #[tokio::test]
-async fn settled_deliveries_are_accepted_once_the_pass_ends() {
+async fn settled_deliveries_are_accepted_when_the_drain_ends() {
     let mut c = open().await;
     declare(&c, "q");
     c.begin(0);
@@ -326,22 +326,25 @@ async fn settled_deliveries_are_accepted_once_the_pass_ends() {
         ..Source::default()
     };
     c.attach_receiver_from(0, 1, source, true);
-    let flow = Flow {
+    let flow = |delivery_count, drain| Flow {
         next_incoming_id: Some(0),
         incoming_window: 10_000,
         next_outgoing_id: 0,
         outgoing_window: 10_000,
         handle: Some(1),
-        delivery_count: Some(0),
-        link_credit: Some(10),
+        delivery_count: Some(delivery_count),
+        link_credit: Some(2),
+        drain,
         ..Flow::default()
     };
-    c.send(&frame(0, flow));
-    c.conn.handle_outbox(&mut Vec::new(), c.now);
     let q = c.broker().queue("q").unwrap();
-    assert_eq!((q.message_count(), q.unsettled_count()), (0, 3));
-    assert_eq!(transfers(&decode(c.take_output())).len(), 3);
-    assert_eq!(q.unsettled_count(), 0);
+    c.send(&frame(0, flow(0, false)));
+    c.conn.handle_outbox(&mut Vec::new(), c.now);
+    assert_eq!((q.message_count(), q.unsettled_count()), (1, 0));
+    assert_eq!(transfers(&decode(c.take_output())).len(), 2);
+    c.send(&frame(0, flow(2, true)));
+    assert_eq!((q.message_count(), q.unsettled_count()), (0, 0), "drained");
+    assert_eq!(transfers(&decode(c.take_output())).len(), 1);
 }
 
 #[tokio::test]
