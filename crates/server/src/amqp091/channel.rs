@@ -51,7 +51,7 @@ pub struct Ctx<'a> {
     pub config: &'a ServerConfig,
     /// A queue a publish left over the broker's backlog hold (see `Shell::backlogged`).
     pub backlogged: &'a mut Option<Arc<Queue>>,
-    /// No-ack deliveries written, to accept on their queues once per pass.
+    /// No-ack deliveries written, accepted on their queues when the outbox drain ends.
     pub presettled: &'a mut Presettled,
 }
 

@@ -55,7 +55,7 @@ pub struct Ctx<'a> {
     pub publisher: &'a mut bool,
     /// What a queue holding a link's credit for its backlog wakes the connection through.
     pub backlog_waiter: &'a Arc<BacklogWaiter>,
-    /// Pre-settled deliveries written, to accept on their queues once per pass.
+    /// Pre-settled deliveries written, accepted on their queues when the outbox drain ends.
     pub presettled: &'a mut Presettled,
 }
 

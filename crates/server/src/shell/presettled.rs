@@ -110,7 +110,7 @@ mod tests {
     }
 
     #[test]
-    fn deliveries_stay_acquired_until_the_pass_ends() {
+    fn deliveries_stay_acquired_until_finish() {
         let broker = Broker::new(BrokerConfig::default());
         let (queue, deliveries) = delivered(&broker, "q", 3);
         let mut presettled = Presettled::default();
@@ -138,7 +138,7 @@ mod tests {
         assert_eq!(
             Arc::strong_count(&queue),
             alone,
-            "no handle kept past the pass"
+            "no handle kept past finish"
         );
         assert_eq!(queue.message_count(), 0);
         assert_eq!(queue.unsettled_count(), 0);
