@@ -97,11 +97,13 @@ impl Broker {
     pub fn purge_expired(&self) -> u64 {
         let queues: Vec<Arc<Queue>> = self.registry.read().queues.values().cloned().collect();
         let now = now_ms();
-        let purged = queues.iter().map(|q| q.purge_expired(now)).sum();
-        // Bounds in time what queues whose publishers stopped keep for them to free.
-        for q in &queues {
-            q.sweep_graveyard();
-        }
-        purged
+        queues
+            .iter()
+            .map(|q| {
+                // Bounds in time what queues whose publishers stopped keep for them to free.
+                q.sweep_graveyard();
+                q.purge_expired(now)
+            })
+            .sum()
     }
 }

@@ -109,12 +109,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn deliveries_stay_acquired_until_finish() {
+    /// A queue with `n` deliveries pushed, not yet accepted.
+    fn pushed(n: usize) -> (Arc<Queue>, Presettled) {
         let broker = Broker::new(BrokerConfig::default());
-        let (queue, deliveries) = delivered(&broker, "q", 3);
+        let (queue, deliveries) = delivered(&broker, "q", n);
         let mut presettled = Presettled::default();
         push_all(&mut presettled, deliveries);
+        (queue, presettled)
+    }
+
+    #[test]
+    fn deliveries_stay_acquired_until_finish() {
+        let (queue, mut presettled) = pushed(3);
         assert_eq!(
             queue.unsettled_count(),
             3,
@@ -162,10 +168,7 @@ mod tests {
 
     #[test]
     fn what_is_pending_is_accepted_when_the_connection_goes() {
-        let broker = Broker::new(BrokerConfig::default());
-        let (queue, deliveries) = delivered(&broker, "q", 2);
-        let mut presettled = Presettled::default();
-        push_all(&mut presettled, deliveries);
+        let (queue, presettled) = pushed(2);
         assert_eq!(queue.unsettled_count(), 2);
         drop(presettled);
         assert_eq!(queue.unsettled_count(), 0);
