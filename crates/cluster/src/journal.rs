@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use crate::sm::Replica;
-use crate::types::Op;
+use crate::types::{Batch, NodeId, Op};
 
 /// Ids of replicated queues and of messages the leader numbered: bit 63 set, then the
 /// proposing leader's term and a counter of its own. Terms are unique to one leader, so
@@ -55,6 +55,14 @@ pub fn is_replicated_declare(args: &Arguments) -> bool {
     };
     quorum || replicated
 }
+
+/// Most operations in one Raft entry.
+const MAX_OPS: usize = 1024;
+
+/// Longest a proposal waits for more to join its entry when nobody asks to hear of its
+/// durability (a settlement, a publish without confirms); as the store's
+/// `unawaited_records_delay`.
+const UNAWAITED_PROPOSAL_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// A queue operation for the proposer, with the point it completes.
 #[derive(Debug)]
@@ -101,6 +109,10 @@ pub struct ClusterJournal {
     next_id: AtomicU64,
     /// Handed to the local store to hear of its durability.
     kick: Arc<Kick>,
+    /// Somebody waits for what is proposed: the proposer sends what it gathered now (see
+    /// [`ClusterJournal::proposer_kicked`]).
+    proposer_kicked: AtomicBool,
+    proposer_kick: tokio::sync::Notify,
 }
 
 struct Kick(Weak<ClusterJournal>);
@@ -120,6 +132,22 @@ fn not_leader() -> BrokerError {
     )
 }
 
+/// Adds `p` to the entry being gathered; a proposal of a new epoch starts the entry afresh,
+/// since what came before it can no longer complete.
+fn add_proposal(batch: &mut Batch, me: NodeId, p: Proposal) {
+    if p.epoch == batch.epoch {
+        batch.point = p.point;
+        batch.ops.push(p.op);
+    } else {
+        *batch = Batch {
+            origin: me,
+            epoch: p.epoch,
+            point: p.point,
+            ops: vec![p.op],
+        };
+    }
+}
+
 impl ClusterJournal {
     /// The journal of node `me` over its local store; proposals go to the returned receiver.
     pub fn new(
@@ -136,6 +164,8 @@ impl ClusterJournal {
             serving: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             kick: Arc::new(Kick(weak.clone())),
+            proposer_kicked: AtomicBool::new(false),
+            proposer_kick: tokio::sync::Notify::new(),
         });
         (j, rx)
     }
@@ -193,6 +223,61 @@ impl ClusterJournal {
             })
             .map_err(|_| not_leader())?;
         Ok(SyncPoint(point))
+    }
+
+    /// Whether a connection asked to hear of durability since the proposer last looked, and
+    /// so has proposed all it will for now: a connection proposes a whole read batch, then
+    /// asks once. The proposer gathers until then, so a batch of publishes is one Raft entry
+    /// and one log sync rather than a sync for each few that came before the proposer woke.
+    pub(crate) fn proposer_kicked(&self) -> bool {
+        self.proposer_kicked.swap(false, Ordering::AcqRel)
+    }
+
+    /// Resolves after a kick; one that came before this is awaited is not lost.
+    pub(crate) async fn proposer_kick(&self) {
+        self.proposer_kick.notified().await
+    }
+
+    /// The next Raft entry, starting with `first`: it goes when a connection waits for what
+    /// it proposed (it has proposed its whole read batch by then), when it is full, or
+    /// [`UNAWAITED_PROPOSAL_DELAY`] after `first`. Also says whether the channel closed.
+    pub(crate) async fn gather(
+        &self,
+        first: Proposal,
+        rx: &mut mpsc::UnboundedReceiver<Proposal>,
+        me: NodeId,
+    ) -> (Batch, bool) {
+        let mut batch = Batch {
+            origin: me,
+            epoch: first.epoch,
+            point: first.point,
+            ops: vec![first.op],
+        };
+        let deadline = tokio::time::Instant::now() + UNAWAITED_PROPOSAL_DELAY;
+        loop {
+            while batch.ops.len() < MAX_OPS {
+                match rx.try_recv() {
+                    Ok(p) => add_proposal(&mut batch, me, p),
+                    Err(_) => break,
+                }
+            }
+            if batch.ops.len() >= MAX_OPS || self.proposer_kicked() {
+                return (batch, false);
+            }
+            tokio::select! {
+                () = self.proposer_kick() => {}
+                more = rx.recv() => match more {
+                    Some(p) => add_proposal(&mut batch, me, p),
+                    None => return (batch, true),
+                },
+                () = tokio::time::sleep_until(deadline) => return (batch, false),
+            }
+        }
+    }
+
+    fn kick_proposer(&self) {
+        self.proposer_kicked.store(true, Ordering::Release);
+        self.proposer_kick.notify_one();
     }
 
     /// Covers the local store's latest point with one of ours, if it moved.
@@ -530,6 +615,13 @@ impl Journal for ClusterJournal {
                 return;
             }
             p.waiters.push((point.0, waiter));
+            if p.pending
+                .iter()
+                .rev()
+                .any(|(_, s)| matches!(s, Source::Raft))
+            {
+                self.kick_proposer();
+            }
             // The local store syncs when asked: ask for the latest local point pending.
             p.pending.iter().rev().find_map(|(_, s)| match s {
                 Source::Local(sp) => Some(*sp),
@@ -624,6 +716,54 @@ mod tests {
         // An answer from the old epoch completes nothing.
         j.applied(j.epoch() - 1, b.0);
         assert!(j.durable() < b);
+    }
+
+    fn delete(j: &ClusterJournal, queue: u64) -> SyncPoint {
+        j.propose(Op::Delete {
+            queue: REPLICATED | queue,
+        })
+        .unwrap()
+    }
+
+    struct Woken;
+
+    impl DurableWaiter for Woken {
+        fn wake(&self) {}
+    }
+
+    #[tokio::test]
+    async fn a_connections_read_batch_goes_to_raft_as_one_entry() {
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal), 1);
+        j.start_serving(1);
+        delete(&j, 1);
+        delete(&j, 2);
+        let first = rx.recv().await.unwrap();
+        // The proposer has woken for the first publish of a read batch; the connection
+        // proposes the rest of it, then waits for the last point.
+        let proposer = j.gather(first, &mut rx, 1);
+        let connection = async {
+            tokio::task::yield_now().await;
+            let last = delete(&j, 3);
+            j.notify_when_durable(last, Arc::new(Woken));
+            last
+        };
+        let ((batch, closed), last) = tokio::join!(proposer, connection);
+        assert!(!closed);
+        assert_eq!(batch.ops.len(), 3, "one entry for the whole batch");
+        assert_eq!(batch.point, last.0);
+    }
+
+    #[tokio::test]
+    async fn an_entry_nobody_waits_for_goes_after_a_short_delay() {
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal), 1);
+        j.start_serving(1);
+        let point = delete(&j, 1);
+        let first = rx.recv().await.unwrap();
+        let started = tokio::time::Instant::now();
+        let (batch, closed) = j.gather(first, &mut rx, 1).await;
+        assert!(!closed);
+        assert_eq!((batch.ops.len(), batch.point), (1, point.0));
+        assert!(started.elapsed() >= UNAWAITED_PROPOSAL_DELAY);
     }
 
     /// A local store that holds nothing and is always durable.

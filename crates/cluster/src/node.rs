@@ -21,7 +21,7 @@ use crate::log::LogStore;
 use crate::net::{self, Credentials, NetError};
 use crate::rpc::{self, AdminRequest, AdminResponse, MemberStatus, Network, NodeStatus, Request};
 use crate::sm::StateMachine;
-use crate::types::{Batch, Member, NodeId, Raft};
+use crate::types::{Member, NodeId, Raft};
 
 /// How a node is set up (ferryd's `--cluster-*` options).
 #[derive(Debug, Clone)]
@@ -562,15 +562,14 @@ fn source_ip(config: &ClusterConfig) -> Option<std::net::IpAddr> {
     Some(config.listen.ip()).filter(|ip| !ip.is_unspecified())
 }
 
-/// Sends proposals to Raft in order, many operations per entry: whatever queued while the
-/// previous entry was being handed over goes into the next.
+/// Sends proposals to Raft in order, many operations per entry (see
+/// [`ClusterJournal::gather`]).
 async fn propose(
     raft: Raft,
     journal: Arc<ClusterJournal>,
     me: NodeId,
     mut rx: mpsc::UnboundedReceiver<Proposal>,
 ) {
-    const MAX_OPS: usize = 1024;
     // Answers are awaited in order by a task of their own (openraft complains of answers
     // nobody takes); completion itself is seen when an entry is applied here.
     let (answers, mut pending) = mpsc::unbounded_channel();
@@ -580,31 +579,11 @@ async fn propose(
         }
     });
     while let Some(first) = rx.recv().await {
-        let mut batch = Batch {
-            origin: me,
-            epoch: first.epoch,
-            point: first.point,
-            ops: vec![first.op],
-        };
-        while batch.ops.len() < MAX_OPS {
-            match rx.try_recv() {
-                Ok(p) if p.epoch == batch.epoch => {
-                    batch.point = p.point;
-                    batch.ops.push(p.op);
-                }
-                Ok(p) => {
-                    // A new epoch: what came before it can no longer complete.
-                    batch = Batch {
-                        origin: me,
-                        epoch: p.epoch,
-                        point: p.point,
-                        ops: vec![p.op],
-                    };
-                }
-                Err(_) => break,
-            }
-        }
+        let (batch, closed) = journal.gather(first, &mut rx, me).await;
         if batch.epoch != journal.epoch() {
+            if closed {
+                return;
+            }
             continue;
         }
         // A refused proposal means leadership is lost, which the watcher sees.
@@ -616,6 +595,9 @@ async fn propose(
                 warn!("cluster: raft stopped: {e}");
                 return;
             }
+        }
+        if closed {
+            return;
         }
     }
 }
