@@ -70,13 +70,14 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 // batch, tens of microseconds after the first record woke us. Sleeping until
                 // then puts a second wake-up (about 25-30 us here) between the kick and the
                 // sync, on every round trip of its window; yielding meanwhile leaves the CPU
-                // to whatever else is runnable.
-                if kicked_last
-                    && MutexGuard::unlocked(&mut st, || spin_for(&shared.kicked, KICK_SPIN))
-                {
+                // to whatever else is runnable. Either way the flag is looked at again under
+                // the lock above: a kick that came just after the spin gave up notified
+                // nobody, and must not wait for the timer.
+                if kicked_last {
+                    kicked_last = false;
+                    MutexGuard::unlocked(&mut st, || spin_for(&shared.kicked, KICK_SPIN));
                     continue;
                 }
-                kicked_last = false;
                 // Records nobody waits for yet go out with the next kick (see
                 // `Shared::kick`), or after this long.
                 if shared
