@@ -132,6 +132,16 @@ fn not_leader() -> BrokerError {
     )
 }
 
+/// A Raft entry of node `me` holding `p` alone.
+fn entry(me: NodeId, p: Proposal) -> Batch {
+    Batch {
+        origin: me,
+        epoch: p.epoch,
+        point: p.point,
+        ops: vec![p.op],
+    }
+}
+
 /// Adds `p` to the entry being gathered; a proposal of a new epoch starts the entry afresh,
 /// since what came before it can no longer complete.
 fn add_proposal(batch: &mut Batch, me: NodeId, p: Proposal) {
@@ -139,12 +149,7 @@ fn add_proposal(batch: &mut Batch, me: NodeId, p: Proposal) {
         batch.point = p.point;
         batch.ops.push(p.op);
     } else {
-        *batch = Batch {
-            origin: me,
-            epoch: p.epoch,
-            point: p.point,
-            ops: vec![p.op],
-        };
+        *batch = entry(me, p);
     }
 }
 
@@ -247,12 +252,7 @@ impl ClusterJournal {
         rx: &mut mpsc::UnboundedReceiver<Proposal>,
         me: NodeId,
     ) -> (Batch, bool) {
-        let mut batch = Batch {
-            origin: me,
-            epoch: first.epoch,
-            point: first.point,
-            ops: vec![first.op],
-        };
+        let mut batch = entry(me, first);
         let deadline = tokio::time::Instant::now() + UNAWAITED_PROPOSAL_DELAY;
         loop {
             while batch.ops.len() < MAX_OPS {
