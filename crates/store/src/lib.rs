@@ -257,6 +257,9 @@ struct Shared {
     zero_filled: AtomicU64,
     #[cfg(test)]
     sync_hold: tests::SyncHold,
+    /// Compactions that failed (each also logged).
+    #[cfg(test)]
+    compaction_failures: AtomicU64,
 }
 
 impl Shared {
@@ -397,6 +400,8 @@ impl Store {
             zero_filled: AtomicU64::new(0),
             #[cfg(test)]
             sync_hold: tests::SyncHold::default(),
+            #[cfg(test)]
+            compaction_failures: AtomicU64::new(0),
         });
         let spawn = |name: &str, f: fn(Arc<Shared>)| {
             let shared = shared.clone();

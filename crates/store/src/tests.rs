@@ -516,6 +516,46 @@ fn a_long_lived_message_at_the_head_is_compacted_forward() {
     assert_eq!(b.queue("q").unwrap().message_count(), 0);
 }
 
+#[test]
+fn a_head_segment_is_not_compacted_while_its_last_records_are_still_pending() {
+    let dir = TempDir::new("compact-pending");
+    let (store, b, _) = start(&dir, small());
+    let q = durable_queue(&b, "q");
+    store.sync();
+    let first = store.shared.state.lock().tail.segment;
+    // The writer holds a round at its sync while the rest of the segment comes in.
+    let held = store.shared.sync_hold.hold();
+    let point = publish(&b, "q", vec![1; 100], true).expect("a sync point");
+    store.notify_when_durable(point, Outbox::new());
+    wait_until("the writer at its sync", || {
+        store.shared.sync_hold.is_waiting()
+    });
+    let mut published = 1;
+    while store.shared.state.lock().tail.segment == first {
+        publish(&b, "q", vec![2; 500], true);
+        published += 1;
+    }
+    // Everything but the last message of `first` and the one that began the next segment:
+    // `first` then holds little that is live, and that little is not on disk yet.
+    assert_eq!(consume(&b, &q, published - 2).len() as u32, published - 2);
+    drop(held);
+    store.sync();
+    wait_until("the head segment compacted", || {
+        let st = store.shared.state.lock();
+        st.index
+            .segments
+            .get(&first)
+            .is_none_or(|s| s.compacted_upto.is_some())
+    });
+    assert_eq!(
+        store.shared.compaction_failures.load(Ordering::Relaxed),
+        0,
+        "compaction read records that were not written yet"
+    );
+    assert_eq!(bodies(&q).len(), 2);
+    store.close();
+}
+
 /// Holds the writer just before its fdatasync while a test looks at what is durable.
 #[derive(Default)]
 pub(crate) struct SyncHold {

@@ -331,6 +331,8 @@ fn compact_if_worth_it(shared: &Shared) {
         id
     };
     if let Err(e) = compact(shared, head) {
+        #[cfg(test)]
+        shared.compaction_failures.fetch_add(1, Ordering::Relaxed);
         tracing::warn!("store: cannot compact segment {head}: {e}");
     }
 }
