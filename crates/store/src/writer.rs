@@ -319,8 +319,8 @@ fn compact_if_worth_it(shared: &Shared) {
         let little = stats.live_bytes <= stats.capacity / LITTLE_LIVE;
         // The tail can move past a segment whose last records are still pending (appended
         // while this round was syncing): they are not on disk to be read yet, and reading
-        // them found "live records unreadable" in about every tenth segment of a busy
-        // persistent run. The next round writes them.
+        // them found "live records unreadable" (10 times in a run of 1M persistent
+        // messages, about one per segment). The next round writes them.
         if (!little && disk <= 2 * st.index.live_bytes + slack)
             || id >= st.tail.segment
             || st.chunks.iter().any(|c| c.segment <= id)
