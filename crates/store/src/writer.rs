@@ -51,7 +51,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
     // with a kick too.
     let mut kicked_last = false;
     loop {
-        let (chunks, last) = {
+        let (chunks, marked, last) = {
             let mut st = shared.state.lock();
             loop {
                 let stopping = shared.stop.load(Ordering::Acquire);
@@ -88,16 +88,15 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     break;
                 }
             }
-            let chunks: Vec<Arc<Chunk>> = std::mem::take(&mut st.chunks)
-                .into_iter()
-                .map(Arc::new)
-                .collect();
+            let mut taken = std::mem::take(&mut st.chunks);
+            let marked = taken.last_mut().is_some_and(append_end_marker);
+            let chunks: Vec<Arc<Chunk>> = taken.into_iter().map(Arc::new).collect();
             // Readable by `load` until it is on disk.
             st.writing.clone_from(&chunks);
-            (chunks, st.next_seq - 1)
+            (chunks, marked, st.next_seq - 1)
         };
         if !shared.failed.load(Ordering::Acquire) {
-            match write_round(&shared, &mut current, &chunks) {
+            match write_round(&shared, &mut current, &chunks, marked) {
                 Ok(()) => {
                     shared.syncs.fetch_add(1, Ordering::Relaxed);
                     shared.durable.store(last, Ordering::Release);
@@ -158,10 +157,24 @@ fn want_spare(shared: &Shared) {
     }
 }
 
+/// Puts the zero frame header that ends the round's data (see `write_round`) into the last
+/// chunk's buffer, when it has the room: the round is then one write instead of two. Done
+/// under the state lock, so only without growing the buffer (a copy there would hold up
+/// every publisher); `load` reads records by their offsets and never sees it.
+fn append_end_marker(last: &mut Chunk) -> bool {
+    if last.data.capacity() - last.data.len() < FRAME_HEADER {
+        return false;
+    }
+    last.data.extend_from_slice(&[0u8; FRAME_HEADER]);
+    true
+}
+
+/// `marked`: the last chunk's data already ends with the end marker.
 fn write_round(
     shared: &Shared,
     current: &mut Option<Current>,
     chunks: &[Arc<Chunk>],
+    marked: bool,
 ) -> io::Result<()> {
     let mut new_entries = false;
     for c in chunks {
@@ -187,12 +200,11 @@ fn write_round(
         cur.file.write_all_at(&c.data, c.offset)?;
         cur.written = true;
     }
-    if let Some(last) = chunks.last() {
+    if let Some(last) = chunks.last().filter(|_| !marked) {
         // A zero frame header after the round's last frame reads as the end of the data.
         // Without it a recycled tail segment holds stale bytes of its earlier life there,
         // which recovery cannot tell from a torn write. `State::append` keeps room for it;
-        // the next round overwrites it. A write of its own, so the chunk's buffer never
-        // grows (and is copied) for it under the state lock.
+        // the next round overwrites it. A write of its own when the buffer had no room.
         if let Some(cur) = current.as_mut().filter(|cur| cur.id == last.segment) {
             cur.file
                 .write_all_at(&[0u8; FRAME_HEADER], last.offset + last.data.len() as u64)?;
@@ -515,5 +527,34 @@ mod tests {
         // Long enough that only a missed kick, never a slow machine, fails this.
         assert!(spin_for(&flag, Duration::from_secs(10)));
         kicker.join().unwrap();
+    }
+
+    fn chunk(data: Vec<u8>) -> Chunk {
+        Chunk {
+            segment: 1,
+            offset: 64,
+            capacity: 1 << 20,
+            first_seq: None,
+            data,
+        }
+    }
+
+    #[test]
+    fn the_end_marker_goes_into_the_buffer_only_when_it_fits_without_growing_it() {
+        let mut roomy = Vec::with_capacity(100);
+        roomy.extend_from_slice(&[5u8; 40]);
+        let mut c = chunk(roomy);
+        assert!(append_end_marker(&mut c));
+        assert_eq!(c.data.len(), 40 + FRAME_HEADER);
+        assert_eq!(c.data.capacity(), 100);
+        assert!(c.data[40..].iter().all(|b| *b == 0));
+        assert_eq!(read_frame(&c.data[40..]), Frame::End);
+
+        let mut tight = Vec::with_capacity(50);
+        tight.extend_from_slice(&[5u8; 40]);
+        let mut c = chunk(tight);
+        assert!(!append_end_marker(&mut c));
+        assert_eq!(c.data, vec![5u8; 40]);
+        assert_eq!(c.data.capacity(), 50);
     }
 }
