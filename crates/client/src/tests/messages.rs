@@ -343,6 +343,30 @@ async fn a_batch_its_subscription_left_behind_is_completed() {
 }
 
 #[tokio::test]
+async fn a_left_behind_batch_does_not_complete_again_what_arrival_completed() {
+    // Credit mode completes on arrival: such a delivery must not be completed twice.
+    let (_conn, session, mut peer, _) = with_session(SessionOptions::default()).await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    drop(rx);
+    let delivery = |id, completed| crate::subscription::RawDelivery {
+        id,
+        destination: "d".into(),
+        header: None,
+        body: Bytes::new(),
+        sync: false,
+        completed,
+    };
+    crate::reader::Batch {
+        tx,
+        session: session.core.clone(),
+        deliveries: vec![delivery(0, true), delivery(1, false), delivery(2, true)],
+    }
+    .send();
+    let (_, set) = completions_until(&mut peer, &SequenceSet::from_range(1, 1)).await;
+    assert_eq!(set.ranges(), &[(1, 1)]);
+}
+
+#[tokio::test]
 async fn a_transfer_leaves_its_header_for_the_application_to_read() {
     let (_conn, session, mut peer, ch) = with_session(SessionOptions::default()).await;
     let mut sub = subscribe(&session, &mut peer, SubscribeOptions::default()).await;
