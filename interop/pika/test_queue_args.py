@@ -92,6 +92,20 @@ def test_max_length_drops_head_by_default(ch, name):
     ch.queue_delete(name)
 
 
+def test_max_length_counts_ready_messages_only(ch, name):
+    # As in RabbitMQ: unacknowledged messages do not count towards x-max-length.
+    ch.queue_declare(name, arguments={"x-max-length": 2})
+    for b in [b"1", b"2"]:
+        ch.basic_publish("", name, b)
+    held = [ch.basic_get(name)[0] for _ in range(2)]
+    for b in [b"3", b"4", b"5"]:
+        ch.basic_publish("", name, b)
+    assert drain(ch, name, timeout=0.5) == [b"4", b"5"]
+    for m in held:
+        ch.basic_ack(m.delivery_tag)
+    ch.queue_delete(name)
+
+
 def test_single_active_consumer(connect, name):
     conn = connect()
     ch = conn.channel()

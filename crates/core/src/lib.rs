@@ -74,7 +74,7 @@ pub use id_hash::{IdHasher, IdMap};
 pub use journal::{
     DurableWaiter, ExchangeDefinition, Journal, JournalStats, JournalTx, QueueDefinition, SyncPoint,
 };
-pub use limits::{LimitPolicy, QueueLimits};
+pub use limits::{LimitPolicy, LimitScope, QueueLimits};
 pub use message::{
     now_ms, Death, DeathHistory, DeathReason, Header, Message, MessageParts, Props, ProtocolHeader,
     Sequenced, INLINE_BODY_MAX,

@@ -21,13 +21,25 @@ pub enum LimitPolicy {
     Ring,
 }
 
-/// Limits on a queue's depth. Counts include messages acquired but not yet settled, as qpidd
-/// counts until dequeue: otherwise a slow consumer could let a queue hold unbounded memory.
+/// Which messages a queue's limits count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LimitScope {
+    /// qpidd's: every message until it is dequeued, acquired-but-unsettled ones included, so
+    /// that a slow consumer cannot let a queue hold unbounded memory.
+    #[default]
+    Depth,
+    /// RabbitMQ's `x-max-length` and `x-max-length-bytes`: only the messages ready for
+    /// delivery; unacknowledged ones do not count.
+    Ready,
+}
+
+/// Limits on a queue's depth (bytes: header + body, as [`crate::Message::size`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueueLimits {
     pub max_count: Option<u64>,
     pub max_size: Option<u64>,
     pub policy: LimitPolicy,
+    pub scope: LimitScope,
 }
 
 impl QueueLimits {
@@ -61,6 +73,7 @@ impl QueueLimits {
             max_count,
             max_size,
             policy,
+            scope: LimitScope::Depth,
         })
     }
 
@@ -150,6 +163,7 @@ mod tests {
             max_count: Some(2),
             max_size: Some(100),
             policy: LimitPolicy::Reject,
+            ..Default::default()
         };
         assert!(l.admits(1, 50, 50));
         assert!(!l.admits(2, 0, 1));

@@ -477,6 +477,7 @@ mod tests {
                     max_count: Some(1),
                     max_size: None,
                     policy: LimitPolicy::Reject,
+                    ..Default::default()
                 },
                 ..QueueOptions::default()
             },

@@ -34,6 +34,7 @@ const QUEUE_LIMITS: QueueLimits = QueueLimits {
     max_count: Some(10_000),
     max_size: Some(64 << 20),
     policy: ferry_core::LimitPolicy::Reject,
+    scope: ferry_core::LimitScope::Depth,
 };
 
 /// How long to wait before setting up again when the agent's queue was deleted and setting

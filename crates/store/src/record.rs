@@ -9,8 +9,8 @@ use bytes::Bytes;
 use std::sync::Arc;
 
 use ferry_core::{
-    Arguments, Death, DeathHistory, DeathReason, ExchangeKind, Header, LimitPolicy, Message,
-    MessageParts, ProtocolHeader, QueueLimits,
+    Arguments, Death, DeathHistory, DeathReason, ExchangeKind, Header, LimitPolicy, LimitScope,
+    Message, MessageParts, ProtocolHeader, QueueLimits,
 };
 
 use crate::codec::{
@@ -115,6 +115,10 @@ pub struct ExchangeRec {
     pub alternate: Option<String>,
     pub arguments: Arguments,
 }
+
+/// In a queue record's limit policy octet: the limits count ready messages only
+/// ([`LimitScope::Ready`]). Journals from before the scope existed hold 0-2 there.
+const LIMITS_READY: u8 = 0x80;
 
 const FLAG_AUTO_DELETE: u8 = 1;
 const FLAG_INTERNAL: u8 = 2;
@@ -223,14 +227,16 @@ impl Record {
                 put_opt_str(out, q.alternate.as_deref());
                 put_opt_u64(out, q.limits.max_count);
                 put_opt_u64(out, q.limits.max_size);
-                put_u8(
-                    out,
-                    match q.limits.policy {
-                        LimitPolicy::Reject => 0,
-                        LimitPolicy::DropHead => 1,
-                        LimitPolicy::Ring => 2,
-                    },
-                );
+                let policy = match q.limits.policy {
+                    LimitPolicy::Reject => 0,
+                    LimitPolicy::DropHead => 1,
+                    LimitPolicy::Ring => 2,
+                };
+                let scope = match q.limits.scope {
+                    LimitScope::Depth => 0,
+                    LimitScope::Ready => LIMITS_READY,
+                };
+                put_u8(out, policy | scope);
                 put_arguments(out, &q.arguments);
             }
             Record::QueueDelete(id) => put_u64(out, *id),
@@ -294,15 +300,24 @@ impl Record {
                 name: r.string()?,
                 auto_delete: r.u8()? != 0,
                 alternate: r.opt_string()?,
-                limits: QueueLimits {
-                    max_count: opt_u64(&mut r)?,
-                    max_size: opt_u64(&mut r)?,
-                    policy: match r.u8()? {
-                        0 => LimitPolicy::Reject,
-                        1 => LimitPolicy::DropHead,
-                        2 => LimitPolicy::Ring,
-                        t => return Err(DecodeError::BadTag(t)),
-                    },
+                limits: {
+                    let (max_count, max_size) = (opt_u64(&mut r)?, opt_u64(&mut r)?);
+                    let octet = r.u8()?;
+                    QueueLimits {
+                        max_count,
+                        max_size,
+                        policy: match octet & !LIMITS_READY {
+                            0 => LimitPolicy::Reject,
+                            1 => LimitPolicy::DropHead,
+                            2 => LimitPolicy::Ring,
+                            t => return Err(DecodeError::BadTag(t)),
+                        },
+                        scope: if octet & LIMITS_READY != 0 {
+                            LimitScope::Ready
+                        } else {
+                            LimitScope::Depth
+                        },
+                    }
                 },
                 arguments: r.arguments()?,
             }),
@@ -606,6 +621,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_queue_records_limit_scope_rides_in_its_policy_octet() {
+        let rec = |octet: u8| {
+            let mut out = Vec::new();
+            put_u64(&mut out, 3);
+            put_str(&mut out, "q");
+            put_u8(&mut out, 0);
+            put_opt_str(&mut out, None);
+            put_opt_u64(&mut out, Some(10));
+            put_opt_u64(&mut out, None);
+            put_u8(&mut out, octet);
+            put_arguments(&mut out, &Arguments::new());
+            Record::decode(kind::QUEUE_DECLARE, Bytes::from(out))
+        };
+        let limits = |r: Result<Record, DecodeError>| match r {
+            Ok(Record::QueueDeclare(q)) => Ok((q.limits.policy, q.limits.scope)),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        // Journals from before the scope existed: qpidd's depth.
+        assert_eq!(
+            limits(rec(1)).unwrap(),
+            (LimitPolicy::DropHead, LimitScope::Depth)
+        );
+        assert_eq!(
+            limits(rec(0x81)).unwrap(),
+            (LimitPolicy::DropHead, LimitScope::Ready)
+        );
+        assert!(limits(rec(0x83)).is_err());
+    }
+
     fn samples() -> Vec<Record> {
         let mut args = Arguments::new();
         args.push("x-message-ttl", HeaderValue::UInt(5));
@@ -639,6 +685,7 @@ mod tests {
                     max_count: Some(10),
                     max_size: None,
                     policy: LimitPolicy::DropHead,
+                    scope: LimitScope::Ready,
                 },
                 arguments: args.clone(),
             }),
@@ -690,6 +737,7 @@ mod tests {
                     max_count: Some(4),
                     max_size: None,
                     policy: LimitPolicy::Ring,
+                    ..Default::default()
                 },
                 arguments: Arguments::new(),
             }),

@@ -369,6 +369,7 @@ fn messages_queue_features_drop_leave_the_journal() {
         max_count: Some(1),
         max_size: None,
         policy: crate::limits::LimitPolicy::DropHead,
+        ..Default::default()
     };
     let ring = b.declare_queue("ring", ring_opts, false, 1).unwrap().0;
     j.take();

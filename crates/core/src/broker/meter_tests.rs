@@ -127,6 +127,7 @@ fn dead_lettered_messages_move_to_their_dead_letter_queue() {
         max_count: Some(1),
         max_size: None,
         policy: LimitPolicy::DropHead,
+        ..Default::default()
     };
     let q = declare_with(&b, "q", opts);
     put(&b, "q", 10);
@@ -186,6 +187,7 @@ fn messages_dropped_to_make_room_or_replaced_by_a_newer_value() {
                 max_count: Some(2),
                 max_size: None,
                 policy: LimitPolicy::DropHead,
+                ..Default::default()
             },
             ..QueueOptions::default()
         },

@@ -847,6 +847,7 @@ fn drop_head_overflow_dead_letters_the_oldest() {
                 max_count: Some(2),
                 max_size: None,
                 policy: crate::limits::LimitPolicy::DropHead,
+                ..Default::default()
             },
             arguments: [("x-dead-letter-routing-key", V::Str("expired".into()))]
                 .into_iter()
@@ -1302,6 +1303,7 @@ fn drop_head_dead_letters_as_maxlen_and_deleting_a_dead_letter_queue_drops_its_m
         max_count: Some(1),
         max_size: None,
         policy: crate::limits::LimitPolicy::DropHead,
+        ..Default::default()
     };
     declare_with(&b, "short", opts);
     publish(&b, "", "short", "first");

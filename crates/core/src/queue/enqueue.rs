@@ -89,7 +89,7 @@ impl Queue {
         if st.deleted || (self.features.no_local && self.is_local(st, &msg)) {
             return Ok(Enqueued::Gone);
         }
-        let (count, bytes) = st.depth();
+        let (count, bytes) = st.depth(self.limits.scope);
         if !self.limits.admits(count, bytes, msg.size()) {
             if self.limits.policy == LimitPolicy::Ring {
                 return self.ring_locked(st, msg);
@@ -107,7 +107,7 @@ impl Queue {
             while let Some((old, content)) = st.pop_front(self.alternate_name.is_some()) {
                 st.forget(&old);
                 dropped.extend(content);
-                let (count, bytes) = st.depth();
+                let (count, bytes) = st.depth(self.limits.scope);
                 if self.limits.admits(count, bytes, msg.size()) {
                     break;
                 }
@@ -133,7 +133,7 @@ impl Queue {
             )));
         }
         loop {
-            let (count, bytes) = st.depth();
+            let (count, bytes) = st.depth(self.limits.scope);
             if self.limits.admits(count, bytes, msg.size()) {
                 break;
             }

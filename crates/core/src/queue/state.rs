@@ -17,6 +17,7 @@ pub(crate) use offload::OffloadBudget;
 use crate::alarm::MemoryMeter;
 use crate::id_hash::IdHasher;
 use crate::journal::JournalTx;
+use crate::limits::LimitScope;
 use crate::message::{now_ms, Message};
 use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
@@ -241,12 +242,16 @@ impl QueueState {
         self.counters.expired += 1;
     }
 
-    /// Messages and bytes counted against limits: queued plus acquired-but-unsettled.
-    pub(crate) fn depth(&self) -> (u64, u64) {
-        (
-            (self.entries.len() + self.unsettled.len()) as u64,
-            self.queued_bytes + self.unsettled_bytes,
-        )
+    /// Messages and bytes counted against limits: queued, plus acquired-but-unsettled ones
+    /// when `scope` counts them.
+    pub(crate) fn depth(&self, scope: LimitScope) -> (u64, u64) {
+        match scope {
+            LimitScope::Depth => (
+                (self.entries.len() + self.unsettled.len()) as u64,
+                self.queued_bytes + self.unsettled_bytes,
+            ),
+            LimitScope::Ready => (self.entries.len() as u64, self.queued_bytes),
+        }
     }
 
     pub(crate) fn queued_bytes(&self) -> u64 {

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::graveyard::Corpse;
 use super::*;
 use crate::error::BrokerError;
-use crate::limits::LimitPolicy;
+use crate::limits::{LimitPolicy, LimitScope};
 use crate::message::Message;
 use crate::queue::Outbox;
 use crate::route::release_deliveries;
@@ -387,6 +387,58 @@ fn limits_reject_and_count_unsettled_messages() {
 }
 
 #[test]
+fn ready_scoped_limits_do_not_count_unsettled_messages() {
+    // RabbitMQ's x-max-length: two unacknowledged messages leave room for two ready ones.
+    let limits = QueueLimits {
+        max_count: Some(2),
+        max_size: Some(4),
+        scope: LimitScope::Ready,
+        ..QueueLimits::default()
+    };
+    let q = queue_with(limits, None);
+    publish(&q, &["1", "2"]);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 2, u32::MAX).unwrap();
+    assert_eq!(deliveries(&ob).len(), 2);
+    publish(&q, &["3", "4"]);
+    assert!(q.enqueue(msg("5")).is_err(), "two ready messages fill it");
+    assert_eq!(q.queued_bodies(), bs(&["3", "4"]));
+}
+
+#[test]
+fn ready_scoped_drop_head_keeps_the_newest_ready_messages_beside_unsettled_ones() {
+    let limits = QueueLimits {
+        max_count: Some(2),
+        max_size: None,
+        policy: LimitPolicy::DropHead,
+        scope: LimitScope::Ready,
+    };
+    let q = queue_with(limits, None);
+    publish(&q, &["1", "2"]);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 2, u32::MAX).unwrap();
+    assert_eq!(deliveries(&ob).len(), 2);
+    publish(&q, &["3", "4", "5"]);
+    assert_eq!(q.queued_bodies(), bs(&["4", "5"]));
+    // Counting the unsettled too (qpidd's scope), only the newest would be left.
+    let depth = queue_with(
+        QueueLimits {
+            scope: LimitScope::Depth,
+            ..limits
+        },
+        None,
+    );
+    publish(&depth, &["1", "2"]);
+    depth.subscribe(spec(1, &ob, true)).unwrap();
+    depth.add_credit(1, 2, u32::MAX).unwrap();
+    assert_eq!(deliveries(&ob).len(), 2);
+    publish(&depth, &["3", "4", "5"]);
+    assert_eq!(depth.queued_bodies(), bs(&["5"]));
+}
+
+#[test]
 fn byte_limit_rejects() {
     let limits = QueueLimits {
         max_count: None,
@@ -734,6 +786,7 @@ fn priority_queue_limits_ttl_browse_and_get() {
             max_count: Some(3),
             max_size: None,
             policy: LimitPolicy::Reject,
+            ..Default::default()
         },
     );
     q.enqueue(prio("low", 1)).unwrap();
@@ -765,6 +818,7 @@ fn drop_head_on_a_priority_queue_drops_the_next_to_deliver() {
             max_count: Some(2),
             max_size: None,
             policy: LimitPolicy::DropHead,
+            ..Default::default()
         },
     );
     for (body, p) in [("low", 1), ("high", 8), ("new", 1)] {

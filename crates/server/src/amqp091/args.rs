@@ -2,7 +2,7 @@
 //! kept on the queue and otherwise ignored.
 
 use ferry_core::{
-    Arguments, ExchangeInfo, HeaderValue, LimitPolicy, Queue, QueueLimits, QueueOptions,
+    Arguments, ExchangeInfo, HeaderValue, LimitPolicy, LimitScope, Queue, QueueLimits, QueueOptions,
 };
 
 use super::error::Fault;
@@ -46,10 +46,12 @@ pub fn queue_options(args: &Arguments) -> Result<QueueOptions, Fault> {
             "x-max-length / x-max-length-bytes of 0 are not supported",
         ));
     }
+    // RabbitMQ counts ready messages only: unacknowledged ones do not take room.
     opts.limits = QueueLimits {
         max_count,
         max_size,
         policy,
+        scope: LimitScope::Ready,
     };
     Ok(opts)
 }
@@ -177,6 +179,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.limits.max_count, Some(10));
         assert_eq!(o.limits.policy, LimitPolicy::DropHead);
+        assert_eq!(o.limits.scope, LimitScope::Ready);
         assert_eq!(o.alternate_exchange.as_deref(), Some("dlx"));
     }
 
