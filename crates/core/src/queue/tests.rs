@@ -386,21 +386,26 @@ fn limits_reject_and_count_unsettled_messages() {
     assert!(q.enqueue(msg("3")).unwrap().is_some());
 }
 
-#[test]
-fn ready_scoped_limits_do_not_count_unsettled_messages() {
-    // RabbitMQ's x-max-length: two unacknowledged messages leave room for two ready ones.
-    let limits = QueueLimits {
-        max_count: Some(2),
-        max_size: Some(4),
-        scope: LimitScope::Ready,
-        ..QueueLimits::default()
-    };
+/// A queue with `limits` whose consumer has acquired "1" and "2" and not settled them.
+fn two_unsettled(limits: QueueLimits) -> Arc<Queue> {
     let q = queue_with(limits, None);
     publish(&q, &["1", "2"]);
     let ob = Outbox::new();
     q.subscribe(spec(1, &ob, true)).unwrap();
     q.add_credit(1, 2, u32::MAX).unwrap();
     assert_eq!(deliveries(&ob).len(), 2);
+    q
+}
+
+#[test]
+fn ready_scoped_limits_do_not_count_unsettled_messages() {
+    // RabbitMQ's x-max-length: two unacknowledged messages leave room for two ready ones.
+    let q = two_unsettled(QueueLimits {
+        max_count: Some(2),
+        max_size: Some(4),
+        scope: LimitScope::Ready,
+        ..QueueLimits::default()
+    });
     publish(&q, &["3", "4"]);
     assert!(q.enqueue(msg("5")).is_err(), "two ready messages fill it");
     assert_eq!(q.queued_bodies(), bs(&["3", "4"]));
@@ -414,26 +419,14 @@ fn ready_scoped_drop_head_keeps_the_newest_ready_messages_beside_unsettled_ones(
         policy: LimitPolicy::DropHead,
         scope: LimitScope::Ready,
     };
-    let q = queue_with(limits, None);
-    publish(&q, &["1", "2"]);
-    let ob = Outbox::new();
-    q.subscribe(spec(1, &ob, true)).unwrap();
-    q.add_credit(1, 2, u32::MAX).unwrap();
-    assert_eq!(deliveries(&ob).len(), 2);
+    let q = two_unsettled(limits);
     publish(&q, &["3", "4", "5"]);
     assert_eq!(q.queued_bodies(), bs(&["4", "5"]));
     // Counting the unsettled too (qpidd's scope), only the newest would be left.
-    let depth = queue_with(
-        QueueLimits {
-            scope: LimitScope::Depth,
-            ..limits
-        },
-        None,
-    );
-    publish(&depth, &["1", "2"]);
-    depth.subscribe(spec(1, &ob, true)).unwrap();
-    depth.add_credit(1, 2, u32::MAX).unwrap();
-    assert_eq!(deliveries(&ob).len(), 2);
+    let depth = two_unsettled(QueueLimits {
+        scope: LimitScope::Depth,
+        ..limits
+    });
     publish(&depth, &["3", "4", "5"]);
     assert_eq!(depth.queued_bodies(), bs(&["5"]));
 }
