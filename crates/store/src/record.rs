@@ -116,9 +116,21 @@ pub struct ExchangeRec {
     pub arguments: Arguments,
 }
 
-/// In a queue record's limit policy octet: the limits count ready messages only
-/// ([`LimitScope::Ready`]). Journals from before the scope existed hold 0-2 there.
+/// In a queue record's limit policy octet (the policy in its low bits): the limits count
+/// ready messages only ([`LimitScope::Ready`]).
 const LIMITS_READY: u8 = 0x80;
+/// In the same octet: the scope is recorded. Journals from before it hold 0-2 there, and
+/// their scope is inferred from the queue's arguments (`rabbitmq_limits`).
+const LIMITS_SCOPED: u8 = 0x40;
+
+/// Whether a queue's limits came from RabbitMQ's arguments, for journals written before the
+/// scope was recorded: the 0-9-1 declare (and management's) made them from these.
+fn rabbitmq_limits(arguments: &Arguments) -> bool {
+    let has = |key| arguments.get(key).is_some();
+    (has("x-max-length") || has("x-max-length-bytes"))
+        && !has("qpid.max_count")
+        && !has("qpid.max_size")
+}
 
 const FLAG_AUTO_DELETE: u8 = 1;
 const FLAG_INTERNAL: u8 = 2;
@@ -233,8 +245,8 @@ impl Record {
                     LimitPolicy::Ring => 2,
                 };
                 let scope = match q.limits.scope {
-                    LimitScope::Depth => 0,
-                    LimitScope::Ready => LIMITS_READY,
+                    LimitScope::Depth => LIMITS_SCOPED,
+                    LimitScope::Ready => LIMITS_SCOPED | LIMITS_READY,
                 };
                 put_u8(out, policy | scope);
                 put_arguments(out, &q.arguments);
@@ -295,32 +307,42 @@ impl Record {
                 })
             }
             kind::EXCHANGE_DELETE => Record::ExchangeDelete(r.string()?),
-            kind::QUEUE_DECLARE => Record::QueueDeclare(QueueRec {
-                id: r.u64()?,
-                name: r.string()?,
-                auto_delete: r.u8()? != 0,
-                alternate: r.opt_string()?,
-                limits: {
-                    let (max_count, max_size) = (opt_u64(&mut r)?, opt_u64(&mut r)?);
-                    let octet = r.u8()?;
-                    QueueLimits {
+            kind::QUEUE_DECLARE => {
+                let (id, name, auto_delete) = (r.u64()?, r.string()?, r.u8()? != 0);
+                let alternate = r.opt_string()?;
+                let (max_count, max_size) = (opt_u64(&mut r)?, opt_u64(&mut r)?);
+                let octet = r.u8()?;
+                let policy = match octet & !(LIMITS_READY | LIMITS_SCOPED) {
+                    0 => LimitPolicy::Reject,
+                    1 => LimitPolicy::DropHead,
+                    2 => LimitPolicy::Ring,
+                    t => return Err(DecodeError::BadTag(t)),
+                };
+                let arguments = r.arguments()?;
+                let ready = if octet & LIMITS_SCOPED != 0 {
+                    octet & LIMITS_READY != 0
+                } else {
+                    rabbitmq_limits(&arguments)
+                };
+                let scope = if ready {
+                    LimitScope::Ready
+                } else {
+                    LimitScope::Depth
+                };
+                Record::QueueDeclare(QueueRec {
+                    id,
+                    name,
+                    auto_delete,
+                    alternate,
+                    limits: QueueLimits {
                         max_count,
                         max_size,
-                        policy: match octet & !LIMITS_READY {
-                            0 => LimitPolicy::Reject,
-                            1 => LimitPolicy::DropHead,
-                            2 => LimitPolicy::Ring,
-                            t => return Err(DecodeError::BadTag(t)),
-                        },
-                        scope: if octet & LIMITS_READY != 0 {
-                            LimitScope::Ready
-                        } else {
-                            LimitScope::Depth
-                        },
-                    }
-                },
-                arguments: r.arguments()?,
-            }),
+                        policy,
+                        scope,
+                    },
+                    arguments,
+                })
+            }
             kind::QUEUE_DELETE => Record::QueueDelete(r.u64()?),
             kind::BIND => {
                 let b = binding(&mut r)?;
@@ -640,16 +662,52 @@ mod tests {
             Ok(other) => panic!("{other:?}"),
             Err(e) => Err(e),
         };
-        // Journals from before the scope existed: qpidd's depth.
         assert_eq!(
-            limits(rec(1)).unwrap(),
+            limits(rec(LIMITS_SCOPED | 1)).unwrap(),
             (LimitPolicy::DropHead, LimitScope::Depth)
         );
         assert_eq!(
-            limits(rec(0x81)).unwrap(),
+            limits(rec(LIMITS_SCOPED | LIMITS_READY | 1)).unwrap(),
             (LimitPolicy::DropHead, LimitScope::Ready)
         );
-        assert!(limits(rec(0x83)).is_err());
+        // Journals from before the scope existed, without RabbitMQ's arguments: qpidd's.
+        assert_eq!(
+            limits(rec(2)).unwrap(),
+            (LimitPolicy::Ring, LimitScope::Depth)
+        );
+        assert!(limits(rec(LIMITS_SCOPED | 3)).is_err());
+    }
+
+    #[test]
+    fn an_older_journals_queue_with_rabbitmq_limits_counts_ready_messages() {
+        let rec = |octet: u8, arguments: &[(&str, HeaderValue)]| {
+            let mut out = Vec::new();
+            put_u64(&mut out, 3);
+            put_str(&mut out, "q");
+            put_u8(&mut out, 0);
+            put_opt_str(&mut out, None);
+            put_opt_u64(&mut out, Some(10));
+            put_opt_u64(&mut out, None);
+            put_u8(&mut out, octet);
+            put_arguments(&mut out, &arguments.iter().cloned().collect());
+            match Record::decode(kind::QUEUE_DECLARE, Bytes::from(out)) {
+                Ok(Record::QueueDeclare(q)) => q.limits.scope,
+                other => panic!("{other:?}"),
+            }
+        };
+        let x_max_length = [("x-max-length", HeaderValue::Int(10))];
+        assert_eq!(rec(1, &x_max_length), LimitScope::Ready);
+        assert_eq!(
+            rec(1, &[("x-max-length-bytes", HeaderValue::Int(10))]),
+            LimitScope::Ready
+        );
+        assert_eq!(
+            rec(1, &[("qpid.max_count", HeaderValue::Int(10))]),
+            LimitScope::Depth
+        );
+        assert_eq!(rec(1, &[]), LimitScope::Depth);
+        // A recorded scope is what counts.
+        assert_eq!(rec(LIMITS_SCOPED | 1, &x_max_length), LimitScope::Depth);
     }
 
     fn samples() -> Vec<Record> {
