@@ -643,71 +643,61 @@ mod tests {
         }
     }
 
+    /// The limits a queue record with this policy octet and these arguments decodes to.
+    fn queue_limits(
+        octet: u8,
+        arguments: &[(&str, HeaderValue)],
+    ) -> Result<(LimitPolicy, LimitScope), DecodeError> {
+        let mut out = Vec::new();
+        put_u64(&mut out, 3);
+        put_str(&mut out, "q");
+        put_u8(&mut out, 0);
+        put_opt_str(&mut out, None);
+        put_opt_u64(&mut out, Some(10));
+        put_opt_u64(&mut out, None);
+        put_u8(&mut out, octet);
+        put_arguments(&mut out, &arguments.iter().cloned().collect());
+        match Record::decode(kind::QUEUE_DECLARE, Bytes::from(out))? {
+            Record::QueueDeclare(q) => Ok((q.limits.policy, q.limits.scope)),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn a_queue_records_limit_scope_rides_in_its_policy_octet() {
-        let rec = |octet: u8| {
-            let mut out = Vec::new();
-            put_u64(&mut out, 3);
-            put_str(&mut out, "q");
-            put_u8(&mut out, 0);
-            put_opt_str(&mut out, None);
-            put_opt_u64(&mut out, Some(10));
-            put_opt_u64(&mut out, None);
-            put_u8(&mut out, octet);
-            put_arguments(&mut out, &Arguments::new());
-            Record::decode(kind::QUEUE_DECLARE, Bytes::from(out))
-        };
-        let limits = |r: Result<Record, DecodeError>| match r {
-            Ok(Record::QueueDeclare(q)) => Ok((q.limits.policy, q.limits.scope)),
-            Ok(other) => panic!("{other:?}"),
-            Err(e) => Err(e),
-        };
         assert_eq!(
-            limits(rec(LIMITS_SCOPED | 1)).unwrap(),
+            queue_limits(LIMITS_SCOPED | 1, &[]).unwrap(),
             (LimitPolicy::DropHead, LimitScope::Depth)
         );
         assert_eq!(
-            limits(rec(LIMITS_SCOPED | LIMITS_READY | 1)).unwrap(),
+            queue_limits(LIMITS_SCOPED | LIMITS_READY | 1, &[]).unwrap(),
             (LimitPolicy::DropHead, LimitScope::Ready)
         );
         // Journals from before the scope existed, without RabbitMQ's arguments: qpidd's.
         assert_eq!(
-            limits(rec(2)).unwrap(),
+            queue_limits(2, &[]).unwrap(),
             (LimitPolicy::Ring, LimitScope::Depth)
         );
-        assert!(limits(rec(LIMITS_SCOPED | 3)).is_err());
+        assert!(queue_limits(LIMITS_SCOPED | 3, &[]).is_err());
     }
 
     #[test]
     fn an_older_journals_queue_with_rabbitmq_limits_counts_ready_messages() {
-        let rec = |octet: u8, arguments: &[(&str, HeaderValue)]| {
-            let mut out = Vec::new();
-            put_u64(&mut out, 3);
-            put_str(&mut out, "q");
-            put_u8(&mut out, 0);
-            put_opt_str(&mut out, None);
-            put_opt_u64(&mut out, Some(10));
-            put_opt_u64(&mut out, None);
-            put_u8(&mut out, octet);
-            put_arguments(&mut out, &arguments.iter().cloned().collect());
-            match Record::decode(kind::QUEUE_DECLARE, Bytes::from(out)) {
-                Ok(Record::QueueDeclare(q)) => q.limits.scope,
-                other => panic!("{other:?}"),
-            }
-        };
+        let scope =
+            |octet, arguments: &[(&str, HeaderValue)]| queue_limits(octet, arguments).unwrap().1;
         let x_max_length = [("x-max-length", HeaderValue::Int(10))];
-        assert_eq!(rec(1, &x_max_length), LimitScope::Ready);
+        assert_eq!(scope(1, &x_max_length), LimitScope::Ready);
         assert_eq!(
-            rec(1, &[("x-max-length-bytes", HeaderValue::Int(10))]),
+            scope(1, &[("x-max-length-bytes", HeaderValue::Int(10))]),
             LimitScope::Ready
         );
         assert_eq!(
-            rec(1, &[("qpid.max_count", HeaderValue::Int(10))]),
+            scope(1, &[("qpid.max_count", HeaderValue::Int(10))]),
             LimitScope::Depth
         );
-        assert_eq!(rec(1, &[]), LimitScope::Depth);
+        assert_eq!(scope(1, &[]), LimitScope::Depth);
         // A recorded scope is what counts.
-        assert_eq!(rec(LIMITS_SCOPED | 1, &x_max_length), LimitScope::Depth);
+        assert_eq!(scope(LIMITS_SCOPED | 1, &x_max_length), LimitScope::Depth);
     }
 
     fn samples() -> Vec<Record> {
