@@ -106,6 +106,16 @@ def test_max_length_counts_ready_messages_only(ch, name):
     ch.queue_delete(name)
 
 
+def test_max_length_bytes_counts_bodies_only(ch, name):
+    # As in RabbitMQ: properties and headers do not count towards x-max-length-bytes.
+    ch.queue_declare(name, arguments={"x-max-length-bytes": 10})
+    props = pika.BasicProperties(content_type="text/plain", headers={"padding": "x" * 40})
+    for b in [b"11111", b"22222", b"33333"]:
+        ch.basic_publish("", name, b, properties=props)
+    assert drain(ch, name, timeout=0.5) == [b"22222", b"33333"]
+    ch.queue_delete(name)
+
+
 def test_single_active_consumer(connect, name):
     conn = connect()
     ch = conn.channel()

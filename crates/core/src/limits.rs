@@ -29,11 +29,12 @@ pub enum LimitScope {
     #[default]
     Depth,
     /// RabbitMQ's `x-max-length` and `x-max-length-bytes`: only the messages ready for
-    /// delivery; unacknowledged ones do not count.
+    /// delivery, unacknowledged ones not, and only their bodies' bytes.
     Ready,
 }
 
-/// Limits on a queue's depth (bytes: header + body, as [`crate::Message::size`]).
+/// Limits on a queue's depth. Bytes are header + body (`Message::size`) for qpidd's
+/// [`LimitScope::Depth`], the body alone for RabbitMQ's [`LimitScope::Ready`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueueLimits {
     pub max_count: Option<u64>,

@@ -321,11 +321,15 @@ fn rebuild(
                     msg.store_id = Some(id);
                     let msg = msg.build();
                     let in_memory = msg.size() <= budget;
+                    let body_size = msg.body_size();
                     let restored = |m: &Message| {
                         if in_memory {
                             Restored::InMemory(m.clone())
                         } else {
-                            Restored::OnDisk(m.clone())
+                            Restored::OnDisk {
+                                stub: m.clone(),
+                                body_size,
+                            }
                         }
                     };
                     let msg = if in_memory {

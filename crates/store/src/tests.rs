@@ -1090,6 +1090,50 @@ fn contents_on_disk_survive_compaction_and_a_restart_within_the_budget() {
     assert_eq!(old.message_count(), 0);
 }
 
+/// RabbitMQ's byte limits count bodies only; messages recovered with their content left on
+/// disk must count as much as before the restart, though their stand-ins have no body.
+#[test]
+fn recovered_contents_on_disk_count_their_bodies_against_ready_byte_limits() {
+    let dir = TempDir::new("offload-limits");
+    let publish_with_header = |b: &Broker, i| {
+        let mut m = MessageParts::new("", "q", Bytes::from(numbered(i, 1000)));
+        m.header = ferry_core::ProtocolHeader::Amqp1(Bytes::from(vec![1u8; 200]));
+        m.persistent = true;
+        b.publish(&b.exchange("").unwrap(), m.build())
+    };
+    {
+        let (store, b, _) = start(&dir, budgeted());
+        let opts = QueueOptions {
+            durable: true,
+            limits: ferry_core::QueueLimits {
+                max_size: Some(100 * 1000),
+                scope: ferry_core::LimitScope::Ready,
+                ..Default::default()
+            },
+            ..QueueOptions::default()
+        };
+        b.declare_queue("q", opts, false, 1).unwrap();
+        for i in 0..100 {
+            publish_with_header(&b, i).unwrap();
+        }
+        assert!(publish_with_header(&b, 100).is_err(), "100 bodies fill it");
+        store.sync();
+        store.close();
+    }
+    let (_s, b, stats) = start(&dir, budgeted());
+    assert!(stats.messages_on_disk > 0, "{stats:?}");
+    assert!(
+        publish_with_header(&b, 100).is_err(),
+        "still full after the restart"
+    );
+    let q = b.queue("q").unwrap();
+    check_numbered(&consume(&b, &q, 10), 0, 1000);
+    for i in 100..110 {
+        publish_with_header(&b, i).unwrap();
+    }
+    assert!(publish_with_header(&b, 110).is_err(), "full again");
+}
+
 /// Publishes and consumes on `q` until compaction has copied the declarations out of segment
 /// `head`, then lets two more write rounds run so that reclamation has had its say.
 fn churn_until_head_compacted(store: &Store, b: &Broker, q: &Arc<Queue>, head: u64) {

@@ -493,11 +493,15 @@ fn budgeted(budget: u64) -> (Arc<Broker>, Arc<MemoryJournal>) {
 }
 
 fn numbered(key: &str, i: u32, size: usize) -> Message {
+    numbered_parts(key, i, size).build()
+}
+
+fn numbered_parts(key: &str, i: u32, size: usize) -> MessageParts {
     let mut body = vec![0u8; size];
     body[..4].copy_from_slice(&i.to_be_bytes());
     let mut m = MessageParts::new("", key.to_owned(), Bytes::from(body));
     m.persistent = true;
-    Message::from(m)
+    m
 }
 
 fn number(body: &[u8]) -> u32 {
@@ -540,6 +544,52 @@ fn a_queue_over_the_budget_keeps_contents_on_disk_and_reads_them_back_in_order()
     );
     assert_eq!(offload.resident(), 0);
     assert_eq!(b.memory_used(), 0);
+}
+
+/// RabbitMQ's `x-max-length-bytes` counts bodies only, also for messages whose content is on
+/// disk (their stand-ins keep the body's length); qpidd's `qpid.max_size` counts headers too.
+#[test]
+fn byte_limits_count_bodies_or_whole_messages_as_their_scope_says_also_on_disk() {
+    use crate::limits::{LimitPolicy, LimitScope};
+    let with_header = |i: u32| {
+        let mut m = numbered_parts("q", i, 4096);
+        m.header = crate::message::ProtocolHeader::Amqp1(Bytes::from(vec![1u8; 100]));
+        m.build()
+    };
+    let fill = |scope| {
+        let (b, _j) = budgeted(64 << 10);
+        let mut opts = durable();
+        opts.limits = QueueLimits {
+            max_size: Some(40 * 4096),
+            policy: LimitPolicy::Reject,
+            scope,
+            ..QueueLimits::default()
+        };
+        let q = b.declare_queue("q", opts, false, 1).unwrap().0;
+        let ex = b.exchange("").unwrap();
+        let taken = (0..41)
+            .take_while(|i| b.publish(&ex, with_header(*i)).is_ok())
+            .count();
+        (b, q, taken)
+    };
+    let (_, _, taken) = fill(LimitScope::Depth);
+    assert_eq!(taken, 39, "40 bodies with their headers exceed the limit");
+    let (b, q, taken) = fill(LimitScope::Ready);
+    assert_eq!(taken, 40);
+    assert!(
+        b.offload.as_ref().unwrap().resident() < 40 * 4096,
+        "most are on disk"
+    );
+    // Taking messages off the queue (read back from disk) gives their bodies' room back.
+    for _ in 0..10 {
+        let got = q.get().unwrap();
+        assert!(q.accept(got.position));
+    }
+    let ex = b.exchange("").unwrap();
+    for i in 100..110 {
+        b.publish(&ex, with_header(i)).unwrap();
+    }
+    assert!(b.publish(&ex, with_header(110)).is_err(), "full again");
 }
 
 #[test]

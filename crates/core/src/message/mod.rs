@@ -610,6 +610,12 @@ impl Message {
         u64::from(h.header_len) + u64::from(h.body_len)
     }
 
+    /// The body's bytes: what RabbitMQ's `x-max-length-bytes` counts.
+    #[inline]
+    pub fn body_size(&self) -> u64 {
+        self.body().len() as u64
+    }
+
     /// See [`MessageParts::deaths`].
     #[inline]
     pub fn deaths(&self) -> Option<&Arc<DeathHistory>> {

@@ -6,15 +6,29 @@ use std::sync::Arc;
 
 use super::{graveyard, Queue, QueueState};
 use crate::error::BrokerError;
-use crate::limits::LimitPolicy;
+use crate::limits::{LimitPolicy, LimitScope};
 use crate::message::Message;
+
+/// The bytes of `m` a queue's limits count: qpidd's header + body ([`Message::size`]), or
+/// RabbitMQ's body alone.
+#[inline]
+fn counted_bytes(scope: LimitScope, m: &Message) -> u64 {
+    match scope {
+        LimitScope::Depth => m.size(),
+        LimitScope::Ready => m.body_size(),
+    }
+}
 
 /// A message recovered from the store, for [`Queue::restore`].
 #[derive(Debug)]
 pub enum Restored {
     InMemory(Message),
-    /// A stand-in ([`Message::stub`]) whose content the store kept on disk.
-    OnDisk(Message),
+    /// A stand-in ([`Message::stub`]) whose content the store kept on disk, and that
+    /// content's body size (RabbitMQ's byte limits count it; the stub has no body).
+    OnDisk {
+        stub: Message,
+        body_size: u64,
+    },
 }
 
 /// What [`Queue::enqueue_locked`] did with a message.
@@ -89,8 +103,9 @@ impl Queue {
         if st.deleted || (self.features.no_local && self.is_local(st, &msg)) {
             return Ok(Enqueued::Gone);
         }
+        let size = counted_bytes(self.limits.scope, &msg);
         let (count, bytes) = st.depth(self.limits.scope);
-        if !self.limits.admits(count, bytes, msg.size()) {
+        if !self.limits.admits(count, bytes, size) {
             if self.limits.policy == LimitPolicy::Ring {
                 return self.ring_locked(st, msg);
             }
@@ -108,7 +123,7 @@ impl Queue {
                 st.forget(&old);
                 dropped.extend(content);
                 let (count, bytes) = st.depth(self.limits.scope);
-                if self.limits.admits(count, bytes, msg.size()) {
+                if self.limits.admits(count, bytes, size) {
                     break;
                 }
             }
@@ -126,7 +141,8 @@ impl Queue {
     /// of its priority or lower is left. A message larger than the whole queue is refused.
     #[cold]
     fn ring_locked(&self, st: &mut QueueState, msg: Message) -> Result<Enqueued, BrokerError> {
-        if self.limits.max_size.is_some_and(|max| msg.size() > max) {
+        let size = counted_bytes(self.limits.scope, &msg);
+        if self.limits.max_size.is_some_and(|max| size > max) {
             return Err(BrokerError::ResourceLimitExceeded(format!(
                 "message larger than the maximum depth of queue {}",
                 self.name
@@ -134,7 +150,7 @@ impl Queue {
         }
         loop {
             let (count, bytes) = st.depth(self.limits.scope);
-            if self.limits.admits(count, bytes, msg.size()) {
+            if self.limits.admits(count, bytes, size) {
                 break;
             }
             if !st.ring_drop(msg.priority()) {
@@ -153,13 +169,13 @@ impl Queue {
     pub fn restore(&self, messages: impl IntoIterator<Item = Restored>) {
         let mut st = self.lock();
         for m in messages {
-            let (m, on_disk) = match m {
-                Restored::InMemory(m) => (m, false),
-                Restored::OnDisk(stub) => (stub, true),
+            let (m, on_disk_body) = match m {
+                Restored::InMemory(m) => (m, None),
+                Restored::OnDisk { stub, body_size } => (stub, Some(body_size)),
             };
             // Numbers are not kept: recovered messages are numbered afresh, as qpidd does.
             let m = self.numbered(&mut st, self.apply_ttl(m));
-            st.push_recovered(m, on_disk);
+            st.push_recovered(m, on_disk_body);
         }
     }
 }

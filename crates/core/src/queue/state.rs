@@ -62,6 +62,8 @@ pub(crate) struct QueueState {
     /// Starts at 1 so a browse cursor of 0 means "seen nothing".
     next_position: u64,
     queued_bytes: u64,
+    /// Their bodies alone, for RabbitMQ's byte limits.
+    queued_body_bytes: u64,
     /// Positions are broker-assigned, so the cheap id hash is safe here.
     unsettled: HashMap<u64, Unsettled, BuildHasherDefault<IdHasher>>,
     unsettled_bytes: u64,
@@ -166,6 +168,7 @@ impl QueueState {
             entries: Entries::new(features.priorities),
             next_position: 1,
             queued_bytes: 0,
+            queued_body_bytes: 0,
             unsettled: HashMap::default(),
             unsettled_bytes: 0,
             expiring: 0,
@@ -243,14 +246,14 @@ impl QueueState {
     }
 
     /// Messages and bytes counted against limits: queued, plus acquired-but-unsettled ones
-    /// when `scope` counts them.
+    /// when `scope` counts them; the bytes as the scope counts them (see [`crate::QueueLimits`]).
     pub(crate) fn depth(&self, scope: LimitScope) -> (u64, u64) {
         match scope {
             LimitScope::Depth => (
                 (self.entries.len() + self.unsettled.len()) as u64,
                 self.queued_bytes + self.unsettled_bytes,
             ),
-            LimitScope::Ready => (self.entries.len() as u64, self.queued_bytes),
+            LimitScope::Ready => (self.entries.len() as u64, self.queued_body_bytes),
         }
     }
 
@@ -273,23 +276,24 @@ impl QueueState {
     pub(crate) fn push(&mut self, message: Message) {
         self.counters.enqueued += 1;
         self.counters.enqueued_bytes += message.size();
-        self.push_entry(message, false, false);
+        self.push_entry(message, false, None);
     }
 
     /// A message recovered from the store: it may have been delivered before the restart.
-    /// `on_disk`: `message` is a stand-in ([`Message::stub`]) for one the store kept on disk.
-    pub(crate) fn push_recovered(&mut self, message: Message, on_disk: bool) {
-        self.push_entry(message, true, on_disk);
+    /// With `on_disk_body`, `message` is a stand-in ([`Message::stub`]) for one the store
+    /// kept on disk, whose body had that many bytes.
+    pub(crate) fn push_recovered(&mut self, message: Message, on_disk_body: Option<u64>) {
+        self.push_entry(message, true, on_disk_body);
     }
 
-    fn push_entry(&mut self, message: Message, redelivered: bool, on_disk: bool) {
+    fn push_entry(&mut self, message: Message, redelivered: bool, on_disk_body: Option<u64>) {
         let position = self.next_position;
         self.next_position += 1;
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
-        let item = if on_disk {
-            Item::on_disk(&message, redelivered)
+        let item = if let Some(body_size) = on_disk_body {
+            Item::on_disk(&message, body_size, redelivered)
         } else if self.offload.is_none() {
             Item::Resident {
                 message,
@@ -348,6 +352,7 @@ impl QueueState {
 
     fn account_in(&mut self, e: &Entry) {
         self.queued_bytes += e.size();
+        self.queued_body_bytes += e.body_size();
         if e.expires_at().is_some() {
             self.expiring += 1;
         }
@@ -358,6 +363,7 @@ impl QueueState {
 
     fn account_out(&mut self, e: &Entry) {
         self.queued_bytes = self.queued_bytes.saturating_sub(e.size());
+        self.queued_body_bytes = self.queued_body_bytes.saturating_sub(e.body_size());
         if e.expires_at().is_some() {
             self.expiring = self.expiring.saturating_sub(1);
         }
@@ -598,6 +604,7 @@ impl QueueState {
         self.meter.sub(self.shard, self.in_memory());
         self.offload_clear();
         self.queued_bytes = 0;
+        self.queued_body_bytes = 0;
         self.expiring = 0;
         self.counters.purged += n;
         n
@@ -628,6 +635,7 @@ impl QueueState {
         }
         let memory_before = self.in_memory();
         self.queued_bytes = self.entries.iter().map(Entry::size).sum();
+        self.queued_body_bytes = self.entries.iter().map(Entry::body_size).sum();
         self.offload_recount();
         self.meter
             .sub(self.shard, memory_before.saturating_sub(self.in_memory()));
@@ -654,6 +662,7 @@ impl QueueState {
         self.meter.sub(self.shard, self.in_memory());
         self.offload_clear();
         self.queued_bytes = 0;
+        self.queued_body_bytes = 0;
         self.expiring = 0;
         let entries = self.entries.drain();
         let mut messages: Vec<(u64, Message)> = entries

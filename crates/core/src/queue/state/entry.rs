@@ -35,24 +35,34 @@ pub(crate) enum Item {
 }
 
 impl Item {
-    /// A stand-in for `m`, whose content the journal holds.
-    pub(crate) fn on_disk(m: &Message, redelivered: bool) -> Item {
+    /// A stand-in for `m`, whose content the journal holds. `body_size` is `m`'s, or, for a
+    /// [`Message::stub`], the original's.
+    pub(crate) fn on_disk(m: &Message, body_size: u64, redelivered: bool) -> Item {
         let publisher = u32::try_from(m.publisher()).ok();
         let expires_at = m
             .expires_at()
             .map(|at| NonZeroU64::new(at).unwrap_or(NonZeroU64::MIN));
-        let rest =
-            (expires_at.is_some() || m.sequence().is_some() || publisher.is_none()).then(|| {
-                Box::new(Rest {
-                    expires_at,
-                    publisher: m.publisher(),
-                    sequence: m.sequence().cloned(),
-                })
-            });
+        let size = m.size();
+        let (size32, body_size32) = (fits32(size), fits32(body_size));
+        let rest = (expires_at.is_some()
+            || m.sequence().is_some()
+            || publisher.is_none()
+            || size32.is_none()
+            || body_size32.is_none())
+        .then(|| {
+            Box::new(Rest {
+                expires_at,
+                publisher: m.publisher(),
+                sequence: m.sequence().cloned(),
+                size,
+                body_size,
+            })
+        });
         Item::OnDisk {
             stand_in: Box::new(StandIn {
                 store_id: m.store_id().unwrap_or(0),
-                size: m.size(),
+                size: size32.unwrap_or(IN_REST),
+                body_size: body_size32.unwrap_or(IN_REST),
                 rest,
             }),
             publisher: publisher.unwrap_or(0),
@@ -88,8 +98,18 @@ pub(crate) struct StandIn {
     /// The store's id for the message; 0 (never a store's) if unknown, which a load
     /// answers with nothing.
     pub(crate) store_id: u64,
-    pub(crate) size: u64,
+    /// [`Message::size`] and the body's length, each when it fits 32 bits; [`IN_REST`] says
+    /// the [`Rest`] holds it (a message of 4 GiB, far above ferryd's default maximum).
+    size: u32,
+    body_size: u32,
     rest: Option<Box<Rest>>,
+}
+
+/// A stand-in's 32-bit size that says the real one is in its [`Rest`].
+const IN_REST: u32 = u32::MAX;
+
+fn fits32(n: u64) -> Option<u32> {
+    u32::try_from(n).ok().filter(|n| *n != IN_REST)
 }
 
 /// The rarer fields a stand-in keeps in an allocation of their own.
@@ -103,6 +123,8 @@ struct Rest {
     publisher: ConnectionId,
     /// A sequencing queue's number for it, not journaled either.
     sequence: Option<Arc<Sequenced>>,
+    size: u64,
+    body_size: u64,
 }
 
 /// An on-disk entry's stand-in with the publisher kept beside it.
@@ -113,6 +135,21 @@ pub(crate) struct OnDiskPart<'a> {
 }
 
 impl StandIn {
+    pub(crate) fn size(&self) -> u64 {
+        self.wide(self.size, |r| r.size)
+    }
+
+    pub(crate) fn body_size(&self) -> u64 {
+        self.wide(self.body_size, |r| r.body_size)
+    }
+
+    fn wide(&self, narrow: u32, in_rest: fn(&Rest) -> u64) -> u64 {
+        match (narrow, &self.rest) {
+            (IN_REST, Some(rest)) => in_rest(rest),
+            _ => u64::from(narrow),
+        }
+    }
+
     pub(crate) fn expires_at(&self) -> Option<u64> {
         self.rest
             .as_ref()
@@ -171,7 +208,16 @@ impl Entry {
     pub(crate) fn size(&self) -> u64 {
         match &self.item {
             Item::Resident { message, .. } => message.size(),
-            Item::OnDisk { stand_in, .. } => stand_in.size,
+            Item::OnDisk { stand_in, .. } => stand_in.size(),
+        }
+    }
+
+    /// The body's bytes, which RabbitMQ's byte limits count.
+    #[inline]
+    pub(crate) fn body_size(&self) -> u64 {
+        match &self.item {
+            Item::Resident { message, .. } => message.body_size(),
+            Item::OnDisk { stand_in, .. } => stand_in.body_size(),
         }
     }
 
@@ -237,7 +283,7 @@ impl OnDiskPart<'_> {
     #[inline(never)]
     fn into_stub(self, priority: u8) -> Message {
         self.restore(MessageParts {
-            size: Some(self.stand_in.size),
+            size: Some(self.stand_in.size()),
             priority,
             persistent: true,
             store_id: Some(self.stand_in.store_id).filter(|id| *id != 0),
@@ -267,12 +313,18 @@ mod tests {
         m.store_id = Some(42);
         let e = Entry {
             position: 1,
-            item: Item::on_disk(&m.clone().build(), true),
+            item: Item::on_disk(&m.clone().build(), 4, true),
         };
         assert!(e.on_disk() && e.message().is_none() && e.redelivered());
         assert_eq!(
-            (e.size(), e.priority(), e.expires_at(), e.store_id()),
-            (4, 7, Some(9), Some(42))
+            (
+                e.size(),
+                e.body_size(),
+                e.priority(),
+                e.expires_at(),
+                e.store_id()
+            ),
+            (4, 4, 7, Some(9), Some(42))
         );
         // The journal's copy carries neither the queue's expiry nor the publisher.
         let back = e
@@ -292,11 +344,20 @@ mod tests {
             ),
             (Some(42), 4, 7, 3)
         );
+        // Sizes that do not fit 32 bits go to the rarer fields' allocation.
+        let mut big = MessageParts::new("x", "k", Bytes::from_static(b"body"));
+        big.size = Some(5 << 32);
+        let e = Entry::resident(1, big.build(), false);
+        let on_disk = Entry {
+            position: 1,
+            item: Item::on_disk(e.message().expect("resident"), 4, false),
+        };
+        assert_eq!((on_disk.size(), on_disk.body_size()), (5 << 32, 4));
         // An expiry at the epoch stays an expiry long past.
         m.expires_at = Some(0);
         let e = Entry {
             position: 2,
-            item: Item::on_disk(&m.build(), false),
+            item: Item::on_disk(&m.build(), 4, false),
         };
         assert_eq!(e.expires_at(), Some(1));
         assert!(e.is_expired_at(1) && !e.redelivered());
@@ -309,7 +370,7 @@ mod tests {
         m.store_id = Some(5);
         let e = Entry {
             position: 1,
-            item: Item::on_disk(&m.clone().build(), false),
+            item: Item::on_disk(&m.clone().build(), 4, false),
         };
         let part = e.item.on_disk_part().unwrap();
         assert!(
@@ -331,7 +392,7 @@ mod tests {
         m.publisher = u64::from(u32::MAX) + 9;
         let e = Entry {
             position: 2,
-            item: Item::on_disk(&m.build(), false),
+            item: Item::on_disk(&m.build(), 4, false),
         };
         let part = e.item.on_disk_part().unwrap();
         assert!(part.stand_in.rest.is_some());

@@ -50,7 +50,7 @@ impl QueueState {
                 redelivered,
             }
         } else {
-            Item::on_disk(&m, redelivered)
+            Item::on_disk(&m, m.body_size(), redelivered)
         }
     }
 
@@ -150,7 +150,7 @@ impl QueueState {
                 // An id of 0 is never a store's: the load answers `None`, the entry goes.
                 ids.push(part.stand_in.store_id);
                 positions.push(e.position);
-                bytes += part.stand_in.size;
+                bytes += part.stand_in.size();
             }
         }
         if ids.is_empty() {
