@@ -106,6 +106,7 @@ async fn serve(options: Options) -> ExitCode {
         },
         max_consumers_per_session: options.max_consumers_per_session,
         channel_max: options.channel_max,
+        heartbeat_max: options.heartbeat,
         handshake_timeout: std::time::Duration::from_millis(options.max_negotiate_time),
         ..ServerConfig::default()
     };

@@ -167,6 +167,12 @@ pub struct Options {
     #[arg(long, default_value_t = 2047, value_parser = clap::value_parser!(u16).range(1..))]
     pub channel_max: u16,
 
+    /// Heartbeat interval in seconds (RabbitMQ's `heartbeat`): proposed to 0-9-1 clients,
+    /// the longest a 0-9-1 or 0-10 client may ask for (one may still turn heartbeats off),
+    /// and the AMQP 1.0 idle timeout ferryd announces.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u16).range(1..))]
+    pub heartbeat: u16,
+
     /// Milliseconds a new connection has to send its protocol header, and again to log in
     /// and open the connection; slower ones are closed.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]

@@ -402,6 +402,26 @@ fn sessions_beyond_channel_max_are_refused() {
     );
 }
 
+/// `--heartbeat` is what each protocol's handshake offers: the 0-9-1 proposal, the 0-10
+/// maximum and the AMQP 1.0 idle timeout.
+#[test]
+fn the_heartbeat_option_sets_what_every_handshake_offers() {
+    let broker = Ferryd::start_with(&["--heartbeat", "7"]);
+    let (_, tune) = Raw::until_tune(broker.addr, "ANONYMOUS", b"");
+    assert_eq!(tune.heartbeat_max, Some(7));
+    let (_, tune) = common::raw091::Raw091::until_tune(broker.addr, "guest");
+    assert_eq!(tune.heartbeat, 7);
+    use common::amqp1::{tcp, Amqp1, SaslResult};
+    let mut amqp1 = Amqp1::new(Box::new(tcp(broker.addr)));
+    let sasl = amqp1.sasl("ANONYMOUS", Vec::new(), |_| Vec::new());
+    assert_eq!(sasl, SaslResult::Ok);
+    assert_eq!(amqp1.open_and_begin().idle_time_out, Some(7000));
+    // The default, as before the option.
+    let broker = Ferryd::start();
+    let (_, tune) = common::raw091::Raw091::until_tune(broker.addr, "guest");
+    assert_eq!(tune.heartbeat, 120);
+}
+
 #[test]
 fn a_connection_that_stalls_in_the_handshake_is_closed() {
     use std::io::Write;

@@ -127,8 +127,8 @@ impl Amqp1 {
         }
     }
 
-    /// The AMQP header, open and a session on channel 0.
-    pub fn open_and_begin(&mut self) {
+    /// The AMQP header, open and a session on channel 0; returns the broker's open.
+    pub fn open_and_begin(&mut self) -> Open {
         self.write_raw(&PROTOCOL_HEADER);
         let header = self.read_header().expect("an AMQP header");
         assert_eq!(header, PROTOCOL_HEADER);
@@ -140,7 +140,9 @@ impl Amqp1 {
                 ..Open::default()
             },
         );
-        assert!(matches!(self.next(), Some((0, Performative::Open(_), _))));
+        let Some((0, Performative::Open(open), _)) = self.next() else {
+            panic!("no open from the broker");
+        };
         self.send(
             0,
             Begin {
@@ -151,6 +153,7 @@ impl Amqp1 {
             },
         );
         assert!(matches!(self.next(), Some((0, Performative::Begin(_), _))));
+        open
     }
 
     fn write_raw(&mut self, bytes: &[u8]) {

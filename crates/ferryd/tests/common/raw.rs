@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
     decode_frame, write_command, write_control, write_transfer, Array, Assembler, Command,
-    ConnectionOpen, ConnectionStartOk, ConnectionTuneOk, Control, Incoming, SessionAttach,
-    SessionCommandPoint, Str, PROTOCOL_HEADER,
+    ConnectionOpen, ConnectionStartOk, ConnectionTune, ConnectionTuneOk, Control, Incoming,
+    SessionAttach, SessionCommandPoint, Str, PROTOCOL_HEADER,
 };
 
 pub struct Raw {
@@ -59,22 +59,7 @@ impl Raw {
     /// Protocol header, start-ok, tune-ok and connection.open; the answer to open is the
     /// caller's to read.
     pub fn login(addr: SocketAddr, mechanism: &str, response: &[u8]) -> Raw {
-        let mut raw = Raw::connect(addr);
-        raw.send_bytes(&PROTOCOL_HEADER);
-        let mut header = [0u8; 8];
-        raw.stream.read_exact(&mut header).expect("protocol header");
-        assert_eq!(header, PROTOCOL_HEADER);
-        raw.expect_control(0, |c| matches!(c, Control::ConnectionStart(_)));
-        raw.control(
-            0,
-            ConnectionStartOk {
-                mechanism: Some(Str::from(mechanism)),
-                response: Some(Bytes::copy_from_slice(response)),
-                ..Default::default()
-            }
-            .into(),
-        );
-        raw.expect_control(0, |c| matches!(c, Control::ConnectionTune(_)));
+        let (mut raw, _) = Raw::until_tune(addr, mechanism, response);
         raw.control(
             0,
             ConnectionTuneOk {
@@ -94,6 +79,31 @@ impl Raw {
             .into(),
         );
         raw
+    }
+
+    /// Protocol header and start-ok; returns the broker's connection.tune.
+    pub fn until_tune(addr: SocketAddr, mechanism: &str, response: &[u8]) -> (Raw, ConnectionTune) {
+        let mut raw = Raw::connect(addr);
+        raw.send_bytes(&PROTOCOL_HEADER);
+        let mut header = [0u8; 8];
+        raw.stream.read_exact(&mut header).expect("protocol header");
+        assert_eq!(header, PROTOCOL_HEADER);
+        raw.expect_control(0, |c| matches!(c, Control::ConnectionStart(_)));
+        raw.control(
+            0,
+            ConnectionStartOk {
+                mechanism: Some(Str::from(mechanism)),
+                response: Some(Bytes::copy_from_slice(response)),
+                ..Default::default()
+            }
+            .into(),
+        );
+        let Control::ConnectionTune(tune) =
+            raw.expect_control(0, |c| matches!(c, Control::ConnectionTune(_)))
+        else {
+            unreachable!()
+        };
+        (raw, tune)
     }
 
     pub fn attach(&mut self, channel: u16, name: &str) {

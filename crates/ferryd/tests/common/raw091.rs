@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use bytes::{Bytes, BytesMut};
 use ferry_amqp091::{
     decode_frame, write_content, write_method, Assembled, BasicAck, BasicConsume, BasicGet,
-    BasicProperties, BasicPublish, ChannelOpen, ConnectionOpen, ConnectionStartOk,
+    BasicProperties, BasicPublish, ChannelOpen, ConnectionOpen, ConnectionStartOk, ConnectionTune,
     ConnectionTuneOk, ContentAssembler, FieldTable, LongStr, Message, Method, QueueDeclare,
     ShortStr, PROTOCOL_HEADER,
 };
@@ -47,6 +47,30 @@ impl Raw091 {
 
     /// As [`Raw091::login_as`], asking for heartbeats every `heartbeat` seconds.
     pub fn login(addr: SocketAddr, user: &str, heartbeat: u16) -> Raw091 {
+        let (mut raw, tune) = Raw091::until_tune(addr, user);
+        // Accept the server's frame size: asking for more than offered is a connection error.
+        raw.method(
+            0,
+            ConnectionTuneOk {
+                channel_max: 16,
+                frame_max: tune.frame_max.min(FRAME_MAX as u32),
+                heartbeat,
+            }
+            .into(),
+        );
+        raw.method(
+            0,
+            ConnectionOpen {
+                virtual_host: short("/"),
+                ..Default::default()
+            }
+            .into(),
+        );
+        raw
+    }
+
+    /// Protocol header and start-ok; returns the broker's connection.tune.
+    pub fn until_tune(addr: SocketAddr, user: &str) -> (Raw091, ConnectionTune) {
         let stream = TcpStream::connect(addr).expect("connect");
         stream
             .set_read_timeout(Some(super::raw::TIMEOUT))
@@ -89,25 +113,7 @@ impl Raw091 {
         else {
             unreachable!()
         };
-        // Accept the server's frame size: asking for more than offered is a connection error.
-        raw.method(
-            0,
-            ConnectionTuneOk {
-                channel_max: 16,
-                frame_max: tune.frame_max.min(FRAME_MAX as u32),
-                heartbeat,
-            }
-            .into(),
-        );
-        raw.method(
-            0,
-            ConnectionOpen {
-                virtual_host: short("/"),
-                ..Default::default()
-            }
-            .into(),
-        );
-        raw
+        (raw, tune)
     }
 
     pub fn method(&mut self, channel: u16, method: Method) {
