@@ -2,11 +2,11 @@
 # The whole test suite: formatting, lints, Rust unit and integration tests, the generated
 # protocol tables' freshness check, a short fuzz run, and the interop tests with real
 # third-party clients: Apache Qpid JMS and qpid-config/qpid-stat (AMQP 0-10); pika, the
-# RabbitMQ Java client, Celery and the RabbitMQ Go client's own integration tests (AMQP
-# 0-9-1); python-qpid-proton, Qpid JMS 2.x and rhea (AMQP 1.0); the management API with
+# RabbitMQ Java client, Celery, and the RabbitMQ Go client's and amqplib's own integration
+# tests (AMQP 0-9-1); python-qpid-proton, Qpid JMS 2.x and rhea (AMQP 1.0); the management API with
 # Prometheus's parser and the web console in Chromium; a chaos run of a 3-node cluster.
 # Installs what it needs (Java, Maven, Node.js and Chromium via apt-get, pika, proton and
-# pytest into venvs from PyPI, rhea and playwright-core from npm, cargo-fuzz).
+# pytest into venvs from PyPI, rhea, amqplib and playwright-core from npm, cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -88,6 +88,9 @@ interop/celery/run.sh target/debug/ferryd
 
 section "interop: the RabbitMQ Go client's own integration tests (amqp091-go, AMQP 0-9-1)"
 interop/amqp091-go/run.sh target/debug/ferryd
+
+section "interop: amqplib's own integration tests (Node.js, AMQP 0-9-1)"
+interop/amqplib/run.sh target/debug/ferryd
 
 section "interop: python-qpid-proton (AMQP 1.0)"
 interop/proton/run.sh target/debug/ferryd
