@@ -422,6 +422,29 @@ fn the_heartbeat_option_sets_what_every_handshake_offers() {
     assert_eq!(tune.heartbeat, 120);
 }
 
+/// Close-ok tells its recipient to close the socket. After a 0-9-1 client's close, ferryd
+/// leaves that to the client, as RabbitMQ does, and closes as soon as the client has.
+#[test]
+fn after_a_0_9_1_clients_close_the_client_closes_the_socket_first() {
+    use common::raw091::Raw091;
+    use ferry_amqp091::{ConnectionClose, Method};
+    let broker = Ferryd::start();
+    let mut raw = Raw091::login_as(broker.addr, "guest");
+    raw.expect(0, |m| matches!(m, Method::ConnectionOpenOk(_)));
+    raw.method(0, ConnectionClose::default().into());
+    raw.expect(0, |m| matches!(m, Method::ConnectionCloseOk(_)));
+    raw.set_read_timeout(Duration::from_millis(50));
+    assert!(
+        !raw.discard_until_closed(Duration::from_millis(500)),
+        "ferryd closed its side before the client"
+    );
+    raw.writer().shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(
+        raw.discard_until_closed(Duration::from_secs(1)),
+        "ferryd did not close once the client had"
+    );
+}
+
 #[test]
 fn a_connection_that_stalls_in_the_handshake_is_closed() {
     use std::io::Write;

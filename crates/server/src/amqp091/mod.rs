@@ -388,7 +388,7 @@ impl Amqp091 {
                 debug!(peer = %shell.peer, code = c.reply_code, "client closed the connection");
                 self.teardown(shell);
                 write(shell, 0, ConnectionCloseOk {});
-                shell.finish();
+                shell.finish_after_close_ok();
             }
             (Phase::Open, Method::ConnectionUpdateSecret(_)) => {
                 write(shell, 0, ConnectionUpdateSecretOk {});

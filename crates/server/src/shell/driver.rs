@@ -55,7 +55,7 @@ pub async fn drive<T: Transport, P: Protocol>(
         if conn.is_done() {
             break Ok(());
         }
-        if conn.is_finished() && all_written && !write_closed {
+        if conn.is_finished() && all_written && !write_closed && conn.half_closes() {
             // Our side is done; the peer's is read to its end (or the linger deadline), so
             // what it still sends cannot reset the connection under it.
             write_closed = true;

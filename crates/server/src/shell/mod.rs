@@ -51,8 +51,8 @@ pub enum Phase {
     Open,
     /// We sent connection.close; only close-ok matters now.
     Closing,
-    /// Nothing more is processed: flush what is buffered, half-close, and discard input
-    /// until the peer closes (or [`timers::LINGER`] passes).
+    /// Nothing more is processed: flush what is buffered, half-close (unless the peer is to
+    /// close first), and discard input until the peer closes (or [`timers::LINGER`] passes).
     Finished,
 }
 
@@ -140,6 +140,9 @@ pub struct Shell {
     sync_requested: SyncPoint,
     /// Give up at once, without lingering (the peer never answered our close).
     abandoned: bool,
+    /// We answered the peer's close with close-ok, which tells the peer to close the socket:
+    /// we wait for it to (up to [`timers::LINGER`]) instead of half-closing first.
+    peer_closes: bool,
     tls: bool,
     /// Set once the connection is open: management sees it (and may close it).
     registration: Option<ConnectionHandle>,
@@ -214,6 +217,7 @@ impl Shell {
             flow_blocked: false,
             sync_requested: SyncPoint::default(),
             abandoned: false,
+            peer_closes: false,
             tls: peer.tls,
             registration: None,
             sessions_due: None,
@@ -276,6 +280,14 @@ impl Shell {
             self.phase = Phase::Finished;
             self.timers.finished(self.now);
         }
+    }
+
+    /// As [`Shell::finish`], after answering a 0-9-1 client's connection.close with close-ok,
+    /// which tells its recipient that it may close the socket: the client closes first, as
+    /// RabbitMQ lets it (0-10 keeps qpidd's way, closing right after close-ok).
+    pub fn finish_after_close_ok(&mut self) {
+        self.peer_closes = true;
+        self.finish();
     }
 
     /// Asks the journal to wake this connection (through its outbox) once it is durable up
@@ -687,6 +699,11 @@ impl<P: Protocol> Connection<P> {
     /// Nothing more will be processed; the driver flushes, half-closes and drains.
     pub fn is_finished(&self) -> bool {
         self.shell.phase == Phase::Finished || self.shell.abandoned
+    }
+
+    /// Whether the driver half-closes once finished, or leaves that to the peer.
+    pub fn half_closes(&self) -> bool {
+        !self.shell.peer_closes
     }
 
     /// The socket may be dropped now (after a finish, once output is flushed).

@@ -324,6 +324,10 @@ async fn after_close_ok_input_is_discarded_until_the_linger_ends() {
         &closed[..],
         [Item::Control(0, Control::ConnectionCloseOk(_))]
     ));
+    assert!(
+        c.conn.half_closes(),
+        "as qpidd, ferryd closes after close-ok"
+    );
     for _ in 0..50 {
         c.transfer(1, "", "q", b"late");
     }

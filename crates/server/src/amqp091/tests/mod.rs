@@ -497,6 +497,7 @@ async fn after_close_ok_input_is_discarded_until_the_linger_ends() {
     let closed = c.call(0, ConnectionClose::default());
     assert!(matches!(&closed[..], [(0, Method::ConnectionCloseOk(_))]));
     assert!(c.conn.is_finished());
+    assert!(!c.conn.half_closes(), "the client closes the socket first");
     // Publishes the client sent before it saw close-ok: read and dropped, no reply.
     for _ in 0..100 {
         c.publish(1, "", "q", b"late");
