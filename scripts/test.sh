@@ -2,11 +2,13 @@
 # The whole test suite: formatting, lints, Rust unit and integration tests, the generated
 # protocol tables' freshness check, a short fuzz run, and the interop tests with real
 # third-party clients: Apache Qpid JMS and qpid-config/qpid-stat (AMQP 0-10); pika, the
-# RabbitMQ Java client, Celery, and the RabbitMQ Go client's and amqplib's own integration
-# tests (AMQP 0-9-1); python-qpid-proton, Qpid JMS 2.x and rhea (AMQP 1.0); the management API with
-# Prometheus's parser and the web console in Chromium; a chaos run of a 3-node cluster.
+# RabbitMQ Java client, Celery, and the RabbitMQ Go client's, amqplib's and aio-pika's own
+# tests (AMQP 0-9-1); python-qpid-proton, Qpid JMS 2.x and rhea (AMQP 1.0); the management
+# API with Prometheus's parser and the web console in Chromium; a chaos run of a 3-node
+# cluster.
 # Installs what it needs (Java, Maven, Node.js and Chromium via apt-get, pika, proton and
-# pytest into venvs from PyPI, rhea, amqplib and playwright-core from npm, cargo-fuzz).
+# pytest into venvs from PyPI, aio-pika's tests from its PyPI source archive, rhea,
+# amqplib and playwright-core from npm, cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,7 @@ command -v mvn >/dev/null || need_apt+=(maven)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
+command -v curl >/dev/null || need_apt+=(curl)
 if ((${#need_apt[@]})); then
   section "installing ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
@@ -91,6 +94,9 @@ interop/amqp091-go/run.sh target/debug/ferryd
 
 section "interop: amqplib's own integration tests (Node.js, AMQP 0-9-1)"
 interop/amqplib/run.sh target/debug/ferryd
+
+section "interop: aio-pika's own test suite (Python asyncio, AMQP 0-9-1)"
+interop/aio-pika/run.sh target/debug/ferryd
 
 section "interop: python-qpid-proton (AMQP 1.0)"
 interop/proton/run.sh target/debug/ferryd

@@ -190,10 +190,11 @@ ferryd_finish() {
     exit "$status"
 }
 
-# A pytest suite in its own venv (requirements.txt beside it). pytest's exit 5 (no tests
-# collected) is a failure: a suite that tests nothing has failed.
+# A pytest suite in its own venv (requirements.txt beside it), run in directory $3 (default:
+# the suite's own) on $4 (default: all of it). pytest's exit 5 (no tests collected) is a
+# failure: a suite that tests nothing has failed.
 run_pytest_suite() {
-    local here=$1 import_check=$2
+    local here=$1 import_check=$2 dir=${3:-$1} target=${4:-.}
     local venv=$here/.venv
     if [ ! -x "$venv/bin/pytest" ] || ! "$venv/bin/python" -c "$import_check" 2>/dev/null; then
         python3 -m venv "$venv" || { echo "run.sh: cannot create $venv" >&2; exit 2; }
@@ -202,7 +203,7 @@ run_pytest_suite() {
             exit 2
         }
     fi
-    (cd "$here" && FERRY_PORT=$port "$venv/bin/pytest" -q -p no:cacheprovider ${PYTEST_ARGS:-} .)
+    (cd "$dir" && FERRY_PORT=$port "$venv/bin/pytest" -q -p no:cacheprovider ${PYTEST_ARGS:-} "$target")
     local status=$?
     [ $status -eq 5 ] && echo "run.sh: no tests ran" >&2
     return $status
