@@ -118,6 +118,160 @@ pub fn with_redelivered(segment: &Bytes) -> Result<Bytes, DecodeError> {
     Ok(out.freeze())
 }
 
+/// delivery-properties.exchange (field 8): the second packing-flag octet's first bit.
+const EXCHANGE_FLAG: u8 = 0x01;
+
+/// The encoded sizes of delivery-properties' fields before `exchange` that take room
+/// (priority, delivery-mode, ttl, timestamp, expiration; fields 0-2 are bits), with their
+/// flags in the first packing-flag octet.
+const FIELDS_BEFORE_EXCHANGE: [(u8, usize); 5] =
+    [(0x08, 1), (0x10, 1), (0x20, 8), (0x40, 8), (0x80, 8)];
+
+/// What [`write_with_exchange`] moved: the exchange name's place in the new segment, and
+/// how the bytes after it shifted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExchangeSet {
+    /// Where the exchange name (the str8's bytes, after its length octet) starts.
+    pub exchange_at: usize,
+    /// The old segment's bytes from here on moved by `grew` bytes; those before stayed.
+    moved_from: usize,
+    grew: isize,
+}
+
+impl ExchangeSet {
+    /// Where the byte at `old` in the old segment is in the new one. Meant for offsets of
+    /// other fields (the routing key), not of the exchange name that was replaced.
+    pub fn new_offset(&self, old: usize) -> usize {
+        if old >= self.moved_from {
+            old.saturating_add_signed(self.grew)
+        } else {
+            old
+        }
+    }
+}
+
+/// Writes into `out` (cleared first) header segment `segment` with
+/// delivery-properties.exchange set to `exchange`, adding delivery-properties if the segment
+/// has none: the broker "MUST" set it "upon receipt of a message" (0-10,
+/// delivery-properties), and qpidd's message sizes count it. `Ok(None)`, with nothing
+/// written, when the segment names `exchange` already. Entries are checked for framing up
+/// to delivery-properties, and that one as far as the exchange field.
+pub fn write_with_exchange(
+    segment: &[u8],
+    exchange: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Option<ExchangeSet>, DecodeError> {
+    let name_len = u8::try_from(exchange.len()).map_err(|_| DecodeError::InvalidSize {
+        what: "exchange name",
+        size: exchange.len() as u64,
+    })?;
+    out.clear();
+    let Some(start) = delivery_properties_at(segment)? else {
+        // size, class and struct codes, two packing-flag octets, the str8.
+        let added = 4 + 2 + 2 + 1 + exchange.len();
+        out.reserve(added + segment.len());
+        out.extend_from_slice(&(added as u32 - 4).to_be_bytes());
+        out.extend_from_slice(&[
+            DeliveryProperties::CLASS_CODE,
+            DeliveryProperties::STRUCT_CODE,
+            0,
+            EXCHANGE_FLAG,
+            name_len,
+        ]);
+        out.extend_from_slice(exchange);
+        out.extend_from_slice(segment);
+        return Ok(Some(ExchangeSet {
+            exchange_at: added - exchange.len(),
+            moved_from: 0,
+            grew: added as isize,
+        }));
+    };
+    let size = u32::from_be_bytes([
+        segment[start],
+        segment[start + 1],
+        segment[start + 2],
+        segment[start + 3],
+    ]) as usize;
+    let entry_end = start + 4 + size;
+    let flags_at = start + 4 + 2;
+    let flags = segment
+        .get(flags_at..flags_at + 2)
+        .ok_or(DecodeError::Truncated)?;
+    let (first, second) = (flags[0], flags[1]);
+    let skipped: usize = FIELDS_BEFORE_EXCHANGE
+        .iter()
+        .filter(|(bit, _)| first & bit != 0)
+        .map(|(_, len)| len)
+        .sum();
+    // Where the exchange's str8 is, or would go.
+    let at = flags_at + 2 + skipped;
+    let (old_end, old_len) = if second & EXCHANGE_FLAG != 0 {
+        let old_len = usize::from(*segment.get(at).ok_or(DecodeError::Truncated)?);
+        let old_end = at + 1 + old_len;
+        if old_end > entry_end {
+            return Err(DecodeError::Truncated);
+        }
+        if &segment[at + 1..old_end] == exchange {
+            return Ok(None);
+        }
+        (old_end, 1 + old_len)
+    } else {
+        if at > entry_end {
+            return Err(DecodeError::Truncated);
+        }
+        (at, 0)
+    };
+    let grew = 1 + exchange.len() as isize - old_len as isize;
+    let new_size = u32::try_from(size as isize + grew).map_err(|_| DecodeError::InvalidSize {
+        what: "struct32",
+        size: size as u64,
+    })?;
+    out.reserve(segment.len() + 1 + exchange.len());
+    out.extend_from_slice(&segment[..start]);
+    out.extend_from_slice(&new_size.to_be_bytes());
+    out.extend_from_slice(&segment[start + 4..flags_at + 1]);
+    out.push(second | EXCHANGE_FLAG);
+    out.extend_from_slice(&segment[flags_at + 2..at]);
+    out.push(name_len);
+    out.extend_from_slice(exchange);
+    out.extend_from_slice(&segment[old_end..]);
+    Ok(Some(ExchangeSet {
+        exchange_at: at + 1,
+        moved_from: old_end,
+        grew,
+    }))
+}
+
+/// Where the first delivery-properties entry of `segment` starts (its size field), after
+/// checking the framing of the entries before it and that it holds its codes and flags.
+fn delivery_properties_at(segment: &[u8]) -> Result<Option<usize>, DecodeError> {
+    let mut at = 0;
+    while let Some((size, after)) = segment[at..].split_first_chunk::<4>() {
+        let size = u32::from_be_bytes(*size) as usize;
+        let entry = after.get(..size).ok_or(DecodeError::Truncated)?;
+        match entry {
+            [DeliveryProperties::CLASS_CODE, DeliveryProperties::STRUCT_CODE, _, _, ..] => {
+                return Ok(Some(at))
+            }
+            [DeliveryProperties::CLASS_CODE, DeliveryProperties::STRUCT_CODE, ..] => {
+                return Err(DecodeError::Truncated)
+            }
+            [_, _, ..] => at += 4 + size,
+            _ => {
+                return Err(DecodeError::InvalidSize {
+                    what: "struct32",
+                    size: size as u64,
+                })
+            }
+        }
+    }
+    if at == segment.len() {
+        Ok(None)
+    } else {
+        Err(DecodeError::Truncated)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +401,162 @@ mod tests {
             is_redelivered(&[0, 0, 0, 2, 9, 9, 0]).is_err(),
             "cut size field"
         );
+    }
+
+    /// The segment `write_with_exchange` makes, checked by decoding it: everything as before
+    /// but delivery-properties.exchange.
+    fn with_exchange(raw: &[u8], exchange: &str) -> (Vec<u8>, Option<ExchangeSet>) {
+        let mut out = vec![0xee; 3];
+        let set = write_with_exchange(raw, exchange.as_bytes(), &mut out).unwrap();
+        let Some(set) = set else {
+            assert!(out.is_empty(), "nothing written when unchanged");
+            return (raw.to_vec(), None);
+        };
+        let at = set.exchange_at;
+        assert_eq!(&out[at..at + exchange.len()], exchange.as_bytes());
+        assert_eq!(
+            usize::from(out[at - 1]),
+            exchange.len(),
+            "the str8's length"
+        );
+        let mut expect = MessageHeader::decode(Bytes::copy_from_slice(raw)).unwrap();
+        expect
+            .delivery
+            .get_or_insert_with(Default::default)
+            .exchange = Some(Str::from(exchange));
+        let got = MessageHeader::decode(Bytes::copy_from_slice(&out)).unwrap();
+        assert_eq!(got, expect);
+        (out, Some(set))
+    }
+
+    /// Where `needle` first occurs in `hay`.
+    fn find(hay: &[u8], needle: &[u8]) -> usize {
+        hay.windows(needle.len()).position(|w| w == needle).unwrap()
+    }
+
+    #[test]
+    fn exchange_is_added_and_later_fields_move_by_its_length() {
+        let raw = encoded(&sample());
+        let (out, set) = with_exchange(&raw, "amq.direct");
+        let set = set.unwrap();
+        assert_eq!(out.len(), raw.len() + 1 + "amq.direct".len());
+        let rk_old = find(&raw, b"rk");
+        assert_eq!(&out[set.new_offset(rk_old)..][..2], b"rk");
+        // The struct's size and the flag grew; the codes and first flags did not move.
+        assert_eq!(set.new_offset(0), 0);
+        assert_eq!(&out[4..7], &raw[4..7]);
+        assert_eq!((out[3] - raw[3], out[7] ^ raw[7]), (11, EXCHANGE_FLAG));
+        // Named already: nothing to do.
+        assert_eq!(with_exchange(&out, "amq.direct").1, None);
+        // The default exchange is named too, as the empty string.
+        let (out, _) = with_exchange(&raw, "");
+        assert_eq!(out.len(), raw.len() + 1);
+    }
+
+    #[test]
+    fn a_different_exchange_is_replaced() {
+        let (named, _) = with_exchange(&encoded(&sample()), "amq.direct");
+        for other in ["x", "a.much.longer.exchange.name", ""] {
+            let (out, set) = with_exchange(&named, other);
+            let set = set.unwrap();
+            assert_eq!(out.len() + "amq.direct".len(), named.len() + other.len());
+            assert_eq!(&out[set.new_offset(find(&named, b"rk"))..][..2], b"rk");
+        }
+    }
+
+    #[test]
+    fn exchange_goes_after_every_field_before_it() {
+        let full = MessageHeader {
+            delivery: Some(DeliveryProperties {
+                discard_unroutable: true,
+                immediate: true,
+                priority: Some(crate::generated::DeliveryPriority::High),
+                delivery_mode: Some(DeliveryMode::Persistent),
+                ttl: Some(1),
+                timestamp: Some(2),
+                expiration: Some(3),
+                routing_key: Some(Str::from("key")),
+                resume_id: Some(Str::from("resume")),
+                resume_ttl: Some(4),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let raw = encoded(&full);
+        let (out, set) = with_exchange(&raw, "ex");
+        assert_eq!(
+            &out[set.unwrap().new_offset(find(&raw, b"key"))..][..3],
+            b"key"
+        );
+        // Each optional field before the exchange, alone.
+        let alone = [
+            DeliveryProperties {
+                priority: Some(crate::generated::DeliveryPriority::Low),
+                ..Default::default()
+            },
+            DeliveryProperties {
+                delivery_mode: Some(DeliveryMode::NonPersistent),
+                ..Default::default()
+            },
+            DeliveryProperties {
+                ttl: Some(9),
+                ..Default::default()
+            },
+            DeliveryProperties {
+                timestamp: Some(9),
+                ..Default::default()
+            },
+            DeliveryProperties {
+                expiration: Some(9),
+                ..Default::default()
+            },
+        ];
+        for d in alone {
+            let raw = encoded(&MessageHeader {
+                delivery: Some(d),
+                ..Default::default()
+            });
+            with_exchange(&raw, "ex");
+        }
+    }
+
+    #[test]
+    fn exchange_adds_delivery_properties_where_there_are_none() {
+        let mut h = sample();
+        h.delivery = None;
+        let raw = encoded(&h);
+        let (out, set) = with_exchange(&raw, "amq.topic");
+        let set = set.unwrap();
+        assert_eq!(
+            &out[set.new_offset(0)..],
+            &raw[..],
+            "the old entries follow it whole"
+        );
+        let (empty, _) = with_exchange(&[], "e");
+        assert_eq!(&empty[..], &[0, 0, 0, 6, 4, 1, 0, 1, 1, b'e']);
+    }
+
+    #[test]
+    fn exchange_write_refuses_a_malformed_segment() {
+        let raw = encoded(&sample());
+        let first = 4 + u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
+        let mut out = Vec::new();
+        for n in 1..first {
+            assert!(
+                write_with_exchange(&raw[..n], b"e", &mut out).is_err(),
+                "at {n}"
+            );
+        }
+        assert!(write_with_exchange(&raw[..first], b"e", &mut out).is_ok());
+        // delivery-properties without its packing flags, or claiming a field it lacks.
+        assert!(write_with_exchange(&[0, 0, 0, 2, 4, 1], b"e", &mut out).is_err());
+        assert!(write_with_exchange(&[0, 0, 0, 4, 4, 1, 0x20, 0], b"e", &mut out).is_err());
+        assert!(write_with_exchange(&[0, 0, 0, 4, 4, 1, 0, 1], b"e", &mut out).is_err());
+        assert!(write_with_exchange(&[0, 0, 0, 5, 4, 1, 0, 1, 7], b"e", &mut out).is_err());
+        // An entry too short for its codes, before delivery-properties.
+        assert!(write_with_exchange(&[0, 0, 0, 1, 4], b"e", &mut out).is_err());
+        let long = vec![b'x'; 256];
+        assert!(write_with_exchange(&raw, &long, &mut out).is_err());
     }
 
     #[test]

@@ -26,7 +26,9 @@ pub use frame::{
     MIN_MAX_FRAME_SIZE, PROTOCOL_HEADER,
 };
 pub use generated::*;
-pub use header::{is_redelivered, with_redelivered, MessageHeader};
+pub use header::{
+    is_redelivered, with_redelivered, write_with_exchange, ExchangeSet, MessageHeader,
+};
 pub use ops::CommandHeader;
 pub use sequence::{serial_le, serial_lt, ByteRanges, SequenceSet};
 pub use str::Str;

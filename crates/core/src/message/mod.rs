@@ -377,7 +377,8 @@ impl MessageParts {
     }
 
     /// The message these parts make.
-    pub fn build(self) -> Message {
+    pub fn build(mut self) -> Message {
+        let props = self.take_props();
         let content = Content {
             routing_key: Part::Shared(&self.routing_key),
             exchange: Part::Shared(&self.exchange),
@@ -390,18 +391,45 @@ impl MessageParts {
             },
             body: Part::Shared(&self.body),
         };
-        let props = Props {
+        pack(content, props, self.body_segment, self.size)
+    }
+
+    /// The message's properties besides its content, moved out of these parts.
+    fn take_props(&mut self) -> Props {
+        Props {
             exchange: None,
             routing_key: None,
-            headers: self.headers,
+            headers: self.headers.take(),
             expires_at: self.expires_at,
             priority: self.priority,
             persistent: self.persistent,
-            deaths: self.deaths,
+            deaths: self.deaths.take(),
             publisher: self.publisher,
-            sequence: self.sequence,
+            sequence: self.sequence.take(),
             store_id: self.store_id,
             store_slot: false,
+        }
+    }
+
+    /// Like [`build`](Self::build), with the header, routing key and exchange borrowed
+    /// instead (the routing key and exchange may be slices of that header, which then holds
+    /// them once): for a protocol layer that rewrites a header on receipt in a buffer of its
+    /// own, so that the rewrite costs no allocation. `self.header` says only which
+    /// protocol's encoding it is in; its bytes, and those of `self.routing_key` and
+    /// `self.exchange`, are not used.
+    pub fn build_with_header(
+        mut self,
+        header: &[u8],
+        routing_key: &[u8],
+        exchange: &[u8],
+    ) -> Message {
+        let props = self.take_props();
+        let content = Content {
+            routing_key: Part::Slice(routing_key),
+            exchange: Part::Slice(exchange),
+            kind: self.header.split().0,
+            header: Part::Slice(header),
+            body: Part::Shared(&self.body),
         };
         pack(content, props, self.body_segment, self.size)
     }

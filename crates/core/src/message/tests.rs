@@ -56,6 +56,40 @@ fn parts_read_back_as_built() {
 }
 
 #[test]
+fn a_borrowed_header_is_copied_in_and_holds_its_keys_once() {
+    let header = header_010();
+    let rewritten = header.to_vec();
+    let mut parts = parts_010(&header, Bytes::from_static(b"hello"));
+    parts.priority = 3;
+    parts.persistent = true;
+    parts.publisher = 5;
+    let m = parts.build_with_header(&rewritten, &rewritten[8..11], &rewritten[4..6]);
+    drop(rewritten);
+    assert_eq!(m.exchange(), b"ex");
+    assert_eq!(m.routing_key(), b"key");
+    assert_eq!(m.header(), Header::Amqp010(&header[..]));
+    assert_eq!(
+        (m.body(), m.size()),
+        (&b"hello"[..], (header.len() + 5) as u64)
+    );
+    assert_eq!((m.priority(), m.persistent(), m.publisher()), (3, true, 5));
+    // The keys are read from the header: the allocation is the one `build` makes.
+    let mut same = parts_010(&header, Bytes::from_static(b"hello"));
+    same.persistent = true;
+    assert_eq!(m.compact_bytes(), same.build().compact_bytes());
+    // Keys that are not slices of the header are copied in beside it.
+    let (ex, rk) = (b"ex".to_vec(), b"key".to_vec());
+    let apart =
+        parts_010(&header, Bytes::from_static(b"hello")).build_with_header(&header, &rk, &ex);
+    assert_eq!(
+        (apart.exchange(), apart.routing_key()),
+        (&b"ex"[..], &b"key"[..])
+    );
+    let built = parts_010(&header, Bytes::from_static(b"hello")).build();
+    assert_eq!(apart.compact_bytes(), built.compact_bytes().map(|n| n + 5));
+}
+
+#[test]
 fn keys_outside_the_header_are_copied_in() {
     // 0-9-1: exchange and routing key come in the method frame, not the properties.
     let m = MessageParts {

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferry_amqp010::{
-    AcceptMode, AcquireMode, Acquired, Command, CreditUnit, DeliveryMode, DeliveryProperties,
-    ErrorCode, ExchangeBoundResult, ExchangeQueryResult, ExecutionResult, FlowMode, Map,
-    MessageProperties, QueueQueryResult, SequenceSet, Str, Struct32,
+    write_with_exchange, AcceptMode, AcquireMode, Acquired, Command, CreditUnit, DeliveryMode,
+    DeliveryProperties, ErrorCode, ExchangeBoundResult, ExchangeQueryResult, ExecutionResult,
+    FlowMode, Map, MessageProperties, QueueQueryResult, SequenceSet, Str, Struct32,
 };
 use ferry_core::{
     now_ms, Accepts, Arguments, BoundResult, Broker, ConsumerSpec, Dialect, ExchangeKind,
@@ -425,10 +425,34 @@ fn transfer(
         &publish.exchange,
         &publish.routing_key,
     )?;
+    let rewritten = write_with_exchange(
+        &publish.header,
+        &publish.exchange,
+        &mut session.header_scratch,
+    )
+    .map_err(malformed_header)?;
+    let routing_key_at = offset_in(&publish.routing_key, &publish.header);
     let mut message = publish.into_parts();
     message.body_segment = body_segment;
     message.publisher = env.connection;
-    let message = message.build();
+    let message = match rewritten {
+        None => message.build(),
+        Some(set) => {
+            let header = &session.header_scratch[..];
+            let exchange = &header[set.exchange_at..][..message.exchange.len()];
+            // Moved out: build_with_header takes the parts by value.
+            let key = std::mem::take(&mut message.routing_key);
+            let routing_key = match routing_key_at {
+                Some(at) => &header[set.new_offset(at)..][..key.len()],
+                None => &key[..],
+            };
+            let built = message.build_with_header(header, routing_key, exchange);
+            if session.header_scratch.capacity() > SCRATCH_KEPT {
+                session.header_scratch = Vec::new();
+            }
+            built
+        }
+    };
     if let Some(tx) = session.tx.as_mut() {
         tx.stage_publish(exchange, message);
         return Ok(());
@@ -446,16 +470,28 @@ fn transfer(
     Ok(())
 }
 
+/// A session's header scratch buffer larger than this (a transfer with a large header) is
+/// let go after use rather than kept.
+const SCRATCH_KEPT: usize = 64 * 1024;
+
+/// Where `part` starts inside `whole`, if it is a slice of it.
+fn offset_in(part: &[u8], whole: &[u8]) -> Option<usize> {
+    let (p, w) = (part.as_ptr() as usize, whole.as_ptr() as usize);
+    (!part.is_empty() && p >= w && p + part.len() <= w + whole.len()).then(|| p - w)
+}
+
+fn malformed_header(e: ferry_amqp010::DecodeError) -> Exception {
+    Exception::new(
+        ErrorCode::InvalidArgument,
+        format!("malformed message header: {e}"),
+    )
+}
+
 /// Fills the routing fields from delivery-properties, and the application headers only
 /// when the exchange matches on them (decoding them costs an allocation per entry).
 fn read_properties(header: &Bytes, want_headers: bool, message: &mut Publish) -> Outcome {
     let mut reader = ferry_amqp010::codec::Reader::new(header.clone());
-    let malformed = |e: ferry_amqp010::DecodeError| {
-        Exception::new(
-            ErrorCode::InvalidArgument,
-            format!("malformed message header: {e}"),
-        )
-    };
+    let malformed = malformed_header;
     while !reader.is_empty() {
         let entry = Struct32::decode(&mut reader).map_err(malformed)?;
         if entry.is::<DeliveryProperties>() {

@@ -102,6 +102,9 @@ pub struct Session {
     last_exchange: Option<(Str, Arc<Exchange>)>,
     /// ACL decisions for this session's publishes.
     pub publish_acl: PublishCache,
+    /// Where a transfer's header segment is rewritten on receipt (see
+    /// `commands::transfer`), kept so that the rewrite allocates nothing.
+    pub header_scratch: Vec<u8>,
     /// Caps the transfers sent and not yet both completed and settled, over all of the
     /// session's subscriptions (`--session-max-unacked`).
     pub settle_window: Option<Arc<SettleWindow>>,
@@ -142,6 +145,7 @@ impl Session {
             by_destination: FastMap::default(),
             last_exchange: None,
             publish_acl: PublishCache::default(),
+            header_scratch: Vec::new(),
             settle_window: None,
             needs_sync: None,
             waiting: VecDeque::new(),

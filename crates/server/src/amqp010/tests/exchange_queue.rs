@@ -18,15 +18,6 @@ fn exchange(name: &str, kind: &str) -> ExchangeDeclare {
     }
 }
 
-fn bind(queue: &str, exchange: &str, key: &str) -> ExchangeBind {
-    ExchangeBind {
-        queue: Some(Str::from(queue)),
-        exchange: Some(Str::from(exchange)),
-        binding_key: Some(Str::from(key)),
-        arguments: None,
-    }
-}
-
 fn unbind(queue: &str, exchange: &str, key: &str) -> ExchangeUnbind {
     ExchangeUnbind {
         queue: Some(Str::from(queue)),

@@ -97,7 +97,11 @@ async fn a_transfer_goes_out_as_received_with_the_subscriptions_modes() {
             Some(AcquireMode::PreAcquired)
         )
     );
-    assert_eq!(d.header, header, "the header is sent as it came");
+    assert_eq!(
+        d.header,
+        received_through(header, ""),
+        "the header is sent as it came, naming the exchange it came through"
+    );
     assert_eq!(&d.body[..], b"payload");
     assert!(!d.redelivered());
 }
@@ -122,6 +126,47 @@ async fn a_transfer_without_a_destination_goes_to_the_default_exchange() {
     assert_eq!(exception(&done), None);
     assert!(completions(&done, 1).last().unwrap().contains(2));
     assert_eq!(queue_state(&c, "q"), (1, 0));
+}
+
+#[tokio::test]
+async fn the_broker_names_the_exchange_a_transfer_came_through() {
+    // 0-10 delivery-properties.exchange: "This MUST be set by the broker upon receipt".
+    let mut c = with_queue(&[]).await;
+    c.call(1, bind("q", "amq.direct", "k"));
+    c.subscribe(1, "q", "d", AcceptMode::None, AcquireMode::PreAcquired);
+    let mut other = keyed("k");
+    if let Some(d) = other.delivery.as_mut() {
+        d.exchange = Some(Str::from("somewhere.else"));
+        d.priority = Some(ferry_amqp010::DeliveryPriority::High);
+        d.ttl = Some(60_000);
+    }
+    let no_delivery_properties = MessageHeader {
+        properties: Some(MessageProperties {
+            content_type: Some(Str::from("text/plain")),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // Without delivery-properties (and so without a routing key, which a fanout exchange
+    // does not need) the header gains them.
+    c.call(1, bind("q", "amq.fanout", ""));
+    let sent = [
+        ("amq.direct", keyed("k")),
+        ("amq.direct", received_through(keyed("k"), "amq.direct")),
+        ("amq.direct", other),
+        ("", keyed("q")),
+        ("amq.fanout", no_delivery_properties),
+    ];
+    for (exchange, header) in &sent {
+        c.publish(1, exchange, header, b"m");
+    }
+    let got = c.grant(1, "d", 10);
+    let headers: Vec<_> = got.iter().map(|d| d.header.clone()).collect();
+    let expect: Vec<_> = sent
+        .iter()
+        .map(|(exchange, header)| received_through(header.clone(), exchange))
+        .collect();
+    assert_eq!(headers, expect);
 }
 
 #[tokio::test]
@@ -386,9 +431,10 @@ async fn a_window_moves_on_as_transfers_complete_and_credit_mode_does_not() {
 async fn a_byte_window_counts_header_and_body() {
     let mut c = with_queue(&["aaaa", "bbbb", "cccc"]).await;
     c.subscribe(1, "q", "w", AcceptMode::None, AcquireMode::PreAcquired);
-    // One message's size: its header segment and body.
+    // One message's size: its header segment (as the broker keeps it, naming the
+    // exchange) and body.
     let mut raw = BytesMut::new();
-    keyed("q").encode(&mut raw).unwrap();
+    received_through(keyed("q"), "").encode(&mut raw).unwrap();
     let size = (raw.len() + 4) as u32;
     c.send(&command(1, flow("w", CreditUnit::Message, 10), false));
     let got = c.exchange(command(1, flow("w", CreditUnit::Byte, 2 * size + 1), false));

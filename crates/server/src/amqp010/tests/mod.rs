@@ -22,9 +22,10 @@ use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
     decode_frame, write_command, write_control, write_transfer, AcceptMode, AcquireMode, Assembler,
     CloseCode, Command, ConnectionClose, ConnectionOpen, ConnectionStartOk, ConnectionTuneOk,
-    Control, CreditUnit, DeliveryProperties, DetachCode, ErrorCode, ExecutionSync, Incoming,
-    MessageAccept, MessageFlow, MessageHeader, MessageSubscribe, MessageTransfer, QueueDeclare,
-    SequenceSet, SessionAttach, SessionCompleted, SessionDetach, SessionDetached, Str,
+    Control, CreditUnit, DeliveryProperties, DetachCode, ErrorCode, ExchangeBind, ExecutionSync,
+    Incoming, MessageAccept, MessageFlow, MessageHeader, MessageSubscribe, MessageTransfer,
+    QueueDeclare, SequenceSet, SessionAttach, SessionCompleted, SessionDetach, SessionDetached,
+    Str,
 };
 
 use super::{connection, Amqp010};
@@ -1200,6 +1201,25 @@ fn delivered(mut out: BytesMut) -> Vec<Delivered> {
 }
 
 /// A header routing by `key`.
+/// `header` as the broker delivers it after receiving it through `exchange`: the broker
+/// sets delivery-properties.exchange on receipt.
+fn received_through(mut header: MessageHeader, exchange: &str) -> MessageHeader {
+    header
+        .delivery
+        .get_or_insert_with(Default::default)
+        .exchange = Some(Str::from(exchange));
+    header
+}
+
+fn bind(queue: &str, exchange: &str, key: &str) -> ExchangeBind {
+    ExchangeBind {
+        queue: Some(Str::from(queue)),
+        exchange: Some(Str::from(exchange)),
+        binding_key: Some(Str::from(key)),
+        arguments: None,
+    }
+}
+
 fn keyed(key: &str) -> MessageHeader {
     MessageHeader {
         delivery: Some(DeliveryProperties {
