@@ -235,6 +235,8 @@ mod tests {
             bytes_in: 10,
             bytes_out: 20,
             frames_in: 2,
+            messages_in: 3,
+            messages_out: 4,
             channels: 1,
         });
         a.set_sessions(vec![SessionStatus {
@@ -247,6 +249,10 @@ mod tests {
         assert_eq!(list.len(), 2);
         assert_eq!(list[0].meta.user, "alice");
         assert_eq!(list[0].traffic.bytes_out, 20);
+        assert_eq!(
+            (list[0].traffic.messages_in, list[0].traffic.messages_out),
+            (3, 4)
+        );
         assert_eq!(list[0].sessions[0].consumers, 2);
         assert_eq!(registry.owner_connection(77), Some(a.id()));
         drop(b);

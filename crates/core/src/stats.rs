@@ -165,6 +165,8 @@ pub struct ConnectionCounters {
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
     frames_in: AtomicU64,
+    messages_in: AtomicU64,
+    messages_out: AtomicU64,
     /// Sessions (0-10) or channels (0-9-1) open now.
     channels: AtomicU64,
 }
@@ -175,6 +177,10 @@ pub struct Traffic {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub frames_in: u64,
+    /// Messages the client published.
+    pub messages_in: u64,
+    /// Messages written to the client: deliveries, and for 0-9-1 get-oks and returns.
+    pub messages_out: u64,
     pub channels: u64,
 }
 
@@ -183,6 +189,8 @@ impl ConnectionCounters {
         self.bytes_in.store(t.bytes_in, Ordering::Relaxed);
         self.bytes_out.store(t.bytes_out, Ordering::Relaxed);
         self.frames_in.store(t.frames_in, Ordering::Relaxed);
+        self.messages_in.store(t.messages_in, Ordering::Relaxed);
+        self.messages_out.store(t.messages_out, Ordering::Relaxed);
         self.channels.store(t.channels, Ordering::Relaxed);
     }
 
@@ -191,6 +199,8 @@ impl ConnectionCounters {
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
             bytes_out: self.bytes_out.load(Ordering::Relaxed),
             frames_in: self.frames_in.load(Ordering::Relaxed),
+            messages_in: self.messages_in.load(Ordering::Relaxed),
+            messages_out: self.messages_out.load(Ordering::Relaxed),
             channels: self.channels.load(Ordering::Relaxed),
         }
     }

@@ -64,8 +64,10 @@ pub(super) fn connections(view: &View) -> Vec<QmfObject> {
                 .u64("framesFromClient", c.traffic.frames_in)
                 .u64("bytesFromClient", c.traffic.bytes_in)
                 .u64("bytesToClient", c.traffic.bytes_out)
-                // Frames out and messages either way are not counted per connection.
-                .zeros(&["framesToClient", "msgsFromClient", "msgsToClient"]);
+                .u64("msgsFromClient", c.traffic.messages_in)
+                .u64("msgsToClient", c.traffic.messages_out)
+                // Frames out are not counted: writes are batched, not framed one by one.
+                .zeros(&["framesToClient"]);
             // Qpid clients describe their process in these client properties.
             if let Some(name) = client_property(&c, "qpid.client_process") {
                 v = v.text("remoteProcessName", name);

@@ -207,7 +207,7 @@ impl Protocol for Amqp010 {
                     .and_then(|c| c.session.as_mut());
                 match session {
                     Some(s) => {
-                        s.deliver(
+                        let sent = s.deliver(
                             Sink {
                                 out: &mut shell.out,
                                 spliced: &mut shell.spliced,
@@ -216,6 +216,7 @@ impl Protocol for Amqp010 {
                             self.max_frame,
                             d,
                         );
+                        shell.traffic.messages_out += u64::from(sent);
                     }
                     None => {
                         if d.acquired {
@@ -679,6 +680,7 @@ impl Amqp010 {
         let codes = (command.class_code(), command.code());
         if matches!(command, Command::MessageTransfer(_)) {
             shell.publisher = true;
+            shell.traffic.messages_in += 1;
         }
         let (channels, mut env) = self.split(shell);
         // Commands for a session that is not attached (e.g. sent before the client saw our

@@ -53,6 +53,8 @@ pub struct Ctx<'a> {
     pub backlogged: &'a mut Option<Arc<Queue>>,
     /// No-ack deliveries written, accepted on their queues when the outbox drain ends.
     pub presettled: &'a mut Presettled,
+    /// The connection's counts (messages written).
+    pub traffic: &'a mut crate::shell::Traffic,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +250,7 @@ impl Channel {
     }
 
     fn write_header_and_body(&self, ctx: &mut Ctx, message: &Message) {
+        ctx.traffic.messages_out += 1;
         let props = convert::outgoing_properties(message);
         let body = message.body();
         write_raw_content_header(ctx.out, self.id, &props, body.len());

@@ -298,6 +298,7 @@ impl Amqp091 {
                 config: &shell.config,
                 backlogged: &mut shell.backlogged,
                 presettled: &mut shell.presettled,
+                traffic: &mut shell.traffic,
             },
         )
     }
@@ -433,6 +434,7 @@ impl Amqp091 {
             Ok(Some(Assembled::Method(m))) => self.on_channel_method(shell, id, m),
             Ok(Some(Assembled::Message(msg))) => {
                 shell.publisher = true;
+                shell.traffic.messages_in += 1;
                 let ids = (msg.method.class_id(), msg.method.method_id());
                 if let Some(Err(f)) = self.with_channel(shell, id, |c, ctx| c.publish(ctx, msg)) {
                     self.fail(shell, id, f, ids);

@@ -330,6 +330,7 @@ impl Amqp1 {
                 publisher: &mut shell.publisher,
                 backlog_waiter: &shell.backlog_waiter,
                 presettled: &mut shell.presettled,
+                traffic: &mut shell.traffic,
             },
         )
     }

@@ -57,6 +57,8 @@ pub struct Ctx<'a> {
     pub backlog_waiter: &'a Arc<BacklogWaiter>,
     /// Pre-settled deliveries written, accepted on their queues when the outbox drain ends.
     pub presettled: &'a mut Presettled,
+    /// The connection's counts (messages received and sent).
+    pub traffic: &'a mut crate::shell::Traffic,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -458,6 +460,7 @@ impl Session {
             self.credit_due.push(handle);
         }
         *ctx.publisher = true;
+        ctx.traffic.messages_in += 1;
         receiver::deliver(self, ctx, handle, complete);
         Ok(())
     }
@@ -597,6 +600,7 @@ impl Session {
         };
         let settled = s.presettled;
         s.sent(settled);
+        ctx.traffic.messages_out += 1;
         let id = self.unsettled.assign();
         let transfer = Transfer {
             handle,

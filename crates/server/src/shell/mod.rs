@@ -88,6 +88,10 @@ pub struct Traffic {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub frames_in: u64,
+    /// Messages the client published.
+    pub messages_in: u64,
+    /// Messages written to the client: deliveries, and for 0-9-1 get-oks and returns.
+    pub messages_out: u64,
 }
 
 /// How often a busy connection tells management about its sessions.
@@ -581,6 +585,8 @@ impl<P: Protocol> Connection<P> {
             bytes_in: t.bytes_in,
             bytes_out: t.bytes_out,
             frames_in: t.frames_in,
+            messages_in: t.messages_in,
+            messages_out: t.messages_out,
             channels: channels as u64,
         });
         // A session opened or ended shows at once (tools look for a session they just

@@ -785,3 +785,13 @@ async fn a_windowed_session_end_gives_every_unsettled_message_back_in_order() {
     );
     assert!(got.iter().all(Delivered::redelivered));
 }
+
+#[tokio::test]
+async fn management_sees_the_messages_a_connection_published_and_was_sent() {
+    let mut c = with_queue(&["a", "b", "c"]).await;
+    c.subscribe(1, "q", "d", AcceptMode::None, AcquireMode::PreAcquired);
+    assert_eq!(c.grant(1, "d", 2).len(), 2);
+    let broker = c.conn.broker().clone();
+    let t = broker.connections().list()[0].traffic;
+    assert_eq!((t.messages_in, t.messages_out), (3, 2));
+}

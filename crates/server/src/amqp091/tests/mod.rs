@@ -800,3 +800,31 @@ async fn a_missing_alternate_exchange_is_accepted_and_unroutable_messages_are_dr
     let info = c.conn.broker().exchange_info("x").unwrap();
     assert_eq!(info.alternate_exchange, None);
 }
+
+#[tokio::test]
+async fn management_sees_the_messages_a_connection_published_and_was_sent() {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    c.declare_queue(1, "q");
+    for body in [&b"a"[..], b"b", b"c"] {
+        c.publish(1, "", "q", body);
+    }
+    assert_eq!(
+        bodies(&c.consume(1, consumer("q", "ctag"))),
+        [&b"a"[..], b"b", b"c"]
+    );
+    // A get-ok carries a message too.
+    c.publish(1, "", "q", b"d");
+    let got = c.call(
+        1,
+        ferry_amqp091::BasicGet {
+            ticket: 0,
+            queue: short("q"),
+            no_ack: true,
+        },
+    );
+    assert!(!got.is_empty());
+    let id = c.conn.broker().connections().list()[0].id;
+    let t = c.conn.broker().connections().get(id).unwrap().traffic;
+    assert_eq!((t.messages_in, t.messages_out), (4, 4));
+}

@@ -209,3 +209,22 @@ async fn a_large_body_goes_out_in_one_frame_exactly_as_it_came() {
         assert_eq!(&payload[..], &wire[..], "rebuilt byte for byte");
     }
 }
+
+#[tokio::test]
+async fn management_sees_the_messages_a_connection_published_and_was_sent() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    let message = Message {
+        body: Body::Value(Value::from("m")),
+        ..Message::default()
+    };
+    for id in 0..3 {
+        c.transfer(0, 0, id, false, &message);
+    }
+    c.attach_receiver(0, 1, "q");
+    assert_eq!(transfers(&c.credit(0, 1, 0, 2)).len(), 2);
+    let t = c.broker().connections().list()[0].traffic;
+    assert_eq!((t.messages_in, t.messages_out), (3, 2));
+}
