@@ -194,10 +194,11 @@ pub fn write_with_exchange(
     ]) as usize;
     let entry_end = start + 4 + size;
     let flags_at = start + 4 + 2;
-    let flags = segment
-        .get(flags_at..flags_at + 2)
-        .ok_or(DecodeError::Truncated)?;
-    let (first, second) = (flags[0], flags[1]);
+    // let-else rather than `ok_or(...)?`: an error built eagerly is dropped on every
+    // success, and this runs for every transfer.
+    let Some(&[first, second]) = segment.get(flags_at..flags_at + 2) else {
+        return Err(DecodeError::Truncated);
+    };
     let skipped: usize = FIELDS_BEFORE_EXCHANGE
         .iter()
         .filter(|(bit, _)| first & bit != 0)
@@ -206,7 +207,10 @@ pub fn write_with_exchange(
     // Where the exchange's str8 is, or would go.
     let at = flags_at + 2 + skipped;
     let (old_end, old_len) = if second & EXCHANGE_FLAG != 0 {
-        let old_len = usize::from(*segment.get(at).ok_or(DecodeError::Truncated)?);
+        let Some(&old_len) = segment.get(at) else {
+            return Err(DecodeError::Truncated);
+        };
+        let old_len = usize::from(old_len);
         let old_end = at + 1 + old_len;
         if old_end > entry_end {
             return Err(DecodeError::Truncated);
@@ -226,15 +230,15 @@ pub fn write_with_exchange(
         what: "struct32",
         size: size as u64,
     })?;
+    // Copied in three pieces around the name, then the entry's size and flag patched in
+    // place: fewer, larger copies than piece by piece.
     out.reserve(segment.len() + 1 + exchange.len());
-    out.extend_from_slice(&segment[..start]);
-    out.extend_from_slice(&new_size.to_be_bytes());
-    out.extend_from_slice(&segment[start + 4..flags_at + 1]);
-    out.push(second | EXCHANGE_FLAG);
-    out.extend_from_slice(&segment[flags_at + 2..at]);
+    out.extend_from_slice(&segment[..at]);
     out.push(name_len);
     out.extend_from_slice(exchange);
     out.extend_from_slice(&segment[old_end..]);
+    out[start..start + 4].copy_from_slice(&new_size.to_be_bytes());
+    out[flags_at + 1] |= EXCHANGE_FLAG;
     Ok(Some(ExchangeSet {
         exchange_at: at + 1,
         moved_from: old_end,
@@ -248,7 +252,9 @@ fn delivery_properties_at(segment: &[u8]) -> Result<Option<usize>, DecodeError> 
     let mut at = 0;
     while let Some((size, after)) = segment[at..].split_first_chunk::<4>() {
         let size = u32::from_be_bytes(*size) as usize;
-        let entry = after.get(..size).ok_or(DecodeError::Truncated)?;
+        let Some(entry) = after.get(..size) else {
+            return Err(DecodeError::Truncated);
+        };
         match entry {
             [DeliveryProperties::CLASS_CODE, DeliveryProperties::STRUCT_CODE, _, _, ..] => {
                 return Ok(Some(at))
