@@ -167,6 +167,7 @@ impl Broker {
             o.bytes_unacked += d.unacked_bytes;
             o.queue_totals.add(&d.counters);
         }
+        o.queue_totals.add(&self.retired_counters());
         for e in &exchanges {
             o.exchange_totals.add(&e.totals);
         }

@@ -37,6 +37,16 @@ pub struct QueueCounters {
     pub rerouted: u64,
     /// Publishes refused for the queue's limit (reject policy).
     pub refused: u64,
+    /// Of `enqueued`, those a transaction's commit stored.
+    pub enqueued_txn: u64,
+    pub enqueued_txn_bytes: u64,
+    /// Accepted or rejected by a transaction's commit.
+    pub dequeued_txn: u64,
+    pub dequeued_txn_bytes: u64,
+    /// Held (queued or acquired) when the queue was deleted, and dropped with it...
+    pub abandoned: u64,
+    /// ...or sent on to its alternate exchange (qpidd's `abandoned` and `abandonedViaAlt`).
+    pub abandoned_via_alternate: u64,
 }
 
 impl QueueCounters {
@@ -55,6 +65,12 @@ impl QueueCounters {
         self.purged += o.purged;
         self.rerouted += o.rerouted;
         self.refused += o.refused;
+        self.enqueued_txn += o.enqueued_txn;
+        self.enqueued_txn_bytes += o.enqueued_txn_bytes;
+        self.dequeued_txn += o.dequeued_txn;
+        self.dequeued_txn_bytes += o.dequeued_txn_bytes;
+        self.abandoned += o.abandoned;
+        self.abandoned_via_alternate += o.abandoned_via_alternate;
     }
 
     /// Messages that left the queue for good, however they went.

@@ -207,14 +207,18 @@ impl Transaction {
             let Some(st) = slot(&s.queue).and_then(|i| locked.get_mut(i)) else {
                 continue;
             };
-            let applied = match s.how {
-                Settlement::Accept => st.settle_done(s.position, Settled::Accepted).is_some(),
+            let size = s.message.size();
+            let (applied, dequeued) = match s.how {
+                Settlement::Accept => {
+                    let held = st.settle_done(s.position, Settled::Accepted).is_some();
+                    (held, held)
+                }
                 Settlement::Reject => {
                     let held = st.settle_done(s.position, Settled::Rejected).is_some();
                     if held {
                         rejected.push((s.queue.clone(), s.message));
                     }
-                    held
+                    (held, held)
                 }
                 Settlement::Release { redelivered } => {
                     let mut lost = Vec::new();
@@ -224,19 +228,29 @@ impl Transaction {
                     if !lost.is_empty() {
                         orphans.push((s.queue.clone(), lost));
                     }
-                    held
+                    (held, false)
                 }
             };
+            if dequeued {
+                st.counters.dequeued_txn += 1;
+                st.counters.dequeued_txn_bytes += size;
+            }
             outcome.settled += usize::from(applied);
         }
         for (i, q, message) in routes {
             let Some(st) = slot(&q).and_then(|k| locked.get_mut(k)) else {
                 continue;
             };
+            let size = message.size();
+            let mut stored = |st: &mut crate::queue::QueueState| {
+                outcome.routed[i] += 1;
+                st.counters.enqueued_txn += 1;
+                st.counters.enqueued_txn_bytes += size;
+            };
             match q.enqueue_locked(st, message.clone()) {
-                Ok(Enqueued::Stored) => outcome.routed[i] += 1,
+                Ok(Enqueued::Stored) => stored(st),
                 Ok(Enqueued::Dropping(lost)) => {
-                    outcome.routed[i] += 1;
+                    stored(st);
                     if !lost.is_empty() {
                         dropped.push((q.clone(), lost));
                     }
@@ -409,6 +423,11 @@ mod tests {
         assert_eq!(bodies(&dead), [Bytes::from_static(b"r")]);
         let requeued = q.get().unwrap();
         assert!(requeued.redelivered);
+        // qpidd's transactional dequeues: what left the queue (the release did not), and
+        // the reject's dead letter arrived outside any transaction.
+        let c = q.depth().counters;
+        assert_eq!((c.dequeued_txn, c.dequeued_txn_bytes), (2, 2));
+        assert_eq!((c.enqueued_txn, dead.depth().counters.enqueued_txn), (0, 0));
 
         // A message released outside the transaction is no longer the transaction's to settle.
         let mut tx = Transaction::new();
@@ -433,6 +452,11 @@ mod tests {
         tx.publish(ex.clone(), msg("q", "12345"));
         b.commit(&mut tx);
         assert_eq!(b.memory_used(), before + 5, "now held by the queue");
+        let c = b.queue("q").unwrap().depth().counters;
+        assert_eq!(
+            (c.enqueued, c.enqueued_txn, c.enqueued_txn_bytes),
+            (1, 1, 5)
+        );
         tx.publish(ex, msg("nowhere", "123"));
         drop(tx);
         assert_eq!(b.memory_used(), before + 5);

@@ -6,7 +6,6 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::futures::Notified;
 
-use super::queues::finish_delete;
 use super::Broker;
 use crate::message::now_ms;
 use crate::queue::Queue;
@@ -49,7 +48,7 @@ impl Broker {
                                 queue = q.name(),
                                 "deleting unused queue (x-expires or timed auto-delete)"
                             );
-                            finish_delete(&q, d);
+                            self.finish_delete(&q, d);
                         }
                         // Used again meanwhile: look again at its new deadline.
                         None => next = Some(next.map_or(now, |n| n.min(now))),

@@ -50,6 +50,7 @@ use crate::exchange_kind::ExchangeKind;
 use crate::journal::Journal;
 use crate::limits::QueueLimits;
 use crate::queue::{OffloadBudget, Queue, QueueInfo};
+use crate::stats::QueueCounters;
 use crate::{ConnectionId, ConsumerId, OwnerId};
 
 pub use bindings::BoundResult;
@@ -112,6 +113,9 @@ pub struct Broker {
     connections: Arc<Connections>,
     /// Told of declares, deletes and bindings (management's events), once set.
     observer: OnceLock<Arc<dyn Observer>>,
+    /// The counters of deleted queues, summed: broker-wide totals (qpidd's broker object,
+    /// the overview's message rates) keep what deleted queues counted.
+    retired: Mutex<QueueCounters>,
 }
 
 impl Broker {
@@ -164,6 +168,7 @@ impl Broker {
             dead_lettering: Mutex::new(Vec::new()),
             connections: Arc::default(),
             observer: OnceLock::new(),
+            retired: Mutex::default(),
         })
     }
 

@@ -98,10 +98,21 @@ fn redeclare_qpidd(
 /// Tells a deleted queue's consumers they are gone and sends the messages it held to its
 /// alternate exchange; returns how many it held. Call outside the registry lock: routing
 /// them takes queue locks.
-pub(super) fn finish_delete(q: &Queue, drained: Drained) -> u64 {
-    let (n, orphans) = q.finish_delete(drained);
-    route::dead_letters(orphans);
-    n
+impl Broker {
+    /// Ends the deletion of a queue drained and unlinked: cancels its consumers, sends what
+    /// it held on to its alternate exchange, and keeps its counters in the broker's totals.
+    /// Returns how many messages it held.
+    pub(super) fn finish_delete(&self, q: &Queue, drained: Drained) -> u64 {
+        let (n, orphans) = q.finish_delete(drained);
+        route::dead_letters(orphans);
+        self.retired.lock().add(&q.depth().counters);
+        n
+    }
+
+    /// What deleted queues counted, summed (see [`Broker::overview`]).
+    pub fn retired_counters(&self) -> crate::QueueCounters {
+        *self.retired.lock()
+    }
 }
 
 /// Whose rules a queue declaration follows where qpidd's and RabbitMQ's differ: what a
@@ -331,7 +342,7 @@ impl Broker {
             self.unlink_queue(&mut reg, &q, Some(requester));
             (q, drained)
         };
-        Ok(finish_delete(&q, drained))
+        Ok(self.finish_delete(&q, drained))
     }
 
     /// Removes a drained queue from the registry and from every exchange; auto-delete

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use super::queues::finish_delete;
 use super::Broker;
 use crate::queue::{AutoDelete, Drained, OwnerGone, Queue};
 use crate::{ConsumerId, OwnerId};
@@ -44,7 +43,7 @@ impl Broker {
             }
         }
         for (q, d) in deleted {
-            finish_delete(&q, d);
+            self.finish_delete(&q, d);
         }
     }
 
@@ -69,7 +68,7 @@ impl Broker {
                 }
             };
             if let Some(d) = drained {
-                finish_delete(queue, d);
+                self.finish_delete(queue, d);
             }
         }
         removed

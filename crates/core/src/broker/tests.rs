@@ -478,6 +478,18 @@ fn acquired_messages_go_to_the_alternate_in_queue_order_when_the_queue_is_delete
     assert!(!q.accept(held[2].position));
     assert_eq!(dead.message_count(), 5, "rerouted once");
     assert_eq!(q.unsettled_count(), 0);
+    // The broker's totals keep the deleted queue's counts.
+    let retired = b.retired_counters();
+    assert_eq!(
+        (
+            retired.enqueued,
+            retired.abandoned_via_alternate,
+            retired.abandoned
+        ),
+        (5, 5, 0)
+    );
+    let totals = b.overview().queue_totals;
+    assert_eq!((totals.enqueued, totals.abandoned_via_alternate), (10, 5));
 }
 
 #[test]
@@ -495,6 +507,9 @@ fn without_an_alternate_acquired_messages_stay_with_their_consumer() {
     };
     assert_eq!(b.delete_queue("q", false, false, ME).unwrap(), 0);
     assert!(q.accept(d.position));
+    // qpidd counts it abandoned all the same.
+    let retired = b.retired_counters();
+    assert_eq!((retired.abandoned, retired.abandoned_via_alternate), (1, 0));
 }
 
 #[test]

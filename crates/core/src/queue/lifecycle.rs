@@ -164,6 +164,15 @@ impl Queue {
             )));
         }
         check(self, &mut st)?;
+        // qpidd counts every message the queue still holds, acquired ones included, as
+        // abandoned: via the alternate exchange if it has one (a RabbitMQ dead letter
+        // exchange takes none of them).
+        let held = (st.entries.len() + st.unsettled_count()) as u64;
+        if self.alternate_name.is_some() && !self.features.dead_letter {
+            st.counters.abandoned_via_alternate += held;
+        } else {
+            st.counters.abandoned += held;
+        }
         let (messages, consumers) = st.drain_for_delete(self.alternate_name.is_some());
         Ok(Drained {
             messages,

@@ -2,7 +2,6 @@
 //! memory.
 
 use ferry_amqp010::Value;
-use ferry_core::QueueCounters;
 
 use super::{uuid_text, QmfObject, Values, View};
 use crate::schema::{vhost_object_name, Class, BROKER_KEY, VHOST_NAME};
@@ -12,7 +11,9 @@ pub(super) fn broker(view: &View) -> QmfObject {
     let config = &id.config;
     // The broker's figures are the queues' (and exchanges') summed, as the core's overview
     // sums them, but without the agent's own queue, which qpidd would not have.
-    let mut t = QueueCounters::default();
+    // Deleted queues' counts stay in the totals, as qpidd's broker counters are
+    // cumulative.
+    let mut t = view.broker.retired_counters();
     let (mut queues, mut depth, mut depth_bytes, mut on_disk) = (0u64, 0, 0, 0);
     for q in view.broker.queue_statuses() {
         if q.name == view.hidden_queue {
@@ -58,22 +59,22 @@ pub(super) fn broker(view: &View) -> QmfObject {
         )
         .u64("msgDepth", depth)
         .u64("byteDepth", depth_bytes)
+        .u64("msgTxnEnqueues", t.enqueued_txn)
+        .u64("msgTxnDequeues", t.dequeued_txn)
+        .u64("byteTxnEnqueues", t.enqueued_txn_bytes)
+        .u64("byteTxnDequeues", t.dequeued_txn_bytes)
+        .u64("abandoned", t.abandoned)
+        .u64("abandonedViaAlt", t.abandoned_via_alternate)
         .zeros(&[
             "msgPersistEnqueues",
             "msgPersistDequeues",
             "bytePersistEnqueues",
             "bytePersistDequeues",
-            "msgTxnEnqueues",
-            "msgTxnDequeues",
-            "byteTxnEnqueues",
-            "byteTxnDequeues",
             "msgFtdEnqueues",
             "msgFtdDequeues",
             "byteFtdEnqueues",
             "byteFtdDequeues",
             "msgFtdDepth",
-            "abandoned",
-            "abandonedViaAlt",
         ])
         .u64("byteFtdDepth", on_disk)
         .u64("releases", t.released)

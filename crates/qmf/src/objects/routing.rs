@@ -52,13 +52,13 @@ pub(super) fn queues(view: &View) -> Vec<QmfObject> {
                     "byteTotalDequeues",
                     c.enqueued_bytes.saturating_sub(depth_bytes),
                 )
+                .u64("msgTxnEnqueues", c.enqueued_txn)
+                .u64("msgTxnDequeues", c.dequeued_txn)
+                .u64("byteTxnEnqueues", c.enqueued_txn_bytes)
+                .u64("byteTxnDequeues", c.dequeued_txn_bytes)
                 .zeros(&[
-                    "msgTxnEnqueues",
-                    "msgTxnDequeues",
                     "msgPersistEnqueues",
                     "msgPersistDequeues",
-                    "byteTxnEnqueues",
-                    "byteTxnDequeues",
                     "bytePersistEnqueues",
                     "bytePersistDequeues",
                     "msgFtdEnqueues",
