@@ -74,6 +74,9 @@ interop/qpid-jms/run.sh target/debug/ferryd
 section "interop: Apache Qpid's qpid-config and qpid-stat over QMF (AMQP 0-10)"
 interop/qpid-tools/run.sh target/debug/ferryd
 
+section "interop: Apache Qpid's own broker tests, qpid-python broker_0_10 (AMQP 0-10)"
+interop/qpid-python/run.sh target/debug/ferryd
+
 section "interop: the web console in Debian's Chromium (playwright-core)"
 interop/console/run.sh target/debug/ferryd
 
