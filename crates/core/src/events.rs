@@ -52,11 +52,29 @@ pub enum BrokerEvent {
         queue: String,
         key: String,
     },
+    /// A queue's depth crossed one of its alert thresholds (qpidd's
+    /// `queueThresholdCrossedUpward` / `Downward`; `legacy` asks for
+    /// `queueThresholdExceeded` too with an upward one).
+    QueueThreshold {
+        queue: String,
+        crossed: Threshold,
+        /// The queue's depth then: messages and bytes, queued and acquired.
+        messages: u64,
+        bytes: u64,
+        legacy: bool,
+    },
+}
+
+/// Which way a queue's depth crossed a threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threshold {
+    Upward,
+    Downward,
 }
 
 /// Told of every [`BrokerEvent`], in the order the changes happened: it is called under the
-/// broker's registry lock, so it must be quick and must not call back into the broker
-/// (queue the event and handle it elsewhere).
+/// broker's registry lock (threshold events under the queue's), so it must be quick and must
+/// not call back into the broker (queue the event and handle it elsewhere).
 pub trait Observer: Send + Sync {
     fn event(&self, event: BrokerEvent);
 }

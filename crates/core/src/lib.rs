@@ -67,7 +67,7 @@ pub use connections::{
     ConnectionHandle, ConnectionMeta, ConnectionStatus, Connections, SessionStatus,
 };
 pub use error::BrokerError;
-pub use events::{BrokerEvent, Observer};
+pub use events::{BrokerEvent, Observer, Threshold};
 pub use exchange::{BindingStatus, Exchange, ExchangeInfo, ExchangeOptions};
 pub use exchange_kind::ExchangeKind;
 pub use id_hash::{IdHasher, IdMap};

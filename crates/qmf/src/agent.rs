@@ -142,8 +142,7 @@ impl Agent {
         }
         let now = now_ns();
         for event in &events {
-            if let Some((reply, to)) = events::indication(&self.broker, &self.identity, event, now)
-            {
+            for (reply, to) in events::indications(&self.broker, &self.identity, event, now) {
                 self.send(&reply, &to);
             }
         }

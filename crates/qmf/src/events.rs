@@ -6,7 +6,9 @@
 //! headers `method` "indication", `qmf.opcode` "_data_indication", `qmf.content` "_event".
 //!
 //! Events reported: queueDeclare, queueDelete, exchangeDeclare, exchangeDelete, bind,
-//! unbind. `rhost` and `user` are those of the declaring or deleting session's connection
+//! unbind, and a queue's threshold crossings (queueThresholdCrossedUpward, with
+//! queueThresholdExceeded too for a queue without downward thresholds, at severity "warn";
+//! queueThresholdCrossedDownward). `rhost` and `user` are those of the declaring or deleting session's connection
 //! when the core knows the session (queue declares and explicit queue deletes) and that
 //! connection is still open; empty otherwise. subscribe/unsubscribe are not reported (the
 //! core does not see subscriptions at the broker level).
@@ -16,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use ferry_amqp010::{List, Map, Value};
-use ferry_core::{Broker, BrokerEvent, Observer, OwnerId};
+use ferry_core::{Broker, BrokerEvent, Observer, OwnerId, Threshold};
 use tokio::sync::Notify;
 
 use crate::schema::{hash_of, PACKAGE};
@@ -28,9 +30,10 @@ use crate::Identity;
 /// stalled agent cannot make the broker hold unbounded memory.
 const MAX_PENDING: usize = 10_000;
 
-/// qpidd's severity for all of these events: "inform" (6), written "info" in routing keys.
-const SEVERITY: u8 = 6;
-const SEVERITY_NAME: &str = "info";
+/// qpidd's severities, and how routing keys write them: "inform" for most events, "warning"
+/// for a queue filling past its threshold.
+const INFO: (u8, &str) = (6, "info");
+const WARNING: (u8, &str) = (4, "warn");
 
 /// The observer the broker calls: a bounded queue and a wake-up for the agent's task.
 #[derive(Default)]
@@ -75,13 +78,14 @@ fn who(broker: &Broker, owner: Option<OwnerId>) -> (String, String) {
         .unwrap_or_default()
 }
 
-/// The event name and its `_values`, qpidd's argument lists (management-schema.xml);
-/// `None` for the agent's own queue.
+/// The event names, their severity and their `_values`, qpidd's argument lists
+/// (management-schema.xml): one event, or two for an upward threshold crossing that qpidd
+/// also reports the old way; none for the agent's own queue.
 fn describe(
     broker: &Broker,
     event: &BrokerEvent,
     hidden_queue: &str,
-) -> Option<(&'static str, Map)> {
+) -> Vec<(&'static str, (u8, &'static str), Map)> {
     let mut v = Map::new();
     let who_values = |owner: Option<OwnerId>, v: &mut Map| {
         let (rhost, user) = who(broker, owner);
@@ -100,7 +104,7 @@ fn describe(
             requester,
         } => {
             if name == hidden_queue {
-                return None;
+                return Vec::new();
             }
             who_values(Some(*requester), &mut v);
             v.insert("qName", text(name));
@@ -114,7 +118,7 @@ fn describe(
         }
         BrokerEvent::QueueDeleted { name, requester } => {
             if name == hidden_queue {
-                return None;
+                return Vec::new();
             }
             who_values(*requester, &mut v);
             v.insert("qName", text(name));
@@ -151,7 +155,7 @@ fn describe(
             arguments,
         } => {
             if queue == hidden_queue {
-                return None;
+                return Vec::new();
             }
             who_values(None, &mut v);
             v.insert("exName", text(exchange));
@@ -166,7 +170,7 @@ fn describe(
             key,
         } => {
             if queue == hidden_queue {
-                return None;
+                return Vec::new();
             }
             who_values(None, &mut v);
             v.insert("exName", text(exchange));
@@ -174,8 +178,27 @@ fn describe(
             v.insert("key", text(key));
             "unbind"
         }
+        BrokerEvent::QueueThreshold {
+            queue,
+            crossed,
+            messages,
+            bytes,
+            legacy,
+        } => {
+            v.insert("qName", text(queue));
+            v.insert("msgDepth", Value::Uint64(*messages));
+            v.insert("byteDepth", Value::Uint64(*bytes));
+            return match crossed {
+                Threshold::Upward if *legacy => vec![
+                    ("queueThresholdCrossedUpward", WARNING, v.clone()),
+                    ("queueThresholdExceeded", WARNING, v),
+                ],
+                Threshold::Upward => vec![("queueThresholdCrossedUpward", WARNING, v)],
+                Threshold::Downward => vec![("queueThresholdCrossedDownward", INFO, v)],
+            };
+        }
     };
-    Some((name, v))
+    vec![(name, INFO, v)]
 }
 
 /// A name as qpidd puts it in a routing key: dots become underscores.
@@ -183,43 +206,47 @@ fn keyify(name: &str) -> String {
     name.replace('.', "_")
 }
 
-/// The indication for `event` and where it goes; `None` for events about the agent's own
+/// The indications for `event` and where they go; none for events about the agent's own
 /// plumbing.
-pub(crate) fn indication(
+pub(crate) fn indications(
     broker: &Broker,
     identity: &Identity,
     event: &BrokerEvent,
     now_ns: u64,
-) -> Option<(Reply, ReplyAddress)> {
-    let (name, values) = describe(broker, event, &identity.queue)?;
-    let mut schema = Map::new();
-    schema.insert("_package_name", text(PACKAGE));
-    schema.insert("_class_name", text(name));
-    schema.insert("_type", text("_event"));
-    schema.insert("_hash", Value::Uuid(hash_of(name)));
-    let mut map = Map::new();
-    map.insert("_schema_id", Value::Map(schema));
-    map.insert("_values", Value::Map(values));
-    map.insert("_timestamp", Value::Uint64(now_ns));
-    map.insert("_severity", Value::Uint8(SEVERITY));
-    let reply = Reply {
-        method: "indication",
-        opcode: "_data_indication",
-        content: Content::List(List(vec![Value::Map(map)])),
-        headers: vec![("qmf.content", header_text("_event"))],
-    };
-    let to = ReplyAddress {
-        exchange: crate::TOPIC_EXCHANGE.to_owned(),
-        routing_key: format!(
-            "agent.ind.event.{}.{name}.{SEVERITY_NAME}.{}.{}.{}",
-            keyify(PACKAGE),
-            keyify(crate::VENDOR),
-            keyify(crate::PRODUCT),
-            keyify(&identity.instance)
-        ),
-        correlation_id: None,
-    };
-    Some((reply, to))
+) -> Vec<(Reply, ReplyAddress)> {
+    describe(broker, event, &identity.queue)
+        .into_iter()
+        .map(|(name, (severity, severity_name), values)| {
+            let mut schema = Map::new();
+            schema.insert("_package_name", text(PACKAGE));
+            schema.insert("_class_name", text(name));
+            schema.insert("_type", text("_event"));
+            schema.insert("_hash", Value::Uuid(hash_of(name)));
+            let mut map = Map::new();
+            map.insert("_schema_id", Value::Map(schema));
+            map.insert("_values", Value::Map(values));
+            map.insert("_timestamp", Value::Uint64(now_ns));
+            map.insert("_severity", Value::Uint8(severity));
+            let reply = Reply {
+                method: "indication",
+                opcode: "_data_indication",
+                content: Content::List(List(vec![Value::Map(map)])),
+                headers: vec![("qmf.content", header_text("_event"))],
+            };
+            let to = ReplyAddress {
+                exchange: crate::TOPIC_EXCHANGE.to_owned(),
+                routing_key: format!(
+                    "agent.ind.event.{}.{name}.{severity_name}.{}.{}.{}",
+                    keyify(PACKAGE),
+                    keyify(crate::VENDOR),
+                    keyify(crate::PRODUCT),
+                    keyify(&identity.instance)
+                ),
+                correlation_id: None,
+            };
+            (reply, to)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -239,7 +266,13 @@ mod tests {
         let [Value::Map(event)] = &list.0[..] else {
             panic!("one event: {list:?}")
         };
-        assert_eq!(event.get("_severity"), Some(&Value::Uint8(6)));
+        // "inform", but "warning" for a queue filling past its threshold.
+        let warns = matches!(event.get("_schema_id"), Some(Value::Map(id))
+        if id.get("_class_name").and_then(read_text).is_some_and(|n| {
+            n == "queueThresholdCrossedUpward" || n == "queueThresholdExceeded"
+        }));
+        let severity = if warns { 4 } else { 6 };
+        assert_eq!(event.get("_severity"), Some(&Value::Uint8(severity)));
         match event.get("_values") {
             Some(Value::Map(v)) => v.clone(),
             other => panic!("no _values: {other:?}"),
@@ -279,7 +312,7 @@ mod tests {
             created: true,
             requester: 42,
         };
-        let (reply, to) = indication(&broker, &id, &event, 7).unwrap();
+        let (reply, to) = indications(&broker, &id, &event, 7).remove(0);
         assert_eq!(to.exchange, "qmf.default.topic");
         assert_eq!(
             to.routing_key,
@@ -300,7 +333,7 @@ mod tests {
             name: "myq".into(),
             requester: None,
         };
-        let (reply, to) = indication(&broker, &id, &gone, 8).unwrap();
+        let (reply, to) = indications(&broker, &id, &gone, 8).remove(0);
         assert!(to.routing_key.contains(".queueDelete.info."));
         assert_eq!(values(&reply).get("rhost").and_then(read_text), Some(""));
 
@@ -308,7 +341,7 @@ mod tests {
             name: id.queue.clone(),
             requester: None,
         };
-        assert!(indication(&broker, &id, &own, 9).is_none());
+        assert!(indications(&broker, &id, &own, 9).is_empty());
     }
 
     #[test]
@@ -353,14 +386,32 @@ mod tests {
                 queue: "q".into(),
                 key: "k".into(),
             },
+            BrokerEvent::QueueThreshold {
+                queue: "q".into(),
+                crossed: Threshold::Upward,
+                messages: 5,
+                bytes: 170,
+                legacy: true,
+            },
+            BrokerEvent::QueueThreshold {
+                queue: "q".into(),
+                crossed: Threshold::Downward,
+                messages: 3,
+                bytes: 102,
+                legacy: true,
+            },
         ];
-        for event in &events {
-            let (reply, to) = indication(&broker, &id, event, 1).unwrap();
+        let mut names = Vec::new();
+        for (reply, to) in events
+            .iter()
+            .flat_map(|event| indications(&broker, &id, event, 1))
+        {
             let name = to.routing_key.split('.').nth(4).unwrap().to_owned();
             let (_, args) = crate::v1::schema::EVENTS
                 .iter()
                 .find(|(n, _)| *n == name)
                 .unwrap_or_else(|| panic!("{name} has no schema"));
+            names.push(name.clone());
             let v = values(&reply);
             let mut keys: Vec<String> = v.iter().map(|(k, _)| k.to_string()).collect();
             let mut expected: Vec<String> = args.iter().map(|a| a.name.to_owned()).collect();
@@ -368,6 +419,14 @@ mod tests {
             expected.sort();
             assert_eq!(keys, expected, "{name}");
         }
+        assert_eq!(
+            names[names.len() - 3..],
+            [
+                "queueThresholdCrossedUpward",
+                "queueThresholdExceeded",
+                "queueThresholdCrossedDownward"
+            ]
+        );
     }
 
     #[test]

@@ -145,3 +145,62 @@ fn deletions_are_reported_explicit_or_automatic() {
         }]
     );
 }
+
+#[test]
+fn a_queue_tells_when_its_depth_crosses_its_thresholds() {
+    use crate::events::Threshold;
+    use crate::message::Message;
+    use crate::value::HeaderValue;
+    let (b, r) = observed();
+    let opts = QueueOptions {
+        arguments: [
+            ("qpid.alert_count", HeaderValue::UInt(2)),
+            ("qpid.alert_count_down", HeaderValue::UInt(1)),
+        ]
+        .into_iter()
+        .collect(),
+        ..QueueOptions::default()
+    };
+    let (q, _) = b.declare_queue("t", opts, false, 7).unwrap();
+    r.take();
+    let ex = b.exchange("").unwrap();
+    for _ in 0..3 {
+        b.publish(
+            &ex,
+            Message::new("", "t", bytes::Bytes::from_static(b"abc")),
+        )
+        .unwrap();
+    }
+    let crossed = |events: Vec<BrokerEvent>| -> Vec<(Threshold, u64, u64)> {
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                BrokerEvent::QueueThreshold {
+                    queue,
+                    crossed,
+                    messages,
+                    bytes,
+                    legacy: false,
+                } if queue == "t" => Some((crossed, messages, bytes)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(crossed(r.take()), [(Threshold::Upward, 2, 6)]);
+    // Messages count until they are settled: taking them is not enough.
+    let got: Vec<_> = (0..2).map(|_| q.get().unwrap()).collect();
+    assert!(crossed(r.take()).is_empty());
+    assert!(q.accept(got[0].position));
+    assert!(crossed(r.take()).is_empty());
+    assert!(q.accept(got[1].position));
+    assert_eq!(crossed(r.take()), [(Threshold::Downward, 1, 3)]);
+    // Purging counts as leaving too.
+    b.publish(
+        &ex,
+        Message::new("", "t", bytes::Bytes::from_static(b"abc")),
+    )
+    .unwrap();
+    assert_eq!(crossed(r.take()), [(Threshold::Upward, 2, 6)]);
+    q.purge();
+    assert_eq!(crossed(r.take()), [(Threshold::Downward, 0, 0)]);
+}

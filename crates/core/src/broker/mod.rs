@@ -37,7 +37,7 @@ mod sessions;
 mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
@@ -49,7 +49,7 @@ use crate::exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
 use crate::journal::Journal;
 use crate::limits::QueueLimits;
-use crate::queue::{OffloadBudget, Queue, QueueInfo};
+use crate::queue::{ObserverSlot, OffloadBudget, Queue, QueueInfo};
 use crate::stats::QueueCounters;
 use crate::{ConnectionId, ConsumerId, OwnerId};
 
@@ -111,8 +111,9 @@ pub struct Broker {
     dead_lettering: Mutex<Vec<Weak<Queue>>>,
     /// Open connections, for management.
     connections: Arc<Connections>,
-    /// Told of declares, deletes and bindings (management's events), once set.
-    observer: OnceLock<Arc<dyn Observer>>,
+    /// Told of declares, deletes and bindings (management's events), once set; shared
+    /// with queues that watch thresholds.
+    observer: ObserverSlot,
     /// The counters of deleted queues, summed: broker-wide totals (qpidd's broker object,
     /// the overview's message rates) keep what deleted queues counted.
     retired: Mutex<QueueCounters>,
@@ -167,7 +168,7 @@ impl Broker {
             expiry_changed: Arc::new(Notify::new()),
             dead_lettering: Mutex::new(Vec::new()),
             connections: Arc::default(),
-            observer: OnceLock::new(),
+            observer: ObserverSlot::default(),
             retired: Mutex::default(),
         })
     }

@@ -308,6 +308,7 @@ impl Broker {
         self.default_exchange
             .bind(&q, name, &Arguments::new())
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
+        q.watch_thresholds(&self.observer);
         reg.queues.insert(name.to_owned(), q.clone());
         if q.has_deadlines() {
             self.expiring.lock().push(Arc::downgrade(&q));

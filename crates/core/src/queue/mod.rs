@@ -28,6 +28,7 @@
 //! `message_count`, `info`), are defined in `crate::route`.
 
 mod acquire;
+mod alerts;
 mod consumer;
 mod dead_letter;
 mod enqueue;
@@ -65,6 +66,7 @@ use crate::value::Arguments;
 use crate::{ConnectionId, OwnerId};
 
 pub use acquire::Got;
+pub(crate) use alerts::{Alerts, ObserverSlot, Thresholds};
 pub(crate) use consumer::Consumer;
 pub use consumer::ConsumerSpec;
 pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadLetters, Leaving};
@@ -264,6 +266,16 @@ impl Queue {
             expiry_watch: OnceLock::new(),
             quota: Mutex::new(opts.quota.clone()),
         })
+    }
+
+    /// Watches the queue's depth for the thresholds its arguments set, if any, telling
+    /// whatever observer `observer` holds by then.
+    pub(crate) fn watch_thresholds(&self, observer: &ObserverSlot) {
+        if let Some(t) = Thresholds::from_arguments(&self.arguments) {
+            let mut st = self.lock();
+            st.alerts = Some(Box::new(Alerts::new(&self.name, t, observer.clone())));
+            st.check_alerts();
+        }
     }
 
     pub fn name(&self) -> &str {

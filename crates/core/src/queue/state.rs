@@ -19,6 +19,7 @@ use crate::id_hash::IdHasher;
 use crate::journal::JournalTx;
 use crate::limits::LimitScope;
 use crate::message::{now_ms, Message};
+use crate::queue::alerts::Alerts;
 use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
 use crate::queue::features::Features;
@@ -115,6 +116,8 @@ pub(crate) struct QueueState {
     pub(crate) held: Vec<HeldPublisher>,
     /// Accepted messages for the next publish to free (see `graveyard`).
     pub(crate) graveyard: Graveyard,
+    /// qpidd's threshold events, for a queue that asked for them.
+    pub(crate) alerts: Option<Box<Alerts>>,
 }
 
 /// How a settled message left the queue, for the counters.
@@ -200,6 +203,7 @@ impl QueueState {
             counters: QueueCounters::default(),
             held: Vec::new(),
             graveyard: Graveyard::default(),
+            alerts: None,
         }
     }
 
@@ -277,6 +281,18 @@ impl QueueState {
         self.counters.enqueued += 1;
         self.counters.enqueued_bytes += message.size();
         self.push_entry(message, false, None);
+        self.check_alerts();
+    }
+
+    /// Tells a queue's threshold alerts its depth after a change (nothing to do for the
+    /// many queues without thresholds). Removals that do not call it are seen at the next
+    /// one that does, as the depth is read afresh.
+    #[inline]
+    pub(crate) fn check_alerts(&mut self) {
+        if let Some(alerts) = self.alerts.as_deref_mut() {
+            let messages = (self.entries.len() + self.unsettled.len()) as u64;
+            alerts.check(messages, self.queued_bytes + self.unsettled_bytes);
+        }
     }
 
     /// A message recovered from the store: it may have been delivered before the restart.
@@ -476,6 +492,7 @@ impl QueueState {
             Settled::Rejected => self.counters.rejected += 1,
             Settled::Overflowed => self.counters.overflowed += 1,
         }
+        self.check_alerts();
         Some(u)
     }
 
@@ -591,6 +608,7 @@ impl QueueState {
         } else {
             self.counters.purged += n;
         }
+        self.check_alerts();
         (n, taken)
     }
 
@@ -607,6 +625,7 @@ impl QueueState {
         self.queued_body_bytes = 0;
         self.expiring = 0;
         self.counters.purged += n;
+        self.check_alerts();
         n
     }
 
@@ -646,6 +665,7 @@ impl QueueState {
             .count();
         let gone = (before - self.entries.len()) as u64;
         self.counters.expired += gone;
+        self.check_alerts();
         gone
     }
 
