@@ -34,6 +34,8 @@ pub(crate) struct Features {
     pub(crate) no_local: bool,
     /// `qpid.queue_msg_sequence`: the header a sequencing queue numbers messages in.
     pub(crate) sequence_key: Option<Arc<str>>,
+    /// `qpid.group_header_key`: the header whose value puts a message in a message group.
+    pub(crate) group_key: Option<String>,
 }
 
 /// RabbitMQ's cap on `x-max-priority`.
@@ -42,6 +44,9 @@ const MAX_PRIORITY: u64 = 255;
 const QPID_PRIORITIES: [&str; 2] = ["qpid.priorities", "x-qpid-priorities"];
 
 const AUTO_DELETE_TIMEOUT: &str = "qpid.auto_delete_timeout";
+
+const GROUP_KEY: &str = "qpid.group_header_key";
+const SHARED_GROUPS: &str = "qpid.shared_msg_group";
 
 impl Features {
     /// Reads the arguments leniently (values that [`Features::validate`] refuses are
@@ -77,6 +82,11 @@ impl Features {
                 .and_then(HeaderValue::as_u64)
                 .filter(|&ms| ms > 0),
             last_value_key: last_value_key(args),
+            group_key: args
+                .get(GROUP_KEY)
+                .and_then(HeaderValue::as_str)
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned),
             auto_delete_timeout: args
                 .get(AUTO_DELETE_TIMEOUT)
                 .and_then(HeaderValue::as_u64)
@@ -117,6 +127,32 @@ impl Features {
                     return Err(invalid(key, v, "a non-negative integer"));
                 }
             }
+        }
+        // qpidd's checks, and its messages.
+        let grouped = args
+            .get(GROUP_KEY)
+            .and_then(HeaderValue::as_str)
+            .is_some_and(|k| !k.is_empty());
+        let shared = args.get(SHARED_GROUPS).is_some_and(truthy);
+        if shared && !grouped {
+            return Err(BrokerError::InvalidArgument(format!(
+                "Can only specify {SHARED_GROUPS} if {GROUP_KEY} is set"
+            )));
+        }
+        if grouped && !shared {
+            return Err(BrokerError::InvalidArgument(format!(
+                "Only shared groups are supported at present; {SHARED_GROUPS} is required if {GROUP_KEY} is set"
+            )));
+        }
+        if grouped && last_value_key(args).is_some() {
+            return Err(BrokerError::InvalidArgument(format!(
+                "Cannot specify qpid.last_value_queue_key and {GROUP_KEY} for the same queue"
+            )));
+        }
+        if grouped && QPID_PRIORITIES.iter().any(|k| args.get(k).is_some()) {
+            return Err(BrokerError::InvalidArgument(format!(
+                "Cannot specify qpid.priorities and {GROUP_KEY} for the same queue"
+            )));
         }
         Ok(())
     }
@@ -172,6 +208,36 @@ mod tests {
 
     fn args(entries: &[(&str, V)]) -> Arguments {
         entries.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    #[test]
+    fn message_groups_need_shared_groups_and_exclude_lvq_and_priorities() {
+        let key = ("qpid.group_header_key", V::Str("G".into()));
+        let shared = ("qpid.shared_msg_group", V::UInt(1));
+        let ok = args(&[key.clone(), shared.clone()]);
+        assert!(Features::validate(&ok).is_ok());
+        assert_eq!(
+            Features::from_arguments(&ok).group_key.as_deref(),
+            Some("G")
+        );
+        for bad in [
+            args(std::slice::from_ref(&key)),
+            args(std::slice::from_ref(&shared)),
+            args(&[
+                key.clone(),
+                shared.clone(),
+                ("qpid.last_value_queue_key", V::Str("k".into())),
+            ]),
+            args(&[key.clone(), shared.clone(), ("qpid.priorities", V::UInt(3))]),
+        ] {
+            assert!(
+                matches!(
+                    Features::validate(&bad),
+                    Err(BrokerError::InvalidArgument(_))
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

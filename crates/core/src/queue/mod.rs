@@ -37,6 +37,7 @@ mod expiry;
 mod features;
 mod flow;
 mod graveyard;
+mod groups;
 mod hold;
 mod info;
 mod lifecycle;
@@ -348,7 +349,9 @@ impl Queue {
     /// alternate (dead letter) exchange may pass its messages on to an exchange that routes
     /// by them — decided when they die, long after the publisher could have decoded them.
     pub fn needs_headers(&self) -> bool {
-        self.features.last_value_key.is_some() || self.alternate_name.is_some()
+        self.features.last_value_key.is_some()
+            || self.features.group_key.is_some()
+            || self.alternate_name.is_some()
     }
 
     /// `x-expires`, if the queue has it.

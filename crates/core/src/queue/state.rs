@@ -24,13 +24,14 @@ use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
 use crate::queue::features::Features;
 use crate::queue::graveyard::Graveyard;
+use crate::queue::groups::{Groups, DEFAULT_GROUP};
 use crate::queue::outbox::{Delivery, OutboxItem};
 use crate::queue::timed_delete::TimedDelete;
 use crate::queue::QueueStore;
 use crate::queue::{HeldPublisher, Queue};
 use crate::stats::QueueCounters;
 use crate::value::HeaderValue;
-use crate::{ConnectionId, OwnerId};
+use crate::{ConnectionId, ConsumerId, OwnerId};
 
 /// An acquired message not yet accepted, released or rejected. Tracked so that settling twice,
 /// or releasing something never acquired, cannot corrupt counters or duplicate a message.
@@ -118,6 +119,8 @@ pub(crate) struct QueueState {
     pub(crate) graveyard: Graveyard,
     /// qpidd's threshold events, for a queue that asked for them.
     pub(crate) alerts: Option<Box<Alerts>>,
+    /// qpidd's message groups, for a queue with `qpid.group_header_key`.
+    pub(crate) groups: Option<Box<Groups>>,
 }
 
 /// How a settled message left the queue, for the counters.
@@ -204,6 +207,7 @@ impl QueueState {
             held: Vec::new(),
             graveyard: Graveyard::default(),
             alerts: None,
+            groups: features.group_key.clone().map(|k| Box::new(Groups::new(k))),
         }
     }
 
@@ -416,7 +420,14 @@ impl QueueState {
         self.entries.insert_sorted(entry);
     }
 
-    fn mark_unsettled(&mut self, e: &Entry) {
+    /// Records an acquisition, by consumer `by` (0: a get, or an acquire after browsing).
+    fn mark_unsettled(&mut self, e: &Entry, by: ConsumerId) {
+        if let Some(groups) = self.groups.as_deref_mut() {
+            let group = e
+                .message()
+                .map_or_else(|| DEFAULT_GROUP.to_vec(), |m| groups.group_of(m));
+            groups.acquired(e.position, group, by);
+        }
         self.counters.delivered += 1;
         let (size, redelivered) = (e.size(), e.redelivered());
         self.counters.redelivered += u64::from(redelivered);
@@ -469,6 +480,9 @@ impl QueueState {
     #[inline(always)]
     fn settle_record(&mut self, position: u64) -> Option<Unsettled> {
         let u = self.unsettled.remove(&position)?;
+        if let Some(groups) = self.groups.as_deref_mut() {
+            groups.let_go(position);
+        }
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
         self.meter.sub(self.shard, u.size);
         Some(u)
@@ -510,7 +524,7 @@ impl QueueState {
             // Acquired bytes count as held until settled; the browser holds the content.
             self.meter.add(self.shard, e.size());
         }
-        self.mark_unsettled(&e);
+        self.mark_unsettled(&e, 0);
         true
     }
 
@@ -567,7 +581,7 @@ impl QueueState {
             }
             let entry = self.take_next()?;
             if !clock.expired(entry.expires_at()) {
-                self.mark_unsettled(&entry);
+                self.mark_unsettled(&entry, 0);
                 return Some(entry);
             }
             self.expire(entry);
@@ -726,9 +740,87 @@ impl QueueState {
                 self.dispatch_browser(ci, queue, &mut clock);
             }
         }
-        self.dispatch_acquirers(queue, &mut clock);
+        if self.groups.is_some() {
+            self.dispatch_grouped(queue, &mut clock);
+        } else {
+            self.dispatch_acquirers(queue, &mut clock);
+        }
         for c in &mut self.consumers {
             c.flush_staged(queue);
+        }
+    }
+
+    /// Message groups (see `groups`): walks the queue from the head; a message goes to its
+    /// group's owner when that consumer has credit, to the next consumer with credit when
+    /// its group is free, and otherwise waits while those behind it move on. A message
+    /// still on disk stops the walk until it reaches the head and is read back.
+    fn dispatch_grouped(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
+        let mut cursor = 0;
+        loop {
+            if !self.ready_front() {
+                return;
+            }
+            let Some(e) = self.entries.after(cursor).next() else {
+                return;
+            };
+            let (position, size) = (e.position, e.size());
+            if clock.expired(e.expires_at()) {
+                if let Some(e) = self.entries.remove_position(position) {
+                    self.account_out(&e);
+                    self.expire(e);
+                }
+                continue;
+            }
+            let (Some(message), Some(groups)) = (e.message(), self.groups.as_deref()) else {
+                return;
+            };
+            let chosen = match groups.owner(&groups.group_of(message)) {
+                Some(owner) => self
+                    .consumers
+                    .iter()
+                    .position(|c| c.spec.id == owner && c.has_credit_for(size) && c.reserve(queue)),
+                None => {
+                    let ci = self.next_acquirer(size, queue);
+                    if let Some(ci) = ci {
+                        self.next_rr = ci + 1;
+                    }
+                    ci
+                }
+            };
+            let Some(ci) = chosen else {
+                if !self
+                    .consumers
+                    .iter()
+                    .any(|c| c.spec.acquire && c.has_credit_for(1))
+                {
+                    return;
+                }
+                cursor = position;
+                continue;
+            };
+            let Some(entry) = self.entries.remove_position(position) else {
+                return;
+            };
+            self.account_out(&entry);
+            let Some(c) = self.consumers.get(ci) else {
+                return;
+            };
+            self.mark_unsettled(&entry, c.spec.id);
+            let redelivered = entry.redelivered();
+            let Some(c) = self.consumers.get_mut(ci) else {
+                return;
+            };
+            c.charge(size);
+            c.staged.push(OutboxItem::Deliver(Delivery {
+                consumer: c.spec.id,
+                queue: queue.clone(),
+                message: entry.into_message(),
+                position,
+                redelivered,
+                acquired: true,
+                windowed: c.windowed(),
+                window_credit: c.window_mode,
+            }));
         }
     }
 
@@ -800,7 +892,8 @@ impl QueueState {
             let Some(entry) = self.take_next() else {
                 break;
             };
-            self.mark_unsettled(&entry);
+            // Queues with message groups dispatch in `dispatch_grouped`: no owner to record.
+            self.mark_unsettled(&entry, 0);
             let (position, redelivered) = (entry.position, entry.redelivered());
             self.next_rr = ci + 1;
             let Some(c) = self.consumers.get_mut(ci) else {

@@ -1168,3 +1168,70 @@ fn a_queue_whose_publishers_stopped_frees_its_accepted_messages_within_two_sweep
     q.sweep_graveyard();
     assert_eq!(watch.handles(), 1);
 }
+
+#[test]
+fn a_message_group_goes_to_one_consumer_at_a_time() {
+    use crate::value::{HeaderValue, Headers};
+    let opts = QueueOptions {
+        arguments: [
+            ("qpid.group_header_key", HeaderValue::Str("G".into())),
+            ("qpid.shared_msg_group", HeaderValue::UInt(1)),
+        ]
+        .into_iter()
+        .collect(),
+        ..QueueOptions::default()
+    };
+    let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
+    assert!(q.needs_headers(), "publishers decode the group header");
+    // qpid-python's test_simple: A A A B B B C C C.
+    for (i, group) in ["A", "A", "A", "B", "B", "B", "C", "C", "C"]
+        .iter()
+        .enumerate()
+    {
+        let mut headers = Headers::new();
+        headers.push("G", HeaderValue::Str((*group).into()));
+        let body = Bytes::from(format!("{group}{i}"));
+        let m = MessageParts {
+            headers: Some(Arc::new(headers)),
+            ..MessageParts::new("", "q", body)
+        }
+        .build();
+        q.enqueue(m).unwrap();
+    }
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    q.subscribe(spec(1, &o1, true)).unwrap();
+    q.subscribe(spec(2, &o2, true)).unwrap();
+    let take = |consumer: ConsumerId| {
+        let outbox = if consumer == 1 { &o1 } else { &o2 };
+        q.add_credit(consumer, 1, u32::MAX).unwrap();
+        let got = deliveries(outbox);
+        assert_eq!(got.len(), 1, "consumer {consumer}");
+        (got[0].position, got[0].message.clone())
+    };
+    let text = |m: &(u64, Message)| String::from_utf8_lossy(m.1.body()).into_owned();
+    let a0 = take(1);
+    assert_eq!(text(&a0), "A0");
+    let b3 = take(2);
+    assert_eq!(text(&b3), "B3", "A is held by consumer 1");
+    assert!(q.accept(a0.0));
+    assert_eq!(text(&take(2)), "A1", "A is free again");
+    let c6 = take(1);
+    assert_eq!(text(&c6), "C6", "A and B are held by consumer 2");
+    assert!(q.accept(b3.0));
+    assert_eq!(text(&take(1)), "B4");
+    // Released, a message goes back in its place and its group is free again.
+    assert_eq!(q.release([(c6.0, c6.1.clone())], false), 1);
+    assert_eq!(text(&take(2)), "A2", "consumer 2 still holds A");
+    assert_eq!(
+        text(&take(2)),
+        "C6",
+        "B is consumer 1's; C was freed by the release"
+    );
+    // Consumer 1 holds B, consumer 2 holds A and C, and nothing else is left for either.
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&o1)), [&b"B5"[..]]);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert!(deliveries(&o1).is_empty(), "C7 and C8 wait for consumer 2");
+    q.add_credit(2, 2, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&o2)), [&b"C7"[..], b"C8"]);
+}

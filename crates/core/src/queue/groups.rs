@@ -1,0 +1,138 @@
+//! qpidd's shared message groups (`qpid.group_header_key`, `qpid.shared_msg_group`): the
+//! messages that carry one value of the key header form a group, and while a consumer holds
+//! any of a group's messages acquired (delivered, not yet accepted or released), the
+//! group's other messages go to that consumer only. Competing consumers thus share the
+//! queue while each group is processed in order. Messages without the header are the group
+//! `qpid.no-group`.
+//!
+//! Dispatch (`QueueState::dispatch_grouped`) walks the queue from its head and skips the
+//! messages of groups another consumer owns; a group is free again once its owner's last
+//! acquired message of it is settled or released.
+
+use std::collections::HashMap;
+
+use crate::message::Message;
+use crate::value::HeaderValue;
+use crate::ConsumerId;
+
+/// The group of messages without the key header (qpidd's default).
+pub(crate) const DEFAULT_GROUP: &[u8] = b"qpid.no-group";
+
+/// Who holds a group, and how many of its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    /// 0: taken without a consumer (a get, or an acquire after browsing).
+    consumer: ConsumerId,
+    acquired: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct Groups {
+    key: String,
+    owners: HashMap<Vec<u8>, Owner>,
+    /// The group of each acquired message, so that settling it frees its share.
+    held: HashMap<u64, Vec<u8>>,
+}
+
+impl Groups {
+    pub(crate) fn new(key: String) -> Groups {
+        Groups {
+            key,
+            owners: HashMap::new(),
+            held: HashMap::new(),
+        }
+    }
+
+    /// The group `message` belongs to.
+    pub(crate) fn group_of(&self, message: &Message) -> Vec<u8> {
+        let value = message.headers().and_then(|h| h.get(&self.key));
+        match value {
+            Some(HeaderValue::Str(s)) => s.as_bytes().to_vec(),
+            Some(HeaderValue::Bytes(b)) => b.to_vec(),
+            Some(HeaderValue::Int(n)) => n.to_string().into_bytes(),
+            Some(HeaderValue::UInt(n)) => n.to_string().into_bytes(),
+            _ => DEFAULT_GROUP.to_vec(),
+        }
+    }
+
+    /// The consumer holding `group`, if any (0: held without a consumer).
+    pub(crate) fn owner(&self, group: &[u8]) -> Option<ConsumerId> {
+        self.owners.get(group).map(|o| o.consumer)
+    }
+
+    /// A message of `group` at `position` was acquired, by `consumer` (0: none).
+    pub(crate) fn acquired(&mut self, position: u64, group: Vec<u8>, consumer: ConsumerId) {
+        let owner = self.owners.entry(group.clone()).or_insert(Owner {
+            consumer,
+            acquired: 0,
+        });
+        owner.acquired += 1;
+        self.held.insert(position, group);
+    }
+
+    /// The acquired message at `position` was settled or released.
+    pub(crate) fn let_go(&mut self, position: u64) {
+        let Some(group) = self.held.remove(&position) else {
+            return;
+        };
+        if let Some(owner) = self.owners.get_mut(&group) {
+            owner.acquired = owner.acquired.saturating_sub(1);
+            if owner.acquired == 0 {
+                self.owners.remove(&group);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::message::MessageParts;
+    use crate::value::Headers;
+
+    fn message(group: Option<HeaderValue>) -> Message {
+        let mut headers = Headers::default();
+        if let Some(g) = group {
+            headers.push("THE-GROUP", g);
+        }
+        MessageParts {
+            headers: Some(Arc::new(headers)),
+            ..MessageParts::new("", "q", Bytes::from_static(b"m"))
+        }
+        .build()
+    }
+
+    #[test]
+    fn a_group_is_held_until_its_last_acquired_message_is_let_go() {
+        let mut g = Groups::new("THE-GROUP".into());
+        let a = g.group_of(&message(Some(HeaderValue::Str("A".into()))));
+        assert_eq!(a, b"A");
+        assert_eq!(g.owner(&a), None);
+        g.acquired(1, a.clone(), 7);
+        g.acquired(2, a.clone(), 7);
+        assert_eq!(g.owner(&a), Some(7));
+        g.let_go(1);
+        assert_eq!(g.owner(&a), Some(7), "one still held");
+        g.let_go(1);
+        assert_eq!(g.owner(&a), Some(7), "a position counts once");
+        g.let_go(2);
+        assert_eq!(g.owner(&a), None);
+        assert!(g.owners.is_empty() && g.held.is_empty());
+    }
+
+    #[test]
+    fn messages_without_the_header_share_the_default_group() {
+        let g = Groups::new("THE-GROUP".into());
+        assert_eq!(g.group_of(&message(None)), DEFAULT_GROUP);
+        assert_eq!(
+            g.group_of(&message(Some(HeaderValue::UInt(42)))),
+            b"42".to_vec()
+        );
+        let bare = Message::new("", "q", Bytes::from_static(b"m"));
+        assert_eq!(g.group_of(&bare), DEFAULT_GROUP);
+    }
+}
