@@ -7,8 +7,8 @@
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::codec::Reader;
 use ferry_amqp010::{
-    decode_frame, is_redelivered, with_redelivered, Assembler, Command, CommandHeader, Control,
-    Incoming, MessageHeader, Value,
+    decode_frame, is_redelivered, with_redelivered, write_with_exchange, Assembler, Command,
+    CommandHeader, Control, Incoming, MessageHeader, Str, Value,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -52,6 +52,19 @@ fn header_checks(segment: &Bytes) {
     if let (Ok(_), Ok(patched)) = (&decoded, with_redelivered(segment)) {
         let p = MessageHeader::decode(patched).expect("patched header decodes");
         assert!(p.delivery.is_some_and(|d| d.redelivered));
+    }
+    // The exchange a broker sets on receipt: on a header that decodes, the rewrite decodes
+    // to the same header naming the exchange (malformed ones may be refused, not panic).
+    let mut out = Vec::new();
+    let named = write_with_exchange(segment, b"amq.direct", &mut out);
+    if let Ok(mut h) = decoded {
+        let named = named.expect("a header that decodes takes an exchange");
+        let got = match named {
+            Some(_) => MessageHeader::decode(Bytes::from(out)).expect("rewritten header decodes"),
+            None => h.clone(),
+        };
+        h.delivery.get_or_insert_with(Default::default).exchange = Some(Str::from("amq.direct"));
+        assert_eq!(got, h);
     }
 }
 
