@@ -76,13 +76,14 @@ pub use journal::{
 };
 pub use limits::{LimitPolicy, LimitScope, QueueLimits};
 pub use message::{
-    now_ms, Death, DeathHistory, DeathReason, Header, Message, MessageParts, Props, ProtocolHeader,
-    Sequenced, INLINE_BODY_MAX,
+    now_ms, Death, DeathHistory, DeathReason, Header, HeaderMatch, Message, MessageParts, Props,
+    ProtocolHeader, Sequenced, INLINE_BODY_MAX,
 };
 pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{
-    Accepts, BacklogWaiter, ConsumerSpec, ConsumerStatus, Delivery, Got, Outbox, OutboxItem, Queue,
-    QueueDepth, QueueInfo, QueueOptions, QuotaCharge, Restored, SettleWindow,
+    Accepts, BacklogWaiter, ConsumerSpec, ConsumerStatus, Delivery, Got, MessageGroup,
+    MessageGroups, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo, QueueOptions, QuotaCharge,
+    Restored, SettleWindow,
 };
 pub use route::release_deliveries;
 pub use stats::{ConnectionCounters, ExchangeCounters, ExchangeTotals, QueueCounters, Traffic};

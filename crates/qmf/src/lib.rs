@@ -18,13 +18,13 @@
 //! - `wire`: requests out of core messages, replies into them;
 //! - `query`: `_query_request` (by class or by object id), answered in batches;
 //! - `method`: `_method_request` (`create`/`delete` of queues, exchanges and bindings,
-//!   `queueMoveMessages`, `echo`, the getters; queue `purge` and `reroute`; connection
-//!   `close`);
+//!   `queueMoveMessages`, `query` of a queue's message groups, `echo`, the getters; queue
+//!   `purge` and `reroute`, these three with qpidd's header filter; connection `close`);
 //! - `objects`: the QMF objects (broker, system, vhost, memory, queue, exchange, binding,
 //!   connection, session, subscription) built from the core's snapshots;
 //! - `schema`: class names, schema ids and object names, as qpidd forms them;
-//! - `events`: QMF events (queue and exchange declare/delete, bind/unbind) from the core's
-//!   [`ferry_core::Observer`] hook, published to `qmf.default.topic`.
+//! - `events`: QMF events (queue and exchange declare/delete, bind/unbind, queue thresholds)
+//!   from the core's [`ferry_core::Observer`] hook, published to `qmf.default.topic`.
 //!
 //! Of QMF v1 (the binary protocol on `qpid.management`) only what `qmf.console` (qpid-tool,
 //! qpid-python's tests) needs before it turns to v2 is implemented (`v1`): the broker id,

@@ -6,9 +6,11 @@
 //! core has no notion of a requesting user, and the message's user-id is not verified by the
 //! 0-10 layer, so it cannot be trusted for an access check (see the crate doc).
 
-use ferry_amqp010::{Map, Value};
+use bytes::Bytes;
+use ferry_amqp010::{List, Map, Str, Value};
 use ferry_core::{
-    Broker, BrokerError, ExchangeKind, ExchangeOptions, OwnerId, QueueLimits, QueueOptions,
+    Broker, BrokerError, ExchangeKind, ExchangeOptions, HeaderMatch, OwnerId, QueueLimits,
+    QueueOptions,
 };
 
 use crate::objects::View;
@@ -163,21 +165,20 @@ fn broker_method(view: &View, caller: &Caller, method: &str, args: &Map) -> Resu
         // Turning receive timestamps off is what they are; turning them on is not supported.
         "setTimestampConfig" if !args.get("receive").and_then(read_bool).unwrap_or(false) => {}
         "queueMoveMessages" => {
-            no_filter(args)?;
+            let source = text_arg(args, "srcQueue");
+            let filter = message_filter(view.broker, source, args)?;
             let count = limit(args, "qty");
             view.broker
-                .move_messages(
-                    text_arg(args, "srcQueue"),
-                    text_arg(args, "destQueue"),
-                    count,
-                )
+                .move_messages(source, text_arg(args, "destQueue"), count, filter.as_ref())
                 .map_err(invalid_parameter)?;
+        }
+        "query" => {
+            out.insert("results", Value::Map(query(view.broker, args)?));
         }
         "setTimestampConfig"
         | "setLogLevel"
         | "setLogHiresTimestamp"
         | "connect"
-        | "query"
         | "queueRedirect"
         | "shutdown" => return Err(Failure::not_implemented()),
         _ => return Err(Failure::unknown_method()),
@@ -336,17 +337,85 @@ fn limit(args: &Map, key: &str) -> Option<u64> {
     args.get(key).and_then(read_u64).filter(|n| *n > 0)
 }
 
-/// qpidd's purge, reroute and move take a message filter (by message group); the core has
-/// none, so only an empty one is accepted.
-fn no_filter(args: &Map) -> Result<(), Failure> {
-    match args.get("filter") {
-        None | Some(Value::Void) => Ok(()),
-        Some(Value::Map(m)) if m.is_empty() => Ok(()),
-        Some(_) => Err(Failure::new(
+/// The message filter of qpidd's purge, reroute and queueMoveMessages: none (absent or
+/// empty), or `header_match_str` (`filter_params`: `header_key`, `header_value`). Only
+/// queues that read their messages' headers on arrival (message groups, last-value queues)
+/// can be filtered: on any other the filter could match nothing, so it is refused.
+fn message_filter(
+    broker: &Broker,
+    queue: &str,
+    args: &Map,
+) -> Result<Option<HeaderMatch>, Failure> {
+    let filter = match args.get("filter") {
+        None | Some(Value::Void) => return Ok(None),
+        Some(Value::Map(m)) if m.is_empty() => return Ok(None),
+        Some(Value::Map(m)) => m,
+        Some(_) => {
+            return Err(Failure::exception(
+                "invalid conversion: filter is not a map",
+            ))
+        }
+    };
+    let kind = text_arg(filter, "filter_type");
+    if kind != "header_match_str" {
+        return Err(Failure::new(
             status::NOT_IMPLEMENTED,
-            "message filters are not supported",
-        )),
+            format!("unsupported message filter type: {kind}"),
+        ));
     }
+    let params = map_arg(filter, "filter_params")?
+        .cloned()
+        .unwrap_or_default();
+    if broker.queue(queue).is_some_and(|q| !q.needs_headers()) {
+        return Err(Failure::new(
+            status::NOT_IMPLEMENTED,
+            "message filters need a queue that reads headers (message groups, last-value queues)",
+        ));
+    }
+    Ok(Some(HeaderMatch {
+        key: text_arg(&params, "header_key").to_owned(),
+        value: text_arg(&params, "header_value").to_owned(),
+    }))
+}
+
+/// The broker's `query(type, name)`: what a queue's special state is (qpidd reports
+/// message groups' as `qpid.message_group_queue`); other types are not implemented.
+fn query(broker: &Broker, args: &Map) -> Result<Map, Failure> {
+    if text_arg(args, "type") != "queue" {
+        return Err(Failure::not_implemented());
+    }
+    let queue = broker
+        .queue(text_arg(args, "name"))
+        .ok_or_else(|| Failure::new(status::PARAMETER_INVALID, "InvalidParameter"))?;
+    let mut results = Map::new();
+    if let Some(groups) = queue.message_groups() {
+        let state = groups
+            .groups
+            .iter()
+            .map(|g| {
+                let mut m = Map::new();
+                m.insert(
+                    "group_id",
+                    Value::Str16(Str::from_bytes(Bytes::from(g.id.clone()))),
+                );
+                m.insert(
+                    "msg_count",
+                    Value::Uint32(g.messages.min(u64::from(u32::MAX)) as u32),
+                );
+                m.insert("timestamp", Value::Uint32(0));
+                m.insert(
+                    "consumer",
+                    Value::Str16(Str::from_bytes(g.consumer.clone())),
+                );
+                Value::Map(m)
+            })
+            .collect();
+        let mut info = Map::new();
+        info.insert("group_header_key", crate::value::text(&groups.key));
+        info.insert("group_state", Value::List(List(state)));
+        results.insert("qpid.message_group_queue", Value::Map(info));
+    }
+    Ok(results)
 }
 
 /// What qpidd answers when a queue or exchange a method names does not exist.
@@ -359,12 +428,12 @@ fn invalid_parameter(e: BrokerError) -> Failure {
 
 /// `purge(request, filter)`: the first `request` messages, or all of them for 0.
 fn purge(broker: &Broker, queue: &str, args: &Map) -> Result<Map, Failure> {
-    no_filter(args)?;
-    match limit(args, "request") {
-        None => broker.purge_queue(queue)?,
-        Some(n) => broker
+    let filter = message_filter(broker, queue, args)?;
+    match (limit(args, "request"), &filter) {
+        (None, None) => broker.purge_queue(queue)?,
+        (n, filter) => broker
             .queue(queue)
-            .map(|q| q.purge_front(n))
+            .map(|q| q.purge_front(n.unwrap_or(u64::MAX), filter.as_ref()))
             .ok_or_else(|| Failure::new(status::UNKNOWN_OBJECT, "UnknownObject"))?,
     };
     Ok(Map::new())
@@ -374,14 +443,14 @@ fn purge(broker: &Broker, queue: &str, args: &Map) -> Result<Map, Failure> {
 /// for 0) through `exchange` or the queue's alternate exchange; a missing exchange is an
 /// invalid parameter, as in qpidd.
 fn reroute(broker: &Broker, queue: &str, args: &Map) -> Result<Map, Failure> {
-    no_filter(args)?;
+    let filter = message_filter(broker, queue, args)?;
     let use_alternate = args
         .get("useAltExchange")
         .and_then(read_bool)
         .unwrap_or(false);
     let exchange = (!use_alternate).then(|| text_arg(args, "exchange"));
     broker
-        .reroute(queue, limit(args, "request"), exchange)
+        .reroute(queue, limit(args, "request"), exchange, filter.as_ref())
         .map_err(invalid_parameter)?;
     Ok(Map::new())
 }

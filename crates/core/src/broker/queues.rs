@@ -13,7 +13,7 @@ use crate::error::BrokerError;
 use crate::events::BrokerEvent;
 use crate::exchange::Exchange;
 use crate::journal::QueueDefinition;
-use crate::message::{now_ms, Message};
+use crate::message::{now_ms, HeaderMatch, Message};
 use crate::queue::{
     dead_letter_exchange_name, AlternateExchange, Drained, Features, Queue, QueueOptions,
     QueueStore,
@@ -389,6 +389,7 @@ impl Broker {
         name: &str,
         max: Option<u64>,
         exchange: Option<&str>,
+        filter: Option<&HeaderMatch>,
     ) -> Result<u64, BrokerError> {
         let q = self.registry.read().queue(name)?.clone();
         let target = match exchange.or(q.alternate_exchange_name()) {
@@ -401,7 +402,7 @@ impl Broker {
                 )))
             }
         };
-        Ok(self.route_taken(&q, max, &target))
+        Ok(self.route_taken(&q, max, &target, filter))
     }
 
     /// Moves up to `max` messages (all with `None`) from the front of queue `source` to
@@ -412,6 +413,7 @@ impl Broker {
         source: &str,
         destination: &str,
         max: Option<u64>,
+        filter: Option<&HeaderMatch>,
     ) -> Result<u64, BrokerError> {
         let src = {
             let reg = self.registry.read();
@@ -419,7 +421,7 @@ impl Broker {
             reg.queue(source)?.clone()
         };
         // Through the default exchange, which routes to a queue by its name.
-        let taken = src.take_front_for_reroute(max.unwrap_or(u64::MAX));
+        let taken = src.take_front_for_reroute(max.unwrap_or(u64::MAX), filter);
         let n = taken.len() as u64;
         for m in taken {
             let copy =
@@ -429,8 +431,14 @@ impl Broker {
         Ok(n)
     }
 
-    fn route_taken(&self, q: &Queue, max: Option<u64>, target: &Arc<Exchange>) -> u64 {
-        let taken = q.take_front_for_reroute(max.unwrap_or(u64::MAX));
+    fn route_taken(
+        &self,
+        q: &Queue,
+        max: Option<u64>,
+        target: &Arc<Exchange>,
+        filter: Option<&HeaderMatch>,
+    ) -> u64 {
+        let taken = q.take_front_for_reroute(max.unwrap_or(u64::MAX), filter);
         let n = taken.len() as u64;
         for m in taken {
             // A copy: a new message for the store, journaled afresh for durable targets

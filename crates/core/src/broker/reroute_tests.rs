@@ -40,9 +40,9 @@ fn a_purge_of_a_count_drops_from_the_front() {
     declare(&b, "q");
     fill(&b, "q", 5);
     let q = b.queue("q").unwrap();
-    assert_eq!(q.purge_front(2), 2);
+    assert_eq!(q.purge_front(2, None), 2);
     assert_eq!(bodies(&b, "q"), ["2", "3", "4"]);
-    assert_eq!(q.purge_front(10), 3);
+    assert_eq!(q.purge_front(10, None), 3);
     let c = q.depth().counters;
     assert_eq!((c.purged, c.dequeued()), (5, 5));
 }
@@ -56,17 +56,20 @@ fn reroute_sends_the_front_through_an_exchange_with_its_key() {
         .unwrap();
     b.bind("dest", "x", "q", &Arguments::new()).unwrap();
     fill(&b, "q", 4);
-    assert_eq!(b.reroute("q", Some(3), Some("x")).unwrap(), 3);
+    assert_eq!(b.reroute("q", Some(3), Some("x"), None).unwrap(), 3);
     assert_eq!(bodies(&b, "dest"), ["0", "1", "2"]);
     assert_eq!(bodies(&b, "q"), ["3"]);
     let c = b.queue("q").unwrap().depth().counters;
     assert_eq!((c.rerouted, c.dequeued()), (3, 3));
     assert!(matches!(
-        b.reroute("q", None, Some("nowhere")),
+        b.reroute("q", None, Some("nowhere"), None),
         Err(BrokerError::NotFound(_))
     ));
     assert!(
-        matches!(b.reroute("q", None, None), Err(BrokerError::NotFound(_))),
+        matches!(
+            b.reroute("q", None, None, None),
+            Err(BrokerError::NotFound(_))
+        ),
         "no alternate exchange"
     );
     assert_eq!(bodies(&b, "q"), ["3"], "nothing taken on failure");
@@ -77,7 +80,7 @@ fn reroute_sends_the_front_through_an_exchange_with_its_key() {
     b.declare_queue("with-alt", alt, false, 1).unwrap();
     b.bind("dest", "x", "with-alt", &Arguments::new()).unwrap();
     fill(&b, "with-alt", 2);
-    assert_eq!(b.reroute("with-alt", None, None).unwrap(), 2);
+    assert_eq!(b.reroute("with-alt", None, None, None).unwrap(), 2);
     assert_eq!(bodies(&b, "dest"), ["0", "1", "2", "0", "1"]);
 }
 
@@ -87,13 +90,13 @@ fn move_keeps_order_and_checks_both_queues_first() {
     declare(&b, "src");
     declare(&b, "dst");
     fill(&b, "src", 5);
-    assert_eq!(b.move_messages("src", "dst", Some(2)).unwrap(), 2);
-    assert_eq!(b.move_messages("src", "dst", None).unwrap(), 3);
+    assert_eq!(b.move_messages("src", "dst", Some(2), None).unwrap(), 2);
+    assert_eq!(b.move_messages("src", "dst", None, None).unwrap(), 3);
     assert_eq!(bodies(&b, "dst"), ["0", "1", "2", "3", "4"]);
-    assert!(b.move_messages("dst", "nowhere", None).is_err());
-    assert!(b.move_messages("nowhere", "dst", None).is_err());
+    assert!(b.move_messages("dst", "nowhere", None, None).is_err());
+    assert!(b.move_messages("nowhere", "dst", None, None).is_err());
     assert_eq!(bodies(&b, "dst").len(), 5);
-    assert_eq!(b.move_messages("src", "dst", None).unwrap(), 0);
+    assert_eq!(b.move_messages("src", "dst", None, None).unwrap(), 0);
 }
 
 #[test]
@@ -113,7 +116,7 @@ fn moved_persistent_messages_are_dequeued_and_journaled_again() {
     let [.., Call::Enqueue(old, _)] = &calls[..] else {
         panic!("{calls:?}")
     };
-    b.move_messages("src", "dst", None).unwrap();
+    b.move_messages("src", "dst", None, None).unwrap();
     let calls = j.take();
     let (src_id, dst_id) = (src.store_id().unwrap(), dst.store_id().unwrap());
     assert_eq!(calls[0], Call::Dequeue(src_id, vec![*old]));

@@ -3,6 +3,7 @@
 //! from another message with [`Message::derive`]).
 
 mod death;
+mod filter;
 mod packed;
 
 use std::fmt;
@@ -13,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 pub use self::death::{Death, DeathHistory, DeathReason};
+pub use self::filter::HeaderMatch;
 use self::packed::{flag, HeadFields, Packed};
 use crate::value::Headers;
 use crate::ConnectionId;

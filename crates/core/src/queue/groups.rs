@@ -7,11 +7,15 @@
 //!
 //! Dispatch (`QueueState::dispatch_grouped`) walks the queue from its head and skips the
 //! messages of groups another consumer owns; a group is free again once its owner's last
-//! acquired message of it is settled or released.
+//! acquired message of it is settled or released. Management sees the groups through
+//! [`MessageGroups`] (qpidd's `query` of the queue).
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+
 use crate::message::Message;
+use crate::queue::Consumer;
 use crate::value::HeaderValue;
 use crate::ConsumerId;
 
@@ -84,11 +88,65 @@ impl Groups {
     }
 }
 
+/// A queue's message groups as management shows them (qpidd's `query` of a queue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageGroups {
+    /// The header that names a message's group.
+    pub key: String,
+    /// Every group with a message on the queue, queued or acquired, in no order.
+    pub groups: Vec<MessageGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageGroup {
+    pub id: Vec<u8>,
+    /// Its messages on the queue, queued or acquired.
+    pub messages: u64,
+    /// The tag of the consumer holding it; empty while it is free (or held by a get).
+    pub consumer: Bytes,
+}
+
+impl Groups {
+    /// The groups of `queued` (and of the acquired messages this tracks), with the tags of
+    /// their holders among `consumers`.
+    pub(crate) fn status<'a>(
+        &self,
+        queued: impl Iterator<Item = Option<&'a Message>>,
+        consumers: &[Consumer],
+    ) -> MessageGroups {
+        let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
+        for message in queued {
+            let id = message.map_or_else(|| DEFAULT_GROUP.to_vec(), |m| self.group_of(m));
+            *counts.entry(id).or_default() += 1;
+        }
+        for id in self.held.values() {
+            *counts.entry(id.clone()).or_default() += 1;
+        }
+        let groups = counts
+            .into_iter()
+            .map(|(id, messages)| {
+                let consumer = self
+                    .owner(&id)
+                    .and_then(|o| consumers.iter().find(|c| c.spec.id == o))
+                    .map(|c| c.spec.tag.clone())
+                    .unwrap_or_default();
+                MessageGroup {
+                    id,
+                    messages,
+                    consumer,
+                }
+            })
+            .collect();
+        MessageGroups {
+            key: self.key.clone(),
+            groups,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-
-    use bytes::Bytes;
 
     use super::*;
     use crate::message::MessageParts;

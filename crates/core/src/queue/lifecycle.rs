@@ -6,7 +6,7 @@
 
 use super::{Consumer, DeadLetters, Leaving, OutboxItem, Queue, QueueState};
 use crate::error::BrokerError;
-use crate::message::{now_ms, Message};
+use crate::message::{now_ms, HeaderMatch, Message};
 use crate::{ConnectionId, OwnerId};
 
 /// What deleting a queue removed; the broker finishes the job outside its registry lock.
@@ -139,15 +139,20 @@ impl Queue {
         self.lock().purge()
     }
 
-    /// Drops up to `max` available messages from the front; returns how many.
-    pub fn purge_front(&self, max: u64) -> u64 {
-        self.lock().remove_front(max, false).0
+    /// Drops up to `max` available messages from the front, only those `filter` matches if
+    /// there is one; returns how many.
+    pub fn purge_front(&self, max: u64, filter: Option<&HeaderMatch>) -> u64 {
+        self.lock().remove_front(max, false, filter).0
     }
 
-    /// Takes up to `max` available messages off the front to be routed elsewhere (see
-    /// `Broker::reroute`); they count as rerouted.
-    pub(crate) fn take_front_for_reroute(&self, max: u64) -> Vec<Message> {
-        self.lock().remove_front(max, true).1
+    /// Takes up to `max` available messages off the front (those `filter` matches) to be
+    /// routed elsewhere (see `Broker::reroute`); they count as rerouted.
+    pub(crate) fn take_front_for_reroute(
+        &self,
+        max: u64,
+        filter: Option<&HeaderMatch>,
+    ) -> Vec<Message> {
+        self.lock().remove_front(max, true, filter).1
     }
 
     /// Checks and empties the queue under one lock, so no consumer can slip in between the

@@ -74,6 +74,7 @@ pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadL
 pub(crate) use enqueue::Enqueued;
 pub use enqueue::{Backlog, Restored};
 pub(crate) use features::Features;
+pub use groups::{MessageGroup, MessageGroups};
 pub use hold::BacklogWaiter;
 pub(crate) use hold::HeldPublisher;
 pub use info::{ConsumerStatus, QueueDepth};
@@ -267,6 +268,13 @@ impl Queue {
             expiry_watch: OnceLock::new(),
             quota: Mutex::new(opts.quota.clone()),
         })
+    }
+
+    /// The queue's message groups, if it has them (`qpid.group_header_key`).
+    pub fn message_groups(&self) -> Option<MessageGroups> {
+        let st = self.lock();
+        let groups = st.groups.as_deref()?;
+        Some(groups.status(st.entries.iter().map(|e| e.message()), &st.consumers))
     }
 
     /// Watches the queue's depth for the thresholds its arguments set, if any, telling

@@ -18,7 +18,7 @@ use crate::alarm::MemoryMeter;
 use crate::id_hash::IdHasher;
 use crate::journal::JournalTx;
 use crate::limits::LimitScope;
-use crate::message::{now_ms, Message};
+use crate::message::{now_ms, HeaderMatch, Message};
 use crate::queue::alerts::Alerts;
 use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
@@ -599,15 +599,25 @@ impl QueueState {
         self.expiring > 0
     }
 
-    /// Takes up to `max` available messages off the front, for management: dropped (a purge
-    /// of a count), or with `reroute` returned to be routed elsewhere, their contents read
-    /// back first if kept on disk (what the journal lost is skipped). Either way the journal
-    /// forgets them here.
-    pub(crate) fn remove_front(&mut self, max: u64, reroute: bool) -> (u64, Vec<Message>) {
+    /// Takes up to `max` available messages off the front, for management, only those
+    /// `filter` matches if there is one: dropped (a purge of a count), or with `reroute`
+    /// returned to be routed elsewhere, their contents read back first if kept on disk (what
+    /// the journal lost is skipped). Either way the journal forgets them here.
+    pub(crate) fn remove_front(
+        &mut self,
+        max: u64,
+        reroute: bool,
+        filter: Option<&HeaderMatch>,
+    ) -> (u64, Vec<Message>) {
         let mut taken = Vec::new();
         let mut n = 0;
+        let mut cursor = 0;
         while n < max {
-            let Some(e) = self.take_next() else { break };
+            let e = match filter {
+                None => self.take_next(),
+                Some(filter) => self.take_next_matching(filter, &mut cursor),
+            };
+            let Some(e) = e else { break };
             if reroute {
                 taken.extend(self.content(&e));
             }
@@ -624,6 +634,25 @@ impl QueueState {
         }
         self.check_alerts();
         (n, taken)
+    }
+
+    /// The first available message after `cursor` that `filter` matches, taken off the
+    /// queue; `cursor` moves past what was looked at.
+    fn take_next_matching(&mut self, filter: &HeaderMatch, cursor: &mut u64) -> Option<Entry> {
+        let position = loop {
+            let e = self.entries.after(*cursor).next()?;
+            *cursor = e.position;
+            let hit = match e.message() {
+                Some(m) => filter.matches(m),
+                None => self.content(e).is_some_and(|m| filter.matches(&m)),
+            };
+            if hit {
+                break e.position;
+            }
+        };
+        let e = self.entries.remove_position(position)?;
+        self.account_out(&e);
+        Some(e)
     }
 
     pub(crate) fn purge(&mut self) -> u64 {

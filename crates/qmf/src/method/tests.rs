@@ -485,3 +485,120 @@ fn a_connection_is_closed_by_its_address() {
         1
     );
 }
+
+/// Publishes messages to `queue` whose header "G" names their group.
+fn fill_grouped(f: &Fixture, queue: &str, groups: &[&str]) {
+    let ex = f.broker.default_exchange().clone();
+    for g in groups {
+        let mut headers = ferry_core::Headers::new();
+        headers.push("G", ferry_core::HeaderValue::Str((*g).into()));
+        let m = ferry_core::MessageParts {
+            headers: Some(Arc::new(headers)),
+            ..ferry_core::MessageParts::new("", queue.to_owned(), Bytes::from(g.to_string()))
+        }
+        .build();
+        f.broker.publish(&ex, m).unwrap();
+    }
+}
+
+fn header_filter(value: &str) -> Value {
+    Value::Map(map(&[
+        ("filter_type", text("header_match_str")),
+        (
+            "filter_params",
+            Value::Map(map(&[
+                ("header_key", text("G")),
+                ("header_value", text(value)),
+            ])),
+        ),
+    ]))
+}
+
+#[test]
+fn message_groups_are_queried_and_filtered_by_group() {
+    let f = Fixture::new();
+    let grouped = map(&[
+        ("qpid.group_header_key", text("G")),
+        ("qpid.shared_msg_group", Value::Uint8(1)),
+    ]);
+    f.broker_call("create", create("queue", "g", grouped))
+        .unwrap();
+    f.broker_call("create", create("queue", "dst", Map::new()))
+        .unwrap();
+    fill_grouped(&f, "g", &["A", "B", "A", "C", "B", "A"]);
+    // broker.query: the groups and their counts, none held.
+    let query = map(&[("type", text("queue")), ("name", text("g"))]);
+    let out = f.broker_call("query", query.clone()).unwrap();
+    let Some(Value::Map(results)) = out.get("results") else {
+        panic!("{out:?}")
+    };
+    let Some(Value::Map(info)) = results.get("qpid.message_group_queue") else {
+        panic!("{results:?}")
+    };
+    assert_eq!(info.get("group_header_key").and_then(read_text), Some("G"));
+    let Some(Value::List(state)) = info.get("group_state") else {
+        panic!("{info:?}")
+    };
+    let mut counts: Vec<(String, u32, String)> = state
+        .0
+        .iter()
+        .map(|g| {
+            let Value::Map(g) = g else { panic!("{g:?}") };
+            let count = match g.get("msg_count") {
+                Some(Value::Uint32(n)) => *n,
+                other => panic!("{other:?}"),
+            };
+            let id = g.get("group_id").and_then(read_text).unwrap().to_owned();
+            let consumer = g.get("consumer").and_then(read_text).unwrap().to_owned();
+            (id, count, consumer)
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [
+            ("A".into(), 3, String::new()),
+            ("B".into(), 2, String::new()),
+            ("C".into(), 1, String::new())
+        ]
+    );
+    // A plain queue has no special state to report; a missing one is an invalid parameter.
+    let plain = map(&[("type", text("queue")), ("name", text("dst"))]);
+    let out = f.broker_call("query", plain).unwrap();
+    assert_eq!(out.get("results"), Some(&Value::Map(Map::new())));
+    let missing = map(&[("type", text("queue")), ("name", text("nowhere"))]);
+    assert_eq!(f.broker_call("query", missing).unwrap_err().0, 4);
+    // Purge one group, move another; the third stays.
+    let purge_a = map(&[
+        ("request", Value::Uint32(0)),
+        ("filter", header_filter("A")),
+    ]);
+    assert!(f
+        .call("org.apache.qpid.broker:queue:g", "purge", purge_a)
+        .is_ok());
+    let move_b = map(&[
+        ("srcQueue", text("g")),
+        ("destQueue", text("dst")),
+        ("qty", Value::Uint32(0)),
+        ("filter", header_filter("B")),
+    ]);
+    assert!(f.broker_call("queueMoveMessages", move_b).is_ok());
+    let bodies = |q: &str| f.broker.queue(q).unwrap().queued_bodies();
+    assert_eq!(bodies("g"), [Bytes::from_static(b"C")]);
+    assert_eq!(
+        bodies("dst"),
+        [Bytes::from_static(b"B"), Bytes::from_static(b"B")]
+    );
+    // A queue that does not read headers cannot be filtered.
+    let purge_plain = map(&[
+        ("request", Value::Uint32(0)),
+        ("filter", header_filter("B")),
+    ]);
+    assert_eq!(
+        f.call("org.apache.qpid.broker:queue:dst", "purge", purge_plain)
+            .unwrap_err()
+            .0,
+        3
+    );
+    assert_eq!(depth(&f, "dst"), 2);
+}
