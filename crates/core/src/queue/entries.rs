@@ -38,6 +38,21 @@ impl PriorityLevels {
     fn level(&self, priority: u8) -> usize {
         usize::from(priority.saturating_sub(self.first)).min(self.levels - 1)
     }
+
+    pub(crate) fn levels(&self) -> usize {
+        self.levels
+    }
+}
+
+/// qpidd's fair share (`qpid.fairshare`): each level delivers at most its limit in a round,
+/// highest level first, then yields to the levels below; a round ends when every level
+/// with messages has had its share, so lower levels are not starved by a busy higher one.
+#[derive(Debug)]
+struct Fairshare {
+    /// Per level; 0: no limit.
+    limits: Vec<u32>,
+    /// Delivered from each level this round.
+    taken: Vec<u32>,
 }
 
 #[derive(Debug)]
@@ -52,6 +67,7 @@ pub(crate) struct Levels {
     /// Index = level; the highest non-empty level delivers first.
     fifos: Vec<VecDeque<Entry>>,
     len: usize,
+    fairshare: Option<Fairshare>,
 }
 
 impl Levels {
@@ -60,12 +76,38 @@ impl Levels {
         &mut self.fifos[level]
     }
 
-    fn top(&self) -> Option<&VecDeque<Entry>> {
-        self.fifos.iter().rev().find(|f| !f.is_empty())
+    /// The level to deliver from next, and whether that starts a new fair-share round.
+    fn next_level(&self) -> Option<(usize, bool)> {
+        let highest = self.fifos.iter().rposition(|f| !f.is_empty())?;
+        let Some(share) = &self.fairshare else {
+            return Some((highest, false));
+        };
+        let within = (0..=highest).rev().find(|&l| {
+            let limit = share.limits.get(l).copied().unwrap_or(0);
+            !self.fifos[l].is_empty()
+                && (limit == 0 || share.taken.get(l).copied().unwrap_or(0) < limit)
+        });
+        Some(within.map_or((highest, true), |l| (l, false)))
     }
 
-    fn top_mut(&mut self) -> Option<&mut VecDeque<Entry>> {
-        self.fifos.iter_mut().rev().find(|f| !f.is_empty())
+    fn top(&self) -> Option<&VecDeque<Entry>> {
+        let (level, _) = self.next_level()?;
+        self.fifos.get(level)
+    }
+
+    fn pop(&mut self) -> Option<Entry> {
+        let (level, new_round) = self.next_level()?;
+        if let Some(share) = self.fairshare.as_mut() {
+            if new_round {
+                share.taken.iter_mut().for_each(|t| *t = 0);
+            }
+            if let Some(t) = share.taken.get_mut(level) {
+                *t += 1;
+            }
+        }
+        let e = self.fifos.get_mut(level)?.pop_front()?;
+        self.len -= 1;
+        Some(e)
     }
 }
 
@@ -88,8 +130,20 @@ impl Entries {
                 map,
                 fifos: (0..map.levels).map(|_| VecDeque::new()).collect(),
                 len: 0,
+                fairshare: None,
             }),
         }
+    }
+
+    /// A priority queue's fair-share limits, per level (0: none); nothing for a FIFO.
+    pub(crate) fn with_fairshare(mut self, limits: Vec<u32>) -> Entries {
+        if let Entries::Priority(p) = &mut self {
+            p.fairshare = Some(Fairshare {
+                taken: vec![0; limits.len()],
+                limits,
+            });
+        }
+        self
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -146,11 +200,7 @@ impl Entries {
     pub(crate) fn pop_front(&mut self) -> Option<Entry> {
         match self {
             Entries::Fifo(f) => f.pop_front(),
-            Entries::Priority(p) => {
-                let e = p.top_mut()?.pop_front()?;
-                p.len -= 1;
-                Some(e)
-            }
+            Entries::Priority(p) => p.pop(),
         }
     }
 
@@ -425,5 +475,36 @@ mod tests {
         assert_eq!(seen, [3, 4]);
         assert_eq!(order(&fifo), [1, 2, 3, 4], "a plain queue ignores priority");
         assert_eq!(fifo.drain().len(), 4);
+    }
+
+    #[test]
+    fn fair_share_gives_each_level_its_limit_in_a_round() {
+        // Three levels: 2 delivers 3 a round, 1 delivers 2, 0 has no limit.
+        let mut e = Entries::new(Some(PriorityLevels::up_to(2))).with_fairshare(vec![0, 2, 3]);
+        for p in 1..=5 {
+            e.push_back(entry(p, 2));
+        }
+        for p in 11..=13 {
+            e.push_back(entry(p, 1));
+        }
+        for p in 21..=22 {
+            e.push_back(entry(p, 0));
+        }
+        let mut got = Vec::new();
+        while let Some(front) = e.front().map(|f| f.position) {
+            let popped = e.pop_front().unwrap().position;
+            assert_eq!(front, popped, "front names what pop takes");
+            got.push(popped);
+        }
+        assert_eq!(got, [1, 2, 3, 11, 12, 21, 22, 4, 5, 13]);
+        assert!(e.is_empty());
+        // Without limits a priority queue drains strictly by level.
+        let mut strict = Entries::new(Some(PriorityLevels::up_to(2)));
+        for (p, prio) in [(1, 0), (2, 2), (3, 1), (4, 2)] {
+            strict.push_back(entry(p, prio));
+        }
+        let order: Vec<u64> =
+            std::iter::from_fn(|| strict.pop_front().map(|e| e.position)).collect();
+        assert_eq!(order, [2, 4, 3, 1]);
     }
 }

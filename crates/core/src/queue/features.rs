@@ -36,6 +36,9 @@ pub(crate) struct Features {
     pub(crate) sequence_key: Option<Arc<str>>,
     /// `qpid.group_header_key`: the header whose value puts a message in a message group.
     pub(crate) group_key: Option<String>,
+    /// `qpid.fairshare` (and per level `qpid.fairshare-N`, or the `x-qpid-` forms) of a
+    /// priority queue: how many messages each level delivers before yielding (0: no limit).
+    pub(crate) fairshare: Option<Vec<u32>>,
 }
 
 /// RabbitMQ's cap on `x-max-priority`.
@@ -65,7 +68,9 @@ impl Features {
                 .filter(|&n| n > 0)
                 .map(|n| PriorityLevels::spread(n.min(10) as u8))
         };
+        let priorities = rabbit_priority.or_else(qpid_priority);
         Features {
+            fairshare: priorities.and_then(|p| fairshare(args, p.levels())),
             message_ttl: args.get("x-message-ttl").and_then(|v| v.as_u64()),
             dead_letter_routing_key: args
                 .get("x-dead-letter-routing-key")
@@ -76,7 +81,7 @@ impl Features {
                 Some(HeaderValue::Bool(true))
             ),
             dead_letter: args.get("x-dead-letter-exchange").is_some(),
-            priorities: rabbit_priority.or_else(qpid_priority),
+            priorities,
             expires: args
                 .get("x-expires")
                 .and_then(HeaderValue::as_u64)
@@ -149,6 +154,19 @@ impl Features {
                 "Cannot specify qpid.last_value_queue_key and {GROUP_KEY} for the same queue"
             )));
         }
+        let fair = args
+            .0
+            .iter()
+            .any(|(k, _)| FAIRSHARE.contains(&k.as_str()) || fairshare_level(k).is_some());
+        let prioritised = QPID_PRIORITIES
+            .iter()
+            .chain(["x-max-priority"].iter())
+            .any(|k| args.get(k).is_some());
+        if fair && !prioritised {
+            return Err(BrokerError::InvalidArgument(
+                "Cannot specify fairshare settings when queue is not enabled for priorities".into(),
+            ));
+        }
         if grouped && QPID_PRIORITIES.iter().any(|k| args.get(k).is_some()) {
             return Err(BrokerError::InvalidArgument(format!(
                 "Cannot specify qpid.priorities and {GROUP_KEY} for the same queue"
@@ -156,6 +174,29 @@ impl Features {
         }
         Ok(())
     }
+}
+
+const FAIRSHARE: [&str; 2] = ["qpid.fairshare", "x-qpid-fairshare"];
+
+/// The level a per-level fair-share argument (`qpid.fairshare-N`) names, if `key` is one.
+fn fairshare_level(key: &str) -> Option<usize> {
+    FAIRSHARE
+        .iter()
+        .find_map(|k| key.strip_prefix(k)?.strip_prefix('-'))
+        .and_then(|n| n.parse().ok())
+}
+
+/// Per-level limits for a queue of `levels` priority levels, if any is set.
+fn fairshare(args: &Arguments, levels: usize) -> Option<Vec<u32>> {
+    let limit = |v: &HeaderValue| v.as_u64().map_or(0, |n| n.min(u64::from(u32::MAX)) as u32);
+    let default = FAIRSHARE.iter().find_map(|k| args.get(k)).map_or(0, limit);
+    let mut limits = vec![default; levels];
+    for (key, value) in &args.0 {
+        if let Some(l) = fairshare_level(key).and_then(|level| limits.get_mut(level)) {
+            *l = limit(value);
+        }
+    }
+    limits.iter().any(|&l| l > 0).then_some(limits)
 }
 
 fn last_value_key(args: &Arguments) -> Option<String> {
@@ -208,6 +249,23 @@ mod tests {
 
     fn args(entries: &[(&str, V)]) -> Arguments {
         entries.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    #[test]
+    fn fair_share_limits_per_level_on_priority_queues_only() {
+        let f = Features::from_arguments(&args(&[
+            ("x-qpid-priorities", V::UInt(8)),
+            ("x-qpid-fairshare", V::UInt(5)),
+            ("x-qpid-fairshare-7", V::UInt(0)),
+            ("qpid.fairshare-2", V::Str("3".into())),
+            ("qpid.fairshare-99", V::UInt(1)),
+        ]));
+        assert_eq!(f.fairshare, Some(vec![5, 5, 3, 5, 5, 5, 5, 0]));
+        let plain = args(&[("qpid.priorities", V::UInt(3))]);
+        assert_eq!(Features::from_arguments(&plain).fairshare, None);
+        let unprioritised = args(&[("qpid.fairshare", V::UInt(5))]);
+        assert!(Features::validate(&unprioritised).is_err());
+        assert_eq!(Features::from_arguments(&unprioritised).fairshare, None);
     }
 
     #[test]

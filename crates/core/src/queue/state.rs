@@ -171,7 +171,10 @@ impl QueueState {
         shard: usize,
     ) -> QueueState {
         QueueState {
-            entries: Entries::new(features.priorities),
+            entries: match &features.fairshare {
+                Some(limits) => Entries::new(features.priorities).with_fairshare(limits.clone()),
+                None => Entries::new(features.priorities),
+            },
             next_position: 1,
             queued_bytes: 0,
             queued_body_bytes: 0,
