@@ -436,33 +436,10 @@ pub fn class_schema(class: Class) -> ClassSchema {
 }
 
 /// qpidd's events and their arguments (`eventArguments`). The agent raises the first six
-/// and the three threshold events (see `crate::events`); the others are listed because consoles expect the package to
-/// define them (qpid-python's test_get_objects looks for brokerLinkDown), not raised.
+/// and the three `queueThreshold*` events (see `crate::events`); the others are listed
+/// because consoles expect the package to define them (qpid-python's test_get_objects looks
+/// for brokerLinkDown), not raised.
 pub const EVENTS: &[(&str, &[Argument])] = &[
-    (
-        "queueThresholdCrossedUpward",
-        &[
-            a("qName", SSTR, ""),
-            a("msgDepth", U64, ""),
-            a("byteDepth", U64, ""),
-        ],
-    ),
-    (
-        "queueThresholdCrossedDownward",
-        &[
-            a("qName", SSTR, ""),
-            a("msgDepth", U64, ""),
-            a("byteDepth", U64, ""),
-        ],
-    ),
-    (
-        "queueThresholdExceeded",
-        &[
-            a("qName", SSTR, ""),
-            a("msgDepth", U64, ""),
-            a("byteDepth", U64, ""),
-        ],
-    ),
     (
         "queueDeclare",
         &[

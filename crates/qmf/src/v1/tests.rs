@@ -59,6 +59,10 @@ fn every_class_and_event_has_a_schema_that_decodes() {
     let (last, indications) = replies.split_last().unwrap();
     assert_eq!(split(last).0, b'z');
     assert_eq!(indications.len(), Class::ALL.len() + EVENTS.len());
+    let mut names: Vec<&str> = EVENTS.iter().map(|(name, _)| *name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), EVENTS.len(), "each event is listed once");
     for q in indications {
         let (op, seq, mut r) = split(q);
         assert_eq!((op, seq), (b'q', 9));
