@@ -834,26 +834,35 @@ impl QueueState {
                 return;
             };
             self.account_out(&entry);
-            let Some(c) = self.consumers.get(ci) else {
+            if !self.deliver_acquired(ci, entry, queue) {
                 return;
-            };
-            self.mark_unsettled(&entry, c.spec.id);
-            let redelivered = entry.redelivered();
-            let Some(c) = self.consumers.get_mut(ci) else {
-                return;
-            };
-            c.charge(size);
-            c.staged.push(OutboxItem::Deliver(Delivery {
-                consumer: c.spec.id,
-                queue: queue.clone(),
-                message: entry.into_message(),
-                position,
-                redelivered,
-                acquired: true,
-                windowed: c.windowed(),
-                window_credit: c.window_mode,
-            }));
+            }
         }
+    }
+
+    /// Hands `entry`, just taken off the queue, to consumer `ci` (whose credit and window
+    /// slot were checked) as an acquired delivery. False if there is no such consumer.
+    fn deliver_acquired(&mut self, ci: usize, entry: Entry, queue: &Arc<Queue>) -> bool {
+        let Some(id) = self.consumers.get(ci).map(|c| c.spec.id) else {
+            return false;
+        };
+        self.mark_unsettled(&entry, id);
+        let Some(c) = self.consumers.get_mut(ci) else {
+            return false;
+        };
+        c.charge(entry.size());
+        c.staged.push(OutboxItem::Deliver(Delivery {
+            consumer: id,
+            queue: queue.clone(),
+            position: entry.position,
+            redelivered: entry.redelivered(),
+            // Resident: dispatch looked at the entry's content under this same lock.
+            message: entry.into_message(),
+            acquired: true,
+            windowed: c.windowed(),
+            window_credit: c.window_mode,
+        }));
+        true
     }
 
     fn dispatch_browser(&mut self, ci: usize, queue: &Arc<Queue>, clock: &mut Clock) {
@@ -924,25 +933,10 @@ impl QueueState {
             let Some(entry) = self.take_next() else {
                 break;
             };
-            // Queues with message groups dispatch in `dispatch_grouped`: no owner to record.
-            self.mark_unsettled(&entry, 0);
-            let (position, redelivered) = (entry.position, entry.redelivered());
             self.next_rr = ci + 1;
-            let Some(c) = self.consumers.get_mut(ci) else {
+            if !self.deliver_acquired(ci, entry, queue) {
                 break;
-            };
-            c.charge(size);
-            c.staged.push(OutboxItem::Deliver(Delivery {
-                consumer: c.spec.id,
-                queue: queue.clone(),
-                // Resident: the front was checked above, under this same lock.
-                message: entry.into_message(),
-                position,
-                redelivered,
-                acquired: true,
-                windowed: c.windowed(),
-                window_credit: c.window_mode,
-            }));
+            }
         }
     }
 

@@ -59,34 +59,10 @@ pub(super) fn broker(view: &View) -> QmfObject {
         )
         .u64("msgDepth", depth)
         .u64("byteDepth", depth_bytes)
-        .u64("msgTxnEnqueues", t.enqueued_txn)
-        .u64("msgTxnDequeues", t.dequeued_txn)
-        .u64("byteTxnEnqueues", t.enqueued_txn_bytes)
-        .u64("byteTxnDequeues", t.dequeued_txn_bytes)
+        .queue_statistics(&t, on_disk)
         .u64("abandoned", t.abandoned)
         .u64("abandonedViaAlt", t.abandoned_via_alternate)
-        .zeros(&[
-            "msgPersistEnqueues",
-            "msgPersistDequeues",
-            "bytePersistEnqueues",
-            "bytePersistDequeues",
-            "msgFtdEnqueues",
-            "msgFtdDequeues",
-            "byteFtdEnqueues",
-            "byteFtdDequeues",
-            "msgFtdDepth",
-        ])
-        .u64("byteFtdDepth", on_disk)
-        .u64("releases", t.released)
-        .u64("acquires", t.delivered)
-        .u64("discardsNoRoute", unroutable)
-        .u64("discardsTtl", t.expired)
-        .u64("discardsRing", t.overflowed)
-        .u64("discardsLvq", t.replaced)
-        .u64("discardsOverflow", t.refused)
-        .u64("discardsSubscriber", t.rejected)
-        .u64("discardsPurge", t.purged)
-        .u64("reroutes", t.rerouted);
+        .u64("discardsNoRoute", unroutable);
     if let Some(dir) = &config.data_dir {
         v = v.text("dataDir", dir);
     }

@@ -10,7 +10,7 @@ mod routing;
 pub(crate) use clients::address as connection_address;
 
 use ferry_amqp010::{Map, Str, Value};
-use ferry_core::Broker;
+use ferry_core::{Broker, QueueCounters};
 
 use crate::schema::{Class, PACKAGE};
 use crate::value::{object_ref, text};
@@ -59,6 +59,36 @@ impl QmfObject {
 pub(crate) struct Values(Map);
 
 impl Values {
+    /// The statistics qpidd's queue and broker objects both have, from one queue's counters
+    /// or the broker's sums of them, and the bytes kept on disk.
+    pub(crate) fn queue_statistics(self, c: &QueueCounters, on_disk: u64) -> Self {
+        self.u64("msgTxnEnqueues", c.enqueued_txn)
+            .u64("msgTxnDequeues", c.dequeued_txn)
+            .u64("byteTxnEnqueues", c.enqueued_txn_bytes)
+            .u64("byteTxnDequeues", c.dequeued_txn_bytes)
+            .zeros(&[
+                "msgPersistEnqueues",
+                "msgPersistDequeues",
+                "bytePersistEnqueues",
+                "bytePersistDequeues",
+                "msgFtdEnqueues",
+                "msgFtdDequeues",
+                "byteFtdEnqueues",
+                "byteFtdDequeues",
+                "msgFtdDepth",
+            ])
+            .u64("byteFtdDepth", on_disk)
+            .u64("releases", c.released)
+            .u64("acquires", c.delivered)
+            .u64("discardsTtl", c.expired)
+            .u64("discardsRing", c.overflowed)
+            .u64("discardsLvq", c.replaced)
+            .u64("discardsOverflow", c.refused)
+            .u64("discardsSubscriber", c.rejected)
+            .u64("discardsPurge", c.purged)
+            .u64("reroutes", c.rerouted)
+    }
+
     pub(crate) fn text(mut self, key: &'static str, v: &str) -> Self {
         self.0.insert(key, text(v));
         self

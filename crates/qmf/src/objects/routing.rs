@@ -52,31 +52,7 @@ pub(super) fn queues(view: &View) -> Vec<QmfObject> {
                     "byteTotalDequeues",
                     c.enqueued_bytes.saturating_sub(depth_bytes),
                 )
-                .u64("msgTxnEnqueues", c.enqueued_txn)
-                .u64("msgTxnDequeues", c.dequeued_txn)
-                .u64("byteTxnEnqueues", c.enqueued_txn_bytes)
-                .u64("byteTxnDequeues", c.dequeued_txn_bytes)
-                .zeros(&[
-                    "msgPersistEnqueues",
-                    "msgPersistDequeues",
-                    "bytePersistEnqueues",
-                    "bytePersistDequeues",
-                    "msgFtdEnqueues",
-                    "msgFtdDequeues",
-                    "byteFtdEnqueues",
-                    "byteFtdDequeues",
-                    "msgFtdDepth",
-                ])
-                .u64("reroutes", c.rerouted)
-                .u64("byteFtdDepth", d.on_disk_bytes)
-                .u64("releases", c.released)
-                .u64("acquires", c.delivered)
-                .u64("discardsTtl", c.expired)
-                .u64("discardsRing", c.overflowed)
-                .u64("discardsLvq", c.replaced)
-                .u64("discardsOverflow", c.refused)
-                .u64("discardsSubscriber", c.rejected)
-                .u64("discardsPurge", c.purged)
+                .queue_statistics(c, d.on_disk_bytes)
                 .hilo32("consumerCount", q.consumers.len() as u64)
                 .hilo32(
                     "bindingCount",
