@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use ferry_amqp010::codec::Reader;
 use ferry_amqp010::{
     decode_frame, is_redelivered, with_redelivered, write_with_exchange, Assembler, Command,
-    CommandHeader, Control, Incoming, MessageHeader, Str, Value,
+    CommandHeader, Control, ExchangeWritten, Incoming, MessageHeader, Str, Value,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -56,12 +56,15 @@ fn header_checks(segment: &Bytes) {
     // The exchange a broker sets on receipt: on a header that decodes, the rewrite decodes
     // to the same header naming the exchange (malformed ones may be refused, not panic).
     let mut out = Vec::new();
-    let named = write_with_exchange(segment, b"amq.direct", &mut out);
+    let named = write_with_exchange(segment, b"amq.direct", false, &mut out);
     if let Ok(mut h) = decoded {
         let named = named.expect("a header that decodes takes an exchange");
         let got = match named {
-            Some(_) => MessageHeader::decode(Bytes::from(out)).expect("rewritten header decodes"),
-            None => h.clone(),
+            ExchangeWritten::Written(_) => {
+                MessageHeader::decode(Bytes::from(out)).expect("rewritten header decodes")
+            }
+            ExchangeWritten::AsIs => h.clone(),
+            ExchangeWritten::LeftOut => panic!("only the default exchange is left out"),
         };
         h.delivery.get_or_insert_with(Default::default).exchange = Some(Str::from("amq.direct"));
         assert_eq!(got, h);

@@ -127,6 +127,18 @@ const EXCHANGE_FLAG: u8 = 0x01;
 const FIELDS_BEFORE_EXCHANGE: [(u8, usize); 5] =
     [(0x08, 1), (0x10, 1), (0x20, 8), (0x40, 8), (0x80, 8)];
 
+/// What [`write_with_exchange`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExchangeWritten {
+    /// The segment names the exchange already: nothing written.
+    AsIs,
+    /// The default exchange's empty name was left out (`default_as_absent`); the field
+    /// would have taken one octet.
+    LeftOut,
+    /// Written, with the field set, replaced or added.
+    Written(ExchangeSet),
+}
+
 /// What [`write_with_exchange`] moved: the exchange name's place in the new segment, and
 /// how the bytes after it shifted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,20 +165,26 @@ impl ExchangeSet {
 /// Writes into `out` (cleared first) header segment `segment` with
 /// delivery-properties.exchange set to `exchange`, adding delivery-properties if the segment
 /// has none: the broker "MUST" set it "upon receipt of a message" (0-10,
-/// delivery-properties), and qpidd's message sizes count it. `Ok(None)`, with nothing
-/// written, when the segment names `exchange` already. Entries are checked for framing up
-/// to delivery-properties, and that one as far as the exchange field.
+/// delivery-properties), and qpidd's message sizes count it. Nothing is written when the
+/// segment names `exchange` already, or (with `default_as_absent`) when `exchange` is the
+/// default exchange's empty name and the segment names none. Entries are checked for
+/// framing up to delivery-properties, and that one as far as the exchange field.
 pub fn write_with_exchange(
     segment: &[u8],
     exchange: &[u8],
+    default_as_absent: bool,
     out: &mut Vec<u8>,
-) -> Result<Option<ExchangeSet>, DecodeError> {
+) -> Result<ExchangeWritten, DecodeError> {
+    let leave_absent = default_as_absent && exchange.is_empty();
     let name_len = u8::try_from(exchange.len()).map_err(|_| DecodeError::InvalidSize {
         what: "exchange name",
         size: exchange.len() as u64,
     })?;
     out.clear();
     let Some(start) = delivery_properties_at(segment)? else {
+        if leave_absent {
+            return Ok(ExchangeWritten::LeftOut);
+        }
         // size, class and struct codes, two packing-flag octets, the str8.
         let added = 4 + 2 + 2 + 1 + exchange.len();
         out.reserve(added + segment.len());
@@ -180,7 +198,7 @@ pub fn write_with_exchange(
         ]);
         out.extend_from_slice(exchange);
         out.extend_from_slice(segment);
-        return Ok(Some(ExchangeSet {
+        return Ok(ExchangeWritten::Written(ExchangeSet {
             exchange_at: added - exchange.len(),
             moved_from: 0,
             grew: added as isize,
@@ -216,12 +234,15 @@ pub fn write_with_exchange(
             return Err(DecodeError::Truncated);
         }
         if &segment[at + 1..old_end] == exchange {
-            return Ok(None);
+            return Ok(ExchangeWritten::AsIs);
         }
         (old_end, 1 + old_len)
     } else {
         if at > entry_end {
             return Err(DecodeError::Truncated);
+        }
+        if leave_absent {
+            return Ok(ExchangeWritten::LeftOut);
         }
         (at, 0)
     };
@@ -239,7 +260,7 @@ pub fn write_with_exchange(
     out.extend_from_slice(&segment[old_end..]);
     out[start..start + 4].copy_from_slice(&new_size.to_be_bytes());
     out[flags_at + 1] |= EXCHANGE_FLAG;
-    Ok(Some(ExchangeSet {
+    Ok(ExchangeWritten::Written(ExchangeSet {
         exchange_at: at + 1,
         moved_from: old_end,
         grew,
@@ -413,8 +434,8 @@ mod tests {
     /// but delivery-properties.exchange.
     fn with_exchange(raw: &[u8], exchange: &str) -> (Vec<u8>, Option<ExchangeSet>) {
         let mut out = vec![0xee; 3];
-        let set = write_with_exchange(raw, exchange.as_bytes(), &mut out).unwrap();
-        let Some(set) = set else {
+        let set = write_with_exchange(raw, exchange.as_bytes(), false, &mut out).unwrap();
+        let ExchangeWritten::Written(set) = set else {
             assert!(out.is_empty(), "nothing written when unchanged");
             return (raw.to_vec(), None);
         };
@@ -457,6 +478,30 @@ mod tests {
         // The default exchange is named too, as the empty string.
         let (out, _) = with_exchange(&raw, "");
         assert_eq!(out.len(), raw.len() + 1);
+    }
+
+    #[test]
+    fn the_default_exchange_may_be_left_absent_but_not_left_wrong() {
+        let raw = encoded(&sample());
+        let mut out = Vec::new();
+        assert_eq!(
+            write_with_exchange(&raw, b"", true, &mut out),
+            Ok(ExchangeWritten::LeftOut)
+        );
+        assert!(out.is_empty());
+        let mut bare = sample();
+        bare.delivery = None;
+        let bare = encoded(&bare);
+        assert_eq!(
+            write_with_exchange(&bare, b"", true, &mut out),
+            Ok(ExchangeWritten::LeftOut)
+        );
+        // A header naming another exchange is still corrected.
+        let (named, _) = with_exchange(&raw, "amq.direct");
+        let set = write_with_exchange(&named, b"", true, &mut out).unwrap();
+        assert!(matches!(set, ExchangeWritten::Written(_)));
+        let back = MessageHeader::decode(Bytes::from(out)).unwrap();
+        assert_eq!(back.delivery.unwrap().exchange, Some(Str::from("")));
     }
 
     #[test]
@@ -549,20 +594,20 @@ mod tests {
         let mut out = Vec::new();
         for n in 1..first {
             assert!(
-                write_with_exchange(&raw[..n], b"e", &mut out).is_err(),
+                write_with_exchange(&raw[..n], b"e", false, &mut out).is_err(),
                 "at {n}"
             );
         }
-        assert!(write_with_exchange(&raw[..first], b"e", &mut out).is_ok());
+        assert!(write_with_exchange(&raw[..first], b"e", false, &mut out).is_ok());
         // delivery-properties without its packing flags, or claiming a field it lacks.
-        assert!(write_with_exchange(&[0, 0, 0, 2, 4, 1], b"e", &mut out).is_err());
-        assert!(write_with_exchange(&[0, 0, 0, 4, 4, 1, 0x20, 0], b"e", &mut out).is_err());
-        assert!(write_with_exchange(&[0, 0, 0, 4, 4, 1, 0, 1], b"e", &mut out).is_err());
-        assert!(write_with_exchange(&[0, 0, 0, 5, 4, 1, 0, 1, 7], b"e", &mut out).is_err());
+        assert!(write_with_exchange(&[0, 0, 0, 2, 4, 1], b"e", false, &mut out).is_err());
+        assert!(write_with_exchange(&[0, 0, 0, 4, 4, 1, 0x20, 0], b"e", false, &mut out).is_err());
+        assert!(write_with_exchange(&[0, 0, 0, 4, 4, 1, 0, 1], b"e", false, &mut out).is_err());
+        assert!(write_with_exchange(&[0, 0, 0, 5, 4, 1, 0, 1, 7], b"e", false, &mut out).is_err());
         // An entry too short for its codes, before delivery-properties.
-        assert!(write_with_exchange(&[0, 0, 0, 1, 4], b"e", &mut out).is_err());
+        assert!(write_with_exchange(&[0, 0, 0, 1, 4], b"e", false, &mut out).is_err());
         let long = vec![b'x'; 256];
-        assert!(write_with_exchange(&raw, &long, &mut out).is_err());
+        assert!(write_with_exchange(&raw, &long, false, &mut out).is_err());
     }
 
     #[test]

@@ -322,9 +322,13 @@ fn pack(c: Content<'_>, p: Props, body_segment: bool, size: Option<u64>) -> Mess
         }
         None => None,
     };
-    if let Some(size) = size.filter(|s| *s != counted) {
-        flags |= flag::SIZE_EXT;
-        ext_of(&mut ext).size = size;
+    match size.filter(|s| *s != counted) {
+        None => {}
+        Some(size) if size == counted + 1 => flags |= flag::SIZE_PLUS_ONE,
+        Some(size) => {
+            flags |= flag::SIZE_EXT;
+            ext_of(&mut ext).size = size;
+        }
     }
     if p.headers.is_some() || p.deaths.is_some() || p.sequence.is_some() {
         let e = ext_of(&mut ext);
@@ -637,7 +641,7 @@ impl Message {
         if h.flags & flag::SIZE_EXT != 0 {
             return self.ext().map_or(0, |e| e.size);
         }
-        u64::from(h.header_len) + u64::from(h.body_len)
+        u64::from(h.header_len) + u64::from(h.body_len) + u64::from(h.flags >> 15)
     }
 
     /// The body's bytes: what RabbitMQ's `x-max-length-bytes` counts.
@@ -751,7 +755,7 @@ impl Message {
             header,
             body,
         };
-        let size = (flags & flag::SIZE_EXT != 0).then(|| self.size());
+        let size = (flags & (flag::SIZE_EXT | flag::SIZE_PLUS_ONE) != 0).then(|| self.size());
         pack(content, props, self.body_segment(), size)
     }
 
@@ -768,7 +772,7 @@ impl Message {
             priority: self.priority(),
             persistent: self.persistent(),
             body_segment: self.body_segment(),
-            size: (self.flags() & flag::SIZE_EXT != 0).then(|| self.size()),
+            size: (self.flags() & (flag::SIZE_EXT | flag::SIZE_PLUS_ONE) != 0).then(|| self.size()),
             deaths: self.deaths().cloned(),
             publisher: self.publisher(),
             sequence: self.sequence().cloned(),

@@ -45,6 +45,10 @@ pub(super) mod flag {
     pub const PUBLISHER_EXT: u16 = 1 << 13;
     /// The size counted against limits is not header + body; the `Ext` has it.
     pub const SIZE_EXT: u16 = 1 << 14;
+    /// The size counted is header + body + 1, kept without an `Ext`: a 0-10 header that
+    /// leaves out the default exchange's name, whose field qpidd counts (one octet). The
+    /// top bit, so that `size` adds it without a branch.
+    pub const SIZE_PLUS_ONE: u16 = 1 << 15;
     /// What `Packed::new` sets from its arguments; a caller's own bits for these are ignored.
     pub const TRAILERS: u16 = HAS_EXT | STORED | EXPIRES;
 }

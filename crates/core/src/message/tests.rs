@@ -90,6 +90,25 @@ fn a_borrowed_header_is_copied_in_and_holds_its_keys_once() {
 }
 
 #[test]
+fn a_size_one_over_header_and_body_needs_no_ext() {
+    let header = header_010();
+    let counted = (header.len() + 5) as u64;
+    let mut parts = parts_010(&header, Bytes::from_static(b"hello"));
+    parts.size = Some(counted + 1);
+    let m = parts.build();
+    assert_eq!(m.size(), counted + 1);
+    let plain = parts_010(&header, Bytes::from_static(b"hello")).build();
+    assert_eq!(m.compact_bytes(), plain.compact_bytes(), "no Ext for it");
+    // Kept through a derived copy; any other size still takes the Ext.
+    let copy = m.derive(|p| p.priority = 9);
+    assert_eq!((copy.size(), copy.priority()), (counted + 1, 9));
+    let mut parts = parts_010(&header, Bytes::from_static(b"hello"));
+    parts.size = Some(counted + 2);
+    let m = parts.build();
+    assert_eq!((m.size(), m.compact_bytes()), (counted + 2, None));
+}
+
+#[test]
 fn keys_outside_the_header_are_copied_in() {
     // 0-9-1: exchange and routing key come in the method frame, not the properties.
     let m = MessageParts {
