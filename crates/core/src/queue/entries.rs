@@ -77,6 +77,7 @@ impl Levels {
     }
 
     /// The level to deliver from next, and whether that starts a new fair-share round.
+    #[inline]
     fn next_level(&self) -> Option<(usize, bool)> {
         let highest = self.fifos.iter().rposition(|f| !f.is_empty())?;
         let Some(share) = &self.fairshare else {
@@ -95,6 +96,7 @@ impl Levels {
         self.fifos.get(level)
     }
 
+    #[inline]
     fn pop(&mut self) -> Option<Entry> {
         let (level, new_round) = self.next_level()?;
         if let Some(share) = self.fairshare.as_mut() {

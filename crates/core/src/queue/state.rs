@@ -842,6 +842,7 @@ impl QueueState {
 
     /// Hands `entry`, just taken off the queue, to consumer `ci` (whose credit and window
     /// slot were checked) as an acquired delivery. False if there is no such consumer.
+    #[inline]
     fn deliver_acquired(&mut self, ci: usize, entry: Entry, queue: &Arc<Queue>) -> bool {
         let Some(id) = self.consumers.get(ci).map(|c| c.spec.id) else {
             return false;
@@ -941,6 +942,7 @@ impl QueueState {
     }
 
     /// The consumer to take the next message, with its settlement-window slot reserved.
+    #[inline]
     fn next_acquirer(&self, size: u64, queue: &Arc<Queue>) -> Option<usize> {
         if self.single_active {
             // The oldest acquiring consumer is the active one; the others wait their turn.

@@ -417,7 +417,7 @@ fn transfer(
         expires_at: None,
         headers: None,
     };
-    read_properties(&header, exchange.needs_headers(), &mut publish)?;
+    let named = read_properties(&header, exchange.needs_headers(), &mut publish)?;
     // Moved in once read rather than cloned in before: each clone and drop is an atomic
     // count on the read buffer.
     publish.header = header;
@@ -430,13 +430,18 @@ fn transfer(
     // an absent name reads as the same, and the octet it takes can cross a malloc size
     // class (a 256-byte message then costs 16 bytes more, see tests/memory.rs). Its size
     // still counts the octet, as qpidd's does.
-    let rewritten = write_with_exchange(
-        &publish.header,
-        &publish.exchange,
-        true,
-        &mut session.header_scratch,
-    )
-    .map_err(malformed_header)?;
+    // What the header names was read above: most transfers need no second look.
+    let rewritten = match named {
+        None | Some(None) if publish.exchange.is_empty() => ExchangeWritten::LeftOut,
+        Some(Some(name)) if name.as_bytes() == &publish.exchange[..] => ExchangeWritten::AsIs,
+        _ => write_with_exchange(
+            &publish.header,
+            &publish.exchange,
+            true,
+            &mut session.header_scratch,
+        )
+        .map_err(malformed_header)?,
+    };
     let routing_key_at = offset_in(&publish.routing_key, &publish.header);
     let counted = (publish.header.len() + publish.body.len()) as u64;
     let mut message = publish.into_parts();
@@ -500,13 +505,23 @@ fn malformed_header(e: ferry_amqp010::DecodeError) -> Exception {
 
 /// Fills the routing fields from delivery-properties, and the application headers only
 /// when the exchange matches on them (decoding them costs an allocation per entry).
-fn read_properties(header: &Bytes, want_headers: bool, message: &mut Publish) -> Outcome {
+/// Returns the exchange the first delivery-properties names: `None` without
+/// delivery-properties, `Some(None)` when they name none.
+fn read_properties(
+    header: &Bytes,
+    want_headers: bool,
+    message: &mut Publish,
+) -> Result<Option<Option<Str>>, Exception> {
     let mut reader = ferry_amqp010::codec::Reader::new(header.clone());
     let malformed = malformed_header;
+    let mut first_exchange = None;
     while !reader.is_empty() {
         let entry = Struct32::decode(&mut reader).map_err(malformed)?;
         if entry.is::<DeliveryProperties>() {
             let dp: DeliveryProperties = entry.into_decoded().map_err(malformed)?;
+            if first_exchange.is_none() {
+                first_exchange = Some(dp.exchange);
+            }
             if let Some(key) = dp.routing_key {
                 message.routing_key = key.into_bytes();
             }
@@ -525,7 +540,7 @@ fn read_properties(header: &Bytes, want_headers: bool, message: &mut Publish) ->
             }
         }
     }
-    Ok(())
+    Ok(first_exchange)
 }
 
 enum Settle {
