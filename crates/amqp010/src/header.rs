@@ -267,6 +267,67 @@ pub fn write_with_exchange(
     }))
 }
 
+/// delivery-properties.timestamp (field 6): the first packing-flag octet's bit 6, after
+/// priority, delivery-mode and ttl.
+const TIMESTAMP_FLAG: u8 = 0x40;
+const FIELDS_BEFORE_TIMESTAMP: [(u8, usize); 3] = [(0x08, 1), (0x10, 1), (0x20, 8)];
+
+/// A copy of header segment `segment` with delivery-properties.timestamp set to `secs`
+/// (replaced if set, else added, with delivery-properties if the segment has none): a
+/// broker's receive timestamp (qpidd's `--enable-timestamp` sets it "upon receipt", POSIX
+/// seconds). Entries are checked for framing up to delivery-properties, and that one as far
+/// as the timestamp.
+pub fn with_timestamp(segment: &[u8], secs: u64) -> Result<Bytes, DecodeError> {
+    let stamp = secs.to_be_bytes();
+    let Some(start) = delivery_properties_at(segment)? else {
+        let mut out = BytesMut::with_capacity(4 + 2 + 2 + 8 + segment.len());
+        out.put_u32(2 + 2 + 8);
+        out.put_slice(&[
+            DeliveryProperties::CLASS_CODE,
+            DeliveryProperties::STRUCT_CODE,
+            TIMESTAMP_FLAG,
+            0,
+        ]);
+        out.put_slice(&stamp);
+        out.put_slice(segment);
+        return Ok(out.freeze());
+    };
+    let size_field = &segment[start..start + 4];
+    let size = u32::from_be_bytes([size_field[0], size_field[1], size_field[2], size_field[3]]);
+    let flags_at = start + 4 + 2;
+    // delivery_properties_at checked that the flags are there.
+    let first = segment[flags_at];
+    let skipped: usize = FIELDS_BEFORE_TIMESTAMP
+        .iter()
+        .filter(|(bit, _)| first & bit != 0)
+        .map(|(_, len)| len)
+        .sum();
+    let at = flags_at + 2 + skipped;
+    let entry_end = start + 4 + size as usize;
+    let mut out = BytesMut::with_capacity(segment.len() + 8);
+    if first & TIMESTAMP_FLAG != 0 {
+        if at + 8 > entry_end {
+            return Err(DecodeError::Truncated);
+        }
+        out.put_slice(segment);
+        out[at..at + 8].copy_from_slice(&stamp);
+    } else {
+        if at > entry_end {
+            return Err(DecodeError::Truncated);
+        }
+        let new_size = size.checked_add(8).ok_or(DecodeError::InvalidSize {
+            what: "struct32",
+            size: u64::from(size),
+        })?;
+        out.put_slice(&segment[..at]);
+        out.put_slice(&stamp);
+        out.put_slice(&segment[at..]);
+        out[start..start + 4].copy_from_slice(&new_size.to_be_bytes());
+        out[flags_at] |= TIMESTAMP_FLAG;
+    }
+    Ok(out.freeze())
+}
+
 /// Where the first delivery-properties entry of `segment` starts (its size field), after
 /// checking the framing of the entries before it and that it holds its codes and flags.
 fn delivery_properties_at(segment: &[u8]) -> Result<Option<usize>, DecodeError> {
@@ -608,6 +669,89 @@ mod tests {
         assert!(write_with_exchange(&[0, 0, 0, 1, 4], b"e", false, &mut out).is_err());
         let long = vec![b'x'; 256];
         assert!(write_with_exchange(&raw, &long, false, &mut out).is_err());
+    }
+
+    /// The segment `with_timestamp` makes, checked by decoding it: everything as before but
+    /// delivery-properties.timestamp.
+    fn stamped(raw: &[u8], secs: u64) -> Bytes {
+        let out = with_timestamp(raw, secs).unwrap();
+        let mut expect = MessageHeader::decode(Bytes::copy_from_slice(raw)).unwrap();
+        expect
+            .delivery
+            .get_or_insert_with(Default::default)
+            .timestamp = Some(secs);
+        assert_eq!(MessageHeader::decode(out.clone()).unwrap(), expect);
+        out
+    }
+
+    #[test]
+    fn timestamp_is_added_replaced_or_given_delivery_properties() {
+        let raw = encoded(&sample());
+        let out = stamped(&raw, 1_700_000_000);
+        assert_eq!(out.len(), raw.len() + 8);
+        // Set already: replaced in place.
+        let again = stamped(&out, 42);
+        assert_eq!(again.len(), out.len());
+        let mut bare = sample();
+        bare.delivery = None;
+        let bare = encoded(&bare);
+        let out = stamped(&bare, 7);
+        assert_eq!(
+            &out[out.len() - bare.len()..],
+            &bare[..],
+            "the old entries follow"
+        );
+        assert_eq!(
+            &with_timestamp(&[], 1).unwrap()[..],
+            &[0, 0, 0, 12, 4, 1, TIMESTAMP_FLAG, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+        );
+        // After each field before it, and before each field after it.
+        let full = MessageHeader {
+            delivery: Some(DeliveryProperties {
+                discard_unroutable: true,
+                priority: Some(crate::generated::DeliveryPriority::High),
+                delivery_mode: Some(DeliveryMode::Persistent),
+                ttl: Some(1),
+                expiration: Some(3),
+                exchange: Some(Str::from("ex")),
+                routing_key: Some(Str::from("key")),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        stamped(&encoded(&full), u64::MAX);
+        for d in [
+            DeliveryProperties {
+                ttl: Some(9),
+                ..Default::default()
+            },
+            DeliveryProperties {
+                expiration: Some(9),
+                ..Default::default()
+            },
+        ] {
+            stamped(
+                &encoded(&MessageHeader {
+                    delivery: Some(d),
+                    ..Default::default()
+                }),
+                5,
+            );
+        }
+    }
+
+    #[test]
+    fn timestamp_write_refuses_a_malformed_segment() {
+        let raw = encoded(&sample());
+        let first = 4 + u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
+        for n in 1..first {
+            assert!(with_timestamp(&raw[..n], 1).is_err(), "at {n}");
+        }
+        assert!(with_timestamp(&raw[..first], 1).is_ok());
+        // delivery-properties claiming a ttl, or a timestamp, it lacks.
+        assert!(with_timestamp(&[0, 0, 0, 4, 4, 1, 0x20, 0], 1).is_err());
+        assert!(with_timestamp(&[0, 0, 0, 4, 4, 1, TIMESTAMP_FLAG, 0], 1).is_err());
+        assert!(with_timestamp(&[0, 0, 0, 2, 4, 1], 1).is_err());
     }
 
     #[test]

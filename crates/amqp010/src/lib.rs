@@ -27,8 +27,8 @@ pub use frame::{
 };
 pub use generated::*;
 pub use header::{
-    is_redelivered, with_redelivered, write_with_exchange, ExchangeSet, ExchangeWritten,
-    MessageHeader,
+    is_redelivered, with_redelivered, with_timestamp, write_with_exchange, ExchangeSet,
+    ExchangeWritten, MessageHeader,
 };
 pub use ops::CommandHeader;
 pub use sequence::{serial_le, serial_lt, ByteRanges, SequenceSet};

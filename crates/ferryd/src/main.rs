@@ -140,6 +140,7 @@ async fn serve(options: Options) -> ExitCode {
         memory_watermarks,
         persistent_memory_budget,
         backlog_hold: (options.backlog_hold > 0).then_some(options.backlog_hold),
+        receive_timestamps: options.enable_timestamp.on(),
         ..BrokerConfig::default()
     };
     let (broker, store, cluster) = match open_store(&options, broker_config).await {

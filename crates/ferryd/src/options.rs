@@ -105,6 +105,12 @@ pub struct Options {
           value_parser = clap::value_parser!(u64).range(100..))]
     pub mgmt_sample_interval: u64,
 
+    /// Stamp each message received over AMQP 0-10 or 0-9-1 with the time of receipt
+    /// (0-10 delivery-properties.timestamp, 0-9-1's timestamp property; seconds), as qpidd
+    /// does; management's setTimestampConfig turns it on and off while running.
+    #[arg(long, value_enum, num_args = 0..=1, default_value = "no", default_missing_value = "yes")]
+    pub enable_timestamp: YesNo,
+
     /// Most simultaneous connections; further ones are refused.
     #[arg(long, default_value_t = 500)]
     pub max_connections: usize,
@@ -460,6 +466,11 @@ mod tests {
         assert_eq!(o.worker_threads, Some(2));
         assert!(o.tcp_nodelay.on());
         assert!(!o.auth.on());
+        assert!(!o.enable_timestamp.on(), "off unless asked for");
+        for on in [&["--enable-timestamp"][..], &["--enable-timestamp", "yes"]] {
+            let o = Options::try_parse_from([&["ferryd"][..], on].concat()).unwrap();
+            assert!(o.enable_timestamp.on(), "{on:?}");
+        }
     }
 
     #[test]

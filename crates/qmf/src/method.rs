@@ -157,13 +157,20 @@ fn broker_method(view: &View, caller: &Caller, method: &str, args: &Map) -> Resu
             out.insert("level", crate::value::text(&view.identity.config.log_level));
         }
         "getTimestampConfig" => {
-            out.insert("receive", Value::Bool(false));
+            out.insert("receive", Value::Bool(view.broker.stamps_receipt()));
         }
         "getLogHiresTimestamp" => {
             out.insert("logHires", Value::Bool(false));
         }
-        // Turning receive timestamps off is what they are; turning them on is not supported.
-        "setTimestampConfig" if !args.get("receive").and_then(read_bool).unwrap_or(false) => {}
+        "setTimestampConfig" => {
+            let receive = match args.get("receive") {
+                Some(v) => read_bool(v).ok_or_else(|| {
+                    Failure::exception("invalid conversion: receive is not a bool")
+                })?,
+                None => false,
+            };
+            view.broker.set_stamps_receipt(receive);
+        }
         "queueMoveMessages" => {
             let source = text_arg(args, "srcQueue");
             let filter = message_filter(view.broker, source, args)?;
@@ -175,12 +182,9 @@ fn broker_method(view: &View, caller: &Caller, method: &str, args: &Map) -> Resu
         "query" => {
             out.insert("results", Value::Map(query(view.broker, args)?));
         }
-        "setTimestampConfig"
-        | "setLogLevel"
-        | "setLogHiresTimestamp"
-        | "connect"
-        | "queueRedirect"
-        | "shutdown" => return Err(Failure::not_implemented()),
+        "setLogLevel" | "setLogHiresTimestamp" | "connect" | "queueRedirect" | "shutdown" => {
+            return Err(Failure::not_implemented())
+        }
         _ => return Err(Failure::unknown_method()),
     }
     Ok(out)

@@ -36,8 +36,9 @@ mod sessions;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
@@ -74,6 +75,9 @@ pub struct BrokerConfig {
     /// protocol layer can stop taking that publisher's messages until the queue drains
     /// (as qpidd's producer flow control and RabbitMQ's credit flow do). `None`: never.
     pub backlog_hold: Option<u64>,
+    /// Protocol layers stamp each message they receive with the time (qpidd's
+    /// `--enable-timestamp`); management may turn it on and off ([`Broker::set_stamps_receipt`]).
+    pub receive_timestamps: bool,
 }
 
 /// Besides the default (nameless direct) exchange.
@@ -117,6 +121,9 @@ pub struct Broker {
     /// The counters of deleted queues, summed: broker-wide totals (qpidd's broker object,
     /// the overview's message rates) keep what deleted queues counted.
     retired: Mutex<QueueCounters>,
+    /// [`BrokerConfig::receive_timestamps`], as management last set it: read on every
+    /// publish, so an atomic rather than under a lock.
+    stamps_receipt: AtomicBool,
 }
 
 impl Broker {
@@ -154,7 +161,6 @@ impl Broker {
         reg.exchanges
             .insert(String::new(), default_exchange.clone());
         Arc::new(Broker {
-            config,
             journal,
             registry: RwLock::new(reg),
             default_exchange,
@@ -170,11 +176,33 @@ impl Broker {
             connections: Arc::default(),
             observer: ObserverSlot::default(),
             retired: Mutex::default(),
+            stamps_receipt: AtomicBool::new(config.receive_timestamps),
+            config,
         })
     }
 
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// Whether protocol layers stamp received messages with the time of receipt.
+    #[inline]
+    pub fn stamps_receipt(&self) -> bool {
+        self.stamps_receipt.load(Ordering::Relaxed)
+    }
+
+    /// Turns receive timestamps on or off (qpidd's broker method `setTimestampConfig`):
+    /// messages received from now on.
+    pub fn set_stamps_receipt(&self, on: bool) {
+        self.stamps_receipt.store(on, Ordering::Relaxed);
+    }
+
+    /// Seconds since the UNIX epoch, as a receive timestamp carries them (0-10's datetime
+    /// and 0-9-1's timestamp: POSIX time).
+    pub fn receipt_time() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
     }
 
     /// The journal durable state goes to; `None` for a memory-only broker.

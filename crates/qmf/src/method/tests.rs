@@ -343,10 +343,26 @@ fn echo_and_the_getters_answer() {
     assert_eq!(level.get("level").and_then(read_text), Some("info"));
     let ts = f.broker_call("getTimestampConfig", Map::new()).unwrap();
     assert_eq!(ts.get("receive"), Some(&Value::Bool(false)));
-    let off = map(&[("receive", Value::Bool(false))]);
-    assert!(f.broker_call("setTimestampConfig", off).is_ok());
+}
+
+#[test]
+fn receive_timestamps_are_turned_on_and_off() {
+    let f = Fixture::new();
+    let receive = |f: &Fixture| {
+        let ts = f.broker_call("getTimestampConfig", Map::new()).unwrap();
+        ts.get("receive").cloned()
+    };
     let on = map(&[("receive", Value::Bool(true))]);
-    assert_eq!(f.broker_call("setTimestampConfig", on).unwrap_err().0, 3);
+    assert!(f.broker_call("setTimestampConfig", on).is_ok());
+    assert!(f.broker.stamps_receipt());
+    assert_eq!(receive(&f), Some(Value::Bool(true)));
+    let off = map(&[("receive", Value::Uint8(0))]);
+    assert!(f.broker_call("setTimestampConfig", off).is_ok());
+    assert!(!f.broker.stamps_receipt());
+    assert_eq!(receive(&f), Some(Value::Bool(false)));
+    let bad = map(&[("receive", text("maybe"))]);
+    assert_eq!(f.broker_call("setTimestampConfig", bad).unwrap_err().0, 7);
+    assert!(!f.broker.stamps_receipt());
 }
 
 fn fill(f: &Fixture, queue: &str, n: usize) {

@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferry_amqp010::{
-    write_with_exchange, AcceptMode, AcquireMode, Acquired, Command, CreditUnit, DeliveryMode,
-    DeliveryProperties, ErrorCode, ExchangeBoundResult, ExchangeQueryResult, ExchangeWritten,
-    ExecutionResult, FlowMode, Map, MessageProperties, QueueQueryResult, SequenceSet, Str,
-    Struct32,
+    with_timestamp, write_with_exchange, AcceptMode, AcquireMode, Acquired, Command, CreditUnit,
+    DeliveryMode, DeliveryProperties, ErrorCode, ExchangeBoundResult, ExchangeQueryResult,
+    ExchangeWritten, ExecutionResult, FlowMode, Map, MessageProperties, QueueQueryResult,
+    SequenceSet, Str, Struct32,
 };
 use ferry_core::{
     now_ms, Accepts, Arguments, BoundResult, Broker, ConsumerSpec, Dialect, ExchangeKind,
@@ -406,6 +406,12 @@ fn transfer(
         ));
     }
     let header = header.unwrap_or_default();
+    // Only a broker told to stamp pays for the copy.
+    let header = if env.broker.stamps_receipt() {
+        with_timestamp(&header, Broker::receipt_time()).map_err(malformed_header)?
+    } else {
+        header
+    };
     let mut publish = Publish {
         exchange: destination.into_bytes(),
         routing_key: Bytes::new(),

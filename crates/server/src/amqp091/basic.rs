@@ -7,9 +7,9 @@ use bytes::Bytes;
 use ferry_amqp091::{
     reply, BasicAck, BasicCancel, BasicCancelOk, BasicConsume, BasicConsumeOk, BasicGet,
     BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
-    ConfirmSelectOk, DeliverRef, Method, ShortStr,
+    ConfirmSelectOk, DeliverRef, Method, RawProperties, ShortStr,
 };
-use ferry_core::{now_ms, Accepts, BrokerError, ConsumerSpec, Delivery};
+use ferry_core::{now_ms, Accepts, Broker, BrokerError, ConsumerSpec, Delivery};
 
 use crate::access;
 use crate::publish::{Encoding, Publish};
@@ -27,6 +27,14 @@ pub enum Outcome {
     Requeue,
     /// Dead-lettered through the queue's alternate exchange, or dropped.
     Reject,
+}
+
+/// `properties` with the timestamp property set to the time of receipt (qpidd's
+/// `--enable-timestamp`; RabbitMQ's message-timestamp plugin does the same), re-encoded.
+fn stamped(properties: &RawProperties) -> RawProperties {
+    let mut decoded = properties.decode();
+    decoded.timestamp = Some(Broker::receipt_time());
+    RawProperties::encode(&decoded)
 }
 
 impl Channel {
@@ -55,7 +63,11 @@ impl Channel {
             p.exchange.bytes(),
             p.routing_key.bytes(),
         )?;
-        let props = m.header.properties;
+        let props = if ctx.broker.stamps_receipt() {
+            stamped(&m.header.properties)
+        } else {
+            m.header.properties
+        };
         let summary = props.summary();
         let expires_at = match &summary.expiration {
             None => None,

@@ -178,6 +178,49 @@ async fn the_broker_names_the_exchange_a_transfer_came_through() {
 }
 
 #[tokio::test]
+async fn a_broker_told_to_stamp_receipt_sets_the_timestamp() {
+    // qpidd's --enable-timestamp / setTimestampConfig: delivery-properties.timestamp, set
+    // on receipt in POSIX seconds, replacing the publisher's.
+    let mut c = with_queue(&[]).await;
+    c.subscribe(1, "q", "d", AcceptMode::None, AcquireMode::PreAcquired);
+    let mut own = keyed("q");
+    if let Some(d) = own.delivery.as_mut() {
+        d.timestamp = Some(5);
+        d.ttl = Some(60_000);
+    }
+    c.publish(1, "", &keyed("q"), b"before");
+    let broker = c.conn.broker().clone();
+    broker.set_stamps_receipt(true);
+    let from = ferry_core::Broker::receipt_time();
+    c.publish(1, "", &keyed("q"), b"plain");
+    c.publish(1, "", &own, b"own");
+    c.publish(1, "", &MessageHeader::default(), b"headerless");
+    let to = ferry_core::Broker::receipt_time();
+    broker.set_stamps_receipt(false);
+    c.publish(1, "", &own, b"after");
+    let got = c.grant(1, "d", 10);
+    let stamps: Vec<_> = got
+        .iter()
+        .map(|d| d.header.delivery.as_ref().and_then(|p| p.timestamp))
+        .collect();
+    assert_eq!(
+        got.len(),
+        4,
+        "the headerless one routes nowhere: {stamps:?}"
+    );
+    assert_eq!(stamps[0], None);
+    for stamp in &stamps[1..3] {
+        assert!(
+            matches!(stamp, Some(t) if (from..=to).contains(t)),
+            "{stamps:?}"
+        );
+    }
+    assert_eq!(stamps[3], Some(5), "as published once turned off");
+    let ttl = got[2].header.delivery.as_ref().and_then(|p| p.ttl);
+    assert_eq!(ttl, Some(60_000), "the other fields stay");
+}
+
+#[tokio::test]
 async fn a_header_that_does_not_decode_is_invalid_argument() {
     let mut c = with_queue(&[]).await;
     let transfer = MessageTransfer {

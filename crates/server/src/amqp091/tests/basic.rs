@@ -218,6 +218,43 @@ async fn properties_and_empty_bodies_arrive_as_published() {
 }
 
 #[tokio::test]
+async fn a_broker_told_to_stamp_receipt_sets_the_timestamp_property() {
+    let mut c = with_queue().await;
+    let props = BasicProperties {
+        content_type: Some(short("text/plain")),
+        headers: Some(table(&[("n", FieldValue::I32(7))])),
+        timestamp: Some(5),
+        app_id: Some(short("app")),
+        ..Default::default()
+    };
+    let broker = c.conn.broker().clone();
+    broker.set_stamps_receipt(true);
+    let from = ferry_core::Broker::receipt_time();
+    c.publish_with(1, to("", "q"), props.clone(), b"a");
+    c.publish_with(1, to("", "q"), BasicProperties::default(), b"b");
+    let to_time = ferry_core::Broker::receipt_time();
+    broker.set_stamps_receipt(false);
+    c.publish_with(1, to("", "q"), props.clone(), b"c");
+    let got = c.consume(1, consumer("q", "c1"));
+    let [a, b, after] = &got[..] else {
+        panic!("{got:?}");
+    };
+    for d in [a, b] {
+        let stamp = d.props().timestamp;
+        assert!(
+            matches!(stamp, Some(t) if (from..=to_time).contains(&t)),
+            "{stamp:?}"
+        );
+    }
+    let expect = BasicProperties {
+        timestamp: a.props().timestamp,
+        ..props.clone()
+    };
+    assert_eq!(a.props(), &expect, "the other properties stay");
+    assert_eq!(after.props(), &props, "as published once turned off");
+}
+
+#[tokio::test]
 async fn a_body_split_over_several_frames_is_reassembled_and_split_again_by_frame_max() {
     let body: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
     // The publisher negotiated 65535 but sends 4096-octet frames: five of them.
