@@ -7,8 +7,8 @@
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::codec::Reader;
 use ferry_amqp010::{
-    decode_frame, is_redelivered, with_redelivered, write_with_exchange, Assembler, Command,
-    CommandHeader, Control, ExchangeWritten, Incoming, MessageHeader, Str, Value,
+    decode_frame, is_redelivered, with_redelivered, with_timestamp, write_with_exchange, Assembler,
+    Command, CommandHeader, Control, ExchangeWritten, Incoming, MessageHeader, Str, Value,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -55,6 +55,15 @@ fn header_checks(segment: &Bytes) {
     }
     // The exchange a broker sets on receipt: on a header that decodes, the rewrite decodes
     // to the same header naming the exchange (malformed ones may be refused, not panic).
+    // The receive timestamp likewise.
+    let stamped = with_timestamp(segment, 0x0102_0304_0506_0708);
+    if let Ok(h) = &decoded {
+        let got = MessageHeader::decode(stamped.expect("a header that decodes takes a timestamp"))
+            .expect("stamped header decodes");
+        let mut h = h.clone();
+        h.delivery.get_or_insert_with(Default::default).timestamp = Some(0x0102_0304_0506_0708);
+        assert_eq!(got, h);
+    }
     let mut out = Vec::new();
     let named = write_with_exchange(segment, b"amq.direct", false, &mut out);
     if let Ok(mut h) = decoded {
