@@ -77,7 +77,7 @@ pub use journal::{
 pub use limits::{LimitPolicy, LimitScope, QueueLimits};
 pub use message::{
     now_ms, Death, DeathHistory, DeathReason, Header, HeaderMatch, Message, MessageParts, Props,
-    ProtocolHeader, Sequenced, INLINE_BODY_MAX,
+    ProtocolHeader, Sequenced, TraceEdit, INLINE_BODY_MAX, TRACE_HEADER,
 };
 pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{

@@ -35,6 +35,8 @@ mod reroute_tests;
 mod sessions;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_tests;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};

@@ -13,7 +13,7 @@ use crate::error::BrokerError;
 use crate::events::BrokerEvent;
 use crate::exchange::Exchange;
 use crate::journal::QueueDefinition;
-use crate::message::{now_ms, HeaderMatch, Message};
+use crate::message::{now_ms, HeaderMatch, Message, TraceEdit};
 use crate::queue::{
     dead_letter_exchange_name, AlternateExchange, Drained, Features, Queue, QueueOptions,
     QueueStore,
@@ -442,8 +442,10 @@ impl Broker {
         let n = taken.len() as u64;
         for m in taken {
             // A copy: a new message for the store, journaled afresh for durable targets
-            // (the source's journal has let go of the original).
-            self.route_copy(target, m.derive(|_| {}), q.name());
+            // (the source's journal has let go of the original). Its trace starts afresh,
+            // as qpidd's reroute clears it: tracing queues it passed may see it again.
+            let copy = m.derive(|p| p.trace = Some(Arc::new(TraceEdit::cleared())));
+            self.route_copy(target, copy, q.name());
         }
         n
     }

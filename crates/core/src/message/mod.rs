@@ -5,6 +5,7 @@
 mod death;
 mod filter;
 mod packed;
+mod trace;
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -16,6 +17,8 @@ use bytes::Bytes;
 pub use self::death::{Death, DeathHistory, DeathReason};
 pub use self::filter::HeaderMatch;
 use self::packed::{flag, HeadFields, Packed};
+pub(crate) use self::trace::ids as trace_ids;
+pub use self::trace::{TraceEdit, TRACE_HEADER};
 use crate::value::Headers;
 use crate::ConnectionId;
 
@@ -109,6 +112,7 @@ struct Ext {
     headers: Option<Arc<Headers>>,
     deaths: Option<Arc<DeathHistory>>,
     sequence: Option<Arc<Sequenced>>,
+    trace: Option<Arc<TraceEdit>>,
     publisher: ConnectionId,
     size: u64,
 }
@@ -152,6 +156,9 @@ pub struct MessageParts {
     /// The number a sequencing queue gave the message as it arrived there; protocol layers
     /// deliver it as an application header. `None` on every other queue.
     pub sequence: Option<Arc<Sequenced>>,
+    /// What tracing queues and reroutes did to the message's `x-qpid.trace` header;
+    /// protocol layers apply it on delivery. `None` for a message they left alone.
+    pub trace: Option<Arc<TraceEdit>>,
     /// The store's id, for a message a journal recorded already.
     pub store_id: Option<u64>,
 }
@@ -172,6 +179,7 @@ pub struct Props {
     pub deaths: Option<Arc<DeathHistory>>,
     pub publisher: ConnectionId,
     pub sequence: Option<Arc<Sequenced>>,
+    pub trace: Option<Arc<TraceEdit>>,
     pub store_id: Option<u64>,
     /// Give the message room for a store id even if it is not persistent (a queue that
     /// journals everything, such as a replicated one, records transient messages too).
@@ -330,11 +338,12 @@ fn pack(c: Content<'_>, p: Props, body_segment: bool, size: Option<u64>) -> Mess
             ext_of(&mut ext).size = size;
         }
     }
-    if p.headers.is_some() || p.deaths.is_some() || p.sequence.is_some() {
+    if p.headers.is_some() || p.deaths.is_some() || p.sequence.is_some() || p.trace.is_some() {
         let e = ext_of(&mut ext);
         e.headers = p.headers;
         e.deaths = p.deaths;
         e.sequence = p.sequence;
+        e.trace = p.trace;
     }
     let at = |place: Place| match place {
         Place::InHeader(at) => at,
@@ -409,6 +418,7 @@ impl MessageParts {
             deaths: self.deaths,
             publisher: self.publisher,
             sequence: self.sequence,
+            trace: self.trace,
             store_id: self.store_id,
             store_slot: false,
         };
@@ -439,6 +449,7 @@ impl MessageParts {
             deaths: self.deaths,
             publisher: self.publisher,
             sequence: self.sequence,
+            trace: self.trace,
             store_id: self.store_id,
             store_slot: false,
         };
@@ -676,6 +687,26 @@ impl Message {
         self.ext()?.sequence.as_ref()
     }
 
+    /// See [`MessageParts::trace`].
+    #[inline]
+    pub fn trace(&self) -> Option<&Arc<TraceEdit>> {
+        self.ext()?.trace.as_ref()
+    }
+
+    /// The message's `x-qpid.trace` list as it stands: as published (from
+    /// [`Message::headers`], so empty for a message published without them) with
+    /// [`Message::trace`] applied.
+    pub(crate) fn trace_list(&self) -> String {
+        let published = self
+            .headers()
+            .and_then(|h| h.get(TRACE_HEADER))
+            .and_then(|v| v.as_str());
+        match self.trace().and_then(|e| e.apply(published)) {
+            Some(list) => list,
+            None => published.unwrap_or_default().to_owned(),
+        }
+    }
+
     /// The store's id for this message, if a journal recorded it.
     #[inline]
     pub fn store_id(&self) -> Option<u64> {
@@ -732,6 +763,7 @@ impl Message {
             deaths: self.deaths().cloned(),
             publisher: self.publisher(),
             sequence: self.sequence().cloned(),
+            trace: self.trace().cloned(),
             store_id: None,
             store_slot: false,
         }
@@ -781,6 +813,7 @@ impl Message {
             deaths: self.deaths().cloned(),
             publisher: self.publisher(),
             sequence: self.sequence().cloned(),
+            trace: self.trace().cloned(),
             store_id: None,
         }
     }
@@ -797,6 +830,7 @@ impl Message {
             size: Some(self.size()),
             publisher: self.publisher(),
             sequence: self.sequence().cloned(),
+            trace: self.trace().cloned(),
             store_id: self.store_id(),
             ..MessageParts::default()
         }
@@ -826,6 +860,7 @@ impl fmt::Debug for Message {
             .field("headers", &self.headers())
             .field("deaths", &self.deaths())
             .field("sequence", &self.sequence())
+            .field("trace", &self.trace())
             .finish()
     }
 }

@@ -100,9 +100,11 @@ impl Queue {
         st: &mut QueueState,
         msg: Message,
     ) -> Result<Enqueued, BrokerError> {
-        if st.deleted || (self.features.no_local && self.is_local(st, &msg)) {
+        if st.deleted || (self.features.no_local && self.is_local(st, &msg)) || self.excludes(&msg)
+        {
             return Ok(Enqueued::Gone);
         }
+        let msg = self.traced(msg);
         let size = counted_bytes(self.limits.scope, &msg);
         let (count, bytes) = st.depth(self.limits.scope);
         if !self.limits.admits(count, bytes, size) {
@@ -174,7 +176,9 @@ impl Queue {
                 Restored::OnDisk { stub, body_size } => (stub, Some(body_size)),
             };
             // Numbers are not kept: recovered messages are numbered afresh, as qpidd does.
-            let m = self.numbered(&mut st, self.apply_ttl(m));
+            // Nor are trace edits: the queue's own id is added again (earlier queues' and
+            // a reroute's clearing are lost).
+            let m = self.numbered(&mut st, self.traced(self.apply_ttl(m)));
             st.push_recovered(m, on_disk_body);
         }
     }

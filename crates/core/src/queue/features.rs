@@ -39,6 +39,30 @@ pub(crate) struct Features {
     /// `qpid.fairshare` (and per level `qpid.fairshare-N`, or the `x-qpid-` forms) of a
     /// priority queue: how many messages each level delivers before yielding (0: no limit).
     pub(crate) fairshare: Option<Vec<u32>>,
+    /// `qpid.trace.id` / `qpid.trace.exclude`: message tracing (see `crate::queue::trace`).
+    pub(crate) trace: Option<Box<Tracing>>,
+}
+
+/// A tracing queue's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Tracing {
+    /// Added to the trace of each message the queue stores.
+    pub(crate) id: Option<Arc<str>>,
+    /// Messages whose trace names one of these are not stored.
+    pub(crate) exclude: Vec<Box<str>>,
+}
+
+impl Tracing {
+    fn from_arguments(args: &Arguments) -> Option<Box<Tracing>> {
+        let text = |key| args.get(key).and_then(HeaderValue::as_str);
+        let id = text("qpid.trace.id")
+            .filter(|id| !id.is_empty())
+            .map(Arc::from);
+        let exclude: Vec<Box<str>> = text("qpid.trace.exclude")
+            .map(|list| crate::message::trace_ids(list).map(Box::from).collect())
+            .unwrap_or_default();
+        (id.is_some() || !exclude.is_empty()).then(|| Box::new(Tracing { id, exclude }))
+    }
 }
 
 /// RabbitMQ's cap on `x-max-priority`.
@@ -98,6 +122,7 @@ impl Features {
                 .filter(|&s| s > 0)
                 .map(|s| s.saturating_mul(1000)),
             no_local: args.get("no-local").is_some_and(truthy),
+            trace: Tracing::from_arguments(args),
             sequence_key: args
                 .get("qpid.queue_msg_sequence")
                 .and_then(HeaderValue::as_str)

@@ -50,6 +50,7 @@ mod subscriptions;
 #[cfg(test)]
 mod tests;
 mod timed_delete;
+mod trace;
 mod window;
 
 use std::fmt;
@@ -353,12 +354,14 @@ impl Queue {
     }
 
     /// Whether publishers must fill [`Message::headers`](crate::Message::headers) for this
-    /// queue to work: a last-value queue reads its key from them, and a queue with an
+    /// queue to work: a last-value queue reads its key from them, a grouping queue its
+    /// group, a tracing queue the trace (`x-qpid.trace`), and a queue with an
     /// alternate (dead letter) exchange may pass its messages on to an exchange that routes
     /// by them — decided when they die, long after the publisher could have decoded them.
     pub fn needs_headers(&self) -> bool {
         self.features.last_value_key.is_some()
             || self.features.group_key.is_some()
+            || self.features.trace.is_some()
             || self.alternate_name.is_some()
     }
 

@@ -13,6 +13,7 @@ mod handshake;
 mod outgoing;
 mod sequence;
 mod session;
+mod trace;
 mod tx;
 
 #[cfg(test)]

@@ -477,7 +477,10 @@ impl Session {
 /// Messages published over 0-9-1 or 1.0 get their properties converted (per delivery:
 /// cross-protocol traffic pays for its translation, 0-10 to 0-10 traffic pays nothing).
 fn outgoing_header(message: &Message, redelivered: bool) -> Encoded<'_> {
-    let as_received = !redelivered && message.deaths().is_none() && message.sequence().is_none();
+    let as_received = !redelivered
+        && message.deaths().is_none()
+        && message.sequence().is_none()
+        && message.trace().is_none();
     let raw = match message.header() {
         Header::Amqp010(raw) if as_received => return Encoded::AsReceived(raw),
         Header::Amqp010(_) => message.header_bytes(),
@@ -487,13 +490,17 @@ fn outgoing_header(message: &Message, redelivered: bool) -> Encoded<'_> {
         Header::None => Bytes::new(),
     };
     // Dead letters carry their history in added headers, messages of sequencing queues
-    // their number (re-encoded; only they pay).
+    // their number, traced messages their trace (re-encoded; only they pay).
     let raw = match &message.deaths() {
         Some(history) => super::deaths::render(&raw, history).unwrap_or(raw),
         None => raw,
     };
     let raw = match &message.sequence() {
         Some(sequence) => super::sequence::render(&raw, sequence).unwrap_or(raw),
+        None => raw,
+    };
+    let raw = match message.trace() {
+        Some(edit) => super::trace::render(&raw, edit).unwrap_or(raw),
         None => raw,
     };
     if !redelivered {

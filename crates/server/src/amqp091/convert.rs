@@ -2,8 +2,8 @@
 //! stored on messages published over 0-9-1.
 
 use bytes::Bytes;
-use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, RawProperties, ShortStr};
-use ferry_core::{Header, HeaderValue, Headers, Message};
+use ferry_amqp091::{BasicProperties, FieldTable, FieldValue, LongStr, RawProperties, ShortStr};
+use ferry_core::{Header, HeaderValue, Headers, Message, TraceEdit, TRACE_HEADER};
 
 use crate::bridge;
 use crate::encoded::Encoded;
@@ -64,7 +64,7 @@ pub fn decode_properties(raw: &[u8]) -> Option<BasicProperties> {
 /// `x-death` headers added, messages of a sequencing queue their number (qpidd's
 /// `qpid.queue_msg_sequence`, as a long), and so are re-encoded.
 pub fn outgoing_properties(message: &Message) -> Encoded<'_> {
-    if message.deaths().is_some() || message.sequence().is_some() {
+    if message.deaths().is_some() || message.sequence().is_some() || message.trace().is_some() {
         let mut props = match message.header() {
             Header::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
             Header::Amqp010(segment) => bridge::from_amqp010_header(segment),
@@ -81,6 +81,9 @@ pub fn outgoing_properties(message: &Message) -> Encoded<'_> {
                 headers.insert(key, FieldValue::I64(i64::from(sequence.number)));
             }
         }
+        if let Some(edit) = message.trace() {
+            render_trace(&mut props, edit);
+        }
         return Encoded::Made(encode_properties(&props));
     }
     match message.header() {
@@ -90,6 +93,26 @@ pub fn outgoing_properties(message: &Message) -> Encoded<'_> {
         }
         Header::Amqp1(_) => Encoded::Made(encode_properties(&bridge::amqp1::to_amqp091(message))),
         Header::None => Encoded::AsReceived(&[0, 0]),
+    }
+}
+
+/// Sets `x-qpid.trace` (a long string) as `edit` leaves it (qpidd's message tracing).
+fn render_trace(props: &mut BasicProperties, edit: &TraceEdit) {
+    let published = props
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(TRACE_HEADER))
+        .and_then(|v| match v {
+            FieldValue::LongStr(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+            _ => None,
+        });
+    let list = edit.apply(published.as_deref());
+    if let Some(Ok(list)) = list.map(|l| LongStr::new(l.into_bytes())) {
+        let headers = props.headers.get_or_insert_with(FieldTable::new);
+        headers.insert(
+            ShortStr::from_static(TRACE_HEADER),
+            FieldValue::LongStr(list),
+        );
     }
 }
 
@@ -132,6 +155,38 @@ pub(crate) mod tests {
             decode_properties(&encode_properties(&BasicProperties::default())),
             Some(BasicProperties::default())
         );
+    }
+
+    #[test]
+    fn a_trace_edit_sets_the_trace_header() {
+        let traced = |trace: Option<&str>, edit: TraceEdit| {
+            let mut p = props();
+            if let Some(t) = trace {
+                let headers = p.headers.get_or_insert_with(FieldTable::new);
+                headers.insert(
+                    ShortStr::from_static(TRACE_HEADER),
+                    FieldValue::LongStr(LongStr::new(t.to_owned()).unwrap()),
+                );
+            }
+            let mut m = ferry_core::MessageParts::new("", "q", Bytes::from_static(b"x"));
+            m.header = ferry_core::ProtocolHeader::Amqp091(encode_properties(&p));
+            m.trace = Some(std::sync::Arc::new(edit));
+            let out = decode_properties(&outgoing_properties(&m.build())).unwrap();
+            let headers = out.headers.unwrap();
+            assert_eq!(headers.get("n"), Some(&FieldValue::I32(7)));
+            match headers.get(TRACE_HEADER) {
+                Some(FieldValue::LongStr(s)) => Some(s.to_str().unwrap().to_owned()),
+                _ => None,
+            }
+        };
+        let add = TraceEdit {
+            cleared: false,
+            added: vec!["q1".into()],
+        };
+        assert_eq!(traced(Some("A"), add.clone()).as_deref(), Some("A,q1"));
+        assert_eq!(traced(None, add).as_deref(), Some("q1"));
+        assert_eq!(traced(Some("A"), TraceEdit::cleared()).as_deref(), Some(""));
+        assert_eq!(traced(None, TraceEdit::cleared()), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use crate::message::{Message, MessageParts, Sequenced};
+use crate::message::{Message, MessageParts, Sequenced, TraceEdit};
 use crate::ConnectionId;
 
 #[derive(Debug, Clone)]
@@ -46,6 +46,7 @@ impl Item {
         let (size32, body_size32) = (fits32(size), fits32(body_size));
         let rest = (expires_at.is_some()
             || m.sequence().is_some()
+            || m.trace().is_some()
             || publisher.is_none()
             || size32.is_none()
             || body_size32.is_none())
@@ -54,6 +55,7 @@ impl Item {
                 expires_at,
                 publisher: m.publisher(),
                 sequence: m.sequence().cloned(),
+                trace: m.trace().cloned(),
                 size,
                 body_size,
             })
@@ -123,6 +125,8 @@ struct Rest {
     publisher: ConnectionId,
     /// A sequencing queue's number for it, not journaled either.
     sequence: Option<Arc<Sequenced>>,
+    /// What tracing did to its `x-qpid.trace`, not journaled either.
+    trace: Option<Arc<TraceEdit>>,
     size: u64,
     body_size: u64,
 }
@@ -167,11 +171,13 @@ impl OnDiskPart<'_> {
                 m.expires_at = rest.expires_at.map(NonZeroU64::get);
                 m.publisher = rest.publisher;
                 m.sequence = rest.sequence.clone();
+                m.trace = rest.trace.clone();
             }
             None => {
                 m.expires_at = None;
                 m.publisher = ConnectionId::from(self.publisher);
                 m.sequence = None;
+                m.trace = None;
             }
         }
         m.build()

@@ -5,8 +5,8 @@
 //! end gives back.
 
 use ferry_amqp010::{
-    Acquired, DeliveryMode, FlowMode, MessageAcquire, MessageCancel, MessageFlush,
-    MessageProperties, MessageReject, MessageRelease, MessageSetFlowMode, MessageStop,
+    Acquired, DeliveryMode, FlowMode, Map, MessageAcquire, MessageCancel, MessageFlush,
+    MessageProperties, MessageReject, MessageRelease, MessageSetFlowMode, MessageStop, Value,
 };
 
 use super::*;
@@ -218,6 +218,59 @@ async fn a_broker_told_to_stamp_receipt_sets_the_timestamp() {
     assert_eq!(stamps[3], Some(5), "as published once turned off");
     let ttl = got[2].header.delivery.as_ref().and_then(|p| p.ttl);
     assert_eq!(ttl, Some(60_000), "the other fields stay");
+}
+
+#[tokio::test]
+async fn a_tracing_queue_adds_its_id_and_refuses_excluded_traces() {
+    // qpidd's qpid.trace.id / qpid.trace.exclude and the x-qpid.trace header.
+    let mut c = open_with(ServerConfig::default(), 0).await;
+    c.attach(1, "s1");
+    let mut args = Map::new();
+    args.insert("qpid.trace.id", Value::Str16(Str::from("me")));
+    args.insert("qpid.trace.exclude", Value::Str16(Str::from("me,loop")));
+    c.call(
+        1,
+        QueueDeclare {
+            queue: Some(Str::from("t")),
+            arguments: Some(args),
+            ..Default::default()
+        },
+    );
+    let traced = |trace: Option<&str>| {
+        let mut h = keyed("t");
+        let mut app = Map::new();
+        app.insert("colour", Value::Str16(Str::from("red")));
+        if let Some(t) = trace {
+            app.insert("x-qpid.trace", Value::Str16(Str::from(t)));
+        }
+        h.properties = Some(MessageProperties {
+            application_headers: Some(app),
+            ..Default::default()
+        });
+        h
+    };
+    for trace in [None, Some("a"), Some("a,loop"), Some("me")] {
+        c.publish(1, "", &traced(trace), b"m");
+    }
+    c.subscribe(1, "t", "d", AcceptMode::None, AcquireMode::PreAcquired);
+    let got = c.grant(1, "d", 10);
+    let traces: Vec<_> = got
+        .iter()
+        .map(|d| {
+            let app = d.header.properties.as_ref()?.application_headers.as_ref()?;
+            assert_eq!(
+                app.get("colour").and_then(Value::as_str),
+                Some(&Str::from("red"))
+            );
+            Some(
+                app.get("x-qpid.trace")?
+                    .as_str()?
+                    .to_str_lossy()
+                    .into_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(traces, [Some("me".to_owned()), Some("a,me".to_owned())]);
 }
 
 #[tokio::test]
