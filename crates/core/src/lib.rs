@@ -26,15 +26,16 @@
 //!    persistent; routing what queues dead-letter, and so the public queue operations that
 //!    can dead-letter (reject, release, the counts that sweep expired messages).
 //! 7. `transaction`: staged publishes and settlements, applied as one unit.
-//! 8. `connections`: the registry of open connections management sees and may close.
+//! 8. `connections`, `dtx`: the registry of open connections management sees and may
+//!    close; distributed transactions' branches, whose work is transactions.
 //! 9. `broker`: the registry, declarations and bindings, the publish and commit entry points,
 //!    housekeeping, recovery and resource alarms.
 //! 10. `mgmt`: snapshots of everything above for management (HTTP API, metrics, QMF).
 //!
 //! # Locks
 //!
-//! Lock order (outermost first): broker registry, exchange bindings, queue state, outbox or
-//! settlement window; a [`Journal`]'s own locks are leaves (queues append dequeues under their
+//! Lock order (outermost first): broker registry, dtx branches, a branch's work, exchange
+//! bindings, queue state, outbox or settlement window; a [`Journal`]'s own locks are leaves (queues append dequeues under their
 //! lock).
 //! The publish path takes no registry lock: sessions cache `Arc<Exchange>` handles, routing takes
 //! one exchange read lock, then each target queue's mutex in turn (never two at once). Only a
@@ -44,6 +45,7 @@
 mod alarm;
 mod broker;
 mod connections;
+mod dtx;
 mod error;
 mod events;
 mod exchange;
@@ -66,6 +68,7 @@ pub use broker::{BoundResult, Broker, BrokerConfig, Dialect, PublishOutcome};
 pub use connections::{
     ConnectionHandle, ConnectionMeta, ConnectionStatus, Connections, SessionStatus,
 };
+pub use dtx::{DtxError, DtxManager, DtxTimeouts, DtxTimer, DtxWork, XaOutcome, Xid};
 pub use error::BrokerError;
 pub use events::{BrokerEvent, Observer, Threshold};
 pub use exchange::{BindingStatus, Exchange, ExchangeInfo, ExchangeOptions};

@@ -134,6 +134,36 @@ impl Transaction {
         self.settlements.clear();
     }
 
+    /// Moves everything `other` staged to the end of this transaction (a distributed
+    /// transaction's branch commits the work of all its sessions as one).
+    pub fn absorb(&mut self, other: &mut Transaction) {
+        self.publishes.append(&mut other.publishes);
+        self.settlements.append(&mut other.settlements);
+        // The staged bytes move with the publishes; both meters are the broker's.
+        if let Some(meter) = &self.meter {
+            meter.add(0, other.staged_bytes);
+        }
+        self.staged_bytes += other.staged_bytes;
+        other.uncharge();
+    }
+
+    /// Rolls back work whose settlements must not stay with a session: staged publishes are
+    /// dropped and the messages staged to be settled go back to their queues, marked
+    /// redelivered (a distributed transaction's branch outlives the sessions that did its
+    /// work). Leaves the transaction empty.
+    pub fn undo(&mut self) {
+        self.uncharge();
+        self.publishes.clear();
+        if self.settlements.is_empty() {
+            return;
+        }
+        for s in &mut self.settlements {
+            s.how = Settlement::Release { redelivered: true };
+        }
+        // Releases journal nothing.
+        self.apply(None);
+    }
+
     /// Applies and empties the transaction; see [`crate::Broker::commit`].
     pub(crate) fn apply(&mut self, journal: Option<&Arc<dyn Journal>>) -> CommitOutcome {
         // From here the queues that store the messages account for them.

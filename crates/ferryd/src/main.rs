@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use std::sync::Arc;
 
-use ferry_core::{Broker, BrokerConfig};
+use ferry_core::{Broker, BrokerConfig, DtxTimeouts};
 use ferry_server::{AuthMode, Server, ServerConfig, Shutdown, TlsSettings};
 use ferry_store::{Store, StoreConfig};
 use options::Options;
@@ -141,6 +141,10 @@ async fn serve(options: Options) -> ExitCode {
         persistent_memory_budget,
         backlog_hold: (options.backlog_hold > 0).then_some(options.backlog_hold),
         receive_timestamps: options.enable_timestamp.on(),
+        dtx_timeouts: DtxTimeouts {
+            default: options.dtx_default_timeout,
+            max: options.dtx_max_timeout,
+        },
         ..BrokerConfig::default()
     };
     let (broker, store, cluster) = match open_store(&options, broker_config).await {

@@ -111,6 +111,15 @@ pub struct Options {
     #[arg(long, value_enum, num_args = 0..=1, default_value = "no", default_missing_value = "yes")]
     pub enable_timestamp: YesNo,
 
+    /// Seconds a distributed transaction branch (0-10 dtx) may stay incomplete before it
+    /// is rolled back, unless dtx.set-timeout says otherwise (0: no timeout).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub dtx_default_timeout: u32,
+
+    /// The longest timeout dtx.set-timeout may set, in seconds (0: no limit).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    pub dtx_max_timeout: u32,
+
     /// Most simultaneous connections; further ones are refused.
     #[arg(long, default_value_t = 500)]
     pub max_connections: usize,
@@ -467,6 +476,11 @@ mod tests {
         assert!(o.tcp_nodelay.on());
         assert!(!o.auth.on());
         assert!(!o.enable_timestamp.on(), "off unless asked for");
+        assert_eq!(
+            (o.dtx_default_timeout, o.dtx_max_timeout),
+            (60, 3600),
+            "qpidd's"
+        );
         for on in [&["--enable-timestamp"][..], &["--enable-timestamp", "yes"]] {
             let o = Options::try_parse_from([&["ferryd"][..], on].concat()).unwrap();
             assert!(o.enable_timestamp.on(), "{on:?}");

@@ -11,7 +11,7 @@ use bytes::{BufMut, BytesMut};
 use common::raw::Raw;
 use common::Ferryd;
 use ferry_amqp010::{
-    CloseCode, Command, Control, DeliveryProperties, DtxSelect, ErrorCode, ExchangeDeclare,
+    CloseCode, Command, Control, DeliveryProperties, DtxStart, ErrorCode, ExchangeDeclare,
     ExecutionException, Incoming, MessageTransfer, QueueDeclare, QueueQuery, SessionAttach,
     SessionCommandPoint, Str, TxSelect, FRAME_HEADER_SIZE, PROTOCOL_HEADER,
 };
@@ -139,13 +139,16 @@ fn unknown_command_gets_not_implemented_and_other_sessions_carry_on() {
 }
 
 #[test]
-fn distributed_transactions_are_refused_with_not_implemented() {
+fn dtx_start_without_select_is_command_invalid_and_other_sessions_carry_on() {
     let broker = Ferryd::start();
     let mut raw = Raw::open(broker.addr);
     raw.attach(1, "dtx");
-    raw.command(1, DtxSelect {}.into());
+    raw.attach(2, "other");
+    raw.command(1, DtxStart::default().into());
     let e = exception(&mut raw, 1);
-    assert_eq!(e.error_code, Some(ErrorCode::NotImplemented));
+    assert_eq!(e.error_code, Some(ErrorCode::CommandInvalid));
+    raw.expect_control(1, |c| matches!(c, Control::SessionDetach(_)));
+    assert_session_works(&mut raw, 2, "still-fine");
 }
 
 #[test]

@@ -17,6 +17,8 @@
 mod alarms;
 mod bindings;
 #[cfg(test)]
+mod dtx_tests;
+#[cfg(test)]
 mod events_tests;
 mod exchanges;
 mod expiry;
@@ -47,6 +49,7 @@ use tokio::sync::Notify;
 
 use crate::alarm::{Alarms, MemoryMeter, Watermarks};
 use crate::connections::Connections;
+use crate::dtx::{DtxManager, DtxTimeouts};
 use crate::events::{BrokerEvent, Observer};
 use crate::exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
@@ -80,6 +83,8 @@ pub struct BrokerConfig {
     /// Protocol layers stamp each message they receive with the time (qpidd's
     /// `--enable-timestamp`); management may turn it on and off ([`Broker::set_stamps_receipt`]).
     pub receive_timestamps: bool,
+    /// Distributed transactions' branch timeouts.
+    pub dtx_timeouts: DtxTimeouts,
 }
 
 /// Besides the default (nameless direct) exchange.
@@ -126,6 +131,8 @@ pub struct Broker {
     /// [`BrokerConfig::receive_timestamps`], as management last set it: read on every
     /// publish, so an atomic rather than under a lock.
     stamps_receipt: AtomicBool,
+    /// Distributed transactions' branches.
+    dtx: DtxManager,
 }
 
 impl Broker {
@@ -179,12 +186,18 @@ impl Broker {
             observer: ObserverSlot::default(),
             retired: Mutex::default(),
             stamps_receipt: AtomicBool::new(config.receive_timestamps),
+            dtx: DtxManager::new(config.dtx_timeouts),
             config,
         })
     }
 
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// Distributed transactions' branches.
+    pub fn dtx(&self) -> &DtxManager {
+        &self.dtx
     }
 
     /// Whether protocol layers stamp received messages with the time of receipt.

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::Broker;
+use crate::dtx::{DtxError, XaOutcome, Xid};
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::SyncPoint;
@@ -71,5 +72,20 @@ impl Broker {
     /// effects become visible.
     pub fn commit(&self, tx: &mut Transaction) -> CommitOutcome {
         tx.apply(self.journal.as_ref())
+    }
+
+    /// Commits distributed transaction branch `xid` (see `DtxManager::take_for_commit`):
+    /// the work of all its sessions as one [`Broker::commit`]. The [`CommitOutcome`] is
+    /// there when the work was applied (its sync point says when it is durable).
+    pub fn dtx_commit(
+        &self,
+        xid: &Xid,
+        one_phase: bool,
+    ) -> Result<(XaOutcome, Option<CommitOutcome>), DtxError> {
+        // The commit runs outside the branches' lock: it locks queues.
+        let (outcome, work) = self
+            .dtx
+            .take_for_commit(xid, one_phase, self.transaction())?;
+        Ok((outcome, work.map(|mut all| self.commit(&mut all))))
     }
 }

@@ -20,7 +20,7 @@ use ferry_acl::{Action, ObjectType};
 
 use super::convert::{headers_to_map, map_to_headers, optional_name, required_name, Exception};
 use super::session::{release_to_queues, Env, Session, Subscription};
-use super::tx;
+use super::{dtx, tx};
 
 type Outcome = Result<(), Exception>;
 
@@ -44,6 +44,15 @@ pub fn execute(
             Ok(())
         }
         Command::MessageAccept(c) => {
+            let work = session.dtx.as_ref().and_then(|d| d.work()).cloned();
+            match (work, &c.transfers) {
+                (Some(work), Some(transfers)) => {
+                    dtx::stage_accepts(session, &work, transfers);
+                    return Ok(());
+                }
+                (Some(_), None) => return Ok(()),
+                (None, _) => {}
+            }
             match (session.tx.as_mut(), c.transfers) {
                 (Some(tx), Some(transfers)) => tx.stage_accepts(&session.outgoing, &transfers),
                 (_, transfers) => settle(session, transfers, Settle::Accept),
@@ -368,18 +377,16 @@ pub fn execute(
         Command::TxSelect(_) => tx::select(session, env),
         Command::TxCommit(_) => tx::commit(session, env),
         Command::TxRollback(_) => tx::rollback(session),
-        Command::DtxSelect(_)
-        | Command::DtxStart(_)
-        | Command::DtxEnd(_)
-        | Command::DtxCommit(_)
-        | Command::DtxForget(_)
-        | Command::DtxGetTimeout(_)
-        | Command::DtxPrepare(_)
-        | Command::DtxRecover(_)
-        | Command::DtxRollback(_)
-        | Command::DtxSetTimeout(_) => Err(Exception::not_implemented(
-            "distributed transactions (dtx class)",
-        )),
+        Command::DtxSelect(_) => dtx::select(session),
+        Command::DtxStart(c) => dtx::start(session, env, id, c),
+        Command::DtxEnd(c) => dtx::end(session, env, id, c),
+        Command::DtxCommit(c) => dtx::commit(session, env, id, c),
+        Command::DtxForget(c) => dtx::forget(env, c.xid),
+        Command::DtxGetTimeout(c) => dtx::get_timeout(session, env, id, c.xid),
+        Command::DtxPrepare(c) => dtx::prepare(session, env, id, c.xid),
+        Command::DtxRecover(_) => dtx::recover(session, env, id),
+        Command::DtxRollback(c) => dtx::rollback(session, env, id, c.xid),
+        Command::DtxSetTimeout(c) => dtx::set_timeout(env, c.xid, c.timeout),
         other => Err(Exception::not_implemented(other.name())),
     }
 }
@@ -477,6 +484,10 @@ fn transfer(
     };
     if let Some(tx) = session.tx.as_mut() {
         tx.stage_publish(exchange, message);
+        return Ok(());
+    }
+    if let Some(work) = session.dtx.as_ref().and_then(|d| d.work()) {
+        work.lock().publish(exchange, message);
         return Ok(());
     }
     let outcome = env
@@ -778,7 +789,7 @@ fn saturate(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn result_of<T: ferry_amqp010::CodedStruct>(
+pub(super) fn result_of<T: ferry_amqp010::CodedStruct>(
     command_id: u32,
     value: &T,
 ) -> Result<ExecutionResult, String> {

@@ -8,6 +8,7 @@
 mod commands;
 mod convert;
 mod deaths;
+mod dtx;
 mod durable;
 mod handshake;
 mod outgoing;

@@ -18,6 +18,7 @@ use ferry_core::{
 use tracing::{debug, warn};
 
 use super::convert::Exception;
+use super::dtx::SessionDtx;
 use super::outgoing::{DeliveryRecord, Outgoing, Outstanding};
 use super::tx::SessionTx;
 use crate::access::{ClientAccess, PublishCache};
@@ -110,6 +111,8 @@ pub struct Session {
     pub settle_window: Option<Arc<SettleWindow>>,
     /// Set by tx.select: what the open transaction has staged.
     pub tx: Option<Box<SessionTx>>,
+    /// Set by dtx.select: the session's associations with distributed transactions.
+    pub dtx: Option<Box<SessionDtx>>,
     /// Set by a command whose effect must reach stable storage before it completes.
     needs_sync: Option<SyncPoint>,
     /// Commands executed but not complete until the journal is durable up to their point,
@@ -150,6 +153,7 @@ impl Session {
             needs_sync: None,
             waiting: VecDeque::new(),
             tx: None,
+            dtx: None,
         }
     }
 
@@ -312,6 +316,11 @@ impl Session {
         self.needs_sync = None;
         // An open transaction dies with the session: nothing it staged happens.
         self.tx = None;
+        // Distributed transactions outlive it, but the branches it worked for can only
+        // roll back now.
+        if let Some(dtx) = self.dtx.take() {
+            dtx.fail_all(env.broker);
+        }
     }
 
     pub fn exchange_for(&mut self, broker: &Broker, name: &Str) -> Option<Arc<Exchange>> {

@@ -2,7 +2,7 @@
 //! effect at tx.commit, through one core commit; tx.rollback discards them, and messages
 //! whose accept was rolled back stay acquired by the session (the spec's rule: the client
 //! releases them if it wants them redelivered). message.release and message.reject are not
-//! transactional, as in the spec and qpidd. dtx stays not-implemented.
+//! transactional, as in the spec and qpidd. dtx is in `dtx.rs`.
 
 use std::sync::Arc;
 
@@ -48,6 +48,12 @@ pub fn select(session: &mut Session, env: &Env) -> Result<(), Exception> {
         return Err(Exception::new(
             ErrorCode::IllegalState,
             "tx.select on a session that is already transactional",
+        ));
+    }
+    if session.dtx.is_some() {
+        return Err(Exception::new(
+            ErrorCode::CommandInvalid,
+            "tx.select on a session that has selected distributed transactions",
         ));
     }
     session.tx = Some(Box::new(SessionTx {

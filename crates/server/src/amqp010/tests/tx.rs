@@ -1,10 +1,12 @@
 //! The tx class: after tx.select a session's transfers and accepts take effect at
 //! tx.commit and vanish at tx.rollback; release and reject are not transactional; misuse is
-//! illegal-state; the dtx class is not implemented (540).
+//! illegal-state. The dtx class: work under a branch takes effect when any session commits
+//! it; qpidd's codes for misuse.
 
 use ferry_amqp010::{
     DtxCommit, DtxEnd, DtxForget, DtxGetTimeout, DtxPrepare, DtxRecover, DtxRollback, DtxSelect,
-    DtxSetTimeout, DtxStart, Map, MessageRelease, TxCommit, TxRollback, TxSelect, Value,
+    DtxSetTimeout, DtxStart, GetTimeoutResult, Map, MessageRelease, RecoverResult, TxCommit,
+    TxRollback, TxSelect, Value, XaResult, XaStatus, Xid,
 };
 
 use super::*;
@@ -200,36 +202,199 @@ async fn a_commit_a_queue_limit_refuses_fails_the_session_with_resource_limit_ex
     assert_eq!(queue_state(&c, "big"), (2, 0));
 }
 
+fn xid(global: &str) -> Option<Xid> {
+    Some(Xid {
+        format: Some(7),
+        global_id: Some(Bytes::copy_from_slice(global.as_bytes())),
+        branch_id: Some(Bytes::from_static(b"b")),
+    })
+}
+
+/// The XA status of the one execution.result in `items`.
+#[track_caller]
+fn xa(items: &[Item]) -> XaStatus {
+    let (_, r): (u32, XaResult) = result(items);
+    r.status.expect("a status")
+}
+
+fn start(global: &str) -> DtxStart {
+    DtxStart {
+        xid: xid(global),
+        ..Default::default()
+    }
+}
+
+fn end(global: &str) -> DtxEnd {
+    DtxEnd {
+        xid: xid(global),
+        ..Default::default()
+    }
+}
+
 #[tokio::test]
-async fn the_dtx_class_is_not_implemented() {
+async fn dtx_work_takes_effect_at_commit_from_any_session() {
+    let mut c = with_queue().await;
+    c.publish(1, "", &keyed("q"), b"old");
+    c.attach(2, "other");
+    assert_eq!(exception(&c.call(1, DtxSelect {})), None);
+    assert_eq!(xa(&c.call(1, start("x"))), XaStatus::XaOk);
+    c.subscribe(1, "q", "d", AcceptMode::Explicit, AcquireMode::PreAcquired);
+    assert_eq!(c.grant(1, "d", 1).len(), 1);
+    // Our command 0 was dtx.start's result: the delivery is 1.
+    c.call(1, accept(&[1]));
+    c.publish(1, "", &keyed("q"), b"new");
+    assert_eq!(
+        queue_state(&c, "q"),
+        (0, 1),
+        "accepted under the branch: still held"
+    );
+    assert_eq!(xa(&c.call(1, end("x"))), XaStatus::XaOk);
+    // Ended: the session works outside the branch again.
+    c.publish(1, "", &keyed("q"), b"plain");
+    assert_eq!(queue_state(&c, "q"), (1, 1));
+    let prepare = DtxPrepare { xid: xid("x") };
+    assert_eq!(xa(&c.call(2, prepare)), XaStatus::XaOk);
+    let (_, recovered): (u32, RecoverResult) = result(&c.call(2, DtxRecover {}));
+    let in_doubt = recovered.in_doubt.expect("in-doubt");
+    assert_eq!(in_doubt.items.len(), 1);
+    let commit = DtxCommit {
+        xid: xid("x"),
+        one_phase: false,
+    };
+    assert_eq!(xa(&c.call(2, commit)), XaStatus::XaOk);
+    assert_eq!(
+        c.conn.broker().queue("q").unwrap().queued_bodies(),
+        [Bytes::from_static(b"plain"), Bytes::from_static(b"new")]
+    );
+    assert_eq!(queue_state(&c, "q"), (2, 0), "the accept applied");
+    assert!(c.conn.broker().dtx().is_empty());
+}
+
+#[tokio::test]
+async fn a_session_that_ends_dooms_its_branch_and_rollback_requeues() {
+    let mut c = with_queue().await;
+    c.publish(1, "", &keyed("q"), b"m");
+    c.attach(2, "other");
+    c.call(1, DtxSelect {});
+    c.call(1, start("x"));
+    c.subscribe(1, "q", "d", AcceptMode::Explicit, AcquireMode::PreAcquired);
+    c.grant(1, "d", 1);
+    c.call(1, accept(&[1]));
+    c.exchange(control(
+        1,
+        SessionDetach {
+            name: Some(Bytes::from_static(b"s1")),
+        },
+    ));
+    // The accept belongs to the branch, not the session: still held.
+    assert_eq!(queue_state(&c, "q"), (0, 1));
+    assert_eq!(
+        xa(&c.call(2, DtxPrepare { xid: xid("x") })),
+        XaStatus::XaRbrollback
+    );
+    assert_eq!(queue_state(&c, "q"), (1, 0), "undone: back on the queue");
+    assert_eq!(
+        xa(&c.call(2, DtxRollback { xid: xid("x") })),
+        XaStatus::XaOk
+    );
+    assert!(c.conn.broker().dtx().is_empty());
+}
+
+#[tokio::test]
+async fn dtx_misuse_gets_qpidds_codes() {
     let mut c = open().await;
-    let commands: Vec<Command> = vec![
-        DtxSelect {}.into(),
-        DtxStart::default().into(),
-        DtxEnd::default().into(),
-        DtxCommit::default().into(),
-        DtxForget::default().into(),
-        DtxGetTimeout::default().into(),
-        DtxPrepare::default().into(),
-        DtxRecover {}.into(),
-        DtxRollback::default().into(),
-        DtxSetTimeout::default().into(),
+    let cases: Vec<(Command, ErrorCode)> = vec![
+        // Not selected.
+        (start("x").into(), ErrorCode::CommandInvalid),
+        (
+            DtxStart {
+                resume: true,
+                ..Default::default()
+            }
+            .into(),
+            ErrorCode::CommandInvalid,
+        ),
+        (
+            DtxPrepare { xid: xid("nobody") }.into(),
+            ErrorCode::NotFound,
+        ),
+        (
+            DtxCommit {
+                xid: xid("nobody"),
+                one_phase: true,
+            }
+            .into(),
+            ErrorCode::NotFound,
+        ),
+        (
+            DtxRollback { xid: xid("nobody") }.into(),
+            ErrorCode::NotFound,
+        ),
+        (
+            DtxGetTimeout { xid: xid("nobody") }.into(),
+            ErrorCode::NotFound,
+        ),
+        (DtxForget { xid: xid("nobody") }.into(), ErrorCode::NotFound),
+        (
+            DtxSetTimeout {
+                xid: xid("nobody"),
+                timeout: Some(5),
+            }
+            .into(),
+            ErrorCode::NotFound,
+        ),
     ];
-    for (i, cmd) in commands.into_iter().enumerate() {
+    for (i, (cmd, code)) in cases.into_iter().enumerate() {
         let channel = 1 + i as u16;
         let name: &'static str = Box::leak(format!("dtx{channel}").into_boxed_str());
         c.attach(channel, name);
         let what = cmd.name();
-        let out = c.call(channel, cmd);
-        assert_eq!(
-            failure(&out),
-            (
-                ErrorCode::NotImplemented,
-                0,
-                "distributed transactions (dtx class) is not implemented".to_owned()
-            ),
-            "{what}"
-        );
+        assert_eq!(failure(&c.call(channel, cmd)).0, code, "{what}");
     }
+    // Selected: join with resume, end with suspend and fail, end of another xid, a start
+    // of a known xid elsewhere, a timeout above the maximum.
+    c.attach(20, "a");
+    c.attach(21, "b");
+    c.call(20, DtxSelect {});
+    c.call(21, DtxSelect {});
+    c.call(20, start("x"));
+    let both = DtxStart {
+        xid: xid("y"),
+        join: true,
+        resume: true,
+    };
+    assert_eq!(failure(&c.call(21, both)).0, ErrorCode::CommandInvalid);
+    c.attach(22, "c");
+    c.call(22, DtxSelect {});
+    assert_eq!(failure(&c.call(22, start("x"))).0, ErrorCode::NotAllowed);
+    c.attach(23, "d");
+    c.call(23, DtxSelect {});
+    assert_eq!(failure(&c.call(23, end("x"))).0, ErrorCode::IllegalState);
+    c.attach(24, "e");
+    let too_long = DtxSetTimeout {
+        xid: xid("x"),
+        timeout: Some(3601),
+    };
+    assert_eq!(failure(&c.call(24, too_long)).0, ErrorCode::InvalidArgument);
+    c.attach(26, "e2");
+    let (_, timeout): (u32, GetTimeoutResult) =
+        result(&c.call(26, DtxGetTimeout { xid: xid("x") }));
+    assert_eq!(timeout.timeout, Some(60));
+    let commit = DtxCommit {
+        xid: xid("x"),
+        one_phase: true,
+    };
+    assert_eq!(failure(&c.call(26, commit)).0, ErrorCode::IllegalState);
+    c.attach(25, "f");
+    let fail_and_suspend = DtxEnd {
+        xid: xid("x"),
+        fail: true,
+        suspend: true,
+    };
+    c.call(25, DtxSelect {});
+    assert_eq!(
+        failure(&c.call(25, fail_and_suspend)).0,
+        ErrorCode::CommandInvalid
+    );
     assert_eq!(c.conn.shell.phase, Phase::Open);
 }

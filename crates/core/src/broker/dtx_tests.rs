@@ -1,0 +1,237 @@
+//! Distributed transactions through the broker: branches' work applied at commit as one,
+//! undone at rollback, on failure and on timeout; the dtx class's refusals.
+
+use bytes::Bytes;
+
+use super::*;
+use crate::dtx::{DtxError, DtxTimer, DtxWork, XaOutcome, Xid};
+use crate::message::Message;
+use crate::queue::QueueOptions;
+use crate::transaction::Settlement;
+
+fn broker() -> Arc<Broker> {
+    let b = Broker::new(BrokerConfig::default());
+    for q in ["a", "b"] {
+        b.declare_queue(q, QueueOptions::default(), false, 1)
+            .unwrap();
+    }
+    b
+}
+
+fn xid(n: &str) -> Xid {
+    Xid {
+        format: 0,
+        global: Bytes::copy_from_slice(n.as_bytes()),
+        branch: Bytes::from_static(b"1"),
+    }
+}
+
+fn msg(queue: &str, body: &'static str) -> Message {
+    Message::new("", queue.to_owned(), Bytes::from_static(body.as_bytes()))
+}
+
+fn depth(b: &Broker, queue: &str) -> u64 {
+    b.queue(queue).unwrap().message_count()
+}
+
+/// Starts `x` and, under it, moves the head of `a` to `b` (qpid-python's "swap"): the
+/// head is acquired and its accept staged, a copy's publish staged.
+fn swap(b: &Broker, x: &Xid) -> DtxWork {
+    let (work, timer) = b.dtx().start(x, false, b.transaction()).unwrap();
+    assert_eq!(timer.map(|t| t.seconds), Some(60), "the default timeout");
+    let a = b.queue("a").unwrap();
+    let got = a.get().expect("a message on a");
+    let mut w = work.lock();
+    w.settle(a.clone(), got.position, got.message, Settlement::Accept);
+    w.publish(b.default_exchange().clone(), msg("b", "moved"));
+    drop(w);
+    work
+}
+
+#[test]
+fn one_phase_commit_applies_the_work_and_forgets_the_branch() {
+    let b = broker();
+    b.publish(b.default_exchange(), msg("a", "m")).unwrap();
+    let x = xid("x");
+    swap(&b, &x);
+    assert_eq!(
+        (depth(&b, "a"), depth(&b, "b")),
+        (0, 0),
+        "acquired, not yet moved"
+    );
+    assert_eq!(b.dtx().end(&x, false), XaOutcome::Ok);
+    let (outcome, commit) = b.dtx_commit(&x, true).unwrap();
+    assert_eq!(outcome, XaOutcome::Ok);
+    assert_eq!(commit.map(|c| (c.routed, c.settled)), Some((vec![1], 1)));
+    assert_eq!((depth(&b, "a"), depth(&b, "b")), (0, 1));
+    assert!(b.dtx().is_empty());
+    // Forgotten: the xid may be used again.
+    assert!(b.dtx().start(&x, false, b.transaction()).is_ok());
+}
+
+#[test]
+fn two_phase_commit_and_rollback() {
+    let b = broker();
+    for _ in 0..2 {
+        b.publish(b.default_exchange(), msg("a", "m")).unwrap();
+    }
+    let (x, y) = (xid("x"), xid("y"));
+    swap(&b, &x);
+    b.dtx().end(&x, false);
+    swap(&b, &y);
+    b.dtx().end(&y, false);
+    assert_eq!(b.dtx().prepare(&x), Ok(XaOutcome::Ok));
+    assert_eq!(b.dtx().prepare(&y), Ok(XaOutcome::Ok));
+    assert_eq!(b.dtx().recover(), vec![x.clone(), y.clone()]);
+    assert!(matches!(b.dtx_commit(&x, true), Err(DtxError::Prepared(_))));
+    assert_eq!(b.dtx_commit(&x, false).unwrap().0, XaOutcome::Ok);
+    assert_eq!(b.dtx().rollback(&y), Ok(XaOutcome::Ok));
+    // y's message is back on a, redelivered; x's moved to b.
+    assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 1));
+    let back = b.queue("a").unwrap().get().unwrap();
+    assert!(back.redelivered);
+    assert!(b.dtx().recover().is_empty());
+}
+
+#[test]
+fn joined_sessions_commit_as_one() {
+    let b = broker();
+    b.publish(b.default_exchange(), msg("a", "m")).unwrap();
+    let x = xid("x");
+    swap(&b, &x);
+    let (other, timer) = b.dtx().start(&x, true, b.transaction()).unwrap();
+    assert_eq!(timer, None, "joining arms no timer");
+    other
+        .lock()
+        .publish(b.default_exchange().clone(), msg("a", "joined"));
+    b.dtx().end(&x, false);
+    assert!(matches!(
+        b.dtx().prepare(&x),
+        Err(DtxError::StillAssociated(_))
+    ));
+    assert!(matches!(
+        b.dtx().rollback(&x),
+        Err(DtxError::StillAssociated(_))
+    ));
+    b.dtx().end(&x, false);
+    let (_, commit) = b.dtx_commit(&x, true).unwrap();
+    assert_eq!(commit.unwrap().routed, vec![1, 1]);
+    assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 1));
+}
+
+#[test]
+fn a_failed_association_dooms_the_branch() {
+    let b = broker();
+    b.publish(b.default_exchange(), msg("a", "m")).unwrap();
+    let x = xid("x");
+    swap(&b, &x);
+    assert_eq!(b.dtx().end(&x, true), XaOutcome::RolledBack);
+    assert_eq!(b.dtx().prepare(&x), Ok(XaOutcome::RolledBack));
+    assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 0), "undone at once");
+    assert!(b.queue("a").unwrap().get().is_some(), "and available again");
+    assert_eq!(b.dtx().rollback(&x), Ok(XaOutcome::Ok));
+    assert!(b.dtx().is_empty());
+}
+
+#[test]
+fn a_timeout_undoes_the_work_while_sessions_still_hold_it() {
+    let b = broker();
+    b.publish(b.default_exchange(), msg("a", "m")).unwrap();
+    let x = xid("x");
+    let work = swap(&b, &x);
+    let stale = b.dtx().set_timeout(&x, 2).unwrap().unwrap();
+    let timer = b.dtx().set_timeout(&x, 2).unwrap().unwrap();
+    assert_eq!(b.dtx().timeout(&x), Ok(2));
+    b.dtx().expire(&stale);
+    assert_eq!(
+        b.dtx().live(&x),
+        XaOutcome::Ok,
+        "a replaced timer does nothing"
+    );
+    b.dtx().expire(&timer);
+    assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 0));
+    assert!(work.lock().is_empty());
+    assert_eq!(b.dtx().live(&x), XaOutcome::TimedOut);
+    assert_eq!(b.dtx().end(&x, false), XaOutcome::TimedOut);
+    assert_eq!(b.dtx().rollback(&x), Ok(XaOutcome::TimedOut));
+    // A timed-out branch may be rolled back before its sessions end.
+    let y = xid("y");
+    b.dtx().start(&y, false, b.transaction()).unwrap();
+    let timer = DtxTimer {
+        xid: y.clone(),
+        seconds: 60,
+        generation: b.dtx().set_timeout(&y, 60).unwrap().unwrap().generation,
+    };
+    b.dtx().expire(&timer);
+    assert_eq!(b.dtx_commit(&y, true).unwrap().0, XaOutcome::TimedOut);
+    assert_eq!(
+        b.dtx().end(&y, false),
+        XaOutcome::TimedOut,
+        "gone: it timed out"
+    );
+}
+
+#[test]
+fn a_prepared_branch_does_not_time_out() {
+    let b = broker();
+    let x = xid("x");
+    b.dtx().start(&x, false, b.transaction()).unwrap();
+    let timer = b.dtx().set_timeout(&x, 1).unwrap().unwrap();
+    b.dtx().end(&x, false);
+    b.dtx().prepare(&x).unwrap();
+    b.dtx().expire(&timer);
+    assert_eq!(b.dtx_commit(&x, false).unwrap().0, XaOutcome::Ok);
+}
+
+#[test]
+fn refusals() {
+    let b = broker();
+    let (x, unknown) = (xid("x"), xid("nobody"));
+    b.dtx().start(&x, false, b.transaction()).unwrap();
+    assert!(matches!(
+        b.dtx().start(&x, false, b.transaction()),
+        Err(DtxError::AlreadyKnown(_))
+    ));
+    assert!(matches!(
+        b.dtx().start(&unknown, true, b.transaction()),
+        Err(DtxError::Unknown(_))
+    ));
+    assert!(matches!(
+        b.dtx().prepare(&unknown),
+        Err(DtxError::Unknown(_))
+    ));
+    assert!(matches!(
+        b.dtx_commit(&unknown, true),
+        Err(DtxError::Unknown(_))
+    ));
+    assert!(matches!(
+        b.dtx().rollback(&unknown),
+        Err(DtxError::Unknown(_))
+    ));
+    assert!(matches!(
+        b.dtx().timeout(&unknown),
+        Err(DtxError::Unknown(_))
+    ));
+    assert!(matches!(
+        b.dtx().forget(&unknown),
+        Err(DtxError::Unknown(_))
+    ));
+    assert!(matches!(b.dtx().forget(&x), Err(DtxError::NotHeuristic(_))));
+    assert!(matches!(
+        b.dtx().set_timeout(&x, 3601),
+        Err(DtxError::TimeoutTooLong {
+            given: 3601,
+            max: 3600
+        })
+    ));
+    assert!(matches!(
+        b.dtx_commit(&x, false),
+        Err(DtxError::StillAssociated(_))
+    ));
+    b.dtx().end(&x, false);
+    assert!(matches!(
+        b.dtx_commit(&x, false),
+        Err(DtxError::NotPrepared(_))
+    ));
+    assert_eq!(b.dtx().set_timeout(&x, 0), Ok(None), "0: no timeout");
+}

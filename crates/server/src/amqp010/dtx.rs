@@ -1,0 +1,302 @@
+//! The 0-10 dtx class: distributed (XA) transactions, over the core's branches
+//! (`ferry_core::DtxManager`). After dtx.select, a session associated with a branch
+//! (dtx.start) stages its transfers and accepts in the branch's work; dtx.end (or suspend)
+//! lets go of it. Prepare, commit, rollback, recover and the timeouts need no select and
+//! may come from any session. Error codes and XA results are qpidd's.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use ferry_amqp010::value::code;
+use ferry_amqp010::{
+    Array, DtxCommit, DtxEnd, DtxStart, ErrorCode, GetTimeoutResult, RecoverResult, SequenceSet,
+    Struct32, Value, XaResult, XaStatus,
+};
+use ferry_core::{Broker, DtxError, DtxTimer, DtxWork, Settlement, XaOutcome, Xid};
+
+use super::commands::result_of;
+use super::convert::Exception;
+use super::session::{Env, Session};
+
+/// A dtx-selected session's associations.
+#[derive(Default)]
+pub struct SessionDtx {
+    /// The branch the session works for now, and its work.
+    active: Option<(Xid, DtxWork)>,
+    /// Associations suspended (dtx.end with suspend), to resume.
+    suspended: Vec<(Xid, DtxWork)>,
+}
+
+impl SessionDtx {
+    /// The work transfers and accepts are staged in, while associated.
+    pub fn work(&self) -> Option<&DtxWork> {
+        self.active.as_ref().map(|(_, w)| w)
+    }
+
+    /// The session is gone: its associations end as failed, so their branches can only
+    /// roll back (qpidd: an association "implicitly ended" by a session's close).
+    pub fn fail_all(self, broker: &Broker) {
+        for (xid, _) in self.active.into_iter().chain(self.suspended) {
+            broker.dtx().end(&xid, true);
+        }
+    }
+}
+
+type Outcome = Result<(), Exception>;
+
+fn command_invalid(text: impl Into<String>) -> Exception {
+    Exception::new(ErrorCode::CommandInvalid, text)
+}
+
+fn not_selected() -> Exception {
+    command_invalid("session has not been selected for use with dtx")
+}
+
+fn xid_of(xid: Option<ferry_amqp010::Xid>) -> Result<Xid, Exception> {
+    let xid = xid.ok_or_else(|| Exception::missing("xid"))?;
+    Ok(Xid {
+        format: xid.format.unwrap_or(0),
+        global: xid.global_id.unwrap_or_default(),
+        branch: xid.branch_id.unwrap_or_default(),
+    })
+}
+
+fn to_wire(xid: &Xid) -> ferry_amqp010::Xid {
+    ferry_amqp010::Xid {
+        format: Some(xid.format),
+        global_id: Some(xid.global.clone()),
+        branch_id: Some(xid.branch.clone()),
+    }
+}
+
+fn dtx_error(e: DtxError) -> Exception {
+    let code = match &e {
+        DtxError::Unknown(_) => ErrorCode::NotFound,
+        DtxError::AlreadyKnown(_) => ErrorCode::NotAllowed,
+        DtxError::StillAssociated(_)
+        | DtxError::NotPrepared(_)
+        | DtxError::Prepared(_)
+        | DtxError::NotHeuristic(_) => ErrorCode::IllegalState,
+        DtxError::TimeoutTooLong { .. } => ErrorCode::InvalidArgument,
+    };
+    Exception::new(code, e.to_string())
+}
+
+fn xa_result(session: &mut Session, env: &mut Env, id: u32, outcome: XaOutcome) {
+    let status = match outcome {
+        XaOutcome::Ok => XaStatus::XaOk,
+        XaOutcome::RolledBack => XaStatus::XaRbrollback,
+        XaOutcome::TimedOut => XaStatus::XaRbtimeout,
+    };
+    let result = XaResult {
+        status: Some(status),
+    };
+    session.write_result(env, result_of(id, &result));
+}
+
+/// Expires the branch when the timer goes off, unless it was completed or given another
+/// timeout first (the broker checks). Holds the broker weakly: a pending timer does not
+/// keep a stopped broker alive.
+fn arm(env: &Env, timer: Option<DtxTimer>) {
+    let Some(timer) = timer else { return };
+    let broker: Weak<Broker> = Arc::downgrade(env.broker);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(u64::from(timer.seconds))).await;
+        if let Some(broker) = broker.upgrade() {
+            broker.dtx().expire(&timer);
+        }
+    });
+}
+
+pub fn select(session: &mut Session) -> Outcome {
+    if session.tx.is_some() {
+        return Err(command_invalid(
+            "dtx.select on a session that has selected local transactions",
+        ));
+    }
+    session.dtx.get_or_insert_with(Box::default);
+    Ok(())
+}
+
+pub fn start(session: &mut Session, env: &mut Env, id: u32, c: DtxStart) -> Outcome {
+    let dtx = session.dtx.as_mut().ok_or_else(not_selected)?;
+    if c.join && c.resume {
+        return Err(command_invalid("dtx.start with both join and resume"));
+    }
+    let xid = xid_of(c.xid)?;
+    if dtx.active.is_some() {
+        return Err(Exception::new(
+            ErrorCode::IllegalState,
+            "the session is associated with a transaction already",
+        ));
+    }
+    let outcome = if c.resume {
+        let at = dtx
+            .suspended
+            .iter()
+            .position(|(x, _)| *x == xid)
+            .ok_or_else(|| command_invalid("dtx.start resumes a xid not suspended here"))?;
+        let (xid, work) = dtx.suspended.swap_remove(at);
+        let outcome = env.broker.dtx().live(&xid);
+        match outcome {
+            // Timed out while suspended: the association is over.
+            XaOutcome::TimedOut => {
+                env.broker.dtx().end(&xid, false);
+            }
+            _ => dtx.active = Some((xid, work)),
+        }
+        outcome
+    } else {
+        let (work, timer) = env
+            .broker
+            .dtx()
+            .start(&xid, c.join, env.broker.transaction())
+            .map_err(dtx_error)?;
+        arm(env, timer);
+        dtx.active = Some((xid, work));
+        XaOutcome::Ok
+    };
+    xa_result(session, env, id, outcome);
+    Ok(())
+}
+
+pub fn end(session: &mut Session, env: &mut Env, id: u32, c: DtxEnd) -> Outcome {
+    let dtx = session.dtx.as_mut().ok_or_else(not_selected)?;
+    if c.suspend && c.fail {
+        return Err(command_invalid("dtx.end with both suspend and fail"));
+    }
+    let xid = xid_of(c.xid)?;
+    let (active, work) = match dtx.active.take() {
+        Some((active, work)) if active == xid => (active, work),
+        other => {
+            dtx.active = other;
+            return Err(Exception::new(
+                ErrorCode::IllegalState,
+                "xid not associated with this session",
+            ));
+        }
+    };
+    let outcome = if c.suspend {
+        let outcome = env.broker.dtx().live(&active);
+        match outcome {
+            XaOutcome::TimedOut => {
+                env.broker.dtx().end(&active, false);
+            }
+            _ => dtx.suspended.push((active, work)),
+        }
+        outcome
+    } else {
+        env.broker.dtx().end(&active, c.fail)
+    };
+    xa_result(session, env, id, outcome);
+    Ok(())
+}
+
+/// Stages the accepted transfers in the association's work, taking them from the
+/// session: the branch outlives it (its rollback puts them back on their queues).
+pub fn stage_accepts(session: &mut Session, work: &DtxWork, transfers: &SequenceSet) {
+    let mut staged = work.lock();
+    for &(lo, hi) in transfers.ranges() {
+        for id in session.outgoing.live_ids(lo, hi) {
+            if let Some((queue, position, message, true)) = session.outgoing.settle(id) {
+                staged.settle(queue, position, message, Settlement::Accept);
+            }
+        }
+    }
+    drop(staged);
+    session.outgoing.trim();
+    session.return_window_slots();
+}
+
+pub fn prepare(
+    session: &mut Session,
+    env: &mut Env,
+    id: u32,
+    xid: Option<ferry_amqp010::Xid>,
+) -> Outcome {
+    let xid = xid_of(xid)?;
+    let outcome = env.broker.dtx().prepare(&xid).map_err(dtx_error)?;
+    xa_result(session, env, id, outcome);
+    Ok(())
+}
+
+pub fn commit(session: &mut Session, env: &mut Env, id: u32, c: DtxCommit) -> Outcome {
+    let xid = xid_of(c.xid)?;
+    let (outcome, commit) = env
+        .broker
+        .dtx_commit(&xid, c.one_phase)
+        .map_err(dtx_error)?;
+    if let Some(commit) = commit {
+        // As for tx.commit: a queue at its limit refused a message the others took.
+        if let Some(e) = commit.refused {
+            return Err(e.into());
+        }
+        // Completed once everything the commit journaled is on stable storage.
+        if let Some(point) = commit.sync {
+            session.needs_sync(point);
+        }
+    }
+    xa_result(session, env, id, outcome);
+    Ok(())
+}
+
+pub fn rollback(
+    session: &mut Session,
+    env: &mut Env,
+    id: u32,
+    xid: Option<ferry_amqp010::Xid>,
+) -> Outcome {
+    let xid = xid_of(xid)?;
+    let outcome = env.broker.dtx().rollback(&xid).map_err(dtx_error)?;
+    xa_result(session, env, id, outcome);
+    Ok(())
+}
+
+pub fn forget(env: &mut Env, xid: Option<ferry_amqp010::Xid>) -> Outcome {
+    let xid = xid_of(xid)?;
+    env.broker.dtx().forget(&xid).map_err(dtx_error)
+}
+
+pub fn recover(session: &mut Session, env: &mut Env, id: u32) -> Outcome {
+    let mut in_doubt = Vec::new();
+    for xid in env.broker.dtx().recover() {
+        let s = Struct32::from_struct(&to_wire(&xid))
+            .map_err(|e| Exception::new(ErrorCode::InternalError, e.to_string()))?;
+        in_doubt.push(Value::Struct32(s));
+    }
+    let result = RecoverResult {
+        in_doubt: Some(Array::new(code::STRUCT32, in_doubt)),
+    };
+    session.write_result(env, result_of(id, &result));
+    Ok(())
+}
+
+pub fn get_timeout(
+    session: &mut Session,
+    env: &mut Env,
+    id: u32,
+    xid: Option<ferry_amqp010::Xid>,
+) -> Outcome {
+    let xid = xid_of(xid)?;
+    let timeout = env.broker.dtx().timeout(&xid).map_err(dtx_error)?;
+    let result = GetTimeoutResult {
+        timeout: Some(timeout),
+    };
+    session.write_result(env, result_of(id, &result));
+    Ok(())
+}
+
+pub fn set_timeout(
+    env: &mut Env,
+    xid: Option<ferry_amqp010::Xid>,
+    timeout: Option<u32>,
+) -> Outcome {
+    let xid = xid_of(xid)?;
+    let timer = env
+        .broker
+        .dtx()
+        .set_timeout(&xid, timeout.unwrap_or(0))
+        .map_err(dtx_error)?;
+    arm(env, timer);
+    Ok(())
+}
