@@ -20,7 +20,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use tokio::sync::Notify;
 
+use crate::message::now_ms;
 use crate::transaction::Transaction;
 
 /// A transaction branch's id: XA's format id, global transaction id and branch qualifier.
@@ -84,15 +86,6 @@ impl Default for DtxTimeouts {
     }
 }
 
-/// A timer to arm: expire branch `xid` after `seconds` unless its timeout changed since
-/// ([`DtxManager::expire`] compares `generation`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DtxTimer {
-    pub xid: Xid,
-    pub seconds: u32,
-    pub generation: u64,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Doom {
     Failed,
@@ -107,7 +100,8 @@ struct Branch {
     prepared: bool,
     doomed: Option<Doom>,
     timeout: u32,
-    generation: u64,
+    /// When it times out, in milliseconds since the epoch; `None`: never.
+    deadline: Option<u64>,
 }
 
 impl Branch {
@@ -125,11 +119,15 @@ impl Branch {
     }
 }
 
-/// The broker's transaction branches.
+/// The broker's transaction branches. Timeouts are kept as deadlines, which the broker's
+/// housekeeping task enforces ([`DtxManager::expire_due`]): no timer per branch.
 pub struct DtxManager {
     branches: Mutex<HashMap<Xid, Branch>>,
     timeouts: DtxTimeouts,
-    next_generation: AtomicU64,
+    /// The earliest deadline the housekeeping task knows of (`u64::MAX`: none); an earlier
+    /// one wakes it through `deadline_changed`.
+    earliest: AtomicU64,
+    deadline_changed: Arc<Notify>,
 }
 
 fn name(xid: &Xid) -> String {
@@ -142,27 +140,33 @@ fn name(xid: &Xid) -> String {
 }
 
 impl DtxManager {
-    pub fn new(timeouts: DtxTimeouts) -> DtxManager {
+    /// `deadline_changed` is notified when a branch's deadline comes before any the
+    /// housekeeping task was told of.
+    pub fn new(timeouts: DtxTimeouts, deadline_changed: Arc<Notify>) -> DtxManager {
         DtxManager {
             branches: Mutex::new(HashMap::new()),
             timeouts,
-            next_generation: AtomicU64::new(1),
+            earliest: AtomicU64::new(u64::MAX),
+            deadline_changed,
         }
     }
 
-    fn generation(&self) -> u64 {
-        self.next_generation.fetch_add(1, Ordering::Relaxed)
+    /// The deadline `seconds` from now (`None` for 0), and the housekeeping task woken if
+    /// it is the earliest.
+    fn deadline(&self, seconds: u32) -> Option<u64> {
+        if seconds == 0 {
+            return None;
+        }
+        let at = now_ms().saturating_add(u64::from(seconds) * 1000);
+        if self.earliest.fetch_min(at, Ordering::Relaxed) > at {
+            self.deadline_changed.notify_one();
+        }
+        Some(at)
     }
 
-    /// Associates a session with branch `xid`: a new branch, or with `join` an existing
-    /// one. Returns the work the session stages into, and the branch's timer to arm when
-    /// it is new and has a timeout.
-    pub fn start(
-        &self,
-        xid: &Xid,
-        join: bool,
-        work: Transaction,
-    ) -> Result<(DtxWork, Option<DtxTimer>), DtxError> {
+    /// Associates a session with branch `xid`: a new branch (timing out after the default
+    /// timeout), or with `join` an existing one. Returns the work the session stages into.
+    pub fn start(&self, xid: &Xid, join: bool, work: Transaction) -> Result<DtxWork, DtxError> {
         let work = Arc::new(Mutex::new(work));
         let mut branches = self.branches.lock();
         if join {
@@ -171,12 +175,11 @@ impl DtxManager {
                 .ok_or_else(|| DtxError::Unknown(name(xid)))?;
             branch.work.push(work.clone());
             branch.associated += 1;
-            return Ok((work, None));
+            return Ok(work);
         }
         if branches.contains_key(xid) {
             return Err(DtxError::AlreadyKnown(name(xid)));
         }
-        let generation = self.generation();
         let timeout = self.timeouts.default;
         branches.insert(
             xid.clone(),
@@ -186,15 +189,10 @@ impl DtxManager {
                 prepared: false,
                 doomed: None,
                 timeout,
-                generation,
+                deadline: self.deadline(timeout),
             },
         );
-        let timer = (timeout > 0).then(|| DtxTimer {
-            xid: xid.clone(),
-            seconds: timeout,
-            generation,
-        });
-        Ok((work, timer))
+        Ok(work)
     }
 
     /// Whether branch `xid` is still live for an association being suspended or resumed:
@@ -326,9 +324,8 @@ impl DtxManager {
         Ok(branch.timeout)
     }
 
-    /// Sets branch `xid`'s timeout, counted from now (0: none). Returns the timer to arm;
-    /// timers armed before no longer expire the branch.
-    pub fn set_timeout(&self, xid: &Xid, seconds: u32) -> Result<Option<DtxTimer>, DtxError> {
+    /// Sets branch `xid`'s timeout, counted from now (0: none).
+    pub fn set_timeout(&self, xid: &Xid, seconds: u32) -> Result<(), DtxError> {
         let max = self.timeouts.max;
         if max > 0 && seconds > max {
             return Err(DtxError::TimeoutTooLong {
@@ -336,33 +333,37 @@ impl DtxManager {
                 max,
             });
         }
-        let generation = self.generation();
         let mut branches = self.branches.lock();
         let branch = branches
             .get_mut(xid)
             .ok_or_else(|| DtxError::Unknown(name(xid)))?;
         branch.timeout = seconds;
-        branch.generation = generation;
-        Ok((seconds > 0).then(|| DtxTimer {
-            xid: xid.clone(),
-            seconds,
-            generation,
-        }))
+        branch.deadline = self.deadline(seconds);
+        Ok(())
     }
 
-    /// A timer went off: unless the branch was prepared, completed or given another
-    /// timeout since, it times out and its work is undone now (its sessions may still hold
-    /// their associations; what they stage later is undone at rollback).
-    pub fn expire(&self, timer: &DtxTimer) {
+    /// Times out the branches whose deadline is `now` (milliseconds since the epoch) or
+    /// earlier, unless prepared: their work is undone now (their sessions may still hold
+    /// associations; what they stage later is undone at rollback). Returns the earliest
+    /// deadline left, for the housekeeping task to come back then.
+    pub fn expire_due(&self, now: u64) -> Option<u64> {
         let mut branches = self.branches.lock();
-        let Some(branch) = branches.get_mut(&timer.xid) else {
-            return;
-        };
-        if branch.generation != timer.generation || branch.prepared {
-            return;
+        let mut next: Option<u64> = None;
+        for branch in branches.values_mut() {
+            let Some(at) = branch.deadline.filter(|_| !branch.prepared) else {
+                continue;
+            };
+            if at <= now {
+                branch.deadline = None;
+                branch.doomed = Some(Doom::TimedOut);
+                branch.undo();
+            } else {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
         }
-        branch.doomed = Some(Doom::TimedOut);
-        branch.undo();
+        self.earliest
+            .store(next.unwrap_or(u64::MAX), Ordering::Relaxed);
+        next
     }
 
     /// How many branches are known (for management and tests).

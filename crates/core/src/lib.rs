@@ -68,7 +68,7 @@ pub use broker::{BoundResult, Broker, BrokerConfig, Dialect, PublishOutcome};
 pub use connections::{
     ConnectionHandle, ConnectionMeta, ConnectionStatus, Connections, SessionStatus,
 };
-pub use dtx::{DtxError, DtxManager, DtxTimeouts, DtxTimer, DtxWork, XaOutcome, Xid};
+pub use dtx::{DtxError, DtxManager, DtxTimeouts, DtxWork, XaOutcome, Xid};
 pub use error::BrokerError;
 pub use events::{BrokerEvent, Observer, Threshold};
 pub use exchange::{BindingStatus, Exchange, ExchangeInfo, ExchangeOptions};

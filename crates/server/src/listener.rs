@@ -225,8 +225,8 @@ async fn serve_tls(
 
 /// Without consumers nothing else would ever look at an expired message: drop them on a
 /// timer so a queue of expired messages cannot hold memory forever. The same task deletes
-/// `x-expires` queues when they fall due (waking at their deadlines rather than on the tick)
-/// and, while dead-lettering queues hold messages that will expire, checks their heads
+/// `x-expires` queues when they fall due (waking at their deadlines rather than on the tick),
+/// times out distributed transaction branches likewise, and, while dead-lettering queues hold messages that will expire, checks their heads
 /// often, so delay queues (TTL + dead letter exchange) hand messages on in time.
 async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
     const SWEEP: Duration = Duration::from_secs(1);
@@ -242,7 +242,8 @@ async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
         if broker.expire_heads() {
             wake = wake.min(now + HEAD_POLL);
         }
-        if let Some(at) = broker.expire_unused_queues() {
+        let deadlines = [broker.expire_unused_queues(), broker.expire_dtx_branches()];
+        for at in deadlines.into_iter().flatten() {
             let wait = Duration::from_millis(at.saturating_sub(ferry_core::now_ms()) + 1);
             wake = wake.min(now + wait);
         }

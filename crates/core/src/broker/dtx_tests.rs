@@ -4,7 +4,8 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::dtx::{DtxError, DtxTimer, DtxWork, XaOutcome, Xid};
+use crate::dtx::{DtxError, DtxWork, XaOutcome, Xid};
+use crate::message::now_ms;
 use crate::message::Message;
 use crate::queue::QueueOptions;
 use crate::transaction::Settlement;
@@ -37,8 +38,8 @@ fn depth(b: &Broker, queue: &str) -> u64 {
 /// Starts `x` and, under it, moves the head of `a` to `b` (qpid-python's "swap"): the
 /// head is acquired and its accept staged, a copy's publish staged.
 fn swap(b: &Broker, x: &Xid) -> DtxWork {
-    let (work, timer) = b.dtx().start(x, false, b.transaction()).unwrap();
-    assert_eq!(timer.map(|t| t.seconds), Some(60), "the default timeout");
+    let work = b.dtx().start(x, false, b.transaction()).unwrap();
+    assert_eq!(b.dtx().timeout(x), Ok(60), "the default timeout");
     let a = b.queue("a").unwrap();
     let got = a.get().expect("a message on a");
     let mut w = work.lock();
@@ -99,8 +100,7 @@ fn joined_sessions_commit_as_one() {
     b.publish(b.default_exchange(), msg("a", "m")).unwrap();
     let x = xid("x");
     swap(&b, &x);
-    let (other, timer) = b.dtx().start(&x, true, b.transaction()).unwrap();
-    assert_eq!(timer, None, "joining arms no timer");
+    let other = b.dtx().start(&x, true, b.transaction()).unwrap();
     other
         .lock()
         .publish(b.default_exchange().clone(), msg("a", "joined"));
@@ -133,36 +133,39 @@ fn a_failed_association_dooms_the_branch() {
     assert!(b.dtx().is_empty());
 }
 
+/// Milliseconds since the epoch, `seconds` from now.
+fn in_secs(seconds: u64) -> u64 {
+    now_ms() + seconds * 1000
+}
+
 #[test]
 fn a_timeout_undoes_the_work_while_sessions_still_hold_it() {
     let b = broker();
     b.publish(b.default_exchange(), msg("a", "m")).unwrap();
     let x = xid("x");
     let work = swap(&b, &x);
-    let stale = b.dtx().set_timeout(&x, 2).unwrap().unwrap();
-    let timer = b.dtx().set_timeout(&x, 2).unwrap().unwrap();
+    let first = b.dtx().expire_due(now_ms()).expect("the default deadline");
+    assert!(first > in_secs(59) && first <= in_secs(60));
+    b.dtx().set_timeout(&x, 2).unwrap();
     assert_eq!(b.dtx().timeout(&x), Ok(2));
-    b.dtx().expire(&stale);
+    // Not yet due: nothing happens.
+    let due = b.dtx().expire_due(now_ms()).expect("the new deadline");
+    assert!(due <= in_secs(2));
+    assert_eq!(b.dtx().live(&x), XaOutcome::Ok);
     assert_eq!(
-        b.dtx().live(&x),
-        XaOutcome::Ok,
-        "a replaced timer does nothing"
+        b.dtx().expire_due(due),
+        None,
+        "due: timed out, nothing left"
     );
-    b.dtx().expire(&timer);
     assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 0));
     assert!(work.lock().is_empty());
     assert_eq!(b.dtx().live(&x), XaOutcome::TimedOut);
     assert_eq!(b.dtx().end(&x, false), XaOutcome::TimedOut);
     assert_eq!(b.dtx().rollback(&x), Ok(XaOutcome::TimedOut));
-    // A timed-out branch may be rolled back before its sessions end.
+    // A timed-out branch may be completed before its sessions end.
     let y = xid("y");
     b.dtx().start(&y, false, b.transaction()).unwrap();
-    let timer = DtxTimer {
-        xid: y.clone(),
-        seconds: 60,
-        generation: b.dtx().set_timeout(&y, 60).unwrap().unwrap().generation,
-    };
-    b.dtx().expire(&timer);
+    b.dtx().expire_due(in_secs(61));
     assert_eq!(b.dtx_commit(&y, true).unwrap().0, XaOutcome::TimedOut);
     assert_eq!(
         b.dtx().end(&y, false),
@@ -172,15 +175,35 @@ fn a_timeout_undoes_the_work_while_sessions_still_hold_it() {
 }
 
 #[test]
-fn a_prepared_branch_does_not_time_out() {
+fn a_prepared_branch_does_not_time_out_and_0_is_no_timeout() {
     let b = broker();
-    let x = xid("x");
+    let (x, y) = (xid("x"), xid("y"));
     b.dtx().start(&x, false, b.transaction()).unwrap();
-    let timer = b.dtx().set_timeout(&x, 1).unwrap().unwrap();
     b.dtx().end(&x, false);
     b.dtx().prepare(&x).unwrap();
-    b.dtx().expire(&timer);
+    b.dtx().start(&y, false, b.transaction()).unwrap();
+    b.dtx().set_timeout(&y, 0).unwrap();
+    assert_eq!(b.dtx().expire_due(in_secs(7200)), None);
     assert_eq!(b.dtx_commit(&x, false).unwrap().0, XaOutcome::Ok);
+    assert_eq!(b.dtx().live(&y), XaOutcome::Ok);
+}
+
+#[tokio::test]
+async fn an_earlier_deadline_wakes_the_housekeeping_task() {
+    let b = broker();
+    let x = xid("x");
+    let wait = |ms| {
+        tokio::time::timeout(
+            std::time::Duration::from_millis(ms),
+            b.queue_expiry_changed(),
+        )
+    };
+    b.dtx().start(&x, false, b.transaction()).unwrap();
+    wait(1000).await.expect("the first deadline wakes it");
+    b.dtx().set_timeout(&x, 120).unwrap();
+    assert!(wait(100).await.is_err(), "a later one does not");
+    b.dtx().set_timeout(&x, 1).unwrap();
+    wait(5000).await.expect("an earlier one does");
 }
 
 #[test]
@@ -233,5 +256,5 @@ fn refusals() {
         b.dtx_commit(&x, false),
         Err(DtxError::NotPrepared(_))
     ));
-    assert_eq!(b.dtx().set_timeout(&x, 0), Ok(None), "0: no timeout");
+    assert_eq!(b.dtx().set_timeout(&x, 0), Ok(()));
 }

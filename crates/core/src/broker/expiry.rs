@@ -63,10 +63,19 @@ impl Broker {
 
     /// Resolves when an `x-expires` queue was declared or lost its last consumer, so a
     /// deadline earlier than the one [`Broker::expire_unused_queues`] last returned may
-    /// exist, or when a dead-lettering queue took a message that will expire (see
-    /// [`Broker::expire_heads`]). A change before the call is not lost (one stored permit).
+    /// exist, when a dead-lettering queue took a message that will expire (see
+    /// [`Broker::expire_heads`]), or when a distributed transaction branch got a deadline
+    /// earlier than [`Broker::expire_dtx_branches`] last returned. A change before the call
+    /// is not lost (one stored permit).
     pub fn queue_expiry_changed(&self) -> Notified<'_> {
         self.expiry_changed.notified()
+    }
+
+    /// Times out the distributed transaction branches whose deadline passed (see
+    /// `DtxManager::expire_due`); returns the earliest deadline left, in milliseconds since
+    /// the epoch.
+    pub fn expire_dtx_branches(&self) -> Option<u64> {
+        self.dtx.expire_due(now_ms())
     }
 
     /// Dead-letters the expired messages at the heads of dead-lettering queues; returns

@@ -169,6 +169,7 @@ impl Broker {
         );
         reg.exchanges
             .insert(String::new(), default_exchange.clone());
+        let expiry_changed = Arc::new(Notify::new());
         Arc::new(Broker {
             journal,
             registry: RwLock::new(reg),
@@ -180,13 +181,13 @@ impl Broker {
             offload,
             alarms: Alarms::default(),
             expiring: Mutex::new(Vec::new()),
-            expiry_changed: Arc::new(Notify::new()),
+            expiry_changed: expiry_changed.clone(),
             dead_lettering: Mutex::new(Vec::new()),
             connections: Arc::default(),
             observer: ObserverSlot::default(),
             retired: Mutex::default(),
             stamps_receipt: AtomicBool::new(config.receive_timestamps),
-            dtx: DtxManager::new(config.dtx_timeouts),
+            dtx: DtxManager::new(config.dtx_timeouts, expiry_changed),
             config,
         })
     }

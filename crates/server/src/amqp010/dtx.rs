@@ -4,15 +4,12 @@
 //! lets go of it. Prepare, commit, rollback, recover and the timeouts need no select and
 //! may come from any session. Error codes and XA results are qpidd's.
 
-use std::sync::{Arc, Weak};
-use std::time::Duration;
-
 use ferry_amqp010::value::code;
 use ferry_amqp010::{
     Array, DtxCommit, DtxEnd, DtxStart, ErrorCode, GetTimeoutResult, RecoverResult, SequenceSet,
     Struct32, Value, XaResult, XaStatus,
 };
-use ferry_core::{Broker, DtxError, DtxTimer, DtxWork, Settlement, XaOutcome, Xid};
+use ferry_core::{Broker, DtxError, DtxWork, Settlement, XaOutcome, Xid};
 
 use super::commands::result_of;
 use super::convert::Exception;
@@ -94,20 +91,6 @@ fn xa_result(session: &mut Session, env: &mut Env, id: u32, outcome: XaOutcome) 
     session.write_result(env, result_of(id, &result));
 }
 
-/// Expires the branch when the timer goes off, unless it was completed or given another
-/// timeout first (the broker checks). Holds the broker weakly: a pending timer does not
-/// keep a stopped broker alive.
-fn arm(env: &Env, timer: Option<DtxTimer>) {
-    let Some(timer) = timer else { return };
-    let broker: Weak<Broker> = Arc::downgrade(env.broker);
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(u64::from(timer.seconds))).await;
-        if let Some(broker) = broker.upgrade() {
-            broker.dtx().expire(&timer);
-        }
-    });
-}
-
 pub fn select(session: &mut Session) -> Outcome {
     if session.tx.is_some() {
         return Err(command_invalid(
@@ -147,12 +130,11 @@ pub fn start(session: &mut Session, env: &mut Env, id: u32, c: DtxStart) -> Outc
         }
         outcome
     } else {
-        let (work, timer) = env
+        let work = env
             .broker
             .dtx()
             .start(&xid, c.join, env.broker.transaction())
             .map_err(dtx_error)?;
-        arm(env, timer);
         dtx.active = Some((xid, work));
         XaOutcome::Ok
     };
@@ -292,11 +274,8 @@ pub fn set_timeout(
     timeout: Option<u32>,
 ) -> Outcome {
     let xid = xid_of(xid)?;
-    let timer = env
-        .broker
+    env.broker
         .dtx()
         .set_timeout(&xid, timeout.unwrap_or(0))
-        .map_err(dtx_error)?;
-    arm(env, timer);
-    Ok(())
+        .map_err(dtx_error)
 }
