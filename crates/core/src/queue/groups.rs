@@ -10,6 +10,7 @@
 //! acquired message of it is settled or released. Management sees the groups through
 //! [`MessageGroups`] (qpidd's `query` of the queue).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use bytes::Bytes;
@@ -47,15 +48,16 @@ impl Groups {
         }
     }
 
-    /// The group `message` belongs to.
-    pub(crate) fn group_of(&self, message: &Message) -> Vec<u8> {
+    /// The group `message` belongs to: borrowed from its headers where it can be (the
+    /// dispatch walk asks for every message it passes).
+    pub(crate) fn group_of<'m>(&self, message: &'m Message) -> Cow<'m, [u8]> {
         let value = message.headers().and_then(|h| h.get(&self.key));
         match value {
-            Some(HeaderValue::Str(s)) => s.as_bytes().to_vec(),
-            Some(HeaderValue::Bytes(b)) => b.to_vec(),
-            Some(HeaderValue::Int(n)) => n.to_string().into_bytes(),
-            Some(HeaderValue::UInt(n)) => n.to_string().into_bytes(),
-            _ => DEFAULT_GROUP.to_vec(),
+            Some(HeaderValue::Str(s)) => Cow::Borrowed(s.as_bytes()),
+            Some(HeaderValue::Bytes(b)) => Cow::Borrowed(b),
+            Some(HeaderValue::Int(n)) => Cow::Owned(n.to_string().into_bytes()),
+            Some(HeaderValue::UInt(n)) => Cow::Owned(n.to_string().into_bytes()),
+            _ => Cow::Borrowed(DEFAULT_GROUP),
         }
     }
 
@@ -116,7 +118,8 @@ impl Groups {
     ) -> MessageGroups {
         let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
         for message in queued {
-            let id = message.map_or_else(|| DEFAULT_GROUP.to_vec(), |m| self.group_of(m));
+            let id =
+                message.map_or_else(|| DEFAULT_GROUP.to_vec(), |m| self.group_of(m).into_owned());
             *counts.entry(id).or_default() += 1;
         }
         for id in self.held.values() {
@@ -167,7 +170,9 @@ mod tests {
     #[test]
     fn a_group_is_held_until_its_last_acquired_message_is_let_go() {
         let mut g = Groups::new("THE-GROUP".into());
-        let a = g.group_of(&message(Some(HeaderValue::Str("A".into()))));
+        let a = g
+            .group_of(&message(Some(HeaderValue::Str("A".into()))))
+            .into_owned();
         assert_eq!(a, b"A");
         assert_eq!(g.owner(&a), None);
         g.acquired(1, a.clone(), 7);
@@ -185,12 +190,14 @@ mod tests {
     #[test]
     fn messages_without_the_header_share_the_default_group() {
         let g = Groups::new("THE-GROUP".into());
-        assert_eq!(g.group_of(&message(None)), DEFAULT_GROUP);
-        assert_eq!(
-            g.group_of(&message(Some(HeaderValue::UInt(42)))),
-            b"42".to_vec()
-        );
+        assert_eq!(&*g.group_of(&message(None)), DEFAULT_GROUP);
+        assert_eq!(&*g.group_of(&message(Some(HeaderValue::UInt(42)))), b"42");
         let bare = Message::new("", "q", Bytes::from_static(b"m"));
-        assert_eq!(g.group_of(&bare), DEFAULT_GROUP);
+        assert_eq!(&*g.group_of(&bare), DEFAULT_GROUP);
+        let named = message(Some(HeaderValue::Str("A".into())));
+        assert!(
+            matches!(g.group_of(&named), Cow::Borrowed(b"A")),
+            "not copied"
+        );
     }
 }

@@ -426,9 +426,10 @@ impl QueueState {
     /// Records an acquisition, by consumer `by` (0: a get, or an acquire after browsing).
     fn mark_unsettled(&mut self, e: &Entry, by: ConsumerId) {
         if let Some(groups) = self.groups.as_deref_mut() {
-            let group = e
-                .message()
-                .map_or_else(|| DEFAULT_GROUP.to_vec(), |m| groups.group_of(m));
+            let group = e.message().map_or_else(
+                || DEFAULT_GROUP.to_vec(),
+                |m| groups.group_of(m).into_owned(),
+            );
             groups.acquired(e.position, group, by);
         }
         self.counters.delivered += 1;
