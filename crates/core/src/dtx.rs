@@ -60,7 +60,8 @@ pub enum DtxError {
     StillAssociated(String),
     #[error("xid {0} has not been prepared")]
     NotPrepared(String),
-    #[error("xid {0} has been prepared: a one-phase commit is not allowed")]
+    /// A one-phase commit, or a join, of a prepared branch.
+    #[error("xid {0} has been prepared")]
     Prepared(String),
     #[error("xid {0} has not been heuristically completed")]
     NotHeuristic(String),
@@ -119,6 +120,9 @@ impl Branch {
     }
 }
 
+/// How long a timed-out branch is remembered, in milliseconds, once no session holds it.
+pub const FORGET_AFTER: u64 = 30 * 60 * 1000;
+
 /// The broker's transaction branches. Timeouts are kept as deadlines, which the broker's
 /// housekeeping task enforces ([`DtxManager::expire_due`]): no timer per branch.
 pub struct DtxManager {
@@ -173,6 +177,10 @@ impl DtxManager {
             let branch = branches
                 .get_mut(xid)
                 .ok_or_else(|| DtxError::Unknown(name(xid)))?;
+            // Work added after the prepare would not be part of what was prepared.
+            if branch.prepared {
+                return Err(DtxError::Prepared(name(xid)));
+            }
             branch.work.push(work.clone());
             branch.associated += 1;
             return Ok(work);
@@ -344,23 +352,34 @@ impl DtxManager {
 
     /// Times out the branches whose deadline is `now` (milliseconds since the epoch) or
     /// earlier, unless prepared: their work is undone now (their sessions may still hold
-    /// associations; what they stage later is undone at rollback). Returns the earliest
-    /// deadline left, for the housekeeping task to come back then.
+    /// associations; what they stage later is undone at rollback). A timed-out branch is
+    /// kept to answer xa-rbtimeout until completed, but no longer than [`FORGET_AFTER`]
+    /// once no session holds it: a client that never completes its branches does not
+    /// grow the broker without bound (qpidd keeps them until completed). Returns the
+    /// earliest deadline left, for the housekeeping task to come back then.
     pub fn expire_due(&self, now: u64) -> Option<u64> {
         let mut branches = self.branches.lock();
         let mut next: Option<u64> = None;
-        for branch in branches.values_mut() {
+        branches.retain(|_, branch| {
             let Some(at) = branch.deadline.filter(|_| !branch.prepared) else {
-                continue;
+                return true;
             };
-            if at <= now {
-                branch.deadline = None;
+            if at > now {
+                next = Some(next.map_or(at, |n| n.min(at)));
+                return true;
+            }
+            if branch.doomed == Some(Doom::TimedOut) && branch.associated == 0 {
+                return false;
+            }
+            if branch.doomed != Some(Doom::TimedOut) {
                 branch.doomed = Some(Doom::TimedOut);
                 branch.undo();
-            } else {
-                next = Some(next.map_or(at, |n| n.min(at)));
             }
-        }
+            let forget_at = now.saturating_add(FORGET_AFTER);
+            branch.deadline = Some(forget_at);
+            next = Some(next.map_or(forget_at, |n| n.min(forget_at)));
+            true
+        });
         self.earliest
             .store(next.unwrap_or(u64::MAX), Ordering::Relaxed);
         next

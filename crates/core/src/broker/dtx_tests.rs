@@ -101,6 +101,17 @@ fn joined_sessions_commit_as_one() {
     let x = xid("x");
     swap(&b, &x);
     let other = b.dtx().start(&x, true, b.transaction()).unwrap();
+    let y = xid("y");
+    b.dtx().start(&y, false, b.transaction()).unwrap();
+    b.dtx().end(&y, false);
+    b.dtx().prepare(&y).unwrap();
+    assert!(
+        matches!(
+            b.dtx().start(&y, true, b.transaction()),
+            Err(DtxError::Prepared(_))
+        ),
+        "no work joins a prepared branch"
+    );
     other
         .lock()
         .publish(b.default_exchange().clone(), msg("a", "joined"));
@@ -152,16 +163,35 @@ fn a_timeout_undoes_the_work_while_sessions_still_hold_it() {
     let due = b.dtx().expire_due(now_ms()).expect("the new deadline");
     assert!(due <= in_secs(2));
     assert_eq!(b.dtx().live(&x), XaOutcome::Ok);
-    assert_eq!(
-        b.dtx().expire_due(due),
-        None,
-        "due: timed out, nothing left"
-    );
+    let forget = b
+        .dtx()
+        .expire_due(due)
+        .expect("timed out, remembered for a while");
+    assert!(forget >= due + crate::dtx::FORGET_AFTER);
     assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 0));
     assert!(work.lock().is_empty());
     assert_eq!(b.dtx().live(&x), XaOutcome::TimedOut);
     assert_eq!(b.dtx().end(&x, false), XaOutcome::TimedOut);
     assert_eq!(b.dtx().rollback(&x), Ok(XaOutcome::TimedOut));
+    // Never completed: forgotten once no session holds it, and not before.
+    let z = xid("z");
+    b.dtx().start(&z, false, b.transaction()).unwrap();
+    let forget = b.dtx().expire_due(in_secs(61)).unwrap();
+    assert_eq!(
+        b.dtx().expire_due(forget),
+        Some(forget + crate::dtx::FORGET_AFTER)
+    );
+    assert_eq!(b.dtx().live(&z), XaOutcome::TimedOut, "still held: kept");
+    assert_eq!(b.dtx().end(&z, false), XaOutcome::TimedOut);
+    assert_eq!(
+        b.dtx().expire_due(forget),
+        Some(forget + crate::dtx::FORGET_AFTER)
+    );
+    assert_eq!(b.dtx().expire_due(forget + crate::dtx::FORGET_AFTER), None);
+    assert!(
+        matches!(b.dtx().rollback(&z), Err(DtxError::Unknown(_))),
+        "forgotten"
+    );
     // A timed-out branch may be completed before its sessions end.
     let y = xid("y");
     b.dtx().start(&y, false, b.transaction()).unwrap();
