@@ -86,6 +86,13 @@ impl Agent {
         )?;
         b.bind(queue_name, TOPIC_EXCHANGE, LOCATE_KEY, &none)?;
         b.bind(queue_name, V1_EXCHANGE, "broker", &none)?;
+        // Object queries and method calls of the old qpid.management API.
+        b.bind(
+            queue_name,
+            V1_EXCHANGE,
+            crate::v1::content::AGENT_KEY,
+            &none,
+        )?;
         subscribe(b, &queue, &self.outbox, self.owner)
     }
 
@@ -205,7 +212,18 @@ impl Agent {
 
     fn answer_v1(&self, request: &Request) {
         let key = &request.reply.routing_key;
-        for body in crate::v1::answer(request.body.clone(), &self.identity.broker_id) {
+        let view = View {
+            broker: &self.broker,
+            identity: &self.identity,
+            hidden_queue: &self.identity.queue,
+            now_ns: now_ns(),
+        };
+        let agent = V1Agent {
+            view: &view,
+            caller: &self.caller,
+        };
+        let body = request.body.clone();
+        for body in crate::v1::answer(body, &self.identity.broker_id, &agent) {
             match crate::wire::v1_message(crate::v1::REPLY_EXCHANGE, key, body) {
                 Ok(m) => publish(&self.broker, m),
                 Err(e) => warn!("QMF v1 reply not encodable: {e}"),
@@ -276,4 +294,21 @@ fn subscribe(
     queue.add_credit(id, u32::MAX, u32::MAX)?;
     info!(queue = queue.name(), "QMF agent listening");
     Ok(())
+}
+
+/// The objects and methods v1 object queries and method calls reach: the v2 agent's.
+struct V1Agent<'a> {
+    view: &'a View<'a>,
+    caller: &'a method::Caller,
+}
+
+impl crate::v1::content::Agent for V1Agent<'_> {
+    fn objects(&self, class: crate::schema::Class) -> Vec<crate::objects::QmfObject> {
+        self.view.objects(class)
+    }
+
+    fn call(&self, object_name: &str, method: &str, args: &Map) -> Result<Map, (u32, String)> {
+        method::invoke(self.view, self.caller, object_name, method, args)
+            .map_err(|f| (f.code, f.text))
+    }
 }

@@ -26,9 +26,11 @@
 //! - `events`: QMF events (queue and exchange declare/delete, bind/unbind, queue thresholds)
 //!   from the core's [`ferry_core::Observer`] hook, published to `qmf.default.topic`.
 //!
-//! Of QMF v1 (the binary protocol on `qpid.management`) only what `qmf.console` (qpid-tool,
-//! qpid-python's tests) needs before it turns to v2 is implemented (`v1`): the broker id,
-//! packages, classes and schemas. v1 object queries and methods are not.
+//! Of QMF v1 (the binary protocol on `qpid.management`, module `v1`): what `qmf.console`
+//! (qpid-tool, qpid-python's tests) needs before it turns to v2 (the broker id, packages,
+//! classes and schemas), and the object queries and method calls of the older
+//! `qpid.management` console API (`v1::content`), over the same objects and methods. v1's
+//! unsolicited content and events (periodic object updates) are not sent.
 //!
 //! # Authority
 //!
@@ -36,9 +38,10 @@
 //! declares and deletes take no user, and the request's message-properties `user-id` is not
 //! verified by the 0-10 layer (a client may put any name there), so it is logged, never
 //! trusted. So a loaded ACL's create/delete rules do not apply to management methods: who
-//! may manage the broker is decided by who may publish to `qmf.default.direct`, which the
-//! ACL controls (`acl deny all publish exchange name=qmf.default.direct`, after the rules
-//! allowing administrators).
+//! may manage the broker is decided by who may publish to `qmf.default.direct` (and, for
+//! v1 consoles, `qpid.management`), which the ACL controls (`acl deny all publish exchange
+//! name=qmf.default.direct`, and likewise for `qpid.management`, after the rules allowing
+//! administrators).
 //!
 //! # Bounds
 //!

@@ -107,6 +107,17 @@ fn dispatch(view: &View, caller: &Caller, request: &Map) -> Result<Map, Failure>
             ))
         }
     };
+    invoke(view, caller, object, method, args)
+}
+
+/// Calls `method` on the object named `object` (QMF v2's request, or v1's `M`).
+pub(crate) fn invoke(
+    view: &View,
+    caller: &Caller,
+    object: &str,
+    method: &str,
+    args: &Map,
+) -> Result<Map, Failure> {
     let Some(class) = find(view, object) else {
         return Err(Failure::new(
             status::UNKNOWN_OBJECT,

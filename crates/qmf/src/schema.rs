@@ -86,7 +86,7 @@ pub fn hash_of(name: &str) -> [u8; 16] {
     out
 }
 
-fn fnv1a(seed: u64, data: &[u8]) -> u64 {
+pub(crate) fn fnv1a(seed: u64, data: &[u8]) -> u64 {
     b"ferry:".iter().chain(data).fold(seed, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

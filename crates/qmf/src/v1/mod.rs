@@ -1,14 +1,15 @@
-//! The part of QMF v1 (binary, on `qpid.management`) that consoles built on `qmf.console`
-//! need before they switch to v2 for a broker that has the v2 exchanges: the broker id
-//! (`B` → `b`), the package list (`P` → `p`, `z`), the classes and events of a package
-//! (`Q` → `q`…, `z`) and their schemas (`S` → `s`). Objects, methods and events then travel
-//! over v2. v1 object queries (`G`) and methods (`M`) are not implemented: such requests
-//! are ignored, as qpidd ignores an opcode it does not know.
+//! QMF v1 (binary, on `qpid.management`): what consoles built on `qmf.console` need before
+//! they switch to v2 for a broker that has the v2 exchanges: the broker id (`B` → `b`), the
+//! package list (`P` → `p`, `z`), the classes and events of a package (`Q` → `q`…, `z`) and
+//! their schemas (`S` → `s`); and, for consoles on the older `qpid.management` API, object
+//! queries (`G`) and method calls (`M`) (see [`content`]). Other opcodes are ignored, as
+//! qpidd ignores an opcode it does not know.
 //!
 //! A v1 message is a sequence of requests, each `"AM2"`, an opcode octet and a 32-bit
 //! sequence number, then the opcode's fields; replies go to `amq.direct` under the
 //! request's reply-to key, one per message (qpidd's `ManagementAgent::dispatchAgentCommand`).
 
+pub mod content;
 pub mod schema;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -49,7 +50,7 @@ fn read_str8(r: &mut Reader) -> Option<String> {
 
 /// Answers the requests in `body`; one reply body per message to send. Stops at the first
 /// request it cannot read or does not implement (its length is unknown).
-pub fn answer(body: Bytes, broker_id: &[u8; 16]) -> Vec<Bytes> {
+pub fn answer(body: Bytes, broker_id: &[u8; 16], agent: &dyn content::Agent) -> Vec<Bytes> {
     let mut replies = Vec::new();
     let mut r = Reader::new(body);
     while r.remaining() >= 8 {
@@ -98,6 +99,20 @@ pub fn answer(body: Bytes, broker_id: &[u8; 16]) -> Vec<Bytes> {
                     _ => false,
                 }
             }
+            b'G' => match content::get(&mut r, seq, agent) {
+                Some(got) => {
+                    replies.extend(got);
+                    true
+                }
+                None => false,
+            },
+            b'M' => match content::method(&mut r, seq, agent) {
+                Some(reply) => {
+                    replies.push(reply);
+                    true
+                }
+                None => false,
+            },
             _ => false,
         };
         if !handled {

@@ -8,6 +8,7 @@ use crate::schema::Class;
 
 /// QMF type codes.
 pub mod ty {
+    pub const U8: u8 = 1;
     pub const U16: u8 = 2;
     pub const U32: u8 = 3;
     pub const U64: u8 = 4;
@@ -17,8 +18,14 @@ pub mod ty {
     pub const DELTATIME: u8 = 9;
     pub const REF: u8 = 10;
     pub const BOOL: u8 = 11;
+    pub const FLOAT: u8 = 12;
+    pub const DOUBLE: u8 = 13;
     pub const UUID: u8 = 14;
     pub const MAP: u8 = 15;
+    pub const S8: u8 = 16;
+    pub const S16: u8 = 17;
+    pub const S32: u8 = 18;
+    pub const S64: u8 = 19;
 }
 
 /// QMF access codes.
