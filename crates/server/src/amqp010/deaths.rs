@@ -6,8 +6,8 @@
 //! applications can read as string properties. The delivery-properties ttl and expiration
 //! are removed, as RabbitMQ removes a dead letter's expiration.
 
-use bytes::{Bytes, BytesMut};
-use ferry_amqp010::{List, Map, MessageHeader, Str, Value};
+use bytes::Bytes;
+use ferry_amqp010::{List, Map, Str, Value};
 use ferry_core::{Death, DeathHistory};
 
 fn text(b: &[u8]) -> Value {
@@ -43,30 +43,28 @@ fn summary(headers: &mut Map, prefix: &str, d: &Death) {
 /// The header segment with the death headers added; `None` if it does not decode (it always
 /// does: the broker decoded or built it).
 pub fn render(segment: &Bytes, history: &DeathHistory) -> Option<Bytes> {
-    let mut header = MessageHeader::decode(segment.clone()).ok()?;
-    if let Some(dp) = header.delivery.as_mut() {
-        dp.ttl = None;
-        dp.expiration = None;
-    }
-    let mp = header.properties.get_or_insert_with(Default::default);
-    let headers = mp.application_headers.get_or_insert_with(Map::new);
-    let list = history.entries.iter().map(entry).collect();
-    headers.insert("x-death", Value::List(List(list)));
-    if let (None, Some(first)) = (headers.get("x-first-death-queue"), &history.first) {
-        summary(headers, "x-first-death", first);
-    }
-    if let Some(last) = history.last() {
-        summary(headers, "x-last-death", last);
-    }
-    let mut out = BytesMut::with_capacity(segment.len() + 256);
-    header.encode(&mut out).ok()?;
-    Some(out.freeze())
+    super::rewrite::edit_header(segment, 256, |delivery, headers| {
+        if let Some(dp) = delivery {
+            dp.ttl = None;
+            dp.expiration = None;
+        }
+        let list = history.entries.iter().map(entry).collect();
+        headers.insert("x-death", Value::List(List(list)));
+        if let (None, Some(first)) = (headers.get("x-first-death-queue"), &history.first) {
+            summary(headers, "x-first-death", first);
+        }
+        if let Some(last) = history.last() {
+            summary(headers, "x-last-death", last);
+        }
+        true
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_amqp010::{DeliveryProperties, MessageProperties};
+    use bytes::BytesMut;
+    use ferry_amqp010::{DeliveryProperties, MessageHeader, MessageProperties};
     use ferry_core::DeathReason;
 
     #[test]

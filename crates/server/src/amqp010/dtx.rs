@@ -91,6 +91,23 @@ fn xa_result(session: &mut Session, env: &mut Env, id: u32, outcome: XaOutcome) 
     session.write_result(env, result_of(id, &result));
 }
 
+/// An association being resumed or suspended is kept (by `keep`) unless its branch timed
+/// out meanwhile: then the association is over. Returns the branch's state.
+fn keep_unless_timed_out(
+    env: &Env,
+    association: (Xid, DtxWork),
+    keep: impl FnOnce((Xid, DtxWork)),
+) -> XaOutcome {
+    let outcome = env.broker.dtx().live(&association.0);
+    match outcome {
+        XaOutcome::TimedOut => {
+            env.broker.dtx().end(&association.0, false);
+        }
+        _ => keep(association),
+    }
+    outcome
+}
+
 pub fn select(session: &mut Session) -> Outcome {
     if session.tx.is_some() {
         return Err(command_invalid(
@@ -119,16 +136,8 @@ pub fn start(session: &mut Session, env: &mut Env, id: u32, c: DtxStart) -> Outc
             .iter()
             .position(|(x, _)| *x == xid)
             .ok_or_else(|| command_invalid("dtx.start resumes a xid not suspended here"))?;
-        let (xid, work) = dtx.suspended.swap_remove(at);
-        let outcome = env.broker.dtx().live(&xid);
-        match outcome {
-            // Timed out while suspended: the association is over.
-            XaOutcome::TimedOut => {
-                env.broker.dtx().end(&xid, false);
-            }
-            _ => dtx.active = Some((xid, work)),
-        }
-        outcome
+        let association = dtx.suspended.swap_remove(at);
+        keep_unless_timed_out(env, association, |a| dtx.active = Some(a))
     } else {
         let work = env
             .broker
@@ -159,14 +168,7 @@ pub fn end(session: &mut Session, env: &mut Env, id: u32, c: DtxEnd) -> Outcome 
         }
     };
     let outcome = if c.suspend {
-        let outcome = env.broker.dtx().live(&active);
-        match outcome {
-            XaOutcome::TimedOut => {
-                env.broker.dtx().end(&active, false);
-            }
-            _ => dtx.suspended.push((active, work)),
-        }
-        outcome
+        keep_unless_timed_out(env, (active, work), |a| dtx.suspended.push(a))
     } else {
         env.broker.dtx().end(&active, c.fail)
     };

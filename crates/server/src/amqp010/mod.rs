@@ -12,6 +12,7 @@ mod dtx;
 mod durable;
 mod handshake;
 mod outgoing;
+mod rewrite;
 mod sequence;
 mod session;
 mod trace;

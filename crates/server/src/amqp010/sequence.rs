@@ -2,26 +2,24 @@
 //! consumers as qpidd sends it: an application header (uint32) under the queue's key,
 //! added to message-properties (re-encoded; only numbered messages pay).
 
-use bytes::{Bytes, BytesMut};
-use ferry_amqp010::{Map, MessageHeader, Str, Value};
+use bytes::Bytes;
+use ferry_amqp010::{Str, Value};
 use ferry_core::Sequenced;
 
 /// The header segment with the number added; `None` if it does not decode (it always does:
 /// the broker decoded or built it).
 pub fn render(segment: &Bytes, sequence: &Sequenced) -> Option<Bytes> {
-    let mut header = MessageHeader::decode(segment.clone()).ok()?;
-    let mp = header.properties.get_or_insert_with(Default::default);
-    let headers = mp.application_headers.get_or_insert_with(Map::new);
-    headers.insert(Str::from(&*sequence.key), Value::Uint32(sequence.number));
-    let mut out = BytesMut::with_capacity(segment.len() + sequence.key.len() + 16);
-    header.encode(&mut out).ok()?;
-    Some(out.freeze())
+    super::rewrite::edit_header(segment, sequence.key.len() + 16, |_, headers| {
+        headers.insert(Str::from(&*sequence.key), Value::Uint32(sequence.number));
+        true
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_amqp010::{DeliveryProperties, MessageProperties};
+    use bytes::BytesMut;
+    use ferry_amqp010::{DeliveryProperties, Map, MessageHeader, MessageProperties};
 
     #[test]
     fn the_number_joins_the_application_headers() {

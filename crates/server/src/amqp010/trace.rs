@@ -2,28 +2,24 @@
 //! consumers as qpidd sends it: a str16 application header, as tracing queues and reroutes
 //! left it (re-encoded; only messages they changed pay).
 
-use bytes::{Bytes, BytesMut};
-use ferry_amqp010::{Map, MessageHeader, Str, Value};
+use bytes::Bytes;
+use ferry_amqp010::{Str, Value};
 use ferry_core::{TraceEdit, TRACE_HEADER};
 
 /// The header segment with the trace as `edit` leaves it; `None` if that changes nothing,
 /// or if the segment does not decode (it always does: the broker decoded or built it).
 pub fn render(segment: &Bytes, edit: &TraceEdit) -> Option<Bytes> {
-    let mut header = MessageHeader::decode(segment.clone()).ok()?;
-    let published = header
-        .properties
-        .as_ref()
-        .and_then(|p| p.application_headers.as_ref())
-        .and_then(|h| h.get(TRACE_HEADER))
-        .and_then(Value::as_str)
-        .map(Str::to_str_lossy);
-    let list = edit.apply(published.as_deref())?;
-    let mp = header.properties.get_or_insert_with(Default::default);
-    let headers = mp.application_headers.get_or_insert_with(Map::new);
-    headers.insert(TRACE_HEADER, Value::Str16(Str::from(list.as_str())));
-    let mut out = BytesMut::with_capacity(segment.len() + TRACE_HEADER.len() + list.len() + 8);
-    header.encode(&mut out).ok()?;
-    Some(out.freeze())
+    super::rewrite::edit_header(segment, TRACE_HEADER.len() + 64, |_, headers| {
+        let published = headers
+            .get(TRACE_HEADER)
+            .and_then(Value::as_str)
+            .map(|s| s.to_str_lossy().into_owned());
+        let Some(list) = edit.apply(published.as_deref()) else {
+            return false;
+        };
+        headers.insert(TRACE_HEADER, Value::Str16(Str::from(list.as_str())));
+        true
+    })
 }
 
 #[cfg(test)]
@@ -31,7 +27,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use ferry_amqp010::{DeliveryProperties, MessageProperties};
+    use bytes::BytesMut;
+    use ferry_amqp010::{DeliveryProperties, Map, MessageHeader, MessageProperties};
 
     fn with_trace(trace: Option<&str>) -> Bytes {
         let mut app = Map::new();
