@@ -326,7 +326,7 @@ async fn amqp010_accepts_take_effect_at_commit_and_rolled_back_ones_stay_acquire
 }
 
 #[tokio::test]
-async fn amqp010_tx_misuse_is_illegal_state_and_dtx_is_not_implemented() {
+async fn amqp010_tx_misuse_is_illegal_state_and_tx_with_dtx_is_command_invalid() {
     let broker = Ferryd::start();
     let (c, s) = session(&broker).await;
     let e = s.execute(TxCommit {}).await.unwrap_err();
@@ -335,7 +335,13 @@ async fn amqp010_tx_misuse_is_illegal_state_and_dtx_is_not_implemented() {
     s.execute(TxSelect {}).await.unwrap();
     let e = s.execute(TxSelect {}).await.unwrap_err();
     assert_eq!(code_of(e), ErrorCode::IllegalState);
+    // One session is transactional one way or the other, as in qpidd.
     let s = c.session().await.unwrap();
+    s.execute(TxSelect {}).await.unwrap();
     let e = s.execute(DtxSelect {}).await.unwrap_err();
-    assert_eq!(code_of(e), ErrorCode::NotImplemented);
+    assert_eq!(code_of(e), ErrorCode::CommandInvalid);
+    let s = c.session().await.unwrap();
+    s.execute(DtxSelect {}).await.unwrap();
+    let e = s.execute(TxSelect {}).await.unwrap_err();
+    assert_eq!(code_of(e), ErrorCode::CommandInvalid);
 }
