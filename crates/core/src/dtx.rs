@@ -369,6 +369,9 @@ impl DtxManager {
                 return true;
             }
             if branch.doomed == Some(Doom::TimedOut) && branch.associated == 0 {
+                // What its sessions staged after the timeout goes back too: accepted
+                // messages would otherwise stay acquired for good.
+                branch.undo();
                 return false;
             }
             if branch.doomed != Some(Doom::TimedOut) {

@@ -175,8 +175,15 @@ fn a_timeout_undoes_the_work_while_sessions_still_hold_it() {
     assert_eq!(b.dtx().rollback(&x), Ok(XaOutcome::TimedOut));
     // Never completed: forgotten once no session holds it, and not before.
     let z = xid("z");
-    b.dtx().start(&z, false, b.transaction()).unwrap();
+    let work = b.dtx().start(&z, false, b.transaction()).unwrap();
     let forget = b.dtx().expire_due(in_secs(61)).unwrap();
+    // Staged after the timeout, by the session still associated.
+    b.publish(b.default_exchange(), msg("a", "late")).unwrap();
+    let a = b.queue("a").unwrap();
+    let got = a.get().unwrap();
+    work.lock()
+        .settle(a.clone(), got.position, got.message, Settlement::Accept);
+    assert_eq!(a.unsettled_count(), 1);
     assert_eq!(
         b.dtx().expire_due(forget),
         Some(forget + crate::dtx::FORGET_AFTER)
@@ -188,6 +195,11 @@ fn a_timeout_undoes_the_work_while_sessions_still_hold_it() {
         Some(forget + crate::dtx::FORGET_AFTER)
     );
     assert_eq!(b.dtx().expire_due(forget + crate::dtx::FORGET_AFTER), None);
+    assert_eq!(
+        (a.unsettled_count(), a.message_count()),
+        (0, 2),
+        "released when forgotten"
+    );
     assert!(
         matches!(b.dtx().rollback(&z), Err(DtxError::Unknown(_))),
         "forgotten"

@@ -33,13 +33,24 @@ impl SessionDtx {
     /// The session is gone: its associations end as failed, so their branches can only
     /// roll back (qpidd: an association "implicitly ended" by a session's close).
     pub fn fail_all(self, broker: &Broker) {
-        for (xid, _) in self.active.into_iter().chain(self.suspended) {
-            broker.dtx().end(&xid, true);
+        for (xid, work) in self.active.into_iter().chain(self.suspended) {
+            end_association(broker, &xid, &work, true);
         }
     }
 }
 
 type Outcome = Result<(), Exception>;
+
+/// Ends an association with its branch. If the branch timed out, what the session staged
+/// since is undone here: the branch may be gone (rolled back by another session, or
+/// forgotten), and messages accepted into `work` would otherwise stay acquired for good.
+fn end_association(broker: &Broker, xid: &Xid, work: &DtxWork, fail: bool) -> XaOutcome {
+    let outcome = broker.dtx().end(xid, fail);
+    if outcome == XaOutcome::TimedOut {
+        work.lock().undo();
+    }
+    outcome
+}
 
 fn command_invalid(text: impl Into<String>) -> Exception {
     Exception::new(ErrorCode::CommandInvalid, text)
@@ -101,7 +112,7 @@ fn keep_unless_timed_out(
     let outcome = env.broker.dtx().live(&association.0);
     match outcome {
         XaOutcome::TimedOut => {
-            env.broker.dtx().end(&association.0, false);
+            end_association(env.broker, &association.0, &association.1, false);
         }
         _ => keep(association),
     }
@@ -170,7 +181,7 @@ pub fn end(session: &mut Session, env: &mut Env, id: u32, c: DtxEnd) -> Outcome 
     let outcome = if c.suspend {
         keep_unless_timed_out(env, (active, work), |a| dtx.suspended.push(a))
     } else {
-        env.broker.dtx().end(&active, c.fail)
+        end_association(env.broker, &active, &work, c.fail)
     };
     xa_result(session, env, id, outcome);
     Ok(())

@@ -301,6 +301,37 @@ async fn a_session_that_ends_dooms_its_branch_and_rollback_requeues() {
 }
 
 #[tokio::test]
+async fn work_staged_after_a_timeout_goes_back_when_the_session_lets_go() {
+    let mut c = with_queue().await;
+    for body in ["a", "b"] {
+        c.publish(1, "", &keyed("q"), body.as_bytes());
+    }
+    c.attach(2, "other");
+    c.call(1, DtxSelect {});
+    c.call(1, start("x"));
+    c.subscribe(1, "q", "d", AcceptMode::Explicit, AcquireMode::PreAcquired);
+    assert_eq!(c.grant(1, "d", 2).len(), 2);
+    c.call(1, accept(&[1]));
+    // The branch times out (the housekeeping task's round, run here by hand) and another
+    // session rolls it back while this one is still associated.
+    let broker = c.conn.broker().clone();
+    broker.dtx().expire_due(ferry_core::now_ms() + 3_600_000);
+    assert_eq!(
+        xa(&c.call(2, DtxRollback { xid: xid("x") })),
+        XaStatus::XaRbtimeout
+    );
+    assert_eq!(queue_state(&c, "q"), (1, 1), "the first accept undone");
+    c.call(1, accept(&[2]));
+    assert_eq!(queue_state(&c, "q"), (1, 1), "staged in the session's work");
+    assert_eq!(xa(&c.call(1, end("x"))), XaStatus::XaRbtimeout);
+    assert_eq!(
+        queue_state(&c, "q"),
+        (2, 0),
+        "and undone as the session lets go"
+    );
+}
+
+#[tokio::test]
 async fn dtx_misuse_gets_qpidds_codes() {
     let mut c = open().await;
     let cases: Vec<(Command, ErrorCode)> = vec![
