@@ -67,6 +67,8 @@ pub enum DtxError {
     NotHeuristic(String),
     #[error("timeout {given} exceeds the maximum {max}")]
     TimeoutTooLong { given: u32, max: u32 },
+    #[error("too many transaction branches (the most is {0})")]
+    TooMany(usize),
 }
 
 /// Branch timeouts, in seconds (qpidd's `--dtx-default-timeout` and `--dtx-max-timeout`).
@@ -122,6 +124,10 @@ impl Branch {
 
 /// How long a timed-out branch is remembered, in milliseconds, once no session holds it.
 pub const FORGET_AFTER: u64 = 30 * 60 * 1000;
+
+/// The most branches the broker knows at once (a few hundred bytes each): clients that
+/// start branches faster than they complete them meet a limit, not the memory alarm.
+pub const MAX_BRANCHES: usize = 65_536;
 
 /// The broker's transaction branches. Timeouts are kept as deadlines, which the broker's
 /// housekeeping task enforces ([`DtxManager::expire_due`]): no timer per branch.
@@ -187,6 +193,9 @@ impl DtxManager {
         }
         if branches.contains_key(xid) {
             return Err(DtxError::AlreadyKnown(name(xid)));
+        }
+        if branches.len() >= MAX_BRANCHES {
+            return Err(DtxError::TooMany(MAX_BRANCHES));
         }
         let timeout = self.timeouts.default;
         branches.insert(

@@ -299,4 +299,15 @@ fn refusals() {
         Err(DtxError::NotPrepared(_))
     ));
     assert_eq!(b.dtx().set_timeout(&x, 0), Ok(()));
+    for i in 1..crate::dtx::MAX_BRANCHES {
+        b.dtx()
+            .start(&xid(&i.to_string()), false, b.transaction())
+            .unwrap();
+    }
+    assert_eq!(
+        b.dtx()
+            .start(&xid("one too many"), false, b.transaction())
+            .unwrap_err(),
+        DtxError::TooMany(crate::dtx::MAX_BRANCHES)
+    );
 }

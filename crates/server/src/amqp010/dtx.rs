@@ -41,6 +41,10 @@ impl SessionDtx {
 
 type Outcome = Result<(), Exception>;
 
+/// Suspended associations one session may hold (each keeps its branch from being
+/// forgotten while the session lives).
+const MAX_SUSPENDED: usize = 1024;
+
 /// Ends an association with its branch. If the branch timed out, what the session staged
 /// since is undone here: the branch may be gone (rolled back by another session, or
 /// forgotten), and messages accepted into `work` would otherwise stay acquired for good.
@@ -86,6 +90,7 @@ fn dtx_error(e: DtxError) -> Exception {
         | DtxError::Prepared(_)
         | DtxError::NotHeuristic(_) => ErrorCode::IllegalState,
         DtxError::TimeoutTooLong { .. } => ErrorCode::InvalidArgument,
+        DtxError::TooMany(_) => ErrorCode::ResourceLimitExceeded,
     };
     Exception::new(code, e.to_string())
 }
@@ -179,6 +184,13 @@ pub fn end(session: &mut Session, env: &mut Env, id: u32, c: DtxEnd) -> Outcome 
         }
     };
     let outcome = if c.suspend {
+        if dtx.suspended.len() >= MAX_SUSPENDED {
+            dtx.active = Some((active, work));
+            return Err(Exception::new(
+                ErrorCode::ResourceLimitExceeded,
+                format!("a session may suspend at most {MAX_SUSPENDED} associations"),
+            ));
+        }
         keep_unless_timed_out(env, (active, work), |a| dtx.suspended.push(a))
     } else {
         end_association(env.broker, &active, &work, c.fail)

@@ -332,6 +332,29 @@ async fn work_staged_after_a_timeout_goes_back_when_the_session_lets_go() {
 }
 
 #[tokio::test]
+async fn a_session_suspends_a_bounded_number_of_associations() {
+    let mut c = with_queue().await;
+    c.call(1, DtxSelect {});
+    let suspend = |global: &str| DtxEnd {
+        xid: xid(global),
+        suspend: true,
+        fail: false,
+    };
+    for i in 0..1024 {
+        let name = format!("s{i}");
+        assert_eq!(xa(&c.call(1, start(&name))), XaStatus::XaOk);
+        assert_eq!(xa(&c.call(1, suspend(&name))), XaStatus::XaOk);
+    }
+    c.call(1, start("over"));
+    let (code, _, _) = failure(&c.call(1, suspend("over")));
+    assert_eq!(code, ErrorCode::ResourceLimitExceeded);
+    // The session failed: every association it held ended as failed.
+    c.attach(2, "other");
+    let prepare = DtxPrepare { xid: xid("s7") };
+    assert_eq!(xa(&c.call(2, prepare)), XaStatus::XaRbrollback);
+}
+
+#[tokio::test]
 async fn dtx_misuse_gets_qpidds_codes() {
     let mut c = open().await;
     let cases: Vec<(Command, ErrorCode)> = vec![
