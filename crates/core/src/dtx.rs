@@ -229,6 +229,11 @@ impl DtxManager {
             return XaOutcome::TimedOut;
         };
         branch.associated = branch.associated.saturating_sub(1);
+        // Work no session holds and nothing staged in it can go: a client joining one
+        // branch over and over does not grow it.
+        branch
+            .work
+            .retain(|w| Arc::strong_count(w) > 1 || !w.lock().is_empty());
         if branch.doomed == Some(Doom::TimedOut) {
             return XaOutcome::TimedOut;
         }
@@ -395,6 +400,12 @@ impl DtxManager {
         self.earliest
             .store(next.unwrap_or(u64::MAX), Ordering::Relaxed);
         next
+    }
+
+    /// How many work entries branch `xid` keeps (tests).
+    #[cfg(test)]
+    pub(crate) fn work_count(&self, xid: &Xid) -> Option<usize> {
+        self.branches.lock().get(xid).map(|b| b.work.len())
     }
 
     /// How many branches are known (for management and tests).

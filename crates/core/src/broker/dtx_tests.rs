@@ -131,6 +131,33 @@ fn joined_sessions_commit_as_one() {
 }
 
 #[test]
+fn joining_over_and_over_keeps_only_work_that_matters() {
+    let b = broker();
+    let x = xid("x");
+    let first = b.dtx().start(&x, false, b.transaction()).unwrap();
+    for _ in 0..1000 {
+        let joined = b.dtx().start(&x, true, b.transaction()).unwrap();
+        drop(joined);
+        b.dtx().end(&x, false);
+    }
+    let staged = b.dtx().start(&x, true, b.transaction()).unwrap();
+    staged
+        .lock()
+        .publish(b.default_exchange().clone(), msg("b", "kept"));
+    drop(staged);
+    b.dtx().end(&x, false);
+    drop(first);
+    b.dtx().end(&x, false);
+    assert_eq!(
+        b.dtx().work_count(&x),
+        Some(1),
+        "only the work with something staged"
+    );
+    let (_, commit) = b.dtx_commit(&x, true).unwrap();
+    assert_eq!(commit.unwrap().routed, vec![1]);
+}
+
+#[test]
 fn a_failed_association_dooms_the_branch() {
     let b = broker();
     b.publish(b.default_exchange(), msg("a", "m")).unwrap();
