@@ -42,7 +42,6 @@ mod trace_tests;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
@@ -216,9 +215,7 @@ impl Broker {
     /// Seconds since the UNIX epoch, as a receive timestamp carries them (0-10's datetime
     /// and 0-9-1's timestamp: POSIX time).
     pub fn receipt_time() -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
+        crate::message::now_ms() / 1000
     }
 
     /// The journal durable state goes to; `None` for a memory-only broker.
