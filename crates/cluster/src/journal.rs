@@ -570,6 +570,17 @@ impl Journal for ClusterJournal {
         Some(self.appended())
     }
 
+    // Prepares are the local store's: a replicated queue's part of a prepared branch is not
+    // held in doubt across a failover (as for commits above).
+    fn prepare_tx(&self, tx: &JournalTx, xid: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
+        self.local.prepare_tx(tx, xid)?;
+        Ok(Some(self.appended()))
+    }
+
+    fn abort_tx(&self, tx: &JournalTx) {
+        self.local.abort_tx(tx);
+    }
+
     fn load(&self, messages: &[u64]) -> Vec<Option<MessageParts>> {
         if !messages
             .iter()

@@ -22,6 +22,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::error::BrokerError;
+use crate::journal::SyncPoint;
 use crate::message::now_ms;
 use crate::transaction::Transaction;
 
@@ -31,6 +33,31 @@ pub struct Xid {
     pub format: u32,
     pub global: Bytes,
     pub branch: Bytes,
+}
+
+impl Xid {
+    /// The id as the journal keeps it: format, the global id's length, the global id, the
+    /// branch qualifier (all little-endian).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.global.len() + self.branch.len());
+        out.extend_from_slice(&self.format.to_le_bytes());
+        out.extend_from_slice(&(self.global.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.global);
+        out.extend_from_slice(&self.branch);
+        out
+    }
+
+    /// Reads [`Xid::encode`]'s form; `None` if `data` is not in it.
+    pub fn decode(data: &[u8]) -> Option<Xid> {
+        let format = u32::from_le_bytes(data.get(..4)?.try_into().ok()?);
+        let len = u32::from_le_bytes(data.get(4..8)?.try_into().ok()?) as usize;
+        let global = data.get(8..8usize.checked_add(len)?)?;
+        Some(Xid {
+            format,
+            global: Bytes::copy_from_slice(global),
+            branch: Bytes::copy_from_slice(&data[8 + len..]),
+        })
+    }
 }
 
 /// One association's work, shared by the session doing it and its branch (which undoes it
@@ -259,17 +286,54 @@ impl DtxManager {
         Ok(branch)
     }
 
-    /// The first phase: the branch's work is kept until commit or rollback. A doomed
-    /// branch's work is undone instead, and the branch stays known until rolled back.
-    pub fn prepare(&self, xid: &Xid) -> Result<XaOutcome, DtxError> {
+    /// The first phase: the work of all the branch's sessions becomes one, which `durable`
+    /// records (in the journal, for a restart to find in doubt) before the branch counts
+    /// as prepared; the point it returns is when the prepare is durable. Work that cannot be
+    /// recorded (a full store) is rolled back and the branch forgotten. A doomed branch's
+    /// work is undone instead, and the branch stays known until rolled back.
+    pub(crate) fn prepare(
+        &self,
+        xid: &Xid,
+        mut all: Transaction,
+        durable: impl FnOnce(&mut Transaction, &[u8]) -> Result<Option<SyncPoint>, BrokerError>,
+    ) -> Result<(XaOutcome, Option<SyncPoint>), DtxError> {
         let mut branches = self.branches.lock();
         let branch = Self::completable(&mut branches, xid)?;
         if let Some(outcome) = branch.doomed_outcome() {
             branch.undo();
-            return Ok(outcome);
+            return Ok((outcome, None));
         }
-        branch.prepared = true;
-        Ok(XaOutcome::Ok)
+        for w in &branch.work {
+            all.absorb(&mut w.lock());
+        }
+        match durable(&mut all, &xid.encode()) {
+            Ok(point) => {
+                branch.work = vec![Arc::new(Mutex::new(all))];
+                branch.prepared = true;
+                Ok((XaOutcome::Ok, point))
+            }
+            Err(e) => {
+                tracing::warn!("dtx: cannot prepare {}: {e}; rolled back", name(xid));
+                branches.remove(xid);
+                all.undo();
+                Ok((XaOutcome::RolledBack, None))
+            }
+        }
+    }
+
+    /// Restores a branch that a restart found prepared, with its work.
+    pub(crate) fn restore_prepared(&self, xid: Xid, work: Transaction) {
+        self.branches.lock().insert(
+            xid,
+            Branch {
+                work: vec![Arc::new(Mutex::new(work))],
+                associated: 0,
+                prepared: true,
+                doomed: None,
+                timeout: self.timeouts.default,
+                deadline: None,
+            },
+        );
     }
 
     /// Takes branch `xid` for commit: `one_phase` for one never prepared, else one that

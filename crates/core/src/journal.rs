@@ -91,6 +91,17 @@ pub trait Journal: Send + Sync {
     /// `None` if the transaction journaled nothing. Never refused: what it closes is
     /// already applied in memory.
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint>;
+    /// Prepares a distributed transaction's branch (`xid`, encoded by the core): its records
+    /// so far stay in doubt across restarts until [`Journal::commit_tx`] or
+    /// [`Journal::abort_tx`]. Returns the point the prepare is durable at; `None` from a
+    /// journal that keeps no prepares (its prepared branches end with the broker). Refused
+    /// when the store cannot take more.
+    fn prepare_tx(&self, _tx: &JournalTx, _xid: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
+        Ok(None)
+    }
+    /// Ends a transaction without its effects: its messages are let go of, its dequeues
+    /// never happen.
+    fn abort_tx(&self, _tx: &JournalTx) {}
     /// Reads messages back for a queue that kept only their stand-ins in memory (flow to
     /// disk): for each id, the message as journaled (with its store id set), or `None` if
     /// the store no longer holds it. May read the disk; callers batch. Parts, not a
@@ -155,6 +166,11 @@ pub trait DurableWaiter: Send + Sync {
 pub struct JournalTx(AtomicU64);
 
 impl JournalTx {
+    /// A transaction the store named already (one recovered in doubt).
+    pub fn named(id: u64) -> JournalTx {
+        JournalTx(AtomicU64::new(id))
+    }
+
     /// The store's name for the transaction, once it has written a record of it.
     pub fn id(&self) -> Option<u64> {
         match self.0.load(Ordering::Acquire) {
@@ -198,6 +214,9 @@ pub(crate) mod testing {
         /// A record inside a transaction's commit (its id, then the record).
         InTx(u64, Box<Call>),
         CommitTx(u64),
+        /// (transaction, xid as encoded)
+        PrepareTx(u64, Vec<u8>),
+        AbortTx(u64),
     }
 
     #[derive(Default)]
@@ -312,6 +331,18 @@ pub(crate) mod testing {
             let id = tx.id()?;
             self.calls.lock().push(Call::CommitTx(id));
             Some(SyncPoint(self.id()))
+        }
+        fn prepare_tx(&self, tx: &JournalTx, xid: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
+            self.check()?;
+            let first = self.id();
+            let id = tx.get_or_set(first);
+            self.calls.lock().push(Call::PrepareTx(id, xid.to_vec()));
+            Ok(Some(SyncPoint(first)))
+        }
+        fn abort_tx(&self, tx: &JournalTx) {
+            if let Some(id) = tx.id() {
+                self.calls.lock().push(Call::AbortTx(id));
+            }
         }
         fn load(&self, ids: &[u64]) -> Vec<Option<crate::message::MessageParts>> {
             self.loads.lock().push(ids.to_vec());

@@ -41,9 +41,25 @@ struct StagedSettlement {
 #[derive(Debug, Default)]
 pub struct Transaction {
     publishes: Vec<(Arc<Exchange>, Message)>,
+    /// Publishes routed (and journaled) by a prepare: they go to these queues on commit.
+    routed: Vec<(Vec<Arc<Queue>>, Message)>,
     settlements: Vec<StagedSettlement>,
     meter: Option<Arc<MemoryMeter>>,
     staged_bytes: u64,
+    /// Set by a prepare that the journal recorded: the commit or abort closes that
+    /// transaction in the journal.
+    prepared: Option<Prepared>,
+}
+
+struct Prepared {
+    journal: Arc<dyn Journal>,
+    tx: Arc<JournalTx>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("tx", &self.tx).finish()
+    }
 }
 
 impl Drop for Transaction {
@@ -55,8 +71,8 @@ impl Drop for Transaction {
 /// What a commit did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommitOutcome {
-    /// For each staged publish, in order: how many queues stored it (0 = unroutable, expired,
-    /// or its exchange was deleted before the commit).
+    /// For each staged publish, in order (those a prepare routed first): how many queues
+    /// stored it (0 = unroutable, expired, or its exchange was deleted before the commit).
     pub routed: Vec<usize>,
     /// The first refusal by a queue at its limit, if any. Like a plain publish, a refused
     /// message still reaches the other queues it was routed to.
@@ -78,9 +94,11 @@ impl Transaction {
     pub(crate) fn metered(meter: Arc<MemoryMeter>) -> Transaction {
         Transaction {
             publishes: Vec::new(),
+            routed: Vec::new(),
             settlements: Vec::new(),
             meter: Some(meter),
             staged_bytes: 0,
+            prepared: None,
         }
     }
 
@@ -116,11 +134,29 @@ impl Transaction {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.publishes.is_empty() && self.settlements.is_empty()
+        self.publishes.is_empty()
+            && self.routed.is_empty()
+            && self.settlements.is_empty()
+            && self.prepared.is_none()
     }
 
     pub fn publish_count(&self) -> usize {
-        self.publishes.len()
+        self.publishes.len() + self.routed.len()
+    }
+
+    /// Stages a publish that a prepare routed and journaled before a restart: it goes to
+    /// `queues` on commit.
+    pub(crate) fn publish_routed(&mut self, queues: Vec<Arc<Queue>>, message: Message) {
+        if let Some(meter) = &self.meter {
+            meter.add(0, message.size());
+        }
+        self.staged_bytes += message.size();
+        self.routed.push((queues, message));
+    }
+
+    /// Marks the transaction as one the journal holds prepared under `tx`.
+    pub(crate) fn set_prepared(&mut self, journal: Arc<dyn Journal>, tx: Arc<JournalTx>) {
+        self.prepared = Some(Prepared { journal, tx });
     }
 
     pub fn settlement_count(&self) -> usize {
@@ -131,6 +167,7 @@ impl Transaction {
     pub fn clear(&mut self) {
         self.uncharge();
         self.publishes.clear();
+        self.routed.clear();
         self.settlements.clear();
     }
 
@@ -138,7 +175,11 @@ impl Transaction {
     /// transaction's branch commits the work of all its sessions as one).
     pub fn absorb(&mut self, other: &mut Transaction) {
         self.publishes.append(&mut other.publishes);
+        self.routed.append(&mut other.routed);
         self.settlements.append(&mut other.settlements);
+        if self.prepared.is_none() {
+            self.prepared = other.prepared.take();
+        }
         // The staged bytes move with the publishes; both meters are the broker's.
         if let Some(meter) = &self.meter {
             meter.add(0, other.staged_bytes);
@@ -154,6 +195,10 @@ impl Transaction {
     pub fn undo(&mut self) {
         self.uncharge();
         self.publishes.clear();
+        self.routed.clear();
+        if let Some(p) = self.prepared.take() {
+            p.journal.abort_tx(&p.tx);
+        }
         if self.settlements.is_empty() {
             return;
         }
@@ -164,52 +209,107 @@ impl Transaction {
         self.apply(None);
     }
 
+    /// Prepares the transaction (a distributed transaction's branch, `xid` as encoded): routes
+    /// its publishes now and journals them, with the dequeues of its settlements and a
+    /// prepare record, as one journal transaction that a restart keeps in doubt. Returns
+    /// the point the prepare is durable at (`None` from a journal that keeps no prepares).
+    /// On a refusal nothing stays journaled; the caller rolls the work back.
+    pub(crate) fn prepare(
+        &mut self,
+        journal: &Arc<dyn Journal>,
+        xid: &[u8],
+    ) -> Result<Option<SyncPoint>, BrokerError> {
+        let tx = Arc::new(JournalTx::default());
+        let result = self.journal_prepare(journal, &tx, xid);
+        match result {
+            Ok(_) => self.set_prepared(journal.clone(), tx),
+            Err(_) => journal.abort_tx(&tx),
+        }
+        result
+    }
+
+    fn journal_prepare(
+        &mut self,
+        journal: &Arc<dyn Journal>,
+        tx: &JournalTx,
+        xid: &[u8],
+    ) -> Result<Option<SyncPoint>, BrokerError> {
+        let now = now_ms();
+        let mut targets = Vec::new();
+        for (exchange, message) in std::mem::take(&mut self.publishes) {
+            if let Some((message, _)) = route_staged(
+                &exchange,
+                &message,
+                now,
+                Some(journal),
+                Some(tx),
+                &mut targets,
+            )? {
+                self.routed.push((std::mem::take(&mut targets), message));
+            }
+        }
+        for s in &self.settlements {
+            if !matches!(s.how, Settlement::Release { .. }) {
+                s.queue.journal_settlement(s.position, tx);
+            }
+        }
+        journal.prepare_tx(tx, xid)
+    }
+
     /// Applies and empties the transaction; see [`crate::Broker::commit`].
     pub(crate) fn apply(&mut self, journal: Option<&Arc<dyn Journal>>) -> CommitOutcome {
         // From here the queues that store the messages account for them.
         self.uncharge();
         let publishes = std::mem::take(&mut self.publishes);
+        let routed = std::mem::take(&mut self.routed);
         let settlements = std::mem::take(&mut self.settlements);
+        let prepared_publishes = routed.len();
         let mut outcome = CommitOutcome {
-            routed: vec![0; publishes.len()],
+            routed: vec![0; prepared_publishes + publishes.len()],
             ..CommitOutcome::default()
         };
 
         // Everything the commit journals is one unit: all of it survives a crash or none.
-        let jtx = journal.map(|_| Arc::new(JournalTx::default()));
-        // Route first, outside any queue lock (routing takes exchange locks).
-        let now = now_ms();
+        // A prepared transaction's unit began with the prepare.
+        let prepared = self.prepared.take();
+        let jtx = match &prepared {
+            Some(p) => Some(p.tx.clone()),
+            None => journal.map(|_| Arc::new(JournalTx::default())),
+        };
+        let journal = prepared.as_ref().map(|p| &p.journal).or(journal);
         let mut routes: Vec<(usize, Arc<Queue>, Message)> = Vec::new();
-        let mut targets = Vec::new();
-        for (i, (exchange, message)) in publishes.iter().enumerate() {
-            if exchange.is_deleted() || message.is_expired_at(now) {
-                continue;
-            }
-            route::collect(exchange, message, &mut targets);
-            // Journaled before any queue holds it, as for a plain publish.
-            let mut message = message.clone();
-            let journaled = |_: &_| {
-                !targets.is_empty()
-                    && (message.persistent() || targets.iter().any(|q| q.journals_all()))
-            };
-            if let Some(j) = journal.filter(journaled) {
-                match route::record(j, &message, &targets, jtx.as_deref()) {
-                    Ok(Some((journaled, point))) => {
-                        message = journaled;
-                        outcome.sync = outcome.sync.max(Some(point));
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        targets.clear();
-                        outcome.refused.get_or_insert(e);
-                        continue;
-                    }
-                }
-            }
-            for q in targets.drain(..) {
+        let mut stage = |i: usize, queues: &mut Vec<Arc<Queue>>, message: &Message| {
+            for q in queues.drain(..) {
                 let stored = q.apply_ttl(message.clone());
                 q.note_expiry(&stored);
                 routes.push((i, q, stored));
+            }
+        };
+        // Routed and journaled by the prepare.
+        for (i, (mut queues, message)) in routed.into_iter().enumerate() {
+            stage(i, &mut queues, &message);
+        }
+        // Route the rest, outside any queue lock (routing takes exchange locks).
+        let now = now_ms();
+        let mut targets = Vec::new();
+        for (i, (exchange, message)) in publishes.iter().enumerate() {
+            match route_staged(
+                exchange,
+                message,
+                now,
+                journal,
+                jtx.as_deref(),
+                &mut targets,
+            ) {
+                Ok(Some((message, point))) => {
+                    outcome.sync = outcome.sync.max(point);
+                    stage(prepared_publishes + i, &mut targets, &message);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    targets.clear();
+                    outcome.refused.get_or_insert(e);
+                }
             }
         }
 
@@ -316,6 +416,40 @@ impl Transaction {
             route::dead_letters(q.leaving(Leaving::Orphaned, lost));
         }
         outcome
+    }
+}
+
+/// Routes a staged publish, and journals it (inside `jtx`) for the durable queues it
+/// reaches: the message as journaled (with its store id) and the point it is durable at,
+/// with `targets` filled; `None` when it reaches no queue (its exchange deleted, expired,
+/// unroutable).
+fn route_staged(
+    exchange: &Exchange,
+    message: &Message,
+    now: u64,
+    journal: Option<&Arc<dyn Journal>>,
+    jtx: Option<&JournalTx>,
+    targets: &mut Vec<Arc<Queue>>,
+) -> Result<Option<(Message, Option<SyncPoint>)>, BrokerError> {
+    if exchange.is_deleted() || message.is_expired_at(now) {
+        return Ok(None);
+    }
+    route::collect(exchange, message, targets);
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    // Journaled before any queue holds it, as for a plain publish.
+    let journaled = message.persistent() || targets.iter().any(|q| q.journals_all());
+    match journal.filter(|_| journaled) {
+        Some(j) => match route::record(j, message, targets, jtx) {
+            Ok(Some((journaled, point))) => Ok(Some((journaled, Some(point)))),
+            Ok(None) => Ok(Some((message.clone(), None))),
+            Err(e) => {
+                targets.clear();
+                Err(e)
+            }
+        },
+        None => Ok(Some((message.clone(), None))),
     }
 }
 

@@ -291,6 +291,7 @@ async fn open_store(options: &Options, broker_config: BrokerConfig) -> Result<Op
         queues = stats.queues,
         messages = stats.messages,
         on_disk = stats.messages_on_disk,
+        in_doubt = stats.transactions_in_doubt,
         mib_read = stats.bytes_read >> 20,
         ms = stats.elapsed.as_millis() as u64,
         "store recovered"

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ferry_core::IdMap;
 
-use crate::record::{BindingKey, ExchangeBindingKey, Record};
+use crate::record::{BindingKey, ExchangeBindingKey, PreparedRec, Record};
 
 mod dense;
 mod messages;
@@ -125,6 +125,9 @@ pub struct Index {
     pub bindings: HashMap<(String, u64, String), Live>,
     pub exchange_bindings: HashMap<ExchangeBindingKey, Live>,
     pub messages: Messages,
+    /// Prepared transactions not yet committed or aborted, with where their prepare record
+    /// is: that record is live until then.
+    pub prepared: HashMap<u64, (PreparedRec, Live)>,
     pub segments: BTreeMap<u64, SegmentStats>,
     pub live_bytes: u64,
     /// Recovery: queues deleted, swept from message references once at the end.
@@ -216,7 +219,29 @@ impl Index {
                     self.dequeue(*queue, *id, at.seq);
                 }
             }
-            Record::TxCommit(_) => {}
+            Record::TxCommit(tx) => {
+                if let Some((p, old)) = self.prepared.remove(tx) {
+                    self.unaccount(old, at.seq);
+                    for (queue, id) in p.dequeues {
+                        self.dequeue(queue, id, at.seq);
+                    }
+                }
+            }
+            Record::TxPrepare(p) => {
+                // A later copy (compaction) replaces the earlier one.
+                if let Some((_, old)) = self.prepared.insert(p.tx, (p.clone(), at)) {
+                    self.unaccount(old, at.seq);
+                }
+                self.account(at);
+            }
+            Record::TxAbort(tx) => {
+                if let Some((p, old)) = self.prepared.remove(tx) {
+                    self.unaccount(old, at.seq);
+                    for id in p.messages {
+                        self.forget_message(id, at.seq);
+                    }
+                }
+            }
             Record::ExchangeBind(k, _) => {
                 if let Some(old) = self.exchange_bindings.insert(k.clone(), at) {
                     self.unaccount(old, at.seq);
@@ -247,6 +272,14 @@ impl Index {
     pub fn dequeue(&mut self, queue: u64, id: u64, by: u64) {
         if let Some(at) = self.messages.dequeue(id, queue) {
             self.unaccount(at, by);
+        }
+    }
+
+    /// Message `id` is gone from every queue, from the record numbered `by` on.
+    pub fn forget_message(&mut self, id: u64, by: u64) {
+        let queues = self.messages.get(id).map(|m| m.queues.to_vec());
+        for queue in queues.unwrap_or_default() {
+            self.dequeue(queue, id, by);
         }
     }
 
@@ -315,6 +348,7 @@ impl Index {
         self.topology()
             .copied()
             .chain(self.messages.places())
+            .chain(self.prepared.values().map(|(_, at)| *at))
             .filter(|l| l.loc.segment == segment)
             .collect()
     }
@@ -331,6 +365,7 @@ impl Index {
             Record::Message(m) | Record::TxMessage { message: m, .. } => {
                 here(self.messages.at(m.id).as_ref())
             }
+            Record::TxPrepare(p) => here(self.prepared.get(&p.tx).map(|(_, at)| at)),
             _ => false,
         }
     }

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use bytes::Bytes;
 use ferry_core::{
     Arguments, BrokerError, DurableWaiter, ExchangeDefinition, Journal, JournalStats, JournalTx,
     Message, MessageParts, QueueDefinition, SyncPoint,
@@ -39,7 +40,8 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use index::{Index, Live, Loc};
 use record::{
-    kind, write_frame, BindingKey, ExchangeBindingKey, ExchangeRec, QueueRec, Record, FRAME_HEADER,
+    kind, write_frame, BindingKey, ExchangeBindingKey, ExchangeRec, PreparedRec, QueueRec, Record,
+    FRAME_HEADER,
 };
 use segment::SEGMENT_HEADER;
 
@@ -121,10 +123,18 @@ struct State {
     free: Vec<Vec<u8>>,
     index: Index,
     segment_size: u64,
-    /// Transactions with records appended and no commit record yet, with the dequeues
-    /// (queue, message) they hold back: those take effect in the index with the commit
-    /// record, so that nothing the transaction dequeues can leave the disk before it.
-    open_txs: HashMap<u64, Vec<(u64, u64)>>,
+    /// Transactions with records appended and no commit record yet.
+    open_txs: HashMap<u64, OpenTx>,
+}
+
+/// What an open transaction has journaled.
+#[derive(Debug, Default)]
+struct OpenTx {
+    /// The dequeues (queue, message) it holds back: those take effect in the index with the
+    /// commit record, so that nothing the transaction dequeues can leave the disk before it.
+    dequeues: Vec<(u64, u64)>,
+    /// Its messages: an abort lets go of them.
+    messages: Vec<u64>,
 }
 
 impl State {
@@ -205,10 +215,12 @@ impl State {
     /// Whether an open transaction holds back a dequeue of message `id`. Compaction leaves
     /// such a message where it is: a copy made now would come after the dequeue record and
     /// outlive it.
+    /// A prepared transaction does not hold anything back: its prepare record, which
+    /// compaction copies forward, lists its dequeues.
     fn dequeue_pending(&self, id: u64) -> bool {
-        self.open_txs
-            .values()
-            .any(|pending| pending.iter().any(|(_, m)| *m == id))
+        self.open_txs.iter().any(|(t, open)| {
+            !self.index.prepared.contains_key(t) && open.dequeues.iter().any(|(_, m)| *m == id)
+        })
     }
 
     /// Appends a topology record and applies it to the index.
@@ -372,9 +384,21 @@ impl Store {
             chunks: Vec::new(),
             writing: Vec::new(),
             free: Vec::new(),
-            index: found.index,
             segment_size,
-            open_txs: HashMap::new(),
+            // Prepared transactions recovered in doubt stay open until their outcome.
+            open_txs: found
+                .index
+                .prepared
+                .values()
+                .map(|(p, _)| {
+                    let open = OpenTx {
+                        dequeues: p.dequeues.clone(),
+                        messages: p.messages.clone(),
+                    };
+                    (p.tx, open)
+                })
+                .collect(),
+            index: found.index,
         };
         let last = found.next_seq - 1;
         let shared = Arc::new(Shared {
@@ -621,11 +645,16 @@ impl Journal for Store {
                     record::put_message_head(out, id, queues);
                     record::put_message_content(out, message);
                 }),
-                Some(t) => st.append(kind::TX_MESSAGE, |out| {
-                    codec::put_u64(out, t);
-                    record::put_message_head(out, id, queues);
-                    record::put_message_content(out, message);
-                }),
+                Some(t) => {
+                    if let Some(open) = st.open_txs.get_mut(&t) {
+                        open.messages.push(id);
+                    }
+                    st.append(kind::TX_MESSAGE, |out| {
+                        codec::put_u64(out, t);
+                        record::put_message_head(out, id, queues);
+                        record::put_message_content(out, message);
+                    })
+                }
             };
             st.index.message(id, queues, Live { loc, seq });
             (id, SyncPoint(seq))
@@ -654,8 +683,8 @@ impl Journal for Store {
                     codec::put_u64(out, queue);
                     record::put_ids(out, messages);
                 });
-                let pending = st.open_txs.entry(t).or_default();
-                pending.extend(messages.iter().map(|id| (queue, *id)));
+                let open = st.open_txs.entry(t).or_default();
+                open.dequeues.extend(messages.iter().map(|id| (queue, *id)));
             }
         }
         self.appended_up_to(st, idle);
@@ -664,13 +693,43 @@ impl Journal for Store {
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
         let t = tx.id()?;
         Some(self.with_state(|st| {
-            let dequeues = st.open_txs.remove(&t).unwrap_or_default();
+            let open = st.open_txs.remove(&t).unwrap_or_default();
             let seq = st.record(&Record::TxCommit(t));
-            for (queue, id) in dequeues {
+            for (queue, id) in open.dequeues {
                 st.index.dequeue(queue, id, seq);
             }
             SyncPoint(seq)
         }))
+    }
+
+    fn prepare_tx(&self, tx: &JournalTx, xid: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
+        self.shared.refuse()?;
+        Ok(Some(self.with_state(|st| {
+            let t = st.open_tx(Some(tx)).unwrap_or_default();
+            let open = st.open_txs.get(&t);
+            let rec = Record::TxPrepare(PreparedRec {
+                tx: t,
+                xid: Bytes::copy_from_slice(xid),
+                dequeues: open.map(|o| o.dequeues.clone()).unwrap_or_default(),
+                messages: open.map(|o| o.messages.clone()).unwrap_or_default(),
+            });
+            SyncPoint(st.record(&rec))
+        })))
+    }
+
+    fn abort_tx(&self, tx: &JournalTx) {
+        let Some(t) = tx.id() else {
+            return;
+        };
+        self.with_state(|st| {
+            let open = st.open_txs.remove(&t).unwrap_or_default();
+            let seq = st.record(&Record::TxAbort(t));
+            // A transaction that failed before its prepare record: the index took its
+            // messages as they were appended.
+            for id in open.messages {
+                st.index.forget_message(id, seq);
+            }
+        });
     }
 
     fn load(&self, messages: &[u64]) -> Vec<Option<MessageParts>> {

@@ -100,8 +100,12 @@ pub mod kind {
     pub const TX_COMMIT: u8 = 11;
     pub const EXCHANGE_BIND: u8 = 12;
     pub const EXCHANGE_UNBIND: u8 = 13;
+    /// A distributed transaction's branch is prepared: its records so far stay in doubt,
+    /// across restarts, until its `TX_COMMIT` or `TX_ABORT`.
+    pub const TX_PREPARE: u8 = 14;
+    pub const TX_ABORT: u8 = 15;
     /// The highest record type, for the fuzz entry point.
-    pub const LAST: u8 = EXCHANGE_UNBIND;
+    pub const LAST: u8 = TX_ABORT;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -175,6 +179,20 @@ pub struct MessageRec {
     pub content: Bytes,
 }
 
+/// A prepared transaction: what it holds in doubt. Self-contained, so that this one record
+/// (kept live, and copied forward by compaction) is all a restart needs besides the
+/// transaction's message records: its dequeue records are never live.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedRec {
+    pub tx: u64,
+    /// The branch's name, encoded by the core (opaque here).
+    pub xid: Bytes,
+    /// (queue, message) pairs the transaction dequeues when it commits.
+    pub dequeues: Vec<(u64, u64)>,
+    /// Messages the transaction journaled: they die if it aborts.
+    pub messages: Vec<u64>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     ExchangeDeclare(ExchangeRec),
@@ -201,6 +219,8 @@ pub enum Record {
     TxCommit(u64),
     ExchangeBind(ExchangeBindingKey, Arguments),
     ExchangeUnbind(ExchangeBindingKey),
+    TxPrepare(PreparedRec),
+    TxAbort(u64),
 }
 
 impl Record {
@@ -219,6 +239,8 @@ impl Record {
             Record::TxCommit(_) => kind::TX_COMMIT,
             Record::ExchangeBind(..) => kind::EXCHANGE_BIND,
             Record::ExchangeUnbind(_) => kind::EXCHANGE_UNBIND,
+            Record::TxPrepare(_) => kind::TX_PREPARE,
+            Record::TxAbort(_) => kind::TX_ABORT,
         }
     }
 
@@ -285,6 +307,17 @@ impl Record {
                 put_arguments(out, args);
             }
             Record::ExchangeUnbind(b) => put_exchange_binding(out, b),
+            Record::TxPrepare(p) => {
+                put_u64(out, p.tx);
+                put_bytes(out, &p.xid);
+                put_u32(out, u32::try_from(p.dequeues.len()).unwrap_or(u32::MAX));
+                for (queue, message) in &p.dequeues {
+                    put_u64(out, *queue);
+                    put_u64(out, *message);
+                }
+                put_ids(out, &p.messages);
+            }
+            Record::TxAbort(tx) => put_u64(out, *tx),
         }
     }
 
@@ -369,6 +402,8 @@ impl Record {
                 Record::ExchangeBind(b, r.arguments()?)
             }
             kind::EXCHANGE_UNBIND => Record::ExchangeUnbind(exchange_binding(&mut r)?),
+            kind::TX_PREPARE => Record::TxPrepare(prepared_rec(&mut r)?),
+            kind::TX_ABORT => Record::TxAbort(r.u64()?),
             other => return Err(DecodeError::BadType(other)),
         };
         Ok(rec)
@@ -428,6 +463,22 @@ fn message_rec(r: &mut Reader) -> Result<MessageRec, DecodeError> {
         id,
         queues,
         content: r.rest(),
+    })
+}
+
+fn prepared_rec(r: &mut Reader) -> Result<PreparedRec, DecodeError> {
+    let (tx, xid) = (r.u64()?, r.bytes()?);
+    let n = r.u32()? as usize;
+    // As for ids: a count the payload cannot hold fails on reading, not on allocating.
+    let mut dequeues = Vec::with_capacity(n.min(1 << 15));
+    for _ in 0..n {
+        dequeues.push((r.u64()?, r.u64()?));
+    }
+    Ok(PreparedRec {
+        tx,
+        xid,
+        dequeues,
+        messages: ids(r)?,
     })
 }
 
@@ -763,6 +814,13 @@ mod tests {
                 messages: vec![9],
             },
             Record::TxCommit(11),
+            Record::TxPrepare(PreparedRec {
+                tx: 11,
+                xid: Bytes::from_static(b"xid"),
+                dequeues: vec![(3, 9), (4, 9)],
+                messages: vec![12],
+            }),
+            Record::TxAbort(11),
             Record::ExchangeBind(
                 ExchangeBindingKey {
                     source: "amq.topic".into(),

@@ -11,7 +11,10 @@
 //! the transaction's `TX_COMMIT` record is read, then applied in their order; a transaction
 //! whose commit record is missing (the broker died mid-commit, or the tail was cut) leaves
 //! no trace. The broker appends the commit record before any consumer can see the commit's
-//! messages, so no record outside the transaction refers to them before it.
+//! messages, so no record outside the transaction refers to them before it. A transaction
+//! with a `TX_PREPARE` record (XA) and neither `TX_COMMIT` nor `TX_ABORT` is in doubt: its
+//! messages are held for it rather than queued, and the broker gets it back as a prepared
+//! branch (`Broker::restore_prepared`).
 //!
 //! Redelivery rule: every recovered message is marked redelivered. The store does not record
 //! deliveries (that would cost a write per delivery), so any recovered message may have been
@@ -23,10 +26,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_core::{Arguments, Broker, ExchangeOptions, Message, QueueOptions, Restored};
+use std::sync::Arc;
+
+use ferry_core::{Arguments, Broker, ExchangeOptions, Message, Queue, QueueOptions, Restored};
 
 use crate::index::{Index, Live, LiveMessage, Loc};
-use crate::record::{self, BindingKey, ExchangeBindingKey, ExchangeRec, Frame, QueueRec, Record};
+use crate::record::{
+    self, BindingKey, ExchangeBindingKey, ExchangeRec, Frame, PreparedRec, QueueRec, Record,
+};
 use crate::segment::{self, SEGMENT_HEADER};
 use crate::StoreError;
 
@@ -52,6 +59,9 @@ pub struct RecoveryStats {
     pub segments_discarded: usize,
     /// Transactions whose commit record never made it: their records were ignored.
     pub transactions_discarded: usize,
+    /// Prepared distributed transactions waiting for their outcome: restored as prepared
+    /// branches.
+    pub transactions_in_doubt: usize,
     pub elapsed: Duration,
 }
 
@@ -61,7 +71,18 @@ pub struct Recovered {
     queues: Vec<(QueueRec, Vec<Restored>)>,
     bindings: Vec<(BindingKey, Arguments)>,
     exchange_bindings: Vec<(ExchangeBindingKey, Arguments)>,
+    in_doubt: Vec<InDoubt>,
     pub stats: RecoveryStats,
+}
+
+/// A prepared distributed transaction found in the journal without its outcome.
+struct InDoubt {
+    tx: u64,
+    xid: Bytes,
+    /// Its messages (with their store ids), each with the queues it goes to on commit.
+    messages: Vec<(Message, Vec<u64>)>,
+    /// (queue, message) pairs it dequeues on commit: queued, and held for it.
+    dequeues: Vec<(u64, u64)>,
 }
 
 /// Reads segments into one reused buffer: recovery reads the whole journal, and a fresh
@@ -153,22 +174,45 @@ struct Replay {
 impl Replay {
     fn apply(&mut self, rec: Record, at: Live) {
         match rec {
-            Record::TxMessage { tx, .. } | Record::TxDequeue { tx, .. } => {
+            Record::TxMessage { tx, .. }
+            | Record::TxDequeue { tx, .. }
+            | Record::TxPrepare(PreparedRec { tx, .. }) => {
                 self.open.entry(tx).or_default().push((rec, at));
             }
             Record::TxCommit(tx) => {
                 for (rec, at) in self.open.remove(&tx).unwrap_or_default() {
                     self.index.apply(&rec, at, true);
                 }
+                self.index.apply(&rec, at, true);
+            }
+            Record::TxAbort(tx) => {
+                self.open.remove(&tx);
             }
             rec => self.index.apply(&rec, at, true),
         }
     }
 
-    /// The index, and how many transactions never committed.
+    /// The index, and how many transactions never committed. A prepared transaction stays
+    /// in doubt: its messages are live (held for it, in no queue) and its prepare record
+    /// lists what it dequeues, which stays queued until it commits.
     fn finish(mut self) -> (Index, usize) {
+        let mut unfinished = 0;
+        for (_, records) in self.open.drain() {
+            if !records
+                .iter()
+                .any(|(r, _)| matches!(r, Record::TxPrepare(_)))
+            {
+                unfinished += 1;
+                continue;
+            }
+            for (rec, at) in records {
+                if !matches!(rec, Record::TxDequeue { .. }) {
+                    self.index.apply(&rec, at, true);
+                }
+            }
+        }
         self.index.finish_recovery();
-        (self.index, self.open.len())
+        (self.index, unfinished)
     }
 }
 
@@ -288,6 +332,25 @@ fn rebuild(
     let mut bindings = Vec::new();
     let mut exchange_bindings = Vec::new();
     let mut messages: HashMap<u64, Vec<(u64, Restored)>> = HashMap::new();
+    // A prepared transaction's own messages go to it, not to queues; the messages it
+    // dequeues stay queued until it completes. Both come back into memory whatever the
+    // budget: the transaction holds them as messages, not stand-ins.
+    let mut in_doubt: HashMap<u64, InDoubt> = HashMap::new();
+    let mut owner: HashMap<u64, u64> = HashMap::new();
+    let mut held = std::collections::HashSet::new();
+    for (p, _) in index.prepared.values() {
+        owner.extend(p.messages.iter().map(|id| (*id, p.tx)));
+        held.extend(p.dequeues.iter().map(|(_, id)| *id));
+        in_doubt.insert(
+            p.tx,
+            InDoubt {
+                tx: p.tx,
+                xid: p.xid.clone(),
+                messages: Vec::new(),
+                dequeues: p.dequeues.clone(),
+            },
+        );
+    }
     // Oldest first, contents come back into memory until the budget is spent.
     let mut budget = memory_budget.unwrap_or(u64::MAX);
     let mut bad_messages = 0u64;
@@ -320,7 +383,12 @@ fn rebuild(
                     };
                     msg.store_id = Some(id);
                     let msg = msg.build();
-                    let in_memory = msg.size() <= budget;
+                    if let Some(t) = owner.get(&id).and_then(|t| in_doubt.get_mut(t)) {
+                        t.messages.push((msg, live.queues.to_vec()));
+                        stats.messages += 1;
+                        continue;
+                    }
+                    let in_memory = msg.size() <= budget || held.contains(&id);
                     let body_size = msg.body_size();
                     let restored = |m: &Message| {
                         if in_memory {
@@ -333,7 +401,7 @@ fn rebuild(
                         }
                     };
                     let msg = if in_memory {
-                        budget -= msg.size();
+                        budget = budget.saturating_sub(msg.size());
                         msg
                     } else {
                         stats.messages_on_disk += 1;
@@ -369,6 +437,12 @@ fn rebuild(
         .collect();
     queue_list.sort_by_key(|(q, _)| q.id);
     stats.queues = queue_list.len();
+    let mut in_doubt: Vec<InDoubt> = in_doubt.into_values().collect();
+    in_doubt.sort_by_key(|t| t.tx);
+    for t in &mut in_doubt {
+        t.messages.sort_by_key(|(m, _)| m.store_id());
+    }
+    stats.transactions_in_doubt = in_doubt.len();
     stats.elapsed = started.elapsed();
     Ok(Recovered {
         exchanges: exchanges.into_iter().map(|(_, e)| e).collect(),
@@ -381,6 +455,7 @@ fn rebuild(
                 .map(|(_, k, args)| (k, args))
                 .collect()
         },
+        in_doubt,
         stats,
     })
 }
@@ -428,6 +503,7 @@ impl Recovered {
             }
         }
         let mut names = HashMap::new();
+        let mut restored: HashMap<u64, Arc<Queue>> = HashMap::new();
         for (q, messages) in self.queues {
             // A RabbitMQ dead letter exchange may be missing: the queue keeps its name
             // (in its arguments) and finds it when it is declared again.
@@ -458,6 +534,7 @@ impl Recovered {
             match broker.restore_queue(&q.name, opts, q.id) {
                 Ok(queue) => {
                     queue.restore(messages);
+                    restored.insert(q.id, queue);
                     names.insert(q.id, q.name);
                 }
                 Err(e) => tracing::error!("store: cannot restore queue {}: {e}", q.name),
@@ -473,6 +550,41 @@ impl Recovered {
                     k.exchange,
                     k.key
                 );
+            }
+        }
+        Self::restore_in_doubt(self.in_doubt, broker, &restored);
+    }
+
+    /// Prepared distributed transactions come back as prepared branches, holding the
+    /// messages they dequeue. Called once queues hold their messages.
+    fn restore_in_doubt(
+        in_doubt: Vec<InDoubt>,
+        broker: &Broker,
+        queues: &HashMap<u64, Arc<Queue>>,
+    ) {
+        for t in in_doubt {
+            let routed = t
+                .messages
+                .into_iter()
+                .map(|(m, ids)| {
+                    (
+                        ids.iter()
+                            .filter_map(|id| queues.get(id).cloned())
+                            .collect(),
+                        m,
+                    )
+                })
+                .collect();
+            let mut held: HashMap<u64, Vec<u64>> = HashMap::new();
+            for (queue, id) in t.dequeues {
+                held.entry(queue).or_default().push(id);
+            }
+            let held = held
+                .into_iter()
+                .filter_map(|(queue, ids)| Some((queues.get(&queue)?.clone(), ids)))
+                .collect();
+            if let Err(e) = broker.restore_prepared(&t.xid, t.tx, routed, held) {
+                tracing::error!("store: cannot restore prepared transaction {}: {e}", t.tx);
             }
         }
     }

@@ -13,6 +13,8 @@ use ferry_core::{
 
 use super::*;
 
+mod dtx;
+
 /// A directory removed when the test ends.
 pub(crate) struct TempDir(PathBuf);
 

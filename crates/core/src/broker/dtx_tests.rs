@@ -81,8 +81,8 @@ fn two_phase_commit_and_rollback() {
     b.dtx().end(&x, false);
     swap(&b, &y);
     b.dtx().end(&y, false);
-    assert_eq!(b.dtx().prepare(&x), Ok(XaOutcome::Ok));
-    assert_eq!(b.dtx().prepare(&y), Ok(XaOutcome::Ok));
+    assert_eq!(b.dtx_prepare(&x).map(|(o, _)| o), Ok(XaOutcome::Ok));
+    assert_eq!(b.dtx_prepare(&y).map(|(o, _)| o), Ok(XaOutcome::Ok));
     assert_eq!(b.dtx().recover(), vec![x.clone(), y.clone()]);
     assert!(matches!(b.dtx_commit(&x, true), Err(DtxError::Prepared(_))));
     assert_eq!(b.dtx_commit(&x, false).unwrap().0, XaOutcome::Ok);
@@ -104,7 +104,7 @@ fn joined_sessions_commit_as_one() {
     let y = xid("y");
     b.dtx().start(&y, false, b.transaction()).unwrap();
     b.dtx().end(&y, false);
-    b.dtx().prepare(&y).unwrap();
+    b.dtx_prepare(&y).unwrap();
     assert!(
         matches!(
             b.dtx().start(&y, true, b.transaction()),
@@ -117,7 +117,7 @@ fn joined_sessions_commit_as_one() {
         .publish(b.default_exchange().clone(), msg("a", "joined"));
     b.dtx().end(&x, false);
     assert!(matches!(
-        b.dtx().prepare(&x),
+        b.dtx_prepare(&x).map(|(o, _)| o),
         Err(DtxError::StillAssociated(_))
     ));
     assert!(matches!(
@@ -164,7 +164,7 @@ fn a_failed_association_dooms_the_branch() {
     let x = xid("x");
     swap(&b, &x);
     assert_eq!(b.dtx().end(&x, true), XaOutcome::RolledBack);
-    assert_eq!(b.dtx().prepare(&x), Ok(XaOutcome::RolledBack));
+    assert_eq!(b.dtx_prepare(&x).map(|(o, _)| o), Ok(XaOutcome::RolledBack));
     assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 0), "undone at once");
     assert!(b.queue("a").unwrap().get().is_some(), "and available again");
     assert_eq!(b.dtx().rollback(&x), Ok(XaOutcome::Ok));
@@ -249,7 +249,7 @@ fn a_prepared_branch_does_not_time_out_and_0_is_no_timeout() {
     let (x, y) = (xid("x"), xid("y"));
     b.dtx().start(&x, false, b.transaction()).unwrap();
     b.dtx().end(&x, false);
-    b.dtx().prepare(&x).unwrap();
+    b.dtx_prepare(&x).unwrap();
     b.dtx().start(&y, false, b.transaction()).unwrap();
     b.dtx().set_timeout(&y, 0).unwrap();
     assert_eq!(b.dtx().expire_due(in_secs(7200)), None);
@@ -289,7 +289,7 @@ fn refusals() {
         Err(DtxError::Unknown(_))
     ));
     assert!(matches!(
-        b.dtx().prepare(&unknown),
+        b.dtx_prepare(&unknown).map(|(o, _)| o),
         Err(DtxError::Unknown(_))
     ));
     assert!(matches!(
@@ -337,4 +337,100 @@ fn refusals() {
             .unwrap_err(),
         DtxError::TooMany(crate::dtx::MAX_BRANCHES)
     );
+}
+
+/// A broker over a journal that records calls, with durable queues "a" and "b" and a
+/// persistent message on "a".
+fn journaled() -> (Arc<Broker>, Arc<crate::journal::testing::MemoryJournal>) {
+    let j = crate::journal::testing::MemoryJournal::new();
+    let b = Broker::with_journal(BrokerConfig::default(), j.clone());
+    let durable = QueueOptions {
+        durable: true,
+        ..QueueOptions::default()
+    };
+    for q in ["a", "b"] {
+        b.declare_queue(q, durable.clone(), false, 1).unwrap();
+    }
+    let mut m = crate::MessageParts::new("", "a", Bytes::from_static(b"m"));
+    m.persistent = true;
+    b.publish(b.default_exchange(), Message::from(m)).unwrap();
+    (b, j)
+}
+
+#[test]
+fn a_prepare_journals_the_branch_as_one_transaction_that_its_outcome_closes() {
+    use crate::journal::testing::Call;
+    for commit in [true, false] {
+        let (b, j) = journaled();
+        let (a, q_b) = (b.queue("a").unwrap(), b.queue("b").unwrap());
+        let (a_id, b_id) = (a.store_id().unwrap(), q_b.store_id().unwrap());
+        let x = xid("x");
+        let work = b.dtx().start(&x, false, b.transaction()).unwrap();
+        let got = a.get().expect("the message");
+        let consumed = got.message.store_id().unwrap();
+        {
+            let mut w = work.lock();
+            w.settle(a.clone(), got.position, got.message, Settlement::Accept);
+            let mut moved = crate::MessageParts::new("", "b", Bytes::from_static(b"moved"));
+            moved.persistent = true;
+            w.publish(b.default_exchange().clone(), Message::from(moved));
+        }
+        drop(work);
+        b.dtx().end(&x, false);
+        j.take();
+        let (outcome, point) = b.dtx_prepare(&x).unwrap();
+        assert_eq!(outcome, XaOutcome::Ok);
+        assert!(point.is_some(), "the prepare waits for the journal");
+        let calls = j.take();
+        let [Call::InTx(t, enqueue), Call::InTx(t2, dequeue), Call::PrepareTx(t3, encoded)] =
+            &calls[..]
+        else {
+            panic!("expected the publish, the dequeue and the prepare: {calls:?}");
+        };
+        assert!(matches!(&**enqueue, Call::Enqueue(_, qs) if qs == &[b_id]));
+        assert_eq!(**dequeue, Call::Dequeue(a_id, vec![consumed]));
+        assert_eq!((t, t2), (t3, t3), "one journal transaction");
+        assert_eq!(Xid::decode(encoded), Some(x.clone()));
+        assert_eq!(depth(&b, "b"), 0, "routed, not yet delivered");
+        if commit {
+            b.dtx_commit(&x, false).unwrap();
+            assert_eq!(depth(&b, "b"), 1);
+            assert!(
+                j.take().contains(&Call::CommitTx(*t)),
+                "the commit closes the prepared transaction"
+            );
+        } else {
+            b.dtx().rollback(&x).unwrap();
+            assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 0));
+            assert_eq!(j.take(), [Call::AbortTx(*t)]);
+        }
+    }
+}
+
+#[test]
+fn a_prepare_the_journal_refuses_rolls_the_branch_back() {
+    use crate::journal::testing::Call;
+    let (b, j) = journaled();
+    let x = xid("x");
+    swap(&b, &x);
+    b.dtx().end(&x, false);
+    j.refuse.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(b.dtx_prepare(&x), Ok((XaOutcome::RolledBack, None)));
+    assert!(b.dtx().is_empty(), "forgotten");
+    assert_eq!(depth(&b, "a"), 1, "what it consumed is back");
+    assert!(j.take().iter().any(|c| matches!(c, Call::AbortTx(_))));
+}
+
+#[test]
+fn xids_round_trip_through_the_journals_encoding() {
+    let x = Xid {
+        format: 0x0102_0304,
+        global: Bytes::from_static(b"global"),
+        branch: Bytes::from_static(b""),
+    };
+    assert_eq!(Xid::decode(&x.encode()), Some(x.clone()));
+    let encoded = x.encode();
+    for cut in 0..8 + 6 {
+        assert_eq!(Xid::decode(&encoded[..cut]), None, "cut at {cut}");
+    }
 }

@@ -6,11 +6,11 @@ use super::Broker;
 use crate::dtx::{DtxError, XaOutcome, Xid};
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
-use crate::journal::SyncPoint;
+use crate::journal::{JournalTx, SyncPoint};
 use crate::message::{now_ms, Message};
 use crate::queue::Queue;
 use crate::route;
-use crate::transaction::{CommitOutcome, Transaction};
+use crate::transaction::{CommitOutcome, Settlement, Transaction};
 
 #[derive(Debug, Clone)]
 pub struct PublishOutcome {
@@ -87,5 +87,50 @@ impl Broker {
             .dtx
             .take_for_commit(xid, one_phase, self.transaction())?;
         Ok((outcome, work.map(|mut all| self.commit(&mut all))))
+    }
+
+    /// Prepares distributed transaction branch `xid` (see `DtxManager::prepare`): with a
+    /// journal, its work is routed and recorded so that a restart finds it in doubt. The
+    /// point is when the prepare is durable: complete it then.
+    pub fn dtx_prepare(&self, xid: &Xid) -> Result<(XaOutcome, Option<SyncPoint>), DtxError> {
+        self.dtx.prepare(xid, self.transaction(), |work, encoded| {
+            match &self.journal {
+                Some(journal) => work.prepare(journal, encoded),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Restores a prepared branch that recovery found in the journal (`xid` as the journal
+    /// keeps it, `tx` the journal's name for its transaction): `routed` are its publishes,
+    /// with the queues each goes to on commit; `held` the messages (by store id) it
+    /// dequeues on commit, which it now holds acquired. Without a journal there is nothing
+    /// to restore into.
+    pub fn restore_prepared(
+        &self,
+        xid: &[u8],
+        tx: u64,
+        routed: Vec<(Vec<Arc<Queue>>, Message)>,
+        held: Vec<(Arc<Queue>, Vec<u64>)>,
+    ) -> Result<(), BrokerError> {
+        let Some(journal) = self.journal.clone() else {
+            return Err(BrokerError::PreconditionFailed(
+                "no journal to restore into".into(),
+            ));
+        };
+        let xid =
+            Xid::decode(xid).ok_or_else(|| BrokerError::InvalidArgument("malformed xid".into()))?;
+        let mut work = self.transaction();
+        for (queues, message) in routed {
+            work.publish_routed(queues, message);
+        }
+        for (queue, ids) in held {
+            for (position, message) in queue.acquire_stored(&ids) {
+                work.settle(queue.clone(), position, message, Settlement::Accept);
+            }
+        }
+        work.set_prepared(journal, Arc::new(JournalTx::named(tx)));
+        self.dtx.restore_prepared(xid, work);
+        Ok(())
     }
 }

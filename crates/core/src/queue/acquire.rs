@@ -49,4 +49,23 @@ impl Queue {
             .filter(|p| st.acquire_at(*p, &mut clock))
             .collect()
     }
+
+    /// Acquires recovered messages by store id for a prepared distributed transaction that
+    /// dequeues them when it commits (see [`crate::Broker::restore_prepared`]): their
+    /// positions and messages. Such messages are restored in memory, never as stand-ins.
+    pub(crate) fn acquire_stored(&self, ids: &[u64]) -> Vec<(u64, Message)> {
+        let ids: std::collections::HashSet<u64> = ids.iter().copied().collect();
+        let mut st = self.lock();
+        let found: Vec<(u64, Message)> = st
+            .entries
+            .iter()
+            .filter(|e| e.store_id().is_some_and(|id| ids.contains(&id)))
+            .filter_map(|e| Some((e.position, e.message()?.clone())))
+            .collect();
+        let mut clock = Clock::default();
+        found
+            .into_iter()
+            .filter(|(p, _)| st.acquire_at(*p, &mut clock))
+            .collect()
+    }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::graveyard::Corpse;
 use super::state::Entry;
 use super::{DeadLetters, Leaving, Queue, QueueState, Settled};
+use crate::journal::JournalTx;
 use crate::message::{DeathReason, Message};
 
 impl Queue {
@@ -110,6 +111,15 @@ impl Queue {
             ));
         }
         true
+    }
+
+    /// Journals, inside `tx`, the dequeue that settling acquired message `position` will be:
+    /// a prepare records it ahead of the commit that settles it.
+    pub(crate) fn journal_settlement(&self, position: u64, tx: &JournalTx) {
+        let st = self.lock();
+        if let (Some(store), Some(stored)) = (self.store(), st.unsettled_store_id(position)) {
+            store.journal.dequeue(store.id, &[stored], Some(tx));
+        }
     }
 
     /// The consumer rejected the message: it leaves the queue, dead-lettered (see

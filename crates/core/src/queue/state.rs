@@ -492,6 +492,14 @@ impl QueueState {
         Some(u)
     }
 
+    /// The store id of acquired message `position`, if it is journaled on this queue.
+    pub(crate) fn unsettled_store_id(&self, position: u64) -> Option<u64> {
+        self.unsettled
+            .get(&position)
+            .map(|u| u.stored)
+            .filter(|id| *id != 0)
+    }
+
     /// Settles an acquired message that leaves the queue (accepted or rejected).
     pub(crate) fn settle_done(&mut self, position: u64, how: Settled) -> Option<Unsettled> {
         let u = self.settle_counted(position, how)?;

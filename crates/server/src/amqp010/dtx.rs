@@ -222,7 +222,11 @@ pub fn prepare(
     xid: Option<ferry_amqp010::Xid>,
 ) -> Outcome {
     let xid = xid_of(xid)?;
-    let outcome = env.broker.dtx().prepare(&xid).map_err(dtx_error)?;
+    let (outcome, sync) = env.broker.dtx_prepare(&xid).map_err(dtx_error)?;
+    // Completed once the prepare is on stable storage: a restart then keeps it in doubt.
+    if let Some(point) = sync {
+        session.needs_sync(point);
+    }
     xa_result(session, env, id, outcome);
     Ok(())
 }

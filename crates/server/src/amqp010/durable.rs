@@ -36,7 +36,10 @@ impl WaitsFor {
             | Command::ExchangeUnbind(_)
             | Command::QueueDeclare(_)
             | Command::QueueDelete(_)
-            | Command::QueuePurge(_) => WaitsFor::Journal,
+            | Command::QueuePurge(_)
+            | Command::DtxPrepare(_)
+            | Command::DtxCommit(_)
+            | Command::DtxRollback(_) => WaitsFor::Journal,
             Command::ExecutionSync(_) => WaitsFor::EarlierCommands,
             _ => WaitsFor::OwnRecords,
         }
