@@ -50,9 +50,14 @@ abstract class InteropSupport {
      * retries are off so a dead broker fails fast instead of hanging.
      */
     static String connectionUrl(String extraUrlOptions) {
+        return connectionUrl(PORT, extraUrlOptions);
+    }
+
+    /** {@link #connectionUrl(String)} for a broker on another port (one a test starts). */
+    static String connectionUrl(int port, String extraUrlOptions) {
         String brokerOptions = "sasl_mechs='PLAIN'&connecttimeout='5000'&retries='0'&connectdelay='0'";
         return "amqp://guest:guest@ferry-interop/" + VHOST
-                + "?brokerlist='tcp://" + HOST + ":" + PORT + "?" + brokerOptions + "'"
+                + "?brokerlist='tcp://" + HOST + ":" + port + "?" + brokerOptions + "'"
                 + extraUrlOptions;
     }
 
