@@ -6,13 +6,13 @@
 mod common;
 
 use bytes::Bytes;
-use common::kills::{declare_durable, open, start_on};
+use common::kills::{declare_durable, open, persistent_to, start_on};
 use common::DataDir;
 use ferry_amqp010::{
     Command, DtxCommit, DtxEnd, DtxPrepare, DtxRecover, DtxRollback, DtxSelect, DtxStart,
     RecoverResult, XaResult, XaStatus, Xid,
 };
-use ferry_client::{AcceptMode, FlowMode, OutgoingMessage, SequenceSet, Session, SubscribeOptions};
+use ferry_client::{AcceptMode, FlowMode, SequenceSet, Session, SubscribeOptions};
 
 fn xid() -> Option<Xid> {
     Some(Xid {
@@ -20,15 +20,6 @@ fn xid() -> Option<Xid> {
         global_id: Some(Bytes::from_static(b"ferry-xa-global")),
         branch_id: Some(Bytes::from_static(b"branch-1")),
     })
-}
-
-fn persistent_to(queue: &str, body: &str) -> OutgoingMessage {
-    OutgoingMessage::builder()
-        .routing_key(queue)
-        .persistent(true)
-        .body(body.to_owned())
-        .build()
-        .expect("message")
 }
 
 async fn xa(s: &Session, command: impl Into<Command>) -> XaStatus {

@@ -14,7 +14,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::kills::{declare_durable, drain, env_or, open, seed, start_on, Rng, STEP};
+use common::kills::{
+    declare_durable, drain, env_or, open, persistent_to, seed, start_on, Rng, STEP,
+};
 use common::raw091::{short, Raw091};
 use common::DataDir;
 use ferry_amqp010::{TxCommit, TxSelect};
@@ -22,7 +24,7 @@ use ferry_amqp091::{
     Assembled, BasicAck, BasicGet, BasicProperties, BasicPublish, Method, TxCommit as TxCommit091,
     TxSelect as TxSelect091,
 };
-use ferry_client::{AcceptMode, FlowMode, OutgoingMessage, SequenceSet, Session, SubscribeOptions};
+use ferry_client::{AcceptMode, FlowMode, SequenceSet, Session, SubscribeOptions};
 
 const IN: &str = "tx-in";
 const OUT: &str = "tx-out";
@@ -39,15 +41,6 @@ struct Ledger {
 }
 
 type Shared = Arc<Mutex<Ledger>>;
-
-fn persistent_to(queue: &str, body: &str) -> OutgoingMessage {
-    OutgoingMessage::builder()
-        .routing_key(queue)
-        .persistent(true)
-        .body(body.to_owned())
-        .build()
-        .expect("message")
-}
 
 async fn producer(addr: std::net::SocketAddr, tag: String, ledger: Shared) {
     let Some((_c, s)) = open(addr).await else {

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferry_client::{
-    AcceptMode, ConnectOptions, Connection, FlowMode, QueueDeclareOptions, Session,
-    SubscribeOptions,
+    AcceptMode, ConnectOptions, Connection, FlowMode, OutgoingMessage, QueueDeclareOptions,
+    Session, SubscribeOptions,
 };
 
 use super::{DataDir, Ferryd};
@@ -55,6 +55,16 @@ pub async fn open(broker: SocketAddr) -> Option<(Connection, Session)> {
         .ok()?
         .ok()?;
     Some((conn, s))
+}
+
+/// A persistent message for `queue` through the default exchange.
+pub fn persistent_to(queue: &str, body: &str) -> OutgoingMessage {
+    OutgoingMessage::builder()
+        .routing_key(queue)
+        .persistent(true)
+        .body(body.to_owned())
+        .build()
+        .expect("message")
 }
 
 pub async fn declare_durable(s: &Session, queue: &str) {

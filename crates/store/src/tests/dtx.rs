@@ -40,6 +40,15 @@ fn prepare_branch(store: &Store, b: &Broker, x: &Xid) {
     assert!(store.durable() >= point.expect("the prepare is journaled"));
 }
 
+/// A first life of the broker that prepares the branch and stops (as if killed: the store
+/// is closed, the branch never completed).
+fn prepare_and_stop(dir: &TempDir, x: &Xid) {
+    let (store, b, _) = start(dir, small());
+    setup(&b);
+    prepare_branch(&store, &b, x);
+    store.close();
+}
+
 fn queued(b: &Broker, name: &str) -> Vec<Bytes> {
     bodies(&b.queue(name).unwrap())
 }
@@ -78,12 +87,7 @@ fn restart_settled(dir: &TempDir, input: &[&[u8]], output: &[&[u8]]) {
 fn a_prepared_branch_is_in_doubt_after_a_restart_and_commits_there() {
     let dir = TempDir::new("dtx-commit");
     let x = xid("commit");
-    {
-        let (store, b, _) = start(&dir, small());
-        setup(&b);
-        prepare_branch(&store, &b, &x);
-        store.close();
-    }
+    prepare_and_stop(&dir, &x);
     {
         let (store, b) = restart_in_doubt(&dir, &x);
         let (outcome, commit) = b.dtx_commit(&x, false).unwrap();
@@ -104,12 +108,7 @@ fn a_prepared_branch_is_in_doubt_after_a_restart_and_commits_there() {
 fn a_prepared_branch_rolled_back_after_a_restart_gives_back_what_it_consumed() {
     let dir = TempDir::new("dtx-rollback");
     let x = xid("rollback");
-    {
-        let (store, b, _) = start(&dir, small());
-        setup(&b);
-        prepare_branch(&store, &b, &x);
-        store.close();
-    }
+    prepare_and_stop(&dir, &x);
     {
         let (store, b) = restart_in_doubt(&dir, &x);
         assert_eq!(b.dtx().rollback(&x), Ok(XaOutcome::Ok));
