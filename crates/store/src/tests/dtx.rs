@@ -83,6 +83,25 @@ fn restart_settled(dir: &TempDir, input: &[&[u8]], output: &[&[u8]]) {
     assert_eq!(queued(&b, "out"), output);
 }
 
+/// Commits (two-phase) or rolls back `x`.
+fn complete(b: &Broker, x: &Xid, commit: bool) {
+    if commit {
+        b.dtx_commit(x, false).unwrap();
+    } else {
+        b.dtx().rollback(x).unwrap();
+    }
+}
+
+/// [`restart_settled`] with what the outcome leaves: "result" on "out" after a commit,
+/// "work" back on "in" after a rollback.
+fn restart_after_outcome(dir: &TempDir, commit: bool) {
+    if commit {
+        restart_settled(dir, &[], &[RESULT]);
+    } else {
+        restart_settled(dir, &[WORK], &[]);
+    }
+}
+
 #[test]
 fn a_prepared_branch_is_in_doubt_after_a_restart_and_commits_there() {
     let dir = TempDir::new("dtx-commit");
@@ -129,19 +148,11 @@ fn a_prepared_branch_completed_before_a_restart_is_not_in_doubt_after_it() {
             let (store, b, _) = start(&dir, small());
             setup(&b);
             prepare_branch(&store, &b, &x);
-            if commit {
-                b.dtx_commit(&x, false).unwrap();
-            } else {
-                b.dtx().rollback(&x).unwrap();
-            }
+            complete(&b, &x, commit);
             store.sync();
             store.close();
         }
-        if commit {
-            restart_settled(&dir, &[], &[RESULT]);
-        } else {
-            restart_settled(&dir, &[WORK], &[]);
-        }
+        restart_after_outcome(&dir, commit);
     }
 }
 
@@ -199,18 +210,10 @@ fn a_prepared_branch_survives_compaction_of_its_records() {
             store.close();
         }
         let (store, b) = restart_in_doubt(&dir, &x);
-        if commit {
-            b.dtx_commit(&x, false).unwrap();
-        } else {
-            b.dtx().rollback(&x).unwrap();
-        }
+        complete(&b, &x, commit);
         store.sync();
         store.close();
         drop(b);
-        if commit {
-            restart_settled(&dir, &[], &[RESULT]);
-        } else {
-            restart_settled(&dir, &[WORK], &[]);
-        }
+        restart_after_outcome(&dir, commit);
     }
 }
