@@ -572,8 +572,8 @@ impl Journal for ClusterJournal {
 
     // Prepares are the local store's: a replicated queue's part of a prepared branch is not
     // held in doubt across a failover (as for commits above).
-    fn prepare_tx(&self, tx: &JournalTx, xid: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
-        self.local.prepare_tx(tx, xid)?;
+    fn prepare_tx(&self, tx: &JournalTx, branch: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
+        self.local.prepare_tx(tx, branch)?;
         Ok(Some(self.appended()))
     }
 

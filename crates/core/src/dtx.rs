@@ -22,6 +22,10 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+mod journaled;
+
+pub(crate) use journaled::JournaledBranch;
+
 use crate::error::BrokerError;
 use crate::journal::SyncPoint;
 use crate::message::now_ms;
@@ -33,31 +37,6 @@ pub struct Xid {
     pub format: u32,
     pub global: Bytes,
     pub branch: Bytes,
-}
-
-impl Xid {
-    /// The id as the journal keeps it: format, the global id's length, the global id, the
-    /// branch qualifier (all little-endian).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8 + self.global.len() + self.branch.len());
-        out.extend_from_slice(&self.format.to_le_bytes());
-        out.extend_from_slice(&(self.global.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.global);
-        out.extend_from_slice(&self.branch);
-        out
-    }
-
-    /// Reads [`Xid::encode`]'s form; `None` if `data` is not in it.
-    pub fn decode(data: &[u8]) -> Option<Xid> {
-        let format = u32::from_le_bytes(data.get(..4)?.try_into().ok()?);
-        let len = u32::from_le_bytes(data.get(4..8)?.try_into().ok()?) as usize;
-        let global = data.get(8..8usize.checked_add(len)?)?;
-        Some(Xid {
-            format,
-            global: Bytes::copy_from_slice(global),
-            branch: Bytes::copy_from_slice(&data[8 + len..]),
-        })
-    }
 }
 
 /// One association's work, shared by the session doing it and its branch (which undoes it
@@ -295,7 +274,7 @@ impl DtxManager {
         &self,
         xid: &Xid,
         mut all: Transaction,
-        durable: impl FnOnce(&mut Transaction, &[u8]) -> Result<Option<SyncPoint>, BrokerError>,
+        durable: impl FnOnce(&mut Transaction, &Xid) -> Result<Option<SyncPoint>, BrokerError>,
     ) -> Result<(XaOutcome, Option<SyncPoint>), DtxError> {
         let mut branches = self.branches.lock();
         let branch = Self::completable(&mut branches, xid)?;
@@ -306,7 +285,7 @@ impl DtxManager {
         for w in &branch.work {
             all.absorb(&mut w.lock());
         }
-        match durable(&mut all, &xid.encode()) {
+        match durable(&mut all, xid) {
             Ok(point) => {
                 branch.work = vec![Arc::new(Mutex::new(all))];
                 branch.prepared = true;

@@ -91,12 +91,16 @@ pub trait Journal: Send + Sync {
     /// `None` if the transaction journaled nothing. Never refused: what it closes is
     /// already applied in memory.
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint>;
-    /// Prepares a distributed transaction's branch (`xid`, encoded by the core): its records
-    /// so far stay in doubt across restarts until [`Journal::commit_tx`] or
-    /// [`Journal::abort_tx`]. Returns the point the prepare is durable at; `None` from a
+    /// Prepares a distributed transaction's branch (`branch`: its name and what else
+    /// recovery needs, encoded by the core): its records so far stay in doubt across
+    /// restarts until [`Journal::commit_tx`] or [`Journal::abort_tx`]. Returns the point the prepare is durable at; `None` from a
     /// journal that keeps no prepares (its prepared branches end with the broker). Refused
     /// when the store cannot take more.
-    fn prepare_tx(&self, _tx: &JournalTx, _xid: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
+    fn prepare_tx(
+        &self,
+        _tx: &JournalTx,
+        _branch: &[u8],
+    ) -> Result<Option<SyncPoint>, BrokerError> {
         Ok(None)
     }
     /// Ends a transaction without its effects: its messages are let go of, its dequeues
@@ -214,7 +218,7 @@ pub(crate) mod testing {
         /// A record inside a transaction's commit (its id, then the record).
         InTx(u64, Box<Call>),
         CommitTx(u64),
-        /// (transaction, xid as encoded)
+        /// (transaction, the branch as encoded)
         PrepareTx(u64, Vec<u8>),
         AbortTx(u64),
     }
@@ -332,11 +336,15 @@ pub(crate) mod testing {
             self.calls.lock().push(Call::CommitTx(id));
             Some(SyncPoint(self.id()))
         }
-        fn prepare_tx(&self, tx: &JournalTx, xid: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
+        fn prepare_tx(
+            &self,
+            tx: &JournalTx,
+            branch: &[u8],
+        ) -> Result<Option<SyncPoint>, BrokerError> {
             self.check()?;
             let first = self.id();
             let id = tx.get_or_set(first);
-            self.calls.lock().push(Call::PrepareTx(id, xid.to_vec()));
+            self.calls.lock().push(Call::PrepareTx(id, branch.to_vec()));
             Ok(Some(SyncPoint(first)))
         }
         fn abort_tx(&self, tx: &JournalTx) {

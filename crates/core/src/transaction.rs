@@ -209,18 +209,20 @@ impl Transaction {
         self.apply(None);
     }
 
-    /// Prepares the transaction (a distributed transaction's branch, `xid` as encoded): routes
-    /// its publishes now and journals them, with the dequeues of its settlements and a
-    /// prepare record, as one journal transaction that a restart keeps in doubt. Returns
+    /// Prepares the transaction (a distributed transaction's branch): routes its publishes
+    /// now and journals them, with the dequeues of its settlements and a prepare record, as
+    /// one journal transaction that a restart keeps in doubt. The prepare record holds what
+    /// `branch` makes of the store ids of the messages it rejects (the branch's name
+    /// beside them, as the dtx layer encodes it). Returns
     /// the point the prepare is durable at (`None` from a journal that keeps no prepares).
     /// On a refusal nothing stays journaled; the caller rolls the work back.
     pub(crate) fn prepare(
         &mut self,
         journal: &Arc<dyn Journal>,
-        xid: &[u8],
+        branch: impl FnOnce(Vec<u64>) -> Vec<u8>,
     ) -> Result<Option<SyncPoint>, BrokerError> {
         let tx = Arc::new(JournalTx::default());
-        let result = self.journal_prepare(journal, &tx, xid);
+        let result = self.journal_prepare(journal, &tx, branch);
         match result {
             Ok(_) => self.set_prepared(journal.clone(), tx),
             Err(_) => journal.abort_tx(&tx),
@@ -232,7 +234,7 @@ impl Transaction {
         &mut self,
         journal: &Arc<dyn Journal>,
         tx: &JournalTx,
-        xid: &[u8],
+        branch: impl FnOnce(Vec<u64>) -> Vec<u8>,
     ) -> Result<Option<SyncPoint>, BrokerError> {
         let now = now_ms();
         let mut targets = Vec::new();
@@ -248,12 +250,17 @@ impl Transaction {
                 self.routed.push((std::mem::take(&mut targets), message));
             }
         }
+        let mut rejected = Vec::new();
         for s in &self.settlements {
-            if !matches!(s.how, Settlement::Release { .. }) {
-                s.queue.journal_settlement(s.position, tx);
+            if matches!(s.how, Settlement::Release { .. }) {
+                continue;
+            }
+            let stored = s.queue.journal_settlement(s.position, tx);
+            if let (Some(id), Settlement::Reject) = (stored, s.how) {
+                rejected.push(id);
             }
         }
-        journal.prepare_tx(tx, xid)
+        journal.prepare_tx(tx, &branch(rejected))
     }
 
     /// Applies and empties the transaction; see [`crate::Broker::commit`].

@@ -702,14 +702,14 @@ impl Journal for Store {
         }))
     }
 
-    fn prepare_tx(&self, tx: &JournalTx, xid: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
+    fn prepare_tx(&self, tx: &JournalTx, branch: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
         self.shared.refuse()?;
         Ok(Some(self.with_state(|st| {
             let t = st.open_tx(Some(tx)).unwrap_or_default();
             let open = st.open_txs.get(&t);
             let rec = Record::TxPrepare(PreparedRec {
                 tx: t,
-                xid: Bytes::copy_from_slice(xid),
+                branch: Bytes::copy_from_slice(branch),
                 dequeues: open.map(|o| o.dequeues.clone()).unwrap_or_default(),
                 messages: open.map(|o| o.messages.clone()).unwrap_or_default(),
             });

@@ -185,8 +185,9 @@ pub struct MessageRec {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreparedRec {
     pub tx: u64,
-    /// The branch's name, encoded by the core (opaque here).
-    pub xid: Bytes,
+    /// The branch's name and what recovery needs to know of it beyond these records,
+    /// encoded by the core (opaque here).
+    pub branch: Bytes,
     /// (queue, message) pairs the transaction dequeues when it commits.
     pub dequeues: Vec<(u64, u64)>,
     /// Messages the transaction journaled: they die if it aborts.
@@ -309,7 +310,7 @@ impl Record {
             Record::ExchangeUnbind(b) => put_exchange_binding(out, b),
             Record::TxPrepare(p) => {
                 put_u64(out, p.tx);
-                put_bytes(out, &p.xid);
+                put_bytes(out, &p.branch);
                 put_u32(out, u32::try_from(p.dequeues.len()).unwrap_or(u32::MAX));
                 for (queue, message) in &p.dequeues {
                     put_u64(out, *queue);
@@ -467,7 +468,7 @@ fn message_rec(r: &mut Reader) -> Result<MessageRec, DecodeError> {
 }
 
 fn prepared_rec(r: &mut Reader) -> Result<PreparedRec, DecodeError> {
-    let (tx, xid) = (r.u64()?, r.bytes()?);
+    let (tx, branch) = (r.u64()?, r.bytes()?);
     let n = r.u32()? as usize;
     // As for ids: a count the payload cannot hold fails on reading, not on allocating.
     let mut dequeues = Vec::with_capacity(n.min(1 << 15));
@@ -476,7 +477,7 @@ fn prepared_rec(r: &mut Reader) -> Result<PreparedRec, DecodeError> {
     }
     Ok(PreparedRec {
         tx,
-        xid,
+        branch,
         dequeues,
         messages: ids(r)?,
     })
@@ -816,7 +817,7 @@ mod tests {
             Record::TxCommit(11),
             Record::TxPrepare(PreparedRec {
                 tx: 11,
-                xid: Bytes::from_static(b"xid"),
+                branch: Bytes::from_static(b"branch"),
                 dequeues: vec![(3, 9), (4, 9)],
                 messages: vec![12],
             }),

@@ -78,7 +78,7 @@ pub struct Recovered {
 /// A prepared distributed transaction found in the journal without its outcome.
 struct InDoubt {
     tx: u64,
-    xid: Bytes,
+    branch: Bytes,
     /// Its messages (with their store ids), each with the queues it goes to on commit.
     messages: Vec<(Message, Vec<u64>)>,
     /// (queue, message) pairs it dequeues on commit: queued, and held for it.
@@ -345,7 +345,7 @@ fn rebuild(
             p.tx,
             InDoubt {
                 tx: p.tx,
-                xid: p.xid.clone(),
+                branch: p.branch.clone(),
                 messages: Vec::new(),
                 dequeues: p.dequeues.clone(),
             },
@@ -583,7 +583,7 @@ impl Recovered {
                 .into_iter()
                 .filter_map(|(queue, ids)| Some((queues.get(&queue)?.clone(), ids)))
                 .collect();
-            if let Err(e) = broker.restore_prepared(&t.xid, t.tx, routed, held) {
+            if let Err(e) = broker.restore_prepared(&t.branch, t.tx, routed, held) {
                 tracing::error!("store: cannot restore prepared transaction {}: {e}", t.tx);
             }
         }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::Broker;
-use crate::dtx::{DtxError, XaOutcome, Xid};
+use crate::dtx::{DtxError, JournaledBranch, XaOutcome, Xid};
 use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::{JournalTx, SyncPoint};
@@ -93,22 +93,24 @@ impl Broker {
     /// journal, its work is routed and recorded so that a restart finds it in doubt. The
     /// point is when the prepare is durable: complete it then.
     pub fn dtx_prepare(&self, xid: &Xid) -> Result<(XaOutcome, Option<SyncPoint>), DtxError> {
-        self.dtx.prepare(xid, self.transaction(), |work, encoded| {
-            match &self.journal {
-                Some(journal) => work.prepare(journal, encoded),
+        self.dtx
+            .prepare(xid, self.transaction(), |work, xid| match &self.journal {
+                Some(journal) => work.prepare(journal, |rejected| {
+                    let xid = xid.clone();
+                    JournaledBranch { xid, rejected }.encode()
+                }),
                 None => Ok(None),
-            }
-        })
+            })
     }
 
-    /// Restores a prepared branch that recovery found in the journal (`xid` as the journal
-    /// keeps it, `tx` the journal's name for its transaction): `routed` are its publishes,
-    /// with the queues each goes to on commit; `held` the messages (by store id) it
-    /// dequeues on commit, which it now holds acquired. Without a journal there is nothing
-    /// to restore into.
+    /// Restores a prepared branch that recovery found in the journal (`branch` as its
+    /// prepare record keeps it, `tx` the journal's name for its transaction): `routed` are
+    /// its publishes, with the queues each goes to on commit; `held` the messages (by store
+    /// id) it dequeues on commit, which it now holds acquired. Without a journal there is
+    /// nothing to restore into.
     pub fn restore_prepared(
         &self,
-        xid: &[u8],
+        branch: &[u8],
         tx: u64,
         routed: Vec<(Vec<Arc<Queue>>, Message)>,
         held: Vec<(Arc<Queue>, Vec<u64>)>,
@@ -118,19 +120,23 @@ impl Broker {
                 "no journal to restore into".into(),
             ));
         };
-        let xid =
-            Xid::decode(xid).ok_or_else(|| BrokerError::InvalidArgument("malformed xid".into()))?;
+        let branch = JournaledBranch::decode(branch)
+            .ok_or_else(|| BrokerError::InvalidArgument("malformed prepare record".into()))?;
         let mut work = self.transaction();
         for (queues, message) in routed {
             work.publish_routed(queues, message);
         }
         for (queue, ids) in held {
             for (position, message) in queue.acquire_stored(&ids) {
-                work.settle(queue.clone(), position, message, Settlement::Accept);
+                let how = match message.store_id() {
+                    Some(id) if branch.rejected.contains(&id) => Settlement::Reject,
+                    _ => Settlement::Accept,
+                };
+                work.settle(queue.clone(), position, message, how);
             }
         }
         work.set_prepared(journal, Arc::new(JournalTx::named(tx)));
-        self.dtx.restore_prepared(xid, work);
+        self.dtx.restore_prepared(branch.xid, work);
         Ok(())
     }
 }

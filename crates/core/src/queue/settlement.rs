@@ -114,12 +114,14 @@ impl Queue {
     }
 
     /// Journals, inside `tx`, the dequeue that settling acquired message `position` will be:
-    /// a prepare records it ahead of the commit that settles it.
-    pub(crate) fn journal_settlement(&self, position: u64, tx: &JournalTx) {
+    /// a prepare records it ahead of the commit that settles it. Returns the message's
+    /// store id if there was a dequeue to journal.
+    pub(crate) fn journal_settlement(&self, position: u64, tx: &JournalTx) -> Option<u64> {
         let st = self.lock();
-        if let (Some(store), Some(stored)) = (self.store(), st.unsettled_store_id(position)) {
-            store.journal.dequeue(store.id, &[stored], Some(tx));
-        }
+        let store = self.store()?;
+        let stored = st.unsettled_store_id(position)?;
+        store.journal.dequeue(store.id, &[stored], Some(tx));
+        Some(stored)
     }
 
     /// The consumer rejected the message: it leaves the queue, dead-lettered (see

@@ -217,3 +217,44 @@ fn a_prepared_branch_survives_compaction_of_its_records() {
         restart_after_outcome(&dir, commit);
     }
 }
+
+/// A branch that rejected the message it consumed dead-letters it when it commits, after a
+/// restart as before one.
+#[test]
+fn a_rejection_in_a_branch_recovered_in_doubt_is_dead_lettered_on_commit() {
+    let dir = TempDir::new("dtx-reject");
+    let x = xid("reject");
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_queue(&b, "dead");
+        b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
+        let opts = QueueOptions {
+            durable: true,
+            alternate_exchange: Some("amq.fanout".into()),
+            ..QueueOptions::default()
+        };
+        let input = b.declare_queue("in", opts, false, 1).unwrap().0;
+        publish(&b, "in", b"poison".to_vec(), true);
+        let work = b.dtx().start(&x, false, b.transaction()).unwrap();
+        let (position, message) = acquire_one(&input);
+        work.lock()
+            .settle(input.clone(), position, message, Settlement::Reject);
+        drop(work);
+        b.dtx().end(&x, false);
+        b.dtx_prepare(&x).unwrap();
+        store.sync();
+        store.close();
+    }
+    let (store, b, stats) = start(&dir, small());
+    assert_eq!(stats.transactions_in_doubt, 1);
+    assert!(queued(&b, "in").is_empty() && queued(&b, "dead").is_empty());
+    b.dtx_commit(&x, false).unwrap();
+    assert!(queued(&b, "in").is_empty());
+    assert_eq!(queued(&b, "dead"), [Bytes::from_static(b"poison")]);
+    store.sync();
+    store.close();
+    drop(b);
+    let (_s, b, _) = start(&dir, small());
+    assert_eq!(queued(&b, "dead"), [Bytes::from_static(b"poison")]);
+    assert!(queued(&b, "in").is_empty());
+}
