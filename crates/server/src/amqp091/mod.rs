@@ -597,6 +597,9 @@ fn dispatch(c: &mut Channel, ctx: &mut Ctx, m: Method) -> Result<(), Fault> {
             c.cancel(ctx, m);
             Ok(())
         }
+        // A client's answer to our basic.cancel (RabbitMQ 4.3's clients send one), late or
+        // unsolicited: the consumer it names is gone already, or stays, as in RabbitMQ 4.3.
+        Method::BasicCancelOk(_) => Ok(()),
         Method::BasicGet(m) => c.get(ctx, m),
         Method::BasicAck(m) => c.ack(ctx, m),
         Method::BasicReject(m) => c.reject(ctx, m),

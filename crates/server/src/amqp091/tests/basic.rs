@@ -499,6 +499,20 @@ async fn deleting_a_queue_cancels_its_consumers_telling_clients_that_asked() {
     notified.declare_queue(1, "q");
     notified.consume(1, consumer("q", "mine"));
     silent.consume(1, consumer("q", "theirs"));
+    // A client answering a cancel with basic.cancel-ok, late (for "mine" before it came
+    // back) or unsolicited (for the live "theirs"), changes nothing and closes nothing.
+    for (c, tag) in [(&mut notified, "mine"), (&mut silent, "theirs")] {
+        let answer = ferry_amqp091::BasicCancelOk {
+            consumer_tag: short(tag),
+        };
+        c.send(&encode(1, answer));
+        assert!(c.take_output().is_empty());
+    }
+    // Both consumers still take their turns.
+    notified.publish(1, "", "q", b"1");
+    notified.publish(1, "", "q", b"2");
+    assert_eq!(names_of(&notified.take()), ["basic.deliver"]);
+    assert_eq!(names_of(&silent.take()), ["basic.deliver"]);
 }
 
 #[tokio::test]
