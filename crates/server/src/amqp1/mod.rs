@@ -16,6 +16,7 @@ mod error;
 mod receiver;
 mod sender;
 mod session;
+mod subscription;
 mod txn;
 mod unsettled;
 
@@ -62,6 +63,8 @@ pub struct Amqp1 {
     /// How long the client may stay silent (our idle-time-out); `None` for ever.
     idle_timeout: Option<Duration>,
     client_properties: Vec<(String, String)>,
+    /// The client's container id: with a link's name, it names a durable subscription.
+    container_id: String,
     sessions: Vec<Option<Box<Session>>>,
     /// The incoming window each session grants (tests make it small).
     incoming_window: u32,
@@ -82,6 +85,7 @@ pub fn connection(services: Services, peer: Peer, now: Instant, sasl: bool) -> C
         idle_timeout: (config.heartbeat_max > 0)
             .then(|| Duration::from_secs(u64::from(config.heartbeat_max))),
         client_properties: Vec::new(),
+        container_id: String::new(),
         sessions: Vec::new(),
         incoming_window: session::INCOMING_WINDOW,
         recheck_at: None,
@@ -326,6 +330,7 @@ impl Amqp1 {
                 access: &shell.access,
                 consumers: &mut shell.consumers,
                 owner: self.owner,
+                container_id: &self.container_id,
                 frame_max: self.peer_max_frame,
                 publisher: &mut shell.publisher,
                 backlog_waiter: &shell.backlog_waiter,
@@ -449,6 +454,7 @@ impl Amqp1 {
     fn on_open(&mut self, shell: &mut Shell, open: Open) {
         self.peer_max_frame = open.max_frame_size.min(self.max_frame);
         self.channel_max = self.channel_max.min(open.channel_max);
+        self.container_id = open.container_id.as_str().to_owned();
         self.client_properties = std::iter::once((
             "container-id".to_owned(),
             open.container_id.as_str().to_owned(),

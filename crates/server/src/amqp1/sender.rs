@@ -15,8 +15,8 @@ use bytes::Bytes;
 use ferry_acl::{Action, ObjectType};
 use ferry_amqp1::messaging::distribution_mode;
 use ferry_amqp1::{
-    condition, Attach, DeliveryState, Descriptor, FilterSet, Flow, Role, SenderSettleMode, Symbol,
-    TerminusDurability, TerminusExpiryPolicy, Value,
+    condition, Attach, DeliveryState, Descriptor, FilterSet, Flow, Role, SenderSettleMode, Source,
+    Symbol, TerminusDurability, TerminusExpiryPolicy, Value,
 };
 use ferry_core::{
     Accepts, Arguments, ConsumerId, ConsumerSpec, Delivery, ExchangeKind, HeaderValue, Message,
@@ -27,6 +27,7 @@ use tracing::debug;
 use super::address::{self, Node};
 use super::error::Fault;
 use super::session::{Ctx, Session};
+use super::subscription;
 use super::unsettled::OutRecord;
 use crate::access;
 
@@ -66,6 +67,8 @@ pub struct Sender {
     outstanding: u32,
     /// A queue made for this link, deleted when it closes.
     temporary: Option<String>,
+    /// The durable subscription the link consumes: it ends when the client closes the link.
+    subscription: Option<String>,
 }
 
 impl Sender {
@@ -145,89 +148,34 @@ impl Sender {
     }
 }
 
+/// Where a link's deliveries come from.
+struct Found {
+    queue: Arc<Queue>,
+    /// The source as the reply echoes it.
+    source: Source,
+    browse: bool,
+    /// A queue made for this link, deleted with it.
+    temporary: Option<String>,
+    /// The durable subscription the link consumes.
+    subscription: Option<String>,
+}
+
 /// The client attaches a receiving link: find (or make) its source and subscribe.
 pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender, Fault> {
-    let mut source = a.source.clone().unwrap_or_default();
-    let browse = source.distribution_mode.as_ref() == Some(&distribution_mode::COPY);
-    let topic = has(&source.capabilities, "topic");
-    let (filter, binding) = filters(source.filter.take())?;
-    let (queue, temporary) = if source.dynamic {
-        let q = temporary_queue(ctx)?;
-        source.address = Some(q.name().into());
-        let name = q.name().to_owned();
-        (q, Some(name))
-    } else {
-        let address = source
-            .address
-            .as_ref()
-            .map(|a| a.as_str())
-            .unwrap_or_default();
-        match address::resolve(ctx.broker, address, topic) {
-            Some(Node::Queue(q)) => (q, None),
-            Some(Node::Exchange { exchange, key }) => {
-                if source.durable != TerminusDurability::None
-                    || source.expiry_policy == TerminusExpiryPolicy::Never
-                {
-                    // A subscription's queue lives as long as its link: a durable one (a JMS
-                    // durable subscriber) would silently lose messages between links.
-                    return Err(Fault::new(
-                        condition::NOT_IMPLEMENTED,
-                        "durable subscriptions are not supported",
-                    ));
-                }
-                let q = temporary_queue(ctx)?;
-                let name = q.name().to_owned();
-                let (key, args) = match binding {
-                    Some(b) => b,
-                    None => (
-                        key.unwrap_or_else(|| default_key(exchange.kind())),
-                        Arguments::new(),
-                    ),
-                };
-                let args = match (exchange.kind(), args.is_empty()) {
-                    // A headers binding without arguments: every message.
-                    (ExchangeKind::Headers, true) => {
-                        std::iter::once(("x-match".to_owned(), HeaderValue::Str("all".into())))
-                            .collect()
-                    }
-                    _ => args,
-                };
-                let bound = ctx
-                    .access
-                    .check(Action::Bind, ObjectType::Exchange, || {
-                        access::binding_props(exchange.name(), Some(&name), Some(&key))
-                    })
-                    .map_err(Fault::from)
-                    .and_then(|()| {
-                        ctx.broker
-                            .bind(&name, exchange.name(), &key, &args)
-                            .map_err(Fault::from)
-                    });
-                if let Err(f) = bound {
-                    let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
-                    return Err(f);
-                }
-                (q, Some(name))
-            }
-            None => {
-                return Err(Fault::new(
-                    condition::NOT_FOUND,
-                    format!("no queue or exchange named {address:?}"),
-                ))
-            }
-        }
+    let found = match a.source.clone() {
+        Some(source) => find_source(ctx, &a, source)?,
+        None => find_subscription(ctx, &a)?,
     };
-    let subscribed = subscribe(ctx, &queue, &a, browse);
-    let consumer = match subscribed {
+    let exclusive = found.subscription.is_some();
+    let consumer = match subscribe(ctx, &found.queue, &a, found.browse, exclusive) {
         Ok(c) => c,
         Err(f) => {
-            if let Some(name) = &temporary {
+            if let Some(name) = &found.temporary {
                 let _ = ctx.broker.delete_queue(name, false, false, ctx.owner);
             }
             return Err(f);
         }
     };
-    source.filter = filter;
     let presettled = a.snd_settle_mode == SenderSettleMode::Settled;
     let reply = Attach {
         name: a.name.clone(),
@@ -239,13 +187,14 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
             SenderSettleMode::Unsettled
         },
         rcv_settle_mode: a.rcv_settle_mode,
-        source: Some(source),
+        source: Some(found.source),
         target: a.target.clone(),
         initial_delivery_count: Some(0),
         ..Attach::default()
     };
     session.write(ctx, reply);
-    debug!(link = %a.name, queue = queue.name(), browse, "sending link attached");
+    let queue = found.queue;
+    debug!(link = %a.name, queue = queue.name(), browse = found.browse, "sending link attached");
     Ok(Sender {
         consumer,
         queue,
@@ -256,15 +205,131 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
         drain: false,
         in_flight: 0,
         outstanding: 0,
-        temporary,
+        temporary: found.temporary,
+        subscription: found.subscription,
     })
 }
 
+/// A link with no source names a durable subscription by its name: attached to it if it
+/// exists (Qpid JMS then closes the link to unsubscribe), refused if not.
+fn find_subscription(ctx: &mut Ctx, a: &Attach) -> Result<Found, Fault> {
+    let queue = subscription::find(ctx, a.name.as_str()).ok_or_else(|| {
+        Fault::new(
+            condition::NOT_FOUND,
+            format!("no durable subscription named {:?}", a.name),
+        )
+    })?;
+    let source = Source {
+        address: Some(queue.name().into()),
+        durable: TerminusDurability::UnsettledState,
+        expiry_policy: TerminusExpiryPolicy::Never,
+        ..Source::default()
+    };
+    Ok(Found {
+        subscription: Some(queue.name().to_owned()),
+        queue,
+        source,
+        browse: false,
+        temporary: None,
+    })
+}
+
+fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, Fault> {
+    let browse = source.distribution_mode.as_ref() == Some(&distribution_mode::COPY);
+    let topic = has(&source.capabilities, "topic");
+    let (filter, binding) = filters(source.filter.take())?;
+    source.filter = filter;
+    let found = |queue, source, temporary| Found {
+        queue,
+        source,
+        browse,
+        temporary,
+        subscription: None,
+    };
+    if source.dynamic {
+        let q = temporary_queue(ctx)?;
+        source.address = Some(q.name().into());
+        let name = q.name().to_owned();
+        return Ok(found(q, source, Some(name)));
+    }
+    let address = source
+        .address
+        .as_ref()
+        .map(|a| a.as_str())
+        .unwrap_or_default();
+    let (exchange, key) = match address::resolve(ctx.broker, address, topic) {
+        Some(Node::Queue(q)) => return Ok(found(q, source, None)),
+        Some(Node::Exchange { exchange, key }) => (exchange, key),
+        None => {
+            return Err(Fault::new(
+                condition::NOT_FOUND,
+                format!("no queue or exchange named {address:?}"),
+            ))
+        }
+    };
+    let (key, args) = match binding {
+        Some(b) => b,
+        None => (
+            key.unwrap_or_else(|| default_key(exchange.kind())),
+            Arguments::new(),
+        ),
+    };
+    let args = match (exchange.kind(), args.is_empty()) {
+        // A headers binding without arguments: every message.
+        (ExchangeKind::Headers, true) => {
+            std::iter::once(("x-match".to_owned(), HeaderValue::Str("all".into()))).collect()
+        }
+        _ => args,
+    };
+    if source.durable != TerminusDurability::None
+        || source.expiry_policy == TerminusExpiryPolicy::Never
+    {
+        if has(&source.capabilities, "shared") {
+            return Err(Fault::new(
+                condition::NOT_IMPLEMENTED,
+                "shared subscriptions are not supported",
+            ));
+        }
+        let name = subscription::queue_name(ctx.container_id, a.name.as_str());
+        let queue = subscription::open(ctx, &name, &exchange, &key, &args)?;
+        // Qpid JMS asks for copies on a durable subscription: its queue is consumed all the
+        // same, and the reply says so.
+        source.distribution_mode = None;
+        return Ok(Found {
+            queue,
+            source,
+            browse: false,
+            temporary: None,
+            subscription: Some(name),
+        });
+    }
+    let q = temporary_queue(ctx)?;
+    let name = q.name().to_owned();
+    let bound = ctx
+        .access
+        .check(Action::Bind, ObjectType::Exchange, || {
+            access::binding_props(exchange.name(), Some(&name), Some(&key))
+        })
+        .map_err(Fault::from)
+        .and_then(|()| {
+            ctx.broker
+                .bind(&name, exchange.name(), &key, &args)
+                .map_err(Fault::from)
+        });
+    if let Err(f) = bound {
+        let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
+        return Err(f);
+    }
+    Ok(found(q, source, Some(name)))
+}
+
+/// `exclusive`: a durable subscription has one consumer at a time, as JMS has it.
 fn subscribe(
     ctx: &mut Ctx,
     queue: &Arc<Queue>,
     a: &Attach,
     browse: bool,
+    exclusive: bool,
 ) -> Result<ConsumerId, Fault> {
     let name = queue.name();
     ctx.access
@@ -278,7 +343,7 @@ fn subscribe(
         connection: 0,
         tag: Bytes::copy_from_slice(a.name.as_bytes()),
         acquire: !browse,
-        exclusive: false,
+        exclusive,
         window: None,
     })?;
     Ok(consumer)
@@ -389,8 +454,9 @@ fn headers_arguments(m: &ferry_amqp1::Map<Value, Value>) -> Arguments {
 }
 
 /// The link is gone: cancel its consumer, put back what the client never settled (and what
-/// never reached it), delete its temporary queue.
-pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>) {
+/// never reached it), delete its temporary queue, and end its durable subscription if the
+/// client closed it (`closed`).
+pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>, closed: bool) {
     ctx.broker.cancel_consumer(&s.queue, s.consumer);
     for d in s.parked {
         release_delivery(d);
@@ -398,6 +464,11 @@ pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>) {
     release_records(unsettled, true);
     if let Some(name) = s.temporary {
         let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
+    }
+    if let (Some(name), true) = (s.subscription, closed) {
+        if let Err(f) = subscription::end(ctx, &name) {
+            debug!(subscription = %name, "cannot end the subscription: {}", f.text);
+        }
     }
 }
 

@@ -49,6 +49,8 @@ pub struct Ctx<'a> {
     pub consumers: &'a mut FastMap<ConsumerId, u16>,
     /// Owns the connection's temporary queues.
     pub owner: OwnerId,
+    /// The client's container id (durable subscriptions are named after it).
+    pub container_id: &'a str,
     /// The largest frame the client takes.
     pub frame_max: u32,
     /// Set once the client publishes: resource alarms then pause the connection.
@@ -286,7 +288,7 @@ impl Session {
             debug!(link = %link.name, condition = %e.condition, "client detached with an error");
         }
         if !link.detaching {
-            self.release_link(ctx, link);
+            self.release_link(ctx, link, d.closed);
             let reply = Detach {
                 handle: d.handle,
                 closed: d.closed,
@@ -318,21 +320,23 @@ impl Session {
         let kind = std::mem::replace(&mut link.kind, LinkKind::Refused);
         link.detaching = true;
         self.links.insert(handle, link);
-        self.release_kind(ctx, handle, kind);
+        self.release_kind(ctx, handle, kind, false);
     }
 
-    fn release_link(&mut self, ctx: &mut Ctx, link: Link) {
-        self.release_kind(ctx, link.handle, link.kind);
+    /// `closed`: the client closed the link (a detach with closed set), which ends a durable
+    /// subscription; otherwise the subscription outlives the link.
+    fn release_link(&mut self, ctx: &mut Ctx, link: Link, closed: bool) {
+        self.release_kind(ctx, link.handle, link.kind, closed);
     }
 
-    fn release_kind(&mut self, ctx: &mut Ctx, handle: u32, kind: LinkKind) {
+    fn release_kind(&mut self, ctx: &mut Ctx, handle: u32, kind: LinkKind, closed: bool) {
         match kind {
             LinkKind::Sender(s) => {
                 self.consumers.remove(&s.consumer);
                 ctx.consumers.remove(&s.consumer);
                 self.pending.retain(|p| p.transfer.handle != handle);
                 let unsettled = self.unsettled.take_link(handle);
-                sender::close(ctx, s, unsettled);
+                sender::close(ctx, s, unsettled, closed);
             }
             LinkKind::Receiver(r) => {
                 if r.is_coordinator() {
@@ -823,7 +827,7 @@ impl Session {
     pub fn end(&mut self, ctx: &mut Ctx) {
         let links: Vec<Link> = self.links.drain().map(|(_, l)| l).collect();
         for link in links {
-            self.release_link(ctx, link);
+            self.release_link(ctx, link, false);
         }
         sender::release_records(self.unsettled.take_all(), true);
         self.pending.clear();

@@ -768,28 +768,6 @@ async fn selectors_refuse_the_link() {
     assert_eq!(c.broker().queue("q").unwrap().consumer_count(), 0);
 }
 
-#[tokio::test]
-async fn durable_subscriptions_are_refused() {
-    let mut c = open().await;
-    c.begin(0);
-    let source = Source {
-        address: Some("amq.topic/news".into()),
-        durable: ferry_amqp1::TerminusDurability::UnsettledState,
-        expiry_policy: ferry_amqp1::TerminusExpiryPolicy::Never,
-        ..Source::default()
-    };
-    let got = c.attach_receiver_from(0, 1, source, false);
-    assert_eq!(error_of(&got).as_deref(), Some("amqp:not-implemented"));
-    // A durable source on a queue is just the queue.
-    declare(&c, "q");
-    let source = Source {
-        address: Some("q".into()),
-        durable: ferry_amqp1::TerminusDurability::Configuration,
-        ..Source::default()
-    };
-    assert!(error_of(&c.attach_receiver_from(0, 2, source, false)).is_none());
-}
-
 /// The flows about the publisher's link (handle 0).
 fn publisher_flows(items: &[Item]) -> Vec<Flow> {
     flows(items)

@@ -5,6 +5,7 @@ mod connection;
 mod links;
 mod messages;
 mod sessions;
+mod subscriptions;
 mod transactions;
 
 use bytes::{Bytes, BytesMut};

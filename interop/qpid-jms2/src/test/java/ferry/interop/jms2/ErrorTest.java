@@ -32,13 +32,13 @@ class ErrorTest extends Support {
         }
     }
 
-    /** A subscription lives as long as its link: durable ones are refused, not faked. */
+    /** Shared subscriptions (JMS 2) are refused, not faked. */
     @Test
-    void durableSubscriptionsAreRefused() throws Exception {
+    void sharedDurableSubscriptionsAreRefused() throws Exception {
         try (JMSContext ctx = context()) {
             ctx.setClientID(unique("client"));
-            assertThrows(JMSRuntimeException.class,
-                    () -> ctx.createDurableConsumer(ctx.createTopic("amq.topic/durable"), "sub"));
+            assertThrows(JMSRuntimeException.class, () -> ctx.createSharedDurableConsumer(
+                    ctx.createTopic("amq.topic/durable"), "sub"));
         }
     }
 
