@@ -93,9 +93,9 @@ pub trait Journal: Send + Sync {
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint>;
     /// Prepares a distributed transaction's branch (`branch`: its name and what else
     /// recovery needs, encoded by the core): its records so far stay in doubt across
-    /// restarts until [`Journal::commit_tx`] or [`Journal::abort_tx`]. Returns the point the prepare is durable at; `None` from a
-    /// journal that keeps no prepares (its prepared branches end with the broker). Refused
-    /// when the store cannot take more.
+    /// restarts until [`Journal::commit_tx`] or [`Journal::abort_tx`]. Returns the point the
+    /// prepare is durable at; `None` from a journal that keeps no prepares (its prepared
+    /// branches end with the broker). Refused when the store cannot take more.
     fn prepare_tx(
         &self,
         _tx: &JournalTx,

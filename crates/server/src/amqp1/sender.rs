@@ -467,7 +467,7 @@ pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>, closed: bool) 
     }
     if let (Some(name), true) = (s.subscription, closed) {
         if let Err(f) = subscription::end(ctx, &name) {
-            debug!(subscription = %name, "cannot end the subscription: {}", f.text);
+            tracing::warn!(subscription = %name, "cannot end the subscription: {}", f.text);
         }
     }
 }

@@ -31,7 +31,8 @@ fn source_of(exchange: &Exchange, key: &str) -> String {
 
 /// The subscription's queue, made (and bound) if there is none; one bound elsewhere is
 /// replaced, its messages dropped, unless a link consumes it (JMS forbids changing a
-/// subscription in use).
+/// subscription in use). A queue of that name that is not a subscription's is left alone
+/// and the link refused.
 pub fn open(
     ctx: &mut Ctx,
     name: &str,
@@ -41,8 +42,15 @@ pub fn open(
 ) -> Result<Arc<Queue>, Fault> {
     let source = source_of(exchange, key);
     if let Some(q) = ctx.broker.queue(name) {
-        if q.arguments().get(SOURCE_ARGUMENT) == Some(&HeaderValue::Str(source.clone())) {
-            return Ok(q);
+        match q.arguments().get(SOURCE_ARGUMENT) {
+            Some(HeaderValue::Str(s)) if *s == source => return Ok(q),
+            Some(_) => {}
+            None => {
+                return Err(Fault::new(
+                    condition::RESOURCE_LOCKED,
+                    format!("queue {name} exists and is not a subscription"),
+                ))
+            }
         }
         if q.consumer_count() > 0 {
             return Err(Fault::new(

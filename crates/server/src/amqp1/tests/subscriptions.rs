@@ -178,4 +178,23 @@ async fn shared_subscriptions_are_refused_and_a_durable_queue_source_is_the_queu
     };
     assert!(error_of(&c.attach_receiver_from(0, 2, source, false)).is_none());
     assert!(c.broker().queue("test-client_receiver-2").is_none());
+    // A queue that happens to have a subscription's name is not taken over.
+    declare(&c, "test-client_receiver-3");
+    c.broker()
+        .publish(
+            &c.broker().default_exchange().clone(),
+            ferry_core::Message::new(
+                "",
+                "test-client_receiver-3".to_owned(),
+                Bytes::from_static(b"x"),
+            ),
+        )
+        .unwrap();
+    let got = c.attach_receiver_from(0, 3, durable("amq.topic/news"), false);
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:resource-locked"));
+    let q = c
+        .broker()
+        .queue("test-client_receiver-3")
+        .expect("still there");
+    assert_eq!(q.message_count(), 1);
 }
