@@ -310,3 +310,88 @@ fn the_protocol_header_picks_the_layer() {
     s.read_exact(&mut header).unwrap();
     assert_eq!(&header, b"AMQP\x01\x01\x00\x0a");
 }
+
+/// A JMS-style durable subscription (durable source on `amq.topic`, link name `sub`) keeps
+/// what its topic gets while no link consumes it, across a SIGKILL of ferryd; a detach that
+/// closes the link ends it, for good.
+#[tokio::test]
+async fn a_durable_subscription_survives_a_kill_until_its_link_is_closed() {
+    use ferry_amqp1::{
+        Attach, Detach, LinkTarget, Performative, ReceiverSettleMode, Role, SenderSettleMode,
+        Source, Target, TerminusDurability, TerminusExpiryPolicy,
+    };
+    fn subscribe(c: &mut Amqp1) -> Attach {
+        c.send(
+            0,
+            Attach {
+                name: "sub".into(),
+                handle: 1,
+                role: Role::Receiver,
+                snd_settle_mode: SenderSettleMode::Unsettled,
+                rcv_settle_mode: ReceiverSettleMode::First,
+                source: Some(Source {
+                    address: Some("amq.topic/prices".into()),
+                    durable: TerminusDurability::UnsettledState,
+                    expiry_policy: TerminusExpiryPolicy::Never,
+                    ..Source::default()
+                }),
+                target: Some(LinkTarget::Target(Target::default())),
+                ..Attach::default()
+            },
+        );
+        let Performative::Attach(a) = c.wait_for(|p| matches!(p, Performative::Attach(_))) else {
+            unreachable!()
+        };
+        a
+    }
+    fn detach(c: &mut Amqp1, closed: bool) {
+        let detach = Detach {
+            handle: 1,
+            closed,
+            error: None,
+        };
+        c.send(0, detach);
+        c.wait_for(|p| matches!(p, Performative::Detach(_)));
+    }
+    let dir = DataDir::new("amqp1-sub");
+    let broker = Ferryd::start_with(&[&dir.arg()]);
+    let addr = broker.addr;
+    tokio::task::spawn_blocking(move || {
+        let mut c = Amqp1::open(addr);
+        assert!(subscribe(&mut c).source.is_some());
+        detach(&mut c, false);
+        // Published while nobody consumes: settled once the journal has it.
+        c.sender(0, "amq.topic/prices");
+        assert_eq!(c.publish(0, &sample()), accepted());
+    })
+    .await
+    .unwrap();
+    broker.kill();
+    let broker = Ferryd::start_with(&[&dir.arg()]);
+    let addr = broker.addr;
+    tokio::task::spawn_blocking(move || {
+        let mut c = Amqp1::open(addr);
+        assert!(subscribe(&mut c).source.is_some(), "resumed after the kill");
+        c.credit(1, 0, 10);
+        let r = c.receive();
+        assert_eq!(
+            r.message().application_properties,
+            sample().application_properties
+        );
+        c.settle(r.delivery_id, accepted());
+        detach(&mut c, true);
+    })
+    .await
+    .unwrap();
+    broker.kill();
+    let broker = Ferryd::start_with(&[&dir.arg()]);
+    let conn = Connection::connect(broker.addr, ConnectOptions::default())
+        .await
+        .unwrap();
+    let s = conn.session().await.unwrap();
+    let gone = s.queue_query("ferry-test_sub").await.unwrap();
+    assert!(
+        gone.queue.is_none_or(|q| q.is_empty()),
+        "the closed subscription stays gone"
+    );
+}

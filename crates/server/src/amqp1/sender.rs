@@ -101,6 +101,11 @@ impl Sender {
         flow.drain = self.drain;
     }
 
+    /// Whether the link consumes a durable subscription (which a closing detach ends).
+    pub fn is_subscription(&self) -> bool {
+        self.subscription.is_some()
+    }
+
     /// A delivery arrived from the queue.
     pub fn arrived(&mut self) {
         self.in_flight = self.in_flight.saturating_sub(1);

@@ -133,6 +133,10 @@ pub struct Session {
     /// Our incoming window needs widening.
     window_due: bool,
     awaiting_sync: VecDeque<AwaitingSync>,
+    /// Detach replies that ended a durable subscription, each waiting for the journal to
+    /// have the queue's deletion (as a 0-9-1 queue.delete-ok does), then those now due.
+    detaches_awaiting: VecDeque<(SyncPoint, Detach)>,
+    detaches_due: Vec<Detach>,
     pub publish_acl: PublishCache,
     pub txns: Txns,
 }
@@ -169,6 +173,8 @@ impl Session {
             drains: Vec::new(),
             window_due: false,
             awaiting_sync: VecDeque::new(),
+            detaches_awaiting: VecDeque::new(),
+            detaches_due: Vec::new(),
             publish_acl: PublishCache::default(),
             txns: Txns::default(),
         };
@@ -288,13 +294,21 @@ impl Session {
             debug!(link = %link.name, condition = %e.condition, "client detached with an error");
         }
         if !link.detaching {
+            let ends_subscription =
+                d.closed && matches!(&link.kind, LinkKind::Sender(s) if s.is_subscription());
             self.release_link(ctx, link, d.closed);
             let reply = Detach {
                 handle: d.handle,
                 closed: d.closed,
                 error: None,
             };
-            self.write(ctx, reply);
+            let journal = ctx.broker.journal().filter(|_| ends_subscription);
+            match journal.map(|j| (j.appended(), j.durable())) {
+                Some((point, durable)) if point > durable => {
+                    self.detaches_awaiting.push_back((point, reply));
+                }
+                _ => self.write(ctx, reply),
+            }
         }
         Ok(())
     }
@@ -483,13 +497,22 @@ impl Session {
         }
     }
 
-    /// The point the last settlement waiting for the journal needs.
+    /// The point the last settlement (or detach) waiting for the journal needs.
     pub fn last_waiting_point(&self) -> Option<SyncPoint> {
-        self.awaiting_sync.back().map(|w| w.point)
+        let detach = self.detaches_awaiting.back().map(|(point, _)| *point);
+        self.awaiting_sync.back().map(|w| w.point).max(detach)
     }
 
     /// The journal is durable up to `durable` (or failed): settle what waited for it.
     pub fn on_durable(&mut self, durable: SyncPoint, failed: bool) {
+        while let Some((point, _)) = self.detaches_awaiting.front() {
+            if *point > durable && !failed {
+                break;
+            }
+            if let Some((_, reply)) = self.detaches_awaiting.pop_front() {
+                self.detaches_due.push(reply);
+            }
+        }
         while let Some(w) = self.awaiting_sync.front() {
             if w.point > durable && !failed {
                 break;
@@ -796,6 +819,9 @@ impl Session {
             };
             write(ctx.out, self.channel, d);
         }
+        for reply in std::mem::take(&mut self.detaches_due) {
+            write(ctx.out, self.channel, reply);
+        }
         let mut credit_due = std::mem::take(&mut self.credit_due);
         // Held credit is looked at again with every flush, and when the queue wakes the
         // connection (its backlog is within the hold again).
@@ -833,6 +859,8 @@ impl Session {
         self.pending.clear();
         self.txns.rollback_all();
         self.awaiting_sync.clear();
+        self.detaches_awaiting.clear();
+        self.detaches_due.clear();
     }
 
     /// Some receiving link's credit waits for its queue's backlog to drain.

@@ -198,3 +198,31 @@ async fn shared_subscriptions_are_refused_and_a_durable_queue_source_is_the_queu
         .expect("still there");
     assert_eq!(q.message_count(), 1);
 }
+
+/// Ending a subscription deletes a durable queue: the closing detach's reply waits until the
+/// journal has that, as a 0-9-1 queue.delete-ok does, so a crash cannot bring back a
+/// subscription the client was told is gone.
+#[tokio::test]
+async fn the_reply_to_a_closing_detach_waits_for_the_journal() {
+    let disk = Arc::new(crate::shell::testing::Disk::default());
+    let services = crate::shell::Services {
+        broker: ferry_core::Broker::with_journal(ferry_core::BrokerConfig::default(), disk.clone()),
+        ..services(ServerConfig::default())
+    };
+    let mut c = open_on(services, None).await;
+    c.begin(0);
+    c.attach_receiver_from(0, 1, durable("amq.topic/news"), false);
+    disk.sync();
+    // Detaching without closing changes nothing durable: answered at once.
+    assert_eq!(detach(&mut c, 1, false).len(), 1);
+    c.attach_receiver_from(0, 1, durable("amq.topic/news"), false);
+    assert!(detach(&mut c, 1, true).is_empty(), "not before the sync");
+    assert_eq!(depth(&c), None, "the queue is gone already");
+    disk.sync();
+    c.poll_flow();
+    let got = decode(c.take_output());
+    assert!(
+        matches!(&got[..], [Item::Frame(0, Performative::Detach(d), _)] if d.handle == 1 && d.closed),
+        "{got:?}"
+    );
+}
