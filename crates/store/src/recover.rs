@@ -186,7 +186,17 @@ impl Replay {
                 self.index.apply(&rec, at, true);
             }
             Record::TxAbort(tx) => {
-                self.open.remove(&tx);
+                // A prepared transaction's messages may also have been copied by compaction
+                // as plain records (a copy made while no table said the transaction was
+                // open): its prepare record names them, and they go too.
+                let held = self.open.remove(&tx).unwrap_or_default();
+                for (rec, _) in held {
+                    if let Record::TxPrepare(p) = rec {
+                        for id in p.messages {
+                            self.index.forget_message(id, at.seq);
+                        }
+                    }
+                }
             }
             rec => self.index.apply(&rec, at, true),
         }
@@ -608,5 +618,80 @@ fn restore_exchange(broker: &Broker, e: &ExchangeRec, alternate: Option<String>)
     };
     if let Err(err) = broker.restore_exchange(&e.name, e.kind, opts) {
         tracing::error!("store: cannot restore exchange {}: {err}", e.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Loc;
+    use crate::record::{MessageRec, QueueRec};
+    use ferry_core::QueueLimits;
+
+    fn at(seq: u64) -> Live {
+        Live {
+            loc: Loc {
+                segment: 1,
+                offset: seq * 100,
+                len: 100,
+            },
+            seq,
+        }
+    }
+
+    fn message(id: u64) -> MessageRec {
+        MessageRec {
+            id,
+            queues: vec![1],
+            content: Bytes::new(),
+        }
+    }
+
+    /// An aborted prepared transaction leaves none of its messages, even one that was
+    /// copied forward as a plain message record before the abort.
+    #[test]
+    fn an_abort_forgets_the_prepared_messages_whatever_their_records() {
+        let mut replay = Replay::default();
+        replay.index.add_segment(1, 1 << 20);
+        replay.apply(
+            Record::QueueDeclare(QueueRec {
+                id: 1,
+                name: "q".into(),
+                auto_delete: false,
+                alternate: None,
+                limits: QueueLimits::default(),
+                arguments: Arguments::new(),
+            }),
+            at(1),
+        );
+        replay.apply(Record::Message(message(2)), at(2));
+        replay.apply(
+            Record::TxMessage {
+                tx: 3,
+                message: message(3),
+            },
+            at(3),
+        );
+        let prepared = PreparedRec {
+            tx: 3,
+            branch: Bytes::from_static(b"x"),
+            dequeues: vec![(1, 2)],
+            messages: vec![3],
+        };
+        replay.apply(Record::TxPrepare(prepared), at(4));
+        // The compaction copy, plain.
+        replay.apply(Record::Message(message(3)), at(5));
+        replay.apply(Record::TxAbort(3), at(6));
+        let (index, unfinished) = replay.finish();
+        assert_eq!(unfinished, 0);
+        assert!(index.prepared.is_empty());
+        assert!(
+            index.messages.get(3).is_none(),
+            "the aborted message is gone"
+        );
+        assert!(
+            index.messages.get(2).is_some(),
+            "the one it would have dequeued stays"
+        );
     }
 }
