@@ -20,6 +20,10 @@ use crate::access;
 /// another exchange or key replaces the subscription, as JMS asks for a changed topic.
 const SOURCE_ARGUMENT: &str = "x-ferry-subscription-source";
 
+/// The longest queue name 0-9-1 and 0-10 can name (a short string): a subscription whose
+/// name would be longer is refused rather than made unreachable from those protocols.
+const MAX_QUEUE_NAME: usize = 255;
+
 /// The queue of the subscription that link `link` of container `container` names.
 pub fn queue_name(container: &str, link: &str) -> String {
     format!("{container}_{link}")
@@ -40,6 +44,12 @@ pub fn open(
     key: &str,
     binding: &Arguments,
 ) -> Result<Arc<Queue>, Fault> {
+    if name.len() > MAX_QUEUE_NAME {
+        return Err(Fault::new(
+            condition::INVALID_FIELD,
+            format!("a subscription's queue name is at most {MAX_QUEUE_NAME} bytes"),
+        ));
+    }
     let source = source_of(exchange, key);
     if let Some(q) = ctx.broker.queue(name) {
         match q.arguments().get(SOURCE_ARGUMENT) {

@@ -192,6 +192,21 @@ async fn shared_subscriptions_are_refused_and_a_durable_queue_source_is_the_queu
         .unwrap();
     let got = c.attach_receiver_from(0, 3, durable("amq.topic/news"), false);
     assert_eq!(error_of(&got).as_deref(), Some("amqp:resource-locked"));
+    // A link name that would make a queue name no other protocol can say is refused.
+    let long = Attach {
+        name: "n".repeat(300).into(),
+        handle: 4,
+        role: Role::Receiver,
+        source: Some(durable("amq.topic/news")),
+        target: Some(LinkTarget::Target(Target::default())),
+        ..Attach::default()
+    };
+    let queues = c.broker().queue_names().len();
+    assert_eq!(
+        error_of(&c.perform(0, long)).as_deref(),
+        Some("amqp:invalid-field")
+    );
+    assert_eq!(c.broker().queue_names().len(), queues, "no queue made");
     let q = c
         .broker()
         .queue("test-client_receiver-3")
