@@ -79,14 +79,14 @@ pub use journal::{
 };
 pub use limits::{LimitPolicy, LimitScope, QueueLimits};
 pub use message::{
-    now_ms, Death, DeathHistory, DeathReason, Header, HeaderMatch, Message, MessageParts, Props,
-    ProtocolHeader, Sequenced, TraceEdit, INLINE_BODY_MAX, TRACE_HEADER,
+    now_ms, Death, DeathHistory, DeathReason, Header, HeaderMatch, Message, MessageFilter,
+    MessageParts, Props, ProtocolHeader, Sequenced, TraceEdit, INLINE_BODY_MAX, TRACE_HEADER,
 };
 pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{
-    Accepts, BacklogWaiter, ConsumerSpec, ConsumerStatus, Delivery, Got, MessageGroup,
-    MessageGroups, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo, QueueOptions, QuotaCharge,
-    Restored, SettleWindow,
+    Accepts, BacklogWaiter, ConsumerFilter, ConsumerSpec, ConsumerStatus, Delivery, Got,
+    MessageGroup, MessageGroups, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo, QueueOptions,
+    QuotaCharge, Restored, SettleWindow,
 };
 pub use route::release_deliveries;
 pub use stats::{ConnectionCounters, ExchangeCounters, ExchangeTotals, QueueCounters, Traffic};

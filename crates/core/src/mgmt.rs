@@ -219,6 +219,7 @@ mod tests {
             acquire: true,
             exclusive: false,
             window: None,
+            filter: None,
         })
         .unwrap();
         q.add_credit(consumer, 3, u32::MAX).unwrap();
@@ -312,6 +313,7 @@ mod tests {
             acquire: false,
             exclusive: false,
             window: None,
+            filter: None,
         })
         .unwrap();
         let consumers = b.consumer_entries();

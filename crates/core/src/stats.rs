@@ -35,6 +35,8 @@ pub struct QueueCounters {
     pub purged: u64,
     /// Taken off by management to be routed elsewhere (qpidd's reroute and move).
     pub rerouted: u64,
+    /// Dropped by a topic subscription's selector (see `ConsumerFilter::drop_unmatched`).
+    pub unselected: u64,
     /// Publishes refused for the queue's limit (reject policy).
     pub refused: u64,
     /// Of `enqueued`, those a transaction's commit stored.
@@ -82,6 +84,7 @@ impl QueueCounters {
             + self.replaced
             + self.purged
             + self.rerouted
+            + self.unselected
     }
 }
 

@@ -497,6 +497,7 @@ mod tests {
             acquire: true,
             exclusive: false,
             window: None,
+            filter: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();

@@ -289,6 +289,7 @@ fn subscribe(
         acquire: true,
         exclusive: true,
         window: None,
+        filter: None,
     })?;
     // The outbox's own room bounds what is handed over at once.
     queue.add_credit(id, u32::MAX, u32::MAX)?;

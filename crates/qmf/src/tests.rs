@@ -80,6 +80,7 @@ impl Console {
             acquire: true,
             exclusive: false,
             window: None,
+            filter: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();

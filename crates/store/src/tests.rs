@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferry_core::{
-    Arguments, Broker, BrokerConfig, ConsumerSpec, ExchangeKind, ExchangeOptions, HeaderValue,
-    Journal, Message, Outbox, OutboxItem, Queue, QueueOptions, SyncPoint,
+    Arguments, Broker, BrokerConfig, ConsumerFilter, ConsumerSpec, ExchangeKind, ExchangeOptions,
+    HeaderValue, Journal, Message, MessageFilter, Outbox, OutboxItem, Queue, QueueOptions,
+    SyncPoint,
 };
 
 use super::*;
@@ -82,6 +83,16 @@ fn publish(b: &Broker, queue: &str, body: Vec<u8>, persistent: bool) -> Option<S
 
 /// Takes up to `n` messages off the queue and accepts them; returns their bodies.
 fn consume(b: &Broker, q: &Arc<Queue>, n: u32) -> Vec<Bytes> {
+    consume_matching(b, q, n, None)
+}
+
+/// [`consume`] by a consumer with a filter.
+fn consume_matching(
+    b: &Broker,
+    q: &Arc<Queue>,
+    n: u32,
+    filter: Option<ConsumerFilter>,
+) -> Vec<Bytes> {
     let ob = Outbox::new();
     let id = b.next_consumer_id();
     q.subscribe(ConsumerSpec {
@@ -93,6 +104,7 @@ fn consume(b: &Broker, q: &Arc<Queue>, n: u32) -> Vec<Bytes> {
         acquire: true,
         exclusive: false,
         window: None,
+        filter,
     })
     .unwrap();
     q.add_credit(id, n, u32::MAX).unwrap();
@@ -198,6 +210,7 @@ fn durable_topology_and_persistent_messages_survive_a_restart() {
         acquire: true,
         exclusive: false,
         window: None,
+        filter: None,
     })
     .unwrap();
     q.add_credit(99, 1, u32::MAX).unwrap();
@@ -1065,6 +1078,56 @@ fn contents_beyond_the_budget_are_read_back_from_the_journal_in_order() {
         b.memory_used()
     );
     check_numbered(&consume(&b, &q, 300), 0, 2000);
+    assert_eq!(b.memory_used(), 0);
+}
+
+/// Matches the [`numbered`] bodies whose number is a multiple of `every`.
+#[derive(Debug)]
+struct EveryNth(u32);
+
+impl MessageFilter for EveryNth {
+    fn matches(&self, message: &Message) -> bool {
+        let number = message.body().get(..4).and_then(|b| b.try_into().ok());
+        number.is_some_and(|n| u32::from_be_bytes(n) % self.0 == 0)
+    }
+}
+
+#[test]
+fn a_filtered_consumer_takes_its_matches_from_deep_in_a_queue_held_on_disk() {
+    let dir = TempDir::new("offload-filter");
+    let (store, b, _) = start(&dir, budgeted());
+    let q = durable_queue(&b, "deep");
+    for i in 1..=300 {
+        publish(&b, "deep", numbered(i, 2000), true);
+    }
+    store.sync();
+    assert!(
+        b.memory_used() < 300 * 2000 / 2,
+        "most contents are on disk only: {}",
+        b.memory_used()
+    );
+    let number = |body: &Bytes| u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+    let every_50th = consume_matching(
+        &b,
+        &q,
+        10,
+        Some(ConsumerFilter {
+            matches: Arc::new(EveryNth(50)),
+            drop_unmatched: false,
+        }),
+    );
+    let numbers: Vec<u32> = every_50th.iter().map(number).collect();
+    assert_eq!(numbers, [50, 100, 150, 200, 250, 300]);
+    for body in &every_50th {
+        assert_eq!(
+            &body[..],
+            &numbered(number(body), 2000)[..],
+            "read back whole"
+        );
+    }
+    let rest: Vec<u32> = consume(&b, &q, 300).iter().map(number).collect();
+    let expected: Vec<u32> = (1..=300).filter(|n| n % 50 != 0).collect();
+    assert_eq!(rest, expected);
     assert_eq!(b.memory_used(), 0);
 }
 

@@ -29,6 +29,7 @@ pub fn one_queue_one_consumer(credit: u32) -> Result<Bench, BrokerError> {
         acquire: true,
         exclusive: false,
         window: None,
+        filter: None,
     })?;
     queue.add_credit(consumer, credit, u32::MAX)?;
     Ok(Bench {

@@ -70,6 +70,7 @@ fn consume_all(b: &Broker, q: &Arc<Queue>) -> Arc<Outbox> {
         acquire: true,
         exclusive: false,
         window: None,
+        filter: None,
     })
     .unwrap();
     q.add_credit(id, u32::MAX, u32::MAX).unwrap();
@@ -626,6 +627,7 @@ fn contents_on_disk_serve_get_browse_purge_and_dead_letters() {
         acquire: false,
         exclusive: false,
         window: None,
+        filter: None,
     })
     .unwrap();
     q.add_credit(77, u32::MAX, u32::MAX).unwrap();
@@ -669,6 +671,7 @@ fn browsing_past_a_lost_content_takes_no_window_slot() {
         acquire: false,
         exclusive: false,
         window: Some(window.clone()),
+        filter: None,
     })
     .unwrap();
     q.add_credit(5, u32::MAX, u32::MAX).unwrap();

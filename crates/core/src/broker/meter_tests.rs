@@ -78,6 +78,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, acquire: bool, credit: u32) -> (Consume
         acquire,
         exclusive: false,
         window: None,
+        filter: None,
     })
     .unwrap();
     q.add_credit(id, credit, u32::MAX).unwrap();

@@ -45,6 +45,7 @@ fn consumer(b: &Broker, q: &Arc<Queue>, owner: OwnerId, acquire: bool) -> Consum
         acquire,
         exclusive: false,
         window: None,
+        filter: None,
     })
     .unwrap();
     id
@@ -265,6 +266,7 @@ fn an_exclusive_subscription_makes_its_connection_local() {
         acquire: true,
         exclusive: true,
         window: None,
+        filter: None,
     })
     .unwrap();
     let default = b.default_exchange().clone();

@@ -58,6 +58,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, owner: OwnerId) -> Co
         acquire: true,
         exclusive: false,
         window: None,
+        filter: None,
     })
     .unwrap();
     id
@@ -807,6 +808,7 @@ fn subscribe_on_a_deleted_queue_fails() {
         acquire: true,
         exclusive: false,
         window: None,
+        filter: None,
     });
     assert!(matches!(err, Err(BrokerError::NotFound(_))));
 }
@@ -925,6 +927,7 @@ fn single_active_consumer_gets_everything_until_it_leaves() {
             acquire: true,
             exclusive: false,
             window: None,
+            filter: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();

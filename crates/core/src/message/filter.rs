@@ -1,7 +1,17 @@
-//! Which messages a management operation (purge, move, reroute) applies to: qpidd's
-//! `header_match_str` filter.
+//! Which messages a consumer or a management operation applies to: a consumer's filter
+//! (a JMS selector, which the protocol layer supplies, since only it can read a message's
+//! properties) and qpidd's `header_match_str` for purge, move and reroute.
+
+use std::fmt::Debug;
 
 use super::Message;
+
+/// What a consumer takes: a consumer with a filter is only given the messages it matches;
+/// the others stay queued for other consumers. Called under the queue's lock, once per
+/// message a dispatch pass looks at, so it should not block.
+pub trait MessageFilter: Send + Sync + Debug {
+    fn matches(&self, message: &Message) -> bool;
+}
 
 /// Messages whose application header `key` is the string `value`. Only messages whose
 /// headers were decoded on arrival can match: those of queues that read headers

@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 pub use self::death::{Death, DeathHistory, DeathReason};
-pub use self::filter::HeaderMatch;
+pub use self::filter::{HeaderMatch, MessageFilter};
 use self::packed::{flag, HeadFields, Packed};
 pub(crate) use self::trace::ids as trace_ids;
 pub use self::trace::{TraceEdit, TRACE_HEADER};

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::message::{Message, MessageFilter};
 use crate::queue::flow::Window;
 use crate::queue::outbox::{Outbox, OutboxItem};
 use crate::queue::window::SettleWindow;
@@ -26,6 +27,18 @@ pub struct ConsumerSpec {
     pub exclusive: bool,
     /// Shared cap on this consumer's (and its session's) deliveries awaiting settlement.
     pub window: Option<Arc<SettleWindow>>,
+    /// Only the messages this matches (a JMS selector); `None` takes any.
+    pub filter: Option<ConsumerFilter>,
+}
+
+/// A consumer's filter (see [`ConsumerSpec::filter`]).
+#[derive(Debug, Clone)]
+pub struct ConsumerFilter {
+    pub matches: Arc<dyn MessageFilter>,
+    /// The consumer is the only reader its queue will ever have (a topic subscription's
+    /// own queue): what it does not match is dropped as it is passed over, rather than
+    /// kept for nobody.
+    pub drop_unmatched: bool,
 }
 
 /// `u32::MAX` is unlimited credit, as 0-10's 0xFFFFFFFF.
@@ -41,7 +54,8 @@ pub(crate) struct Consumer {
     /// 0-10 window flow mode (`flow` then holds the window); otherwise credit mode.
     pub(crate) window_mode: bool,
     flow: Window,
-    /// Browsers: highest position already shown.
+    /// Browsers: highest position already shown. Consumers with a filter: every queued
+    /// message up to here has been looked at and not matched.
     pub(crate) cursor: u64,
     /// Deliveries made during one dispatch pass, handed to the outbox in one push. Kept here so
     /// its capacity is reused across passes.
@@ -64,6 +78,21 @@ impl Consumer {
             staged_bytes: 0,
             room: (usize::MAX, u64::MAX),
         }
+    }
+
+    /// Whether this consumer takes `message` (see [`ConsumerSpec::filter`]).
+    #[inline]
+    pub(crate) fn wants(&self, message: &Message) -> bool {
+        self.spec
+            .filter
+            .as_ref()
+            .map_or(true, |f| f.matches.matches(message))
+    }
+
+    /// An acquiring consumer with a filter: served by its own walk of the queue.
+    #[inline]
+    pub(crate) fn is_filtered_acquirer(&self) -> bool {
+        self.spec.acquire && self.spec.filter.is_some()
     }
 
     /// An exclusive subscription: an acquiring consumer that asked to be the only one.
@@ -194,6 +223,7 @@ mod tests {
             acquire: true,
             exclusive: false,
             window: None,
+            filter: None,
         })
     }
 

@@ -35,6 +35,8 @@ mod enqueue;
 mod entries;
 mod expiry;
 mod features;
+#[cfg(test)]
+mod filter_tests;
 mod flow;
 mod graveyard;
 mod groups;
@@ -70,7 +72,7 @@ use crate::{ConnectionId, OwnerId};
 pub use acquire::Got;
 pub(crate) use alerts::{Alerts, ObserverSlot, Thresholds};
 pub(crate) use consumer::Consumer;
-pub use consumer::ConsumerSpec;
+pub use consumer::{ConsumerFilter, ConsumerSpec};
 pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadLetters, Leaving};
 pub(crate) use enqueue::Enqueued;
 pub use enqueue::{Backlog, Restored};

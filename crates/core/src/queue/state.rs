@@ -72,6 +72,9 @@ pub(crate) struct QueueState {
     /// Queued entries carrying a TTL; lets the periodic expiry sweep skip TTL-free queues.
     expiring: usize,
     pub(crate) consumers: Vec<Consumer>,
+    /// How many of `consumers` are [`Consumer::is_filtered_acquirer`], so queues without
+    /// any skip their walk in one test.
+    filtered_acquirers: usize,
     next_rr: usize,
     single_active: bool,
     pub(crate) owner: Option<OwnerId>,
@@ -182,6 +185,7 @@ impl QueueState {
             unsettled_bytes: 0,
             expiring: 0,
             consumers: Vec::new(),
+            filtered_acquirers: 0,
             next_rr: 0,
             single_active: features.single_active_consumer,
             owner,
@@ -238,6 +242,15 @@ impl QueueState {
                 .journal
                 .dequeue(store.id, ids, self.journal_tx.as_deref());
         }
+    }
+
+    /// An entry its subscription's selector does not match has been taken off the queue.
+    fn discard_unselected(&mut self, e: Entry) {
+        self.forget_entry(&e);
+        if !e.on_disk() {
+            self.meter.sub(self.shard, e.size());
+        }
+        self.counters.unselected += 1;
     }
 
     /// An expired entry has been taken off the queue: keep it for dead-lettering or drop it.
@@ -418,6 +431,17 @@ impl QueueState {
     pub(crate) fn insert_sorted(&mut self, entry: Entry) {
         if !entry.on_disk() {
             self.meter.add(self.shard, entry.size());
+        }
+        if self.filtered_acquirers > 0 {
+            // Filtered consumers that walked past this place look at it again.
+            let behind = entry.position.saturating_sub(1);
+            for c in self
+                .consumers
+                .iter_mut()
+                .filter(|c| c.is_filtered_acquirer())
+            {
+                c.cursor = c.cursor.min(behind);
+            }
         }
         self.account_in(&entry);
         self.entries.insert_sorted(entry);
@@ -759,7 +783,17 @@ impl QueueState {
             messages.sort_by_key(|(p, _)| *p);
         }
         let messages = messages.into_iter().map(|(_, m)| m).collect();
+        self.filtered_acquirers = 0;
         (messages, std::mem::take(&mut self.consumers))
+    }
+
+    /// Keeps `filtered_acquirers` in step after consumers come or go.
+    pub(crate) fn count_filtered(&mut self) {
+        self.filtered_acquirers = self
+            .consumers
+            .iter()
+            .filter(|c| c.is_filtered_acquirer())
+            .count();
     }
 
     pub(crate) fn consumer_mut(&mut self, id: u64) -> Option<&mut Consumer> {
@@ -784,6 +818,9 @@ impl QueueState {
         if self.groups.is_some() {
             self.dispatch_grouped(queue, &mut clock);
         } else {
+            if self.filtered_acquirers > 0 {
+                self.dispatch_filtered(queue, &mut clock);
+            }
             self.dispatch_acquirers(queue, &mut clock);
         }
         for c in &mut self.consumers {
@@ -816,12 +853,14 @@ impl QueueState {
                 return;
             };
             let chosen = match groups.owner(&groups.group_of(message)) {
-                Some(owner) => self
-                    .consumers
-                    .iter()
-                    .position(|c| c.spec.id == owner && c.has_credit_for(size) && c.reserve(queue)),
+                Some(owner) => self.consumers.iter().position(|c| {
+                    c.spec.id == owner
+                        && c.has_credit_for(size)
+                        && c.wants(message)
+                        && c.reserve(queue)
+                }),
                 None => {
-                    let ci = self.next_acquirer(size, queue);
+                    let ci = self.next_acquirer_for(message, size, queue);
                     if let Some(ci) = ci {
                         self.next_rr = ci + 1;
                     }
@@ -901,6 +940,10 @@ impl QueueState {
                     }
                 },
             };
+            if !c.wants(&message) {
+                c.cursor = e.position;
+                continue;
+            }
             // Only for a delivery that is made: a slot taken for a skipped one never returns.
             if !c.reserve(queue) {
                 break;
@@ -951,23 +994,139 @@ impl QueueState {
     }
 
     /// The consumer to take the next message, with its settlement-window slot reserved.
+    /// Consumers with a filter are left to [`QueueState::dispatch_filtered`].
     #[inline]
     fn next_acquirer(&self, size: u64, queue: &Arc<Queue>) -> Option<usize> {
+        self.next_acquirer_where(size, queue, |c| c.spec.filter.is_none())
+    }
+
+    /// As [`QueueState::next_acquirer`], among the consumers that want `message` (message
+    /// groups walk the queue themselves, so filtered consumers are served there).
+    fn next_acquirer_for(&self, message: &Message, size: u64, queue: &Arc<Queue>) -> Option<usize> {
+        self.next_acquirer_where(size, queue, |c| c.wants(message))
+    }
+
+    #[inline]
+    fn next_acquirer_where(
+        &self,
+        size: u64,
+        queue: &Arc<Queue>,
+        eligible: impl Fn(&Consumer) -> bool,
+    ) -> Option<usize> {
         if self.single_active {
             // The oldest acquiring consumer is the active one; the others wait their turn.
             let active = self.consumers.iter().position(|c| c.spec.acquire)?;
             return self
                 .consumers
                 .get(active)
-                .is_some_and(|c| c.has_credit_for(size) && c.reserve(queue))
+                .is_some_and(|c| c.has_credit_for(size) && eligible(c) && c.reserve(queue))
                 .then_some(active);
         }
         let n = self.consumers.len();
         // `find` stops at the first consumer that reserved, so no other takes a slot.
         (0..n).map(|k| (self.next_rr + k) % n).find(|&i| {
-            self.consumers
-                .get(i)
-                .is_some_and(|c| c.spec.acquire && c.has_credit_for(size) && c.reserve(queue))
+            self.consumers.get(i).is_some_and(|c| {
+                c.spec.acquire && c.has_credit_for(size) && eligible(c) && c.reserve(queue)
+            })
         })
+    }
+
+    /// Consumers with a filter (JMS selectors), round-robin: each walks the queue in arrival
+    /// order (across priority levels too) from its own cursor, taking what it matches while it has credit and passing
+    /// over the rest, which it never looks at again (a released message landing behind the
+    /// cursor rewinds it: `insert_sorted`). So a selective consumer costs each message one
+    /// evaluation, not one per pass. Runs before the unfiltered consumers, which then take
+    /// what is left from the front.
+    #[cold]
+    fn dispatch_filtered(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
+        let n = self.consumers.len();
+        let active = if self.single_active {
+            self.consumers.iter().position(|c| c.spec.acquire)
+        } else {
+            None
+        };
+        for k in 0..n {
+            let ci = (self.next_rr + k) % n;
+            let serves = self.consumers.get(ci).is_some_and(|c| {
+                c.is_filtered_acquirer() && (!self.single_active || active == Some(ci))
+            });
+            if serves && self.walk_filtered(ci, queue, clock) {
+                self.next_rr = ci + 1;
+            }
+        }
+    }
+
+    /// One filtered consumer's walk (see [`QueueState::dispatch_filtered`]); true if it
+    /// took anything.
+    fn walk_filtered(&mut self, ci: usize, queue: &Arc<Queue>, clock: &mut Clock) -> bool {
+        let mut took = false;
+        loop {
+            let Some(c) = self.consumers.get(ci) else {
+                return took;
+            };
+            // A dropping consumer clears what it does not match even without credit, up to
+            // its next match, so nothing piles up behind a slow subscriber.
+            let drops = c.spec.filter.as_ref().is_some_and(|f| f.drop_unmatched);
+            if !drops && !c.has_credit_for(1) {
+                return took;
+            }
+            let Some(e) = self.entries.after(c.cursor).next() else {
+                return took;
+            };
+            let (position, size) = (e.position, e.size());
+            if clock.expired(e.expires_at()) {
+                if let Some(e) = self.entries.remove_position(position) {
+                    self.account_out(&e);
+                    self.expire(e);
+                }
+                continue;
+            }
+            let wanted = match e.message() {
+                Some(m) => c.wants(m),
+                // On disk: looked at through a copy, and read back in to be taken.
+                None => {
+                    if self.content(e).is_some_and(|m| c.wants(&m)) {
+                        self.load_at(position);
+                        let still_on_disk = self
+                            .entries
+                            .after(position.saturating_sub(1))
+                            .next()
+                            .is_some_and(|e| e.position == position && e.on_disk());
+                        if still_on_disk {
+                            return took;
+                        }
+                        continue;
+                    }
+                    false
+                }
+            };
+            if drops && !wanted {
+                if let Some(e) = self.entries.remove_position(position) {
+                    self.account_out(&e);
+                    self.discard_unselected(e);
+                }
+                continue;
+            }
+            if !wanted {
+                if let Some(c) = self.consumers.get_mut(ci) {
+                    c.cursor = position;
+                }
+                continue;
+            }
+            if !(c.has_credit_for(size) && c.reserve(queue)) {
+                return took;
+            }
+            let Some(entry) = self.entries.remove_position(position) else {
+                return took;
+            };
+            self.account_out(&entry);
+            if let Some(c) = self.consumers.get_mut(ci) {
+                c.cursor = position;
+            }
+            if !self.deliver_acquired(ci, entry, queue) {
+                return took;
+            }
+            took = true;
+        }
     }
 }

@@ -46,6 +46,7 @@ impl Queue {
             )));
         }
         st.consumers.push(Consumer::new(spec));
+        st.count_filtered();
         st.had_consumers = true;
         // In use again: a timed auto-delete is off (qpidd).
         st.timed_delete = None;
@@ -61,6 +62,7 @@ impl Queue {
         let before = st.consumers.len();
         st.consumers.retain(|c| c.spec.id != id);
         let removed = st.consumers.len() != before;
+        st.count_filtered();
         if !removed {
             return (false, AutoDelete::No);
         }
@@ -218,6 +220,7 @@ mod tests {
             acquire: true,
             exclusive: false,
             window: None,
+            filter: None,
         })
         .unwrap();
         let publish = |body: &'static str| {

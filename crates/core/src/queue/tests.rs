@@ -20,15 +20,15 @@ fn queue_with(limits: QueueLimits, owner: Option<OwnerId>) -> Arc<Queue> {
     Queue::new("q".into(), &opts, None, limits)
 }
 
-fn queue() -> Arc<Queue> {
+pub(super) fn queue() -> Arc<Queue> {
     queue_with(QueueLimits::default(), None)
 }
 
-fn msg(body: &'static str) -> Message {
+pub(super) fn msg(body: &'static str) -> Message {
     Message::new("", "q", Bytes::from_static(body.as_bytes()))
 }
 
-fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
+pub(super) fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
     ConsumerSpec {
         id,
         outbox: outbox.clone(),
@@ -38,10 +38,11 @@ fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
         acquire,
         exclusive: false,
         window: None,
+        filter: None,
     }
 }
 
-fn deliveries(outbox: &Outbox) -> Vec<Delivery> {
+pub(super) fn deliveries(outbox: &Outbox) -> Vec<Delivery> {
     let mut buf = Vec::new();
     outbox.take(&mut buf);
     buf.into_iter()
@@ -54,15 +55,15 @@ fn deliveries(outbox: &Outbox) -> Vec<Delivery> {
         .collect()
 }
 
-fn bodies(ds: &[Delivery]) -> Vec<&[u8]> {
+pub(super) fn bodies(ds: &[Delivery]) -> Vec<&[u8]> {
     ds.iter().map(|d| d.message.body()).collect()
 }
 
-fn bs(v: &[&'static str]) -> Vec<Bytes> {
+pub(super) fn bs(v: &[&'static str]) -> Vec<Bytes> {
     v.iter().map(|s| Bytes::from_static(s.as_bytes())).collect()
 }
 
-fn publish(q: &Arc<Queue>, bodies: &[&'static str]) {
+pub(super) fn publish(q: &Arc<Queue>, bodies: &[&'static str]) {
     for b in bodies {
         assert!(q.enqueue(msg(b)).unwrap().is_some());
     }

@@ -379,6 +379,7 @@ fn clients_are_linked_connection_to_session_to_subscription() {
         acquire: false,
         exclusive: false,
         window: None,
+        filter: None,
     })
     .unwrap();
     let v = view(&b, &id);
@@ -535,6 +536,7 @@ fn every_object_matches_its_schema_both_ways() {
             acquire: true,
             exclusive: true,
             window: None,
+            filter: None,
         })
         .unwrap();
     let v = view(&b, &id);

@@ -224,6 +224,7 @@ impl Channel {
             acquire: true,
             exclusive: m.exclusive,
             window: self.settle_window.clone(),
+        filter: None,
         };
         queue.subscribe(spec).map_err(|e| match e {
             // RabbitMQ: a queue in exclusive use by another consumer is access-refused.

@@ -350,6 +350,7 @@ fn subscribe(
         acquire: !browse,
         exclusive,
         window: None,
+        filter: None,
     })?;
     Ok(consumer)
 }

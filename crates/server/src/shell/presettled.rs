@@ -83,6 +83,7 @@ mod tests {
                 acquire: true,
                 exclusive: false,
                 window: None,
+                filter: None,
             })
             .unwrap();
         queue.add_credit(1, u32::MAX, u32::MAX).unwrap();

@@ -153,10 +153,34 @@ impl QueueState {
                 bytes += part.stand_in.size();
             }
         }
+        self.load_entries(&store, &ids, &positions);
+    }
+
+    /// Reads back one on-disk entry wherever it is in the queue: a message a consumer's
+    /// filter matched behind others it did not.
+    pub(super) fn load_at(&mut self, position: u64) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let Some(id) = self
+            .entries
+            .iter()
+            .find(|e| e.position == position)
+            .and_then(|e| e.item.on_disk_part())
+            .map(|part| part.stand_in.store_id)
+        else {
+            return;
+        };
+        self.load_entries(&store, &[id], &[position]);
+    }
+
+    /// Reads the journal's `ids` back into the entries at `positions` (paired, in the
+    /// entries' iteration order); entries whose content the journal lost are dropped.
+    fn load_entries(&mut self, store: &QueueStore, ids: &[u64], positions: &[u64]) {
         if ids.is_empty() {
             return;
         }
-        let mut loaded = store.journal.load(&ids).into_iter();
+        let mut loaded = store.journal.load(ids).into_iter();
         let mut lost = Vec::new();
         let mut gained = Vec::new();
         let mut wanted = positions.iter().peekable();

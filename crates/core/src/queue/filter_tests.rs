@@ -1,0 +1,226 @@
+//! Consumers with a filter (JMS selectors): what they take, what they leave, and how often
+//! a message is looked at.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::tests::{bodies, bs, deliveries, publish, queue, spec};
+use super::*;
+use crate::message::{Message, MessageFilter};
+use crate::queue::Outbox;
+use crate::ConsumerId;
+
+/// Matches bodies starting with its prefix, counting the messages it was asked about.
+#[derive(Debug)]
+struct Prefix {
+    prefix: &'static str,
+    asked: AtomicUsize,
+}
+
+impl MessageFilter for Prefix {
+    fn matches(&self, message: &Message) -> bool {
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        message.body().starts_with(self.prefix.as_bytes())
+    }
+}
+
+fn prefix(p: &'static str) -> Arc<Prefix> {
+    Arc::new(Prefix {
+        prefix: p,
+        asked: AtomicUsize::new(0),
+    })
+}
+
+fn filtered(id: ConsumerId, ob: &Arc<Outbox>, acquire: bool, f: &Arc<Prefix>) -> ConsumerSpec {
+    ConsumerSpec {
+        filter: Some(ConsumerFilter {
+            matches: f.clone(),
+            drop_unmatched: false,
+        }),
+        ..spec(id, ob, acquire)
+    }
+}
+
+#[test]
+fn a_filtered_consumer_takes_only_what_it_matches_and_leaves_the_rest_queued() {
+    let q = queue();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(filtered(1, &ob, true, &f)).unwrap();
+    publish(&q, &["a1", "x1", "a2", "x2", "a3"]);
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"x1", b"x2"]);
+    assert_eq!(q.queued_bodies(), bs(&["a1", "a2", "a3"]));
+    publish(&q, &["a4", "x3"]);
+    assert_eq!(bodies(&deliveries(&ob)), [b"x3"], "new arrivals too");
+    assert_eq!(q.queued_bodies(), bs(&["a1", "a2", "a3", "a4"]));
+}
+
+#[test]
+fn each_message_is_looked_at_once_however_many_passes_follow() {
+    let q = queue();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(filtered(1, &ob, true, &f)).unwrap();
+    q.add_credit(1, u32::MAX, u32::MAX).unwrap();
+    let names: Vec<&'static str> = (0..100)
+        .map(|i| &*Box::leak(format!("a{i}").into_boxed_str()))
+        .collect();
+    // Every publish dispatches; without the cursor the walk would cost 100 * 101 / 2.
+    publish(&q, &names);
+    assert_eq!(f.asked.load(Ordering::Relaxed), 100);
+    assert!(deliveries(&ob).is_empty());
+    assert_eq!(q.message_count(), 100);
+}
+
+#[test]
+fn unfiltered_consumers_take_what_filtered_ones_leave() {
+    let q = queue();
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    let f = prefix("x");
+    q.subscribe(filtered(1, &o1, true, &f)).unwrap();
+    q.subscribe(spec(2, &o2, true)).unwrap();
+    publish(&q, &["a1", "x1", "a2", "x2"]);
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    q.add_credit(2, 10, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&o1)), [b"x1", b"x2"]);
+    assert_eq!(bodies(&deliveries(&o2)), [b"a1", b"a2"]);
+    // Without credit the filtered consumer's matches go to whoever can take them.
+    publish(&q, &["x3"]);
+    assert_eq!(bodies(&deliveries(&o1)), [b"x3"]);
+    q.stop(1).unwrap();
+    publish(&q, &["x4"]);
+    assert_eq!(bodies(&deliveries(&o2)), [b"x4"]);
+}
+
+#[test]
+fn a_release_behind_the_cursor_is_seen_again() {
+    let q = queue();
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    let f = prefix("x");
+    q.subscribe(spec(2, &o2, true)).unwrap();
+    publish(&q, &["x1"]);
+    q.add_credit(2, 1, u32::MAX).unwrap();
+    let taken = deliveries(&o2);
+    assert_eq!(bodies(&taken), [b"x1"]);
+    // The filtered consumer walks past everything queued now.
+    q.subscribe(filtered(1, &o1, true, &f)).unwrap();
+    publish(&q, &["a1", "a2"]);
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    assert!(deliveries(&o1).is_empty());
+    assert_eq!(
+        q.release([(taken[0].position, taken[0].message.clone())], true),
+        1
+    );
+    let again = deliveries(&o1);
+    assert_eq!(bodies(&again), [b"x1"], "released behind its cursor");
+    assert!(again[0].redelivered);
+    assert_eq!(q.queued_bodies(), bs(&["a1", "a2"]));
+}
+
+#[test]
+fn a_filtered_browser_sees_only_its_matches_and_takes_nothing() {
+    let q = queue();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(filtered(1, &ob, false, &f)).unwrap();
+    publish(&q, &["a1", "x1", "a2", "x2"]);
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    let ds = deliveries(&ob);
+    assert_eq!(bodies(&ds), [b"x1", b"x2"]);
+    assert!(ds.iter().all(|d| !d.acquired));
+    assert_eq!(q.message_count(), 4);
+}
+
+#[test]
+fn credit_is_charged_only_for_matches() {
+    let q = queue();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(filtered(1, &ob, true, &f)).unwrap();
+    publish(&q, &["a1", "a2", "x1", "a3", "x2", "x3"]);
+    q.add_credit(1, 2, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"x1", b"x2"]);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"x3"]);
+}
+
+#[test]
+fn only_the_active_consumer_of_a_single_active_queue_is_served_even_when_filtered() {
+    use crate::value::HeaderValue;
+    let opts = QueueOptions {
+        arguments: [("x-single-active-consumer", HeaderValue::Bool(true))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    let f = prefix("x");
+    q.subscribe(filtered(1, &o1, true, &f)).unwrap();
+    q.subscribe(spec(2, &o2, true)).unwrap();
+    publish(&q, &["a1", "x1"]);
+    q.add_credit(2, 10, u32::MAX).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&o1)), [b"x1"]);
+    assert!(deliveries(&o2).is_empty(), "consumer 2 is not active");
+    assert_eq!(q.queued_bodies(), bs(&["a1"]));
+}
+
+#[test]
+fn in_a_grouped_queue_a_filtered_consumer_gets_only_matching_groups_messages() {
+    use crate::message::MessageParts;
+    use crate::value::{HeaderValue, Headers};
+    let opts = QueueOptions {
+        arguments: [("qpid.group_header_key", HeaderValue::Str("G".into()))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
+    for body in ["a1", "x1", "a2", "x2"] {
+        let mut headers = Headers::new();
+        headers.push("G", HeaderValue::Str(body[..1].into()));
+        q.enqueue(
+            MessageParts {
+                headers: Some(Arc::new(headers)),
+                ..MessageParts::new("", "q", bytes::Bytes::from_static(body.as_bytes()))
+            }
+            .build(),
+        )
+        .unwrap();
+    }
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    let f = prefix("x");
+    q.subscribe(filtered(1, &o1, true, &f)).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&o1)), [b"x1", b"x2"]);
+    q.subscribe(spec(2, &o2, true)).unwrap();
+    q.add_credit(2, 10, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&o2)), [b"a1", b"a2"]);
+}
+
+#[test]
+fn a_subscriptions_own_consumer_drops_what_it_does_not_match() {
+    let q = queue();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(ConsumerSpec {
+        filter: Some(ConsumerFilter {
+            matches: f.clone(),
+            drop_unmatched: true,
+        }),
+        ..spec(1, &ob, true)
+    })
+    .unwrap();
+    // No credit yet: what it passes over goes, up to its first match.
+    publish(&q, &["a1", "x1", "a2", "x2"]);
+    assert_eq!(q.queued_bodies(), bs(&["x1", "a2", "x2"]));
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"x1", b"x2"]);
+    assert!(q.queued_bodies().is_empty());
+    publish(&q, &["a3"]);
+    assert!(q.queued_bodies().is_empty());
+    let counters = q.lock().counters;
+    assert_eq!((counters.unselected, counters.dequeued()), (3, 3));
+}
