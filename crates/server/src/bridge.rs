@@ -104,7 +104,7 @@ fn map_to_table(map: &Map) -> FieldTable {
     table
 }
 
-fn uuid_text(id: &[u8; 16]) -> String {
+pub(crate) fn uuid_text(id: &[u8; 16]) -> String {
     let mut s = String::with_capacity(36);
     for (i, b) in id.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {

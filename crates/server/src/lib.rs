@@ -22,6 +22,7 @@ mod gate;
 mod lifecycle;
 mod listener;
 mod publish;
+mod selector;
 mod shell;
 mod state;
 mod text;

@@ -1,5 +1,6 @@
 //! Execution of 0-10 commands against the broker core.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -7,7 +8,7 @@ use ferry_amqp010::{
     with_timestamp, write_with_exchange, AcceptMode, AcquireMode, Acquired, Command, CreditUnit,
     DeliveryMode, DeliveryProperties, ErrorCode, ExchangeBoundResult, ExchangeQueryResult,
     ExchangeWritten, ExecutionResult, FlowMode, Map, MessageProperties, QueueQueryResult,
-    SequenceSet, Str, Struct32,
+    SequenceSet, Str, Struct32, Value,
 };
 use ferry_core::{
     now_ms, Accepts, Arguments, BoundResult, Broker, ConsumerSpec, Dialect, ExchangeKind,
@@ -16,6 +17,7 @@ use ferry_core::{
 
 use crate::access;
 use crate::publish::{Encoding, Publish};
+use crate::selector::{self, SELECTOR_ARGUMENTS};
 use ferry_acl::{Action, ObjectType};
 
 use super::convert::{headers_to_map, map_to_headers, optional_name, required_name, Exception};
@@ -659,6 +661,13 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         .ok_or_else(|| not_found("queue", queue_name))?;
     let accept_mode = s.accept_mode.unwrap_or(AcceptMode::Explicit);
     let acquire_mode = s.acquire_mode.unwrap_or(AcquireMode::PreAcquired);
+    let filter = selector::consumer_filter(
+        selector_argument(s.arguments.as_ref()).as_deref(),
+        &queue,
+        session.owner,
+        s.exclusive,
+    )
+    .map_err(|e| Exception::new(ErrorCode::InvalidArgument, format!("selector: {e}")))?;
     let consumer = env.broker.next_consumer_id();
     queue.subscribe(ConsumerSpec {
         id: consumer,
@@ -669,7 +678,7 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         acquire: acquire_mode == AcquireMode::PreAcquired,
         exclusive: s.exclusive,
         window: session.settle_window.clone(),
-    filter: None,
+        filter,
     })?;
     // The spec's (and qpidd's) default flow mode for a new subscription is window.
     queue.set_flow_mode(consumer, true)?;
@@ -682,6 +691,21 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         acquire_mode,
     ));
     Ok(())
+}
+
+/// The selector text a subscription's arguments carry, if any (see `selector`).
+fn selector_argument(arguments: Option<&Map>) -> Option<Cow<'_, str>> {
+    let arguments = arguments?;
+    SELECTOR_ARGUMENTS
+        .iter()
+        .find_map(|name| arguments.get(name))
+        .and_then(|v| match v {
+            Value::Str8(s) | Value::Str16(s) => Some(s.to_str_lossy()),
+            Value::Vbin8(b) | Value::Vbin16(b) | Value::Vbin32(b) => {
+                Some(String::from_utf8_lossy(b))
+            }
+            _ => None,
+        })
 }
 
 fn find_subscription<'a>(

@@ -1,7 +1,7 @@
 //! Connection negotiation: what ferryd offers in connection.start and connection.tune. The
 //! SASL exchange itself runs in `crate::auth`.
 
-use ferry_amqp010::{Array, ConnectionStart, ConnectionTune, Map, Str, Value};
+use ferry_amqp010::{Array, ConnectionStart, ConnectionTune, List, Map, Str, Value};
 
 use crate::config::ServerConfig;
 
@@ -13,6 +13,12 @@ pub fn start(mechanisms: &[&str]) -> ConnectionStart {
         Value::Str16(Str::from(env!("CARGO_PKG_VERSION"))),
     );
     properties.insert("platform", Value::Str16(Str::from(std::env::consts::OS)));
+    // Qpid JMS 0-x then leaves selectors to the broker (pre-acquired subscriptions with
+    // `x-filter-jms-selector`) instead of browsing and filtering client-side.
+    properties.insert(
+        "qpid.features",
+        Value::List(List(vec![Value::Str16(Str::from("qpid.jms-selector"))])),
+    );
     ConnectionStart {
         server_properties: Some(properties),
         mechanisms: Some(Array::of_str16(mechanisms.iter().copied())),

@@ -7,12 +7,13 @@ use bytes::Bytes;
 use ferry_amqp091::{
     reply, BasicAck, BasicCancel, BasicCancelOk, BasicConsume, BasicConsumeOk, BasicGet,
     BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
-    ConfirmSelectOk, DeliverRef, Method, RawProperties, ShortStr,
+    ConfirmSelectOk, DeliverRef, FieldValue, Method, RawProperties, ShortStr,
 };
 use ferry_core::{now_ms, Accepts, Broker, BrokerError, ConsumerSpec, Delivery};
 
 use crate::access;
 use crate::publish::{Encoding, Publish};
+use crate::selector::{self, SELECTOR_ARGUMENTS};
 use ferry_acl::{Action, ObjectType};
 
 use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
@@ -212,6 +213,15 @@ impl Channel {
                 ),
             ));
         }
+        let selector = SELECTOR_ARGUMENTS
+            .iter()
+            .find_map(|name| m.arguments.get(name))
+            .and_then(|v| match v {
+                FieldValue::LongStr(s) => Some(String::from_utf8_lossy(s.as_bytes())),
+                _ => None,
+            });
+        let filter = selector::consumer_filter(selector.as_deref(), &queue, ctx.owner, m.exclusive)
+            .map_err(|e| Fault::precondition(format!("selector: {e}")))?;
         let id = ctx.broker.next_consumer_id();
         let spec = ConsumerSpec {
             id,
@@ -224,7 +234,7 @@ impl Channel {
             acquire: true,
             exclusive: m.exclusive,
             window: self.settle_window.clone(),
-        filter: None,
+            filter,
         };
         queue.subscribe(spec).map_err(|e| match e {
             // RabbitMQ: a queue in exclusive use by another consumer is access-refused.

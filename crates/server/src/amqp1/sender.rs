@@ -19,8 +19,8 @@ use ferry_amqp1::{
     Symbol, TerminusDurability, TerminusExpiryPolicy, Value,
 };
 use ferry_core::{
-    Accepts, Arguments, ConsumerId, ConsumerSpec, Delivery, ExchangeKind, HeaderValue, Message,
-    Queue, QueueOptions,
+    Accepts, Arguments, ConsumerFilter, ConsumerId, ConsumerSpec, Delivery, ExchangeKind,
+    HeaderValue, Message, Queue, QueueOptions,
 };
 use tracing::debug;
 
@@ -30,13 +30,14 @@ use super::session::{Ctx, Session};
 use super::subscription;
 use super::unsettled::OutRecord;
 use crate::access;
+use crate::selector::JmsSelector;
 
 /// Names of the queues made for dynamic nodes and exchange subscriptions (the `amq.`
 /// prefix is the broker's: no client can declare one).
 const TEMPORARY_PREFIX: &str = "amq.1-";
 
-/// `apache.org` filters (qpidd's and Qpid JMS's): binding keys for exchange sources, and
-/// the JMS selector and no-local, which ferryd does not support.
+/// `apache.org` filters (qpidd's and Qpid JMS's): binding keys for exchange sources, the
+/// JMS selector, and no-local, which ferryd does not support.
 const DIRECT_BINDING: (u64, &str) = (
     0x0000_468C_0000_0000,
     "apache.org:legacy-amqp-direct-binding:string",
@@ -163,6 +164,8 @@ struct Found {
     temporary: Option<String>,
     /// The durable subscription the link consumes.
     subscription: Option<String>,
+    /// The link's JMS selector.
+    filter: Option<ConsumerFilter>,
 }
 
 /// The client attaches a receiving link: find (or make) its source and subscribe.
@@ -172,7 +175,8 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
         None => find_subscription(ctx, &a)?,
     };
     let exclusive = found.subscription.is_some();
-    let consumer = match subscribe(ctx, &found.queue, &a, found.browse, exclusive) {
+    let filter = found.filter.clone();
+    let consumer = match subscribe(ctx, &found.queue, &a, found.browse, exclusive, filter) {
         Ok(c) => c,
         Err(f) => {
             if let Some(name) = &found.temporary {
@@ -236,26 +240,40 @@ fn find_subscription(ctx: &mut Ctx, a: &Attach) -> Result<Found, Fault> {
         source,
         browse: false,
         temporary: None,
+        filter: None,
     })
 }
 
 fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, Fault> {
     let browse = source.distribution_mode.as_ref() == Some(&distribution_mode::COPY);
     let topic = has(&source.capabilities, "topic");
-    let (filter, binding) = filters(source.filter.take())?;
-    source.filter = filter;
-    let found = |queue, source, temporary| Found {
+    let Filters {
+        kept,
+        binding,
+        selector,
+    } = filters(source.filter.take())?;
+    source.filter = kept;
+    // A topic subscription's own queue has no other reader: what its selector does not
+    // match is dropped rather than kept for nobody.
+    let filter = |drop_unmatched| {
+        selector.as_ref().map(|(s, _)| ConsumerFilter {
+            matches: s.clone(),
+            drop_unmatched,
+        })
+    };
+    let found = |queue, source, temporary, filter| Found {
         queue,
         source,
         browse,
         temporary,
         subscription: None,
+        filter,
     };
     if source.dynamic {
         let q = temporary_queue(ctx)?;
         source.address = Some(q.name().into());
         let name = q.name().to_owned();
-        return Ok(found(q, source, Some(name)));
+        return Ok(found(q, source, Some(name), filter(false)));
     }
     let address = source
         .address
@@ -263,7 +281,7 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
         .map(|a| a.as_str())
         .unwrap_or_default();
     let (exchange, key) = match address::resolve(ctx.broker, address, topic) {
-        Some(Node::Queue(q)) => return Ok(found(q, source, None)),
+        Some(Node::Queue(q)) => return Ok(found(q, source, None, filter(false))),
         Some(Node::Exchange { exchange, key }) => (exchange, key),
         None => {
             return Err(Fault::new(
@@ -296,7 +314,8 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
             ));
         }
         let name = subscription::queue_name(ctx.container_id, a.name.as_str());
-        let queue = subscription::open(ctx, &name, &exchange, &key, &args)?;
+        let selector_text = selector.as_ref().map(|(_, text)| text.as_str());
+        let queue = subscription::open(ctx, &name, &exchange, &key, &args, selector_text)?;
         // Qpid JMS asks for copies on a durable subscription: its queue is consumed all the
         // same, and the reply says so.
         source.distribution_mode = None;
@@ -306,6 +325,7 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
             browse: false,
             temporary: None,
             subscription: Some(name),
+            filter: filter(!browse),
         });
     }
     let q = temporary_queue(ctx)?;
@@ -325,7 +345,7 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
         let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
         return Err(f);
     }
-    Ok(found(q, source, Some(name)))
+    Ok(found(q, source, Some(name), filter(!browse)))
 }
 
 /// `exclusive`: a durable subscription has one consumer at a time, as JMS has it.
@@ -335,6 +355,7 @@ fn subscribe(
     a: &Attach,
     browse: bool,
     exclusive: bool,
+    filter: Option<ConsumerFilter>,
 ) -> Result<ConsumerId, Fault> {
     let name = queue.name();
     ctx.access
@@ -350,7 +371,7 @@ fn subscribe(
         acquire: !browse,
         exclusive,
         window: None,
-        filter: None,
+        filter,
     })?;
     Ok(consumer)
 }
@@ -392,19 +413,28 @@ fn descriptor_is(d: &Descriptor, (code, name): (u64, &str)) -> bool {
     }
 }
 
-type Filters = (Option<FilterSet>, Option<(String, Arguments)>);
+/// A source's filters, sorted.
+#[derive(Debug, Default)]
+struct Filters {
+    /// Those in force, echoed in the attach (the spec's way of saying so).
+    kept: Option<FilterSet>,
+    /// A binding filter's key and arguments, for an exchange source.
+    binding: Option<(String, Arguments)>,
+    /// The JMS selector, and its text.
+    selector: Option<(Arc<JmsSelector>, String)>,
+}
 
-/// Sorts a source's filters: the binding filters ferryd applies (kept, to be echoed in the
-/// attach: the spec's way of saying a filter is in force) and the rest, which are left out
-/// of the reply (the spec's way of declining them). A JMS selector refuses the link
-/// instead, with amqp:not-implemented: Qpid JMS does not check the echo, and a consumer
-/// that silently got every message would be worse off than one that is told no.
+/// Sorts a source's filters: the binding filters and the JMS selector ferryd applies
+/// (kept, to be echoed) and the rest, which are left out of the reply (the spec's way of
+/// declining them). A selector that does not parse refuses the link with
+/// amqp:invalid-field.
 fn filters(filter: Option<FilterSet>) -> Result<Filters, Fault> {
     let Some(filter) = filter else {
-        return Ok((None, None));
+        return Ok(Filters::default());
     };
     let mut kept = FilterSet::new();
     let mut binding = None;
+    let mut selector = None;
     for (key, value) in filter.iter() {
         let Value::Described(d) = value else {
             continue;
@@ -419,10 +449,20 @@ fn filters(filter: Option<FilterSet>) -> Result<Filters, Fault> {
                 _ => None,
             }
         } else if descriptor_is(&d.descriptor, SELECTOR) {
-            return Err(Fault::new(
-                condition::NOT_IMPLEMENTED,
-                "message selectors are not supported",
-            ));
+            let text = d.value.as_str().ok_or_else(|| {
+                Fault::new(condition::INVALID_FIELD, "a JMS selector is a string")
+            })?;
+            let parsed = JmsSelector::parse(text).map_err(|e| {
+                Fault::new(
+                    condition::INVALID_FIELD,
+                    format!("JMS selector {text:?}: {e}"),
+                )
+            })?;
+            if let Some(parsed) = parsed {
+                selector.get_or_insert((Arc::new(parsed), text.to_owned()));
+            }
+            kept.push(key.clone(), value.clone());
+            continue;
         } else {
             debug!(filter = %key, descriptor = %d.descriptor, "filter not supported: left out of the attach");
             None
@@ -432,7 +472,11 @@ fn filters(filter: Option<FilterSet>) -> Result<Filters, Fault> {
             kept.push(key.clone(), value.clone());
         }
     }
-    Ok(((!kept.is_empty()).then_some(kept), binding))
+    Ok(Filters {
+        kept: (!kept.is_empty()).then_some(kept),
+        binding,
+        selector,
+    })
 }
 
 fn headers_arguments(m: &ferry_amqp1::Map<Value, Value>) -> Arguments {
@@ -546,7 +590,7 @@ mod tests {
             Symbol::from("key"),
             described(TOPIC_BINDING.0, Value::from("a.*")),
         );
-        let (kept, binding) = filters(Some(f)).unwrap();
+        let Filters { kept, binding, .. } = filters(Some(f)).unwrap();
         let kept = kept.unwrap();
         assert_eq!(kept.len(), 1);
         assert!(kept.get("key").is_some());
@@ -562,17 +606,30 @@ mod tests {
                 Value::Map(m),
             ),
         );
-        let (kept, binding) = filters(Some(f)).unwrap();
+        let Filters { kept, binding, .. } = filters(Some(f)).unwrap();
         assert!(kept.is_some());
         let (_, args) = binding.unwrap();
         assert_eq!(args.get("k"), Some(&HeaderValue::Int(1)));
-        assert_eq!(filters(None), Ok((None, None)));
+        let none = filters(None).unwrap();
+        assert!(none.kept.is_none() && none.binding.is_none() && none.selector.is_none());
+    }
+
+    fn selector_filter(v: Value) -> FilterSet {
         let mut f = FilterSet::new();
-        f.push(
-            Symbol::from("jms-selector"),
-            described(SELECTOR.0, Value::from("a = 1")),
-        );
-        let refused = filters(Some(f)).unwrap_err();
-        assert_eq!(refused.condition, condition::NOT_IMPLEMENTED);
+        f.push(Symbol::from("jms-selector"), described(SELECTOR.0, v));
+        f
+    }
+
+    #[test]
+    fn a_selector_is_kept_and_applied_and_a_bad_one_refused() {
+        let applied = filters(Some(selector_filter(Value::from("a = 1")))).unwrap();
+        assert!(applied.kept.unwrap().get("jms-selector").is_some());
+        assert_eq!(applied.selector.unwrap().1, "a = 1");
+        let blank = filters(Some(selector_filter(Value::from(" ")))).unwrap();
+        assert!(blank.selector.is_none(), "blank text is no selector");
+        for bad in [Value::from("a = "), Value::Int(1)] {
+            let refused = filters(Some(selector_filter(bad))).unwrap_err();
+            assert_eq!(refused.condition, condition::INVALID_FIELD);
+        }
     }
 }

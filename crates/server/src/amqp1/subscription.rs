@@ -4,7 +4,8 @@
 //! connection and a restart, collecting what the exchange routes to it; attaching a link of
 //! the same name from the same container resumes it, and a detach with `closed` set ends it.
 //! A link with no source asks whether such a subscription exists (how Qpid JMS
-//! unsubscribes: it attaches, then closes the link).
+//! unsubscribes: it attaches, then closes the link). A selector is part of the
+//! subscription: another one replaces it, and its consumer drops what it does not match.
 
 use std::sync::Arc;
 
@@ -19,6 +20,8 @@ use crate::access;
 /// The argument that records what a subscription's queue is bound to: attaching with
 /// another exchange or key replaces the subscription, as JMS asks for a changed topic.
 const SOURCE_ARGUMENT: &str = "x-ferry-subscription-source";
+/// The subscription's JMS selector, if it has one: a changed selector replaces it too.
+const SELECTOR_ARGUMENT: &str = "x-ferry-subscription-selector";
 
 /// The longest queue name 0-9-1 and 0-10 can name (a short string): a subscription whose
 /// name would be longer is refused rather than made unreachable from those protocols.
@@ -33,16 +36,17 @@ fn source_of(exchange: &Exchange, key: &str) -> String {
     format!("{}/{key}", exchange.name())
 }
 
-/// The subscription's queue, made (and bound) if there is none; one bound elsewhere is
-/// replaced, its messages dropped, unless a link consumes it (JMS forbids changing a
-/// subscription in use). A queue of that name that is not a subscription's is left alone
-/// and the link refused.
+/// The subscription's queue, made (and bound) if there is none; one bound elsewhere or
+/// with another selector is replaced, its messages dropped, unless a link consumes it
+/// (JMS forbids changing a subscription in use). A queue of that name that is not a
+/// subscription's is left alone and the link refused.
 pub fn open(
     ctx: &mut Ctx,
     name: &str,
     exchange: &Exchange,
     key: &str,
     binding: &Arguments,
+    selector: Option<&str>,
 ) -> Result<Arc<Queue>, Fault> {
     if name.len() > MAX_QUEUE_NAME {
         return Err(Fault::new(
@@ -52,8 +56,13 @@ pub fn open(
     }
     let source = source_of(exchange, key);
     if let Some(q) = ctx.broker.queue(name) {
+        let same_selector = match (q.arguments().get(SELECTOR_ARGUMENT), selector) {
+            (Some(HeaderValue::Str(was)), Some(now)) => was == now,
+            (None, None) => true,
+            _ => false,
+        };
         match q.arguments().get(SOURCE_ARGUMENT) {
-            Some(HeaderValue::Str(s)) if *s == source => return Ok(q),
+            Some(HeaderValue::Str(s)) if *s == source && same_selector => return Ok(q),
             Some(_) => {}
             None => {
                 return Err(Fault::new(
@@ -65,13 +74,16 @@ pub fn open(
         if q.consumer_count() > 0 {
             return Err(Fault::new(
                 condition::RESOURCE_LOCKED,
-                format!("subscription {name} is in use on another topic"),
+                format!("subscription {name} is in use on another topic or selector"),
             ));
         }
         end(ctx, name)?;
     }
     let mut arguments = Arguments::new();
     arguments.push(SOURCE_ARGUMENT, HeaderValue::Str(source));
+    if let Some(selector) = selector {
+        arguments.push(SELECTOR_ARGUMENT, HeaderValue::Str(selector.to_owned()));
+    }
     let mut options = QueueOptions {
         durable: true,
         arguments,

@@ -131,6 +131,13 @@ async fn connection_start_offers_the_mechanisms_of_the_auth_mode_and_names_the_b
         Some(&ferry_amqp010::Value::Str16(Str::from("ferryd")))
     );
     assert!(props.get("version").is_some() && props.get("platform").is_some());
+    assert_eq!(
+        props.get("qpid.features"),
+        Some(&ferry_amqp010::Value::List(ferry_amqp010::List(vec![
+            ferry_amqp010::Value::Str16(Str::from("qpid.jms-selector"))
+        ]))),
+        "selectors are applied by the broker"
+    );
     // Checking passwords: SCRAM first, no ANONYMOUS.
     let (_, start) = fresh(verifying());
     assert_eq!(strs(&start.mechanisms), ["SCRAM-SHA-256", "PLAIN"]);

@@ -1266,3 +1266,46 @@ async fn a_dead_letter_exchange_of_the_headers_kind_routes_by_the_publishers_hea
     let got = c.consume(1, consumer("red-deaths", "undertaker"));
     assert_eq!(bodies(&got), [Bytes::from_static(b"job")]);
 }
+
+fn with_colour(colour: &'static str) -> BasicProperties {
+    let mut headers = FieldTable::new();
+    headers.push(
+        ShortStr::from_static("colour"),
+        FieldValue::LongStr(ferry_amqp091::LongStr::from_static(colour)),
+    );
+    BasicProperties {
+        headers: Some(headers),
+        ..BasicProperties::default()
+    }
+}
+
+fn selecting(tag: &'static str, selector: &'static str) -> BasicConsume {
+    let mut arguments = FieldTable::new();
+    arguments.push(
+        ShortStr::from_static("x-filter-jms-selector"),
+        FieldValue::LongStr(ferry_amqp091::LongStr::from_static(selector)),
+    );
+    BasicConsume {
+        arguments,
+        ..consumer("q", tag)
+    }
+}
+
+/// The Qpid JMS 0-x client sends its selector with basic.consume too.
+#[tokio::test]
+async fn a_consumer_with_a_jms_selector_gets_only_its_matches() {
+    let mut c = with_queue().await;
+    for colour in ["red", "blue", "red"] {
+        c.publish_with(1, to("", "q"), with_colour(colour), colour.as_bytes());
+    }
+    let got = c.consume(1, selecting("reds", "colour = 'red'"));
+    assert_eq!(
+        delivered(&got),
+        [(1, false, "red".into()), (2, false, "red".into())]
+    );
+    let q = c.conn.broker().queue("q").unwrap();
+    assert_eq!(q.info().message_count, 1, "blue stays");
+    open_channel(&mut c, 2);
+    let out = c.call(2, selecting("bad", "colour = 'red"));
+    assert_channel_closed(&out, 2, reply::PRECONDITION_FAILED, (60, 20));
+}

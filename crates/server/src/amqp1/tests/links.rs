@@ -748,26 +748,6 @@ async fn credit_is_given_again_once_half_is_used() {
     );
 }
 
-#[tokio::test]
-async fn selectors_refuse_the_link() {
-    let mut c = open().await;
-    declare(&c, "q");
-    c.begin(0);
-    let mut filter = ferry_amqp1::FilterSet::new();
-    filter.push(
-        Symbol::from("jms-selector"),
-        Value::described(0x0000_468C_0000_0004u64, Value::from("colour = 'red'")),
-    );
-    let source = Source {
-        address: Some("q".into()),
-        filter: Some(filter),
-        ..Source::default()
-    };
-    let got = c.attach_receiver_from(0, 1, source, false);
-    assert_eq!(error_of(&got).as_deref(), Some("amqp:not-implemented"));
-    assert_eq!(c.broker().queue("q").unwrap().consumer_count(), 0);
-}
-
 /// The flows about the publisher's link (handle 0).
 fn publisher_flows(items: &[Item]) -> Vec<Flow> {
     flows(items)

@@ -4,6 +4,7 @@
 mod connection;
 mod links;
 mod messages;
+mod selectors;
 mod sessions;
 mod subscriptions;
 mod transactions;

@@ -41,14 +41,4 @@ class ErrorTest extends Support {
                     ctx.createTopic("amq.topic/durable"), "sub"));
         }
     }
-
-    /** ferryd does not apply selectors, and says so rather than deliver everything. */
-    @Test
-    void selectorsAreRefused() throws Exception {
-        String name = declareQueue("selector");
-        try (JMSContext ctx = context()) {
-            assertThrows(JMSRuntimeException.class,
-                    () -> ctx.createConsumer(ctx.createQueue(name), "colour = 'red'"));
-        }
-    }
 }

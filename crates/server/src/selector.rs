@@ -1,0 +1,273 @@
+//! JMS message selectors on consumers (1.0's `apache.org:selector-filter:string`): parsed
+//! once, when the link attaches, and evaluated against each queued message it is asked
+//! about, whatever protocol published it, through the names JMS gives a message's fields.
+//!
+//! 0-10 and 0-9-1 subscriptions carry one as an argument: `x-filter-jms-selector` (the Qpid
+//! JMS 0-x client's, sent with every subscription, empty for none) or qpidd's
+//! `x-apache-selector`.
+//!
+//! The header fields map as Qpid JMS and Qpid Broker-J have them: `JMSType` is the 1.0
+//! subject, `JMSMessageID` the message-id in Qpid JMS's text form, `JMSTimestamp` the
+//! creation time. Any other name is an application property (application headers in
+//! 0-10 and 0-9-1).
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use ferry_amqp091::{BasicProperties, FieldValue, RawProperties};
+use ferry_amqp1::{ApplicationProperties, Header, MessageId, Properties, Value as V1};
+use std::sync::Arc;
+
+use ferry_core::{ConsumerFilter, Header as CoreHeader, Message, MessageFilter, OwnerId, Queue};
+use ferry_selector::{Fields, Selector, SelectorError, Value};
+
+use crate::bridge::amqp1::stored::Stored;
+use crate::bridge::from_amqp010_header;
+
+#[derive(Debug)]
+pub struct JmsSelector(Selector);
+
+impl JmsSelector {
+    /// `None` for blank text, which JMS takes as no selector at all.
+    pub fn parse(text: &str) -> Result<Option<JmsSelector>, SelectorError> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        Selector::parse(text).map(|s| Some(JmsSelector(s)))
+    }
+}
+
+/// Subscription arguments that carry a selector, in the order they are looked for.
+pub const SELECTOR_ARGUMENTS: [&str; 2] = ["x-filter-jms-selector", "x-apache-selector"];
+
+/// The filter for a 0-10 or 0-9-1 consumer of `queue` whose arguments carried `text`
+/// (`None` for no selector, or a blank one). A selective consumer that holds the queue's
+/// exclusive subscription, on a queue its own session owns and that goes with its last
+/// consumer, is the only reader that queue will ever have (a JMS topic subscriber's
+/// private queue): it drops what it does not match rather than keep it for nobody.
+pub fn consumer_filter(
+    text: Option<&str>,
+    queue: &Queue,
+    owner: OwnerId,
+    exclusive: bool,
+) -> Result<Option<ConsumerFilter>, SelectorError> {
+    let Some(selector) = text.map(JmsSelector::parse).transpose()?.flatten() else {
+        return Ok(None);
+    };
+    Ok(Some(ConsumerFilter {
+        matches: Arc::new(selector),
+        drop_unmatched: exclusive && queue.is_auto_delete() && queue.owner() == Some(owner),
+    }))
+}
+
+impl MessageFilter for JmsSelector {
+    fn matches(&self, message: &Message) -> bool {
+        match message.header() {
+            CoreHeader::Amqp1(_) => self.0.matches(&Amqp1Fields::of(message)),
+            CoreHeader::Amqp010(segment) => self.0.matches(&BasicFields {
+                message,
+                props: from_amqp010_header(segment),
+            }),
+            CoreHeader::Amqp091(raw) => self.0.matches(&BasicFields {
+                message,
+                props: RawProperties::parse(Bytes::copy_from_slice(raw))
+                    .map(|p| p.decode())
+                    .unwrap_or_default(),
+            }),
+            CoreHeader::None => self.0.matches(&BasicFields {
+                message,
+                props: BasicProperties::default(),
+            }),
+        }
+    }
+}
+
+/// The fields the core knows for every message, by their JMS names.
+fn core_field<'a>(message: &Message, name: &str) -> Option<Value<'a>> {
+    Some(match name {
+        "JMSDeliveryMode" => Value::Str(Cow::Borrowed(if message.persistent() {
+            "PERSISTENT"
+        } else {
+            "NON_PERSISTENT"
+        })),
+        "JMSPriority" => Value::Int(i64::from(message.priority())),
+        // JMS's 0 is "never".
+        "JMSExpiration" => Value::Int(message.expires_at().map_or(0, |at| at as i64)),
+        _ => return None,
+    })
+}
+
+/// A message published over 1.0: its sections, decoded. Sections that do not decode are
+/// taken as absent (they were only split on the way in).
+struct Amqp1Fields<'m> {
+    message: &'m Message,
+    header: Header,
+    properties: Properties,
+    application: Option<ApplicationProperties>,
+}
+
+impl<'m> Amqp1Fields<'m> {
+    fn of(message: &'m Message) -> Amqp1Fields<'m> {
+        let stored = Stored::parse(&message.header_bytes()).ok();
+        let sections = stored.as_ref().map(|s| &s.sections);
+        Amqp1Fields {
+            message,
+            header: sections
+                .and_then(|s| s.header().ok().flatten())
+                .unwrap_or_default(),
+            properties: sections
+                .and_then(|s| s.properties().ok().flatten())
+                .unwrap_or_default(),
+            application: sections.and_then(|s| s.application_properties().ok().flatten()),
+        }
+    }
+}
+
+impl Fields for Amqp1Fields<'_> {
+    fn get(&self, name: &str) -> Value<'_> {
+        if let Some(v) = core_field(self.message, name) {
+            return v;
+        }
+        let p = &self.properties;
+        let text = amqp1_text;
+        match name {
+            "JMSMessageID" => p.message_id.as_ref().map_or(Value::Null, message_id),
+            "JMSCorrelationID" => p
+                .correlation_id
+                .as_ref()
+                .map_or(Value::Null, correlation_id),
+            "JMSType" => text(p.subject.as_ref()),
+            "JMSTimestamp" => p.creation_time.map_or(Value::Null, |t| Value::Int(t.0)),
+            "JMSXUserID" => p.user_id.as_deref().map_or(Value::Null, utf8),
+            "JMSXGroupID" => text(p.group_id.as_ref()),
+            "JMSXGroupSeq" => p
+                .group_sequence
+                .map_or(Value::Null, |n| Value::Int(i64::from(n))),
+            "JMSXDeliveryCount" => Value::Int(i64::from(self.header.delivery_count) + 1),
+            _ => self
+                .application
+                .as_ref()
+                .and_then(|a| a.get(name))
+                .map_or(Value::Null, amqp1_value),
+        }
+    }
+}
+
+/// Qpid JMS's text for a message-id: strings as sent when they carry its `ID:` prefix,
+/// other types tagged with theirs.
+fn message_id(id: &MessageId) -> Value<'_> {
+    match id {
+        MessageId::String(s) if s.as_str().starts_with("ID:") => {
+            Value::Str(Cow::Borrowed(s.as_str()))
+        }
+        other => Value::Str(Cow::Owned(format!("ID:{}", tagged_id(other)))),
+    }
+}
+
+/// A correlation-id that is a string is the application's own, as it is.
+fn correlation_id(id: &MessageId) -> Value<'_> {
+    match id {
+        MessageId::String(s) => Value::Str(Cow::Borrowed(s.as_str())),
+        other => Value::Str(Cow::Owned(format!("ID:{}", tagged_id(other)))),
+    }
+}
+
+fn tagged_id(id: &MessageId) -> String {
+    match id {
+        MessageId::String(s) => format!("AMQP_NO_PREFIX:{}", s.as_str()),
+        MessageId::Uuid(u) => format!("AMQP_UUID:{}", crate::bridge::uuid_text(&u.0)),
+        MessageId::Ulong(n) => format!("AMQP_ULONG:{n}"),
+        MessageId::Binary(b) => {
+            let hex: String = b.iter().map(|b| format!("{b:02X}")).collect();
+            format!("AMQP_BINARY:{hex}")
+        }
+    }
+}
+
+fn amqp1_text(s: Option<&ferry_amqp1::Str>) -> Value<'_> {
+    s.map_or(Value::Null, |s| Value::Str(Cow::Borrowed(s.as_str())))
+}
+
+fn short_text(s: Option<&ferry_amqp091::ShortStr>) -> Value<'_> {
+    s.map_or(Value::Null, |s| utf8(s.as_bytes()))
+}
+
+fn utf8(b: &[u8]) -> Value<'_> {
+    std::str::from_utf8(b).map_or(Value::Null, |s| Value::Str(Cow::Borrowed(s)))
+}
+
+/// JMS property types: booleans, numbers and strings; anything else is no value.
+fn amqp1_value(v: &V1) -> Value<'_> {
+    match v {
+        V1::Bool(b) => Value::Bool(*b),
+        V1::Ubyte(n) => Value::Int(i64::from(*n)),
+        V1::Ushort(n) => Value::Int(i64::from(*n)),
+        V1::Uint(n) => Value::Int(i64::from(*n)),
+        V1::Ulong(n) => i64::try_from(*n).map_or(Value::Float(*n as f64), Value::Int),
+        V1::Byte(n) => Value::Int(i64::from(*n)),
+        V1::Short(n) => Value::Int(i64::from(*n)),
+        V1::Int(n) => Value::Int(i64::from(*n)),
+        V1::Long(n) => Value::Int(*n),
+        V1::Float(f) => Value::Float(f64::from(*f)),
+        V1::Double(f) => Value::Float(*f),
+        V1::Char(c) => Value::Str(Cow::Owned(c.to_string())),
+        V1::Timestamp(t) => Value::Int(t.0),
+        V1::String(s) => Value::Str(Cow::Borrowed(s.as_str())),
+        V1::Symbol(s) => Value::Str(Cow::Borrowed(s.as_str())),
+        _ => Value::Null,
+    }
+}
+
+/// A message published over 0-9-1, or over 0-10 (through the 0-9-1 properties it maps to).
+struct BasicFields<'m> {
+    message: &'m Message,
+    props: BasicProperties,
+}
+
+impl Fields for BasicFields<'_> {
+    fn get(&self, name: &str) -> Value<'_> {
+        if let Some(v) = core_field(self.message, name) {
+            return v;
+        }
+        let p = &self.props;
+        let text = short_text;
+        match name {
+            "JMSMessageID" => text(p.message_id.as_ref()),
+            "JMSCorrelationID" => text(p.correlation_id.as_ref()),
+            "JMSType" => text(p.kind.as_ref()),
+            "JMSTimestamp" => p.timestamp.map_or(Value::Null, |t| {
+                i64::try_from(t).map_or(Value::Null, Value::Int)
+            }),
+            "JMSXUserID" => text(p.user_id.as_ref()),
+            _ => p
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .map_or(Value::Null, amqp091_value),
+        }
+    }
+}
+
+fn amqp091_value(v: &FieldValue) -> Value<'_> {
+    match v {
+        FieldValue::Bool(b) => Value::Bool(*b),
+        FieldValue::I8(n) => Value::Int(i64::from(*n)),
+        FieldValue::U8(n) => Value::Int(i64::from(*n)),
+        FieldValue::I16(n) => Value::Int(i64::from(*n)),
+        FieldValue::U16(n) => Value::Int(i64::from(*n)),
+        FieldValue::I32(n) => Value::Int(i64::from(*n)),
+        FieldValue::U32(n) => Value::Int(i64::from(*n)),
+        FieldValue::I64(n) => Value::Int(*n),
+        FieldValue::F32(f) => Value::Float(f64::from(*f)),
+        FieldValue::F64(f) => Value::Float(*f),
+        FieldValue::Decimal { scale, value } => {
+            Value::Float(f64::from(*value) / 10f64.powi(i32::from(*scale)))
+        }
+        FieldValue::LongStr(s) => utf8(s.as_bytes()),
+        FieldValue::Timestamp(t) => i64::try_from(*t).map_or(Value::Null, Value::Int),
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests;

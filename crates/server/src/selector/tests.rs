@@ -1,0 +1,241 @@
+use bytes::{Bytes, BytesMut};
+use ferry_amqp010::{
+    DeliveryMode, DeliveryPriority, DeliveryProperties, Map, MessageHeader, MessageProperties, Str,
+    Value as V010,
+};
+use ferry_amqp091::{FieldTable, LongStr, ShortStr};
+use ferry_amqp1::{
+    Body, Message as Amqp1Message, RawMessage, Str as Str1, Symbol, Timestamp, Uuid,
+};
+use ferry_core::{MessageParts, ProtocolHeader};
+
+use super::*;
+use crate::bridge::amqp1::stored;
+
+fn over_amqp1(m: &Amqp1Message, priority: u8, persistent: bool) -> Message {
+    let mut wire = BytesMut::new();
+    m.encode(&mut wire);
+    let raw = RawMessage::parse(wire.freeze()).unwrap();
+    let split = stored::split(&raw);
+    MessageParts {
+        header: ProtocolHeader::Amqp1(split.stored),
+        body: split.body,
+        priority,
+        persistent,
+        ..MessageParts::new("", "q", Bytes::new())
+    }
+    .build()
+}
+
+fn jms_message() -> Message {
+    let mut app = ApplicationProperties::new();
+    app.push(Str1::from("colour"), V1::from("blue"));
+    app.push(Str1::from("weight"), V1::Int(2600));
+    app.push(Str1::from("ratio"), V1::Double(0.5));
+    app.push(Str1::from("urgent"), V1::Bool(true));
+    app.push(Str1::from("tag"), V1::Symbol(Symbol::from("sym")));
+    app.push(Str1::from("blob"), V1::Binary(Bytes::from_static(b"x")));
+    over_amqp1(
+        &Amqp1Message {
+            header: Some(Header {
+                durable: true,
+                priority: 7,
+                delivery_count: 2,
+                ..Header::default()
+            }),
+            properties: Some(Properties {
+                message_id: Some(MessageId::String(Str1::from("ID:abc:1"))),
+                correlation_id: Some(MessageId::String(Str1::from("corr-1"))),
+                subject: Some(Str1::from("car")),
+                user_id: Some(Bytes::from_static(b"bob")),
+                creation_time: Some(Timestamp(1_700_000_000_123)),
+                group_id: Some(Str1::from("g1")),
+                group_sequence: Some(3),
+                ..Properties::default()
+            }),
+            application_properties: Some(app),
+            body: Body::Data(vec![Bytes::from_static(b"payload")]),
+            ..Amqp1Message::default()
+        },
+        7,
+        true,
+    )
+}
+
+fn matches(selector: &str, m: &Message) -> bool {
+    JmsSelector::parse(selector)
+        .unwrap()
+        .expect("not blank")
+        .matches(m)
+}
+
+#[test]
+fn application_properties_of_a_1_0_message_by_type() {
+    let m = jms_message();
+    assert!(matches("colour = 'blue' AND weight > 2500", &m));
+    assert!(!matches("colour = 'red'", &m));
+    assert!(matches("ratio < 1 AND ratio > 0.25", &m));
+    assert!(matches("urgent", &m));
+    assert!(matches("tag = 'sym'", &m), "symbols read as strings");
+    assert!(matches("blob IS NULL", &m), "binaries are no JMS type");
+    assert!(matches("missing IS NULL", &m));
+    assert!(!matches("missing = 1", &m));
+}
+
+#[test]
+fn jms_header_fields_of_a_1_0_message_as_qpid_jms_names_them() {
+    let m = jms_message();
+    for selector in [
+        "JMSType = 'car'",
+        "JMSMessageID = 'ID:abc:1'",
+        "JMSCorrelationID = 'corr-1'",
+        "JMSPriority = 7",
+        "JMSDeliveryMode = 'PERSISTENT'",
+        "JMSTimestamp = 1700000000123",
+        "JMSExpiration = 0",
+        "JMSXUserID = 'bob'",
+        "JMSXGroupID = 'g1' AND JMSXGroupSeq = 3",
+        "JMSXDeliveryCount = 3",
+    ] {
+        assert!(matches(selector, &m), "{selector}");
+    }
+    let plain = over_amqp1(&Amqp1Message::default(), 4, false);
+    assert!(matches("JMSDeliveryMode = 'NON_PERSISTENT'", &plain));
+    assert!(matches("JMSType IS NULL AND JMSMessageID IS NULL", &plain));
+    assert!(matches("JMSPriority = 4", &plain));
+}
+
+#[test]
+fn ids_of_other_types_take_qpid_jms_prefixes() {
+    let with_ids = |id: MessageId, corr: MessageId| {
+        over_amqp1(
+            &Amqp1Message {
+                properties: Some(Properties {
+                    message_id: Some(id),
+                    correlation_id: Some(corr),
+                    ..Properties::default()
+                }),
+                ..Amqp1Message::default()
+            },
+            4,
+            false,
+        )
+    };
+    let m = with_ids(
+        MessageId::Ulong(7),
+        MessageId::Binary(Bytes::from_static(&[1, 171])),
+    );
+    assert!(matches("JMSMessageID = 'ID:AMQP_ULONG:7'", &m));
+    assert!(matches("JMSCorrelationID = 'ID:AMQP_BINARY:01AB'", &m));
+    let m = with_ids(
+        MessageId::String(Str1::from("plain")),
+        MessageId::Uuid(Uuid([0; 16])),
+    );
+    assert!(matches("JMSMessageID = 'ID:AMQP_NO_PREFIX:plain'", &m));
+    assert!(matches(
+        "JMSCorrelationID = 'ID:AMQP_UUID:00000000-0000-0000-0000-000000000000'",
+        &m
+    ));
+}
+
+#[test]
+fn a_0_9_1_message_by_its_properties_and_headers() {
+    let mut headers = FieldTable::new();
+    headers.push(ShortStr::from_static("n"), FieldValue::I32(7));
+    headers.push(
+        ShortStr::from_static("s"),
+        FieldValue::LongStr(LongStr::from_static("text")),
+    );
+    let props = BasicProperties {
+        delivery_mode: Some(2),
+        priority: Some(3),
+        message_id: Some(ShortStr::from_static("m-1")),
+        correlation_id: Some(ShortStr::from_static("c-1")),
+        timestamp: Some(1_700_000_000),
+        kind: Some(ShortStr::from_static("order")),
+        headers: Some(headers),
+        ..BasicProperties::default()
+    };
+    let m = MessageParts {
+        header: ProtocolHeader::Amqp091(RawProperties::encode(&props).as_bytes().clone()),
+        priority: 3,
+        persistent: true,
+        ..MessageParts::new("", "q", Bytes::new())
+    }
+    .build();
+    assert!(matches("n = 7 AND s = 'text'", &m));
+    assert!(matches(
+        "JMSType = 'order' AND JMSMessageID = 'm-1' AND JMSCorrelationID = 'c-1'",
+        &m
+    ));
+    assert!(matches("JMSTimestamp = 1700000000 AND JMSPriority = 3", &m));
+    assert!(!matches("n > 7", &m));
+}
+
+#[test]
+fn a_0_10_message_by_its_application_headers() {
+    let mut app = Map::new();
+    app.insert("colour", V010::Str16(Str::from("red")));
+    app.insert("size", V010::Int32(12));
+    let header = MessageHeader {
+        delivery: Some(DeliveryProperties {
+            delivery_mode: Some(DeliveryMode::Persistent),
+            priority: DeliveryPriority::from_code(6),
+            ..DeliveryProperties::default()
+        }),
+        properties: Some(MessageProperties {
+            correlation_id: Some(Bytes::from_static(b"c-1")),
+            application_headers: Some(app),
+            ..MessageProperties::default()
+        }),
+        other: Vec::new(),
+    };
+    let mut segment = BytesMut::new();
+    header.encode(&mut segment).unwrap();
+    let m = MessageParts {
+        header: ProtocolHeader::Amqp010(segment.freeze()),
+        priority: 6,
+        persistent: true,
+        ..MessageParts::new("", "q", Bytes::new())
+    }
+    .build();
+    assert!(matches("colour = 'red' AND size BETWEEN 10 AND 20", &m));
+    assert!(matches("JMSCorrelationID = 'c-1' AND JMSPriority = 6", &m));
+    assert!(!matches("colour LIKE 'b%'", &m));
+}
+
+#[test]
+fn blank_text_is_no_selector_and_bad_text_an_error() {
+    assert!(JmsSelector::parse("").unwrap().is_none());
+    assert!(JmsSelector::parse("  \t").unwrap().is_none());
+    assert!(JmsSelector::parse("colour = ").is_err());
+    assert!(JmsSelector::parse("colour = 'blue").is_err());
+}
+
+#[test]
+fn only_the_sole_reader_of_a_private_queue_drops_what_it_does_not_match() {
+    use ferry_core::{Broker, BrokerConfig, QueueOptions};
+    let broker = Broker::new(BrokerConfig::default());
+    let private = QueueOptions {
+        exclusive_owner: Some(7),
+        auto_delete: true,
+        ..QueueOptions::default()
+    };
+    let (q, _) = broker.declare_queue("private", private, false, 7).unwrap();
+    let drops = |owner, exclusive| {
+        consumer_filter(Some("a = 1"), &q, owner, exclusive)
+            .unwrap()
+            .expect("a selector")
+            .drop_unmatched
+    };
+    assert!(drops(7, true), "its owner's exclusive consumer");
+    assert!(!drops(7, false), "others may consume beside it");
+    assert!(!drops(8, true), "another session's");
+    let (shared, _) = broker
+        .declare_queue("shared", QueueOptions::default(), false, 7)
+        .unwrap();
+    let filter = consumer_filter(Some("a = 1"), &shared, 7, true).unwrap();
+    assert!(!filter.expect("a selector").drop_unmatched, "outlives its consumer");
+    assert!(consumer_filter(Some(""), &shared, 7, true).unwrap().is_none());
+    assert!(consumer_filter(None, &shared, 7, true).unwrap().is_none());
+}
