@@ -838,17 +838,12 @@ impl QueueState {
             if !self.ready_front() {
                 return;
             }
-            let Some(e) = self.entries.after(cursor).next() else {
+            let Some((position, size)) = self.next_live_after(cursor, clock) else {
                 return;
             };
-            let (position, size) = (e.position, e.size());
-            if clock.expired(e.expires_at()) {
-                if let Some(e) = self.entries.remove_position(position) {
-                    self.account_out(&e);
-                    self.expire(e);
-                }
-                continue;
-            }
+            let Some(e) = self.entry_at(position) else {
+                return;
+            };
             let (Some(message), Some(groups)) = (e.message(), self.groups.as_deref()) else {
                 return;
             };
@@ -886,6 +881,30 @@ impl QueueState {
                 return;
             }
         }
+    }
+
+    /// The first entry after position `cursor` whose time has not run out (those that ran
+    /// out on the way are expired): its position and size.
+    fn next_live_after(&mut self, cursor: u64, clock: &mut Clock) -> Option<(u64, u64)> {
+        loop {
+            let e = self.entries.after(cursor).next()?;
+            let (position, size) = (e.position, e.size());
+            if !clock.expired(e.expires_at()) {
+                return Some((position, size));
+            }
+            if let Some(e) = self.entries.remove_position(position) {
+                self.account_out(&e);
+                self.expire(e);
+            }
+        }
+    }
+
+    /// The queued entry at `position`.
+    fn entry_at(&self, position: u64) -> Option<&Entry> {
+        self.entries
+            .after(position.saturating_sub(1))
+            .next()
+            .filter(|e| e.position == position)
     }
 
     /// Hands `entry`, just taken off the queue, to consumer `ci` (whose credit and window
@@ -1070,29 +1089,19 @@ impl QueueState {
             if !drops && !c.has_credit_for(1) {
                 return took;
             }
-            let Some(e) = self.entries.after(c.cursor).next() else {
+            let Some((position, size)) = self.next_live_after(c.cursor, clock) else {
                 return took;
             };
-            let (position, size) = (e.position, e.size());
-            if clock.expired(e.expires_at()) {
-                if let Some(e) = self.entries.remove_position(position) {
-                    self.account_out(&e);
-                    self.expire(e);
-                }
-                continue;
-            }
+            let (Some(c), Some(e)) = (self.consumers.get(ci), self.entry_at(position)) else {
+                return took;
+            };
             let wanted = match e.message() {
                 Some(m) => c.wants(m),
                 // On disk: looked at through a copy, and read back in to be taken.
                 None => {
                     if self.content(e).is_some_and(|m| c.wants(&m)) {
                         self.load_at(position);
-                        let still_on_disk = self
-                            .entries
-                            .after(position.saturating_sub(1))
-                            .next()
-                            .is_some_and(|e| e.position == position && e.on_disk());
-                        if still_on_disk {
+                        if self.entry_at(position).is_some_and(Entry::on_disk) {
                             return took;
                         }
                         continue;

@@ -235,7 +235,12 @@ fn only_the_sole_reader_of_a_private_queue_drops_what_it_does_not_match() {
         .declare_queue("shared", QueueOptions::default(), false, 7)
         .unwrap();
     let filter = consumer_filter(Some("a = 1"), &shared, 7, true).unwrap();
-    assert!(!filter.expect("a selector").drop_unmatched, "outlives its consumer");
-    assert!(consumer_filter(Some(""), &shared, 7, true).unwrap().is_none());
+    assert!(
+        !filter.expect("a selector").drop_unmatched,
+        "outlives its consumer"
+    );
+    assert!(consumer_filter(Some(""), &shared, 7, true)
+        .unwrap()
+        .is_none());
     assert!(consumer_filter(None, &shared, 7, true).unwrap().is_none());
 }
