@@ -37,6 +37,12 @@ impl JmsSelector {
     }
 }
 
+/// Why a selector was refused, for the peer: the parser's words, bounded (they may quote
+/// the peer's text).
+pub fn refusal(e: &SelectorError) -> String {
+    crate::text::truncated(&format!("JMS selector refused: {e}"), 512).to_owned()
+}
+
 /// Subscription arguments that carry a selector, in the order they are looked for.
 pub const SELECTOR_ARGUMENTS: [&str; 2] = ["x-filter-jms-selector", "x-apache-selector"];
 

@@ -667,7 +667,7 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         session.owner,
         s.exclusive,
     )
-    .map_err(|e| Exception::new(ErrorCode::InvalidArgument, format!("selector: {e}")))?;
+    .map_err(|e| Exception::new(ErrorCode::InvalidArgument, selector::refusal(&e)))?;
     let consumer = env.broker.next_consumer_id();
     queue.subscribe(ConsumerSpec {
         id: consumer,

@@ -221,7 +221,7 @@ impl Channel {
                 _ => None,
             });
         let filter = selector::consumer_filter(selector.as_deref(), &queue, ctx.owner, m.exclusive)
-            .map_err(|e| Fault::precondition(format!("selector: {e}")))?;
+            .map_err(|e| Fault::precondition(selector::refusal(&e)))?;
         let id = ctx.broker.next_consumer_id();
         let spec = ConsumerSpec {
             id,

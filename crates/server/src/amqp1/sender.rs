@@ -30,7 +30,7 @@ use super::session::{Ctx, Session};
 use super::subscription;
 use super::unsettled::OutRecord;
 use crate::access;
-use crate::selector::JmsSelector;
+use crate::selector::{self, JmsSelector};
 
 /// Names of the queues made for dynamic nodes and exchange subscriptions (the `amq.`
 /// prefix is the broker's: no client can declare one).
@@ -452,12 +452,8 @@ fn filters(filter: Option<FilterSet>) -> Result<Filters, Fault> {
             let text = d.value.as_str().ok_or_else(|| {
                 Fault::new(condition::INVALID_FIELD, "a JMS selector is a string")
             })?;
-            let parsed = JmsSelector::parse(text).map_err(|e| {
-                Fault::new(
-                    condition::INVALID_FIELD,
-                    format!("JMS selector {text:?}: {e}"),
-                )
-            })?;
+            let parsed = JmsSelector::parse(text)
+                .map_err(|e| Fault::new(condition::INVALID_FIELD, selector::refusal(&e)))?;
             if let Some(parsed) = parsed {
                 selector.get_or_insert((Arc::new(parsed), text.to_owned()));
             }

@@ -210,6 +210,11 @@ fn blank_text_is_no_selector_and_bad_text_an_error() {
     assert!(JmsSelector::parse("  \t").unwrap().is_none());
     assert!(JmsSelector::parse("colour = ").is_err());
     assert!(JmsSelector::parse("colour = 'blue").is_err());
+    // The parser may quote the peer's text; what goes back to the peer stays bounded.
+    let huge = format!("a = {}", "9".repeat(60_000));
+    let e = JmsSelector::parse(&huge).unwrap_err();
+    assert!(e.to_string().len() > 60_000);
+    assert!(refusal(&e).len() <= 512);
 }
 
 #[test]
