@@ -96,7 +96,10 @@ pub(crate) fn truth(expr: &Expr, fields: &dyn Fields) -> Truth {
             operand,
             pattern,
         } => match value(operand, fields) {
-            Value::Str(s) => Truth::from(pattern.matches(&s)).negate_if(*negated),
+            Value::Str(s) => match pattern.matches(&s) {
+                Some(m) => Truth::from(m).negate_if(*negated),
+                None => Truth::Unknown,
+            },
             _ => Truth::Unknown,
         },
         Expr::In {
@@ -193,8 +196,9 @@ fn as_float(v: &Value) -> Option<f64> {
     }
 }
 
-/// Numbers compare by value whatever their types; strings and booleans only for (in)equality;
-/// anything else, including NULL or mixed types, is UNKNOWN.
+/// Numbers compare by value whatever their types; strings and booleans only for (in)equality.
+/// NULL is UNKNOWN; values of unlike types are FALSE (JMS 2.0, 3.8.1.2: "if the comparison
+/// of non-like type values is attempted, the value of the operation is false").
 fn compare(op: CmpOp, left: &Value, right: &Value) -> Truth {
     let ordering = match (left, right) {
         (Value::Int(a), Value::Int(b)) => Some(a.cmp(b)),
@@ -203,7 +207,8 @@ fn compare(op: CmpOp, left: &Value, right: &Value) -> Truth {
         (Value::Float(a), Value::Float(b)) => a.partial_cmp(b),
         (Value::Str(a), Value::Str(b)) => return equality(op, a == b),
         (Value::Bool(a), Value::Bool(b)) => return equality(op, a == b),
-        _ => return Truth::Unknown,
+        (Value::Null, _) | (_, Value::Null) => return Truth::Unknown,
+        _ => return Truth::False,
     };
     Truth::from(match ordering {
         // NaN is unordered: only `<>` holds, as with Java's operators.
@@ -385,13 +390,16 @@ mod tests {
             ("b <> FALSE", T),
             ("b = FALSE", F),
             ("b > FALSE", U),
-            // Mismatched types are UNKNOWN, so neither = nor <> holds.
-            ("s = 5", U),
-            ("s <> 5", U),
-            ("i = '5'", U),
-            ("b = 1", U),
-            ("b <> 1", U),
-            ("s = TRUE", U),
+            // Unlike types are FALSE (JMS 3.8.1.2), for = and <> alike, so NOT makes
+            // them TRUE.
+            ("s = 5", F),
+            ("s <> 5", F),
+            ("i = '5'", F),
+            ("b = 1", F),
+            ("b <> 1", F),
+            ("s = TRUE", F),
+            ("i > 'a'", F),
+            ("NOT (s = 5)", T),
             // NULL compares as UNKNOWN, even with NULL.
             ("missing = 5", U),
             ("missing <> 5", U),
@@ -527,7 +535,7 @@ mod tests {
             ("age NOT BETWEEN 20 AND missing", T),
             ("age BETWEEN 10 AND missing", U),
             ("s BETWEEN 'a' AND 'z'", U),
-            ("age BETWEEN 'a' AND 20", U),
+            ("age BETWEEN 'a' AND 20", F),
         ];
         for (text, want) in cases {
             assert_eq!(eval(text, &p), want, "{text}");

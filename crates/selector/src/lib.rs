@@ -24,8 +24,8 @@
 //! - Numbers compare by value across integer and floating types (exactly, without rounding
 //!   the integer to `f64`); NaN is unordered (only `<>` holds). Strings and booleans support
 //!   only `=` and `<>`; ordering them (`'a' < 'b'`) is UNKNOWN rather than a parse error.
-//!   Comparing values of different types (a string with a number, a boolean with a number) is
-//!   UNKNOWN for every operator, as is anything compared with NULL.
+//!   Comparing values of unlike types (a string with a number, a boolean with a number) is
+//!   FALSE for every operator, as JMS 3.8.1.2 says; anything compared with NULL is UNKNOWN.
 //! - Integer arithmetic is checked: overflow and division by zero give NULL (so the
 //!   comparison using it is UNKNOWN). Any floating operand makes it IEEE arithmetic.
 //! - A name or literal used directly as a condition is TRUE or FALSE only if it is a boolean,
@@ -35,6 +35,8 @@
 //! - In a LIKE pattern the escape character makes whatever follows it literal (not only `_`,
 //!   `%` and itself, as ActiveMQ allows); a pattern ending in its escape is a parse error.
 //! - `IN` and `LIKE` on a value that is not a string are UNKNOWN, as is NULL.
+//! - A LIKE match that would take more steps than a budget linear in the pattern's and the
+//!   value's lengths (only a pathological pattern against a long value does) is UNKNOWN.
 
 mod ast;
 mod error;
