@@ -1107,6 +1107,7 @@ fn a_filtered_consumer_takes_its_matches_from_deep_in_a_queue_held_on_disk() {
         b.memory_used()
     );
     let number = |body: &Bytes| u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+    let on_disk = q.depth().on_disk_bytes;
     let every_50th = consume_matching(
         &b,
         &q,
@@ -1118,6 +1119,13 @@ fn a_filtered_consumer_takes_its_matches_from_deep_in_a_queue_held_on_disk() {
     );
     let numbers: Vec<u32> = every_50th.iter().map(number).collect();
     assert_eq!(numbers, [50, 100, 150, 200, 250, 300]);
+    let read_back: u64 = every_50th.iter().map(|b| b.len() as u64).sum();
+    assert!(
+        q.depth().on_disk_bytes + read_back <= on_disk,
+        "what was read back is no longer counted on disk: {} then {}",
+        on_disk,
+        q.depth().on_disk_bytes
+    );
     for body in &every_50th {
         assert_eq!(
             &body[..],
@@ -1129,6 +1137,7 @@ fn a_filtered_consumer_takes_its_matches_from_deep_in_a_queue_held_on_disk() {
     let expected: Vec<u32> = (1..=300).filter(|n| n % 50 != 0).collect();
     assert_eq!(rest, expected);
     assert_eq!(b.memory_used(), 0);
+    assert_eq!(q.depth().on_disk_bytes, 0);
 }
 
 #[test]

@@ -57,7 +57,9 @@ pub struct Backlog {
 impl Backlog {
     pub(crate) fn of(st: &QueueState) -> Backlog {
         Backlog {
-            ready_bytes: if st.consumers.is_empty() {
+            // Consumers that are all selective may want none of what is queued: a backlog
+            // they leave is no reason to hold publishers.
+            ready_bytes: if st.consumers.is_empty() || st.only_selective_consumers() {
                 0
             } else {
                 st.in_memory()

@@ -231,6 +231,30 @@ impl Entries {
         }
     }
 
+    /// The entry at `position`, if queued (a binary search per level).
+    pub(crate) fn get(&self, position: u64) -> Option<&Entry> {
+        let at = |f: &VecDeque<Entry>| f.binary_search_by_key(&position, |e| e.position).ok();
+        match self {
+            Entries::Fifo(f) => f.get(at(f)?),
+            Entries::Priority(p) => p.fifos.iter().find_map(|f| f.get(at(f)?)),
+        }
+    }
+
+    /// [`Entries::get`], to change the entry in place (its position stays).
+    pub(crate) fn get_mut(&mut self, position: u64) -> Option<&mut Entry> {
+        let at = |f: &VecDeque<Entry>| f.binary_search_by_key(&position, |e| e.position).ok();
+        match self {
+            Entries::Fifo(f) => {
+                let i = at(f)?;
+                f.get_mut(i)
+            }
+            Entries::Priority(p) => p.fifos.iter_mut().find_map(|f| {
+                let i = at(f)?;
+                f.get_mut(i)
+            }),
+        }
+    }
+
     /// Whether the entry at `position` is queued.
     pub(crate) fn contains(&self, position: u64) -> bool {
         let found = |f: &VecDeque<Entry>| f.binary_search_by_key(&position, |e| e.position).is_ok();

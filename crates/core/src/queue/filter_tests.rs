@@ -224,3 +224,16 @@ fn a_subscriptions_own_consumer_drops_what_it_does_not_match() {
     let counters = q.lock().counters;
     assert_eq!((counters.unselected, counters.dequeued()), (3, 3));
 }
+
+#[test]
+fn a_backlog_only_selective_consumers_leave_holds_no_publisher() {
+    let q = queue();
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    let f = prefix("x");
+    q.subscribe(filtered(1, &o1, true, &f)).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    publish(&q, &["a1", "a2", "a3"]);
+    assert_eq!(q.backlog().ready_bytes, 0, "nobody here wants them");
+    q.subscribe(spec(2, &o2, true)).unwrap();
+    assert_eq!(q.backlog().ready_bytes, 6, "consumer 2 takes anything");
+}

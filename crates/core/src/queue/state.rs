@@ -787,6 +787,12 @@ impl QueueState {
         (messages, std::mem::take(&mut self.consumers))
     }
 
+    /// Whether every consumer takes only what its filter matches.
+    #[inline]
+    pub(crate) fn only_selective_consumers(&self) -> bool {
+        self.filtered_acquirers == self.consumers.len()
+    }
+
     /// Keeps `filtered_acquirers` in step after consumers come or go.
     pub(crate) fn count_filtered(&mut self) {
         self.filtered_acquirers = self
@@ -901,10 +907,7 @@ impl QueueState {
 
     /// The queued entry at `position`.
     fn entry_at(&self, position: u64) -> Option<&Entry> {
-        self.entries
-            .after(position.saturating_sub(1))
-            .next()
-            .filter(|e| e.position == position)
+        self.entries.get(position)
     }
 
     /// Hands `entry`, just taken off the queue, to consumer `ci` (whose credit and window
@@ -1097,17 +1100,16 @@ impl QueueState {
             };
             let wanted = match e.message() {
                 Some(m) => c.wants(m),
-                // On disk: looked at through a copy, and read back in to be taken.
-                None => {
-                    if self.content(e).is_some_and(|m| c.wants(&m)) {
-                        self.load_at(position);
-                        if self.entry_at(position).is_some_and(Entry::on_disk) {
+                // On disk: looked at through a copy, which becomes its content if taken.
+                None => match self.content(e) {
+                    Some(m) if c.wants(&m) => {
+                        if !self.keep_loaded(position, m) {
                             return took;
                         }
                         continue;
                     }
-                    false
-                }
+                    _ => false,
+                },
             };
             if drops && !wanted {
                 if let Some(e) = self.entries.remove_position(position) {

@@ -153,34 +153,10 @@ impl QueueState {
                 bytes += part.stand_in.size();
             }
         }
-        self.load_entries(&store, &ids, &positions);
-    }
-
-    /// Reads back one on-disk entry wherever it is in the queue: a message a consumer's
-    /// filter matched behind others it did not.
-    pub(super) fn load_at(&mut self, position: u64) {
-        let Some(store) = self.store.clone() else {
-            return;
-        };
-        let Some(id) = self
-            .entries
-            .iter()
-            .find(|e| e.position == position)
-            .and_then(|e| e.item.on_disk_part())
-            .map(|part| part.stand_in.store_id)
-        else {
-            return;
-        };
-        self.load_entries(&store, &[id], &[position]);
-    }
-
-    /// Reads the journal's `ids` back into the entries at `positions` (paired, in the
-    /// entries' iteration order); entries whose content the journal lost are dropped.
-    fn load_entries(&mut self, store: &QueueStore, ids: &[u64], positions: &[u64]) {
         if ids.is_empty() {
             return;
         }
-        let mut loaded = store.journal.load(ids).into_iter();
+        let mut loaded = store.journal.load(&ids).into_iter();
         let mut lost = Vec::new();
         let mut gained = Vec::new();
         let mut wanted = positions.iter().peekable();
@@ -210,12 +186,7 @@ impl QueueState {
             }
         }
         for size in gained {
-            self.on_disk_bytes = self.on_disk_bytes.saturating_sub(size);
-            self.meter.add(self.shard, size);
-            if let Some(b) = &self.offload {
-                self.resident += size;
-                b.resident.fetch_add(size, Ordering::Relaxed);
-            }
+            self.count_read_back(size);
         }
         for position in lost {
             tracing::error!(
@@ -225,6 +196,33 @@ impl QueueState {
             if let Some(e) = self.entries.remove_position(position) {
                 self.account_out(&e);
             }
+        }
+    }
+
+    /// Makes `message`, the content of the on-disk entry at `position` already read back
+    /// (`content`), that entry's content in memory: a message a consumer's filter matched
+    /// behind others it did not. False if no such entry is on disk.
+    pub(super) fn keep_loaded(&mut self, position: u64, message: Message) -> bool {
+        let Some(e) = self.entries.get_mut(position).filter(|e| e.on_disk()) else {
+            return false;
+        };
+        let size = message.size();
+        let redelivered = e.redelivered();
+        e.item = Item::Resident {
+            message,
+            redelivered,
+        };
+        self.count_read_back(size);
+        true
+    }
+
+    /// Accounts for `size` bytes of content read back into memory.
+    fn count_read_back(&mut self, size: u64) {
+        self.on_disk_bytes = self.on_disk_bytes.saturating_sub(size);
+        self.meter.add(self.shard, size);
+        if let Some(b) = &self.offload {
+            self.resident += size;
+            b.resident.fetch_add(size, Ordering::Relaxed);
         }
     }
 }
