@@ -4,7 +4,8 @@
 //!
 //! 0-10 and 0-9-1 subscriptions carry one as an argument: `x-filter-jms-selector` (the Qpid
 //! JMS 0-x client's, sent with every subscription, empty for none) or qpidd's
-//! `x-apache-selector`.
+//! `x-apache-selector`. Their consumers never drop what they do not match: a queue a
+//! session owns outlives its consumers, and another consumer may still want it.
 //!
 //! The header fields map as Qpid JMS and Qpid Broker-J have them: `JMSType` is the 1.0
 //! subject, `JMSMessageID` the message-id in Qpid JMS's text form, `JMSTimestamp` the
@@ -18,7 +19,7 @@ use ferry_amqp091::{BasicProperties, FieldValue, RawProperties};
 use ferry_amqp1::{ApplicationProperties, Header, MessageId, Properties, Value as V1};
 use std::sync::Arc;
 
-use ferry_core::{ConsumerFilter, Header as CoreHeader, Message, MessageFilter, OwnerId, Queue};
+use ferry_core::{ConsumerFilter, Header as CoreHeader, Message, MessageFilter};
 use ferry_selector::{Fields, Selector, SelectorError, Value};
 
 use crate::bridge::amqp1::stored::Stored;
@@ -46,23 +47,15 @@ pub fn refusal(e: &SelectorError) -> String {
 /// Subscription arguments that carry a selector, in the order they are looked for.
 pub const SELECTOR_ARGUMENTS: [&str; 2] = ["x-filter-jms-selector", "x-apache-selector"];
 
-/// The filter for a 0-10 or 0-9-1 consumer of `queue` whose arguments carried `text`
-/// (`None` for no selector, or a blank one). A selective consumer that holds the queue's
-/// exclusive subscription, on a queue its own session owns and that goes with its last
-/// consumer, is the only reader that queue will ever have (a JMS topic subscriber's
-/// private queue): it drops what it does not match rather than keep it for nobody.
-pub fn consumer_filter(
-    text: Option<&str>,
-    queue: &Queue,
-    owner: OwnerId,
-    exclusive: bool,
-) -> Result<Option<ConsumerFilter>, SelectorError> {
+/// The filter for a 0-10 or 0-9-1 consumer whose arguments carried `text` (`None` for no
+/// selector, or a blank one).
+pub fn consumer_filter(text: Option<&str>) -> Result<Option<ConsumerFilter>, SelectorError> {
     let Some(selector) = text.map(JmsSelector::parse).transpose()?.flatten() else {
         return Ok(None);
     };
     Ok(Some(ConsumerFilter {
         matches: Arc::new(selector),
-        drop_unmatched: exclusive && queue.is_auto_delete() && queue.owner() == Some(owner),
+        drop_unmatched: false,
     }))
 }
 
@@ -73,16 +66,19 @@ impl MessageFilter for JmsSelector {
             CoreHeader::Amqp010(segment) => self.0.matches(&BasicFields {
                 message,
                 props: from_amqp010_header(segment),
+                amqp010: true,
             }),
             CoreHeader::Amqp091(raw) => self.0.matches(&BasicFields {
                 message,
                 props: RawProperties::parse(Bytes::copy_from_slice(raw))
                     .map(|p| p.decode())
                     .unwrap_or_default(),
+                amqp010: false,
             }),
             CoreHeader::None => self.0.matches(&BasicFields {
                 message,
                 props: BasicProperties::default(),
+                amqp010: false,
             }),
         }
     }
@@ -228,7 +224,13 @@ fn amqp1_value(v: &V1) -> Value<'_> {
 struct BasicFields<'m> {
     message: &'m Message,
     props: BasicProperties,
+    /// Qpid JMS 0-x over 0-10 shows the message-id (a UUID) as `ID:<uuid>` and keeps
+    /// JMSType in the `x-jms-type` application header.
+    amqp010: bool,
 }
+
+/// Where Qpid JMS 0-x over 0-10 keeps JMSType.
+const JMS_TYPE_HEADER: &str = "x-jms-type";
 
 impl Fields for BasicFields<'_> {
     fn get(&self, name: &str) -> Value<'_> {
@@ -238,19 +240,30 @@ impl Fields for BasicFields<'_> {
         let p = &self.props;
         let text = short_text;
         match name {
+            "JMSMessageID" if self.amqp010 => match text(p.message_id.as_ref()) {
+                Value::Str(id) => Value::Str(Cow::Owned(format!("ID:{id}"))),
+                other => other,
+            },
             "JMSMessageID" => text(p.message_id.as_ref()),
             "JMSCorrelationID" => text(p.correlation_id.as_ref()),
+            "JMSType" if self.amqp010 => self.header(JMS_TYPE_HEADER),
             "JMSType" => text(p.kind.as_ref()),
             "JMSTimestamp" => p.timestamp.map_or(Value::Null, |t| {
                 i64::try_from(t).map_or(Value::Null, Value::Int)
             }),
             "JMSXUserID" => text(p.user_id.as_ref()),
-            _ => p
-                .headers
-                .as_ref()
-                .and_then(|h| h.get(name))
-                .map_or(Value::Null, amqp091_value),
+            _ => self.header(name),
         }
+    }
+}
+
+impl BasicFields<'_> {
+    fn header(&self, name: &str) -> Value<'_> {
+        self.props
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(name))
+            .map_or(Value::Null, amqp091_value)
     }
 }
 

@@ -661,13 +661,8 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         .ok_or_else(|| not_found("queue", queue_name))?;
     let accept_mode = s.accept_mode.unwrap_or(AcceptMode::Explicit);
     let acquire_mode = s.acquire_mode.unwrap_or(AcquireMode::PreAcquired);
-    let filter = selector::consumer_filter(
-        selector_argument(s.arguments.as_ref()).as_deref(),
-        &queue,
-        session.owner,
-        s.exclusive,
-    )
-    .map_err(|e| Exception::new(ErrorCode::InvalidArgument, selector::refusal(&e)))?;
+    let filter = selector::consumer_filter(selector_argument(s.arguments.as_ref()).as_deref())
+        .map_err(|e| Exception::new(ErrorCode::InvalidArgument, selector::refusal(&e)))?;
     let consumer = env.broker.next_consumer_id();
     queue.subscribe(ConsumerSpec {
         id: consumer,

@@ -220,7 +220,7 @@ impl Channel {
                 FieldValue::LongStr(s) => Some(String::from_utf8_lossy(s.as_bytes())),
                 _ => None,
             });
-        let filter = selector::consumer_filter(selector.as_deref(), &queue, ctx.owner, m.exclusive)
+        let filter = selector::consumer_filter(selector.as_deref())
             .map_err(|e| Fault::precondition(selector::refusal(&e)))?;
         let id = ctx.broker.next_consumer_id();
         let spec = ConsumerSpec {

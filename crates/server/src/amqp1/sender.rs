@@ -325,7 +325,8 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
             browse: false,
             temporary: None,
             subscription: Some(name),
-            filter: filter(!browse),
+            // Consumed, not browsed, whatever distribution mode was asked for (above).
+            filter: filter(true),
         });
     }
     let q = temporary_queue(ctx)?;

@@ -177,6 +177,7 @@ fn a_0_10_message_by_its_application_headers() {
     let mut app = Map::new();
     app.insert("colour", V010::Str16(Str::from("red")));
     app.insert("size", V010::Int32(12));
+    app.insert("x-jms-type", V010::Str16(Str::from("car")));
     let header = MessageHeader {
         delivery: Some(DeliveryProperties {
             delivery_mode: Some(DeliveryMode::Persistent),
@@ -184,6 +185,7 @@ fn a_0_10_message_by_its_application_headers() {
             ..DeliveryProperties::default()
         }),
         properties: Some(MessageProperties {
+            message_id: Some([0x11; 16]),
             correlation_id: Some(Bytes::from_static(b"c-1")),
             application_headers: Some(app),
             ..MessageProperties::default()
@@ -201,6 +203,12 @@ fn a_0_10_message_by_its_application_headers() {
     .build();
     assert!(matches("colour = 'red' AND size BETWEEN 10 AND 20", &m));
     assert!(matches("JMSCorrelationID = 'c-1' AND JMSPriority = 6", &m));
+    // As Qpid JMS 0-x shows them over 0-10.
+    assert!(matches("JMSType = 'car'", &m));
+    assert!(matches(
+        "JMSMessageID = 'ID:11111111-1111-1111-1111-111111111111'",
+        &m
+    ));
     assert!(!matches("colour LIKE 'b%'", &m));
 }
 
@@ -215,37 +223,4 @@ fn blank_text_is_no_selector_and_bad_text_an_error() {
     let e = JmsSelector::parse(&huge).unwrap_err();
     assert!(e.to_string().len() > 60_000);
     assert!(refusal(&e).len() <= 512);
-}
-
-#[test]
-fn only_the_sole_reader_of_a_private_queue_drops_what_it_does_not_match() {
-    use ferry_core::{Broker, BrokerConfig, QueueOptions};
-    let broker = Broker::new(BrokerConfig::default());
-    let private = QueueOptions {
-        exclusive_owner: Some(7),
-        auto_delete: true,
-        ..QueueOptions::default()
-    };
-    let (q, _) = broker.declare_queue("private", private, false, 7).unwrap();
-    let drops = |owner, exclusive| {
-        consumer_filter(Some("a = 1"), &q, owner, exclusive)
-            .unwrap()
-            .expect("a selector")
-            .drop_unmatched
-    };
-    assert!(drops(7, true), "its owner's exclusive consumer");
-    assert!(!drops(7, false), "others may consume beside it");
-    assert!(!drops(8, true), "another session's");
-    let (shared, _) = broker
-        .declare_queue("shared", QueueOptions::default(), false, 7)
-        .unwrap();
-    let filter = consumer_filter(Some("a = 1"), &shared, 7, true).unwrap();
-    assert!(
-        !filter.expect("a selector").drop_unmatched,
-        "outlives its consumer"
-    );
-    assert!(consumer_filter(Some(""), &shared, 7, true)
-        .unwrap()
-        .is_none());
-    assert!(consumer_filter(None, &shared, 7, true).unwrap().is_none());
 }

@@ -1,6 +1,9 @@
 //! Links with a JMS selector: only matching messages, the selector echoed, bad ones refused.
 
-use ferry_amqp1::{condition, ApplicationProperties, FilterSet, Str as Str1, Value};
+use ferry_amqp1::{
+    condition, ApplicationProperties, FilterSet, Str as Str1, TerminusDurability,
+    TerminusExpiryPolicy, Value,
+};
 
 use super::*;
 
@@ -107,4 +110,32 @@ async fn a_topic_subscriber_never_holds_what_its_selector_does_not_match() {
     assert_eq!(bodies(&got), [Bytes::from_static(b"r1")]);
     let queued = subscription_depth(&c);
     assert_eq!(queued, 0);
+}
+
+#[tokio::test]
+async fn a_durable_subscription_keeps_only_what_its_selector_matches() {
+    let mut c = open().await;
+    c.begin(0);
+    let source = Source {
+        durable: TerminusDurability::UnsettledState,
+        expiry_policy: TerminusExpiryPolicy::Never,
+        // What Qpid JMS asks for on a durable subscriber.
+        distribution_mode: Some(ferry_amqp1::messaging::distribution_mode::COPY),
+        ..selecting("amq.fanout", "colour = 'red'")
+    };
+    assert_eq!(error_of(&c.attach_receiver_from(0, 1, source, false)), None);
+    c.attach_sender(0, 0, Some("amq.fanout"));
+    for (id, (body, colour)) in [(&b"b1"[..], "blue"), (b"r1", "red"), (b"b2", "blue")]
+        .into_iter()
+        .enumerate()
+    {
+        c.transfer(0, 0, id as u32, true, &coloured(body, colour));
+    }
+    let queue = c
+        .broker()
+        .queue("test-client_receiver-1")
+        .expect("subscription");
+    assert_eq!(queue.message_count(), 2, "b1 dropped; b2 waits behind r1");
+    assert_eq!(bodies(&c.credit(0, 1, 0, 10)), [Bytes::from_static(b"r1")]);
+    assert_eq!(queue.message_count(), 0);
 }
