@@ -64,7 +64,9 @@ mod transaction;
 mod value;
 
 pub use alarm::{Alarm, Alarms, MemoryMeter, Watermarks};
-pub use broker::{BoundResult, Broker, BrokerConfig, Dialect, PublishOutcome};
+pub use broker::{
+    BindingFilters, BoundResult, Broker, BrokerConfig, Dialect, MakeBindingFilter, PublishOutcome,
+};
 pub use connections::{
     ConnectionHandle, ConnectionMeta, ConnectionStatus, Connections, SessionStatus,
 };

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferry_core::{
-    Arguments, Broker, BrokerConfig, ConsumerFilter, ConsumerSpec, ExchangeKind, ExchangeOptions,
-    HeaderValue, Journal, Message, MessageFilter, Outbox, OutboxItem, Queue, QueueOptions,
-    SyncPoint,
+    Arguments, BindingFilters, Broker, BrokerConfig, ConsumerFilter, ConsumerSpec, ExchangeKind,
+    ExchangeOptions, HeaderValue, Journal, Message, MessageFilter, Outbox, OutboxItem, Queue,
+    QueueOptions, SyncPoint,
 };
 
 use super::*;
@@ -54,9 +54,31 @@ fn small() -> StoreConfig {
     }
 }
 
+/// Binding filters for these tests: `x-test-prefix` admits bodies starting with it.
+fn prefix_filters() -> BindingFilters {
+    BindingFilters(Arc::new(|args: &Arguments| {
+        Ok(match args.get("x-test-prefix") {
+            Some(HeaderValue::Str(p)) => {
+                Some(Arc::new(BodyPrefix(p.clone())) as Arc<dyn MessageFilter>)
+            }
+            _ => None,
+        })
+    }))
+}
+
+#[derive(Debug)]
+struct BodyPrefix(String);
+
+impl MessageFilter for BodyPrefix {
+    fn matches(&self, message: &Message) -> bool {
+        message.body().starts_with(self.0.as_bytes())
+    }
+}
+
 fn start(dir: &TempDir, config: StoreConfig) -> (Arc<Store>, Arc<Broker>, RecoveryStats) {
     let broker_config = BrokerConfig {
         persistent_memory_budget: config.memory_budget,
+        binding_filters: Some(prefix_filters()),
         ..BrokerConfig::default()
     };
     let (store, recovered) = Store::open(dir.path(), config).expect("open store");
@@ -1299,4 +1321,32 @@ fn management_sees_the_store_in_the_overview() {
     assert!(stats.segments >= 1 && stats.disk_bytes > 0 && stats.live_bytes > 0);
     assert_eq!(stats.durable, stats.appended);
     assert!(!stats.failed);
+}
+
+#[test]
+fn a_durable_bindings_filter_is_back_after_a_restart() {
+    let dir = TempDir::new("binding-filter");
+    let mut args = Arguments::new();
+    args.push("x-test-prefix", HeaderValue::Str("red".into()));
+    let send = |b: &Broker, body: &'static str| {
+        let mut m = MessageParts::new("amq.topic", "news", Bytes::from_static(body.as_bytes()));
+        m.persistent = true;
+        b.publish(&b.exchange("amq.topic").unwrap(), Message::from(m))
+            .unwrap();
+    };
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_queue(&b, "sub");
+        b.bind("sub", "amq.topic", "news", &args).unwrap();
+        send(&b, "red 1");
+        send(&b, "blue 1");
+        store.sync();
+    }
+    let (_store, b, _) = start(&dir, small());
+    send(&b, "blue 2");
+    send(&b, "red 2");
+    assert_eq!(
+        bodies(&b.queue("sub").unwrap()),
+        [Bytes::from_static(b"red 1"), Bytes::from_static(b"red 2")]
+    );
 }

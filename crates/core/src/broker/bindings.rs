@@ -8,6 +8,7 @@ use crate::error::BrokerError;
 use crate::events::BrokerEvent;
 use crate::exchange::Exchange;
 use crate::journal::Journal;
+use crate::message::MessageFilter;
 use crate::queue::Queue;
 use crate::value::Arguments;
 
@@ -36,11 +37,12 @@ impl Broker {
                 "the default exchange cannot be bound explicitly".into(),
             ));
         }
+        let filter = self.binding_filter(arguments)?;
         let mut reg = self.registry.write();
         let ex = reg.exchange(exchange)?.clone();
         let q = reg.queue(queue)?.clone();
         self.record_binding(&ex, &q, binding_key, arguments)?;
-        if ex.bind(&q, binding_key, arguments)? {
+        if ex.bind(&q, binding_key, arguments, filter)? {
             reg.add_binding(&q, &ex, binding_key);
             self.notify(|| BrokerEvent::Bound {
                 exchange: exchange.to_owned(),
@@ -50,6 +52,19 @@ impl Broker {
             });
         }
         Ok(())
+    }
+
+    /// The filter a queue binding's arguments ask for (see [`super::BrokerConfig::binding_filters`]).
+    pub(super) fn binding_filter(
+        &self,
+        arguments: &Arguments,
+    ) -> Result<Option<Arc<dyn MessageFilter>>, BrokerError> {
+        match &self.config.binding_filters {
+            Some(make) if !arguments.is_empty() => {
+                (make.0)(arguments).map_err(BrokerError::InvalidArgument)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Journals a binding between a durable exchange and a durable queue.

@@ -54,8 +54,10 @@ use crate::exchange::{Exchange, ExchangeInfo, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
 use crate::journal::Journal;
 use crate::limits::QueueLimits;
+use crate::message::MessageFilter;
 use crate::queue::{ObserverSlot, OffloadBudget, Queue, QueueInfo};
 use crate::stats::QueueCounters;
+use crate::value::Arguments;
 use crate::{ConnectionId, ConsumerId, OwnerId};
 
 pub use bindings::BoundResult;
@@ -84,6 +86,24 @@ pub struct BrokerConfig {
     pub receive_timestamps: bool,
     /// Distributed transactions' branch timeouts.
     pub dtx_timeouts: DtxTimeouts,
+    /// Makes a queue binding's filter from its arguments; `None`: bindings have none.
+    pub binding_filters: Option<BindingFilters>,
+}
+
+/// Reads a binding's arguments for a filter (a JMS selector): the protocol layer's, since
+/// only it can read a message's properties. `Ok(None)` for a binding without one; `Err`
+/// (why) refuses the binding.
+pub type MakeBindingFilter =
+    dyn Fn(&Arguments) -> Result<Option<Arc<dyn MessageFilter>>, String> + Send + Sync;
+
+/// See [`BrokerConfig::binding_filters`].
+#[derive(Clone)]
+pub struct BindingFilters(pub Arc<MakeBindingFilter>);
+
+impl std::fmt::Debug for BindingFilters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BindingFilters")
+    }
 }
 
 /// Besides the default (nameless direct) exchange.

@@ -306,7 +306,7 @@ impl Broker {
             store,
         );
         self.default_exchange
-            .bind(&q, name, &Arguments::new())
+            .bind(&q, name, &Arguments::new(), None)
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
         q.watch_thresholds(&self.observer);
         reg.queues.insert(name.to_owned(), q.clone());

@@ -54,10 +54,15 @@ impl Broker {
         binding_key: &str,
         arguments: &Arguments,
     ) -> Result<(), BrokerError> {
+        // Accepted when it was made; should it not be now, the binding is kept without.
+        let filter = self.binding_filter(arguments).unwrap_or_else(|e| {
+            tracing::warn!(queue, exchange, %e, "a recovered binding's filter is refused; bound without it");
+            None
+        });
         let mut reg = self.registry.write();
         let ex = reg.exchange(exchange)?.clone();
         let q = reg.queue(queue)?.clone();
-        if ex.bind(&q, binding_key, arguments)? {
+        if ex.bind(&q, binding_key, arguments, filter)? {
             reg.add_binding(&q, &ex, binding_key);
         }
         Ok(())

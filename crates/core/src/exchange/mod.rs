@@ -1,6 +1,7 @@
 //! Exchanges and their bindings.
 
 mod headers;
+mod selective;
 #[cfg(test)]
 mod tests;
 mod topic;
@@ -15,11 +16,12 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::error::BrokerError;
 use crate::exchange_kind::ExchangeKind;
-use crate::message::Message;
+use crate::message::{Message, MessageFilter};
 use crate::queue::{AlternateExchange, Queue};
 use crate::stats::ExchangeCounters;
 use crate::value::Arguments;
 use headers::HeadersBinding;
+use selective::Selective;
 use topic::TopicTrie;
 
 #[derive(Debug, Clone, Default)]
@@ -260,12 +262,25 @@ struct Table {
     /// Exchange-to-exchange bindings, where this exchange is the source; boxed and absent
     /// until the first, so ordinary routing pays one null check for the feature.
     exchanges: Option<Box<Bindings<Arc<Exchange>>>>,
+    /// Queues' bindings with a filter; absent until the first, as `exchanges` is.
+    selective: Option<Box<Selective>>,
     ever_bound: bool,
 }
 
 impl Table {
     fn len(&self) -> usize {
         self.queues.records.len() + self.exchanges.as_ref().map_or(0, |e| e.records.len())
+    }
+
+    /// Appends the queues the message reaches here, less those whose filtered bindings
+    /// all reject it.
+    #[inline]
+    fn route_queues(&self, kind: ExchangeKind, msg: &Message, out: &mut Vec<Arc<Queue>>) {
+        let start = out.len();
+        self.queues.index.route(msg, out);
+        if let Some(selective) = &self.selective {
+            selective.apply(kind, msg, out, start);
+        }
     }
 }
 
@@ -323,6 +338,7 @@ impl Exchange {
             table: RwLock::new(Table {
                 queues: Bindings::new(kind),
                 exchanges: None,
+                selective: None,
                 ever_bound: false,
             }),
             header_dependents: AtomicUsize::new(0),
@@ -453,7 +469,7 @@ impl Exchange {
     /// publishers route concurrently. Exchange-to-exchange bindings are not followed here;
     /// see [`Exchange::route_all`].
     pub fn route(&self, msg: &Message, out: &mut Vec<Arc<Queue>>) {
-        self.table.read().queues.index.route(msg, out);
+        self.table.read().route_queues(self.kind, msg, out);
     }
 
     /// [`Exchange::route`] for an exchange without exchange-to-exchange bindings: returns
@@ -465,7 +481,7 @@ impl Exchange {
             return false;
         }
         let start = out.len();
-        table.queues.index.route(msg, out);
+        table.route_queues(self.kind, msg, out);
         out.len() > start
     }
 
@@ -479,7 +495,7 @@ impl Exchange {
     ) -> bool {
         let table = self.table.read();
         let (q0, e0) = (queues.len(), exchanges.len());
-        table.queues.index.route(msg, queues);
+        table.route_queues(self.kind, msg, queues);
         if let Some(ex) = &table.exchanges {
             ex.index.route(msg, exchanges);
         }
@@ -490,17 +506,41 @@ impl Exchange {
     /// binding replaces its arguments (so a client can change its match criteria, as qpidd
     /// allows); for other types the arguments play no part in routing and the first are
     /// kept.
+    ///
+    /// `filter` admits what the binding routes (see `selective`); that of the first binding
+    /// of (queue, key) is kept, as its arguments are.
     pub(crate) fn bind(
         &self,
         queue: &Arc<Queue>,
         key: &str,
         args: &Arguments,
+        filter: Option<Arc<dyn MessageFilter>>,
     ) -> Result<bool, BrokerError> {
         let mut table = self.table.write();
+        // A queue's first filtered binding: its bindings so far are all unfiltered.
+        let newly_selective =
+            filter.is_some() && !table.selective.as_ref().is_some_and(|s| s.has(queue.id()));
+        let already = if newly_selective {
+            let id = queue.id();
+            let keys = table.queues.records.keys();
+            keys.filter(|(q, _)| *q == id)
+                .map(|(_, k)| k.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let added = table.queues.bind(self.kind, queue, key, args)?;
         table.ever_bound |= added;
         if added {
             self.count_dependent(queue, true);
+            if filter.is_some() || table.selective.is_some() {
+                table.selective.get_or_insert_with(Box::default).added(
+                    queue.id(),
+                    key,
+                    filter,
+                    already,
+                );
+            }
         }
         Ok(added)
     }
@@ -528,7 +568,17 @@ impl Exchange {
 
     /// Removes the (queue, key) binding; false if there was none.
     pub(crate) fn unbind(&self, queue_id: u64, key: &str) -> bool {
-        let removed = self.table.write().queues.unbind(queue_id, key);
+        let mut table = self.table.write();
+        let removed = table.queues.unbind(queue_id, key);
+        if removed.is_some() {
+            if let Some(selective) = table.selective.as_mut() {
+                selective.removed(queue_id, key);
+                if selective.is_empty() {
+                    table.selective = None;
+                }
+            }
+        }
+        drop(table);
         if let Some(q) = &removed {
             self.count_dependent(q, false);
         }
@@ -577,6 +627,7 @@ impl Exchange {
     pub(crate) fn clear(&self) -> (Vec<(Arc<Queue>, String)>, Vec<(Arc<Exchange>, String)>) {
         let mut table = self.table.write();
         let queues = table.queues.clear(self.kind);
+        table.selective = None;
         let exchanges = table
             .exchanges
             .take()

@@ -41,9 +41,9 @@ fn no_args() -> Arguments {
 fn direct_routes_exact_key_only() {
     let ex = exchange(ExchangeKind::Direct);
     let (a, b, c) = (queue("a"), queue("b"), queue("c"));
-    ex.bind(&a, "k", &no_args()).unwrap();
-    ex.bind(&b, "k", &no_args()).unwrap();
-    ex.bind(&c, "other", &no_args()).unwrap();
+    ex.bind(&a, "k", &no_args(), None).unwrap();
+    ex.bind(&b, "k", &no_args(), None).unwrap();
+    ex.bind(&c, "other", &no_args(), None).unwrap();
     assert_eq!(routed(&ex, &msg("k")), ["a", "b"]);
     assert_eq!(routed(&ex, &msg("K")), Vec::<String>::new());
     assert!(ex.unbind(a.id(), "k"));
@@ -55,8 +55,8 @@ fn direct_routes_exact_key_only() {
 fn rebinding_is_idempotent() {
     let ex = exchange(ExchangeKind::Direct);
     let a = queue("a");
-    assert!(ex.bind(&a, "k", &no_args()).unwrap());
-    assert!(!ex.bind(&a, "k", &no_args()).unwrap());
+    assert!(ex.bind(&a, "k", &no_args(), None).unwrap());
+    assert!(!ex.bind(&a, "k", &no_args(), None).unwrap());
     assert_eq!(ex.binding_count(), 1);
     assert_eq!(routed(&ex, &msg("k")), ["a"]);
 }
@@ -65,9 +65,9 @@ fn rebinding_is_idempotent() {
 fn fanout_delivers_once_per_queue_even_with_several_keys() {
     let ex = exchange(ExchangeKind::Fanout);
     let (a, b) = (queue("a"), queue("b"));
-    ex.bind(&a, "one", &no_args()).unwrap();
-    ex.bind(&a, "two", &no_args()).unwrap();
-    ex.bind(&b, "", &no_args()).unwrap();
+    ex.bind(&a, "one", &no_args(), None).unwrap();
+    ex.bind(&a, "two", &no_args(), None).unwrap();
+    ex.bind(&b, "", &no_args(), None).unwrap();
     assert_eq!(routed(&ex, &msg("anything")), ["a", "b"]);
     ex.unbind(a.id(), "one");
     assert_eq!(routed(&ex, &msg("")), ["a", "b"]);
@@ -78,7 +78,7 @@ fn fanout_delivers_once_per_queue_even_with_several_keys() {
 fn topic_matches(pattern: &str, key: &str) -> bool {
     let ex = exchange(ExchangeKind::Topic);
     let q = queue("q");
-    ex.bind(&q, pattern, &no_args()).unwrap();
+    ex.bind(&q, pattern, &no_args(), None).unwrap();
     !routed(&ex, &msg(key)).is_empty()
 }
 
@@ -131,10 +131,10 @@ fn topic_wildcard_edge_cases() {
 fn topic_reaches_a_queue_once_when_several_patterns_match() {
     let ex = exchange(ExchangeKind::Topic);
     let (a, b) = (queue("a"), queue("b"));
-    ex.bind(&a, "#", &no_args()).unwrap();
-    ex.bind(&a, "x.*", &no_args()).unwrap();
-    ex.bind(&a, "#.#", &no_args()).unwrap();
-    ex.bind(&b, "x.y", &no_args()).unwrap();
+    ex.bind(&a, "#", &no_args(), None).unwrap();
+    ex.bind(&a, "x.*", &no_args(), None).unwrap();
+    ex.bind(&a, "#.#", &no_args(), None).unwrap();
+    ex.bind(&b, "x.y", &no_args(), None).unwrap();
     let mut out = Vec::new();
     ex.route(&msg("x.y"), &mut out);
     assert_eq!(out.len(), 2);
@@ -183,7 +183,7 @@ fn topic_with_ten_thousand_bindings_agrees_with_reference() {
         let len = next(5) + 1;
         let p: Vec<&str> = (0..len).map(|_| vocab[next(6) as usize]).collect();
         let p = p.join(".");
-        ex.bind(q, &p, &no_args()).unwrap();
+        ex.bind(q, &p, &no_args(), None).unwrap();
         patterns.push(p);
     }
     for _ in 0..300 {
@@ -221,8 +221,8 @@ fn headers_all_and_any() {
     all_args.push("x-match", V::Str("all".into()));
     let mut any_args = headers(&crit);
     any_args.push("x-match", V::Str("any".into()));
-    ex.bind(&all, "k1", &all_args).unwrap();
-    ex.bind(&any, "k2", &any_args).unwrap();
+    ex.bind(&all, "k1", &all_args, None).unwrap();
+    ex.bind(&any, "k2", &any_args, None).unwrap();
 
     let both = hmsg(&[("b", V::Str("x".into())), ("a", V::UInt(1)), ("c", V::Void)]);
     assert_eq!(routed(&ex, &both), ["all", "any"]);
@@ -238,8 +238,13 @@ fn headers_defaults_void_presence_and_x_keys() {
     let ex = exchange(ExchangeKind::Headers);
     let q = queue("q");
     // No x-match: all. Void: presence only. x- keys are not criteria.
-    ex.bind(&q, "", &headers(&[("p", V::Void), ("x-other", V::Int(9))]))
-        .unwrap();
+    ex.bind(
+        &q,
+        "",
+        &headers(&[("p", V::Void), ("x-other", V::Int(9))]),
+        None,
+    )
+    .unwrap();
     assert_eq!(routed(&ex, &hmsg(&[("p", V::Bool(false))])), ["q"]);
     assert!(routed(&ex, &hmsg(&[("x-other", V::Int(9))])).is_empty());
 }
@@ -248,11 +253,18 @@ fn headers_defaults_void_presence_and_x_keys() {
 fn headers_rebind_replaces_criteria_and_bad_x_match_is_rejected() {
     let ex = exchange(ExchangeKind::Headers);
     let q = queue("q");
-    ex.bind(&q, "k", &headers(&[("a", V::Int(1))])).unwrap();
-    ex.bind(&q, "k", &headers(&[("a", V::Int(2))])).unwrap();
+    ex.bind(&q, "k", &headers(&[("a", V::Int(1))]), None)
+        .unwrap();
+    ex.bind(&q, "k", &headers(&[("a", V::Int(2))]), None)
+        .unwrap();
     assert!(routed(&ex, &hmsg(&[("a", V::Int(1))])).is_empty());
     assert_eq!(routed(&ex, &hmsg(&[("a", V::Int(2))])), ["q"]);
-    let err = ex.bind(&q, "j", &headers(&[("x-match", V::Str("some".into()))]));
+    let err = ex.bind(
+        &q,
+        "j",
+        &headers(&[("x-match", V::Str("some".into()))]),
+        None,
+    );
     assert!(matches!(err, Err(BrokerError::InvalidArgument(_))));
     assert_eq!(ex.binding_count(), 1);
 }
@@ -262,7 +274,7 @@ fn has_binding_checks_each_criterion() {
     let ex = exchange(ExchangeKind::Headers);
     let (a, b) = (queue("a"), queue("b"));
     let args = headers(&[("h", V::Int(1))]);
-    ex.bind(&a, "k", &args).unwrap();
+    ex.bind(&a, "k", &args, None).unwrap();
     assert!(ex.has_binding(Some(&a), Some("k"), Some(&args)));
     assert!(ex.has_binding(None, Some("k"), None));
     assert!(!ex.has_binding(Some(&b), None, None));
@@ -274,7 +286,7 @@ fn has_binding_checks_each_criterion() {
 fn clear_removes_everything() {
     let ex = exchange(ExchangeKind::Direct);
     let a = queue("a");
-    ex.bind(&a, "k", &no_args()).unwrap();
+    ex.bind(&a, "k", &no_args(), None).unwrap();
     let other = exchange(ExchangeKind::Fanout);
     ex.bind_exchange(&other, "k", &no_args()).unwrap();
     assert_eq!(ex.binding_count(), 2);
@@ -295,4 +307,78 @@ fn kind_names_round_trip() {
         assert_eq!(ExchangeKind::from_name(k.name()), Some(k));
     }
     assert_eq!(ExchangeKind::from_name("x-custom"), None);
+}
+
+/// Admits messages whose body starts with its prefix.
+#[derive(Debug)]
+struct BodyPrefix(&'static str);
+
+impl MessageFilter for BodyPrefix {
+    fn matches(&self, message: &Message) -> bool {
+        message.body().starts_with(self.0.as_bytes())
+    }
+}
+
+fn with_body(key: &str, body: &'static str) -> Message {
+    Message::new("x", key.to_owned(), Bytes::from_static(body.as_bytes()))
+}
+
+fn only(prefix: &'static str) -> Option<Arc<dyn MessageFilter>> {
+    Some(Arc::new(BodyPrefix(prefix)))
+}
+
+#[test]
+fn a_filtered_binding_routes_only_what_its_filter_admits() {
+    let ex = exchange(ExchangeKind::Topic);
+    let (sub, plain) = (queue("sub"), queue("plain"));
+    ex.bind(&sub, "news.#", &no_args(), only("red")).unwrap();
+    ex.bind(&plain, "news.#", &no_args(), None).unwrap();
+    assert_eq!(routed(&ex, &with_body("news.a", "red 1")), ["plain", "sub"]);
+    assert_eq!(routed(&ex, &with_body("news.a", "blue 1")), ["plain"]);
+    // Unbound, the queue is forgotten; bound again without a filter, it takes everything.
+    assert!(ex.unbind(sub.id(), "news.#"));
+    ex.bind(&sub, "news.#", &no_args(), None).unwrap();
+    assert_eq!(
+        routed(&ex, &with_body("news.a", "blue 2")),
+        ["plain", "sub"]
+    );
+}
+
+#[test]
+fn an_unfiltered_binding_of_the_same_queue_admits_everything_it_routes() {
+    let ex = exchange(ExchangeKind::Direct);
+    let q = queue("q");
+    ex.bind(&q, "plain", &no_args(), None).unwrap();
+    ex.bind(&q, "red", &no_args(), only("red")).unwrap();
+    assert_eq!(routed(&ex, &with_body("red", "blue")), Vec::<String>::new());
+    assert_eq!(routed(&ex, &with_body("red", "red")), ["q"]);
+    // The queue is also bound without a filter: that binding's routing stands. Direct
+    // exchanges know which binding routed, so the other key's filter plays no part.
+    assert_eq!(routed(&ex, &with_body("plain", "blue")), ["q"]);
+    assert!(ex.unbind(q.id(), "plain"));
+    assert!(
+        routed(&ex, &with_body("plain", "blue")).is_empty(),
+        "unbound"
+    );
+    assert!(ex.unbind(q.id(), "red"));
+    ex.bind(&q, "red", &no_args(), None).unwrap();
+    assert_eq!(routed(&ex, &with_body("red", "blue")), ["q"], "filter gone");
+}
+
+#[test]
+fn route_all_and_route_only_queues_apply_binding_filters_too() {
+    let ex = exchange(ExchangeKind::Fanout);
+    let q = queue("q");
+    ex.bind(&q, "", &no_args(), only("red")).unwrap();
+    let mut out = Vec::new();
+    assert!(!ex.route_only_queues(&with_body("", "blue"), &mut out));
+    assert!(ex.route_only_queues(&with_body("", "red"), &mut out));
+    let (mut queues, mut exchanges) = (Vec::new(), Vec::new());
+    assert!(!ex.route_all(&with_body("", "blue"), &mut queues, &mut exchanges));
+    assert!(ex.route_all(&with_body("", "red"), &mut queues, &mut exchanges));
+    assert_eq!(queues.len(), 1);
+    // Deleting the exchange's bindings forgets the filters with them.
+    ex.clear();
+    ex.bind(&q, "", &no_args(), None).unwrap();
+    assert_eq!(routed(&ex, &with_body("", "blue")), ["q"]);
 }
