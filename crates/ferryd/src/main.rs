@@ -145,6 +145,7 @@ async fn serve(options: Options) -> ExitCode {
             default: options.dtx_default_timeout,
             max: options.dtx_max_timeout,
         },
+        binding_filters: Some(ferry_server::binding_filters()),
         ..BrokerConfig::default()
     };
     let (broker, store, cluster) = match open_store(&options, broker_config).await {

@@ -35,4 +35,5 @@ pub use config::{AuthMode, ServerConfig};
 pub use gate::{Gate, GateHandle, GateRoute};
 pub use lifecycle::Shutdown;
 pub use listener::Server;
+pub use selector::binding_filters;
 pub use tls::{Tls, TlsSettings};

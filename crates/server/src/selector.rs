@@ -19,7 +19,10 @@ use ferry_amqp091::{BasicProperties, FieldValue, RawProperties};
 use ferry_amqp1::{ApplicationProperties, Header, MessageId, Properties, Value as V1};
 use std::sync::Arc;
 
-use ferry_core::{ConsumerFilter, Header as CoreHeader, Message, MessageFilter};
+use ferry_core::{
+    Arguments, BindingFilters, ConsumerFilter, Header as CoreHeader, HeaderValue, Message,
+    MessageFilter,
+};
 use ferry_selector::{Fields, Selector, SelectorError, Value};
 
 use crate::bridge::amqp1::stored::Stored;
@@ -42,6 +45,28 @@ impl JmsSelector {
 /// the peer's text).
 pub fn refusal(e: &SelectorError) -> String {
     crate::text::truncated(&format!("JMS selector refused: {e}"), 512).to_owned()
+}
+
+/// The argument a queue binding carries a selector in: Qpid JMS 0-x binds a topic
+/// subscriber's queue with it, and Qpid Broker-J applies it there.
+pub const BINDING_SELECTOR_ARGUMENT: &str = "x-filter-jms-selector";
+
+/// The broker's [`BindingFilters`]: a queue binding with a selector in its arguments admits
+/// only what the selector matches, so a topic subscriber's queue (durable ones included)
+/// never holds what its selector rejects. A selector that does not parse refuses the
+/// binding.
+pub fn binding_filters() -> BindingFilters {
+    BindingFilters(Arc::new(|arguments: &Arguments| {
+        let text = match arguments.get(BINDING_SELECTOR_ARGUMENT) {
+            Some(HeaderValue::Str(s)) => Cow::Borrowed(s.as_str()),
+            Some(HeaderValue::Bytes(b)) => String::from_utf8_lossy(b),
+            _ => return Ok(None),
+        };
+        match JmsSelector::parse(&text) {
+            Ok(selector) => Ok(selector.map(|s| Arc::new(s) as Arc<dyn MessageFilter>)),
+            Err(e) => Err(refusal(&e)),
+        }
+    }))
 }
 
 /// Subscription arguments that carry a selector, in the order they are looked for.

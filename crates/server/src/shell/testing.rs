@@ -20,7 +20,11 @@ use crate::state::ServerState;
 /// A broker and the services a connection to it needs. Connections made from clones of
 /// the result share the broker.
 pub fn services(config: ServerConfig) -> Services {
-    services_with(config, BrokerConfig::default())
+    let broker = BrokerConfig {
+        binding_filters: Some(crate::selector::binding_filters()),
+        ..BrokerConfig::default()
+    };
+    services_with(config, broker)
 }
 
 /// [`services`] with a broker configured as given (e.g. memory watermarks).

@@ -988,3 +988,47 @@ async fn what_a_selective_consumer_passes_over_stays_for_the_next_one() {
     assert_eq!(exception(&c.call(1, blues)), None);
     assert_eq!(bodies(&c.grant(1, "e", 10)), [&b"blue"[..], b"blue"]);
 }
+
+/// Qpid JMS 0-x binds a topic subscriber's queue with its selector, as Broker-J applies it.
+#[tokio::test]
+async fn a_binding_with_a_selector_routes_only_its_matches() {
+    let mut c = with_queue(&[]).await;
+    let mut arguments = Map::new();
+    arguments.insert(
+        "x-filter-jms-selector",
+        Value::Str16(Str::from("colour = 'red'")),
+    );
+    let selective = ExchangeBind {
+        arguments: Some(arguments),
+        ..bind("q", "amq.topic", "news")
+    };
+    assert_eq!(exception(&c.call(1, selective)), None);
+    for colour in ["blue", "red", "blue"] {
+        let header = MessageHeader {
+            delivery: Some(DeliveryProperties {
+                routing_key: Some(Str::from("news")),
+                ..Default::default()
+            }),
+            ..coloured(colour)
+        };
+        c.publish(1, "amq.topic", &header, colour.as_bytes());
+    }
+    assert_eq!(
+        c.conn.broker().queue("q").unwrap().queued_bodies(),
+        [Bytes::from_static(b"red")],
+        "what the selector rejects is never queued"
+    );
+    let mut bad = Map::new();
+    bad.insert(
+        "x-filter-jms-selector",
+        Value::Str16(Str::from("colour = ")),
+    );
+    let refused = ExchangeBind {
+        arguments: Some(bad),
+        ..bind("q", "amq.topic", "other")
+    };
+    assert_eq!(
+        outcome(&mut c, 2, refused),
+        Some(ErrorCode::InvalidArgument)
+    );
+}

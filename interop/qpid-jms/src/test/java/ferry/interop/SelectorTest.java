@@ -11,6 +11,8 @@ import javax.jms.MessageProducer;
 import javax.jms.Queue;
 import javax.jms.Session;
 import javax.jms.TextMessage;
+import javax.jms.Topic;
+import javax.jms.TopicSubscriber;
 
 import org.junit.jupiter.api.Test;
 
@@ -83,5 +85,26 @@ class SelectorTest extends InteropSupport {
         send(s, topic, "plain", null);
         send(s, topic, "red end", "red");
         assertEquals(List.of("red"), receiveUntilMarker(red, "red end", "topic subscriber"));
+    }
+
+    /**
+     * The client binds a durable subscription's queue with its selector: ferryd applies it
+     * there (as Broker-J does), so what the selector rejects is never kept for it.
+     */
+    @Test
+    void aDurableSubscriberGetsOnlyItsMatchesFromWhileAway() throws Exception {
+        Connection c = connect();
+        Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Topic topic = s.createTopic("ADDR:amq.topic/" + unique("prices"));
+        String name = unique("sub");
+        TopicSubscriber sub = s.createDurableSubscriber(topic, name, "colour = 'red'", false);
+        sub.close();
+        send(s, topic, "blue while away", "blue");
+        send(s, topic, "red while away", "red");
+        send(s, topic, "red end", "red");
+        sub = s.createDurableSubscriber(topic, name, "colour = 'red'", false);
+        assertEquals(List.of("red while away"), receiveUntilMarker(sub, "red end", "durable"));
+        sub.close();
+        s.unsubscribe(name);
     }
 }
