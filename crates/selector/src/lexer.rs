@@ -98,8 +98,9 @@ fn is_ident_start(c: char) -> bool {
     c.is_alphabetic() || c == '_' || c == '$'
 }
 
+/// Dots too, as ActiveMQ, Broker-J and qpidd accept (`amqp.priority`, `order.total`).
 fn is_ident_part(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '$'
+    c.is_alphanumeric() || c == '_' || c == '$' || c == '.'
 }
 
 impl Lexer<'_> {
@@ -423,6 +424,9 @@ mod tests {
         assert_eq!(one("$x"), Tok::Ident("$x".into()));
         assert_eq!(one("JMSType"), Tok::Ident("JMSType".into()));
         assert_eq!(one("größe"), Tok::Ident("größe".into()));
+        // Dots after the first character, as ActiveMQ, Broker-J and qpidd accept.
+        assert_eq!(one("amqp.priority"), Tok::Ident("amqp.priority".into()));
+        assert_eq!(one("order.total.2"), Tok::Ident("order.total.2".into()));
         assert_eq!(one("\"my-prop\""), Tok::Ident("my-prop".into()));
         assert_eq!(one("\"a\"\"b\""), Tok::Ident("a\"b".into()));
         // A quoted name is never a keyword.

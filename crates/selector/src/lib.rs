@@ -12,8 +12,9 @@
 //!   and leading-zero octal integers, approximate numbers (`7E3`, `7.`, `.5`, an optional
 //!   `F`/`D` suffix), `TRUE`, `FALSE`, and `NULL` (usable as a value: `a = NULL` is never
 //!   true). An integer outside the `i64` range is a parse error.
-//! - Identifiers follow Java's rules and are case-sensitive; a `"double-quoted"` name may hold
-//!   any characters (`""` is a quote) including a keyword's spelling. Keywords are
+//! - Identifiers follow Java's rules, with dots allowed after the first character (as
+//!   ActiveMQ, Broker-J and qpidd allow), and are case-sensitive; a `"double-quoted"` name
+//!   may hold any characters (`""` is a quote) including a keyword's spelling. Keywords are
 //!   case-insensitive and cannot be used as bare names.
 //! - Blank text (Java white space only) is JMS's "no selector": it parses to a selector that
 //!   matches every message.

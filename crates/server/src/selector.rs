@@ -9,8 +9,9 @@
 //!
 //! The header fields map as Qpid JMS and Qpid Broker-J have them: `JMSType` is the 1.0
 //! subject, `JMSMessageID` the message-id in Qpid JMS's text form, `JMSTimestamp` the
-//! creation time. Any other name is an application property (application headers in
-//! 0-10 and 0-9-1).
+//! creation time. A 1.0 message's fields also go by qpidd's `amqp.` names, as they are
+//! (`amqp.message_id`, `amqp.priority`, ...). Any other name is an application property
+//! (application headers in 0-10 and 0-9-1).
 
 use std::borrow::Cow;
 
@@ -171,12 +172,52 @@ impl Fields for Amqp1Fields<'_> {
                 .group_sequence
                 .map_or(Value::Null, |n| Value::Int(i64::from(n))),
             "JMSXDeliveryCount" => Value::Int(i64::from(self.header.delivery_count) + 1),
+            _ if name.starts_with("amqp.") => self.amqp_field(name),
             _ => self
                 .application
                 .as_ref()
                 .and_then(|a| a.get(name))
                 .map_or(Value::Null, amqp1_value),
         }
+    }
+}
+
+impl Amqp1Fields<'_> {
+    /// qpidd's names for the header and properties fields, their values as they are.
+    fn amqp_field(&self, name: &str) -> Value<'_> {
+        let (h, p) = (&self.header, &self.properties);
+        let int = |n: Option<u32>| n.map_or(Value::Null, |n| Value::Int(i64::from(n)));
+        let time = |t: Option<ferry_amqp1::Timestamp>| t.map_or(Value::Null, |t| Value::Int(t.0));
+        match name {
+            "amqp.durable" => Value::Bool(h.durable),
+            "amqp.priority" => Value::Int(i64::from(h.priority)),
+            "amqp.delivery_count" => Value::Int(i64::from(h.delivery_count)),
+            "amqp.message_id" => p.message_id.as_ref().map_or(Value::Null, raw_id),
+            "amqp.correlation_id" => p.correlation_id.as_ref().map_or(Value::Null, raw_id),
+            "amqp.user_id" => p.user_id.as_deref().map_or(Value::Null, utf8),
+            "amqp.to" => amqp1_text(p.to.as_ref()),
+            "amqp.subject" => amqp1_text(p.subject.as_ref()),
+            "amqp.reply_to" => amqp1_text(p.reply_to.as_ref()),
+            "amqp.content_type" => symbol_text(p.content_type.as_ref()),
+            "amqp.content_encoding" => symbol_text(p.content_encoding.as_ref()),
+            "amqp.absolute_expiry_time" => time(p.absolute_expiry_time),
+            "amqp.creation_time" => time(p.creation_time),
+            "amqp.group_id" => amqp1_text(p.group_id.as_ref()),
+            "amqp.group_sequence" => int(p.group_sequence),
+            "amqp.reply_to_group_id" => amqp1_text(p.reply_to_group_id.as_ref()),
+            _ => Value::Null,
+        }
+    }
+}
+
+/// A message-id or correlation-id as it is: a string, a number, a UUID's text; a binary
+/// one if it is UTF-8.
+fn raw_id(id: &MessageId) -> Value<'_> {
+    match id {
+        MessageId::String(s) => Value::Str(Cow::Borrowed(s.as_str())),
+        MessageId::Ulong(n) => i64::try_from(*n).map_or(Value::Float(*n as f64), Value::Int),
+        MessageId::Uuid(u) => Value::Str(Cow::Owned(crate::bridge::uuid_text(&u.0))),
+        MessageId::Binary(b) => utf8(b),
     }
 }
 
@@ -212,6 +253,10 @@ fn tagged_id(id: &MessageId) -> String {
 }
 
 fn amqp1_text(s: Option<&ferry_amqp1::Str>) -> Value<'_> {
+    s.map_or(Value::Null, |s| Value::Str(Cow::Borrowed(s.as_str())))
+}
+
+fn symbol_text(s: Option<&ferry_amqp1::Symbol>) -> Value<'_> {
     s.map_or(Value::Null, |s| Value::Str(Cow::Borrowed(s.as_str())))
 }
 

@@ -224,3 +224,36 @@ fn blank_text_is_no_selector_and_bad_text_an_error() {
     assert!(e.to_string().len() > 60_000);
     assert!(refusal(&e).len() <= 512);
 }
+
+#[test]
+fn a_1_0_messages_fields_by_qpidds_amqp_names() {
+    let m = jms_message();
+    for selector in [
+        "amqp.message_id = 'ID:abc:1'",
+        "amqp.correlation_id = 'corr-1'",
+        "amqp.priority = 7 AND amqp.durable AND amqp.delivery_count = 2",
+        "amqp.subject = 'car' AND amqp.user_id = 'bob'",
+        "amqp.creation_time = 1700000000123",
+        "amqp.group_id = 'g1' AND amqp.group_sequence = 3",
+        "amqp.to IS NULL AND amqp.nonsense IS NULL",
+    ] {
+        assert!(matches(selector, &m), "{selector}");
+    }
+    // qpidd's broker_1_0 special-fields test: ids as they are.
+    let ids = over_amqp1(
+        &Amqp1Message {
+            properties: Some(Properties {
+                message_id: Some(MessageId::String(Str1::from("c"))),
+                correlation_id: Some(MessageId::Ulong(5)),
+                ..Properties::default()
+            }),
+            ..Amqp1Message::default()
+        },
+        1,
+        false,
+    );
+    assert!(matches(
+        "amqp.message_id = 'c' AND amqp.correlation_id = 5",
+        &ids
+    ));
+}
