@@ -14,12 +14,10 @@
 //! (application headers in 0-10 and 0-9-1).
 
 use std::borrow::Cow;
-
-use bytes::Bytes;
-use ferry_amqp091::{BasicProperties, FieldValue, RawProperties};
-use ferry_amqp1::{ApplicationProperties, Header, MessageId, Properties, Value as V1};
 use std::sync::Arc;
 
+use ferry_amqp091::{BasicProperties, FieldValue, RawProperties};
+use ferry_amqp1::{ApplicationProperties, Header, MessageId, Properties, Value as V1};
 use ferry_core::{
     Arguments, BindingFilters, ConsumerFilter, Header as CoreHeader, HeaderValue, Message,
     MessageFilter,
@@ -40,6 +38,23 @@ impl JmsSelector {
         }
         Selector::parse(text).map(|s| Some(JmsSelector(s)))
     }
+
+    /// The text it was parsed from.
+    pub fn text(&self) -> &str {
+        self.0.text()
+    }
+}
+
+/// The text of the first of `names` that `arguments` carry as a string.
+fn argument_text<'a>(arguments: &'a Arguments, names: &[&str]) -> Option<Cow<'a, str>> {
+    names
+        .iter()
+        .find_map(|name| arguments.get(name))
+        .and_then(|v| match v {
+            HeaderValue::Str(s) => Some(Cow::Borrowed(s.as_str())),
+            HeaderValue::Bytes(b) => Some(String::from_utf8_lossy(b)),
+            _ => None,
+        })
 }
 
 /// Why a selector was refused, for the peer: the parser's words, bounded (they may quote
@@ -58,10 +73,8 @@ pub const BINDING_SELECTOR_ARGUMENT: &str = "x-filter-jms-selector";
 /// binding.
 pub fn binding_filters() -> BindingFilters {
     BindingFilters(Arc::new(|arguments: &Arguments| {
-        let text = match arguments.get(BINDING_SELECTOR_ARGUMENT) {
-            Some(HeaderValue::Str(s)) => Cow::Borrowed(s.as_str()),
-            Some(HeaderValue::Bytes(b)) => String::from_utf8_lossy(b),
-            _ => return Ok(None),
+        let Some(text) = argument_text(arguments, &[BINDING_SELECTOR_ARGUMENT]) else {
+            return Ok(None);
         };
         match JmsSelector::parse(&text) {
             Ok(selector) => Ok(selector.map(|s| Arc::new(s) as Arc<dyn MessageFilter>)),
@@ -71,12 +84,18 @@ pub fn binding_filters() -> BindingFilters {
 }
 
 /// Subscription arguments that carry a selector, in the order they are looked for.
-pub const SELECTOR_ARGUMENTS: [&str; 2] = ["x-filter-jms-selector", "x-apache-selector"];
+const SELECTOR_ARGUMENTS: [&str; 2] = ["x-filter-jms-selector", "x-apache-selector"];
 
-/// The filter for a 0-10 or 0-9-1 consumer whose arguments carried `text` (`None` for no
-/// selector, or a blank one).
-pub fn consumer_filter(text: Option<&str>) -> Result<Option<ConsumerFilter>, SelectorError> {
-    let Some(selector) = text.map(JmsSelector::parse).transpose()?.flatten() else {
+/// The filter a 0-10 or 0-9-1 consumer's `arguments` ask for (`None`: no selector, or a
+/// blank one).
+pub fn consumer_filter(arguments: &Arguments) -> Result<Option<ConsumerFilter>, SelectorError> {
+    let text = argument_text(arguments, &SELECTOR_ARGUMENTS);
+    let Some(selector) = text
+        .as_deref()
+        .map(JmsSelector::parse)
+        .transpose()?
+        .flatten()
+    else {
         return Ok(None);
     };
     Ok(Some(ConsumerFilter {
@@ -94,9 +113,9 @@ impl MessageFilter for JmsSelector {
                 props: from_amqp010_header(segment),
                 amqp010: true,
             }),
-            CoreHeader::Amqp091(raw) => self.0.matches(&BasicFields {
+            CoreHeader::Amqp091(_) => self.0.matches(&BasicFields {
                 message,
-                props: RawProperties::parse(Bytes::copy_from_slice(raw))
+                props: RawProperties::parse(message.header_bytes())
                     .map(|p| p.decode())
                     .unwrap_or_default(),
                 amqp010: false,
@@ -157,17 +176,16 @@ impl Fields for Amqp1Fields<'_> {
             return v;
         }
         let p = &self.properties;
-        let text = amqp1_text;
         match name {
             "JMSMessageID" => p.message_id.as_ref().map_or(Value::Null, message_id),
             "JMSCorrelationID" => p
                 .correlation_id
                 .as_ref()
                 .map_or(Value::Null, correlation_id),
-            "JMSType" => text(p.subject.as_ref()),
+            "JMSType" => amqp1_text(p.subject.as_ref()),
             "JMSTimestamp" => p.creation_time.map_or(Value::Null, |t| Value::Int(t.0)),
             "JMSXUserID" => p.user_id.as_deref().map_or(Value::Null, utf8),
-            "JMSXGroupID" => text(p.group_id.as_ref()),
+            "JMSXGroupID" => amqp1_text(p.group_id.as_ref()),
             "JMSXGroupSeq" => p
                 .group_sequence
                 .map_or(Value::Null, |n| Value::Int(i64::from(n))),
@@ -308,20 +326,19 @@ impl Fields for BasicFields<'_> {
             return v;
         }
         let p = &self.props;
-        let text = short_text;
         match name {
-            "JMSMessageID" if self.amqp010 => match text(p.message_id.as_ref()) {
+            "JMSMessageID" if self.amqp010 => match short_text(p.message_id.as_ref()) {
                 Value::Str(id) => Value::Str(Cow::Owned(format!("ID:{id}"))),
                 other => other,
             },
-            "JMSMessageID" => text(p.message_id.as_ref()),
-            "JMSCorrelationID" => text(p.correlation_id.as_ref()),
+            "JMSMessageID" => short_text(p.message_id.as_ref()),
+            "JMSCorrelationID" => short_text(p.correlation_id.as_ref()),
             "JMSType" if self.amqp010 => self.header(JMS_TYPE_HEADER),
-            "JMSType" => text(p.kind.as_ref()),
+            "JMSType" => short_text(p.kind.as_ref()),
             "JMSTimestamp" => p.timestamp.map_or(Value::Null, |t| {
                 i64::try_from(t).map_or(Value::Null, Value::Int)
             }),
-            "JMSXUserID" => text(p.user_id.as_ref()),
+            "JMSXUserID" => short_text(p.user_id.as_ref()),
             _ => self.header(name),
         }
     }

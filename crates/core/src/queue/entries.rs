@@ -119,8 +119,18 @@ fn insert_by_position(fifo: &mut VecDeque<Entry>, e: Entry) {
     fifo.insert(idx, e);
 }
 
+/// Where the entry at `position` is in a level (kept in position order).
+fn index_of(fifo: &VecDeque<Entry>, position: u64) -> Option<usize> {
+    fifo.binary_search_by_key(&position, |e| e.position).ok()
+}
+
+fn entry_mut(fifo: &mut VecDeque<Entry>, position: u64) -> Option<&mut Entry> {
+    let i = index_of(fifo, position)?;
+    fifo.get_mut(i)
+}
+
 fn remove_by_position(fifo: &mut VecDeque<Entry>, position: u64) -> Option<Entry> {
-    let idx = fifo.binary_search_by_key(&position, |e| e.position).ok()?;
+    let idx = index_of(fifo, position)?;
     fifo.remove(idx)
 }
 
@@ -233,7 +243,7 @@ impl Entries {
 
     /// The entry at `position`, if queued (a binary search per level).
     pub(crate) fn get(&self, position: u64) -> Option<&Entry> {
-        let at = |f: &VecDeque<Entry>| f.binary_search_by_key(&position, |e| e.position).ok();
+        let at = |f: &VecDeque<Entry>| index_of(f, position);
         match self {
             Entries::Fifo(f) => f.get(at(f)?),
             Entries::Priority(p) => p.fifos.iter().find_map(|f| f.get(at(f)?)),
@@ -242,26 +252,15 @@ impl Entries {
 
     /// [`Entries::get`], to change the entry in place (its position stays).
     pub(crate) fn get_mut(&mut self, position: u64) -> Option<&mut Entry> {
-        let at = |f: &VecDeque<Entry>| f.binary_search_by_key(&position, |e| e.position).ok();
         match self {
-            Entries::Fifo(f) => {
-                let i = at(f)?;
-                f.get_mut(i)
-            }
-            Entries::Priority(p) => p.fifos.iter_mut().find_map(|f| {
-                let i = at(f)?;
-                f.get_mut(i)
-            }),
+            Entries::Fifo(f) => entry_mut(f, position),
+            Entries::Priority(p) => p.fifos.iter_mut().find_map(|f| entry_mut(f, position)),
         }
     }
 
     /// Whether the entry at `position` is queued.
     pub(crate) fn contains(&self, position: u64) -> bool {
-        let found = |f: &VecDeque<Entry>| f.binary_search_by_key(&position, |e| e.position).is_ok();
-        match self {
-            Entries::Fifo(f) => found(f),
-            Entries::Priority(p) => p.fifos.iter().any(found),
-        }
+        self.get(position).is_some()
     }
 
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) {

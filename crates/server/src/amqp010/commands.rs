@@ -1,6 +1,5 @@
 //! Execution of 0-10 commands against the broker core.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -8,7 +7,7 @@ use ferry_amqp010::{
     with_timestamp, write_with_exchange, AcceptMode, AcquireMode, Acquired, Command, CreditUnit,
     DeliveryMode, DeliveryProperties, ErrorCode, ExchangeBoundResult, ExchangeQueryResult,
     ExchangeWritten, ExecutionResult, FlowMode, Map, MessageProperties, QueueQueryResult,
-    SequenceSet, Str, Struct32, Value,
+    SequenceSet, Str, Struct32,
 };
 use ferry_core::{
     now_ms, Accepts, Arguments, BoundResult, Broker, ConsumerSpec, Dialect, ExchangeKind,
@@ -17,7 +16,7 @@ use ferry_core::{
 
 use crate::access;
 use crate::publish::{Encoding, Publish};
-use crate::selector::{self, SELECTOR_ARGUMENTS};
+use crate::selector;
 use ferry_acl::{Action, ObjectType};
 
 use super::convert::{headers_to_map, map_to_headers, optional_name, required_name, Exception};
@@ -661,7 +660,7 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         .ok_or_else(|| not_found("queue", queue_name))?;
     let accept_mode = s.accept_mode.unwrap_or(AcceptMode::Explicit);
     let acquire_mode = s.acquire_mode.unwrap_or(AcquireMode::PreAcquired);
-    let filter = selector::consumer_filter(selector_argument(s.arguments.as_ref()).as_deref())
+    let filter = selector::consumer_filter(&arguments(&s.arguments))
         .map_err(|e| Exception::new(ErrorCode::InvalidArgument, selector::refusal(&e)))?;
     let consumer = env.broker.next_consumer_id();
     queue.subscribe(ConsumerSpec {
@@ -686,21 +685,6 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         acquire_mode,
     ));
     Ok(())
-}
-
-/// The selector text a subscription's arguments carry, if any (see `selector`).
-fn selector_argument(arguments: Option<&Map>) -> Option<Cow<'_, str>> {
-    let arguments = arguments?;
-    SELECTOR_ARGUMENTS
-        .iter()
-        .find_map(|name| arguments.get(name))
-        .and_then(|v| match v {
-            Value::Str8(s) | Value::Str16(s) => Some(s.to_str_lossy()),
-            Value::Vbin8(b) | Value::Vbin16(b) | Value::Vbin32(b) => {
-                Some(String::from_utf8_lossy(b))
-            }
-            _ => None,
-        })
 }
 
 fn find_subscription<'a>(

@@ -7,13 +7,13 @@ use bytes::Bytes;
 use ferry_amqp091::{
     reply, BasicAck, BasicCancel, BasicCancelOk, BasicConsume, BasicConsumeOk, BasicGet,
     BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
-    ConfirmSelectOk, DeliverRef, FieldValue, Method, RawProperties, ShortStr,
+    ConfirmSelectOk, DeliverRef, Method, RawProperties, ShortStr,
 };
 use ferry_core::{now_ms, Accepts, Broker, BrokerError, ConsumerSpec, Delivery};
 
 use crate::access;
 use crate::publish::{Encoding, Publish};
-use crate::selector::{self, SELECTOR_ARGUMENTS};
+use crate::selector;
 use ferry_acl::{Action, ObjectType};
 
 use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
@@ -213,14 +213,7 @@ impl Channel {
                 ),
             ));
         }
-        let selector = SELECTOR_ARGUMENTS
-            .iter()
-            .find_map(|name| m.arguments.get(name))
-            .and_then(|v| match v {
-                FieldValue::LongStr(s) => Some(String::from_utf8_lossy(s.as_bytes())),
-                _ => None,
-            });
-        let filter = selector::consumer_filter(selector.as_deref())
+        let filter = selector::consumer_filter(&table_to_headers(&m.arguments))
             .map_err(|e| Fault::precondition(selector::refusal(&e)))?;
         let id = ctx.broker.next_consumer_id();
         let spec = ConsumerSpec {

@@ -256,7 +256,7 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
     // A topic subscription's own queue has no other reader: what its selector does not
     // match is dropped rather than kept for nobody.
     let filter = |drop_unmatched| {
-        selector.as_ref().map(|(s, _)| ConsumerFilter {
+        selector.as_ref().map(|s| ConsumerFilter {
             matches: s.clone(),
             drop_unmatched,
         })
@@ -314,7 +314,7 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
             ));
         }
         let name = subscription::queue_name(ctx.container_id, a.name.as_str());
-        let selector_text = selector.as_ref().map(|(_, text)| text.as_str());
+        let selector_text = selector.as_ref().map(|s| s.text());
         let queue = subscription::open(ctx, &name, &exchange, &key, &args, selector_text)?;
         // Qpid JMS asks for copies on a durable subscription: its queue is consumed all the
         // same, and the reply says so.
@@ -421,8 +421,8 @@ struct Filters {
     kept: Option<FilterSet>,
     /// A binding filter's key and arguments, for an exchange source.
     binding: Option<(String, Arguments)>,
-    /// The JMS selector, and its text.
-    selector: Option<(Arc<JmsSelector>, String)>,
+    /// The JMS selector.
+    selector: Option<Arc<JmsSelector>>,
 }
 
 /// Sorts a source's filters: the binding filters and the JMS selector ferryd applies
@@ -456,7 +456,7 @@ fn filters(filter: Option<FilterSet>) -> Result<Filters, Fault> {
             let parsed = JmsSelector::parse(text)
                 .map_err(|e| Fault::new(condition::INVALID_FIELD, selector::refusal(&e)))?;
             if let Some(parsed) = parsed {
-                selector.get_or_insert((Arc::new(parsed), text.to_owned()));
+                selector.get_or_insert(Arc::new(parsed));
             }
             kept.push(key.clone(), value.clone());
             continue;
@@ -621,7 +621,7 @@ mod tests {
     fn a_selector_is_kept_and_applied_and_a_bad_one_refused() {
         let applied = filters(Some(selector_filter(Value::from("a = 1")))).unwrap();
         assert!(applied.kept.unwrap().get("jms-selector").is_some());
-        assert_eq!(applied.selector.unwrap().1, "a = 1");
+        assert_eq!(applied.selector.unwrap().text(), "a = 1");
         let blank = filters(Some(selector_filter(Value::from(" ")))).unwrap();
         assert!(blank.selector.is_none(), "blank text is no selector");
         for bad in [Value::from("a = "), Value::Int(1)] {
