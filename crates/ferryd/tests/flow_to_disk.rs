@@ -1,6 +1,7 @@
 //! Flow to disk through ferryd: a durable queue holding eight times `--store-memory-budget`
 //! of persistent messages is consumed completely, in order and with the right bodies, while
-//! the broker's resident memory stays well below what the queue holds.
+//! the broker's resident memory stays well below what the queue holds. A selector finds its
+//! one match deep in such a queue.
 
 mod common;
 
@@ -8,8 +9,8 @@ use std::time::Duration;
 
 use common::{DataDir, Ferryd};
 use ferry_client::{
-    AcceptMode, ConnectOptions, Connection, FlowMode, OutgoingMessage, QueueDeclareOptions,
-    SequenceSet, SubscribeOptions,
+    AcceptMode, ConnectOptions, Connection, FlowMode, Map, OutgoingMessage, QueueDeclareOptions,
+    SequenceSet, Session, SubscribeOptions, Value,
 };
 
 const BODY: usize = 16 << 10;
@@ -108,4 +109,69 @@ async fn a_queue_eight_times_the_memory_budget_is_consumed_in_order_with_bounded
     // Holding the queue in memory takes more than 64 MiB on top of the broker's own ~30 MiB
     // (95 MiB measured without a budget); with it, about 32 MiB.
     assert!(peak < 56 << 20, "peak RSS {} MiB", peak >> 20);
+}
+
+/// Publishes persistent messages coloured `colour`, waiting for their completions a
+/// window at a time.
+async fn publish_coloured(s: &Session, queue: &str, colour: &str, count: u32, size: usize) {
+    let mut in_flight = Vec::new();
+    for i in 0..count {
+        let m = OutgoingMessage::builder()
+            .routing_key(queue)
+            .persistent(true)
+            .header("colour", Value::Str16(colour.into()))
+            .body(vec![(i % 251) as u8; size])
+            .build()
+            .unwrap();
+        in_flight.push(s.transfer("", &m).await.unwrap());
+        if in_flight.len() == 256 || i + 1 == count {
+            s.flush().unwrap();
+            for id in in_flight.drain(..) {
+                tokio::time::timeout(WAIT, s.wait_for(id))
+                    .await
+                    .expect("completed in time")
+                    .unwrap();
+            }
+        }
+    }
+}
+
+/// The walk past 20,000 messages it must read back from disk goes in slices (so the queue's
+/// lock is let go between them); the connection resumes it until the match is found.
+#[tokio::test]
+async fn a_selector_finds_its_match_deep_in_a_queue_held_on_disk() {
+    const PASSED_OVER: u32 = 20_000;
+    let dir = DataDir::new("flow-to-disk-selector");
+    let broker = Ferryd::start_with(&[&dir.arg(), "--store-memory-budget", "1MiB"]);
+    let conn = Connection::connect(broker.addr, ConnectOptions::default())
+        .await
+        .expect("connect");
+    let s = conn.session().await.expect("session");
+    let opts = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    s.queue_declare("deep", opts).await.unwrap();
+    publish_coloured(&s, "deep", "blue", PASSED_OVER, 1024).await;
+    publish_coloured(&s, "deep", "red", 1, 8).await;
+    s.sync().await.unwrap();
+
+    let mut selector = Map::new();
+    selector.insert("x-apache-selector", Value::Str16("colour = 'red'".into()));
+    let opts = SubscribeOptions {
+        arguments: Some(selector),
+        message_credit: 10,
+        ..SubscribeOptions::default()
+    };
+    let mut sub = s.subscribe("deep", "reds", opts).await.unwrap();
+    let d = tokio::time::timeout(WAIT, sub.next())
+        .await
+        .expect("the match in time")
+        .expect("subscription open");
+    assert_eq!(d.body.len(), 8, "the red one");
+    assert_eq!(
+        s.queue_query("deep").await.unwrap().message_count,
+        Some(PASSED_OVER),
+        "the rest stays"
+    );
 }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use crate::message::{Message, MessageFilter};
 use crate::queue::flow::Window;
-use crate::queue::outbox::{Outbox, OutboxItem};
+use crate::queue::outbox::{Again, Outbox, OutboxItem};
 use crate::queue::window::SettleWindow;
 use crate::queue::Queue;
 use crate::{ConnectionId, ConsumerId, OwnerId};
@@ -63,6 +63,10 @@ pub(crate) struct Consumer {
     pub(crate) staged_bytes: u64,
     /// Outbox room left in the current dispatch pass (items, bytes).
     pub(crate) room: (usize, u64),
+    /// This pass's walk over the queue (a browser's, or a filter's) stopped at its bound
+    /// with more to look at: the connection's writer dispatches again after its next take,
+    /// as for a full outbox, so the walk goes on in slices with the lock let go between.
+    pub(crate) walk_cut: bool,
 }
 
 impl Consumer {
@@ -77,6 +81,7 @@ impl Consumer {
             staged: Vec::new(),
             staged_bytes: 0,
             room: (usize::MAX, u64::MAX),
+            walk_cut: false,
         }
     }
 
@@ -129,6 +134,7 @@ impl Consumer {
     /// Starts a dispatch pass: how much the connection's outbox can take now.
     pub(crate) fn begin_pass(&mut self) {
         self.room = self.spec.outbox.room();
+        self.walk_cut = false;
     }
 
     pub(crate) fn charge(&mut self, size: u64) {
@@ -199,13 +205,17 @@ impl Consumer {
     }
 
     /// Hands the pass's deliveries to the outbox. A consumer that still has credit but ran
-    /// out of outbox room asks to be dispatched again once the writer has drained it.
+    /// out of outbox room, or whose walk was cut short, asks to be dispatched again once the
+    /// writer has taken them.
     pub(crate) fn flush_staged(&mut self, queue: &Arc<Queue>) {
         let out_of_room = (self.room.0 == 0 || self.room.1 == 0) && self.credit_messages > 0;
+        let again = if std::mem::take(&mut self.walk_cut) {
+            Some((queue, Again::Walk))
+        } else {
+            out_of_room.then_some((queue, Again::Room))
+        };
         let bytes = std::mem::take(&mut self.staged_bytes);
-        self.spec
-            .outbox
-            .push_batch(&mut self.staged, bytes, out_of_room.then_some(queue));
+        self.spec.outbox.push_batch(&mut self.staged, bytes, again);
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::state::WALK_STEPS;
 use super::tests::{bodies, bs, deliveries, publish, queue, spec};
 use super::*;
 use crate::message::{Message, MessageFilter};
@@ -63,11 +64,8 @@ fn each_message_is_looked_at_once_however_many_passes_follow() {
     let f = prefix("x");
     q.subscribe(filtered(1, &ob, true, &f)).unwrap();
     q.add_credit(1, u32::MAX, u32::MAX).unwrap();
-    let names: Vec<&'static str> = (0..100)
-        .map(|i| &*Box::leak(format!("a{i}").into_boxed_str()))
-        .collect();
     // Every publish dispatches; without the cursor the walk would cost 100 * 101 / 2.
-    publish(&q, &names);
+    publish(&q, &names("a", 100));
     assert_eq!(f.asked.load(Ordering::Relaxed), 100);
     assert!(deliveries(&ob).is_empty());
     assert_eq!(q.message_count(), 100);
@@ -236,4 +234,118 @@ fn a_backlog_only_selective_consumers_leave_holds_no_publisher() {
     assert_eq!(q.backlog().ready_bytes, 0, "nobody here wants them");
     q.subscribe(spec(2, &o2, true)).unwrap();
     assert_eq!(q.backlog().ready_bytes, 6, "consumer 2 takes anything");
+}
+
+/// `n` distinct bodies, `stem` followed by a number.
+fn names(stem: &str, n: usize) -> Vec<&'static str> {
+    (0..n)
+        .map(|i| &*Box::leak(format!("{stem}{i}").into_boxed_str()))
+        .collect()
+}
+
+/// More than three walks' worth of messages nobody matches, then one match.
+fn deep_queue_ending_in_a_match() -> (Arc<Queue>, usize) {
+    let q = queue();
+    let deep = 3 * WALK_STEPS as usize + 10;
+    publish(&q, &names("a", deep));
+    publish(&q, &["x1"]);
+    (q, deep)
+}
+
+/// Takes from `ob` as the connection's writer would, until something comes or `takes`
+/// takes found nothing; returns what came and how many takes it needed.
+fn take_until_delivered(ob: &Outbox, takes: usize) -> (Vec<Delivery>, usize) {
+    for n in 1..=takes {
+        let ds = deliveries(ob);
+        if !ds.is_empty() {
+            return (ds, n);
+        }
+    }
+    (Vec::new(), takes)
+}
+
+#[test]
+fn a_walk_over_a_deep_queue_goes_in_slices_that_the_connection_resumes() {
+    let (q, deep) = deep_queue_ending_in_a_match();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(filtered(1, &ob, true, &f)).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    let slice = WALK_STEPS as usize;
+    assert_eq!(f.asked.load(Ordering::Relaxed), slice, "one slice per pass");
+    // Each take dispatches the next slice; the fourth finds the match.
+    let (ds, takes) = take_until_delivered(&ob, 10);
+    assert_eq!(bodies(&ds), [b"x1"]);
+    assert_eq!(takes, 4);
+    assert_eq!(
+        f.asked.load(Ordering::Relaxed),
+        deep + 1,
+        "each looked at once"
+    );
+    // Done: no further pass is asked for.
+    assert!(deliveries(&ob).is_empty());
+    assert_eq!(f.asked.load(Ordering::Relaxed), deep + 1);
+    assert_eq!(q.message_count(), deep as u64);
+}
+
+#[test]
+fn flush_and_drain_walk_the_whole_queue_before_they_answer() {
+    let (q, _) = deep_queue_ending_in_a_match();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(filtered(1, &ob, true, &f)).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    q.flush(1).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [b"x1"], "message.flush");
+
+    let (q, _) = deep_queue_ending_in_a_match();
+    let ob = Outbox::new();
+    q.subscribe(filtered(1, &ob, true, &prefix("x"))).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    assert_eq!(q.drain_credit(1).unwrap(), 9, "1.0 drain");
+    assert_eq!(bodies(&deliveries(&ob)), [b"x1"]);
+}
+
+#[test]
+fn a_filtered_browser_walks_a_deep_queue_in_slices_too() {
+    let (q, deep) = deep_queue_ending_in_a_match();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(filtered(1, &ob, false, &f)).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    assert_eq!(f.asked.load(Ordering::Relaxed), WALK_STEPS as usize);
+    let (ds, takes) = take_until_delivered(&ob, 10);
+    assert_eq!((bodies(&ds), takes), (vec![&b"x1"[..]], 4));
+    assert!(!ds[0].acquired);
+    assert_eq!(q.message_count(), deep as u64 + 1);
+}
+
+#[test]
+fn a_dropping_consumer_clears_a_deep_backlog_in_slices() {
+    let (q, deep) = deep_queue_ending_in_a_match();
+    let ob = Outbox::new();
+    let f = prefix("x");
+    q.subscribe(ConsumerSpec {
+        filter: Some(ConsumerFilter {
+            matches: f.clone(),
+            drop_unmatched: true,
+        }),
+        ..spec(1, &ob, true)
+    })
+    .unwrap();
+    q.redispatch();
+    let slice = WALK_STEPS as usize;
+    assert_eq!(
+        q.message_count(),
+        (deep + 1 - slice) as u64,
+        "one slice dropped"
+    );
+    for _ in 0..10 {
+        deliveries(&ob);
+    }
+    assert_eq!(
+        q.queued_bodies(),
+        bs(&["x1"]),
+        "the rest without credit, up to its match"
+    );
 }

@@ -76,8 +76,20 @@ struct Inner {
     items: Vec<OutboxItem>,
     /// Message bytes in `items`.
     bytes: u64,
-    /// Queues that stopped dispatching to this outbox for want of room.
+    /// Queues that stopped dispatching to this outbox for want of room, or part-way
+    /// through a walk.
     waiting: Vec<Weak<Queue>>,
+    /// One of `waiting` is in the middle of a walk ([`Again::Walk`]).
+    walking: bool,
+}
+
+/// Why a queue asks to be dispatched again after the writer's next take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Again {
+    /// The outbox had no room left for a consumer with credit.
+    Room,
+    /// A consumer's walk over the queue stopped at its bound (`Consumer::walk_cut`).
+    Walk,
 }
 
 /// Most deliveries an outbox holds before queues stop pushing into it.
@@ -113,14 +125,14 @@ impl Outbox {
     }
 
     /// Moves all of `batch` (holding `bytes` of messages) in, leaving `batch` empty with its
-    /// capacity (dispatch reuses it). With `wait_on`, the queue ran out of room here and asks
-    /// to be dispatched again after the next take; registering under the same lock as the
+    /// capacity (dispatch reuses it). With `wait_on`, the queue asks to be dispatched again
+    /// after the next take, for the reason given; registering under the same lock as the
     /// writer's take means the request cannot be missed.
     pub(crate) fn push_batch(
         &self,
         batch: &mut Vec<OutboxItem>,
         bytes: u64,
-        wait_on: Option<&Arc<Queue>>,
+        wait_on: Option<(&Arc<Queue>, Again)>,
     ) {
         if batch.is_empty() && wait_on.is_none() {
             return;
@@ -134,7 +146,8 @@ impl Outbox {
                 inner.items.append(batch);
             }
             inner.bytes += bytes;
-            if let Some(queue) = wait_on {
+            if let Some((queue, again)) = wait_on {
+                inner.walking |= again == Again::Walk;
                 if !inner
                     .waiting
                     .iter()
@@ -155,9 +168,11 @@ impl Outbox {
     /// Moves everything queued into `buf`. When `buf` is empty (the steady state: the writer
     /// clears it after writing) the vectors are swapped, so neither side allocates. Queues
     /// that were waiting for room are then dispatched again (outside the outbox lock, which
-    /// ranks below queue locks).
-    pub fn take(&self, buf: &mut Vec<OutboxItem>) {
-        let waiting = {
+    /// ranks below queue locks). Returns whether a queue's walk was among them: it goes on
+    /// in slices while takes dispatch it again (see [`Again::Walk`]), so the caller lets other
+    /// tasks run before it takes again.
+    pub fn take(&self, buf: &mut Vec<OutboxItem>) -> bool {
+        let (waiting, walking) = {
             let mut inner = self.inner.lock();
             if buf.is_empty() {
                 std::mem::swap(&mut inner.items, buf);
@@ -165,11 +180,15 @@ impl Outbox {
                 buf.append(&mut inner.items);
             }
             inner.bytes = 0;
-            std::mem::take(&mut inner.waiting)
+            (
+                std::mem::take(&mut inner.waiting),
+                std::mem::take(&mut inner.walking),
+            )
         };
         for queue in waiting.iter().filter_map(Weak::upgrade) {
             queue.redispatch();
         }
+        walking
     }
 
     /// Wakes the connection without handing it anything: something it waits for besides
@@ -272,5 +291,17 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), ob.notified())
             .await
             .expect("permit stored by notify_one");
+    }
+
+    #[test]
+    fn a_take_reports_a_walk_going_on_but_not_a_queue_waiting_for_room() {
+        let ob = Outbox::default();
+        let q = crate::queue::tests::queue();
+        ob.push_batch(&mut Vec::new(), 0, Some((&q, Again::Room)));
+        assert!(!ob.take(&mut Vec::new()), "room: nothing to yield for");
+        ob.push_batch(&mut Vec::new(), 0, Some((&q, Again::Room)));
+        ob.push_batch(&mut Vec::new(), 0, Some((&q, Again::Walk)));
+        assert!(ob.take(&mut Vec::new()), "a walk goes on");
+        assert!(!ob.take(&mut Vec::new()), "reported once");
     }
 }

@@ -45,6 +45,36 @@ pub(crate) struct Unsettled {
     pub(crate) stored: u64,
 }
 
+/// Most steps one consumer's walk over a queue takes in one dispatch pass, a step being
+/// one entry looked at; see [`QueueState::dispatch`]. About a millisecond of selector
+/// evaluations here.
+pub(crate) const WALK_STEPS: u32 = 4096;
+/// Steps that reading an entry back from the journal costs a walk (a `pread`, against an
+/// evaluation in memory).
+const DISK_STEPS: u32 = 16;
+
+/// What is left of one walk's [`WALK_STEPS`].
+struct Walk(u32);
+
+impl Walk {
+    fn new(steps: u32) -> Walk {
+        Walk(steps)
+    }
+
+    /// Takes the steps for looking at one entry; false when the walk has used them up.
+    #[inline]
+    fn step(&mut self, on_disk: bool) -> bool {
+        let cost = if on_disk { DISK_STEPS } else { 1 };
+        match self.0.checked_sub(cost) {
+            Some(left) => {
+                self.0 = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Reads the clock at most once per pass, and only if some message has a TTL.
 #[derive(Default)]
 pub(crate) struct Clock(Option<u64>);
@@ -808,7 +838,23 @@ impl QueueState {
 
     /// Hands out what credit allows. Browsers go first so they see messages before competing
     /// acquirers take them; acquirers share round-robin, starting after the last one served.
+    /// A walk that passes over messages (a browser, a consumer with a filter) stops after
+    /// [`WALK_STEPS`] and resumes from the consumer's connection (see [`Consumer::walk_cut`]),
+    /// so one selector over a deep queue never holds the queue's lock for long.
     pub(crate) fn dispatch(&mut self, queue: &Arc<Queue>) {
+        self.dispatch_walking(queue, WALK_STEPS);
+    }
+
+    /// [`QueueState::dispatch`] with no bound on the walks: 0-10 message.flush and 1.0 drain
+    /// must deliver everything the credit allows before they answer, or a match deep in the
+    /// queue would look like none. Each entry still costs a consumer one look: the cursor
+    /// keeps what was passed over.
+    pub(crate) fn dispatch_complete(&mut self, queue: &Arc<Queue>) {
+        self.dispatch_walking(queue, u32::MAX);
+    }
+
+    #[inline(always)]
+    fn dispatch_walking(&mut self, queue: &Arc<Queue>, walk_steps: u32) {
         if self.consumers.is_empty() || self.deleted {
             return;
         }
@@ -818,14 +864,14 @@ impl QueueState {
         }
         for ci in 0..self.consumers.len() {
             if self.consumers.get(ci).is_some_and(|c| !c.spec.acquire) {
-                self.dispatch_browser(ci, queue, &mut clock);
+                self.dispatch_browser(ci, queue, &mut clock, walk_steps);
             }
         }
         if self.groups.is_some() {
             self.dispatch_grouped(queue, &mut clock);
         } else {
             if self.filtered_acquirers > 0 {
-                self.dispatch_filtered(queue, &mut clock);
+                self.dispatch_filtered(queue, &mut clock, walk_steps);
             }
             self.dispatch_acquirers(queue, &mut clock);
         }
@@ -936,14 +982,19 @@ impl QueueState {
         true
     }
 
-    fn dispatch_browser(&mut self, ci: usize, queue: &Arc<Queue>, clock: &mut Clock) {
+    fn dispatch_browser(&mut self, ci: usize, queue: &Arc<Queue>, clock: &mut Clock, steps: u32) {
         let entries = &self.entries;
         let store = self.store.as_ref();
         let Some(c) = self.consumers.get_mut(ci) else {
             return;
         };
         let mut browsed = 0;
+        let mut walk = Walk::new(steps);
         for e in entries.after(c.cursor) {
+            if !walk.step(e.on_disk()) {
+                c.walk_cut = c.has_credit_for(1);
+                break;
+            }
             if clock.expired(e.expires_at()) {
                 c.cursor = e.position;
                 continue;
@@ -1060,7 +1111,7 @@ impl QueueState {
     /// evaluation, not one per pass. Runs before the unfiltered consumers, which then take
     /// what is left from the front.
     #[cold]
-    fn dispatch_filtered(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
+    fn dispatch_filtered(&mut self, queue: &Arc<Queue>, clock: &mut Clock, walk_steps: u32) {
         let n = self.consumers.len();
         let active = if self.single_active {
             self.consumers.iter().position(|c| c.spec.acquire)
@@ -1072,7 +1123,7 @@ impl QueueState {
             let serves = self.consumers.get(ci).is_some_and(|c| {
                 c.is_filtered_acquirer() && (!self.single_active || active == Some(ci))
             });
-            if serves && self.walk_filtered(ci, queue, clock) {
+            if serves && self.walk_filtered(ci, queue, clock, walk_steps) {
                 self.next_rr = ci + 1;
             }
         }
@@ -1080,8 +1131,15 @@ impl QueueState {
 
     /// One filtered consumer's walk (see [`QueueState::dispatch_filtered`]); true if it
     /// took anything.
-    fn walk_filtered(&mut self, ci: usize, queue: &Arc<Queue>, clock: &mut Clock) -> bool {
+    fn walk_filtered(
+        &mut self,
+        ci: usize,
+        queue: &Arc<Queue>,
+        clock: &mut Clock,
+        steps: u32,
+    ) -> bool {
         let mut took = false;
+        let mut walk = Walk::new(steps);
         loop {
             let Some(c) = self.consumers.get(ci) else {
                 return took;
@@ -1098,6 +1156,12 @@ impl QueueState {
             let (Some(c), Some(e)) = (self.consumers.get(ci), self.entry_at(position)) else {
                 return took;
             };
+            if !walk.step(e.on_disk()) {
+                if let Some(c) = self.consumers.get_mut(ci) {
+                    c.walk_cut = true;
+                }
+                return took;
+            }
             let wanted = match e.message() {
                 Some(m) => c.wants(m),
                 // On disk: looked at through a copy, which becomes its content if taken.

@@ -39,9 +39,7 @@ pub async fn drive<T: Transport, P: Protocol>(
             auth_task = conn.take_auth_task();
         }
         conn.poll_flow(&mut input, now);
-        if !conn.is_finished() {
-            conn.handle_outbox(&mut items, now);
-        }
+        let walking = !conn.is_finished() && conn.handle_outbox(&mut items, now);
         if conn.has_output() || stream.wants_write() {
             let mut slices = [IoSlice::new(&[]); WRITE_SLICES];
             let n = conn.output_slices(&mut slices);
@@ -71,6 +69,12 @@ pub async fn drive<T: Transport, P: Protocol>(
             (false, false) => Some(Interest::WRITABLE),
             (false, true) => None,
         };
+        if walking {
+            // A queue's walk goes on in slices through this outbox; without a yield the next
+            // slice would follow at once (the outbox's wake-up is already pending), and tasks
+            // queued behind this one on its worker would wait for the whole walk.
+            tokio::task::yield_now().await;
+        }
         let deadline = conn.poll_timeout();
         let take_deliveries = conn.below_high_water() && !conn.is_finished();
         let outbox = conn.outbox().clone();

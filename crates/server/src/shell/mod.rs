@@ -528,17 +528,19 @@ impl<P: Protocol> Connection<P> {
 
     /// Takes the deliveries waiting in the outbox, unless the outbound buffer is already
     /// past its high-water mark (a peer that never reads costs at most that plus its
-    /// credit).
-    pub fn handle_outbox(&mut self, items: &mut Vec<OutboxItem>, now: Instant) {
+    /// credit). Returns whether a queue's walk goes on through the outbox
+    /// ([`Outbox::take`]).
+    pub fn handle_outbox(&mut self, items: &mut Vec<OutboxItem>, now: Instant) -> bool {
         self.at(now);
         if !self.below_high_water() {
-            return;
+            return false;
         }
-        self.shell.outbox.take(items);
+        let walking = self.shell.outbox.take(items);
         for item in items.drain(..) {
             self.protocol.on_outbox_item(&mut self.shell, item);
         }
         self.shell.presettled.finish();
+        walking
     }
 
     pub fn below_high_water(&self) -> bool {
