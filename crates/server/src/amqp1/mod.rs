@@ -47,6 +47,8 @@ use session::{Ctx, Session, SessionState};
 /// The capability that tells clients (Qpid JMS) they may send to a link without an
 /// address, naming each message's node in its `to`.
 const ANONYMOUS_RELAY: Symbol = Symbol::from_static("ANONYMOUS-RELAY");
+/// JMS 2 shared subscriptions (see `subscription`): Qpid JMS looks for it in our open.
+const SHARED_SUBS: Symbol = Symbol::from_static("SHARED-SUBS");
 
 /// The 1.0 side of a connection; the [`Shell`] holds what every protocol has.
 pub struct Amqp1 {
@@ -473,7 +475,7 @@ impl Amqp1 {
             idle_time_out: self
                 .idle_timeout
                 .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX)),
-            offered_capabilities: vec![ANONYMOUS_RELAY],
+            offered_capabilities: vec![ANONYMOUS_RELAY, SHARED_SUBS],
             properties: Some(
                 [
                     (Symbol::from("product"), Value::from("ferryd")),

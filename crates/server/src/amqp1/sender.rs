@@ -27,7 +27,7 @@ use tracing::debug;
 use super::address::{self, Node};
 use super::error::Fault;
 use super::session::{Ctx, Session};
-use super::subscription;
+use super::subscription::{self, Lifetime, Subscribed};
 use super::unsettled::OutRecord;
 use crate::access;
 use crate::selector::{self, JmsSelector};
@@ -69,7 +69,7 @@ pub struct Sender {
     /// A queue made for this link, deleted when it closes.
     temporary: Option<String>,
     /// The durable subscription the link consumes: it ends when the client closes the link.
-    subscription: Option<String>,
+    subscription: Option<Subscribed>,
 }
 
 impl Sender {
@@ -163,7 +163,9 @@ struct Found {
     /// A queue made for this link, deleted with it.
     temporary: Option<String>,
     /// The durable subscription the link consumes.
-    subscription: Option<String>,
+    subscription: Option<Subscribed>,
+    /// Other links may consume the queue too (a shared subscription's).
+    shared: bool,
     /// The link's JMS selector.
     filter: Option<ConsumerFilter>,
 }
@@ -174,13 +176,19 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
         Some(source) => find_source(ctx, &a, source)?,
         None => find_subscription(ctx, &a)?,
     };
-    let exclusive = found.subscription.is_some();
+    let exclusive = found.subscription.is_some() && !found.shared;
     let filter = found.filter.clone();
     let consumer = match subscribe(ctx, &found.queue, &a, found.browse, exclusive, filter) {
         Ok(c) => c,
         Err(f) => {
             if let Some(name) = &found.temporary {
                 let _ = ctx.broker.delete_queue(name, false, false, ctx.owner);
+            }
+            if found.shared && found.subscription.is_none() {
+                // A volatile shared subscription made for this link, unless another has it.
+                let _ = ctx
+                    .broker
+                    .delete_queue(found.queue.name(), true, false, ctx.owner);
             }
             return Err(f);
         }
@@ -222,7 +230,8 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
 /// A link with no source names a durable subscription by its name: attached to it if it
 /// exists (Qpid JMS then closes the link to unsubscribe), refused if not.
 fn find_subscription(ctx: &mut Ctx, a: &Attach) -> Result<Found, Fault> {
-    let queue = subscription::find(ctx, a.name.as_str()).ok_or_else(|| {
+    let global = has(&a.desired_capabilities, "global");
+    let queue = subscription::find(ctx, a.name.as_str(), global).ok_or_else(|| {
         Fault::new(
             condition::NOT_FOUND,
             format!("no durable subscription named {:?}", a.name),
@@ -235,11 +244,17 @@ fn find_subscription(ctx: &mut Ctx, a: &Attach) -> Result<Found, Fault> {
         ..Source::default()
     };
     Ok(Found {
-        subscription: Some(queue.name().to_owned()),
+        // Held exclusively (refused while shared links consume it), so a closing detach
+        // ends it outright.
+        subscription: Some(Subscribed {
+            queue: queue.name().to_owned(),
+            shared: false,
+        }),
         queue,
         source,
         browse: false,
         temporary: None,
+        shared: false,
         filter: None,
     })
 }
@@ -267,6 +282,7 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
         browse,
         temporary,
         subscription: None,
+        shared: false,
         filter,
     };
     if source.dynamic {
@@ -304,18 +320,25 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
         }
         _ => args,
     };
-    if source.durable != TerminusDurability::None
-        || source.expiry_policy == TerminusExpiryPolicy::Never
-    {
-        if has(&source.capabilities, "shared") {
-            return Err(Fault::new(
-                condition::NOT_IMPLEMENTED,
-                "shared subscriptions are not supported",
-            ));
-        }
-        let name = subscription::queue_name(ctx.container_id, a.name.as_str());
+    let durable = source.durable != TerminusDurability::None
+        || source.expiry_policy == TerminusExpiryPolicy::Never;
+    let shared = has(&source.capabilities, "shared");
+    if durable || shared {
+        let link = a.name.as_str();
+        let name = if shared {
+            let global = has(&source.capabilities, "global");
+            subscription::shared_queue_name(ctx.container_id, link, global, durable)
+        } else {
+            subscription::queue_name(ctx.container_id, link)
+        };
+        let lifetime = if durable {
+            Lifetime::Durable
+        } else {
+            Lifetime::WhileConsumed
+        };
         let selector_text = selector.as_ref().map(|s| s.text());
-        let queue = subscription::open(ctx, &name, &exchange, &key, &args, selector_text)?;
+        let queue =
+            subscription::open(ctx, &name, &exchange, &key, &args, selector_text, lifetime)?;
         // Qpid JMS asks for copies on a durable subscription: its queue is consumed all the
         // same, and the reply says so.
         source.distribution_mode = None;
@@ -324,7 +347,11 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
             source,
             browse: false,
             temporary: None,
-            subscription: Some(name),
+            subscription: durable.then_some(Subscribed {
+                queue: name,
+                shared,
+            }),
+            shared,
             // Consumed, not browsed, whatever distribution mode was asked for (above).
             filter: filter(true),
         });
@@ -512,9 +539,9 @@ pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>, closed: bool) 
     if let Some(name) = s.temporary {
         let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
     }
-    if let (Some(name), true) = (s.subscription, closed) {
-        if let Err(f) = subscription::end(ctx, &name) {
-            tracing::warn!(subscription = %name, "cannot end the subscription: {}", f.text);
+    if let (Some(sub), true) = (s.subscription, closed) {
+        if let Err(f) = subscription::end(ctx, &sub) {
+            tracing::warn!(subscription = %sub.queue, "subscription not ended: {}", f.text);
         }
     }
 }

@@ -6,6 +6,13 @@
 //! A link with no source asks whether such a subscription exists (how Qpid JMS
 //! unsubscribes: it attaches, then closes the link). A selector is part of the
 //! subscription: another one replaces it, and its consumer drops what it does not match.
+//!
+//! JMS 2 shared subscriptions (source capability `shared`) let several links consume one
+//! subscription's queue. Qpid JMS names their links `name`, `name|2`, ... when durable and
+//! `name|volatile1`, ... when not, with `global` in the name and in the capabilities when the
+//! connection has no client id: the subscription is the name before the first `|`, scoped
+//! by the container id unless global. A shared durable subscription lives as an unshared
+//! one does; a shared volatile one goes with its last link.
 
 use std::sync::Arc;
 
@@ -32,8 +39,30 @@ pub fn queue_name(container: &str, link: &str) -> String {
     format!("{container}_{link}")
 }
 
+/// The queue of the shared subscription link `link` of container `container` belongs to.
+/// The first link of a global durable one is named as its queue (`name|global`), so a link
+/// with no source finds it by that name (Qpid JMS's unsubscribe).
+pub fn shared_queue_name(container: &str, link: &str, global: bool, durable: bool) -> String {
+    let name = link.split('|').next().unwrap_or(link);
+    match (global, durable) {
+        (false, true) => queue_name(container, name),
+        (true, true) => format!("{name}|global"),
+        (false, false) => format!("{}|volatile", queue_name(container, name)),
+        (true, false) => format!("{name}|global-volatile"),
+    }
+}
+
 fn source_of(exchange: &Exchange, key: &str) -> String {
     format!("{}/{key}", exchange.name())
+}
+
+/// How long a subscription's queue lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifetime {
+    /// Until it is ended (a closing detach): outlives links, connections and restarts.
+    Durable,
+    /// Until its last link goes (a shared volatile subscription).
+    WhileConsumed,
 }
 
 /// The subscription's queue, made (and bound) if there is none; one bound elsewhere or
@@ -47,6 +76,7 @@ pub fn open(
     key: &str,
     binding: &Arguments,
     selector: Option<&str>,
+    lifetime: Lifetime,
 ) -> Result<Arc<Queue>, Fault> {
     if name.len() > MAX_QUEUE_NAME {
         return Err(Fault::new(
@@ -77,7 +107,7 @@ pub fn open(
                 format!("subscription {name} is in use on another topic or selector"),
             ));
         }
-        end(ctx, name)?;
+        delete(ctx, name, false)?;
     }
     let mut arguments = Arguments::new();
     arguments.push(SOURCE_ARGUMENT, HeaderValue::Str(source));
@@ -85,7 +115,10 @@ pub fn open(
         arguments.push(SELECTOR_ARGUMENT, HeaderValue::Str(selector.to_owned()));
     }
     let mut options = QueueOptions {
-        durable: true,
+        durable: lifetime == Lifetime::Durable,
+        // Not owned by the connection: other connections' links share it. It goes once
+        // it has had a consumer and has none.
+        auto_delete: lifetime == Lifetime::WhileConsumed,
         arguments,
         ..QueueOptions::default()
     };
@@ -106,17 +139,36 @@ pub fn open(
     Ok(queue)
 }
 
-/// The subscription link `link` names, if it exists.
-pub fn find(ctx: &Ctx, link: &str) -> Option<Arc<Queue>> {
+/// The durable subscription link `link` names, if it exists; `global`: the link asks for
+/// a global shared one (its desired capabilities say so).
+pub fn find(ctx: &Ctx, link: &str, global: bool) -> Option<Arc<Queue>> {
+    let name = if global {
+        shared_queue_name(ctx.container_id, link, true, true)
+    } else {
+        queue_name(ctx.container_id, link)
+    };
     ctx.broker
-        .queue(&queue_name(ctx.container_id, link))
+        .queue(&name)
         .filter(|q| q.arguments().get(SOURCE_ARGUMENT).is_some())
 }
 
-/// Ends the subscription: its queue goes, with what it holds.
-pub fn end(ctx: &mut Ctx, name: &str) -> Result<(), Fault> {
+/// The durable subscription a link consumes, which the client's closing detach ends.
+#[derive(Debug, Clone)]
+pub struct Subscribed {
+    pub queue: String,
+    /// Shared: other links may still consume it, and then it stays.
+    pub shared: bool,
+}
+
+/// Ends the subscription: its queue goes, with what it holds (a shared one only once no
+/// link consumes it).
+pub fn end(ctx: &mut Ctx, sub: &Subscribed) -> Result<(), Fault> {
+    delete(ctx, &sub.queue, sub.shared)
+}
+
+fn delete(ctx: &mut Ctx, name: &str, if_unused: bool) -> Result<(), Fault> {
     ctx.access
         .check(Action::Delete, ObjectType::Queue, || access::named(name))?;
-    ctx.broker.delete_queue(name, false, false, ctx.owner)?;
+    ctx.broker.delete_queue(name, if_unused, false, ctx.owner)?;
     Ok(())
 }

@@ -38,6 +38,17 @@ pub fn services_with(config: ServerConfig, broker: BrokerConfig) -> Services {
     }
 }
 
+/// [`services`] whose ACL holds `rules` (qpidd's format).
+pub fn services_with_acl(rules: &str, config: ServerConfig) -> Services {
+    let (acl, _warnings) = ferry_acl::parse(rules).expect("rules parse");
+    Services {
+        state: Arc::new(ServerState::new(Some(Arc::new(
+            ferry_acl::SharedAcl::with_rules("test.acl", acl),
+        )))),
+        ..services(config)
+    }
+}
+
 pub fn peer() -> Peer {
     Peer {
         addr: SocketAddr::from(([127, 0, 0, 1], 40000)),

@@ -3,27 +3,12 @@
 //! session; quotas refuse with resource-limit-exceeded (queues) or connection-forced
 //! (connections).
 
-use std::sync::Arc;
-
-use ferry_acl::SharedAcl;
 use ferry_amqp010::{
     ExchangeBind, ExchangeBound, ExchangeDeclare, ExchangeDelete, ExchangeQuery, ExchangeUnbind,
     QueueDelete, QueuePurge, QueueQuery,
 };
 
 use super::*;
-use crate::state::ServerState;
-
-/// Services whose ACL holds `rules` (qpidd's format).
-fn with_acl(rules: &str, config: ServerConfig) -> Services {
-    let (acl, _warnings) = ferry_acl::parse(rules).expect("rules parse");
-    Services {
-        state: Arc::new(ServerState::new(Some(Arc::new(SharedAcl::with_rules(
-            "test.acl", acl,
-        ))))),
-        ..services(config)
-    }
-}
 
 fn exchange(name: &str, kind: &str) -> ExchangeDeclare {
     ExchangeDeclare {
@@ -39,7 +24,7 @@ fn s(text: &str) -> Option<Str> {
 
 #[tokio::test]
 async fn each_command_the_acl_denies_is_403_and_detaches_only_its_session() {
-    let services = with_acl(
+    let services = services_with_acl(
         "acl deny guest create queue name=secret*\n\
          acl deny guest access queue name=hidden\n\
          acl deny guest purge queue name=kept\n\
@@ -204,7 +189,7 @@ async fn each_command_the_acl_denies_is_403_and_detaches_only_its_session() {
 
 #[tokio::test]
 async fn publishing_is_checked_per_message_by_exchange_and_routing_key() {
-    let services = with_acl(
+    let services = services_with_acl(
         "acl deny guest publish exchange name=amq.topic routingkey=private.#\n\
          acl deny guest publish exchange name=amq.default routingkey=locked\n\
          acl allow all all\n",
@@ -304,7 +289,7 @@ async fn the_queue_quota_refuses_a_new_queue_until_one_is_deleted() {
 
 #[tokio::test]
 async fn an_acl_quota_overrides_the_configured_ones() {
-    let services = with_acl(
+    let services = services_with_acl(
         "quota queues 1 guest\nquota connections 1 guest\nacl allow all all\n",
         ServerConfig {
             max_queues_per_user: 10,

@@ -30,7 +30,7 @@ use ferry_amqp010::{
 
 use super::{connection, Amqp010};
 use crate::config::ServerConfig;
-use crate::shell::testing::{peer, services, Wire, SECOND};
+use crate::shell::testing::{peer, services, services_with_acl, Wire, SECOND};
 use crate::shell::timers::LINGER;
 use crate::shell::{Phase, Services};
 

@@ -2,27 +2,12 @@
 //! channel (530 for the connection itself), and the per-user queue quota refuses a queue
 //! until one is deleted.
 
-use std::sync::Arc;
-
-use ferry_acl::SharedAcl;
 use ferry_amqp091::{
     reply, BasicGet, ConnectionOpen, ExchangeBind, ExchangeDeclare, ExchangeDelete, ExchangeUnbind,
     Method, QueueBind, QueueDelete, QueuePurge, QueueUnbind,
 };
 
 use super::*;
-use crate::state::ServerState;
-
-/// Services whose ACL holds `rules` (qpidd's format).
-fn with_acl(rules: &str, config: ServerConfig) -> Services {
-    let (acl, _warnings) = ferry_acl::parse(rules).expect("rules parse");
-    Services {
-        state: Arc::new(ServerState::new(Some(Arc::new(SharedAcl::with_rules(
-            "test.acl", acl,
-        ))))),
-        ..services(config)
-    }
-}
 
 fn exchange(name: &'static str, kind: &'static str) -> ExchangeDeclare {
     ExchangeDeclare {
@@ -34,7 +19,7 @@ fn exchange(name: &'static str, kind: &'static str) -> ExchangeDeclare {
 
 #[tokio::test]
 async fn each_request_the_acl_denies_is_403_on_its_channel_only() {
-    let services = with_acl(
+    let services = services_with_acl(
         "acl deny guest create queue name=secret*\n\
          acl deny guest create queue name=amq.gen-*\n\
          acl deny guest access queue name=hidden\n\
@@ -212,7 +197,7 @@ async fn each_request_the_acl_denies_is_403_on_its_channel_only() {
 
 #[tokio::test]
 async fn a_connection_the_acl_denies_is_530_at_connection_open() {
-    let services = with_acl(
+    let services = services_with_acl(
         "acl deny guest create connection\nacl allow all all\n",
         ServerConfig::default(),
     );

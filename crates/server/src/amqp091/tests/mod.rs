@@ -25,7 +25,7 @@ use ferry_amqp091::{
 
 use super::{connection, Amqp091};
 use crate::config::ServerConfig;
-use crate::shell::testing::{peer, services, Wire, SECOND};
+use crate::shell::testing::{peer, services, services_with_acl, Wire, SECOND};
 use crate::shell::timers::LINGER;
 use crate::shell::{Phase, Services};
 

@@ -54,10 +54,13 @@ async fn the_open_reply_offers_the_anonymous_relay_and_an_idle_timeout() {
     let [Item::Frame(0, Performative::Open(open), _)] = &got[..] else {
         panic!("{got:?}");
     };
-    assert!(open
+    let offered: Vec<&str> = open
         .offered_capabilities
         .iter()
-        .any(|c| c.as_str() == "ANONYMOUS-RELAY"));
+        .map(|c| c.as_str())
+        .collect();
+    // Without SHARED-SUBS Qpid JMS refuses createSharedConsumer before it attaches.
+    assert_eq!(offered, ["ANONYMOUS-RELAY", "SHARED-SUBS"]);
     assert_eq!(open.idle_time_out, Some(30_000));
     assert_eq!(open.max_frame_size, 65_535);
     assert_eq!(c.conn.shell.login.user(), "anonymous");

@@ -6,6 +6,7 @@ mod links;
 mod messages;
 mod selectors;
 mod sessions;
+mod shared_subscriptions;
 mod subscriptions;
 mod transactions;
 
@@ -21,7 +22,7 @@ use std::sync::Arc;
 
 use super::{connection, Amqp1};
 use crate::config::ServerConfig;
-use crate::shell::testing::{peer, services, Wire};
+use crate::shell::testing::{peer, services, services_with_acl, Wire};
 use crate::shell::Phase;
 
 type Client = Wire<Amqp1>;

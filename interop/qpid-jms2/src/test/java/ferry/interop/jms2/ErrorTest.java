@@ -31,14 +31,4 @@ class ErrorTest extends Support {
                     () -> ctx.createProducer().send(ctx.createQueue(unique("missing")), "lost"));
         }
     }
-
-    /** Shared subscriptions (JMS 2) are refused, not faked. */
-    @Test
-    void sharedDurableSubscriptionsAreRefused() throws Exception {
-        try (JMSContext ctx = context()) {
-            ctx.setClientID(unique("client"));
-            assertThrows(JMSRuntimeException.class, () -> ctx.createSharedDurableConsumer(
-                    ctx.createTopic("amq.topic/durable"), "sub"));
-        }
-    }
 }
