@@ -1166,3 +1166,45 @@ fn an_operator_may_delete_a_queue_exclusive_to_a_client() {
     // The client's connection carries on.
     c.declare_queue("after", Default::default());
 }
+
+#[test]
+fn a_consumers_selector_shows_in_its_arguments() {
+    let b = Ferryd::start_mgmt(&[]);
+    let h = http(&b);
+    let mut c = Raw091::open(b.addr);
+    c.declare_queue("selective", Default::default());
+    let mut arguments = ferry_amqp091::FieldTable::new();
+    arguments.push(
+        ShortStr::from_static("x-filter-jms-selector"),
+        FieldValue::LongStr(ferry_amqp091::LongStr::from_static("colour = 'red'")),
+    );
+    c.call(
+        ferry_amqp091::BasicConsume {
+            queue: ShortStr::from_static("selective"),
+            consumer_tag: ShortStr::from_static("reds"),
+            arguments,
+            ..Default::default()
+        },
+        |m| matches!(m, Method::BasicConsumeOk(_)),
+    );
+    c.consume("selective");
+    let consumers = h.get("/api/consumers").expect(200).json();
+    let by_tag = |tag: &str| {
+        consumers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["consumer_tag"] == tag)
+            .unwrap_or_else(|| panic!("no {tag} in {consumers}"))
+            .clone()
+    };
+    assert_eq!(
+        by_tag("reds")["arguments"],
+        json!({ "x-filter-jms-selector": "colour = 'red'" })
+    );
+    assert_eq!(
+        by_tag("c")["arguments"],
+        json!({}),
+        "no selector, no arguments"
+    );
+}

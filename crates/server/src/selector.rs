@@ -127,6 +127,10 @@ impl MessageFilter for JmsSelector {
             }),
         }
     }
+
+    fn text(&self) -> Option<&str> {
+        Some(self.0.text())
+    }
 }
 
 /// The fields the core knows for every message, by their JMS names.

@@ -11,6 +11,11 @@ use super::Message;
 /// message a dispatch pass looks at, so it should not block.
 pub trait MessageFilter: Send + Sync + Debug {
     fn matches(&self, message: &Message) -> bool;
+
+    /// The filter as its consumer gave it (a JMS selector's text), for management.
+    fn text(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Messages whose application header `key` is the string `value`. Only messages whose

@@ -19,6 +19,8 @@ pub struct ConsumerStatus {
     pub exclusive: bool,
     /// Credit left, `u32::MAX` for unlimited.
     pub credit_messages: u32,
+    /// Its filter's text (a JMS selector), if it has one.
+    pub selector: Option<String>,
 }
 
 /// A queue's numbers at one moment, read under one lock.
@@ -114,6 +116,12 @@ impl Queue {
                 acquire: c.spec.acquire,
                 exclusive: c.spec.exclusive,
                 credit_messages: c.credit_messages,
+                selector: c
+                    .spec
+                    .filter
+                    .as_ref()
+                    .and_then(|f| f.matches.text())
+                    .map(str::to_owned),
             })
             .collect()
     }

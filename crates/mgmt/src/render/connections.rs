@@ -134,7 +134,11 @@ pub fn consumer(e: &ConsumerEntry, conn: Option<&ConnectionStatus>, ctx: &Ctx) -
         "ack_required": e.consumer.acquire,
         "prefetch_count": session.map_or(0, |(_, s)| s.prefetch),
         "exclusive": e.consumer.exclusive,
-        "arguments": {},
+        // The selector under the argument name 0-9-1 clients give it, whatever the protocol.
+        "arguments": match &e.consumer.selector {
+            Some(selector) => json!({ "x-filter-jms-selector": selector }),
+            None => json!({}),
+        },
         "consumer_timeout": 1_800_000,
         "queue": { "name": e.queue, "vhost": VHOST },
         "channel_details": channel_details,

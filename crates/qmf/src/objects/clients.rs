@@ -129,6 +129,11 @@ pub(super) fn subscriptions(view: &View) -> Vec<QmfObject> {
         .filter_map(|e| {
             let session = sessions.get(&e.consumer.owner)?;
             let c = &e.consumer;
+            // What Qpid JMS 0-x sends its selector as.
+            let mut arguments = Map::new();
+            if let Some(selector) = &c.selector {
+                arguments.insert("x-filter-jms-selector", text(selector));
+            }
             let v = Values::default()
                 .reference("sessionRef", &Class::Session.object_name(session))
                 .reference("queueRef", &Class::Queue.object_name(&e.queue))
@@ -139,7 +144,7 @@ pub(super) fn subscriptions(view: &View) -> Vec<QmfObject> {
                 .bool("acknowledged", true)
                 .bool("exclusive", c.exclusive)
                 .text("creditMode", "WINDOW")
-                .value("arguments", ferry_amqp010::Value::Map(Map::new()))
+                .value("arguments", ferry_amqp010::Value::Map(arguments))
                 .u64("delivered", 0);
             let key = subscription_key(session, &e.queue, &c.tag);
             Some(view.object(Class::Subscription, key, v.build(), 0))

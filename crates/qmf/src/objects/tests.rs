@@ -7,8 +7,8 @@ use bytes::Bytes;
 use ferry_amqp010::value::code;
 use ferry_amqp010::{Map, Value};
 use ferry_core::{
-    Arguments, Broker, BrokerConfig, ConnectionMeta, ConsumerSpec, ExchangeKind, ExchangeOptions,
-    HeaderValue, Message, Outbox, QueueOptions, SessionStatus,
+    Arguments, Broker, BrokerConfig, ConnectionMeta, ConsumerFilter, ConsumerSpec, ExchangeKind,
+    ExchangeOptions, HeaderValue, Message, MessageFilter, Outbox, QueueOptions, SessionStatus,
 };
 
 use super::*;
@@ -340,6 +340,20 @@ fn the_broker_sums_the_queues_but_the_agents() {
     assert_eq!(text_of(&memory.values, "name"), BROKER_KEY);
 }
 
+/// A consumer filter with a text, as a JMS selector has.
+#[derive(Debug)]
+struct Selector;
+
+impl MessageFilter for Selector {
+    fn matches(&self, _: &Message) -> bool {
+        true
+    }
+
+    fn text(&self) -> Option<&str> {
+        Some("colour = 'red'")
+    }
+}
+
 #[test]
 fn clients_are_linked_connection_to_session_to_subscription() {
     let id = identity();
@@ -379,7 +393,10 @@ fn clients_are_linked_connection_to_session_to_subscription() {
         acquire: false,
         exclusive: false,
         window: None,
-        filter: None,
+        filter: Some(ConsumerFilter {
+            matches: Arc::new(Selector),
+            drop_unmatched: false,
+        }),
     })
     .unwrap();
     let v = view(&b, &id);
@@ -444,6 +461,13 @@ fn clients_are_linked_connection_to_session_to_subscription() {
     );
     assert_eq!(reference(&sub.values, "sessionRef"), s.object_name());
     assert_eq!(sub.values.get("browsing"), Some(&Value::Bool(true)));
+    let Some(Value::Map(arguments)) = sub.values.get("arguments") else {
+        panic!("no arguments");
+    };
+    assert_eq!(
+        text_of(arguments, "x-filter-jms-selector"),
+        "colour = 'red'"
+    );
     assert_eq!(
         sub.object_name(),
         "org.apache.qpid.broker:subscription:org.apache.qpid.broker:session:my-session,\
