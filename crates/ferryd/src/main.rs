@@ -100,6 +100,8 @@ async fn serve(options: Options) -> ExitCode {
         connection_limit_per_ip: options.connection_limit_per_ip,
         max_queues_per_user: options.max_queues_per_user,
         session_max_unacked: options.session_max_unacked,
+        consumer_timeout: (options.consumer_timeout > 0)
+            .then(|| std::time::Duration::from_millis(options.consumer_timeout)),
         backlog_hold_bytes: match options.backlog_hold {
             0 => u64::MAX,
             bytes => bytes,

@@ -166,6 +166,12 @@ pub struct Options {
     #[arg(long, default_value_t = 10_000)]
     pub session_max_unacked: u32,
 
+    /// RabbitMQ's consumer timeout, in milliseconds: an AMQP 0-9-1 channel whose oldest
+    /// delivery has waited this long for its acknowledgement is closed with
+    /// PRECONDITION_FAILED and its deliveries requeued (0: never).
+    #[arg(long, value_name = "MS", default_value_t = 1_800_000)]
+    pub consumer_timeout: u64,
+
     /// Producer flow control: while a queue a publisher sends to has consumers and more than
     /// this many bytes ready in memory (`16MiB`), the publisher waits for them instead of
     /// growing the queue without bound: an AMQP 1.0 publisher gets no new link credit, an

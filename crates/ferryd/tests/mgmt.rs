@@ -1207,4 +1207,9 @@ fn a_consumers_selector_shows_in_its_arguments() {
         json!({}),
         "no selector, no arguments"
     );
+    assert_eq!(
+        by_tag("c")["consumer_timeout"],
+        1_800_000,
+        "--consumer-timeout's default"
+    );
 }

@@ -69,6 +69,10 @@ pub struct ServerConfig {
     pub session_max_unacked: u32,
     /// Subscriptions per 0-10 session, consumers per 0-9-1 channel; 0 = unlimited.
     pub max_consumers_per_session: u32,
+    /// RabbitMQ's consumer timeout: a 0-9-1 channel whose oldest delivery has waited this
+    /// long for its acknowledgement is closed with 406 (its deliveries requeued); `None`:
+    /// never.
+    pub consumer_timeout: Option<Duration>,
     /// Set in a cluster: where each new client connection goes (see `gate`).
     pub gate: Option<crate::gate::GateHandle>,
 }
@@ -98,6 +102,7 @@ impl Default for ServerConfig {
             connection_limit_per_user: 0,
             connection_limit_per_ip: 0,
             max_queues_per_user: 0,
+            consumer_timeout: None,
             session_max_unacked: 10_000,
             max_consumers_per_session: 1024,
             gate: None,

@@ -139,7 +139,7 @@ pub fn consumer(e: &ConsumerEntry, conn: Option<&ConnectionStatus>, ctx: &Ctx) -
             Some(selector) => json!({ "x-filter-jms-selector": selector }),
             None => json!({}),
         },
-        "consumer_timeout": 1_800_000,
+        "consumer_timeout": ctx.consumer_timeout_ms,
         "queue": { "name": e.queue, "vhost": VHOST },
         "channel_details": channel_details,
     })

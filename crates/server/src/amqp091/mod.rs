@@ -21,7 +21,7 @@ mod unacked;
 #[cfg(test)]
 mod tests;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ferry_amqp091::{
@@ -56,6 +56,8 @@ pub struct Amqp091 {
     /// What the client said of itself in start-ok, for management.
     client_properties: Vec<(String, String)>,
     channels: FastMap<u16, Channel>,
+    /// When channels' oldest deliveries are next compared with the consumer timeout.
+    next_ack_check: Option<Instant>,
 }
 
 /// A new connection whose 0-9-1 protocol header has been read: connection.start is queued.
@@ -68,11 +70,21 @@ pub fn connection(services: Services, peer: Peer, now: Instant) -> Connection<Am
         caps: ClientCaps::default(),
         client_properties: Vec::new(),
         channels: FastMap::default(),
+        next_ack_check: services
+            .config
+            .consumer_timeout
+            .map(|t| now + ack_check_interval(t)),
     };
     let mut shell = Shell::new(services, peer, true, now);
     let mechanisms = shell.login.offered();
     write_method(&mut shell.out, 0, &handshake::start(&mechanisms).into());
     Connection::new(shell, protocol)
+}
+
+/// How often channels are checked against the consumer timeout: a tenth of it, at most a
+/// minute, so a timeout fires at most that much late.
+fn ack_check_interval(timeout: Duration) -> Duration {
+    (timeout / 10).clamp(Duration::from_millis(10), Duration::from_secs(60))
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
@@ -245,6 +257,37 @@ impl Protocol for Amqp091 {
             write(shell, 0, blocked);
         } else {
             write(shell, 0, ConnectionUnblocked {});
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.next_ack_check
+    }
+
+    /// The consumer timeout: a channel whose oldest delivery has waited too long is closed
+    /// with 406, as RabbitMQ closes it (its deliveries go back to their queues).
+    fn on_deadline(&mut self, shell: &mut Shell) {
+        let Some(timeout) = shell.config.consumer_timeout else {
+            return;
+        };
+        let now = shell.now();
+        self.next_ack_check = Some(now + ack_check_interval(timeout));
+        if shell.phase != Phase::Open {
+            return;
+        }
+        let mut overdue: Vec<u16> = self
+            .channels
+            .values_mut()
+            .filter(|c| c.state == State::Open)
+            .filter_map(|c| c.unacked.overdue(now, timeout).then_some(c.id))
+            .collect();
+        overdue.sort_unstable();
+        for id in overdue {
+            let text = format!(
+                "delivery acknowledgement on channel {id} timed out. Timeout value used: {} ms",
+                timeout.as_millis()
+            );
+            self.fail(shell, id, Fault::precondition(text), (0, 0));
         }
     }
 }

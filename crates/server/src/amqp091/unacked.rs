@@ -1,7 +1,12 @@
 //! Delivery-tag bookkeeping for one channel: tags are handed out in increasing order, so the
 //! outstanding ones live in a deque sorted by tag and `multiple` settles a prefix.
+//!
+//! How long the oldest delivery has waited for its acknowledgement (RabbitMQ's consumer
+//! timeout) is known from marks, not from a clock read per delivery: each periodic check
+//! notes the next tag and the time, so every tag below it was handed out before then.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 /// A tag the peer named that is not outstanding: 0-9-1 makes that a 406 channel error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -12,6 +17,8 @@ pub struct UnknownTag(pub u64);
 pub struct Unacked<T> {
     next_tag: u64,
     items: VecDeque<(u64, T)>,
+    /// (next tag, time) at past checks, oldest first: tags below it were out by then.
+    marks: VecDeque<(u64, Instant)>,
 }
 
 impl<T> Default for Unacked<T> {
@@ -19,6 +26,7 @@ impl<T> Default for Unacked<T> {
         Unacked {
             next_tag: 1,
             items: VecDeque::new(),
+            marks: VecDeque::new(),
         }
     }
 }
@@ -85,6 +93,32 @@ impl<T> Unacked<T> {
         self.items = all.into();
     }
 
+    /// The periodic check: whether the oldest outstanding delivery has waited `timeout` or
+    /// longer by `now` (never early; late by at most the checks' interval). Notes `now` for
+    /// later checks.
+    pub fn overdue(&mut self, now: Instant, timeout: Duration) -> bool {
+        let Some(&(oldest, _)) = self.items.front() else {
+            self.marks.clear();
+            return false;
+        };
+        // A mark at or below the oldest tag says nothing about it.
+        while self.marks.front().is_some_and(|&(tag, _)| tag <= oldest) {
+            self.marks.pop_front();
+        }
+        let overdue = self
+            .marks
+            .front()
+            .is_some_and(|&(_, out_by)| now.saturating_duration_since(out_by) >= timeout);
+        if self
+            .marks
+            .back()
+            .is_none_or(|&(tag, _)| tag < self.next_tag)
+        {
+            self.marks.push_back((self.next_tag, now));
+        }
+        overdue
+    }
+
     /// Everything outstanding, oldest first (channel close, basic.recover).
     pub fn take_all(&mut self) -> Vec<T> {
         self.items.drain(..).map(|(_, item)| item).collect()
@@ -132,6 +166,45 @@ mod tests {
         u.restore(taken.into_iter().rev());
         assert_eq!(u.take(2, false), Ok(vec![2]));
         assert_eq!(u.take_all(), vec![1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn the_oldest_delivery_is_overdue_once_a_check_saw_it_a_timeout_ago() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let timeout = Duration::from_millis(1000);
+        let mut u = log(2);
+        assert!(!u.overdue(at(0), timeout), "first check: only a mark");
+        assert!(!u.overdue(at(999), timeout));
+        assert!(
+            u.overdue(at(1000), timeout),
+            "out since before the first check"
+        );
+        // Acknowledging the old ones leaves a newer delivery, younger than every mark.
+        u.push(3);
+        u.take(2, true).unwrap();
+        assert!(
+            !u.overdue(at(1500), timeout),
+            "3 came after the marks so far"
+        );
+        assert!(!u.overdue(at(2499), timeout));
+        assert!(u.overdue(at(2500), timeout));
+        u.take(0, true).unwrap();
+        assert!(!u.overdue(at(9000), timeout), "nothing outstanding");
+        assert!(u.marks.is_empty());
+    }
+
+    #[test]
+    fn marks_stay_few_however_many_checks() {
+        let t0 = Instant::now();
+        let mut u = log(1);
+        for ms in 0..1000 {
+            u.overdue(t0 + Duration::from_millis(ms), Duration::from_secs(60));
+        }
+        assert_eq!(u.marks.len(), 1, "no delivery since: one mark");
+        u.push(2);
+        u.overdue(t0 + Duration::from_secs(2), Duration::from_secs(60));
+        assert_eq!(u.marks.len(), 2);
     }
 
     #[test]

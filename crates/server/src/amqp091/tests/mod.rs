@@ -12,6 +12,7 @@ mod basic;
 mod channel;
 mod confirms_tx;
 mod connection;
+mod consumer_timeout;
 mod durable;
 
 use bytes::{Bytes, BytesMut};

@@ -1,0 +1,67 @@
+"""RabbitMQ's consumer timeout (ferryd --consumer-timeout): a channel whose delivery waits
+too long for its acknowledgement is closed with PRECONDITION_FAILED and the delivery goes back
+to its queue, as pika users meet it on RabbitMQ. Starts its own ferryd (FERRYD_BIN) with a
+one-second timeout."""
+
+import os
+import subprocess
+import uuid
+
+import pika
+import pytest
+from pika.exceptions import ChannelClosedByBroker
+
+
+@pytest.fixture
+def port():
+    ferryd = os.environ.get("FERRYD_BIN")
+    if not ferryd:
+        pytest.skip("FERRYD_BIN not set (run.sh sets it when it starts ferryd itself)")
+    proc = subprocess.Popen(
+        [ferryd, "--port", "0", "--interface", "127.0.0.1", "--auth", "no", "--no-data-dir",
+         "--consumer-timeout", "1000"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    try:
+        yield int(proc.stdout.readline())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_an_unacknowledged_delivery_times_out_its_channel(port):
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    queue = "t-" + uuid.uuid4().hex[:12]
+    ch = conn.channel()
+    ch.queue_declare(queue)
+    ch.basic_publish("", queue, b"held")
+    got = []
+    ch.basic_consume(queue, lambda c, m, p, body: got.append(body))
+    # pika raises the broker's channel.close from the blocking consume loop.
+    conn.call_later(10, ch.stop_consuming)
+    with pytest.raises(ChannelClosedByBroker) as closed:
+        ch.start_consuming()
+    assert got == [b"held"]
+    assert closed.value.reply_code == 406
+    assert "delivery acknowledgement on channel 1 timed out" in closed.value.reply_text
+    # The connection carries on, and the delivery is back on its queue.
+    other = conn.channel()
+    method, _props, body = other.basic_get(queue)
+    assert body == b"held" and method.redelivered
+    other.basic_ack(method.delivery_tag)
+    conn.close()
+
+
+def test_acknowledging_in_time_keeps_the_channel(port):
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    queue = "t-" + uuid.uuid4().hex[:12]
+    ch = conn.channel()
+    ch.queue_declare(queue)
+    for i in range(4):
+        ch.basic_publish("", queue, b"m%d" % i)
+        method, _props, _body = next(ch.consume(queue, inactivity_timeout=5))
+        conn.process_data_events(time_limit=0.5)
+        ch.basic_ack(method.delivery_tag)
+    conn.process_data_events(time_limit=1.5)
+    assert ch.is_open
+    ch.cancel()
+    conn.close()
