@@ -245,11 +245,19 @@ fn names(stem: &str, n: usize) -> Vec<&'static str> {
 
 /// More than three walks' worth of messages nobody matches, then one match.
 fn deep_queue_ending_in_a_match() -> (Arc<Queue>, usize) {
+    deep_queue(3 * WALK_STEPS as usize + 10)
+}
+
+/// `deep` messages nobody matches, then "x1".
+fn deep_queue(deep: usize) -> (Arc<Queue>, usize) {
     let q = queue();
-    let deep = 3 * WALK_STEPS as usize + 10;
     publish(&q, &names("a", deep));
     publish(&q, &["x1"]);
     (q, deep)
+}
+
+fn asked(f: &Prefix) -> usize {
+    f.asked.load(Ordering::Relaxed)
 }
 
 /// Takes from `ob` as the connection's writer would, until something comes or `takes`
@@ -348,4 +356,43 @@ fn a_dropping_consumer_clears_a_deep_backlog_in_slices() {
         bs(&["x1"]),
         "the rest without credit, up to its match"
     );
+}
+
+#[test]
+fn the_walks_of_one_pass_share_its_bound() {
+    let (q, _) = deep_queue_ending_in_a_match();
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    let (f1, f2) = (prefix("x"), prefix("y"));
+    q.subscribe(filtered(1, &o1, true, &f1)).unwrap();
+    q.subscribe(filtered(2, &o2, true, &f2)).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    q.add_credit(2, 10, u32::MAX).unwrap();
+    let before = asked(&f1) + asked(&f2);
+    q.redispatch();
+    assert_eq!(
+        asked(&f1) + asked(&f2) - before,
+        WALK_STEPS as usize,
+        "two selective consumers, one pass's worth"
+    );
+}
+
+#[test]
+fn a_flush_lifts_the_bound_only_for_the_consumer_that_flushes() {
+    let (q, _) = deep_queue(5 * WALK_STEPS as usize);
+    let (o1, o2) = (Outbox::new(), Outbox::new());
+    let (f1, f2) = (prefix("x"), prefix("y"));
+    q.subscribe(filtered(1, &o1, true, &f1)).unwrap();
+    q.subscribe(filtered(2, &o2, true, &f2)).unwrap();
+    q.add_credit(1, 10, u32::MAX).unwrap();
+    q.add_credit(2, 10, u32::MAX).unwrap();
+    let before = asked(&f2);
+    q.flush(1).unwrap();
+    // Read before taking deliveries: a take runs the next slice.
+    let walked = asked(&f2) - before;
+    assert_eq!(
+        bodies(&deliveries(&o1)),
+        [b"x1"],
+        "the flusher walked to the end"
+    );
+    assert_eq!(walked, WALK_STEPS as usize, "the other, one pass's worth");
 }

@@ -45,29 +45,40 @@ pub(crate) struct Unsettled {
     pub(crate) stored: u64,
 }
 
-/// Most steps one consumer's walk over a queue takes in one dispatch pass, a step being
-/// one entry looked at; see [`QueueState::dispatch`]. About a millisecond of selector
-/// evaluations here.
+/// Most steps the walks of one dispatch pass take together, a step being one entry a
+/// browser or a consumer with a filter looks at; see [`QueueState::dispatch`]. About a
+/// millisecond of selector evaluations here.
 pub(crate) const WALK_STEPS: u32 = 4096;
 /// Steps that reading an entry back from the journal costs a walk (a `pread`, against an
 /// evaluation in memory).
 const DISK_STEPS: u32 = 16;
 
-/// What is left of one walk's [`WALK_STEPS`].
-struct Walk(u32);
+/// What is left of one dispatch pass's [`WALK_STEPS`], shared by its walks. The consumer
+/// that flushes or drains (`complete_for`) walks unbounded.
+struct Walks {
+    left: u32,
+    complete_for: Option<ConsumerId>,
+}
 
-impl Walk {
-    fn new(steps: u32) -> Walk {
-        Walk(steps)
+impl Walks {
+    fn new(complete_for: Option<ConsumerId>) -> Walks {
+        Walks {
+            left: WALK_STEPS,
+            complete_for,
+        }
     }
 
-    /// Takes the steps for looking at one entry; false when the walk has used them up.
+    /// Takes the steps for consumer `id` to look at one entry; false when the pass has used
+    /// them up.
     #[inline]
-    fn step(&mut self, on_disk: bool) -> bool {
+    fn step(&mut self, id: ConsumerId, on_disk: bool) -> bool {
+        if self.complete_for == Some(id) {
+            return true;
+        }
         let cost = if on_disk { DISK_STEPS } else { 1 };
-        match self.0.checked_sub(cost) {
+        match self.left.checked_sub(cost) {
             Some(left) => {
-                self.0 = left;
+                self.left = left;
                 true
             }
             None => false,
@@ -838,40 +849,40 @@ impl QueueState {
 
     /// Hands out what credit allows. Browsers go first so they see messages before competing
     /// acquirers take them; acquirers share round-robin, starting after the last one served.
-    /// A walk that passes over messages (a browser, a consumer with a filter) stops after
-    /// [`WALK_STEPS`] and resumes from the consumer's connection (see [`Consumer::walk_cut`]),
-    /// so one selector over a deep queue never holds the queue's lock for long.
+    /// The walks that pass over messages (browsers, consumers with a filter) stop after
+    /// [`WALK_STEPS`] between them and resume from their consumers' connections (see
+    /// [`Consumer::walk_cut`]), so selectors over a deep queue never hold its lock for long.
     pub(crate) fn dispatch(&mut self, queue: &Arc<Queue>) {
-        self.dispatch_walking(queue, WALK_STEPS);
+        self.dispatch_walking(queue, None);
     }
 
-    /// [`QueueState::dispatch`] with no bound on the walks: 0-10 message.flush and 1.0 drain
-    /// must deliver everything the credit allows before they answer, or a match deep in the
-    /// queue would look like none. Each entry still costs a consumer one look: the cursor
-    /// keeps what was passed over.
-    pub(crate) fn dispatch_complete(&mut self, queue: &Arc<Queue>) {
-        self.dispatch_walking(queue, u32::MAX);
+    /// [`QueueState::dispatch`] with no bound on `consumer`'s walk: 0-10 message.flush and
+    /// 1.0 drain must deliver everything its credit allows before they answer, or a match
+    /// deep in the queue would look like none. Each entry still costs it one look: the
+    /// cursor keeps what was passed over.
+    pub(crate) fn dispatch_complete(&mut self, queue: &Arc<Queue>, consumer: ConsumerId) {
+        self.dispatch_walking(queue, Some(consumer));
     }
 
-    #[inline(always)]
-    fn dispatch_walking(&mut self, queue: &Arc<Queue>, walk_steps: u32) {
+    fn dispatch_walking(&mut self, queue: &Arc<Queue>, complete_for: Option<ConsumerId>) {
         if self.consumers.is_empty() || self.deleted {
             return;
         }
         let mut clock = Clock::default();
+        let mut walks = Walks::new(complete_for);
         for c in &mut self.consumers {
             c.begin_pass();
         }
         for ci in 0..self.consumers.len() {
             if self.consumers.get(ci).is_some_and(|c| !c.spec.acquire) {
-                self.dispatch_browser(ci, queue, &mut clock, walk_steps);
+                self.dispatch_browser(ci, queue, &mut clock, &mut walks);
             }
         }
         if self.groups.is_some() {
             self.dispatch_grouped(queue, &mut clock);
         } else {
             if self.filtered_acquirers > 0 {
-                self.dispatch_filtered(queue, &mut clock, walk_steps);
+                self.dispatch_filtered(queue, &mut clock, &mut walks);
             }
             self.dispatch_acquirers(queue, &mut clock);
         }
@@ -982,16 +993,21 @@ impl QueueState {
         true
     }
 
-    fn dispatch_browser(&mut self, ci: usize, queue: &Arc<Queue>, clock: &mut Clock, steps: u32) {
+    fn dispatch_browser(
+        &mut self,
+        ci: usize,
+        queue: &Arc<Queue>,
+        clock: &mut Clock,
+        walks: &mut Walks,
+    ) {
         let entries = &self.entries;
         let store = self.store.as_ref();
         let Some(c) = self.consumers.get_mut(ci) else {
             return;
         };
         let mut browsed = 0;
-        let mut walk = Walk::new(steps);
         for e in entries.after(c.cursor) {
-            if !walk.step(e.on_disk()) {
+            if !walks.step(c.spec.id, e.on_disk()) {
                 c.walk_cut = c.has_credit_for(1);
                 break;
             }
@@ -1111,19 +1127,21 @@ impl QueueState {
     /// evaluation, not one per pass. Runs before the unfiltered consumers, which then take
     /// what is left from the front.
     #[cold]
-    fn dispatch_filtered(&mut self, queue: &Arc<Queue>, clock: &mut Clock, walk_steps: u32) {
+    fn dispatch_filtered(&mut self, queue: &Arc<Queue>, clock: &mut Clock, walks: &mut Walks) {
         let n = self.consumers.len();
         let active = if self.single_active {
             self.consumers.iter().position(|c| c.spec.acquire)
         } else {
             None
         };
+        // Each consumer once per pass, starting after the last one served (before this pass).
+        let start = self.next_rr;
         for k in 0..n {
-            let ci = (self.next_rr + k) % n;
+            let ci = (start + k) % n;
             let serves = self.consumers.get(ci).is_some_and(|c| {
                 c.is_filtered_acquirer() && (!self.single_active || active == Some(ci))
             });
-            if serves && self.walk_filtered(ci, queue, clock, walk_steps) {
+            if serves && self.walk_filtered(ci, queue, clock, walks) {
                 self.next_rr = ci + 1;
             }
         }
@@ -1136,10 +1154,9 @@ impl QueueState {
         ci: usize,
         queue: &Arc<Queue>,
         clock: &mut Clock,
-        steps: u32,
+        walks: &mut Walks,
     ) -> bool {
         let mut took = false;
-        let mut walk = Walk::new(steps);
         loop {
             let Some(c) = self.consumers.get(ci) else {
                 return took;
@@ -1156,7 +1173,7 @@ impl QueueState {
             let (Some(c), Some(e)) = (self.consumers.get(ci), self.entry_at(position)) else {
                 return took;
             };
-            if !walk.step(e.on_disk()) {
+            if !walks.step(c.spec.id, e.on_disk()) {
                 if let Some(c) = self.consumers.get_mut(ci) {
                     c.walk_cut = true;
                 }

@@ -169,7 +169,7 @@ impl Queue {
     pub fn drain_credit(self: &Arc<Self>, consumer: ConsumerId) -> Result<u32, BrokerError> {
         let mut st = self.lock();
         self.with_consumer(&mut st, consumer, |_| ())?;
-        st.dispatch_complete(self);
+        st.dispatch_complete(self, consumer);
         self.with_consumer(&mut st, consumer, |c| {
             let left = c.credit_messages;
             c.stop();
@@ -188,7 +188,7 @@ impl Queue {
     pub fn flush(self: &Arc<Self>, consumer: ConsumerId) -> Result<(), BrokerError> {
         let mut st = self.lock();
         self.with_consumer(&mut st, consumer, |_| ())?;
-        st.dispatch_complete(self);
+        st.dispatch_complete(self, consumer);
         self.with_consumer(&mut st, consumer, Consumer::stop)
     }
 }

@@ -139,7 +139,10 @@ pub fn consumer(e: &ConsumerEntry, conn: Option<&ConnectionStatus>, ctx: &Ctx) -
             Some(selector) => json!({ "x-filter-jms-selector": selector }),
             None => json!({}),
         },
-        "consumer_timeout": ctx.consumer_timeout_ms,
+        // Only 0-9-1 channels time out (null otherwise, or when the timeout is off).
+        "consumer_timeout": conn
+            .filter(|c| c.meta.protocol == "AMQP 0-9-1")
+            .and(ctx.consumer_timeout_ms),
         "queue": { "name": e.queue, "vhost": VHOST },
         "channel_details": channel_details,
     })

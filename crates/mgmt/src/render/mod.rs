@@ -23,7 +23,7 @@ pub struct Ctx {
     pub node: String,
     pub listeners: Listeners,
     pub windows: Windows,
-    /// The consumer timeout in milliseconds, as RabbitMQ reports it (absent when off).
+    /// The consumer timeout in milliseconds, as RabbitMQ reports it (`None` when off).
     pub consumer_timeout_ms: Option<u64>,
 }
 

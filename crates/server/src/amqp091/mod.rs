@@ -81,10 +81,11 @@ pub fn connection(services: Services, peer: Peer, now: Instant) -> Connection<Am
     Connection::new(shell, protocol)
 }
 
-/// How often channels are checked against the consumer timeout: a tenth of it, at most a
-/// minute, so a timeout fires at most that much late.
+/// How often channels are checked against the consumer timeout: a tenth of it, between
+/// 100 ms and a minute. A timeout fires at most two intervals late (the first check after
+/// a delivery marks it; the timeout need not be a whole number of intervals).
 fn ack_check_interval(timeout: Duration) -> Duration {
-    (timeout / 10).clamp(Duration::from_millis(10), Duration::from_secs(60))
+    (timeout / 10).clamp(Duration::from_millis(100), Duration::from_secs(60))
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
@@ -272,7 +273,9 @@ impl Protocol for Amqp091 {
         };
         let now = shell.now();
         self.next_ack_check = Some(now + ack_check_interval(timeout));
-        if shell.phase != Phase::Open {
+        // While input waits unprocessed (an alarm, producer flow control), acks that came
+        // in time may be among it: no check, and no marks, until it is read again.
+        if shell.phase != Phase::Open || shell.paused() {
             return;
         }
         let mut overdue: Vec<u16> = self

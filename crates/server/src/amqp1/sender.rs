@@ -184,12 +184,6 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
             if let Some(name) = &found.temporary {
                 let _ = ctx.broker.delete_queue(name, false, false, ctx.owner);
             }
-            if found.shared && found.subscription.is_none() {
-                // A volatile shared subscription made for this link, unless another has it.
-                let _ = ctx
-                    .broker
-                    .delete_queue(found.queue.name(), true, false, ctx.owner);
-            }
             return Err(f);
         }
     };
@@ -336,6 +330,10 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
         } else {
             Lifetime::WhileConsumed
         };
+        // Checked before the subscription is made: one made for a link that may not consume
+        // it would collect messages nobody can read or unsubscribe.
+        ctx.access
+            .check(Action::Consume, ObjectType::Queue, || access::named(&name))?;
         let selector_text = selector.as_ref().map(|s| s.text());
         let queue =
             subscription::open(ctx, &name, &exchange, &key, &args, selector_text, lifetime)?;

@@ -10,7 +10,7 @@
 //! JMS 2 shared subscriptions (source capability `shared`) let several links consume one
 //! subscription's queue. Qpid JMS names their links `name`, `name|2`, ... when durable and
 //! `name|volatile1`, ... when not, with `global` in the name and in the capabilities when the
-//! connection has no client id: the subscription is the name before the first `|`, scoped
+//! connection has no client id: the subscription is the link name without that suffix, scoped
 //! by the container id unless global. A shared durable subscription lives as an unshared
 //! one does; a shared volatile one goes with its last link.
 
@@ -43,12 +43,32 @@ pub fn queue_name(container: &str, link: &str) -> String {
 /// The first link of a global durable one is named as its queue (`name|global`), so a link
 /// with no source finds it by that name (Qpid JMS's unsubscribe).
 pub fn shared_queue_name(container: &str, link: &str, global: bool, durable: bool) -> String {
-    let name = link.split('|').next().unwrap_or(link);
+    let name = subscription_name(link);
     match (global, durable) {
         (false, true) => queue_name(container, name),
         (true, true) => format!("{name}|global"),
         (false, false) => format!("{}|volatile", queue_name(container, name)),
         (true, false) => format!("{name}|global-volatile"),
+    }
+}
+
+/// The subscription a shared link belongs to: its name without the suffix Qpid JMS adds
+/// (`|2`, `|global`, `|global2`, `|volatile1`, `|global-volatile1`). Any other `|` is part
+/// of the name (Qpid JMS refuses `|` in subscription names; other clients may use it).
+fn subscription_name(link: &str) -> &str {
+    let Some((name, suffix)) = link.rsplit_once('|') else {
+        return link;
+    };
+    let counter = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let numbered = |s: &str, prefix: &str| s.strip_prefix(prefix).is_some_and(counter);
+    let added = (!suffix.is_empty() && counter(suffix))
+        || numbered(suffix, "global")
+        || (numbered(suffix, "volatile") || numbered(suffix, "global-volatile"))
+            && suffix.bytes().last().is_some_and(|b| b.is_ascii_digit());
+    if added {
+        name
+    } else {
+        link
     }
 }
 
@@ -171,4 +191,28 @@ fn delete(ctx: &mut Ctx, name: &str, if_unused: bool) -> Result<(), Fault> {
         .check(Action::Delete, ObjectType::Queue, || access::named(name))?;
     ctx.broker.delete_queue(name, if_unused, false, ctx.owner)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_suffixes_qpid_jms_adds_are_taken_off() {
+        for (link, name) in [
+            ("sub", "sub"),
+            ("sub|2", "sub"),
+            ("sub|global", "sub"),
+            ("sub|global2", "sub"),
+            ("sub|volatile1", "sub"),
+            ("sub|global-volatile3", "sub"),
+            ("a|b", "a|b"),
+            ("a|b|2", "a|b"),
+            ("a|volatile", "a|volatile"),
+            ("a|", "a|"),
+            ("a|globalx", "a|globalx"),
+        ] {
+            assert_eq!(subscription_name(link), name, "{link}");
+        }
+    }
 }

@@ -174,7 +174,7 @@ struct Held {
 
 impl Shell {
     /// Input waits unprocessed: a resource alarm, or producer flow control.
-    fn paused(&self) -> bool {
+    pub fn paused(&self) -> bool {
         self.flow_blocked || self.held_by.is_some()
     }
 

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use ferry_amqp091::BasicCancel;
+
 use super::*;
 
 async fn with_timeout(timeout: Duration) -> Client {
@@ -66,6 +68,13 @@ async fn deliveries_acknowledged_in_time_keep_the_channel_open() {
     // Six seconds of traffic, each delivery acknowledged after half of the timeout.
     assert_eq!(closed_for_timeout(&methods(c.advance(2 * SECOND))), None);
     // No-ack deliveries are never waited for.
+    c.call(
+        1,
+        BasicCancel {
+            consumer_tag: short("steady"),
+            nowait: false,
+        },
+    );
     c.consume(
         1,
         BasicConsume {
@@ -74,5 +83,42 @@ async fn deliveries_acknowledged_in_time_keep_the_channel_open() {
         },
     );
     c.publish(1, "", "q", b"x");
+    assert_eq!(closed_for_timeout(&methods(c.advance(3 * SECOND))), None);
+}
+
+#[tokio::test]
+async fn acknowledgements_waiting_behind_a_resource_alarm_do_not_time_out() {
+    let broker = ferry_core::BrokerConfig {
+        memory_watermarks: Some(ferry_core::Watermarks {
+            high: 1000,
+            low: 100,
+        }),
+        ..ferry_core::BrokerConfig::default()
+    };
+    let config = ServerConfig {
+        consumer_timeout: Some(SECOND),
+        ..ServerConfig::default()
+    };
+    let services = crate::shell::testing::services_with(config, broker);
+    let mut c = open_on(&services, &[]).await;
+    open_channel(&mut c, 1);
+    c.declare_queue(1, "q");
+    c.consume(1, consumer("q", "both"));
+    c.publish(1, "", "q", &[1; 600]);
+    c.publish(1, "", "q", &[2; 600]);
+    let tags: Vec<u64> = c
+        .take()
+        .iter()
+        .filter_map(|i| match &i.method {
+            Method::BasicDeliver(d) => Some(d.delivery_tag),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tags, [1, 2]);
+    assert!(services.broker.alarms().blocked());
+    c.poll_flow();
+    // Acknowledged in time, but the alarm keeps the ack unread.
+    c.ack(1, 2, true);
+    assert!(c.pending_input() > 0);
     assert_eq!(closed_for_timeout(&methods(c.advance(3 * SECOND))), None);
 }

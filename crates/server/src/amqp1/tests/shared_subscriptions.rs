@@ -195,7 +195,7 @@ async fn a_shared_subscriber_with_another_selector_is_refused_while_one_consumes
 }
 
 #[tokio::test]
-async fn a_volatile_subscription_whose_first_link_is_refused_is_not_left_behind() {
+async fn a_subscription_whose_first_link_may_not_consume_is_not_left_behind() {
     let services = services_with_acl(
         "acl deny anonymous consume queue name=test-client_v*\nacl allow all all\n",
         ServerConfig::default(),
@@ -205,4 +205,10 @@ async fn a_volatile_subscription_whose_first_link_is_refused_is_not_left_behind(
     let got = attach_named(&mut c, 1, "v|volatile1", Some(shared(false, false)));
     assert!(error_of(&got).is_some(), "consume denied");
     assert!(c.broker().queue("test-client_v|volatile").is_none());
+    // Nor a durable one, shared or not, which would collect messages nobody may read.
+    let got = attach_named(&mut c, 2, "v", Some(shared(true, false)));
+    assert!(error_of(&got).is_some(), "consume denied");
+    let got = attach_named(&mut c, 3, "v", Some(durable("amq.topic/news")));
+    assert!(error_of(&got).is_some(), "consume denied");
+    assert!(c.broker().queue("test-client_v").is_none());
 }
