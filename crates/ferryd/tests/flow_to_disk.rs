@@ -36,10 +36,10 @@ fn peak_rss(pid: u32) -> u64 {
     kib * 1024
 }
 
-#[tokio::test]
-async fn a_queue_eight_times_the_memory_budget_is_consumed_in_order_with_bounded_memory() {
-    let dir = DataDir::new("flow-to-disk");
-    let broker = Ferryd::start_with(&[&dir.arg(), "--store-memory-budget", "8MiB"]);
+/// A ferryd on `dir` with this `--store-memory-budget`, a session to it, and the durable
+/// queue "deep".
+async fn durable_queue_on(dir: &DataDir, budget: &str) -> (Ferryd, Connection, Session) {
+    let broker = Ferryd::start_with(&[&dir.arg(), "--store-memory-budget", budget]);
     let conn = Connection::connect(broker.addr, ConnectOptions::default())
         .await
         .expect("connect");
@@ -49,6 +49,13 @@ async fn a_queue_eight_times_the_memory_budget_is_consumed_in_order_with_bounded
         ..QueueDeclareOptions::default()
     };
     s.queue_declare("deep", opts).await.unwrap();
+    (broker, conn, s)
+}
+
+#[tokio::test]
+async fn a_queue_eight_times_the_memory_budget_is_consumed_in_order_with_bounded_memory() {
+    let dir = DataDir::new("flow-to-disk");
+    let (broker, _conn, s) = durable_queue_on(&dir, "8MiB").await;
     // A window of completions keeps what is in flight (and in the journal's buffers) small.
     let mut in_flight = Vec::new();
     for i in 0..COUNT {
@@ -142,16 +149,7 @@ async fn publish_coloured(s: &Session, queue: &str, colour: &str, count: u32, si
 async fn a_selector_finds_its_match_deep_in_a_queue_held_on_disk() {
     const PASSED_OVER: u32 = 20_000;
     let dir = DataDir::new("flow-to-disk-selector");
-    let broker = Ferryd::start_with(&[&dir.arg(), "--store-memory-budget", "1MiB"]);
-    let conn = Connection::connect(broker.addr, ConnectOptions::default())
-        .await
-        .expect("connect");
-    let s = conn.session().await.expect("session");
-    let opts = QueueDeclareOptions {
-        durable: true,
-        ..QueueDeclareOptions::default()
-    };
-    s.queue_declare("deep", opts).await.unwrap();
+    let (_broker, _conn, s) = durable_queue_on(&dir, "1MiB").await;
     publish_coloured(&s, "deep", "blue", PASSED_OVER, 1024).await;
     publish_coloured(&s, "deep", "red", 1, 8).await;
     s.sync().await.unwrap();

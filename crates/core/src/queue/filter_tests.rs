@@ -32,6 +32,17 @@ fn prefix(p: &'static str) -> Arc<Prefix> {
     })
 }
 
+/// A consumer that drops what it does not match (a 1.0 topic subscription's).
+fn dropping(id: ConsumerId, ob: &Arc<Outbox>, f: &Arc<Prefix>) -> ConsumerSpec {
+    ConsumerSpec {
+        filter: Some(ConsumerFilter {
+            matches: f.clone(),
+            drop_unmatched: true,
+        }),
+        ..spec(id, ob, true)
+    }
+}
+
 fn filtered(id: ConsumerId, ob: &Arc<Outbox>, acquire: bool, f: &Arc<Prefix>) -> ConsumerSpec {
     ConsumerSpec {
         filter: Some(ConsumerFilter {
@@ -203,14 +214,7 @@ fn a_subscriptions_own_consumer_drops_what_it_does_not_match() {
     let q = queue();
     let ob = Outbox::new();
     let f = prefix("x");
-    q.subscribe(ConsumerSpec {
-        filter: Some(ConsumerFilter {
-            matches: f.clone(),
-            drop_unmatched: true,
-        }),
-        ..spec(1, &ob, true)
-    })
-    .unwrap();
+    q.subscribe(dropping(1, &ob, &f)).unwrap();
     // No credit yet: what it passes over goes, up to its first match.
     publish(&q, &["a1", "x1", "a2", "x2"]);
     assert_eq!(q.queued_bodies(), bs(&["x1", "a2", "x2"]));
@@ -333,14 +337,7 @@ fn a_dropping_consumer_clears_a_deep_backlog_in_slices() {
     let (q, deep) = deep_queue_ending_in_a_match();
     let ob = Outbox::new();
     let f = prefix("x");
-    q.subscribe(ConsumerSpec {
-        filter: Some(ConsumerFilter {
-            matches: f.clone(),
-            drop_unmatched: true,
-        }),
-        ..spec(1, &ob, true)
-    })
-    .unwrap();
+    q.subscribe(dropping(1, &ob, &f)).unwrap();
     q.redispatch();
     let slice = WALK_STEPS as usize;
     assert_eq!(
