@@ -33,6 +33,13 @@ pub async fn drive<T: Transport, P: Protocol>(
     let mut auth_task: Option<AuthTask> = None;
     let mut alarm = Some(conn.broker().alarms().subscribe());
     let mut write_closed = false;
+    // One timer for the connection's deadlines, re-armed only when a deadline comes earlier
+    // than the one it is set for. A deadline that moved later (a heartbeat pushed back by a
+    // write) lets it fire early, which costs one idle wake-up; re-arming it on every pass
+    // cost a timer registration per batch.
+    let timer = tokio::time::sleep(std::time::Duration::ZERO);
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
     let result = loop {
         let now = Instant::now();
         if auth_task.is_none() {
@@ -75,7 +82,12 @@ pub async fn drive<T: Transport, P: Protocol>(
             // queued behind this one on its worker would wait for the whole walk.
             tokio::task::yield_now().await;
         }
-        let deadline = conn.poll_timeout();
+        if let Some(at) = conn.poll_timeout() {
+            if armed.is_none_or(|set| at < set) {
+                timer.as_mut().reset(at.into());
+                armed = Some(at);
+            }
+        }
         let take_deliveries = conn.below_high_water() && !conn.is_finished();
         let outbox = conn.outbox().clone();
         tokio::select! {
@@ -112,10 +124,10 @@ pub async fn drive<T: Transport, P: Protocol>(
                 auth_task = None;
                 conn.handle_auth(outcome, &mut input, Instant::now());
             }
-            _ = async { match deadline {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }} => conn.handle_timeout(Instant::now()),
+            _ = &mut timer, if armed.is_some() => {
+                armed = None;
+                conn.handle_timeout(Instant::now());
+            }
             _ = shutdown.wait(), if !conn.shell.is_closing() => {
                 conn.handle_shutdown(Instant::now());
             }
