@@ -36,6 +36,18 @@ fn peak_rss(pid: u32) -> u64 {
     kib * 1024
 }
 
+/// Sends what is buffered and waits for the completion of every transfer in `in_flight`
+/// (a window keeps what is in flight, and in the journal's buffers, small).
+async fn complete(s: &Session, in_flight: &mut Vec<u32>) {
+    s.flush().unwrap();
+    for id in in_flight.drain(..) {
+        tokio::time::timeout(WAIT, s.wait_for(id))
+            .await
+            .expect("completed in time")
+            .unwrap();
+    }
+}
+
 /// A ferryd on `dir` with this `--store-memory-budget`, a session to it, and the durable
 /// queue "deep".
 async fn durable_queue_on(dir: &DataDir, budget: &str) -> (Ferryd, Connection, Session) {
@@ -67,13 +79,7 @@ async fn a_queue_eight_times_the_memory_budget_is_consumed_in_order_with_bounded
             .unwrap();
         in_flight.push(s.transfer("", &m).await.unwrap());
         if in_flight.len() == 64 {
-            s.flush().unwrap();
-            for id in in_flight.drain(..) {
-                tokio::time::timeout(WAIT, s.wait_for(id))
-                    .await
-                    .expect("completed in time")
-                    .unwrap();
-            }
+            complete(&s, &mut in_flight).await;
         }
     }
     s.sync().await.unwrap();
@@ -132,13 +138,7 @@ async fn publish_coloured(s: &Session, queue: &str, colour: &str, count: u32, si
             .unwrap();
         in_flight.push(s.transfer("", &m).await.unwrap());
         if in_flight.len() == 256 || i + 1 == count {
-            s.flush().unwrap();
-            for id in in_flight.drain(..) {
-                tokio::time::timeout(WAIT, s.wait_for(id))
-                    .await
-                    .expect("completed in time")
-                    .unwrap();
-            }
+            complete(s, &mut in_flight).await;
         }
     }
 }

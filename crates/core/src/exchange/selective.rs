@@ -89,18 +89,20 @@ impl Selective {
         routed: &mut Vec<Arc<Queue>>,
         start: usize,
     ) {
-        let mut i = start;
-        while i < routed.len() {
+        // Compacted in place, in order: removing one at a time would shift the tail once per
+        // rejected queue.
+        let mut kept = start;
+        for i in start..routed.len() {
             let admitted = routed
                 .get(i)
                 .and_then(|q| self.0.get(&q.id()))
                 .map_or(true, |q| q.admits(kind, msg));
             if admitted {
-                i += 1;
-            } else {
-                routed.remove(i);
+                routed.swap(kept, i);
+                kept += 1;
             }
         }
+        routed.truncate(kept);
     }
 }
 

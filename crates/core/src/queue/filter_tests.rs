@@ -32,6 +32,13 @@ fn prefix(p: &'static str) -> Arc<Prefix> {
     })
 }
 
+/// Subscribes `spec` and grants it 10 messages of credit (which dispatches).
+fn subscribe_with_credit(q: &Arc<Queue>, spec: ConsumerSpec) {
+    let id = spec.id;
+    q.subscribe(spec).unwrap();
+    q.add_credit(id, 10, u32::MAX).unwrap();
+}
+
 /// A consumer that drops what it does not match (a 1.0 topic subscription's).
 fn dropping(id: ConsumerId, ob: &Arc<Outbox>, f: &Arc<Prefix>) -> ConsumerSpec {
     ConsumerSpec {
@@ -201,8 +208,7 @@ fn in_a_grouped_queue_a_filtered_consumer_gets_only_matching_groups_messages() {
     }
     let (o1, o2) = (Outbox::new(), Outbox::new());
     let f = prefix("x");
-    q.subscribe(filtered(1, &o1, true, &f)).unwrap();
-    q.add_credit(1, 10, u32::MAX).unwrap();
+    subscribe_with_credit(&q, filtered(1, &o1, true, &f));
     assert_eq!(bodies(&deliveries(&o1)), [b"x1", b"x2"]);
     q.subscribe(spec(2, &o2, true)).unwrap();
     q.add_credit(2, 10, u32::MAX).unwrap();
@@ -232,8 +238,7 @@ fn a_backlog_only_selective_consumers_leave_holds_no_publisher() {
     let q = queue();
     let (o1, o2) = (Outbox::new(), Outbox::new());
     let f = prefix("x");
-    q.subscribe(filtered(1, &o1, true, &f)).unwrap();
-    q.add_credit(1, 10, u32::MAX).unwrap();
+    subscribe_with_credit(&q, filtered(1, &o1, true, &f));
     publish(&q, &["a1", "a2", "a3"]);
     assert_eq!(q.backlog().ready_bytes, 0, "nobody here wants them");
     q.subscribe(spec(2, &o2, true)).unwrap();
@@ -281,8 +286,7 @@ fn a_walk_over_a_deep_queue_goes_in_slices_that_the_connection_resumes() {
     let (q, deep) = deep_queue_ending_in_a_match();
     let ob = Outbox::new();
     let f = prefix("x");
-    q.subscribe(filtered(1, &ob, true, &f)).unwrap();
-    q.add_credit(1, 10, u32::MAX).unwrap();
+    subscribe_with_credit(&q, filtered(1, &ob, true, &f));
     let slice = WALK_STEPS as usize;
     assert_eq!(f.asked.load(Ordering::Relaxed), slice, "one slice per pass");
     // Each take dispatches the next slice; the fourth finds the match.
@@ -305,15 +309,13 @@ fn flush_and_drain_walk_the_whole_queue_before_they_answer() {
     let (q, _) = deep_queue_ending_in_a_match();
     let ob = Outbox::new();
     let f = prefix("x");
-    q.subscribe(filtered(1, &ob, true, &f)).unwrap();
-    q.add_credit(1, 10, u32::MAX).unwrap();
+    subscribe_with_credit(&q, filtered(1, &ob, true, &f));
     q.flush(1).unwrap();
     assert_eq!(bodies(&deliveries(&ob)), [b"x1"], "message.flush");
 
     let (q, _) = deep_queue_ending_in_a_match();
     let ob = Outbox::new();
-    q.subscribe(filtered(1, &ob, true, &prefix("x"))).unwrap();
-    q.add_credit(1, 10, u32::MAX).unwrap();
+    subscribe_with_credit(&q, filtered(1, &ob, true, &prefix("x")));
     assert_eq!(q.drain_credit(1).unwrap(), 9, "1.0 drain");
     assert_eq!(bodies(&deliveries(&ob)), [b"x1"]);
 }
@@ -323,8 +325,7 @@ fn a_filtered_browser_walks_a_deep_queue_in_slices_too() {
     let (q, deep) = deep_queue_ending_in_a_match();
     let ob = Outbox::new();
     let f = prefix("x");
-    q.subscribe(filtered(1, &ob, false, &f)).unwrap();
-    q.add_credit(1, 10, u32::MAX).unwrap();
+    subscribe_with_credit(&q, filtered(1, &ob, false, &f));
     assert_eq!(f.asked.load(Ordering::Relaxed), WALK_STEPS as usize);
     let (ds, takes) = take_until_delivered(&ob, 10);
     assert_eq!((bodies(&ds), takes), (vec![&b"x1"[..]], 4));
