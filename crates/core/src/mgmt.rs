@@ -220,6 +220,7 @@ mod tests {
             exclusive: false,
             window: None,
             filter: None,
+            ack_timeout: None,
         })
         .unwrap();
         q.add_credit(consumer, 3, u32::MAX).unwrap();
@@ -314,6 +315,7 @@ mod tests {
             exclusive: false,
             window: None,
             filter: None,
+            ack_timeout: None,
         })
         .unwrap();
         let consumers = b.consumer_entries();

@@ -1168,7 +1168,7 @@ fn an_operator_may_delete_a_queue_exclusive_to_a_client() {
 }
 
 #[test]
-fn a_consumers_selector_shows_in_its_arguments() {
+fn a_consumers_selector_and_timeout_show_in_management() {
     let b = Ferryd::start_mgmt(&[]);
     let h = http(&b);
     let mut c = Raw091::open(b.addr);
@@ -1188,6 +1188,20 @@ fn a_consumers_selector_shows_in_its_arguments() {
         |m| matches!(m, Method::BasicConsumeOk(_)),
     );
     c.consume("selective");
+    let mut arguments = ferry_amqp091::FieldTable::new();
+    arguments.push(
+        ShortStr::from_static("x-consumer-timeout"),
+        FieldValue::I64(5000),
+    );
+    c.call(
+        ferry_amqp091::BasicConsume {
+            queue: ShortStr::from_static("selective"),
+            consumer_tag: ShortStr::from_static("patient"),
+            arguments,
+            ..Default::default()
+        },
+        |m| matches!(m, Method::BasicConsumeOk(_)),
+    );
     let consumers = h.get("/api/consumers").expect(200).json();
     let by_tag = |tag: &str| {
         consumers
@@ -1208,8 +1222,18 @@ fn a_consumers_selector_shows_in_its_arguments() {
         "no selector, no arguments"
     );
     assert_eq!(
-        by_tag("c")["consumer_timeout"],
+        by_tag("reds")["consumer_timeout"],
         1_800_000,
         "--consumer-timeout's default"
+    );
+    assert_eq!(
+        by_tag("c")["consumer_timeout"],
+        Value::Null,
+        "no-ack: nothing to wait for"
+    );
+    assert_eq!(
+        by_tag("patient")["consumer_timeout"],
+        5000,
+        "its own x-consumer-timeout"
     );
 }

@@ -31,10 +31,6 @@ impl App {
             node: self.node.clone(),
             listeners: self.admin.listeners(),
             windows,
-            consumer_timeout_ms: self
-                .admin
-                .consumer_timeout()
-                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         }
     }
 

@@ -290,6 +290,7 @@ fn subscribe(
         exclusive: true,
         window: None,
         filter: None,
+        ack_timeout: None,
     })?;
     // The outbox's own room bounds what is handed over at once.
     queue.add_credit(id, u32::MAX, u32::MAX)?;

@@ -81,6 +81,7 @@ impl Console {
             exclusive: false,
             window: None,
             filter: None,
+            ack_timeout: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();

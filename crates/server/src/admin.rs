@@ -160,11 +160,6 @@ impl Admin {
         self.config.max_connections
     }
 
-    /// `--consumer-timeout`, if one is set.
-    pub fn consumer_timeout(&self) -> Option<std::time::Duration> {
-        self.config.consumer_timeout
-    }
-
     /// Whether an ACL file is in force.
     pub fn acl_enabled(&self) -> bool {
         self.state.acl.is_some()

@@ -127,6 +127,7 @@ fn consume_matching(
         exclusive: false,
         window: None,
         filter,
+        ack_timeout: None,
     })
     .unwrap();
     q.add_credit(id, n, u32::MAX).unwrap();
@@ -234,6 +235,7 @@ fn durable_topology_and_persistent_messages_survive_a_restart() {
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     })
     .unwrap();
     q.add_credit(99, 1, u32::MAX).unwrap();

@@ -30,6 +30,7 @@ pub fn one_queue_one_consumer(credit: u32) -> Result<Bench, BrokerError> {
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     })?;
     queue.add_credit(consumer, credit, u32::MAX)?;
     Ok(Bench {

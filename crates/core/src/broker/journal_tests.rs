@@ -71,6 +71,7 @@ fn consume_all(b: &Broker, q: &Arc<Queue>) -> Arc<Outbox> {
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     })
     .unwrap();
     q.add_credit(id, u32::MAX, u32::MAX).unwrap();
@@ -628,6 +629,7 @@ fn contents_on_disk_serve_get_browse_purge_and_dead_letters() {
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     })
     .unwrap();
     q.add_credit(77, u32::MAX, u32::MAX).unwrap();
@@ -672,6 +674,7 @@ fn browsing_past_a_lost_content_takes_no_window_slot() {
         exclusive: false,
         window: Some(window.clone()),
         filter: None,
+        ack_timeout: None,
     })
     .unwrap();
     q.add_credit(5, u32::MAX, u32::MAX).unwrap();

@@ -79,6 +79,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, acquire: bool, credit: u32) -> (Consume
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     })
     .unwrap();
     q.add_credit(id, credit, u32::MAX).unwrap();

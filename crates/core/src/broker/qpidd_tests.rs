@@ -46,6 +46,7 @@ fn consumer(b: &Broker, q: &Arc<Queue>, owner: OwnerId, acquire: bool) -> Consum
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     })
     .unwrap();
     id
@@ -267,6 +268,7 @@ fn an_exclusive_subscription_makes_its_connection_local() {
         exclusive: true,
         window: None,
         filter: None,
+        ack_timeout: None,
     })
     .unwrap();
     let default = b.default_exchange().clone();

@@ -59,6 +59,7 @@ fn subscribe(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, owner: OwnerId) -> Co
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     })
     .unwrap();
     id
@@ -809,6 +810,7 @@ fn subscribe_on_a_deleted_queue_fails() {
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     });
     assert!(matches!(err, Err(BrokerError::NotFound(_))));
 }
@@ -928,6 +930,7 @@ fn single_active_consumer_gets_everything_until_it_leaves() {
             exclusive: false,
             window: None,
             filter: None,
+            ack_timeout: None,
         })
         .unwrap();
         q.add_credit(id, u32::MAX, u32::MAX).unwrap();

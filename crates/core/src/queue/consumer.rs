@@ -1,6 +1,7 @@
 //! Consumer records kept inside a queue's state, so dispatch needs only the queue lock.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -29,6 +30,10 @@ pub struct ConsumerSpec {
     pub window: Option<Arc<SettleWindow>>,
     /// Only the messages this matches (a JMS selector); `None` takes any.
     pub filter: Option<ConsumerFilter>,
+    /// How long its deliveries may wait for their acknowledgement before its protocol
+    /// layer takes them back (0-9-1's consumer timeout): for management, the core keeps no
+    /// clock on deliveries.
+    pub ack_timeout: Option<Duration>,
 }
 
 /// A consumer's filter (see [`ConsumerSpec::filter`]).
@@ -234,6 +239,7 @@ mod tests {
             exclusive: false,
             window: None,
             filter: None,
+            ack_timeout: None,
         })
     }
 

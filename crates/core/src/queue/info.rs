@@ -21,6 +21,8 @@ pub struct ConsumerStatus {
     pub credit_messages: u32,
     /// Its filter's text (a JMS selector), if it has one.
     pub selector: Option<String>,
+    /// See [`ConsumerSpec::ack_timeout`](crate::ConsumerSpec::ack_timeout).
+    pub ack_timeout: Option<std::time::Duration>,
 }
 
 /// A queue's numbers at one moment, read under one lock.
@@ -122,6 +124,7 @@ impl Queue {
                     .as_ref()
                     .and_then(|f| f.matches.text())
                     .map(str::to_owned),
+                ack_timeout: c.spec.ack_timeout,
             })
             .collect()
     }

@@ -221,6 +221,7 @@ mod tests {
             exclusive: false,
             window: None,
             filter: None,
+            ack_timeout: None,
         })
         .unwrap();
         let publish = |body: &'static str| {

@@ -39,6 +39,7 @@ pub(super) fn spec(id: ConsumerId, outbox: &Arc<Outbox>, acquire: bool) -> Consu
         exclusive: false,
         window: None,
         filter: None,
+        ack_timeout: None,
     }
 }
 

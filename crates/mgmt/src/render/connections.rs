@@ -139,10 +139,12 @@ pub fn consumer(e: &ConsumerEntry, conn: Option<&ConnectionStatus>, ctx: &Ctx) -
             Some(selector) => json!({ "x-filter-jms-selector": selector }),
             None => json!({}),
         },
-        // Only 0-9-1 channels time out (null otherwise, or when the timeout is off).
-        "consumer_timeout": conn
-            .filter(|c| c.meta.protocol == "AMQP 0-9-1")
-            .and(ctx.consumer_timeout_ms),
+        // In milliseconds; null where nothing times out (no-ack, 0-10 and 1.0 consumers, or
+        // the timeout off).
+        "consumer_timeout": e
+            .consumer
+            .ack_timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         "queue": { "name": e.queue, "vhost": VHOST },
         "channel_details": channel_details,
     })

@@ -23,8 +23,6 @@ pub struct Ctx {
     pub node: String,
     pub listeners: Listeners,
     pub windows: Windows,
-    /// The consumer timeout in milliseconds, as RabbitMQ reports it (`None` when off).
-    pub consumer_timeout_ms: Option<u64>,
 }
 
 /// The history a request asked to see with its rates.

@@ -397,6 +397,7 @@ fn clients_are_linked_connection_to_session_to_subscription() {
             matches: Arc::new(Selector),
             drop_unmatched: false,
         }),
+        ack_timeout: None,
     })
     .unwrap();
     let v = view(&b, &id);
@@ -561,6 +562,7 @@ fn every_object_matches_its_schema_both_ways() {
             exclusive: true,
             window: None,
             filter: None,
+            ack_timeout: None,
         })
         .unwrap();
     let v = view(&b, &id);

@@ -673,6 +673,7 @@ fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubs
         exclusive: s.exclusive,
         window: session.settle_window.clone(),
         filter,
+        ack_timeout: None,
     })?;
     // The spec's (and qpidd's) default flow mode for a new subscription is window.
     queue.set_flow_mode(consumer, true)?;

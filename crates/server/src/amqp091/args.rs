@@ -15,6 +15,8 @@ pub fn queue_options(args: &Arguments) -> Result<QueueOptions, Fault> {
     }
     // Read by the core itself; checked here so a bad value is a 406, as in RabbitMQ.
     non_negative(args, "x-message-ttl")?;
+    // Read by 0-9-1 channels when they check their deliveries.
+    super::ack_timeout::argument(args)?;
     if let Some(v) = args.get("x-dead-letter-routing-key") {
         text(v, "x-dead-letter-routing-key")?;
     }
@@ -192,6 +194,9 @@ mod tests {
         let e =
             queue_options(&args(&[("x-message-ttl", HeaderValue::Str("x".into()))])).unwrap_err();
         assert_eq!(e.code, 406);
+        let e = queue_options(&args(&[("x-consumer-timeout", HeaderValue::Int(-5))])).unwrap_err();
+        assert_eq!(e.code, 406);
+        assert!(queue_options(&args(&[("x-consumer-timeout", HeaderValue::Int(5))])).is_ok());
     }
 
     #[test]

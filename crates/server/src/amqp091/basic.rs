@@ -16,6 +16,7 @@ use crate::publish::{Encoding, Publish};
 use crate::selector;
 use ferry_acl::{Action, ObjectType};
 
+use super::ack_timeout;
 use super::channel::{clamp, requeue, Channel, ConsumerRec, Ctx, Pending};
 use super::convert::table_to_headers;
 use super::error::Fault;
@@ -213,8 +214,16 @@ impl Channel {
                 ),
             ));
         }
-        let filter = selector::consumer_filter(&table_to_headers(&m.arguments))
+        let arguments = table_to_headers(&m.arguments);
+        let filter = selector::consumer_filter(&arguments)
             .map_err(|e| Fault::precondition(selector::refusal(&e)))?;
+        // Checked even for no-ack consumers, whose deliveries are never waited for.
+        let own_timeout = ack_timeout::argument(&arguments)?;
+        let ack_timeout = match own_timeout {
+            _ if m.no_ack => None,
+            Some(own) => own,
+            None => ack_timeout::for_queue(&queue, ctx.config.consumer_timeout),
+        };
         let id = ctx.broker.next_consumer_id();
         let spec = ConsumerSpec {
             id,
@@ -228,6 +237,7 @@ impl Channel {
             exclusive: m.exclusive,
             window: self.settle_window.clone(),
             filter,
+            ack_timeout,
         };
         queue.subscribe(spec).map_err(|e| match e {
             // RabbitMQ: a queue in exclusive use by another consumer is access-refused.
@@ -235,12 +245,14 @@ impl Channel {
             other => other.into(),
         })?;
         ctx.consumers.insert(id, self.id);
+        ctx.ack_checks.in_use(ack_timeout, ctx.now);
         self.qos.add_consumer(id, m.no_ack);
         self.consumers.push(ConsumerRec {
             id,
             tag: tag.clone(),
             queue,
             no_ack: m.no_ack,
+            ack_timeout,
         });
         if !m.nowait {
             self.reply_consume_ok(ctx, BasicConsumeOk { consumer_tag: tag }.into(), id);
@@ -343,6 +355,8 @@ impl Channel {
             queue.accept(got.position);
             self.unacked.next_tag()
         } else {
+            let timeout = ack_timeout::for_queue(&queue, ctx.config.consumer_timeout);
+            ctx.ack_checks.in_use(timeout, ctx.now);
             self.unacked.push(Pending {
                 consumer: None,
                 windowed: false,

@@ -2,6 +2,7 @@
 //! the exchange/queue methods. basic.* lives in `basic.rs`.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use ferry_amqp091::{
@@ -23,6 +24,7 @@ use crate::shell::outbound::{Spliced, SPLICE_MIN};
 use crate::shell::presettled::Presettled;
 use ferry_acl::{Action, ObjectType};
 
+use super::ack_timeout::{self, AckChecks};
 use super::args;
 use super::confirms::Confirms;
 use super::convert::{self, table_to_headers};
@@ -55,6 +57,9 @@ pub struct Ctx<'a> {
     pub presettled: &'a mut Presettled,
     /// The connection's counts (messages written).
     pub traffic: &'a mut crate::shell::Traffic,
+    /// The time of the event being handled.
+    pub now: Instant,
+    pub ack_checks: &'a mut AckChecks,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +75,8 @@ pub struct ConsumerRec {
     pub tag: ShortStr,
     pub queue: Arc<Queue>,
     pub no_ack: bool,
+    /// How long its deliveries may wait for their acknowledgement (see `ack_timeout`).
+    pub ack_timeout: Option<Duration>,
 }
 
 /// A delivery (or get-ok) awaiting ack; `consumer` is `None` for basic.get.
@@ -80,6 +87,24 @@ pub struct Pending {
     pub queue: Arc<Queue>,
     pub position: u64,
     pub message: Message,
+}
+
+impl Pending {
+    /// How long this delivery may wait for its acknowledgement: its consumer's timeout, or,
+    /// for a basic.get or a consumer since cancelled, its queue's.
+    pub fn ack_timeout(
+        &self,
+        consumers: &[ConsumerRec],
+        broker_default: Option<Duration>,
+    ) -> Option<Duration> {
+        match self
+            .consumer
+            .and_then(|id| consumers.iter().find(|c| c.id == id))
+        {
+            Some(c) => c.ack_timeout,
+            None => ack_timeout::for_queue(&self.queue, broker_default),
+        }
+    }
 }
 
 pub struct Channel {

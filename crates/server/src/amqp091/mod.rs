@@ -5,6 +5,7 @@
 //! frame, append all replies and deliveries to one outbound buffer, and write it with as few
 //! system calls as the socket allows. Deliveries arrive through the connection's `Outbox`.
 
+mod ack_timeout;
 pub(crate) mod args;
 mod basic;
 mod channel;
@@ -40,6 +41,7 @@ use crate::shell::{
     driver, CloseReason, Connection, Opened, Peer, Phase, Protocol, Services, Shell,
 };
 use crate::transport::Transport;
+use ack_timeout::AckChecks;
 use channel::{Channel, Ctx, State};
 use error::Fault;
 use handshake::ClientCaps;
@@ -56,8 +58,8 @@ pub struct Amqp091 {
     /// What the client said of itself in start-ok, for management.
     client_properties: Vec<(String, String)>,
     channels: FastMap<u16, Channel>,
-    /// When channels' oldest deliveries are next compared with the consumer timeout.
-    next_ack_check: Option<Instant>,
+    /// When channels' oldest deliveries are next compared with their consumer timeouts.
+    ack_checks: AckChecks,
 }
 
 /// A new connection whose 0-9-1 protocol header has been read: connection.start is queued.
@@ -70,22 +72,12 @@ pub fn connection(services: Services, peer: Peer, now: Instant) -> Connection<Am
         caps: ClientCaps::default(),
         client_properties: Vec::new(),
         channels: FastMap::default(),
-        next_ack_check: services
-            .config
-            .consumer_timeout
-            .map(|t| now + ack_check_interval(t)),
+        ack_checks: AckChecks::new(services.config.consumer_timeout, now),
     };
     let mut shell = Shell::new(services, peer, true, now);
     let mechanisms = shell.login.offered();
     write_method(&mut shell.out, 0, &handshake::start(&mechanisms).into());
     Connection::new(shell, protocol)
-}
-
-/// How often channels are checked against the consumer timeout: a tenth of it, between
-/// 100 ms and a minute. A timeout fires at most two intervals late (the first check after
-/// a delivery marks it; the timeout need not be a whole number of intervals).
-fn ack_check_interval(timeout: Duration) -> Duration {
-    (timeout / 10).clamp(Duration::from_millis(100), Duration::from_secs(60))
 }
 
 /// Serves one connection whose 0-9-1 protocol header has been read.
@@ -262,30 +254,33 @@ impl Protocol for Amqp091 {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.next_ack_check
+        self.ack_checks.next()
     }
 
     /// The consumer timeout: a channel whose oldest delivery has waited too long is closed
     /// with 406, as RabbitMQ closes it (its deliveries go back to their queues).
     fn on_deadline(&mut self, shell: &mut Shell) {
-        let Some(timeout) = shell.config.consumer_timeout else {
-            return;
-        };
         let now = shell.now();
-        self.next_ack_check = Some(now + ack_check_interval(timeout));
+        self.ack_checks.checked(now);
         // While input waits unprocessed (an alarm, producer flow control), acks that came
         // in time may be among it: no check, and no marks, until it is read again.
         if shell.phase != Phase::Open || shell.paused() {
             return;
         }
-        let mut overdue: Vec<u16> = self
+        let broker_default = shell.config.consumer_timeout;
+        let mut overdue: Vec<(u16, Duration)> = self
             .channels
             .values_mut()
             .filter(|c| c.state == State::Open)
-            .filter_map(|c| c.unacked.overdue(now, timeout).then_some(c.id))
+            .filter_map(|c| {
+                let timeout = c
+                    .unacked
+                    .overdue(now, |p| p.ack_timeout(&c.consumers, broker_default))?;
+                Some((c.id, timeout))
+            })
             .collect();
         overdue.sort_unstable();
-        for id in overdue {
+        for (id, timeout) in overdue {
             let text = format!(
                 "delivery acknowledgement on channel {id} timed out. Timeout value used: {} ms",
                 timeout.as_millis()
@@ -330,6 +325,7 @@ impl Amqp091 {
 
     /// The channel table and what channel methods need, borrowed side by side.
     fn split<'a>(&'a mut self, shell: &'a mut Shell) -> (&'a mut FastMap<u16, Channel>, Ctx<'a>) {
+        let now = shell.now();
         (
             &mut self.channels,
             Ctx {
@@ -345,6 +341,8 @@ impl Amqp091 {
                 backlogged: &mut shell.backlogged,
                 presettled: &mut shell.presettled,
                 traffic: &mut shell.traffic,
+                now,
+                ack_checks: &mut self.ack_checks,
             },
         )
     }

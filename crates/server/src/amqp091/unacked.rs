@@ -93,22 +93,30 @@ impl<T> Unacked<T> {
         self.items = all.into();
     }
 
-    /// The periodic check: whether the oldest outstanding delivery has waited `timeout` or
-    /// longer by `now` (never early; late by at most the checks' interval). Notes `now` for
-    /// later checks.
-    pub fn overdue(&mut self, now: Instant, timeout: Duration) -> bool {
-        let Some(&(oldest, _)) = self.items.front() else {
+    /// The periodic check: whether the oldest outstanding delivery has waited its timeout
+    /// (`timeout_of` it; `None` waits for ever) or longer by `now`, never early and late by
+    /// at most the checks' interval. Gives the timeout it exceeded. Notes `now` for later
+    /// checks. As in RabbitMQ, only the oldest delivery is looked at, whatever the timeouts
+    /// of newer ones.
+    pub fn overdue(
+        &mut self,
+        now: Instant,
+        timeout_of: impl FnOnce(&T) -> Option<Duration>,
+    ) -> Option<Duration> {
+        let Some((oldest, item)) = self.items.front() else {
             self.marks.clear();
-            return false;
+            return None;
         };
         // A mark at or below the oldest tag says nothing about it.
-        while self.marks.front().is_some_and(|&(tag, _)| tag <= oldest) {
+        while self.marks.front().is_some_and(|&(tag, _)| tag <= *oldest) {
             self.marks.pop_front();
         }
-        let overdue = self
-            .marks
-            .front()
-            .is_some_and(|&(_, out_by)| now.saturating_duration_since(out_by) >= timeout);
+        let overdue = match (self.marks.front(), timeout_of(item)) {
+            (Some(&(_, out_by)), Some(timeout)) => {
+                (now.saturating_duration_since(out_by) >= timeout).then_some(timeout)
+            }
+            _ => None,
+        };
         if self
             .marks
             .back()
@@ -172,26 +180,51 @@ mod tests {
     fn the_oldest_delivery_is_overdue_once_a_check_saw_it_a_timeout_ago() {
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        let timeout = Duration::from_millis(1000);
+        let second = Duration::from_millis(1000);
+        let timeout = |_: &u32| Some(second);
         let mut u = log(2);
-        assert!(!u.overdue(at(0), timeout), "first check: only a mark");
-        assert!(!u.overdue(at(999), timeout));
-        assert!(
+        assert_eq!(u.overdue(at(0), timeout), None, "first check: only a mark");
+        assert_eq!(u.overdue(at(999), timeout), None);
+        assert_eq!(
             u.overdue(at(1000), timeout),
+            Some(second),
             "out since before the first check"
         );
         // Acknowledging the old ones leaves a newer delivery, younger than every mark.
         u.push(3);
         u.take(2, true).unwrap();
-        assert!(
-            !u.overdue(at(1500), timeout),
+        assert_eq!(
+            u.overdue(at(1500), timeout),
+            None,
             "3 came after the marks so far"
         );
-        assert!(!u.overdue(at(2499), timeout));
-        assert!(u.overdue(at(2500), timeout));
+        assert_eq!(u.overdue(at(2499), timeout), None);
+        assert_eq!(u.overdue(at(2500), timeout), Some(second));
         u.take(0, true).unwrap();
-        assert!(!u.overdue(at(9000), timeout), "nothing outstanding");
+        assert_eq!(u.overdue(at(9000), timeout), None, "nothing outstanding");
         assert!(u.marks.is_empty());
+    }
+
+    #[test]
+    fn the_oldest_delivery_s_own_timeout_counts() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // Odd items wait under 1 s, even ones for ever.
+        let timeout = |i: &u32| (i % 2 == 1).then_some(Duration::from_millis(1000));
+        let mut u = log(2);
+        u.take(1, false).unwrap();
+        assert_eq!(u.overdue(at(0), timeout), None);
+        assert_eq!(u.overdue(at(5000), timeout), None, "2 has no timeout");
+        // A newer delivery with a timeout is not looked at while 2 is the oldest.
+        u.push(3);
+        assert_eq!(u.overdue(at(6000), timeout), None);
+        assert_eq!(u.overdue(at(9000), timeout), None);
+        u.take(2, false).unwrap();
+        assert_eq!(
+            u.overdue(at(9000), timeout),
+            Some(Duration::from_millis(1000)),
+            "3 was out by the check at 6000"
+        );
     }
 
     #[test]
@@ -199,11 +232,15 @@ mod tests {
         let t0 = Instant::now();
         let mut u = log(1);
         for ms in 0..1000 {
-            u.overdue(t0 + Duration::from_millis(ms), Duration::from_secs(60));
+            u.overdue(t0 + Duration::from_millis(ms), |_| {
+                Some(Duration::from_secs(60))
+            });
         }
         assert_eq!(u.marks.len(), 1, "no delivery since: one mark");
         u.push(2);
-        u.overdue(t0 + Duration::from_secs(2), Duration::from_secs(60));
+        u.overdue(t0 + Duration::from_secs(2), |_| {
+            Some(Duration::from_secs(60))
+        });
         assert_eq!(u.marks.len(), 2);
     }
 

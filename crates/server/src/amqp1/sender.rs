@@ -398,6 +398,7 @@ fn subscribe(
         exclusive,
         window: None,
         filter,
+        ack_timeout: None,
     })?;
     Ok(consumer)
 }

@@ -84,6 +84,7 @@ mod tests {
                 exclusive: false,
                 window: None,
                 filter: None,
+                ack_timeout: None,
             })
             .unwrap();
         queue.add_credit(1, u32::MAX, u32::MAX).unwrap();

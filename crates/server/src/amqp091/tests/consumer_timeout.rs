@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ferry_amqp091::BasicCancel;
+use ferry_amqp091::{BasicCancel, BasicGet};
 
 use super::*;
 
@@ -121,4 +121,107 @@ async fn acknowledgements_waiting_behind_a_resource_alarm_do_not_time_out() {
     c.ack(1, 2, true);
     assert!(c.pending_input() > 0);
     assert_eq!(closed_for_timeout(&methods(c.advance(3 * SECOND))), None);
+}
+
+fn timeout_arg(ms: i64) -> FieldTable {
+    table(&[("x-consumer-timeout", FieldValue::I64(ms))])
+}
+
+/// A connection under the broker's timeout `broker_default`, with queue `q` declared with
+/// `x-consumer-timeout` `queue_ms` (none if `None`) and one message in it.
+async fn with_queue_timeout(broker_default: Option<Duration>, queue_ms: Option<i64>) -> Client {
+    let config = ServerConfig {
+        consumer_timeout: broker_default,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config, 0).await;
+    open_channel(&mut c, 1);
+    c.declare(
+        1,
+        QueueDeclare {
+            arguments: queue_ms.map(timeout_arg).unwrap_or_default(),
+            ..queue("q")
+        },
+    );
+    c.publish(1, "", "q", b"held");
+    c
+}
+
+const HALF_HOUR: Duration = Duration::from_secs(1800);
+
+#[tokio::test]
+async fn a_queue_s_timeout_comes_before_the_broker_s_and_brings_the_checks_forward() {
+    let mut c = with_queue_timeout(Some(HALF_HOUR), Some(1000)).await;
+    assert_eq!(delivered(&c.consume(1, consumer("q", "slow"))).len(), 1);
+    // The broker's half hour alone would check once a minute.
+    assert_eq!(closed_for_timeout(&methods(c.advance(SECOND / 2))), None);
+    let text = closed_for_timeout(&methods(c.advance(2 * SECOND))).expect("closed");
+    assert!(text.ends_with("Timeout value used: 1000 ms"), "{text}");
+}
+
+#[tokio::test]
+async fn a_consumer_s_own_timeout_comes_before_its_queue_s() {
+    let mut c = with_queue_timeout(Some(HALF_HOUR), Some(1000)).await;
+    let longer = BasicConsume {
+        arguments: timeout_arg(3000),
+        ..consumer("q", "patient")
+    };
+    assert_eq!(delivered(&c.consume(1, longer)).len(), 1);
+    assert_eq!(closed_for_timeout(&methods(c.advance(2 * SECOND))), None);
+    let text = closed_for_timeout(&methods(c.advance(2 * SECOND))).expect("closed");
+    assert!(text.ends_with("Timeout value used: 3000 ms"), "{text}");
+}
+
+#[tokio::test]
+async fn zero_turns_the_timeout_off_for_a_consumer_or_a_queue() {
+    let mut c = with_queue_timeout(Some(SECOND), Some(0)).await;
+    assert_eq!(delivered(&c.consume(1, consumer("q", "q-off"))).len(), 1);
+    assert_eq!(closed_for_timeout(&methods(c.advance(5 * SECOND))), None);
+
+    let mut c = with_queue_timeout(Some(SECOND), Some(1000)).await;
+    let off = BasicConsume {
+        arguments: timeout_arg(0),
+        ..consumer("q", "c-off")
+    };
+    assert_eq!(delivered(&c.consume(1, off)).len(), 1);
+    assert_eq!(closed_for_timeout(&methods(c.advance(5 * SECOND))), None);
+}
+
+#[tokio::test]
+async fn a_queue_s_timeout_holds_for_basic_get_even_with_the_broker_s_off() {
+    let mut c = with_queue_timeout(None, Some(1000)).await;
+    let got = c.request(
+        1,
+        BasicGet {
+            queue: short("q"),
+            ..Default::default()
+        },
+    );
+    assert!(got
+        .iter()
+        .any(|i| matches!(i.method, Method::BasicGetOk(_))));
+    let text = closed_for_timeout(&methods(c.advance(2 * SECOND))).expect("closed");
+    assert!(text.ends_with("Timeout value used: 1000 ms"), "{text}");
+    let q = c.conn.broker().queue("q").unwrap();
+    assert_eq!(q.info().message_count, 1, "requeued");
+}
+
+#[tokio::test]
+async fn a_bad_timeout_argument_is_refused_with_406() {
+    let mut c = with_queue_timeout(None, None).await;
+    let bad = BasicConsume {
+        arguments: table(&[("x-consumer-timeout", long("soon"))]),
+        ..consumer("q", "bad")
+    };
+    let got = c.call(1, bad);
+    assert_channel_closed(&got, 1, reply::PRECONDITION_FAILED, (60, 20));
+    open_channel(&mut c, 2);
+    let got = c.call(
+        2,
+        QueueDeclare {
+            arguments: timeout_arg(-1),
+            ..queue("q2")
+        },
+    );
+    assert_channel_closed(&got, 2, reply::PRECONDITION_FAILED, (50, 10));
 }
