@@ -1353,3 +1353,35 @@ fn a_durable_bindings_filter_is_back_after_a_restart() {
         [Bytes::from_static(b"red 1"), Bytes::from_static(b"red 2")]
     );
 }
+
+#[test]
+fn a_rebound_filter_is_in_force_before_and_after_a_restart() {
+    let dir = TempDir::new("binding-refilter");
+    let prefix = |p: &'static str| {
+        let mut args = Arguments::new();
+        args.push("x-test-prefix", HeaderValue::Str(p.into()));
+        args
+    };
+    let send = |b: &Broker, body: &'static str| {
+        let mut m = MessageParts::new("amq.topic", "news", Bytes::from_static(body.as_bytes()));
+        m.persistent = true;
+        b.publish(&b.exchange("amq.topic").unwrap(), Message::from(m))
+            .unwrap();
+    };
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_queue(&b, "sub");
+        b.bind("sub", "amq.topic", "news", &prefix("red")).unwrap();
+        b.bind("sub", "amq.topic", "news", &prefix("blue")).unwrap();
+        send(&b, "red 1");
+        send(&b, "blue 1");
+        store.sync();
+    }
+    let (_store, b, _) = start(&dir, small());
+    send(&b, "red 2");
+    send(&b, "blue 2");
+    assert_eq!(
+        bodies(&b.queue("sub").unwrap()),
+        [Bytes::from_static(b"blue 1"), Bytes::from_static(b"blue 2")]
+    );
+}

@@ -7,7 +7,7 @@ mod tests;
 mod topic;
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -189,14 +189,15 @@ impl<T: Destination> Index<T> {
 /// (destination, key), as in 0-10.
 #[derive(Debug)]
 struct Bindings<T> {
-    records: HashMap<(u64, String), (T, Arguments)>,
+    /// Ordered, so that one destination's bindings are a range.
+    records: BTreeMap<(u64, String), (T, Arguments)>,
     index: Index<T>,
 }
 
 impl<T: Destination> Bindings<T> {
     fn new(kind: ExchangeKind) -> Bindings<T> {
         Bindings {
-            records: HashMap::new(),
+            records: BTreeMap::new(),
             index: Index::empty(kind),
         }
     }
@@ -249,8 +250,8 @@ impl<T: Destination> Bindings<T> {
 
     fn clear(&mut self, kind: ExchangeKind) -> Vec<(T, String)> {
         self.index = Index::empty(kind);
-        self.records
-            .drain()
+        std::mem::take(&mut self.records)
+            .into_iter()
             .map(|((_, key), (dest, _))| (dest, key))
             .collect()
     }
@@ -507,8 +508,9 @@ impl Exchange {
     /// allows); for other types the arguments play no part in routing and the first are
     /// kept.
     ///
-    /// `filter` admits what the binding routes (see `selective`); that of the first binding
-    /// of (queue, key) is kept, as its arguments are.
+    /// `filter` admits what the binding routes (see `selective`). Rebinding (queue, key)
+    /// replaces its filter, whatever the exchange type: the store keeps the last arguments,
+    /// so a restart would bring the new filter anyway.
     pub(crate) fn bind(
         &self,
         queue: &Arc<Queue>,
@@ -517,30 +519,29 @@ impl Exchange {
         filter: Option<Arc<dyn MessageFilter>>,
     ) -> Result<bool, BrokerError> {
         let mut table = self.table.write();
-        // A queue's first filtered binding: its bindings so far are all unfiltered.
-        let newly_selective =
-            filter.is_some() && !table.selective.as_ref().is_some_and(|s| s.has(queue.id()));
-        let already = if newly_selective {
+        let Table {
+            queues, selective, ..
+        } = &mut *table;
+        let added = queues.bind(self.kind, queue, key, args)?;
+        if filter.is_some() || selective.as_ref().is_some_and(|s| s.has(queue.id())) {
             let id = queue.id();
-            let keys = table.queues.records.keys();
-            keys.filter(|(q, _)| *q == id)
-                .map(|(_, k)| k.clone())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let added = table.queues.bind(self.kind, queue, key, args)?;
+            let earlier = || {
+                let range = (id, String::new())..(id + 1, String::new());
+                queues
+                    .records
+                    .range(range)
+                    .map(|((_, k), (_, a))| (k.as_str(), a))
+                    .collect()
+            };
+            let table = selective.get_or_insert_with(Box::default);
+            table.bound(self.kind, id, key, args, filter, earlier);
+            if table.is_empty() {
+                *selective = None;
+            }
+        }
         table.ever_bound |= added;
         if added {
             self.count_dependent(queue, true);
-            if filter.is_some() || table.selective.is_some() {
-                table.selective.get_or_insert_with(Box::default).added(
-                    queue.id(),
-                    key,
-                    filter,
-                    already,
-                );
-            }
         }
         Ok(added)
     }

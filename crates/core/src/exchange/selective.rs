@@ -1,72 +1,117 @@
 //! Bindings with a filter (a JMS selector on the binding, as Qpid Broker-J applies Qpid
-//! JMS 0-x's `x-filter-jms-selector`): a queue bound only through filtered bindings gets a
-//! message only if one of those filters matches it. So a topic subscriber's queue is never
-//! given what its selector rejects, rather than holding it for nobody.
+//! JMS 0-x's `x-filter-jms-selector`): a queue bound through a filtered binding gets a
+//! message that binding routes only if the filter matches it. So a topic subscriber's queue
+//! is never given what its selector rejects, rather than holding it for nobody.
 //!
 //! Kept beside the routing index, per queue, and only for queues with such a binding: an
-//! exchange without one pays a null check per publish. A queue that is also bound without a
-//! filter gets whatever that binding routes. Which of a queue's bindings routed a message
-//! is not known here, so for a queue bound several times any of its bindings admits it: one
-//! without a filter, or one whose filter matches (for direct exchanges only the bindings
-//! whose key is the message's routing key count).
+//! exchange without one pays a null check per publish. The index says only that some binding
+//! of a queue routed a message, so for a queue bound more than once each binding is asked
+//! whether it routes the message (its key, or a headers binding's criteria) and whether its
+//! filter admits it; any one that does both lets the message in.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::headers::HeadersBinding;
+use super::topic;
 use crate::exchange_kind::ExchangeKind;
 use crate::message::{Message, MessageFilter};
 use crate::queue::Queue;
+use crate::value::Arguments;
 
-#[derive(Debug, Default)]
-struct QueueBindings {
-    /// The keys of this queue's bindings here without a filter.
-    unfiltered: Vec<String>,
-    /// Its filtered bindings: (key, filter).
-    filters: Vec<(String, Arc<dyn MessageFilter>)>,
+/// One binding of a queue that has a filtered binding on this exchange.
+#[derive(Debug)]
+struct Binding {
+    key: String,
+    /// A headers exchange's match criteria (there the key plays no part in routing).
+    headers: Option<HeadersBinding<()>>,
+    filter: Option<Arc<dyn MessageFilter>>,
 }
 
-/// The filtered bindings of one exchange's queues, by queue id.
+impl Binding {
+    fn new(
+        kind: ExchangeKind,
+        key: &str,
+        args: &Arguments,
+        filter: Option<Arc<dyn MessageFilter>>,
+    ) -> Binding {
+        Binding {
+            key: key.to_owned(),
+            // The index accepted these arguments already.
+            headers: (kind == ExchangeKind::Headers)
+                .then(|| HeadersBinding::new((), key, args).ok())
+                .flatten(),
+            filter,
+        }
+    }
+
+    fn routes(&self, kind: ExchangeKind, msg: &Message) -> bool {
+        match kind {
+            ExchangeKind::Direct => self.key.as_bytes() == msg.routing_key(),
+            ExchangeKind::Fanout => true,
+            ExchangeKind::Topic => topic::pattern_matches(&self.key, msg.routing_key()),
+            ExchangeKind::Headers => self
+                .headers
+                .as_ref()
+                .is_some_and(|h| h.matches(msg.headers().map(|h| &**h))),
+        }
+    }
+
+    fn admits(&self, msg: &Message) -> bool {
+        self.filter.as_ref().map_or(true, |f| f.matches(msg))
+    }
+}
+
+/// The filtered bindings of one exchange's queues (with those queues' other bindings here),
+/// by queue id.
 #[derive(Debug, Default)]
-pub(crate) struct Selective(HashMap<u64, QueueBindings>);
+pub(crate) struct Selective(HashMap<u64, Vec<Binding>>);
 
 impl Selective {
-    /// A binding of `queue` under `key` was added; `already` are the keys of the bindings
-    /// the queue had here before it (all unfiltered if the queue was not yet in this table).
-    pub(crate) fn added(
+    /// (`queue`, `key`) was bound, anew or again: a rebinding's filter replaces the one it
+    /// had, as its arguments do in the store (so a restart finds what ran before it).
+    /// `earlier` lists the queue's bindings here, (key, arguments); it is asked for only when
+    /// the queue has no filtered binding here yet, and may include `key`.
+    pub(crate) fn bound<'a>(
         &mut self,
+        kind: ExchangeKind,
         queue: u64,
         key: &str,
+        args: &Arguments,
         filter: Option<Arc<dyn MessageFilter>>,
-        already: Vec<String>,
+        earlier: impl FnOnce() -> Vec<(&'a str, &'a Arguments)>,
     ) {
-        match (filter, self.0.get_mut(&queue)) {
-            (None, None) => {}
-            (None, Some(q)) => q.unfiltered.push(key.to_owned()),
-            (Some(f), Some(q)) => q.filters.push((key.to_owned(), f)),
-            (Some(f), None) => {
-                self.0.insert(
-                    queue,
-                    QueueBindings {
-                        unfiltered: already,
-                        filters: vec![(key.to_owned(), f)],
-                    },
-                );
+        let binding = Binding::new(kind, key, args, filter);
+        match self.0.get_mut(&queue) {
+            Some(bindings) => {
+                match bindings.iter_mut().find(|b| b.key == key) {
+                    Some(slot) => *slot = binding,
+                    None => bindings.push(binding),
+                }
+                if bindings.iter().all(|b| b.filter.is_none()) {
+                    self.0.remove(&queue);
+                }
             }
+            None if binding.filter.is_some() => {
+                let mut bindings: Vec<Binding> = earlier()
+                    .into_iter()
+                    .filter(|(k, _)| *k != key)
+                    .map(|(k, a)| Binding::new(kind, k, a, None))
+                    .collect();
+                bindings.push(binding);
+                self.0.insert(queue, bindings);
+            }
+            None => {}
         }
     }
 
     /// The binding of `queue` under `key` was removed.
     pub(crate) fn removed(&mut self, queue: u64, key: &str) {
-        let Some(q) = self.0.get_mut(&queue) else {
+        let Some(bindings) = self.0.get_mut(&queue) else {
             return;
         };
-        match q.filters.iter().position(|(k, _)| k == key) {
-            Some(i) => {
-                q.filters.swap_remove(i);
-            }
-            None => q.unfiltered.retain(|k| k != key),
-        }
-        if q.filters.is_empty() {
+        bindings.retain(|b| b.key != key);
+        if bindings.iter().all(|b| b.filter.is_none()) {
             self.0.remove(&queue);
         }
     }
@@ -80,8 +125,8 @@ impl Selective {
         self.0.is_empty()
     }
 
-    /// Drops from `routed` (from index `start`) the queues none of whose bindings admits
-    /// `msg`.
+    /// Drops from `routed` (from index `start`) the queues none of whose bindings both
+    /// routes and admits `msg`.
     pub(crate) fn apply(
         &self,
         kind: ExchangeKind,
@@ -96,7 +141,7 @@ impl Selective {
             let admitted = routed
                 .get(i)
                 .and_then(|q| self.0.get(&q.id()))
-                .map_or(true, |q| q.admits(kind, msg));
+                .map_or(true, |bindings| admits(bindings, kind, msg));
             if admitted {
                 routed.swap(kept, i);
                 kept += 1;
@@ -106,14 +151,12 @@ impl Selective {
     }
 }
 
-impl QueueBindings {
-    fn admits(&self, kind: ExchangeKind, msg: &Message) -> bool {
-        let routed_by =
-            |key: &str| kind != ExchangeKind::Direct || key.as_bytes() == msg.routing_key();
-        self.unfiltered.iter().any(|k| routed_by(k))
-            || self
-                .filters
-                .iter()
-                .any(|(key, f)| routed_by(key) && f.matches(msg))
+fn admits(bindings: &[Binding], kind: ExchangeKind, msg: &Message) -> bool {
+    match bindings {
+        // The index routed the message here, so the one binding routes it.
+        [only] => only.admits(msg),
+        _ => bindings
+            .iter()
+            .any(|b| b.routes(kind, msg) && b.admits(msg)),
     }
 }

@@ -382,3 +382,62 @@ fn route_all_and_route_only_queues_apply_binding_filters_too() {
     ex.bind(&q, "", &no_args(), None).unwrap();
     assert_eq!(routed(&ex, &with_body("", "blue")), ["q"]);
 }
+
+#[test]
+fn each_binding_of_a_queue_filters_only_what_it_routes() {
+    // Topic: the unfiltered binding does not route b.*, so the filter of b.# decides there.
+    let ex = exchange(ExchangeKind::Topic);
+    let q = queue("q");
+    ex.bind(&q, "a.#", &no_args(), None).unwrap();
+    ex.bind(&q, "b.#", &no_args(), only("red")).unwrap();
+    assert_eq!(routed(&ex, &with_body("a.x", "blue")), ["q"]);
+    assert!(routed(&ex, &with_body("b.x", "blue")).is_empty());
+    assert_eq!(routed(&ex, &with_body("b.x", "red")), ["q"]);
+    // Two filtered bindings: each admits only what it routes.
+    ex.bind(&q, "a.#", &no_args(), only("green")).unwrap();
+    assert!(routed(&ex, &with_body("a.x", "red")).is_empty());
+    assert_eq!(routed(&ex, &with_body("a.x", "green")), ["q"]);
+    assert!(routed(&ex, &with_body("b.x", "green")).is_empty());
+
+    // Headers: the criteria say which binding routed.
+    let ex = exchange(ExchangeKind::Headers);
+    let hmsg_with = |n: i64, body: &'static str| {
+        let mut m = MessageParts::new("x", "", Bytes::from_static(body.as_bytes()));
+        m.headers = Some(Arc::new(headers(&[("n", V::Int(n))])));
+        m.build()
+    };
+    ex.bind(&q, "one", &headers(&[("n", V::Int(1))]), None)
+        .unwrap();
+    ex.bind(&q, "two", &headers(&[("n", V::Int(2))]), only("red"))
+        .unwrap();
+    assert_eq!(routed(&ex, &hmsg_with(1, "blue")), ["q"]);
+    assert!(routed(&ex, &hmsg_with(2, "blue")).is_empty());
+    assert_eq!(routed(&ex, &hmsg_with(2, "red")), ["q"]);
+
+    // Fanout: every binding routes everything, so any filter that matches admits.
+    let ex = exchange(ExchangeKind::Fanout);
+    ex.bind(&q, "one", &no_args(), only("red")).unwrap();
+    ex.bind(&q, "two", &no_args(), only("blue")).unwrap();
+    assert_eq!(routed(&ex, &with_body("", "blue")), ["q"]);
+    assert!(routed(&ex, &with_body("", "green")).is_empty());
+}
+
+#[test]
+fn rebinding_replaces_a_binding_s_filter() {
+    let ex = exchange(ExchangeKind::Topic);
+    let q = queue("q");
+    assert!(ex.bind(&q, "news.#", &no_args(), only("red")).unwrap());
+    assert!(!ex.bind(&q, "news.#", &no_args(), only("blue")).unwrap());
+    assert_eq!(routed(&ex, &with_body("news.a", "blue")), ["q"]);
+    assert!(routed(&ex, &with_body("news.a", "red")).is_empty());
+    assert!(!ex.bind(&q, "news.#", &no_args(), None).unwrap());
+    assert_eq!(routed(&ex, &with_body("news.a", "red")), ["q"]);
+    assert!(
+        ex.table.read().selective.is_none(),
+        "no filtered binding left"
+    );
+    // An unfiltered binding bound again with a filter gets it.
+    assert!(!ex.bind(&q, "news.#", &no_args(), only("red")).unwrap());
+    assert!(routed(&ex, &with_body("news.a", "blue")).is_empty());
+    assert_eq!(ex.binding_count(), 1);
+}

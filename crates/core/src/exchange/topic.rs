@@ -241,6 +241,45 @@ impl<T: Destination> TopicTrie<T> {
     }
 }
 
+/// Whether binding key `pattern` routes `routing_key`, as the trie would: one binding checked
+/// on its own (a selective queue's, see `selective`). Steps through the key once, keeping
+/// which pattern positions the words so far can reach, so `#`s cost no backtracking.
+pub(crate) fn pattern_matches(pattern: &str, routing_key: &[u8]) -> bool {
+    let pattern = normalize(pattern);
+    let mut reach = vec![false; pattern.len() + 1];
+    let mut next = reach.clone();
+    reach[0] = true;
+    past_hashes(&pattern, &mut reach);
+    let mut rest = (!routing_key.is_empty()).then_some(routing_key);
+    while let Some((word, tail)) = next_word(rest) {
+        next.fill(false);
+        for (i, w) in pattern.iter().enumerate().filter(|&(i, _)| reach[i]) {
+            match w {
+                Word::Lit(lit) if *lit == word => next[i + 1] = true,
+                Word::Lit(_) => {}
+                Word::Star => next[i + 1] = true,
+                Word::Hash => next[i] = true,
+            }
+        }
+        past_hashes(&pattern, &mut next);
+        std::mem::swap(&mut reach, &mut next);
+        if !reach.contains(&true) {
+            return false;
+        }
+        rest = tail;
+    }
+    reach[pattern.len()]
+}
+
+/// A `#` also matches no words: whatever reaches it reaches the position after it.
+fn past_hashes(pattern: &[Word<'_>], reach: &mut [bool]) {
+    for (i, w) in pattern.iter().enumerate() {
+        if reach[i] && *w == Word::Hash {
+            reach[i + 1] = true;
+        }
+    }
+}
+
 pub(crate) fn pattern_words(key: &str) -> usize {
     if key.is_empty() {
         0
@@ -281,6 +320,49 @@ mod tests {
         assert!(out.is_empty());
         trie.route((key + ".b").as_bytes(), &mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn one_pattern_matches_exactly_what_the_trie_routes_for_it() {
+        let q = crate::queue::Queue::new(
+            "q".into(),
+            &crate::queue::QueueOptions::default(),
+            None,
+            crate::limits::QueueLimits::default(),
+        );
+        // Every pattern and key of up to three words over these, empty words included.
+        let words = ["a", "b", "", "*", "#"];
+        let mut sequences: Vec<Vec<&str>> = vec![vec![]];
+        for len in 1..=3 {
+            let longer: Vec<Vec<&str>> = sequences
+                .iter()
+                .filter(|s| s.len() == len - 1)
+                .flat_map(|s| words.iter().map(move |w| [s.as_slice(), &[*w]].concat()))
+                .collect();
+            sequences.extend(longer);
+        }
+        let mut all: Vec<String> = sequences.iter().map(|s| s.join(".")).collect();
+        all.sort();
+        all.dedup();
+        let keys: Vec<&String> = all.iter().filter(|k| !k.contains(['*', '#'])).collect();
+        let mut checked = 0;
+        for pattern in &all {
+            let mut trie = TopicTrie::default();
+            trie.insert(pattern, q.clone());
+            for key in &keys {
+                let mut out = Vec::new();
+                trie.route(key.as_bytes(), &mut out);
+                assert_eq!(
+                    pattern_matches(pattern, key.as_bytes()),
+                    !out.is_empty(),
+                    "pattern {pattern:?}, key {key:?}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 5_000, "{checked}");
+        assert!(pattern_matches("#.a.#", b"x.a.y"));
+        assert!(!pattern_matches("*.a", b"a"));
     }
 
     #[test]

@@ -107,4 +107,27 @@ class SelectorTest extends InteropSupport {
         sub.close();
         s.unsubscribe(name);
     }
+
+    /**
+     * A durable subscription taken up again with another selector: JMS makes that a new
+     * subscription. What the old selector kept is gone, and only the new one's matches come.
+     */
+    @Test
+    void aDurableSubscriberWithANewSelectorGetsOnlyTheNewMatches() throws Exception {
+        Connection c = connect();
+        Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Topic topic = s.createTopic("ADDR:amq.topic/" + unique("prices"));
+        String name = unique("sub");
+        TopicSubscriber sub = s.createDurableSubscriber(topic, name, "colour = 'red'", false);
+        sub.close();
+        send(s, topic, "red while away", "red");
+        send(s, topic, "blue while away", "blue");
+        sub = s.createDurableSubscriber(topic, name, "colour = 'blue'", false);
+        send(s, topic, "red after", "red");
+        send(s, topic, "blue after", "blue");
+        send(s, topic, "blue end", "blue");
+        assertEquals(List.of("blue after"), receiveUntilMarker(sub, "blue end", "durable"));
+        sub.close();
+        s.unsubscribe(name);
+    }
 }
