@@ -118,8 +118,10 @@ ferryd_start_secure() {
     printf '%s\n' "$FERRY_PASSWORD" |
         "$ferry" user add "$FERRY_USER" --password-stdin --users-file "$workdir/users" 2>/dev/null ||
         { echo "run.sh: ferry user add failed" >&2; exit 1; }
+    # One rule for the suites' ACL tests: queues named acl-undeletable-* may not be deleted.
+    printf 'acl deny all delete queue name=acl-undeletable-*\nacl allow all all\n' >"$workdir/acl"
     "$ferryd" --port 0 --interface 127.0.0.1 --auth yes --users-file "$workdir/users" --no-data-dir \
-        --ssl-port 0 --ssl-cert-file "$tls/server.pem" --ssl-key-file "$tls/server.key" \
+        --acl-file "$workdir/acl" --ssl-port 0 --ssl-cert-file "$tls/server.pem" --ssl-key-file "$tls/server.key" \
         --ssl-ca-file "$tls/ca.pem" \
         >"$workdir/secure.out" 2>"$workdir/secure.err" </dev/null &
     secure_pid=$!

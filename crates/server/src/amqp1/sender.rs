@@ -528,8 +528,8 @@ fn headers_arguments(m: &ferry_amqp1::Map<Value, Value>) -> Arguments {
 
 /// The link is gone: cancel its consumer, put back what the client never settled (and what
 /// never reached it), delete its temporary queue, and end its durable subscription if the
-/// client closed it (`closed`).
-pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>, closed: bool) {
+/// client closed it (`closed`). Gives why the subscription could not be ended.
+pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>, closed: bool) -> Option<Fault> {
     ctx.broker.cancel_consumer(&s.queue, s.consumer);
     for d in s.parked {
         release_delivery(d);
@@ -538,10 +538,9 @@ pub fn close(ctx: &mut Ctx, s: Sender, unsettled: Vec<OutRecord>, closed: bool) 
     if let Some(name) = s.temporary {
         let _ = ctx.broker.delete_queue(&name, false, false, ctx.owner);
     }
-    if let (Some(sub), true) = (s.subscription, closed) {
-        if let Err(f) = subscription::end(ctx, &sub) {
-            tracing::warn!(subscription = %sub.queue, "subscription not ended: {}", f.text);
-        }
+    match (s.subscription, closed) {
+        (Some(sub), true) => subscription::end(ctx, &sub).err(),
+        _ => None,
     }
 }
 

@@ -296,11 +296,11 @@ impl Session {
         if !link.detaching {
             let ends_subscription =
                 d.closed && matches!(&link.kind, LinkKind::Sender(s) if s.is_subscription());
-            self.release_link(ctx, link, d.closed);
+            let refused = self.release_link(ctx, link, d.closed);
             let reply = Detach {
                 handle: d.handle,
                 closed: d.closed,
-                error: None,
+                error: refused.map(|f| f.error()),
             };
             let journal = ctx.broker.journal().filter(|_| ends_subscription);
             match journal.map(|j| (j.appended(), j.durable())) {
@@ -339,18 +339,25 @@ impl Session {
 
     /// `closed`: the client closed the link (a detach with closed set), which ends a durable
     /// subscription; otherwise the subscription outlives the link.
-    fn release_link(&mut self, ctx: &mut Ctx, link: Link, closed: bool) {
-        self.release_kind(ctx, link.handle, link.kind, closed);
+    /// Gives why a closed link's subscription could not be ended, for the reply.
+    fn release_link(&mut self, ctx: &mut Ctx, link: Link, closed: bool) -> Option<Fault> {
+        self.release_kind(ctx, link.handle, link.kind, closed)
     }
 
-    fn release_kind(&mut self, ctx: &mut Ctx, handle: u32, kind: LinkKind, closed: bool) {
+    fn release_kind(
+        &mut self,
+        ctx: &mut Ctx,
+        handle: u32,
+        kind: LinkKind,
+        closed: bool,
+    ) -> Option<Fault> {
         match kind {
             LinkKind::Sender(s) => {
                 self.consumers.remove(&s.consumer);
                 ctx.consumers.remove(&s.consumer);
                 self.pending.retain(|p| p.transfer.handle != handle);
                 let unsettled = self.unsettled.take_link(handle);
-                sender::close(ctx, s, unsettled, closed);
+                sender::close(ctx, s, unsettled, closed)
             }
             LinkKind::Receiver(r) => {
                 if r.is_coordinator() {
@@ -358,8 +365,9 @@ impl Session {
                     self.txns.rollback_all();
                 }
                 receiver::close(ctx, r);
+                None
             }
-            LinkKind::Refused => {}
+            LinkKind::Refused => None,
         }
     }
 

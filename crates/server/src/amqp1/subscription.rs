@@ -181,9 +181,19 @@ pub struct Subscribed {
 }
 
 /// Ends the subscription: its queue goes, with what it holds (a shared one only once no
-/// link consumes it).
+/// link consumes it). A refusal (the ACL) is the closing detach's error, so the client's
+/// unsubscribe fails rather than leaving the subscription behind unheard.
 pub fn end(ctx: &mut Ctx, sub: &Subscribed) -> Result<(), Fault> {
-    delete(ctx, &sub.queue, sub.shared)
+    match delete(ctx, &sub.queue, sub.shared) {
+        Err(f) if f.condition == condition::UNAUTHORIZED_ACCESS => Err(f),
+        Err(f) => {
+            // Other links still consume a shared one, or it has gone already: nothing the
+            // client could act on.
+            tracing::debug!(subscription = %sub.queue, "subscription not ended: {}", f.text);
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
 }
 
 fn delete(ctx: &mut Ctx, name: &str, if_unused: bool) -> Result<(), Fault> {

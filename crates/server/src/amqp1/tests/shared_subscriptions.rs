@@ -212,3 +212,35 @@ async fn a_subscription_whose_first_link_may_not_consume_is_not_left_behind() {
     assert!(error_of(&got).is_some(), "consume denied");
     assert!(c.broker().queue("test-client_v").is_none());
 }
+
+#[tokio::test]
+async fn an_unsubscribe_the_acl_refuses_fails_on_the_detach_and_keeps_the_subscription() {
+    let services = services_with_acl(
+        "acl deny anonymous delete queue name=test-client_kept*\nacl allow all all\n",
+        ServerConfig::default(),
+    );
+    let mut c = open_on(services, None).await;
+    c.begin(0);
+    for (handle, name, source) in [
+        (1, "kept", durable("amq.topic/news")),
+        (2, "kept-shared", shared(true, false)),
+    ] {
+        attach_named(&mut c, handle, name, Some(source));
+        detach(&mut c, handle, false);
+        let got = attach_named(&mut c, handle + 10, name, None);
+        assert_eq!(error_of(&got), None, "{name}: found");
+        let got = detach(&mut c, handle + 10, true);
+        assert_eq!(
+            error_of(&got).as_deref(),
+            Some("amqp:unauthorized-access"),
+            "{name}"
+        );
+        let queue = format!("test-client_{name}");
+        assert!(c.broker().queue(&queue).is_some(), "{name} kept");
+    }
+    // A shared subscription another link still consumes stays without an error.
+    attach_named(&mut c, 20, "open", Some(shared(true, false)));
+    attach_named(&mut c, 21, "open", Some(shared(true, false)));
+    assert_eq!(error_of(&detach(&mut c, 21, true)), None);
+    assert!(c.broker().queue("test-client_open").is_some());
+}

@@ -4,9 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
+import jakarta.jms.JMSConsumer;
 import jakarta.jms.JMSContext;
 import jakarta.jms.JMSSecurityRuntimeException;
 import jakarta.jms.TemporaryQueue;
+import jakarta.jms.Topic;
 
 import org.apache.qpid.jms.JmsConnectionFactory;
 import org.junit.jupiter.api.BeforeEach;
@@ -82,5 +84,25 @@ class SecurityTest extends Support {
     @Test
     void externalWithAClientCertificate() {
         roundTrip(new JmsConnectionFactory(tls(true)));
+    }
+
+    /**
+     * The secure ferryd's ACL forbids deleting queues named acl-undeletable-*: a durable
+     * subscription of that client id cannot be unsubscribed. The refusal comes back on the
+     * unsubscribe, and the subscription keeps collecting.
+     */
+    @Test
+    void anUnsubscribeTheAclRefusesFailsAndTheSubscriptionStays() {
+        JmsConnectionFactory factory = plain("PLAIN", PASSWORD);
+        factory.setClientID("acl-undeletable-" + unique("client"));
+        try (JMSContext ctx = factory.createContext()) {
+            Topic topic = ctx.createTopic("amq.topic/" + unique("news"));
+            ctx.createDurableConsumer(topic, "kept").close();
+            assertThrows(JMSSecurityRuntimeException.class, () -> ctx.unsubscribe("kept"));
+            ctx.createProducer().send(topic, "still collected");
+            JMSConsumer consumer = ctx.createDurableConsumer(topic, "kept");
+            assertEquals("still collected", consumer.receiveBody(String.class, TIMEOUT_MS));
+            consumer.close();
+        }
     }
 }
