@@ -221,6 +221,13 @@ async fn serve(options: Options) -> ExitCode {
         // Then the management port, on a line of its own.
         let _ = writeln!(out, "{}", m.local_addr().port());
     }
+    if let (Some(addr), Some(0)) = (
+        management.as_ref().and_then(|m| m.prometheus_addr()),
+        options.prometheus_port,
+    ) {
+        // Then the Prometheus port.
+        let _ = writeln!(out, "{}", addr.port());
+    }
     let _ = out.flush();
     match memory_watermarks {
         Some(w) => info!(

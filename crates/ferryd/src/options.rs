@@ -100,6 +100,12 @@ pub struct Options {
     #[arg(long, default_value = "127.0.0.1")]
     pub mgmt_interface: IpAddr,
 
+    /// Also serve Prometheus `/metrics` on this port of --mgmt-interface, without a login,
+    /// as RabbitMQ's rabbitmq_prometheus listener does (15692 there); 0 picks a free port
+    /// and prints it after the management port. Needs --mgmt-enable yes.
+    #[arg(long, value_name = "PORT")]
+    pub prometheus_port: Option<u16>,
+
     /// How often management samples counters for its rates and charts, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 5000,
           value_parser = clap::value_parser!(u64).range(100..))]

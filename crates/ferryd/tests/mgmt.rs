@@ -678,6 +678,10 @@ impl Drop for Secured {
 }
 
 fn secured() -> Secured {
+    secured_with(&[])
+}
+
+fn secured_with(extra: &[&str]) -> Secured {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -699,15 +703,49 @@ fn secured() -> Secured {
     .unwrap();
     let users_arg = users_path.display().to_string();
     let acl_arg = acl_path.display().to_string();
-    let broker = Ferryd::start_mgmt(&[
+    let mut args = vec![
         "--auth",
         "yes",
         "--users-file",
         &users_arg,
         "--acl-file",
         &acl_arg,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let broker = Ferryd::start_mgmt(&args);
     Secured { broker, dir }
+}
+
+#[test]
+fn the_prometheus_port_serves_metrics_without_a_login_and_nothing_else() {
+    let s = secured_with(&["--prometheus-port", "0"]);
+    let open = Http::anonymous(s.broker.prometheus_addr.expect("the Prometheus port"));
+    let scrape = open.get("/metrics").expect(200);
+    assert!(
+        scrape.text().contains("\nferry_queues "),
+        "{}",
+        scrape.text()
+    );
+    assert_eq!(open.get("/api/overview").status, 404);
+    assert_eq!(open.get("/").status, 404, "no console there");
+    assert_eq!(open.post("/metrics", &json!({})).status, 405);
+    // The management port still asks for a login, /metrics included.
+    let mgmt = Http::anonymous(s.broker.mgmt_addr.unwrap());
+    assert_eq!(mgmt.get("/metrics").status, 401);
+}
+
+#[test]
+fn the_prometheus_port_needs_management() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferryd"))
+        .args(["--port", "0", "--no-data-dir", "--prometheus-port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--prometheus-port needs --mgmt-enable yes"),
+        "{stderr}"
+    );
 }
 
 #[test]

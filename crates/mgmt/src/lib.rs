@@ -46,6 +46,8 @@ pub struct MgmtConfig {
     pub port: u16,
     /// How often counters are sampled for rates.
     pub sample_interval: Duration,
+    /// A second listener serving only `/metrics`, without a login (0 picks a free port).
+    pub prometheus_port: Option<u16>,
 }
 
 impl Default for MgmtConfig {
@@ -54,19 +56,25 @@ impl Default for MgmtConfig {
             interface: IpAddr::from([127, 0, 0, 1]),
             port: 15672,
             sample_interval: Duration::from_secs(5),
+            prometheus_port: None,
         }
     }
 }
 
-/// A bound management listener; `run` serves it.
+/// A bound management listener (and the Prometheus one, if asked for); `run` serves them.
 pub struct Management {
     listener: TcpListener,
+    prometheus: Option<TcpListener>,
     app: Arc<App>,
 }
 
 impl Management {
     pub async fn bind(config: &MgmtConfig, admin: Admin) -> std::io::Result<Management> {
         let listener = TcpListener::bind((config.interface, config.port)).await?;
+        let prometheus = match config.prometheus_port {
+            Some(port) => Some(TcpListener::bind((config.interface, port)).await?),
+            None => None,
+        };
         let addr = listener.local_addr()?;
         let app = Arc::new(App {
             admin,
@@ -77,28 +85,66 @@ impl Management {
             started: Instant::now(),
             addr,
         });
-        Ok(Management { listener, app })
+        Ok(Management {
+            listener,
+            prometheus,
+            app,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.app.addr
     }
 
-    /// Serves until `shutdown` completes; samples statistics meanwhile.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+    /// The Prometheus listener's address, if there is one.
+    pub fn prometheus_addr(&self) -> Option<SocketAddr> {
+        self.prometheus.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Serves until the futures `shutdown` makes complete (one per listener); samples
+    /// statistics meanwhile.
+    pub async fn run<F>(self, shutdown: impl Fn() -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
         let sampler = tokio::spawn(stats::run_sampler(
             self.app.stats.clone(),
             self.app.broker().clone(),
         ));
-        let router = api::router(self.app.clone());
-        let listener = BoundedListener::new(self.listener, MAX_HTTP_CONNECTIONS);
-        let service = router.into_make_service_with_connect_info::<PeerAddr>();
-        if let Err(e) = axum::serve(listener, service)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!("management server stopped: {e}");
+        let metrics = self.prometheus.map(|listener| {
+            tokio::spawn(serve(
+                "Prometheus",
+                listener,
+                api::metrics_router(self.app.clone()),
+                shutdown(),
+            ))
+        });
+        serve(
+            "management",
+            self.listener,
+            api::router(self.app.clone()),
+            shutdown(),
+        )
+        .await;
+        if let Some(metrics) = metrics {
+            let _ = metrics.await;
         }
         sampler.abort();
+    }
+}
+
+async fn serve(
+    what: &str,
+    listener: TcpListener,
+    router: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let listener = BoundedListener::new(listener, MAX_HTTP_CONNECTIONS);
+    let service = router.into_make_service_with_connect_info::<PeerAddr>();
+    if let Err(e) = axum::serve(listener, service)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!("{what} server stopped: {e}");
     }
 }

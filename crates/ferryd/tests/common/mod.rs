@@ -31,6 +31,8 @@ pub struct Ferryd {
     pub tls_addr: Option<SocketAddr>,
     /// The management HTTP listener, for brokers started with `start_mgmt`.
     pub mgmt_addr: Option<SocketAddr>,
+    /// The Prometheus listener, for brokers started with `--prometheus-port 0`.
+    pub prometheus_addr: Option<SocketAddr>,
     stderr: Option<std::thread::JoinHandle<String>>,
 }
 
@@ -100,7 +102,8 @@ impl Ferryd {
             text
         });
         let (tx, rx) = mpsc::channel();
-        let lines = 1 + usize::from(tls) + usize::from(mgmt);
+        let prometheus = extra.windows(2).any(|w| w == ["--prometheus-port", "0"]);
+        let lines = 1 + usize::from(tls) + usize::from(mgmt) + usize::from(prometheus);
         std::thread::spawn(move || {
             let mut stdout = BufReader::new(stdout);
             for _ in 0..lines {
@@ -118,11 +121,13 @@ impl Ferryd {
         let plain = port();
         let tls_addr = tls.then(|| SocketAddr::from(([127, 0, 0, 1], port())));
         let mgmt_addr = mgmt.then(|| SocketAddr::from(([127, 0, 0, 1], port())));
+        let prometheus_addr = prometheus.then(|| SocketAddr::from(([127, 0, 0, 1], port())));
         Ferryd {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], plain)),
             tls_addr,
             mgmt_addr,
+            prometheus_addr,
             stderr: Some(stderr),
         }
     }

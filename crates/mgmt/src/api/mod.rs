@@ -145,6 +145,16 @@ pub fn router(app: Arc<App>) -> Router {
     .with_state(app)
 }
 
+/// The Prometheus listener's one route, open to anyone who can reach it (as RabbitMQ's
+/// rabbitmq_prometheus is): it only reads.
+pub fn metrics_router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/metrics", get(crate::metrics::scrape))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(app)
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found()
 }
