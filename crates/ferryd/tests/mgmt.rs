@@ -720,18 +720,27 @@ fn secured_with(extra: &[&str]) -> Secured {
 fn the_prometheus_port_serves_metrics_without_a_login_and_nothing_else() {
     let s = secured_with(&["--prometheus-port", "0"]);
     let open = Http::anonymous(s.broker.prometheus_addr.expect("the Prometheus port"));
-    let scrape = open.get("/metrics").expect(200);
-    assert!(
-        scrape.text().contains("\nferry_queues "),
-        "{}",
-        scrape.text()
-    );
+    let scrape = open.get("/metrics").expect(200).text();
+    assert!(scrape.contains("\nferry_queues "), "{scrape}");
     assert_eq!(open.get("/api/overview").status, 404);
     assert_eq!(open.get("/").status, 404, "no console there");
     assert_eq!(open.post("/metrics", &json!({})).status, 405);
     // The management port still asks for a login, /metrics included.
     let mgmt = Http::anonymous(s.broker.mgmt_addr.unwrap());
     assert_eq!(mgmt.get("/metrics").status, 401);
+}
+
+#[test]
+fn the_prometheus_port_leaves_out_what_names_clients() {
+    let b = Ferryd::start_mgmt(&["--prometheus-port", "0"]);
+    let _client = Raw091::open(b.addr);
+    let open = Http::anonymous(b.prometheus_addr.expect("the Prometheus port"));
+    let scrape = open.get("/metrics").expect(200).text();
+    assert!(scrape.contains("\nferry_connections 1"), "{scrape}");
+    assert!(!scrape.contains("ferry_connection_"), "{scrape}");
+    assert!(!scrape.contains("user="), "{scrape}");
+    let full = http(&b).get("/metrics").expect(200).text();
+    assert!(full.contains("user=\"guest\""), "{full}");
 }
 
 #[test]

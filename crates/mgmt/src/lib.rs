@@ -84,6 +84,7 @@ impl Management {
             node: format!("ferry@{}", process::hostname()),
             started: Instant::now(),
             addr,
+            open_scrapes: Default::default(),
         });
         Ok(Management {
             listener,

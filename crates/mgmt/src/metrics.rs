@@ -4,8 +4,10 @@
 //! lines; label values are escaped as the format requires.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -20,7 +22,34 @@ use crate::state::App;
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 pub async fn scrape(State(app): State<Arc<App>>) -> ApiResult<Response> {
-    let text = blocking(move || Ok(render(&app))).await?;
+    let text = blocking(move || Ok(render(&app, true))).await?;
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
+}
+
+/// How long an open scrape's text is served again before it is rendered anew.
+const OPEN_SCRAPE_REUSE: Duration = Duration::from_secs(1);
+
+/// The last text served on the Prometheus port (see [`scrape_open`]).
+#[derive(Debug, Default)]
+pub struct OpenScrapes(Mutex<Option<(Instant, Bytes)>>);
+
+/// `/metrics` on the Prometheus port, which asks for no login: without the per-connection
+/// series (they name users and client addresses), and rendered at most once a second
+/// however many ask, so that anyone who can reach the port cannot keep the broker busy
+/// rendering.
+pub async fn scrape_open(State(app): State<Arc<App>>) -> ApiResult<Response> {
+    let text = blocking(move || {
+        let mut last = app.open_scrapes.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, text)) = last.as_ref() {
+            if at.elapsed() < OPEN_SCRAPE_REUSE {
+                return Ok(text.clone());
+            }
+        }
+        let text = Bytes::from(render(&app, false));
+        *last = Some((Instant::now(), text.clone()));
+        Ok(text)
+    })
+    .await?;
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
 }
 
@@ -104,7 +133,9 @@ fn escape_help(v: &str) -> String {
     v.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
-fn render(app: &App) -> String {
+/// `with_connections`: the per-connection series too, which name users and client
+/// addresses (for logged-in scrapes only).
+fn render(app: &App, with_connections: bool) -> String {
     let broker = app.broker();
     let queues = broker.queue_statuses();
     let exchanges = broker.exchange_statuses();
@@ -116,7 +147,9 @@ fn render(app: &App) -> String {
     globals(&mut x, app, &o, &connections);
     per_queue(&mut x, &queues);
     per_exchange(&mut x, &exchanges);
-    per_connection(&mut x, app, &connections);
+    if with_connections {
+        per_connection(&mut x, app, &connections);
+    }
     x.out
 }
 

@@ -19,6 +19,7 @@ pub struct App {
     pub started: Instant,
     /// Where the HTTP API listens.
     pub addr: SocketAddr,
+    pub open_scrapes: crate::metrics::OpenScrapes,
 }
 
 impl App {

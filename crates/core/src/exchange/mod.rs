@@ -202,10 +202,10 @@ impl<T: Destination> Bindings<T> {
         }
     }
 
-    /// Adds a binding; `Ok(false)` if (destination, key) was already bound. Rebinding a
-    /// headers binding replaces its arguments (so a client can change its match criteria, as
-    /// qpidd allows); for other types the arguments play no part in routing and the first
-    /// are kept.
+    /// Adds a binding; `Ok(false)` if (destination, key) was already bound. Rebinding
+    /// replaces its arguments: a headers binding's match criteria (so a client can change
+    /// them, as qpidd allows), a selector (see `selective`), and what management shows, as
+    /// the store keeps the last arguments too.
     fn bind(
         &mut self,
         kind: ExchangeKind,
@@ -225,8 +225,8 @@ impl<T: Destination> Bindings<T> {
         };
         let id = (dest.dest_id(), key.to_owned());
         if let Some(existing) = self.records.get_mut(&id) {
+            existing.1 = args.clone();
             if let (Some(hb), Index::Headers(list)) = (headers_binding, &mut self.index) {
-                existing.1 = args.clone();
                 if let Some(slot) = list
                     .iter_mut()
                     .find(|b| b.queue.dest_id() == dest.dest_id() && b.key == key)
@@ -503,10 +503,8 @@ impl Exchange {
         queues.len() > q0 || exchanges.len() > e0
     }
 
-    /// Binds a queue; `Ok(false)` if (queue, key) was already bound. Rebinding a headers
-    /// binding replaces its arguments (so a client can change its match criteria, as qpidd
-    /// allows); for other types the arguments play no part in routing and the first are
-    /// kept.
+    /// Binds a queue; `Ok(false)` if (queue, key) was already bound. Rebinding replaces
+    /// the binding's arguments (see `Bindings::bind`).
     ///
     /// `filter` admits what the binding routes (see `selective`). Rebinding (queue, key)
     /// replaces its filter, whatever the exchange type: the store keeps the last arguments,
@@ -526,10 +524,10 @@ impl Exchange {
         if filter.is_some() || selective.as_ref().is_some_and(|s| s.has(queue.id())) {
             let id = queue.id();
             let earlier = || {
-                let range = (id, String::new())..(id + 1, String::new());
                 queues
                     .records
-                    .range(range)
+                    .range((id, String::new())..)
+                    .take_while(|((q, _), _)| *q == id)
                     .map(|((_, k), (_, a))| (k.as_str(), a))
                     .collect()
             };

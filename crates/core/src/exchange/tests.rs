@@ -436,8 +436,11 @@ fn rebinding_replaces_a_binding_s_filter() {
         ex.table.read().selective.is_none(),
         "no filtered binding left"
     );
-    // An unfiltered binding bound again with a filter gets it.
-    assert!(!ex.bind(&q, "news.#", &no_args(), only("red")).unwrap());
+    // An unfiltered binding bound again with a filter gets it, and shows its arguments.
+    let mut red = Arguments::new();
+    red.push("selector", V::Str("red".into()));
+    assert!(!ex.bind(&q, "news.#", &red, only("red")).unwrap());
     assert!(routed(&ex, &with_body("news.a", "blue")).is_empty());
     assert_eq!(ex.binding_count(), 1);
+    assert_eq!(ex.bindings()[0].arguments, red, "the arguments in force");
 }

@@ -146,10 +146,10 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 /// The Prometheus listener's one route, open to anyone who can reach it (as RabbitMQ's
-/// rabbitmq_prometheus is): it only reads.
+/// rabbitmq_prometheus is): it only reads, and leaves out what names users and clients.
 pub fn metrics_router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/metrics", get(crate::metrics::scrape))
+        .route("/metrics", get(crate::metrics::scrape_open))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)

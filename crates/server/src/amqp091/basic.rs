@@ -312,7 +312,7 @@ impl Channel {
         };
         // Written before the delivery is tracked, so that the consumer's tag and the message
         // are borrowed for the write rather than each counted up and down once more.
-        let no_ack = c.no_ack;
+        let (no_ack, ack_timeout) = (c.no_ack, c.ack_timeout);
         let delivery_tag = self.unacked.peek_tag();
         let method = DeliverRef {
             consumer_tag: &c.tag,
@@ -334,6 +334,7 @@ impl Channel {
                 queue: d.queue,
                 position: d.position,
                 message: d.message,
+                ack_timeout,
             })
         };
         debug_assert_eq!(tag, delivery_tag);
@@ -355,14 +356,15 @@ impl Channel {
             queue.accept(got.position);
             self.unacked.next_tag()
         } else {
-            let timeout = ack_timeout::for_queue(&queue, ctx.config.consumer_timeout);
-            ctx.ack_checks.in_use(timeout, ctx.now);
+            let ack_timeout = ack_timeout::for_queue(&queue, ctx.config.consumer_timeout);
+            ctx.ack_checks.in_use(ack_timeout, ctx.now);
             self.unacked.push(Pending {
                 consumer: None,
                 windowed: false,
                 queue,
                 position: got.position,
                 message: got.message.clone(),
+                ack_timeout,
             })
         };
         let method = BasicGetOk {

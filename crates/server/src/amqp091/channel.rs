@@ -24,7 +24,7 @@ use crate::shell::outbound::{Spliced, SPLICE_MIN};
 use crate::shell::presettled::Presettled;
 use ferry_acl::{Action, ObjectType};
 
-use super::ack_timeout::{self, AckChecks};
+use super::ack_timeout::AckChecks;
 use super::args;
 use super::confirms::Confirms;
 use super::convert::{self, table_to_headers};
@@ -87,24 +87,9 @@ pub struct Pending {
     pub queue: Arc<Queue>,
     pub position: u64,
     pub message: Message,
-}
-
-impl Pending {
-    /// How long this delivery may wait for its acknowledgement: its consumer's timeout, or,
-    /// for a basic.get or a consumer since cancelled, its queue's.
-    pub fn ack_timeout(
-        &self,
-        consumers: &[ConsumerRec],
-        broker_default: Option<Duration>,
-    ) -> Option<Duration> {
-        match self
-            .consumer
-            .and_then(|id| consumers.iter().find(|c| c.id == id))
-        {
-            Some(c) => c.ack_timeout,
-            None => ack_timeout::for_queue(&self.queue, broker_default),
-        }
-    }
+    /// How long it may wait for its acknowledgement (see `ack_timeout`), fixed when it
+    /// went out: a consumer cancelled meanwhile does not change it.
+    pub ack_timeout: Option<Duration>,
 }
 
 pub struct Channel {

@@ -267,17 +267,11 @@ impl Protocol for Amqp091 {
         if shell.phase != Phase::Open || shell.paused() {
             return;
         }
-        let broker_default = shell.config.consumer_timeout;
         let mut overdue: Vec<(u16, Duration)> = self
             .channels
             .values_mut()
             .filter(|c| c.state == State::Open)
-            .filter_map(|c| {
-                let timeout = c
-                    .unacked
-                    .overdue(now, |p| p.ack_timeout(&c.consumers, broker_default))?;
-                Some((c.id, timeout))
-            })
+            .filter_map(|c| Some((c.id, c.unacked.overdue(now, |p| p.ack_timeout)?)))
             .collect();
         overdue.sort_unstable();
         for (id, timeout) in overdue {

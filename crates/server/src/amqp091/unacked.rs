@@ -13,6 +13,23 @@ use std::time::{Duration, Instant};
 #[error("unknown delivery tag {0}")]
 pub struct UnknownTag(pub u64);
 
+/// Marks kept at most. A channel whose oldest delivery never times out (its timeout off)
+/// while checks run often (another channel's short timeout) would otherwise gain a mark per
+/// check for as long as it holds that delivery.
+const MAX_MARKS: usize = 64;
+
+/// Drops every other mark but the newest. A dropped mark only makes the deliveries it
+/// covered count from a later one, so a timeout may fire later, never earlier.
+fn thin(marks: &mut VecDeque<(u64, Instant)>) {
+    let newest = marks.pop_back();
+    let mut i = 0;
+    marks.retain(|_| {
+        i += 1;
+        i % 2 == 1
+    });
+    marks.extend(newest);
+}
+
 #[derive(Debug)]
 pub struct Unacked<T> {
     next_tag: u64,
@@ -122,6 +139,9 @@ impl<T> Unacked<T> {
             .back()
             .is_none_or(|&(tag, _)| tag < self.next_tag)
         {
+            if self.marks.len() >= MAX_MARKS {
+                thin(&mut self.marks);
+            }
             self.marks.push_back((self.next_tag, now));
         }
         overdue
@@ -224,6 +244,30 @@ mod tests {
             u.overdue(at(9000), timeout),
             Some(Duration::from_millis(1000)),
             "3 was out by the check at 6000"
+        );
+    }
+
+    #[test]
+    fn marks_stay_bounded_while_an_undated_delivery_is_held() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // The oldest never times out; newer ones flow between checks.
+        let timeout = |i: &u32| (*i > 1).then_some(Duration::from_millis(1000));
+        let mut u = log(1);
+        for check in 0..10_000u32 {
+            u.push(check + 2);
+            u.take(u64::from(check + 2), false).unwrap();
+            assert_eq!(u.overdue(at(u64::from(check) * 100), timeout), None);
+        }
+        assert!(u.marks.len() <= MAX_MARKS, "{}", u.marks.len());
+        // Once the oldest goes, a held newer one still times out, never early.
+        u.push(20_000);
+        u.overdue(at(1_000_000), timeout);
+        u.take(1, false).unwrap();
+        assert_eq!(u.overdue(at(1_000_999), timeout), None);
+        assert_eq!(
+            u.overdue(at(1_001_000), timeout),
+            Some(Duration::from_millis(1000))
         );
     }
 

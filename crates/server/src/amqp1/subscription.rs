@@ -184,6 +184,15 @@ pub struct Subscribed {
 /// link consumes it). A refusal (the ACL) is the closing detach's error, so the client's
 /// unsubscribe fails rather than leaving the subscription behind unheard.
 pub fn end(ctx: &mut Ctx, sub: &Subscribed) -> Result<(), Fault> {
+    let in_use = || {
+        ctx.broker
+            .queue(&sub.queue)
+            .is_some_and(|q| q.consumer_count() > 0)
+    };
+    if sub.shared && in_use() {
+        // Other links keep it: nothing is deleted, so nothing for the ACL to refuse.
+        return Ok(());
+    }
     match delete(ctx, &sub.queue, sub.shared) {
         Err(f) if f.condition == condition::UNAUTHORIZED_ACCESS => Err(f),
         Err(f) => {

@@ -225,3 +225,40 @@ async fn a_bad_timeout_argument_is_refused_with_406() {
     );
     assert_channel_closed(&got, 2, reply::PRECONDITION_FAILED, (50, 10));
 }
+
+#[tokio::test]
+async fn a_cancelled_consumer_s_deliveries_keep_its_timeout() {
+    // Off for the consumer, on for its queue: cancelling (a worker's warm shutdown) does not
+    // put its unfinished deliveries under the queue's timeout.
+    let mut c = with_queue_timeout(Some(SECOND), Some(1000)).await;
+    let off = BasicConsume {
+        arguments: timeout_arg(0),
+        ..consumer("q", "finishing")
+    };
+    assert_eq!(delivered(&c.consume(1, off)).len(), 1);
+    c.call(
+        1,
+        BasicCancel {
+            consumer_tag: short("finishing"),
+            nowait: false,
+        },
+    );
+    assert_eq!(closed_for_timeout(&methods(c.advance(5 * SECOND))), None);
+
+    // And the other way: its own short timeout still holds once it is cancelled.
+    let mut c = with_queue_timeout(None, None).await;
+    let short_lived = BasicConsume {
+        arguments: timeout_arg(1000),
+        ..consumer("q", "brief")
+    };
+    assert_eq!(delivered(&c.consume(1, short_lived)).len(), 1);
+    c.call(
+        1,
+        BasicCancel {
+            consumer_tag: short("brief"),
+            nowait: false,
+        },
+    );
+    let text = closed_for_timeout(&methods(c.advance(3 * SECOND))).expect("closed");
+    assert!(text.ends_with("Timeout value used: 1000 ms"), "{text}");
+}

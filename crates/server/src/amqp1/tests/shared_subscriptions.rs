@@ -238,9 +238,13 @@ async fn an_unsubscribe_the_acl_refuses_fails_on_the_detach_and_keeps_the_subscr
         let queue = format!("test-client_{name}");
         assert!(c.broker().queue(&queue).is_some(), "{name} kept");
     }
-    // A shared subscription another link still consumes stays without an error.
-    attach_named(&mut c, 20, "open", Some(shared(true, false)));
-    attach_named(&mut c, 21, "open", Some(shared(true, false)));
-    assert_eq!(error_of(&detach(&mut c, 21, true)), None);
-    assert!(c.broker().queue("test-client_open").is_some());
+    // A shared subscription another link still consumes stays without an error, even
+    // where the ACL would refuse to delete it: nothing is deleted.
+    for (handle, name) in [(20, "open"), (30, "kept-in-use")] {
+        attach_named(&mut c, handle, name, Some(shared(true, false)));
+        attach_named(&mut c, handle + 1, name, Some(shared(true, false)));
+        assert_eq!(error_of(&detach(&mut c, handle + 1, true)), None, "{name}");
+        let queue = format!("test-client_{name}");
+        assert!(c.broker().queue(&queue).is_some(), "{name}");
+    }
 }
