@@ -14,6 +14,8 @@
 //! (application headers in 0-10 and 0-9-1).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use ferry_amqp091::{BasicProperties, FieldValue, RawProperties};
@@ -106,24 +108,13 @@ pub fn consumer_filter(arguments: &Arguments) -> Result<Option<ConsumerFilter>, 
 
 impl MessageFilter for JmsSelector {
     fn matches(&self, message: &Message) -> bool {
-        match message.header() {
-            CoreHeader::Amqp1(_) => self.0.matches(&Amqp1Fields::of(message)),
-            CoreHeader::Amqp010(segment) => self.0.matches(&BasicFields {
+        let decoded = decoded(message);
+        match &*decoded {
+            Decoded::Amqp1(sections) => self.0.matches(&Amqp1Fields { message, sections }),
+            Decoded::Basic { props, amqp010 } => self.0.matches(&BasicFields {
                 message,
-                props: from_amqp010_header(segment),
-                amqp010: true,
-            }),
-            CoreHeader::Amqp091(_) => self.0.matches(&BasicFields {
-                message,
-                props: RawProperties::parse(message.header_bytes())
-                    .map(|p| p.decode())
-                    .unwrap_or_default(),
-                amqp010: false,
-            }),
-            CoreHeader::None => self.0.matches(&BasicFields {
-                message,
-                props: BasicProperties::default(),
-                amqp010: false,
+                props,
+                amqp010: *amqp010,
             }),
         }
     }
@@ -148,21 +139,76 @@ fn core_field<'a>(message: &Message, name: &str) -> Option<Value<'a>> {
     })
 }
 
+/// A message's header fields, decoded for selectors.
+enum Decoded {
+    Amqp1(Amqp1Sections),
+    /// Published over 0-9-1, or over 0-10 (through the 0-9-1 properties it maps to).
+    Basic {
+        props: BasicProperties,
+        amqp010: bool,
+    },
+}
+
+/// Messages larger than this are decoded again for each selector rather than kept: the
+/// cache holds the message it decoded.
+const CACHED_MESSAGE_MAX: u64 = 64 * 1024;
+
+thread_local! {
+    /// The last message a selector looked at on this thread, decoded. A message routed to
+    /// many selective queues (a topic's subscribers, each with a selector) is looked at
+    /// by each in turn on the publishing thread, and is decoded once instead of once per
+    /// queue. Keyed by identity: message contents never change once built, and the cache
+    /// holds the message, so its address cannot be reused while cached.
+    static LAST_DECODED: RefCell<Option<(Message, Rc<Decoded>)>> = const { RefCell::new(None) };
+}
+
+fn decoded(message: &Message) -> Rc<Decoded> {
+    LAST_DECODED.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((m, d)) = last.as_ref() {
+            if Message::ptr_eq(m, message) {
+                return d.clone();
+            }
+        }
+        let d = Rc::new(decode(message));
+        *last = (message.size() <= CACHED_MESSAGE_MAX).then(|| (message.clone(), d.clone()));
+        d
+    })
+}
+
+fn decode(message: &Message) -> Decoded {
+    match message.header() {
+        CoreHeader::Amqp1(_) => Decoded::Amqp1(Amqp1Sections::of(message)),
+        CoreHeader::Amqp010(segment) => Decoded::Basic {
+            props: from_amqp010_header(segment),
+            amqp010: true,
+        },
+        CoreHeader::Amqp091(_) => Decoded::Basic {
+            props: RawProperties::parse(message.header_bytes())
+                .map(|p| p.decode())
+                .unwrap_or_default(),
+            amqp010: false,
+        },
+        CoreHeader::None => Decoded::Basic {
+            props: BasicProperties::default(),
+            amqp010: false,
+        },
+    }
+}
+
 /// A message published over 1.0: its sections, decoded. Sections that do not decode are
 /// taken as absent (they were only split on the way in).
-struct Amqp1Fields<'m> {
-    message: &'m Message,
+struct Amqp1Sections {
     header: Header,
     properties: Properties,
     application: Option<ApplicationProperties>,
 }
 
-impl<'m> Amqp1Fields<'m> {
-    fn of(message: &'m Message) -> Amqp1Fields<'m> {
+impl Amqp1Sections {
+    fn of(message: &Message) -> Amqp1Sections {
         let stored = Stored::parse(&message.header_bytes()).ok();
         let sections = stored.as_ref().map(|s| &s.sections);
-        Amqp1Fields {
-            message,
+        Amqp1Sections {
             header: sections
                 .and_then(|s| s.header().ok().flatten())
                 .unwrap_or_default(),
@@ -174,12 +220,17 @@ impl<'m> Amqp1Fields<'m> {
     }
 }
 
+struct Amqp1Fields<'m> {
+    message: &'m Message,
+    sections: &'m Amqp1Sections,
+}
+
 impl Fields for Amqp1Fields<'_> {
     fn get(&self, name: &str) -> Value<'_> {
         if let Some(v) = core_field(self.message, name) {
             return v;
         }
-        let p = &self.properties;
+        let p = &self.sections.properties;
         match name {
             "JMSMessageID" => p.message_id.as_ref().map_or(Value::Null, message_id),
             "JMSCorrelationID" => p
@@ -193,9 +244,10 @@ impl Fields for Amqp1Fields<'_> {
             "JMSXGroupSeq" => p
                 .group_sequence
                 .map_or(Value::Null, |n| Value::Int(i64::from(n))),
-            "JMSXDeliveryCount" => Value::Int(i64::from(self.header.delivery_count) + 1),
+            "JMSXDeliveryCount" => Value::Int(i64::from(self.sections.header.delivery_count) + 1),
             _ if name.starts_with("amqp.") => self.amqp_field(name),
             _ => self
+                .sections
                 .application
                 .as_ref()
                 .and_then(|a| a.get(name))
@@ -207,7 +259,7 @@ impl Fields for Amqp1Fields<'_> {
 impl Amqp1Fields<'_> {
     /// qpidd's names for the header and properties fields, their values as they are.
     fn amqp_field(&self, name: &str) -> Value<'_> {
-        let (h, p) = (&self.header, &self.properties);
+        let (h, p) = (&self.sections.header, &self.sections.properties);
         let int = |n: Option<u32>| n.map_or(Value::Null, |n| Value::Int(i64::from(n)));
         let time = |t: Option<ferry_amqp1::Timestamp>| t.map_or(Value::Null, |t| Value::Int(t.0));
         match name {
@@ -315,7 +367,7 @@ fn amqp1_value(v: &V1) -> Value<'_> {
 /// A message published over 0-9-1, or over 0-10 (through the 0-9-1 properties it maps to).
 struct BasicFields<'m> {
     message: &'m Message,
-    props: BasicProperties,
+    props: &'m BasicProperties,
     /// Qpid JMS 0-x over 0-10 shows the message-id (a UUID) as `ID:<uuid>` and keeps
     /// JMSType in the `x-jms-type` application header.
     amqp010: bool,

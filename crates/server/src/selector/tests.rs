@@ -257,3 +257,40 @@ fn a_1_0_messages_fields_by_qpidds_amqp_names() {
         &ids
     ));
 }
+
+#[test]
+fn messages_looked_at_in_turn_are_each_read_for_themselves() {
+    // The thread keeps the last message decoded: alternating messages, and one built after
+    // another was dropped, must each be read afresh.
+    let with_colour = |colour: &'static str| {
+        let mut headers = FieldTable::new();
+        headers.push(
+            ShortStr::from_static("colour"),
+            FieldValue::LongStr(LongStr::from_static(colour)),
+        );
+        let props = BasicProperties {
+            headers: Some(headers),
+            ..BasicProperties::default()
+        };
+        MessageParts {
+            header: ProtocolHeader::Amqp091(RawProperties::encode(&props).as_bytes().clone()),
+            ..MessageParts::new("", "q", Bytes::new())
+        }
+        .build()
+    };
+    let red = JmsSelector::parse("colour = 'red'").unwrap().unwrap();
+    let (r, b) = (with_colour("red"), with_colour("blue"));
+    for _ in 0..3 {
+        assert!(red.matches(&r));
+        assert!(red.matches(&r));
+        assert!(!red.matches(&b));
+    }
+    for colour in ["red", "blue", "red", "blue"] {
+        let m = with_colour(colour);
+        assert_eq!(red.matches(&m), colour == "red");
+        drop(m);
+    }
+    // A 1.0 message after a 0-9-1 one, and back.
+    assert!(!red.matches(&jms_message()));
+    assert!(red.matches(&r));
+}
