@@ -335,8 +335,15 @@ fn find_source(ctx: &mut Ctx, a: &Attach, mut source: Source) -> Result<Found, F
         ctx.access
             .check(Action::Consume, ObjectType::Queue, || access::named(&name))?;
         let selector_text = selector.as_ref().map(|s| s.text());
-        let queue =
-            subscription::open(ctx, &name, &exchange, &key, &args, selector_text, lifetime)?;
+        let wanted = subscription::Wanted {
+            exchange: &exchange,
+            key: &key,
+            binding: &args,
+            selector: selector_text,
+            lifetime,
+            shared,
+        };
+        let queue = subscription::open(ctx, &name, &wanted)?;
         // Qpid JMS asks for copies on a durable subscription: its queue is consumed all the
         // same, and the reply says so.
         source.distribution_mode = None;

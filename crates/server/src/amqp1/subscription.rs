@@ -29,6 +29,10 @@ use crate::access;
 const SOURCE_ARGUMENT: &str = "x-ferry-subscription-source";
 /// The subscription's JMS selector, if it has one: a changed selector replaces it too.
 const SELECTOR_ARGUMENT: &str = "x-ferry-subscription-selector";
+/// Whether the subscription is shared. JMS makes a subscriber of the other kind with the
+/// same name an error, not a replacement, whether or not a link consumes the subscription.
+/// Subscriptions made before this was recorded have none, and take either kind.
+const SHARED_ARGUMENT: &str = "x-ferry-subscription-shared";
 
 /// The longest queue name 0-9-1 and 0-10 can name (a short string): a subscription whose
 /// name would be longer is refused rather than made unreachable from those protocols.
@@ -76,6 +80,18 @@ fn source_of(exchange: &Exchange, key: &str) -> String {
     format!("{}/{key}", exchange.name())
 }
 
+/// What a link asks of the subscription it names.
+#[derive(Clone, Copy)]
+pub struct Wanted<'a> {
+    pub exchange: &'a Exchange,
+    pub key: &'a str,
+    pub binding: &'a Arguments,
+    pub selector: Option<&'a str>,
+    pub lifetime: Lifetime,
+    /// A shared subscription (JMS 2), which several links may consume.
+    pub shared: bool,
+}
+
 /// How long a subscription's queue lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lifetime {
@@ -88,16 +104,17 @@ pub enum Lifetime {
 /// The subscription's queue, made (and bound) if there is none; one bound elsewhere or
 /// with another selector is replaced, its messages dropped, unless a link consumes it
 /// (JMS forbids changing a subscription in use). A queue of that name that is not a
-/// subscription's is left alone and the link refused.
-pub fn open(
-    ctx: &mut Ctx,
-    name: &str,
-    exchange: &Exchange,
-    key: &str,
-    binding: &Arguments,
-    selector: Option<&str>,
-    lifetime: Lifetime,
-) -> Result<Arc<Queue>, Fault> {
+/// subscription's, or a subscription shared where the link's is not (or the other way
+/// round), is left alone and the link refused.
+pub fn open(ctx: &mut Ctx, name: &str, wanted: &Wanted) -> Result<Arc<Queue>, Fault> {
+    let Wanted {
+        exchange,
+        key,
+        binding,
+        selector,
+        lifetime,
+        shared,
+    } = *wanted;
     if name.len() > MAX_QUEUE_NAME {
         return Err(Fault::new(
             condition::INVALID_FIELD,
@@ -106,6 +123,19 @@ pub fn open(
     }
     let source = source_of(exchange, key);
     if let Some(q) = ctx.broker.queue(name) {
+        if let Some(HeaderValue::Bool(was_shared)) = q.arguments().get(SHARED_ARGUMENT) {
+            if *was_shared != shared {
+                let (was, now) = if shared {
+                    ("unshared", "shared")
+                } else {
+                    ("shared", "unshared")
+                };
+                return Err(Fault::new(
+                    condition::RESOURCE_LOCKED,
+                    format!("subscription {name} is {was}: it cannot be taken up {now}"),
+                ));
+            }
+        }
         let same_selector = match (q.arguments().get(SELECTOR_ARGUMENT), selector) {
             (Some(HeaderValue::Str(was)), Some(now)) => was == now,
             (None, None) => true,
@@ -131,6 +161,7 @@ pub fn open(
     }
     let mut arguments = Arguments::new();
     arguments.push(SOURCE_ARGUMENT, HeaderValue::Str(source));
+    arguments.push(SHARED_ARGUMENT, HeaderValue::Bool(shared));
     if let Some(selector) = selector {
         arguments.push(SELECTOR_ARGUMENT, HeaderValue::Str(selector.to_owned()));
     }

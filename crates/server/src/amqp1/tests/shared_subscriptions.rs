@@ -248,3 +248,27 @@ async fn an_unsubscribe_the_acl_refuses_fails_on_the_detach_and_keeps_the_subscr
         assert!(c.broker().queue(&queue).is_some(), "{name}");
     }
 }
+
+#[tokio::test]
+async fn a_subscription_is_taken_up_only_as_the_kind_it_was_made() {
+    let mut c = open().await;
+    c.begin(0);
+    // Unshared, then asked for shared while no link consumes it: refused, and kept.
+    attach_named(&mut c, 1, "solo", Some(durable("amq.topic/news")));
+    detach(&mut c, 1, false);
+    publish(&c, "news", b"kept");
+    let got = attach_named(&mut c, 2, "solo", Some(shared(true, false)));
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:resource-locked"));
+    let q = c.broker().queue("test-client_solo").expect("kept");
+    assert_eq!(q.message_count(), 1);
+    // Shared, then asked for unshared while no link consumes it: refused too.
+    attach_named(&mut c, 3, "group", Some(shared(true, false)));
+    detach(&mut c, 3, false);
+    let got = attach_named(&mut c, 4, "group", Some(durable("amq.topic/news")));
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:resource-locked"));
+    // Each kind takes up its own again.
+    let got = attach_named(&mut c, 5, "solo", Some(durable("amq.topic/news")));
+    assert_eq!(error_of(&got), None);
+    let got = attach_named(&mut c, 6, "group", Some(shared(true, false)));
+    assert_eq!(error_of(&got), None);
+}

@@ -139,4 +139,34 @@ class SharedSubscriptionTest extends Support {
             assertTrue(got.stream().allMatch("red"::equals));
         }
     }
+
+    /**
+     * JMS: a shared and an unshared durable subscription may not have the same name and
+     * client id. The one made first stays, consumed or not, and keeps what it collected.
+     */
+    @Test
+    void aDurableSubscriptionIsTakenUpOnlyAsTheKindItWasMade() {
+        String clientId = unique("client");
+        String address = "amq.topic/" + unique("news");
+        String unshared = unique("solo");
+        String shared = unique("group");
+        try (JMSContext ctx = factory("&jms.clientID=" + clientId).createContext()) {
+            Topic topic = ctx.createTopic(address);
+            ctx.createDurableConsumer(topic, unshared).close();
+            ctx.createSharedDurableConsumer(topic, shared).close();
+            ctx.createProducer().send(topic, "kept");
+            assertThrows(JMSRuntimeException.class,
+                    () -> ctx.createSharedDurableConsumer(topic, unshared));
+            assertThrows(JMSRuntimeException.class,
+                    () -> ctx.createDurableConsumer(topic, shared));
+            JMSConsumer solo = ctx.createDurableConsumer(topic, unshared);
+            assertEquals("kept", solo.receiveBody(String.class, TIMEOUT_MS));
+            solo.close();
+            JMSConsumer group = ctx.createSharedDurableConsumer(topic, shared);
+            assertEquals("kept", group.receiveBody(String.class, TIMEOUT_MS));
+            group.close();
+            ctx.unsubscribe(unshared);
+            ctx.unsubscribe(shared);
+        }
+    }
 }
