@@ -1326,28 +1326,30 @@ fn management_sees_the_store_in_the_overview() {
     assert!(!stats.failed);
 }
 
+/// Publishes a persistent message to amq.topic under "news".
+fn send_news(b: &Broker, body: &'static str) {
+    let mut m = MessageParts::new("amq.topic", "news", Bytes::from_static(body.as_bytes()));
+    m.persistent = true;
+    b.publish(&b.exchange("amq.topic").unwrap(), Message::from(m))
+        .unwrap();
+}
+
 #[test]
 fn a_durable_bindings_filter_is_back_after_a_restart() {
     let dir = TempDir::new("binding-filter");
     let mut args = Arguments::new();
     args.push("x-test-prefix", HeaderValue::Str("red".into()));
-    let send = |b: &Broker, body: &'static str| {
-        let mut m = MessageParts::new("amq.topic", "news", Bytes::from_static(body.as_bytes()));
-        m.persistent = true;
-        b.publish(&b.exchange("amq.topic").unwrap(), Message::from(m))
-            .unwrap();
-    };
     {
         let (store, b, _) = start(&dir, small());
         durable_queue(&b, "sub");
         b.bind("sub", "amq.topic", "news", &args).unwrap();
-        send(&b, "red 1");
-        send(&b, "blue 1");
+        send_news(&b, "red 1");
+        send_news(&b, "blue 1");
         store.sync();
     }
     let (_store, b, _) = start(&dir, small());
-    send(&b, "blue 2");
-    send(&b, "red 2");
+    send_news(&b, "blue 2");
+    send_news(&b, "red 2");
     assert_eq!(
         bodies(&b.queue("sub").unwrap()),
         [Bytes::from_static(b"red 1"), Bytes::from_static(b"red 2")]
@@ -1362,24 +1364,18 @@ fn a_rebound_filter_is_in_force_before_and_after_a_restart() {
         args.push("x-test-prefix", HeaderValue::Str(p.into()));
         args
     };
-    let send = |b: &Broker, body: &'static str| {
-        let mut m = MessageParts::new("amq.topic", "news", Bytes::from_static(body.as_bytes()));
-        m.persistent = true;
-        b.publish(&b.exchange("amq.topic").unwrap(), Message::from(m))
-            .unwrap();
-    };
     {
         let (store, b, _) = start(&dir, small());
         durable_queue(&b, "sub");
         b.bind("sub", "amq.topic", "news", &prefix("red")).unwrap();
         b.bind("sub", "amq.topic", "news", &prefix("blue")).unwrap();
-        send(&b, "red 1");
-        send(&b, "blue 1");
+        send_news(&b, "red 1");
+        send_news(&b, "blue 1");
         store.sync();
     }
     let (_store, b, _) = start(&dir, small());
-    send(&b, "red 2");
-    send(&b, "blue 2");
+    send_news(&b, "red 2");
+    send_news(&b, "blue 2");
     assert_eq!(
         bodies(&b.queue("sub").unwrap()),
         [Bytes::from_static(b"blue 1"), Bytes::from_static(b"blue 2")]

@@ -302,15 +302,19 @@ mod tests {
         assert_eq!(normalize("a..b"), vec![Lit(b"a"), Lit(b""), Lit(b"b")]);
     }
 
-    #[test]
-    fn many_hashes_match_in_polynomial_time() {
-        // Without the memo this pattern against a 120-word key takes C(120, 20) steps.
-        let q = crate::queue::Queue::new(
+    fn test_queue() -> std::sync::Arc<crate::queue::Queue> {
+        crate::queue::Queue::new(
             "q".into(),
             &crate::queue::QueueOptions::default(),
             None,
             crate::limits::QueueLimits::default(),
-        );
+        )
+    }
+
+    #[test]
+    fn many_hashes_match_in_polynomial_time() {
+        // Without the memo this pattern against a 120-word key takes C(120, 20) steps.
+        let q = test_queue();
         let mut trie = TopicTrie::default();
         let pattern = vec!["#.a"; 20].join(".") + ".b";
         trie.insert(&pattern, q);
@@ -324,12 +328,7 @@ mod tests {
 
     #[test]
     fn one_pattern_matches_exactly_what_the_trie_routes_for_it() {
-        let q = crate::queue::Queue::new(
-            "q".into(),
-            &crate::queue::QueueOptions::default(),
-            None,
-            crate::limits::QueueLimits::default(),
-        );
+        let q = test_queue();
         // Every pattern and key of up to three words over these, empty words included.
         let words = ["a", "b", "", "*", "#"];
         let mut sequences: Vec<Vec<&str>> = vec![vec![]];
