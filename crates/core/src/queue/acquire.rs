@@ -30,7 +30,7 @@ impl Queue {
             st.last_used = now_ms();
         }
         // Resident: taking the front reads its content back first.
-        let entry = st.take_front()?;
+        let entry = st.take_for_get()?;
         Some(Got {
             position: entry.position,
             redelivered: entry.redelivered(),

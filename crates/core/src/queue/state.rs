@@ -665,6 +665,41 @@ impl QueueState {
         }
     }
 
+    /// What a get takes (0-9-1 basic.get, management's get): the front, or on a message-group
+    /// queue the first message whose group no consumer holds (gets hold their groups
+    /// too, as owner 0, so two gets in a row take a group's messages in order). A message
+    /// still on disk ends the search, as it ends the group walk.
+    pub(crate) fn take_for_get(&mut self) -> Option<Entry> {
+        if self.groups.is_none() {
+            return self.take_front();
+        }
+        let mut clock = Clock::default();
+        let mut cursor = 0;
+        loop {
+            if !self.ready_front() {
+                return None;
+            }
+            let (position, _) = self.next_live_after(cursor, &mut clock)?;
+            let (Some(message), Some(groups)) = (
+                self.entry_at(position).and_then(Entry::message),
+                self.groups.as_deref(),
+            ) else {
+                return None;
+            };
+            if groups
+                .owner(&groups.group_of(message))
+                .is_some_and(|owner| owner != 0)
+            {
+                cursor = position;
+                continue;
+            }
+            let entry = self.entries.remove_position(position)?;
+            self.account_out(&entry);
+            self.mark_unsettled(&entry, 0);
+            return Some(entry);
+        }
+    }
+
     /// Takes expired messages off the head (where RabbitMQ expires them), keeping them for
     /// dead-lettering; returns whether queued messages with an expiry remain.
     pub(crate) fn expire_head(&mut self, now: u64) -> bool {

@@ -1237,3 +1237,37 @@ fn a_message_group_goes_to_one_consumer_at_a_time() {
     q.add_credit(2, 2, u32::MAX).unwrap();
     assert_eq!(bodies(&deliveries(&o2)), [&b"C7"[..], b"C8"]);
 }
+
+#[test]
+fn a_get_takes_no_message_of_a_group_a_consumer_holds() {
+    use crate::value::{HeaderValue, Headers};
+    let opts = QueueOptions {
+        arguments: [("qpid.group_header_key", HeaderValue::Str("G".into()))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
+    for (i, group) in ["A", "A", "B", "A", "B"].iter().enumerate() {
+        let mut headers = Headers::new();
+        headers.push("G", HeaderValue::Str((*group).into()));
+        let m = MessageParts {
+            headers: Some(Arc::new(headers)),
+            ..MessageParts::new("", "q", Bytes::from(format!("{group}{i}")))
+        }
+        .build();
+        q.enqueue(m).unwrap();
+    }
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [&b"A0"[..]], "the consumer holds A");
+    let text = |got: Option<crate::queue::Got>| {
+        got.map(|g| String::from_utf8_lossy(g.message.body()).into_owned())
+    };
+    // A is the consumer's: the gets take B, in order, and then nothing.
+    assert_eq!(text(q.get()).as_deref(), Some("B2"));
+    assert_eq!(text(q.get()).as_deref(), Some("B4"), "gets hold B in turn");
+    assert_eq!(text(q.get()), None, "A1 and A3 wait for the consumer");
+    assert_eq!(q.info().message_count, 2);
+}
