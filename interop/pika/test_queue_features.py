@@ -131,3 +131,28 @@ def test_dead_letters_carry_x_death(ch, name):
     assert body == b"first" and props.headers["x-death"][0]["reason"] == "maxlen"
     for q in (name, dlq, short):
         ch.queue_delete(q)
+
+
+def test_a_message_back_more_often_than_x_delivery_limit_is_dead_lettered(ch, name):
+    # RabbitMQ's poison-message handling (quorum queues' x-delivery-limit).
+    dlq = name + "-dlq"
+    ch.queue_declare(dlq)
+    ch.queue_declare(name, arguments={"x-delivery-limit": 2, "x-dead-letter-exchange": "",
+                                      "x-dead-letter-routing-key": dlq})
+    ch.basic_publish("", name, b"poison")
+    for attempt in range(3):
+        m, _, body = ch.basic_get(name)
+        assert body == b"poison", attempt
+        assert m.redelivered == (attempt > 0)
+        ch.basic_nack(m.delivery_tag, requeue=True)
+    # Returned a third time, over the limit of 2: no longer on its queue.
+    assert ch.basic_get(name) == (None, None, None)
+    m, props, body = ch.basic_get(dlq, auto_ack=True)
+    assert body == b"poison"
+    [death] = props.headers["x-death"]
+    assert death["queue"] == name and death["reason"] == "delivery_limit"
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+        ch.queue_declare(name + "-bad", arguments={"x-delivery-limit": "many"})
+    assert e.value.reply_code == 406
+    for q in (name, dlq):
+        ch.connection.channel().queue_delete(q)

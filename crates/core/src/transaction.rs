@@ -8,7 +8,7 @@ use crate::error::BrokerError;
 use crate::exchange::Exchange;
 use crate::journal::{Journal, JournalTx, SyncPoint};
 use crate::message::{now_ms, DeathReason, Message};
-use crate::queue::{Enqueued, Leaving, Locked, Queue, Settled};
+use crate::queue::{Enqueued, Gone, Leaving, Locked, Queue, Settled};
 use crate::route;
 
 /// How a staged settlement leaves the consumer.
@@ -338,6 +338,7 @@ impl Transaction {
 
         let mut rejected: Vec<(Arc<Queue>, Message)> = Vec::new();
         let mut orphans: Vec<(Arc<Queue>, Vec<Message>)> = Vec::new();
+        let mut over_limit: Vec<(Arc<Queue>, Vec<Message>)> = Vec::new();
         let mut dropped: Vec<(Arc<Queue>, Vec<Message>)> = Vec::new();
         // Settlements first: what a transaction consumes makes room for what it publishes.
         for s in settlements {
@@ -358,12 +359,15 @@ impl Transaction {
                     (held, held)
                 }
                 Settlement::Release { redelivered } => {
-                    let mut lost = Vec::new();
+                    let mut gone = Gone::default();
                     let held =
                         s.queue
-                            .release_locked(st, s.position, s.message, redelivered, &mut lost);
-                    if !lost.is_empty() {
-                        orphans.push((s.queue.clone(), lost));
+                            .release_locked(st, s.position, s.message, redelivered, &mut gone);
+                    if !gone.orphans.is_empty() {
+                        orphans.push((s.queue.clone(), gone.orphans));
+                    }
+                    if !gone.over_limit.is_empty() {
+                        over_limit.push((s.queue.clone(), gone.over_limit));
                     }
                     (held, false)
                 }
@@ -421,6 +425,9 @@ impl Transaction {
         }
         for (q, lost) in orphans {
             route::dead_letters(q.leaving(Leaving::Orphaned, lost));
+        }
+        for (q, lost) in over_limit {
+            route::dead_letters(q.leaving(Leaving::Died(DeathReason::DeliveryLimit), lost));
         }
         outcome
     }
@@ -546,6 +553,46 @@ mod tests {
         tx.clear();
         assert_eq!(b.commit(&mut tx), CommitOutcome::default());
         assert_eq!(q.message_count(), 2);
+    }
+
+    #[test]
+    fn a_committed_release_over_the_delivery_limit_dead_letters() {
+        let b = broker();
+        let dead = declare(&b, "dead", QueueOptions::default());
+        let q = declare(
+            &b,
+            "q",
+            QueueOptions {
+                alternate_exchange: Some("amq.fanout".into()),
+                arguments: [
+                    (
+                        "x-dead-letter-exchange",
+                        HeaderValue::Str("amq.fanout".into()),
+                    ),
+                    ("x-delivery-limit", HeaderValue::Int(0)),
+                ]
+                .into_iter()
+                .collect(),
+                ..QueueOptions::default()
+            },
+        );
+        b.bind("dead", "amq.fanout", "", &Arguments::new()).unwrap();
+        q.enqueue(msg("q", "poison")).unwrap();
+        let got = q.get().unwrap();
+        let mut tx = Transaction::new();
+        tx.settle(
+            q.clone(),
+            got.position,
+            got.message,
+            Settlement::Release { redelivered: true },
+        );
+        assert_eq!(b.commit(&mut tx).settled, 1);
+        assert_eq!(q.message_count(), 0, "back once, over a limit of 0");
+        let letters = dead.get().unwrap();
+        assert_eq!(letters.message.body(), b"poison");
+        let deaths = letters.message.deaths().expect("an x-death history");
+        let reasons: Vec<_> = deaths.entries.iter().map(|d| d.reason).collect();
+        assert_eq!(reasons, [DeathReason::DeliveryLimit]);
     }
 
     #[test]

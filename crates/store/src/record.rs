@@ -598,6 +598,7 @@ fn put_death(out: &mut Vec<u8>, d: &Death) {
             DeathReason::Rejected => 0,
             DeathReason::Expired => 1,
             DeathReason::Maxlen => 2,
+            DeathReason::DeliveryLimit => 3,
         },
     );
     put_u64(out, d.count);
@@ -613,6 +614,7 @@ fn death(r: &mut Reader) -> Result<Death, DecodeError> {
             0 => DeathReason::Rejected,
             1 => DeathReason::Expired,
             2 => DeathReason::Maxlen,
+            3 => DeathReason::DeliveryLimit,
             t => return Err(DecodeError::BadTag(t)),
         },
         count: r.u64()?,

@@ -11,6 +11,8 @@ pub enum DeathReason {
     Expired,
     /// Dropped from the head of a queue over its length limit.
     Maxlen,
+    /// Came back to a queue more often than its `x-delivery-limit`.
+    DeliveryLimit,
 }
 
 impl DeathReason {
@@ -19,6 +21,7 @@ impl DeathReason {
             DeathReason::Rejected => "rejected",
             DeathReason::Expired => "expired",
             DeathReason::Maxlen => "maxlen",
+            DeathReason::DeliveryLimit => "delivery_limit",
         }
     }
 }

@@ -380,7 +380,7 @@ mod tests {
     fn entry(position: u64, priority: u8) -> Entry {
         let mut m = MessageParts::new("", "", Bytes::new());
         m.priority = priority;
-        Entry::resident(position, Message::from(m), false)
+        Entry::resident(position, Message::from(m), false.into())
     }
 
     fn order(e: &Entries) -> Vec<u64> {

@@ -41,6 +41,9 @@ pub(crate) struct Features {
     pub(crate) fairshare: Option<Vec<u32>>,
     /// `qpid.trace.id` / `qpid.trace.exclude`: message tracing (see `crate::queue::trace`).
     pub(crate) trace: Option<Box<Tracing>>,
+    /// `x-delivery-limit` (RabbitMQ's quorum queues'): a message that comes back after a
+    /// delivery more often than this is dead-lettered (or dropped). Negative: no limit.
+    pub(crate) delivery_limit: Option<u32>,
 }
 
 /// A tracing queue's settings.
@@ -73,6 +76,7 @@ const QPID_PRIORITIES: [&str; 2] = ["qpid.priorities", "x-qpid-priorities"];
 const AUTO_DELETE_TIMEOUT: &str = "qpid.auto_delete_timeout";
 
 const GROUP_KEY: &str = "qpid.group_header_key";
+const DELIVERY_LIMIT: &str = "x-delivery-limit";
 const SHARED_GROUPS: &str = "qpid.shared_msg_group";
 
 impl Features {
@@ -128,6 +132,10 @@ impl Features {
                 .and_then(HeaderValue::as_str)
                 .filter(|k| !k.is_empty())
                 .map(Arc::from),
+            delivery_limit: args
+                .get(DELIVERY_LIMIT)
+                .and_then(HeaderValue::as_u64)
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
         }
     }
 
@@ -138,6 +146,12 @@ impl Features {
             match integer(v) {
                 Some(ms) if ms > 0 => {}
                 _ => return Err(invalid("x-expires", v, "a positive integer")),
+            }
+        }
+        if let Some(v) = args.get(DELIVERY_LIMIT) {
+            // RabbitMQ takes a negative limit as none.
+            if integer(v).is_none() {
+                return Err(invalid(DELIVERY_LIMIT, v, "an integer"));
             }
         }
         if let Some(v) = args.get("x-max-priority") {

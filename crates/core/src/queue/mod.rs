@@ -84,6 +84,7 @@ pub use info::{ConsumerStatus, QueueDepth};
 pub(crate) use lifecycle::{AutoDelete, Drained, OwnerGone};
 pub use outbox::{Delivery, Outbox, OutboxItem};
 pub use settlement::Accepts;
+pub(crate) use settlement::Gone;
 pub(crate) use state::{OffloadBudget, QueueState, Settled};
 pub use window::SettleWindow;
 

@@ -60,12 +60,12 @@ impl Queue {
         self: &Arc<Self>,
         entries: impl IntoIterator<Item = (u64, Message)>,
         set_redelivered: bool,
-    ) -> (usize, DeadLetters<'_>) {
+    ) -> (usize, [DeadLetters<'_>; 2]) {
         let mut entries: Vec<(u64, Message)> = entries.into_iter().collect();
         // Newest first, so each insert lands at or near the front of the deque (cheap) when
         // the released messages are older than everything still queued (the usual case).
         entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
-        let mut orphans = Vec::new();
+        let mut gone = Gone::default();
         let released = {
             let mut st = self.lock();
             let released = entries
@@ -76,39 +76,60 @@ impl Queue {
                         *position,
                         message.clone(),
                         set_redelivered,
-                        &mut orphans,
+                        &mut gone,
                     )
                 })
                 .count();
             st.dispatch(self);
             released
         };
-        (released, self.leaving(Leaving::Orphaned, orphans))
+        (
+            released,
+            [
+                self.leaving(Leaving::Orphaned, gone.orphans),
+                self.leaving(Leaving::Died(DeathReason::DeliveryLimit), gone.over_limit),
+            ],
+        )
     }
 
     /// Puts one acquired message back under the caller's lock (no dispatch). On a deleted
-    /// queue it becomes an orphan for the caller to route once unlocked. False if the
-    /// position was not acquired.
+    /// queue it becomes an orphan, and a message back more often than the queue's
+    /// `x-delivery-limit` leaves it, each for the caller to route once unlocked. False if
+    /// the position was not acquired.
     pub(crate) fn release_locked(
         &self,
         st: &mut QueueState,
         position: u64,
         message: Message,
         set_redelivered: bool,
-        orphans: &mut Vec<Message>,
+        gone: &mut Gone,
     ) -> bool {
-        let Some(u) = st.settle(position) else {
+        let Some(redelivery) = st.unsettled_redelivery(position) else {
             return false;
         };
+        // Only a message that went out counts a return (RabbitMQ's delivery count).
+        let redelivery = if set_redelivered {
+            redelivery.returned()
+        } else {
+            redelivery
+        };
+        let over_limit = self
+            .features
+            .delivery_limit
+            .is_some_and(|limit| redelivery.returns() > limit);
+        if over_limit && !st.deleted {
+            st.settle_done(position, Settled::Rejected);
+            gone.over_limit.push(message);
+            return true;
+        }
+        if st.settle(position).is_none() {
+            return false;
+        }
         st.counters.released += 1;
         if st.deleted {
-            orphans.push(message);
+            gone.orphans.push(message);
         } else {
-            st.insert_sorted(Entry::resident(
-                position,
-                message,
-                u.redelivered || set_redelivered,
-            ));
+            st.insert_sorted(Entry::resident(position, message, redelivery));
         }
         true
     }
@@ -130,6 +151,15 @@ impl Queue {
         self.lock().settle_done(position, Settled::Rejected)?;
         Some(self.leaving_one(Leaving::Died(DeathReason::Rejected), msg))
     }
+}
+
+/// Messages a release took off a queue, for the caller to route once no queue is locked.
+#[derive(Debug, Default)]
+pub(crate) struct Gone {
+    /// Released onto a deleted queue.
+    pub(crate) orphans: Vec<Message>,
+    /// Back more often than the queue's delivery limit.
+    pub(crate) over_limit: Vec<Message>,
 }
 
 /// Positions gathered before a queue's lock is taken, and store ids per dequeue record: a

@@ -11,7 +11,7 @@ mod offload;
 
 #[cfg(test)]
 pub(crate) use entry::StandIn;
-pub(crate) use entry::{Entry, Item};
+pub(crate) use entry::{Entry, Item, Redelivery};
 pub(crate) use offload::OffloadBudget;
 
 use crate::alarm::MemoryMeter;
@@ -38,7 +38,7 @@ use crate::{ConnectionId, ConsumerId, OwnerId};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Unsettled {
     pub(crate) size: u64,
-    pub(crate) redelivered: bool,
+    pub(crate) redelivery: Redelivery,
     /// Its priority, for a ring that drops acquired messages too (`ring_drop`).
     pub(crate) priority: u8,
     /// The message's store id, 0 if it is not journaled on this queue.
@@ -341,7 +341,7 @@ impl QueueState {
     pub(crate) fn push(&mut self, message: Message) {
         self.counters.enqueued += 1;
         self.counters.enqueued_bytes += message.size();
-        self.push_entry(message, false, None);
+        self.push_entry(message, Redelivery::default(), None);
         self.check_alerts();
     }
 
@@ -360,24 +360,24 @@ impl QueueState {
     /// With `on_disk_body`, `message` is a stand-in ([`Message::stub`]) for one the store
     /// kept on disk, whose body had that many bytes.
     pub(crate) fn push_recovered(&mut self, message: Message, on_disk_body: Option<u64>) {
-        self.push_entry(message, true, on_disk_body);
+        self.push_entry(message, Redelivery::REDELIVERED, on_disk_body);
     }
 
-    fn push_entry(&mut self, message: Message, redelivered: bool, on_disk_body: Option<u64>) {
+    fn push_entry(&mut self, message: Message, redelivery: Redelivery, on_disk_body: Option<u64>) {
         let position = self.next_position;
         self.next_position += 1;
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
         let item = if let Some(body_size) = on_disk_body {
-            Item::on_disk(&message, body_size, redelivered)
+            Item::on_disk(&message, body_size, redelivery)
         } else if self.offload.is_none() {
             Item::Resident {
                 message,
-                redelivered,
+                redelivery,
             }
         } else {
-            self.within_budget(message, redelivered)
+            self.within_budget(message, redelivery)
         };
         let e = Entry { position, item };
         if !e.on_disk() {
@@ -498,14 +498,14 @@ impl QueueState {
             groups.acquired(e.position, group, by);
         }
         self.counters.delivered += 1;
-        let (size, redelivered) = (e.size(), e.redelivered());
-        self.counters.redelivered += u64::from(redelivered);
+        let (size, redelivery) = (e.size(), e.redelivery());
+        self.counters.redelivered += u64::from(redelivery.is_redelivered());
         self.unsettled_bytes += size;
         self.unsettled.insert(
             e.position,
             Unsettled {
                 size,
-                redelivered,
+                redelivery,
                 priority: e.priority(),
                 stored: if self.store.is_some() {
                     e.store_id().unwrap_or(0)
@@ -555,6 +555,11 @@ impl QueueState {
         self.unsettled_bytes = self.unsettled_bytes.saturating_sub(u.size);
         self.meter.sub(self.shard, u.size);
         Some(u)
+    }
+
+    /// The redelivery of acquired message `position`, if it is acquired.
+    pub(crate) fn unsettled_redelivery(&self, position: u64) -> Option<Redelivery> {
+        self.unsettled.get(&position).map(|u| u.redelivery)
     }
 
     /// The store id of acquired message `position`, if it is journaled on this queue.

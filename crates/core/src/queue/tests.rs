@@ -1261,7 +1261,11 @@ fn a_get_takes_no_message_of_a_group_a_consumer_holds() {
     let ob = Outbox::new();
     q.subscribe(spec(1, &ob, true)).unwrap();
     q.add_credit(1, 1, u32::MAX).unwrap();
-    assert_eq!(bodies(&deliveries(&ob)), [&b"A0"[..]], "the consumer holds A");
+    assert_eq!(
+        bodies(&deliveries(&ob)),
+        [&b"A0"[..]],
+        "the consumer holds A"
+    );
     let text = |got: Option<crate::queue::Got>| {
         got.map(|g| String::from_utf8_lossy(g.message.body()).into_owned())
     };
@@ -1270,4 +1274,31 @@ fn a_get_takes_no_message_of_a_group_a_consumer_holds() {
     assert_eq!(text(q.get()).as_deref(), Some("B4"), "gets hold B in turn");
     assert_eq!(text(q.get()), None, "A1 and A3 wait for the consumer");
     assert_eq!(q.info().message_count, 2);
+}
+
+#[test]
+fn a_message_back_more_often_than_the_delivery_limit_leaves_the_queue() {
+    use crate::value::HeaderValue;
+    let opts = QueueOptions {
+        arguments: [("x-delivery-limit", HeaderValue::Int(2))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
+    publish(&q, &["poison", "fine"]);
+    // Released without having gone out (a 1.0 `released`): no return counted.
+    let got = q.get().unwrap();
+    assert_eq!(q.release([(got.position, got.message)], false), 1);
+    for returns in 1..=3 {
+        let got = q.get().unwrap();
+        assert_eq!(got.message.body(), b"poison", "return {returns}");
+        assert_eq!(got.redelivered, returns > 1);
+        q.release([(got.position, got.message)], true);
+    }
+    // The third return is one more than the limit: gone, the next message is up.
+    let got = q.get().unwrap();
+    assert_eq!(got.message.body(), b"fine");
+    assert_eq!(q.info().message_count, 0);
+    assert_eq!(q.unsettled_count(), 1);
 }

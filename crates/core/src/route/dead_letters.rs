@@ -80,8 +80,10 @@ impl Queue {
         entries: impl IntoIterator<Item = (u64, Message)>,
         set_redelivered: bool,
     ) -> usize {
-        let (released, orphans) = self.requeue(entries, set_redelivered);
-        dead_letters(orphans);
+        let (released, gone) = self.requeue(entries, set_redelivered);
+        for letters in gone {
+            dead_letters(letters);
+        }
         released
     }
 

@@ -16,13 +16,47 @@ pub(crate) struct Entry {
     pub(crate) item: Item,
 }
 
-/// Sixteen bytes, so an entry stays at 24: `redelivered` rides in each variant, and a
+/// Whether a message was delivered before, and how many times it came back to the queue
+/// after a delivery (for `x-delivery-limit`): one byte, so it rides in an entry's padding.
+/// The count saturates at [`Redelivery::MAX_RETURNS`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Redelivery(u8);
+
+impl Redelivery {
+    pub(crate) const MAX_RETURNS: u32 = 127;
+
+    /// Marked redelivered without a return counted (recovered from the store).
+    pub(crate) const REDELIVERED: Redelivery = Redelivery(1);
+
+    pub(crate) fn is_redelivered(self) -> bool {
+        self.0 & 1 != 0
+    }
+
+    /// Times it came back after a delivery.
+    pub(crate) fn returns(self) -> u32 {
+        u32::from(self.0 >> 1)
+    }
+
+    /// Came back after a delivery: redelivered, one more return.
+    pub(crate) fn returned(self) -> Redelivery {
+        let returns = (self.returns() + 1).min(Self::MAX_RETURNS) as u8;
+        Redelivery(returns << 1 | 1)
+    }
+}
+
+impl From<bool> for Redelivery {
+    fn from(redelivered: bool) -> Redelivery {
+        Redelivery(u8::from(redelivered))
+    }
+}
+
+/// Sixteen bytes, so an entry stays at 24: the redelivery byte rides in each variant, and a
 /// stand-in's priority and publisher beside its pointer, in what would be padding.
 #[derive(Debug, Clone)]
 pub(crate) enum Item {
     Resident {
         message: Message,
-        redelivered: bool,
+        redelivery: Redelivery,
     },
     OnDisk {
         stand_in: Box<StandIn>,
@@ -30,14 +64,14 @@ pub(crate) enum Item {
         /// otherwise 0 and the stand-in's [`Rest`] keeps it.
         publisher: u32,
         priority: u8,
-        redelivered: bool,
+        redelivery: Redelivery,
     },
 }
 
 impl Item {
     /// A stand-in for `m`, whose content the journal holds. `body_size` is `m`'s, or, for a
     /// [`Message::stub`], the original's.
-    pub(crate) fn on_disk(m: &Message, body_size: u64, redelivered: bool) -> Item {
+    pub(crate) fn on_disk(m: &Message, body_size: u64, redelivery: Redelivery) -> Item {
         let publisher = u32::try_from(m.publisher()).ok();
         let expires_at = m
             .expires_at()
@@ -69,7 +103,7 @@ impl Item {
             }),
             publisher: publisher.unwrap_or(0),
             priority: m.priority(),
-            redelivered,
+            redelivery,
         }
     }
 
@@ -185,12 +219,12 @@ impl OnDiskPart<'_> {
 }
 
 impl Entry {
-    pub(crate) fn resident(position: u64, message: Message, redelivered: bool) -> Entry {
+    pub(crate) fn resident(position: u64, message: Message, redelivery: Redelivery) -> Entry {
         Entry {
             position,
             item: Item::Resident {
                 message,
-                redelivered,
+                redelivery,
             },
         }
     }
@@ -249,8 +283,13 @@ impl Entry {
 
     #[inline]
     pub(crate) fn redelivered(&self) -> bool {
+        self.redelivery().is_redelivered()
+    }
+
+    #[inline]
+    pub(crate) fn redelivery(&self) -> Redelivery {
         match &self.item {
-            Item::Resident { redelivered, .. } | Item::OnDisk { redelivered, .. } => *redelivered,
+            Item::Resident { redelivery, .. } | Item::OnDisk { redelivery, .. } => *redelivery,
         }
     }
 
@@ -319,7 +358,7 @@ mod tests {
         m.store_id = Some(42);
         let e = Entry {
             position: 1,
-            item: Item::on_disk(&m.clone().build(), 4, true),
+            item: Item::on_disk(&m.clone().build(), 4, true.into()),
         };
         assert!(e.on_disk() && e.message().is_none() && e.redelivered());
         assert_eq!(
@@ -353,17 +392,17 @@ mod tests {
         // Sizes that do not fit 32 bits go to the rarer fields' allocation.
         let mut big = MessageParts::new("x", "k", Bytes::from_static(b"body"));
         big.size = Some(5 << 32);
-        let e = Entry::resident(1, big.build(), false);
+        let e = Entry::resident(1, big.build(), false.into());
         let on_disk = Entry {
             position: 1,
-            item: Item::on_disk(e.message().expect("resident"), 4, false),
+            item: Item::on_disk(e.message().expect("resident"), 4, false.into()),
         };
         assert_eq!((on_disk.size(), on_disk.body_size()), (5 << 32, 4));
         // An expiry at the epoch stays an expiry long past.
         m.expires_at = Some(0);
         let e = Entry {
             position: 2,
-            item: Item::on_disk(&m.build(), 4, false),
+            item: Item::on_disk(&m.build(), 4, false.into()),
         };
         assert_eq!(e.expires_at(), Some(1));
         assert!(e.is_expired_at(1) && !e.redelivered());
@@ -376,7 +415,7 @@ mod tests {
         m.store_id = Some(5);
         let e = Entry {
             position: 1,
-            item: Item::on_disk(&m.clone().build(), 4, false),
+            item: Item::on_disk(&m.clone().build(), 4, false.into()),
         };
         let part = e.item.on_disk_part().unwrap();
         assert!(
@@ -398,7 +437,7 @@ mod tests {
         m.publisher = u64::from(u32::MAX) + 9;
         let e = Entry {
             position: 2,
-            item: Item::on_disk(&m.build(), 4, false),
+            item: Item::on_disk(&m.build(), 4, false.into()),
         };
         let part = e.item.on_disk_part().unwrap();
         assert!(part.stand_in.rest.is_some());

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Entry, Item, QueueState};
+use super::{Entry, Item, QueueState, Redelivery};
 use crate::message::Message;
 use crate::queue::QueueStore;
 
@@ -43,14 +43,14 @@ impl OffloadBudget {
 impl QueueState {
     /// A new entry's item for `m`: the message itself, or a stand-in if its content stays
     /// on disk.
-    pub(super) fn within_budget(&self, m: Message, redelivered: bool) -> Item {
+    pub(super) fn within_budget(&self, m: Message, redelivery: Redelivery) -> Item {
         if self.admits_resident(&m) {
             Item::Resident {
                 message: m,
-                redelivered,
+                redelivery,
             }
         } else {
-            Item::on_disk(&m, m.body_size(), redelivered)
+            Item::on_disk(&m, m.body_size(), redelivery)
         }
     }
 
@@ -172,14 +172,14 @@ impl QueueState {
             let Some(part) = e.item.on_disk_part() else {
                 continue;
             };
-            let redelivered = e.redelivered();
+            let redelivery = e.redelivery();
             match got {
                 Some(m) => {
                     let message = part.restore(m);
                     gained.push(message.size());
                     e.item = Item::Resident {
                         message,
-                        redelivered,
+                        redelivery,
                     };
                 }
                 None => lost.push(e.position),
@@ -207,10 +207,10 @@ impl QueueState {
             return false;
         };
         let size = message.size();
-        let redelivered = e.redelivered();
+        let redelivery = e.redelivery();
         e.item = Item::Resident {
             message,
-            redelivered,
+            redelivery,
         };
         self.count_read_back(size);
         true
