@@ -104,26 +104,23 @@ impl Queue {
         set_redelivered: bool,
         gone: &mut Gone,
     ) -> bool {
-        let Some(redelivery) = st.unsettled_redelivery(position) else {
+        let Some(u) = st.settle(position) else {
             return false;
         };
         // Only a message that went out counts a return (RabbitMQ's delivery count).
         let redelivery = if set_redelivered {
-            redelivery.returned()
+            u.redelivery.returned()
         } else {
-            redelivery
+            u.redelivery
         };
         let over_limit = self
             .features
             .delivery_limit
             .is_some_and(|limit| redelivery.returns() > limit);
         if over_limit && !st.deleted {
-            st.settle_done(position, Settled::Rejected);
+            st.left(&u, Settled::Rejected);
             gone.over_limit.push(message);
             return true;
-        }
-        if st.settle(position).is_none() {
-            return false;
         }
         st.counters.released += 1;
         if st.deleted {

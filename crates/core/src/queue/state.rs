@@ -557,11 +557,6 @@ impl QueueState {
         Some(u)
     }
 
-    /// The redelivery of acquired message `position`, if it is acquired.
-    pub(crate) fn unsettled_redelivery(&self, position: u64) -> Option<Redelivery> {
-        self.unsettled.get(&position).map(|u| u.redelivery)
-    }
-
     /// The store id of acquired message `position`, if it is journaled on this queue.
     pub(crate) fn unsettled_store_id(&self, position: u64) -> Option<u64> {
         self.unsettled
@@ -572,24 +567,35 @@ impl QueueState {
 
     /// Settles an acquired message that leaves the queue (accepted or rejected).
     pub(crate) fn settle_done(&mut self, position: u64, how: Settled) -> Option<Unsettled> {
-        let u = self.settle_counted(position, how)?;
+        let u = self.settle(position)?;
+        self.left(&u, how);
+        Some(u)
+    }
+
+    /// Accounts for `u`, already settled, leaving the queue: counted, and its dequeue
+    /// journaled.
+    pub(crate) fn left(&mut self, u: &Unsettled, how: Settled) {
+        self.count_settled(how);
         if u.stored != 0 {
             self.forget_ids(&[u.stored]);
         }
-        Some(u)
     }
 
     /// [`QueueState::settle_done`] without the journal's dequeue record: the caller journals
     /// `stored` (with others) before it lets go of the lock.
     pub(crate) fn settle_counted(&mut self, position: u64, how: Settled) -> Option<Unsettled> {
         let u = self.settle(position)?;
+        self.count_settled(how);
+        Some(u)
+    }
+
+    fn count_settled(&mut self, how: Settled) {
         match how {
             Settled::Accepted => self.counters.acked += 1,
             Settled::Rejected => self.counters.rejected += 1,
             Settled::Overflowed => self.counters.overflowed += 1,
         }
         self.check_alerts();
-        Some(u)
     }
 
     /// Browse-then-acquire: succeeds only while the message is still queued.
