@@ -12,8 +12,17 @@ pub struct Got {
     pub position: u64,
     pub message: Message,
     pub redelivered: bool,
+    /// Times it came back to the queue after a delivery (saturating at 127).
+    pub returns: u8,
     /// Messages still available after this one.
     pub remaining: u64,
+}
+
+impl Got {
+    /// Earlier deliveries of the message: see [`super::outbox::prior_deliveries`].
+    pub fn prior_deliveries(&self) -> u32 {
+        super::outbox::prior_deliveries(self.redelivered, self.returns)
+    }
 }
 
 impl Queue {
@@ -34,6 +43,7 @@ impl Queue {
         Some(Got {
             position: entry.position,
             redelivered: entry.redelivered(),
+            returns: entry.redelivery().returns_byte(),
             message: entry.into_message(),
             remaining: st.entries.len() as u64,
         })

@@ -24,6 +24,8 @@ pub struct Delivery {
     /// Position in the queue; the handle for accept/release/reject/acquire.
     pub position: u64,
     pub redelivered: bool,
+    /// Times the message came back to its queue after a delivery (saturating at 127).
+    pub returns: u8,
     /// False for browse deliveries: the message is still on the queue.
     pub acquired: bool,
     /// The delivery took a slot of the consumer's settlement window (it had unlimited credit);
@@ -32,6 +34,21 @@ pub struct Delivery {
     /// Delivered in 0-10 window flow mode: its completion moves the consumer's window on
     /// ([`Queue::window_completed`]).
     pub window_credit: bool,
+}
+
+impl Delivery {
+    /// Earlier deliveries of the message as far as the broker knows (RabbitMQ's
+    /// `x-delivery-count`, AMQP 1.0's header delivery-count): see [`prior_deliveries`].
+    pub fn prior_deliveries(&self) -> u32 {
+        prior_deliveries(self.redelivered, self.returns)
+    }
+}
+
+/// The returns counted, and at least one if the message is marked redelivered (a message
+/// recovered from the store, or released with set-redelivered by a 0-10 client, counts
+/// none).
+pub(crate) fn prior_deliveries(redelivered: bool, returns: u8) -> u32 {
+    u32::from(returns).max(u32::from(redelivered))
 }
 
 #[derive(Debug)]

@@ -270,12 +270,27 @@ fn release_without_redelivered_keeps_earlier_flag() {
     q.add_credit(1, 1, u32::MAX).unwrap();
     let d = deliveries(&ob).remove(0);
     assert!(!d.redelivered);
+    assert_eq!((d.returns, d.prior_deliveries()), (0, 0));
     q.release([(d.position, d.message.clone())], true);
     q.add_credit(1, 1, u32::MAX).unwrap();
     let d = deliveries(&ob).remove(0);
+    assert_eq!((d.returns, d.prior_deliveries()), (1, 1));
+    q.release([(d.position, d.message.clone())], true);
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    let d = deliveries(&ob).remove(0);
+    assert_eq!(
+        (d.returns, d.prior_deliveries()),
+        (2, 2),
+        "each return counted"
+    );
     q.release([(d.position, d.message.clone())], false);
     q.add_credit(1, 1, u32::MAX).unwrap();
-    assert!(deliveries(&ob)[0].redelivered, "once redelivered, always");
+    let d = deliveries(&ob).remove(0);
+    assert!(d.redelivered, "once redelivered, always");
+    assert_eq!(
+        d.returns, 2,
+        "a release without set-redelivered counts nothing"
+    );
 }
 
 #[test]
@@ -912,8 +927,12 @@ fn recovered_messages_are_numbered_afresh() {
     let ob = Outbox::new();
     q.subscribe(spec(1, &ob, true)).unwrap();
     q.add_credit(1, 3, u32::MAX).unwrap();
-    let got: Vec<u32> = numbers(&deliveries(&ob)).into_iter().map(|n| n.1).collect();
+    let ds = deliveries(&ob);
+    let got: Vec<u32> = numbers(&ds).into_iter().map(|n| n.1).collect();
     assert_eq!(got, [1, 2, 3]);
+    // Recovered: redelivered with no return counted, so one earlier delivery at least.
+    let prior: Vec<u32> = ds.iter().map(Delivery::prior_deliveries).collect();
+    assert_eq!(prior, [1, 1, 0]);
 }
 
 fn ring_queue(max_count: u64, priorities: Option<u64>) -> Arc<Queue> {
@@ -1294,6 +1313,8 @@ fn a_message_back_more_often_than_the_delivery_limit_leaves_the_queue() {
         let got = q.get().unwrap();
         assert_eq!(got.message.body(), b"poison", "return {returns}");
         assert_eq!(got.redelivered, returns > 1);
+        assert_eq!(u32::from(got.returns), returns - 1);
+        assert_eq!(got.prior_deliveries(), returns - 1);
         q.release([(got.position, got.message)], true);
     }
     // The third return is one more than the limit: gone, the next message is up.

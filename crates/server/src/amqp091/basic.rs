@@ -321,7 +321,7 @@ impl Channel {
             exchange: d.message.exchange(),
             routing_key: d.message.routing_key(),
         };
-        self.write_delivery(ctx, &method, &d.message);
+        self.write_delivery(ctx, &method, &d);
         let tag = if no_ack {
             ctx.presettled.push(d.queue, d.position, d.message);
             self.free_window_slots(u32::from(d.windowed));
@@ -374,7 +374,7 @@ impl Channel {
             routing_key: short_copy(got.message.routing_key()),
             message_count: clamp(got.remaining),
         };
-        self.reply_content(ctx, method.into(), got.message);
+        self.reply_content(ctx, method.into(), got.message, got.returns);
         Ok(())
     }
 

@@ -13,8 +13,8 @@ use ferry_amqp091::{
     QueuePurgeOk, QueueUnbind, QueueUnbindOk, ShortStr,
 };
 use ferry_core::{
-    Broker, BrokerError, ConsumerId, Exchange, ExchangeKind, ExchangeOptions, Message, Outbox,
-    OwnerId, Queue, SettleWindow, SyncPoint,
+    Broker, BrokerError, ConsumerId, Delivery, Exchange, ExchangeKind, ExchangeOptions, Message,
+    Outbox, OwnerId, Queue, SettleWindow, SyncPoint,
 };
 
 use crate::access::{self, ClientAccess, PublishCache};
@@ -183,10 +183,11 @@ impl Channel {
     }
 
     /// A get-ok with its message, in order with held replies.
-    pub fn reply_content(&mut self, ctx: &mut Ctx, method: Method, message: Message) {
+    pub fn reply_content(&mut self, ctx: &mut Ctx, method: Method, message: Message, returns: u8) {
         let reply = Reply {
             method,
             content: Some(message),
+            returns,
             announces: None,
         };
         self.reply_held(ctx, None, reply);
@@ -203,6 +204,7 @@ impl Channel {
         let reply = Reply {
             method,
             content: None,
+            returns: 0,
             announces: Some(consumer),
         };
         self.reply_held(ctx, None, reply);
@@ -210,7 +212,10 @@ impl Channel {
 
     fn send(&mut self, ctx: &mut Ctx, reply: Reply) {
         match reply.content {
-            Some(message) => self.write_content(ctx, reply.method, &message),
+            Some(message) => {
+                write_method(ctx.out, self.id, &reply.method);
+                self.write_header_and_body(ctx, &message, reply.returns);
+            }
             None => self.write(ctx.out, reply.method),
         }
         if let Some(consumer) = reply.announces {
@@ -249,19 +254,20 @@ impl Channel {
     /// Method, content header and body of a get-ok or return.
     pub fn write_content(&self, ctx: &mut Ctx, method: Method, message: &Message) {
         write_method(ctx.out, self.id, &method);
-        self.write_header_and_body(ctx, message);
+        self.write_header_and_body(ctx, message, 0);
     }
 
     /// basic.deliver, content header and body: the method written from the message's own
     /// exchange and routing key.
-    pub fn write_delivery(&self, ctx: &mut Ctx, deliver: &DeliverRef<'_>, message: &Message) {
+    pub fn write_delivery(&self, ctx: &mut Ctx, deliver: &DeliverRef<'_>, d: &Delivery) {
         write_deliver(ctx.out, self.id, deliver);
-        self.write_header_and_body(ctx, message);
+        self.write_header_and_body(ctx, &d.message, d.returns);
     }
 
-    fn write_header_and_body(&self, ctx: &mut Ctx, message: &Message) {
+    /// `returns`: times the message came back to its queue, sent as `x-delivery-count`.
+    fn write_header_and_body(&self, ctx: &mut Ctx, message: &Message, returns: u8) {
         ctx.traffic.messages_out += 1;
-        let props = convert::outgoing_properties(message);
+        let props = convert::outgoing_properties(message, returns);
         let body = message.body();
         write_raw_content_header(ctx.out, self.id, &props, body.len());
         // A large body goes out from where it is, spliced between its frames' headers.

@@ -59,12 +59,22 @@ pub fn decode_properties(raw: &[u8]) -> Option<BasicProperties> {
         .map(|p| p.decode())
 }
 
+/// Times a message came back to its queue after a delivery, as RabbitMQ's quorum queues
+/// tell a consumer.
+pub const DELIVERY_COUNT_HEADER: &str = "x-delivery-count";
+
 /// The properties to send for any core message, encoded: as stored for 0-9-1 messages,
 /// converted for 0-10 and 1.0 ones, empty otherwise; dead-lettered messages get RabbitMQ's
 /// `x-death` headers added, messages of a sequencing queue their number (qpidd's
-/// `qpid.queue_msg_sequence`, as a long), and so are re-encoded.
-pub fn outgoing_properties(message: &Message) -> Encoded<'_> {
-    if message.deaths().is_some() || message.sequence().is_some() || message.trace().is_some() {
+/// `qpid.queue_msg_sequence`, as a long), and so are re-encoded. So are messages that came
+/// back to their queue (`returns` > 0): RabbitMQ's quorum queues' `x-delivery-count`, which
+/// consumers read to give up on a message (ferryd counts returns on every queue).
+pub fn outgoing_properties(message: &Message, returns: u8) -> Encoded<'_> {
+    if returns > 0
+        || message.deaths().is_some()
+        || message.sequence().is_some()
+        || message.trace().is_some()
+    {
         let mut props = match message.header() {
             Header::Amqp091(raw) => decode_properties(raw).unwrap_or_default(),
             Header::Amqp010(segment) => bridge::from_amqp010_header(segment),
@@ -83,6 +93,13 @@ pub fn outgoing_properties(message: &Message) -> Encoded<'_> {
         }
         if let Some(edit) = message.trace() {
             render_trace(&mut props, edit);
+        }
+        if returns > 0 {
+            let headers = props.headers.get_or_insert_with(FieldTable::new);
+            headers.insert(
+                ShortStr::from_static(DELIVERY_COUNT_HEADER),
+                FieldValue::I64(i64::from(returns)),
+            );
         }
         return Encoded::Made(encode_properties(&props));
     }
@@ -171,7 +188,7 @@ pub(crate) mod tests {
             let mut m = ferry_core::MessageParts::new("", "q", Bytes::from_static(b"x"));
             m.header = ferry_core::ProtocolHeader::Amqp091(encode_properties(&p));
             m.trace = Some(std::sync::Arc::new(edit));
-            let out = decode_properties(&outgoing_properties(&m.build())).unwrap();
+            let out = decode_properties(&outgoing_properties(&m.build(), 0)).unwrap();
             let headers = out.headers.unwrap();
             assert_eq!(headers.get("n"), Some(&FieldValue::I32(7)));
             match headers.get(TRACE_HEADER) {
@@ -197,7 +214,7 @@ pub(crate) mod tests {
             key: "qpid.seq".into(),
             number: 7,
         }));
-        let out = decode_properties(&outgoing_properties(&m.build())).unwrap();
+        let out = decode_properties(&outgoing_properties(&m.build(), 0)).unwrap();
         let headers = out.headers.unwrap();
         assert_eq!(headers.get("qpid.seq"), Some(&FieldValue::I64(7)));
         assert_eq!(headers.get("n"), Some(&FieldValue::I32(7)));

@@ -15,6 +15,8 @@ pub struct Reply {
     pub method: Method,
     /// The content of a get-ok.
     pub content: Option<Message>,
+    /// Times the get-ok's message came back to its queue (its `x-delivery-count`).
+    pub returns: u8,
     /// The consume-ok of this consumer: once it is sent, the consumer may get deliveries.
     pub announces: Option<ConsumerId>,
 }
@@ -24,6 +26,7 @@ impl From<Method> for Reply {
         Reply {
             method,
             content: None,
+            returns: 0,
             announces: None,
         }
     }

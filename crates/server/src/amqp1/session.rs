@@ -670,7 +670,7 @@ impl Session {
             }
             Some(transfer) if now => {
                 match write_single_transfer(ctx.out, self.channel, transfer, ctx.frame_max, |out| {
-                    crate::bridge::amqp1::write_for_amqp1(out, &d.message, d.redelivered)
+                    crate::bridge::amqp1::write_for_amqp1(out, &d.message, d.prior_deliveries())
                 }) {
                     Ok(()) => {
                         self.remote_incoming_window -= 1;
@@ -682,7 +682,11 @@ impl Session {
             }
             Some(transfer) => {
                 let mut payload = BytesMut::with_capacity(d.message.body().len() + 256);
-                crate::bridge::amqp1::write_for_amqp1(&mut payload, &d.message, d.redelivered);
+                crate::bridge::amqp1::write_for_amqp1(
+                    &mut payload,
+                    &d.message,
+                    d.prior_deliveries(),
+                );
                 Some((transfer, payload.freeze()))
             }
         };
@@ -997,7 +1001,8 @@ fn write_spliced_transfer(
     let start = out.len();
     let performative = Performative::Transfer(transfer);
     write_frame(out, channel, &performative, &[]);
-    let after = crate::bridge::amqp1::write_amqp1_around_body(out, &d.message, d.redelivered);
+    let after =
+        crate::bridge::amqp1::write_amqp1_around_body(out, &d.message, d.prior_deliveries());
     let size = after
         .as_ref()
         .map(|after| out.len() - start + d.message.body().len() + after.len())

@@ -82,9 +82,9 @@ impl Decoded {
 /// Writes the payload of a transfer to a 1.0 consumer: a message published over 1.0 as it
 /// came (a new header section in front: delivery count, durable, priority, ttl), any other
 /// translated, with its body as one data section.
-pub fn write_for_amqp1(out: &mut BytesMut, message: &Message, redelivered: bool) {
+pub fn write_for_amqp1(out: &mut BytesMut, message: &Message, prior_deliveries: u32) {
     if let Some(stored) = as_sent_over_amqp1(message) {
-        let header = native_header(&stored, message, redelivered);
+        let header = native_header(&stored, message, prior_deliveries);
         stored.write(out, header.as_ref(), message.body());
         return;
     }
@@ -104,7 +104,7 @@ pub fn write_for_amqp1(out: &mut BytesMut, message: &Message, redelivered: bool)
     if let Some(h) = m.header.as_mut() {
         h.ttl = remaining_ttl(message);
     }
-    m.header = m.header.and_then(|h| outgoing_header(h, redelivered));
+    m.header = m.header.and_then(|h| outgoing_header(h, prior_deliveries));
     m.body = Body::Data(vec![message.body_bytes()]);
     m.encode(out);
 }
@@ -115,10 +115,10 @@ pub fn write_for_amqp1(out: &mut BytesMut, message: &Message, redelivered: bool)
 pub fn write_amqp1_around_body(
     out: &mut BytesMut,
     message: &Message,
-    redelivered: bool,
+    prior_deliveries: u32,
 ) -> Option<Bytes> {
     let stored = as_sent_over_amqp1(message)?;
-    let header = native_header(&stored, message, redelivered);
+    let header = native_header(&stored, message, prior_deliveries);
     stored.write_before_body(out, header.as_ref());
     Some(stored.after_body())
 }
@@ -130,7 +130,7 @@ fn as_sent_over_amqp1(message: &Message) -> Option<Stored> {
     }
 }
 
-fn native_header(stored: &Stored, message: &Message, redelivered: bool) -> Option<Header> {
+fn native_header(stored: &Stored, message: &Message, prior_deliveries: u32) -> Option<Header> {
     let header = match stored.sections.header() {
         Ok(Some(h)) => h,
         _ => Header {
@@ -139,15 +139,15 @@ fn native_header(stored: &Stored, message: &Message, redelivered: bool) -> Optio
             ..Header::default()
         },
     };
-    outgoing_header(header, redelivered)
+    outgoing_header(header, prior_deliveries)
 }
 
-/// The header section as it goes out: counting this delivery attempt, left out when every
-/// field has its default (a header-less message stays header-less).
-fn outgoing_header(mut header: Header, redelivered: bool) -> Option<Header> {
-    if redelivered {
-        header.delivery_count = header.delivery_count.saturating_add(1);
-    }
+/// The header section as it goes out: counting the broker's earlier deliveries of it
+/// (failed attempts, as RabbitMQ counts them; at least one for a message marked
+/// redelivered), left out when every field has its default (a header-less message stays
+/// header-less).
+fn outgoing_header(mut header: Header, prior_deliveries: u32) -> Option<Header> {
+    header.delivery_count = header.delivery_count.saturating_add(prior_deliveries);
     (header != Header::default()).then_some(header)
 }
 

@@ -37,6 +37,11 @@ impl Redelivery {
         u32::from(self.0 >> 1)
     }
 
+    /// [`Redelivery::returns`] as the byte it fits in.
+    pub(crate) fn returns_byte(self) -> u8 {
+        self.0 >> 1
+    }
+
     /// Came back after a delivery: redelivered, one more return.
     pub(crate) fn returned(self) -> Redelivery {
         let returns = (self.returns() + 1).min(Self::MAX_RETURNS) as u8;

@@ -1309,3 +1309,59 @@ async fn a_consumer_with_a_jms_selector_gets_only_its_matches() {
     let out = c.call(2, selecting("bad", "colour = 'red"));
     assert_channel_closed(&out, 2, reply::PRECONDITION_FAILED, (60, 20));
 }
+
+#[tokio::test]
+async fn a_message_that_came_back_carries_x_delivery_count() {
+    let mut c = with_queue().await;
+    let props = BasicProperties {
+        message_id: Some(short("id-1")),
+        headers: Some(table(&[("n", FieldValue::I32(7))])),
+        ..Default::default()
+    };
+    c.publish_with(1, to("", "q"), props.clone(), b"a");
+    qos(&mut c, 1, prefetch(1, false));
+    let got = c.consume(1, consumer("q", "c1"));
+    assert_eq!(got[0].props(), &props, "a first delivery is as published");
+    // Each requeue counts, as in RabbitMQ's quorum queues; the rest stays as published.
+    let mut tag = 1;
+    for count in 1..=2 {
+        let nack = BasicNack {
+            delivery_tag: tag,
+            multiple: false,
+            requeue: true,
+        };
+        let got = c.request(1, nack);
+        let [d] = &got[..] else {
+            panic!("{got:?}");
+        };
+        tag = d.deliver().delivery_tag;
+        let mut expected = props.clone();
+        let headers = expected.headers.as_mut().unwrap();
+        headers.insert(short("x-delivery-count"), FieldValue::I64(count));
+        assert_eq!(d.props(), &expected, "requeued {count} times");
+    }
+    // A get says so too.
+    c.call(
+        1,
+        BasicCancel {
+            consumer_tag: short("c1"),
+            nowait: false,
+        },
+    );
+    c.request(
+        1,
+        BasicNack {
+            delivery_tag: tag,
+            multiple: false,
+            requeue: true,
+        },
+    );
+    let got = c.request(1, get("q", true));
+    let count = got[0]
+        .props()
+        .headers
+        .as_ref()
+        .unwrap()
+        .get("x-delivery-count");
+    assert_eq!(count, Some(&FieldValue::I64(3)));
+}

@@ -213,13 +213,17 @@ async fn outcomes_settle_as_the_spec_says() {
         undeliverable_here: None,
         message_annotations: None,
     };
-    let again = transfers(&c.settle(0, 1, None, DeliveryState::Modified(modified)));
+    let again = transfers(&c.settle(0, 1, None, DeliveryState::Modified(modified.clone())));
     let header: Option<Header> = Message::decode(again[0].1.clone()).unwrap().header;
     assert_eq!(header.map(|h| h.delivery_count), Some(1));
+    // Each failed attempt counts (as RabbitMQ's delivery-count does), not only the first.
+    let again = transfers(&c.settle(0, 2, None, DeliveryState::Modified(modified)));
+    let header: Option<Header> = Message::decode(again[0].1.clone()).unwrap().header;
+    assert_eq!(header.map(|h| h.delivery_count), Some(2));
     // Rejected: gone (no dead letter exchange here).
     let got = c.settle(
         0,
-        2,
+        3,
         None,
         DeliveryState::Rejected(Rejected { error: None }),
     );

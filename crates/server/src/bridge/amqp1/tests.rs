@@ -148,7 +148,7 @@ fn a_1_0_consumer_gets_the_bare_message_byte_for_byte() {
     let (m, wire) = published(&sample(), "", "q1");
     let raw = RawMessage::parse(wire.clone()).unwrap();
     let mut out = BytesMut::new();
-    write_for_amqp1(&mut out, &m, false);
+    write_for_amqp1(&mut out, &m, 0);
     assert!(out.ends_with(raw.bare()), "bare message unchanged");
     let back = RawMessage::parse(out.freeze()).unwrap();
     assert_eq!(back.header().unwrap(), raw.header().unwrap());
@@ -158,7 +158,7 @@ fn a_1_0_consumer_gets_the_bare_message_byte_for_byte() {
     );
     // Redelivered: the header counts the attempt, nothing else changes.
     let mut out = BytesMut::new();
-    write_for_amqp1(&mut out, &m, true);
+    write_for_amqp1(&mut out, &m, 1);
     let back = RawMessage::parse(out.freeze()).unwrap();
     assert_eq!(back.header().unwrap().unwrap().delivery_count, 1);
     assert_eq!(back.bare(), raw.bare());
@@ -173,7 +173,7 @@ fn a_1_0_consumer_gets_the_bare_message_byte_for_byte() {
             ..m.to_parts()
         }
         .build(),
-        false,
+        0,
     );
     assert_eq!(&out[..], &wire[..]);
 }
@@ -217,7 +217,7 @@ fn a_0_10_message_reaches_1_0_with_qpidd_properties() {
     }
     .build();
     let mut out = BytesMut::new();
-    write_for_amqp1(&mut out, &m, true);
+    write_for_amqp1(&mut out, &m, 1);
     let got = Amqp1Message::decode(out.freeze()).unwrap();
     let h = got.header.unwrap();
     assert!(h.durable);
@@ -266,7 +266,7 @@ fn a_0_9_1_message_reaches_1_0_with_rabbitmq_properties() {
     }
     .build();
     let mut out = BytesMut::new();
-    write_for_amqp1(&mut out, &m, false);
+    write_for_amqp1(&mut out, &m, 0);
     let got = Amqp1Message::decode(out.freeze()).unwrap();
     let h = got.header.unwrap();
     assert!(h.durable);
@@ -294,7 +294,7 @@ fn round_trips_through_the_other_protocols_keep_the_1_0_properties() {
     }
     .build();
     let mut out = BytesMut::new();
-    write_for_amqp1(&mut out, &other, false);
+    write_for_amqp1(&mut out, &other, 0);
     let got = Amqp1Message::decode(out.freeze()).unwrap();
     let p = got.properties.unwrap();
     assert_eq!(p.subject.unwrap().as_str(), "news");
