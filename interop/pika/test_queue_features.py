@@ -158,3 +158,16 @@ def test_a_message_back_more_often_than_x_delivery_limit_is_dead_lettered(ch, na
     assert e.value.reply_code == 406
     for q in (name, dlq):
         ch.connection.channel().queue_delete(q)
+
+
+def test_a_quorum_queue_gives_up_after_rabbitmq_4s_default_of_20_returns(ch, name):
+    ch.queue_declare(name, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.basic_publish("", name, b"poison")
+    for attempt in range(21):
+        m, props, body = ch.basic_get(name)
+        assert body == b"poison", attempt
+        assert (props.headers or {}).get("x-delivery-count") == (attempt or None)
+        ch.basic_nack(m.delivery_tag, requeue=True)
+    # The 21st return is over the limit: dropped (no dead letter exchange).
+    assert ch.basic_get(name) == (None, None, None)
+    ch.queue_delete(name)

@@ -40,11 +40,7 @@ pub fn is_replicated_id(id: u64) -> bool {
 /// Whether a declare asks for a replicated queue: 0-9-1 `x-queue-type: quorum` (RabbitMQ's
 /// name), or `qpid.replicated` true (any protocol).
 pub fn is_replicated_declare(args: &Arguments) -> bool {
-    let quorum = match args.get("x-queue-type") {
-        Some(HeaderValue::Str(s)) => s.eq_ignore_ascii_case("quorum"),
-        Some(HeaderValue::Bytes(b)) => b.eq_ignore_ascii_case(b"quorum"),
-        _ => false,
-    };
+    let quorum = ferry_core::is_quorum_declare(args);
     let replicated = match args.get("qpid.replicated") {
         Some(HeaderValue::Bool(b)) => *b,
         Some(HeaderValue::Str(s)) => matches!(s.as_str(), "true" | "1" | "yes"),

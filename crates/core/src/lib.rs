@@ -86,9 +86,9 @@ pub use message::{
 };
 pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{
-    Accepts, BacklogWaiter, ConsumerFilter, ConsumerSpec, ConsumerStatus, Delivery, Got,
-    MessageGroup, MessageGroups, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo, QueueOptions,
-    QuotaCharge, Restored, SettleWindow,
+    is_quorum_declare, Accepts, BacklogWaiter, ConsumerFilter, ConsumerSpec, ConsumerStatus,
+    Delivery, Got, MessageGroup, MessageGroups, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo,
+    QueueOptions, QuotaCharge, Restored, SettleWindow,
 };
 pub use route::release_deliveries;
 pub use stats::{ConnectionCounters, ExchangeCounters, ExchangeTotals, QueueCounters, Traffic};

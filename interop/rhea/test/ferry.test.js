@@ -176,7 +176,12 @@ test('released and modified deliveries come back, counted only when the delivery
   b.delivery.modified({ delivery_failed: true });
   const [c] = await third;
   assert.equal(c.message.delivery_count, 1);
-  c.delivery.accept();
+  // Every failed delivery counts, not only the first.
+  const fourth = messages(r);
+  c.delivery.modified({ delivery_failed: true });
+  const [d] = await fourth;
+  assert.equal(d.message.delivery_count, 2);
+  d.delivery.accept();
 });
 
 test('drain uses up credit the queue cannot fill', async () => {

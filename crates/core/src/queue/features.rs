@@ -77,7 +77,19 @@ const AUTO_DELETE_TIMEOUT: &str = "qpid.auto_delete_timeout";
 
 const GROUP_KEY: &str = "qpid.group_header_key";
 const DELIVERY_LIMIT: &str = "x-delivery-limit";
+/// RabbitMQ 4's `x-delivery-limit` for a quorum queue declared without one.
+const QUORUM_DELIVERY_LIMIT: u32 = 20;
 const SHARED_GROUPS: &str = "qpid.shared_msg_group";
+
+/// Whether a declare asks for one of RabbitMQ's quorum queues (`x-queue-type: quorum`):
+/// replicated in a cluster, and with RabbitMQ 4's default delivery limit anywhere.
+pub fn is_quorum_declare(args: &Arguments) -> bool {
+    match args.get("x-queue-type") {
+        Some(HeaderValue::Str(s)) => s.eq_ignore_ascii_case("quorum"),
+        Some(HeaderValue::Bytes(b)) => b.eq_ignore_ascii_case(b"quorum"),
+        _ => false,
+    }
+}
 
 impl Features {
     /// Reads the arguments leniently (values that [`Features::validate`] refuses are
@@ -132,10 +144,11 @@ impl Features {
                 .and_then(HeaderValue::as_str)
                 .filter(|k| !k.is_empty())
                 .map(Arc::from),
-            delivery_limit: args
-                .get(DELIVERY_LIMIT)
-                .and_then(HeaderValue::as_u64)
-                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            delivery_limit: match args.get(DELIVERY_LIMIT) {
+                // Negative: none (RabbitMQ's way to turn a quorum queue's default off).
+                Some(limit) => limit.as_u64().map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                None => is_quorum_declare(args).then_some(QUORUM_DELIVERY_LIMIT),
+            },
         }
     }
 

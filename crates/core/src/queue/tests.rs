@@ -1295,6 +1295,40 @@ fn a_get_takes_no_message_of_a_group_a_consumer_holds() {
     assert_eq!(q.info().message_count, 2);
 }
 
+/// Returns a quorum queue's message until it is gone: how many returns it took.
+fn returns_until_gone(arguments: &[(&str, crate::value::HeaderValue)]) -> Option<u32> {
+    let opts = QueueOptions {
+        arguments: arguments.iter().cloned().collect(),
+        ..QueueOptions::default()
+    };
+    let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
+    publish(&q, &["poison"]);
+    for returns in 1..=200 {
+        let got = q.get()?;
+        q.release([(got.position, got.message)], true);
+        if q.info().message_count == 0 {
+            return Some(returns);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_quorum_queue_has_rabbitmq_4s_delivery_limit_of_20_unless_told_otherwise() {
+    use crate::value::HeaderValue::{Int, Str};
+    let quorum = ("x-queue-type", Str("quorum".into()));
+    assert_eq!(returns_until_gone(std::slice::from_ref(&quorum)), Some(21));
+    let own = ("x-delivery-limit", Int(3));
+    assert_eq!(returns_until_gone(&[quorum.clone(), own]), Some(4));
+    // A negative limit turns it off, as in RabbitMQ.
+    let off = ("x-delivery-limit", Int(-1));
+    assert_eq!(returns_until_gone(&[quorum, off]), None);
+    assert_eq!(
+        returns_until_gone(&[("x-queue-type", Str("classic".into()))]),
+        None
+    );
+}
+
 #[test]
 fn a_message_back_more_often_than_the_delivery_limit_leaves_the_queue() {
     use crate::value::HeaderValue;
