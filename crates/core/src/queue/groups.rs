@@ -5,9 +5,9 @@
 //! queue while each group is processed in order. Messages without the header are the group
 //! `qpid.no-group`.
 //!
-//! Dispatch (`QueueState::dispatch_grouped`) walks the queue from its head and skips the
-//! messages of groups another consumer owns; a group is free again once its owner's last
-//! acquired message of it is settled or released. Management sees the groups through
+//! Dispatch (`QueueState::dispatch_grouped`) walks the groups' first messages
+//! ([`GroupHeads`]) in queue order and skips those of groups another consumer owns; a group
+//! is free again once its owner's last acquired message of it is settled or released. Management sees the groups through
 //! [`MessageGroups`] (qpidd's `query` of the queue).
 
 use std::borrow::Cow;
@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use crate::message::Message;
+use crate::queue::group_heads::GroupHeads;
 use crate::queue::Consumer;
 use crate::value::HeaderValue;
 use crate::ConsumerId;
@@ -37,6 +38,8 @@ pub(crate) struct Groups {
     owners: HashMap<Vec<u8>, Owner>,
     /// The group of each acquired message, so that settling it frees its share.
     held: HashMap<u64, Vec<u8>>,
+    /// The queued message each group may give next.
+    pub(crate) heads: GroupHeads,
 }
 
 impl Groups {
@@ -45,6 +48,7 @@ impl Groups {
             key,
             owners: HashMap::new(),
             held: HashMap::new(),
+            heads: GroupHeads::default(),
         }
     }
 

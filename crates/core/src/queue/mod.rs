@@ -39,6 +39,7 @@ mod features;
 mod filter_tests;
 mod flow;
 mod graveyard;
+mod group_heads;
 mod groups;
 mod hold;
 mod info;

@@ -369,6 +369,14 @@ impl QueueState {
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
+        if let Some(groups) = self.groups.as_deref_mut() {
+            let group = groups.group_of(&message);
+            groups.heads.push(position, &group);
+            let entries = &self.entries;
+            groups
+                .heads
+                .compact_if_stale(entries.len(), |p| p == position || entries.contains(p));
+        }
         let item = if let Some(body_size) = on_disk_body {
             Item::on_disk(&message, body_size, redelivery)
         } else if self.offload.is_none() {
@@ -483,6 +491,10 @@ impl QueueState {
             {
                 c.cursor = c.cursor.min(behind);
             }
+        }
+        if let (Some(groups), Some(message)) = (self.groups.as_deref_mut(), entry.message()) {
+            let group = groups.group_of(message);
+            groups.heads.put_back(entry.position, &group);
         }
         self.account_in(&entry);
         self.entries.insert_sorted(entry);
@@ -690,7 +702,7 @@ impl QueueState {
             if !self.ready_front() {
                 return None;
             }
-            let (position, _) = self.next_live_after(cursor, &mut clock)?;
+            let (position, _) = self.next_group_head_after(cursor, &mut clock)?;
             let (Some(message), Some(groups)) = (
                 self.entry_at(position).and_then(Entry::message),
                 self.groups.as_deref(),
@@ -706,6 +718,7 @@ impl QueueState {
             }
             let entry = self.entries.remove_position(position)?;
             self.account_out(&entry);
+            self.advance_group(position);
             self.mark_unsettled(&entry, 0);
             return Some(entry);
         }
@@ -785,6 +798,9 @@ impl QueueState {
             self.forget_ids(&ids);
         }
         self.entries.clear();
+        if let Some(groups) = self.groups.as_deref_mut() {
+            groups.heads.clear();
+        }
         self.meter.sub(self.shard, self.in_memory());
         self.offload_clear();
         self.queued_bytes = 0;
@@ -851,6 +867,9 @@ impl QueueState {
         self.queued_body_bytes = 0;
         self.expiring = 0;
         let entries = self.entries.drain();
+        if let Some(groups) = self.groups.as_deref_mut() {
+            groups.heads.clear();
+        }
         let mut messages: Vec<(u64, Message)> = entries
             .into_iter()
             .filter_map(|e| {
@@ -937,17 +956,17 @@ impl QueueState {
         }
     }
 
-    /// Message groups (see `groups`): walks the queue from the head; a message goes to its
-    /// group's owner when that consumer has credit, to the next consumer with credit when
-    /// its group is free, and otherwise waits while those behind it move on. A message
-    /// still on disk stops the walk until it reaches the head and is read back.
+    /// Message groups (see `groups`): walks the groups' first messages in queue order; one
+    /// goes to its group's owner when that consumer has credit, to the next consumer with
+    /// credit when its group is free, and otherwise waits while the other groups move on.
+    /// A message still on disk stops the walk until it reaches the head and is read back.
     fn dispatch_grouped(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
         let mut cursor = 0;
         loop {
             if !self.ready_front() {
                 return;
             }
-            let Some((position, size)) = self.next_live_after(cursor, clock) else {
+            let Some((position, size)) = self.next_group_head_after(cursor, clock) else {
                 return;
             };
             let Some(e) = self.entry_at(position) else {
@@ -986,9 +1005,40 @@ impl QueueState {
                 return;
             };
             self.account_out(&entry);
+            self.advance_group(position);
+            // The group's next message, now its head, comes after: the walk reaches it.
+            cursor = position;
             if !self.deliver_acquired(ci, entry, queue) {
                 return;
             }
+        }
+    }
+
+    /// The first group head after position `cursor` whose time has not run out (heads that
+    /// left the queue, or ran out on the way, make way for their groups' next messages):
+    /// its position and size.
+    fn next_group_head_after(&mut self, cursor: u64, clock: &mut Clock) -> Option<(u64, u64)> {
+        loop {
+            let position = self.groups.as_deref()?.heads.next_after(cursor)?;
+            match self.entries.get(position) {
+                Some(e) if !clock.expired(e.expires_at()) => return Some((position, e.size())),
+                Some(_) => {
+                    if let Some(e) = self.entries.remove_position(position) {
+                        self.account_out(&e);
+                        self.expire(e);
+                    }
+                }
+                None => {}
+            }
+            self.advance_group(position);
+        }
+    }
+
+    /// The group head at `position` left the queue: its group's next message is its head.
+    fn advance_group(&mut self, position: u64) {
+        if let Some(groups) = self.groups.as_deref_mut() {
+            let entries = &self.entries;
+            groups.heads.advance(position, |p| entries.contains(p));
         }
     }
 

@@ -1257,6 +1257,89 @@ fn a_message_group_goes_to_one_consumer_at_a_time() {
     assert_eq!(bodies(&deliveries(&o2)), [&b"C7"[..], b"C8"]);
 }
 
+fn group_queue() -> Arc<Queue> {
+    use crate::value::HeaderValue;
+    let opts = QueueOptions {
+        arguments: [("qpid.group_header_key", HeaderValue::Str("G".into()))]
+            .into_iter()
+            .collect(),
+        ..QueueOptions::default()
+    };
+    Queue::new("q".into(), &opts, None, QueueLimits::default())
+}
+
+fn grouped(group: &str, body: &'static [u8], expires_at: Option<u64>) -> Message {
+    use crate::value::{HeaderValue, Headers};
+    let mut headers = Headers::new();
+    headers.push("G", HeaderValue::Str(group.into()));
+    MessageParts {
+        headers: Some(Arc::new(headers)),
+        expires_at,
+        ..MessageParts::new("", "q", Bytes::from_static(body))
+    }
+    .build()
+}
+
+#[test]
+fn a_group_gives_its_messages_in_order_even_when_a_later_one_would_fit() {
+    let q = group_queue();
+    q.enqueue(grouped("A", &[b'x'; 1000], None)).unwrap();
+    q.enqueue(grouped("A", b"small", None)).unwrap();
+    q.enqueue(grouped("B", b"b", None)).unwrap();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    // Room for the small messages only: A's first waits, and A's second waits behind it.
+    q.add_credit(1, 10, 500).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [&b"b"[..]]);
+    q.add_credit(1, 0, 2000).unwrap();
+    let got = deliveries(&ob);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[1].message.body(), b"small");
+}
+
+#[test]
+fn a_groups_next_message_takes_over_when_its_first_expired_or_the_queue_was_purged() {
+    let q = group_queue();
+    q.enqueue(grouped("A", b"gone", Some(1))).unwrap();
+    q.enqueue(grouped("A", b"a1", None)).unwrap();
+    q.enqueue(grouped("B", b"b1", None)).unwrap();
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [&b"a1"[..]]);
+    assert_eq!(q.depth().counters.expired, 1);
+    assert_eq!(q.purge(), 1, "b1");
+    q.enqueue(grouped("B", b"b2", None)).unwrap();
+    q.enqueue(grouped("C", b"c1", None)).unwrap();
+    q.add_credit(1, 2, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [&b"b2"[..], b"c1"]);
+}
+
+#[test]
+fn a_browsed_and_acquired_first_message_released_is_its_groups_first_again() {
+    let q = group_queue();
+    publish_grouped(&q, &[("A", b"a1"), ("A", b"a2"), ("B", b"b1")]);
+    let positions = q.acquire([1]);
+    assert_eq!(positions, [1]);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(
+        bodies(&deliveries(&ob)),
+        [&b"b1"[..]],
+        "A is held by the acquirer"
+    );
+    q.release([(1, grouped("A", b"a1", None))], false);
+    q.add_credit(1, 2, u32::MAX).unwrap();
+    assert_eq!(bodies(&deliveries(&ob)), [&b"a1"[..], b"a2"]);
+}
+
+fn publish_grouped(q: &Arc<Queue>, messages: &[(&str, &'static [u8])]) {
+    for (group, body) in messages {
+        q.enqueue(grouped(group, body, None)).unwrap();
+    }
+}
+
 #[test]
 fn a_get_takes_no_message_of_a_group_a_consumer_holds() {
     use crate::value::{HeaderValue, Headers};
