@@ -1166,6 +1166,99 @@ fn a_filtered_consumer_takes_its_matches_from_deep_in_a_queue_held_on_disk() {
 }
 
 #[test]
+fn a_message_groups_first_message_held_on_disk_is_read_back_for_its_consumer() {
+    let dir = TempDir::new("offload-groups");
+    let (store, b, _) = start(&dir, budgeted());
+    let mut arguments = Arguments::new();
+    arguments.push("qpid.group_header_key", HeaderValue::Str("G".into()));
+    arguments.push("qpid.shared_msg_group", HeaderValue::UInt(1));
+    let opts = QueueOptions {
+        durable: true,
+        arguments,
+        ..QueueOptions::default()
+    };
+    let q = b.declare_queue("groups", opts, false, 1).unwrap().0;
+    let publish_in = |group: &str, i: u32| {
+        let mut headers = ferry_core::Headers::new();
+        headers.push("G", HeaderValue::Str(group.into()));
+        let mut m = MessageParts::new("", "groups", Bytes::from(numbered(i, 2000)));
+        m.headers = Some(Arc::new(headers));
+        m.persistent = true;
+        b.publish(&b.exchange("").unwrap(), Message::from(m))
+            .unwrap();
+    };
+    // A deep group A, then B's messages, all but the first few on disk only.
+    for i in 0..200 {
+        publish_in("A", i);
+    }
+    for i in 200..210 {
+        publish_in("B", i);
+    }
+    store.sync();
+    assert!(q.depth().on_disk_bytes > 150 * 2000, "{:?}", q.depth());
+    let subscribe = |ob: &Arc<Outbox>| {
+        let id = b.next_consumer_id();
+        let mut spec = ConsumerSpec {
+            id,
+            outbox: ob.clone(),
+            owner: 1,
+            connection: 0,
+            tag: Bytes::new(),
+            acquire: true,
+            exclusive: false,
+            window: None,
+            filter: None,
+            ack_timeout: None,
+        };
+        spec.tag = Bytes::from(format!("c{id}"));
+        q.subscribe(spec).unwrap();
+        id
+    };
+    let take = |ob: &Arc<Outbox>| {
+        let mut items = Vec::new();
+        while ob.take(&mut items) {}
+        items
+            .into_iter()
+            .filter_map(|i| match i {
+                OutboxItem::Deliver(d) => Some(d),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let number = |d: &ferry_core::Delivery| {
+        let body = d.message.body();
+        u32::from_be_bytes([body[0], body[1], body[2], body[3]])
+    };
+    // The first consumer holds A, unsettled.
+    let (busy, other) = (Outbox::new(), Outbox::new());
+    let busy_id = subscribe(&busy);
+    q.add_credit(busy_id, 1, u32::MAX).unwrap();
+    let held = take(&busy);
+    assert_eq!(held.iter().map(number).collect::<Vec<_>>(), [0]);
+    // The second gets B, read back from disk, without waiting for A's 199 others.
+    let other_id = subscribe(&other);
+    q.add_credit(other_id, 20, u32::MAX).unwrap();
+    let got = take(&other);
+    assert_eq!(
+        got.iter().map(number).collect::<Vec<_>>(),
+        (200..210).collect::<Vec<_>>()
+    );
+    for d in &got {
+        assert_eq!(
+            d.message.body(),
+            &numbered(number(d), 2000)[..],
+            "read back whole"
+        );
+        assert!(q.accept(d.position));
+    }
+    // A gets on the same way.
+    assert!(q.accept(held[0].position));
+    q.add_credit(busy_id, 199, u32::MAX).unwrap();
+    let rest: Vec<u32> = take(&busy).iter().map(number).collect();
+    assert_eq!(rest, (1..200).collect::<Vec<_>>());
+}
+
+#[test]
 fn contents_on_disk_survive_compaction_and_a_restart_within_the_budget() {
     let dir = TempDir::new("offload-compact");
     {

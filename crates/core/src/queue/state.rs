@@ -690,8 +690,7 @@ impl QueueState {
 
     /// What a get takes (0-9-1 basic.get, management's get): the front, or on a message-group
     /// queue the first message whose group no consumer holds (gets hold their groups
-    /// too, as owner 0, so two gets in a row take a group's messages in order). A message
-    /// still on disk ends the search, as it ends the group walk.
+    /// too, as owner 0, so two gets in a row take a group's messages in order).
     pub(crate) fn take_for_get(&mut self) -> Option<Entry> {
         if self.groups.is_none() {
             return self.take_front();
@@ -959,7 +958,7 @@ impl QueueState {
     /// Message groups (see `groups`): walks the groups' first messages in queue order; one
     /// goes to its group's owner when that consumer has credit, to the next consumer with
     /// credit when its group is free, and otherwise waits while the other groups move on.
-    /// A message still on disk stops the walk until it reaches the head and is read back.
+    /// Groups' first messages held on disk are read back as the walk reaches them.
     fn dispatch_grouped(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
         let mut cursor = 0;
         loop {
@@ -1016,19 +1015,36 @@ impl QueueState {
 
     /// The first group head after position `cursor` whose time has not run out (heads that
     /// left the queue, or ran out on the way, make way for their groups' next messages):
-    /// its position and size.
+    /// its position and size. A head held on disk is read back first, so that the groups
+    /// behind a deep one need not wait for it to reach the front of the queue.
     fn next_group_head_after(&mut self, cursor: u64, clock: &mut Clock) -> Option<(u64, u64)> {
         loop {
             let position = self.groups.as_deref()?.heads.next_after(cursor)?;
-            match self.entries.get(position) {
-                Some(e) if !clock.expired(e.expires_at()) => return Some((position, e.size())),
-                Some(_) => {
-                    if let Some(e) = self.entries.remove_position(position) {
-                        self.account_out(&e);
+            let gone = match self.entries.get(position) {
+                None => None,
+                Some(e) if clock.expired(e.expires_at()) => Some(true),
+                Some(e) if e.on_disk() => match self.content(e) {
+                    Some(message) => {
+                        if self.keep_loaded(position, message) {
+                            continue;
+                        }
+                        return None;
+                    }
+                    // As when a batch is read back: the journal lost it.
+                    None => {
+                        tracing::error!(position, "the journal lost a queued message's content");
+                        Some(false)
+                    }
+                },
+                Some(e) => return Some((position, e.size())),
+            };
+            if let Some(expired) = gone {
+                if let Some(e) = self.entries.remove_position(position) {
+                    self.account_out(&e);
+                    if expired {
                         self.expire(e);
                     }
                 }
-                None => {}
             }
             self.advance_group(position);
         }
