@@ -28,7 +28,7 @@ pub(crate) struct GroupHeads {
     /// queue (see the module's notes). A group with none stays, so that a group whose
     /// messages are taken as they come is not made and dropped per message; compaction
     /// drops such groups once they outnumber what is queued.
-    members: HashMap<Arc<[u8]>, Listed>,
+    members: HashMap<Arc<[u8]>, Listed, foldhash::fast::RandomState>,
     /// The first listed position of every group, and its group.
     heads: BTreeMap<u64, Arc<[u8]>>,
     /// Positions listed in all.
@@ -77,6 +77,11 @@ impl GroupHeads {
             }
             self.heads.insert(position, listed.name.clone());
         }
+    }
+
+    /// The shared name of `group`, if it is listed.
+    pub(crate) fn name(&self, group: &[u8]) -> Option<Arc<[u8]>> {
+        self.members.get(group).map(|listed| listed.name.clone())
     }
 
     /// The first head after position `cursor`: it may have left the queue (then

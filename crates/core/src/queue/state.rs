@@ -2,6 +2,7 @@
 //! their credit. Dispatch runs here, under that lock, so a publish or a credit grant never needs
 //! a second lock to hand messages to a consumer.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
@@ -503,11 +504,10 @@ impl QueueState {
     /// Records an acquisition, by consumer `by` (0: a get, or an acquire after browsing).
     fn mark_unsettled(&mut self, e: &Entry, by: ConsumerId) {
         if let Some(groups) = self.groups.as_deref_mut() {
-            let group = e.message().map_or_else(
-                || DEFAULT_GROUP.to_vec(),
-                |m| groups.group_of(m).into_owned(),
-            );
-            groups.acquired(e.position, group, by);
+            let group = e
+                .message()
+                .map_or(Cow::Borrowed(DEFAULT_GROUP), |m| groups.group_of(m));
+            groups.acquired(e.position, &group, by);
         }
         self.counters.delivered += 1;
         let (size, redelivery) = (e.size(), e.redelivery());
