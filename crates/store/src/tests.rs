@@ -1165,10 +1165,7 @@ fn a_filtered_consumer_takes_its_matches_from_deep_in_a_queue_held_on_disk() {
     assert_eq!(q.depth().on_disk_bytes, 0);
 }
 
-#[test]
-fn a_message_groups_first_message_held_on_disk_is_read_back_for_its_consumer() {
-    let dir = TempDir::new("offload-groups");
-    let (store, b, _) = start(&dir, budgeted());
+fn group_queue_on_disk(b: &Broker, name: &str) -> Arc<Queue> {
     let mut arguments = Arguments::new();
     arguments.push("qpid.group_header_key", HeaderValue::Str("G".into()));
     arguments.push("qpid.shared_msg_group", HeaderValue::UInt(1));
@@ -1177,85 +1174,120 @@ fn a_message_groups_first_message_held_on_disk_is_read_back_for_its_consumer() {
         arguments,
         ..QueueOptions::default()
     };
-    let q = b.declare_queue("groups", opts, false, 1).unwrap().0;
-    let publish_in = |group: &str, i: u32| {
-        let mut headers = ferry_core::Headers::new();
-        headers.push("G", HeaderValue::Str(group.into()));
-        let mut m = MessageParts::new("", "groups", Bytes::from(numbered(i, 2000)));
-        m.headers = Some(Arc::new(headers));
-        m.persistent = true;
-        b.publish(&b.exchange("").unwrap(), Message::from(m))
-            .unwrap();
-    };
+    b.declare_queue(name, opts, false, 1).unwrap().0
+}
+
+fn publish_in_group(b: &Broker, queue: &str, group: &str, i: u32) {
+    let mut headers = ferry_core::Headers::new();
+    headers.push("G", HeaderValue::Str(group.into()));
+    let mut m = MessageParts::new("", queue.to_owned(), Bytes::from(numbered(i, 2000)));
+    m.headers = Some(Arc::new(headers));
+    m.persistent = true;
+    b.publish(&b.exchange("").unwrap(), Message::from(m))
+        .unwrap();
+}
+
+/// A consumer of `q` with `acquire` (false: a browser), given no credit yet.
+fn subscribe_to(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, acquire: bool) -> u64 {
+    let id = b.next_consumer_id();
+    q.subscribe(ConsumerSpec {
+        id,
+        outbox: ob.clone(),
+        owner: 1,
+        connection: 0,
+        tag: Bytes::from(format!("c{id}")),
+        acquire,
+        exclusive: false,
+        window: None,
+        filter: None,
+        ack_timeout: None,
+    })
+    .unwrap();
+    id
+}
+
+/// What `ob` holds, as a connection's writer takes it (walks cut short go on).
+fn delivered_to(ob: &Outbox) -> Vec<ferry_core::Delivery> {
+    let mut items = Vec::new();
+    while ob.take(&mut items) {}
+    items
+        .into_iter()
+        .filter_map(|i| match i {
+            OutboxItem::Deliver(d) => Some(d),
+            _ => None,
+        })
+        .collect()
+}
+
+fn number_of(d: &ferry_core::Delivery) -> u32 {
+    let body = d.message.body();
+    u32::from_be_bytes([body[0], body[1], body[2], body[3]])
+}
+
+#[test]
+fn a_message_groups_first_message_held_on_disk_is_read_back_for_its_consumer() {
+    let dir = TempDir::new("offload-groups");
+    let (store, b, _) = start(&dir, budgeted());
+    let q = group_queue_on_disk(&b, "groups");
     // A deep group A, then B's messages, all but the first few on disk only.
     for i in 0..200 {
-        publish_in("A", i);
+        publish_in_group(&b, "groups", "A", i);
     }
     for i in 200..210 {
-        publish_in("B", i);
+        publish_in_group(&b, "groups", "B", i);
     }
     store.sync();
     assert!(q.depth().on_disk_bytes > 150 * 2000, "{:?}", q.depth());
-    let subscribe = |ob: &Arc<Outbox>| {
-        let id = b.next_consumer_id();
-        let mut spec = ConsumerSpec {
-            id,
-            outbox: ob.clone(),
-            owner: 1,
-            connection: 0,
-            tag: Bytes::new(),
-            acquire: true,
-            exclusive: false,
-            window: None,
-            filter: None,
-            ack_timeout: None,
-        };
-        spec.tag = Bytes::from(format!("c{id}"));
-        q.subscribe(spec).unwrap();
-        id
-    };
-    let take = |ob: &Arc<Outbox>| {
-        let mut items = Vec::new();
-        while ob.take(&mut items) {}
-        items
-            .into_iter()
-            .filter_map(|i| match i {
-                OutboxItem::Deliver(d) => Some(d),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-    };
-    let number = |d: &ferry_core::Delivery| {
-        let body = d.message.body();
-        u32::from_be_bytes([body[0], body[1], body[2], body[3]])
-    };
     // The first consumer holds A, unsettled.
     let (busy, other) = (Outbox::new(), Outbox::new());
-    let busy_id = subscribe(&busy);
+    let busy_id = subscribe_to(&b, &q, &busy, true);
     q.add_credit(busy_id, 1, u32::MAX).unwrap();
-    let held = take(&busy);
-    assert_eq!(held.iter().map(number).collect::<Vec<_>>(), [0]);
+    let held = delivered_to(&busy);
+    assert_eq!(held.iter().map(number_of).collect::<Vec<_>>(), [0]);
     // The second gets B, read back from disk, without waiting for A's 199 others.
-    let other_id = subscribe(&other);
+    let other_id = subscribe_to(&b, &q, &other, true);
     q.add_credit(other_id, 20, u32::MAX).unwrap();
-    let got = take(&other);
+    let got = delivered_to(&other);
     assert_eq!(
-        got.iter().map(number).collect::<Vec<_>>(),
+        got.iter().map(number_of).collect::<Vec<_>>(),
         (200..210).collect::<Vec<_>>()
     );
     for d in &got {
-        assert_eq!(
-            d.message.body(),
-            &numbered(number(d), 2000)[..],
-            "read back whole"
-        );
+        let whole = numbered(number_of(d), 2000);
+        assert_eq!(d.message.body(), &whole[..], "read back whole");
         assert!(q.accept(d.position));
     }
     // A gets on the same way.
     assert!(q.accept(held[0].position));
     q.add_credit(busy_id, 199, u32::MAX).unwrap();
-    let rest: Vec<u32> = take(&busy).iter().map(number).collect();
+    let rest: Vec<u32> = delivered_to(&busy).iter().map(number_of).collect();
     assert_eq!(rest, (1..200).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_browsed_message_acquired_while_on_disk_holds_its_own_group() {
+    let dir = TempDir::new("offload-groups-browse");
+    let (store, b, _) = start(&dir, budgeted());
+    let q = group_queue_on_disk(&b, "groups");
+    for i in 0..200 {
+        publish_in_group(&b, "groups", "A", i);
+    }
+    publish_in_group(&b, "groups", "B", 200);
+    store.sync();
+    let browser = Outbox::new();
+    let browser_id = subscribe_to(&b, &q, &browser, false);
+    q.add_credit(browser_id, 300, u32::MAX).unwrap();
+    let seen = delivered_to(&browser);
+    assert_eq!(seen.len(), 201);
+    let late_a = seen.iter().find(|d| number_of(d) == 150).unwrap();
+    assert!(q.depth().on_disk_bytes > 0);
+    assert_eq!(q.acquire([late_a.position]), [late_a.position]);
+    // Acquired, it holds group A (not the no-group group): a consumer gets only B.
+    let consumer = Outbox::new();
+    let id = subscribe_to(&b, &q, &consumer, true);
+    q.add_credit(id, 10, u32::MAX).unwrap();
+    let got: Vec<u32> = delivered_to(&consumer).iter().map(number_of).collect();
+    assert_eq!(got, [200]);
 }
 
 #[test]

@@ -503,9 +503,15 @@ impl QueueState {
 
     /// Records an acquisition, by consumer `by` (0: a get, or an acquire after browsing).
     fn mark_unsettled(&mut self, e: &Entry, by: ConsumerId) {
+        // Only a browsed message is acquired while on disk: its group is read back with it.
+        let read_back = match (e.message(), &self.groups) {
+            (None, Some(_)) => self.content(e),
+            _ => None,
+        };
         if let Some(groups) = self.groups.as_deref_mut() {
             let group = e
                 .message()
+                .or(read_back.as_ref())
                 .map_or(Cow::Borrowed(DEFAULT_GROUP), |m| groups.group_of(m));
             groups.acquired(e.position, &group, by);
         }
