@@ -1187,10 +1187,8 @@ fn publish_in_group(b: &Broker, queue: &str, group: &str, i: u32) {
         .unwrap();
 }
 
-/// A consumer of `q` with `acquire` (false: a browser), given no credit yet.
-fn subscribe_to(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, acquire: bool) -> u64 {
-    let id = b.next_consumer_id();
-    q.subscribe(ConsumerSpec {
+fn consumer_spec(id: u64, ob: &Arc<Outbox>, acquire: bool) -> ConsumerSpec {
+    ConsumerSpec {
         id,
         outbox: ob.clone(),
         owner: 1,
@@ -1201,8 +1199,13 @@ fn subscribe_to(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, acquire: bool) -> 
         window: None,
         filter: None,
         ack_timeout: None,
-    })
-    .unwrap();
+    }
+}
+
+/// A consumer of `q` with `acquire` (false: a browser), given no credit yet.
+fn subscribe_to(b: &Broker, q: &Arc<Queue>, ob: &Arc<Outbox>, acquire: bool) -> u64 {
+    let id = b.next_consumer_id();
+    q.subscribe(consumer_spec(id, ob, acquire)).unwrap();
     id
 }
 
@@ -1265,6 +1268,79 @@ fn a_message_groups_first_message_held_on_disk_is_read_back_for_its_consumer() {
 }
 
 #[test]
+fn group_heads_on_disk_are_read_back_only_for_a_taker_and_a_few_at_a_time() {
+    let dir = TempDir::new("offload-groups-selective");
+    let (store, b, _) = start(&dir, budgeted());
+    let q = group_queue_on_disk(&b, "groups");
+    // 300 groups of one message each, most of them on disk.
+    for i in 1..=300 {
+        publish_in_group(&b, "groups", &format!("g{i}"), i);
+    }
+    store.sync();
+    let (on_disk, memory) = (q.depth().on_disk_bytes, b.memory_used());
+    assert!(on_disk > 200 * 2000, "{on_disk}");
+    // A selective consumer that wants none of them: heads are looked at through copies,
+    // and none stays in memory.
+    let picky = Outbox::new();
+    let id = b.next_consumer_id();
+    q.subscribe(ConsumerSpec {
+        filter: Some(ConsumerFilter {
+            matches: Arc::new(EveryNth(1000)),
+            drop_unmatched: false,
+        }),
+        ..consumer_spec(id, &picky, true)
+    })
+    .unwrap();
+    q.add_credit(id, 1000, u32::MAX).unwrap();
+    assert!(delivered_to(&picky).is_empty());
+    assert_eq!(
+        q.depth().on_disk_bytes,
+        on_disk,
+        "nothing read back to stay"
+    );
+    assert_eq!(b.memory_used(), memory);
+    // A consumer that takes anything gets them all, in order, read back as it goes.
+    let all = Outbox::new();
+    let id = subscribe_to(&b, &q, &all, true);
+    let mut got = Vec::new();
+    for _ in 0..300 {
+        q.add_credit(id, 1, u32::MAX).unwrap();
+        got.extend(delivered_to(&all).iter().map(number_of));
+    }
+    assert_eq!(got, (1..=300).collect::<Vec<_>>());
+}
+
+#[test]
+fn group_heads_a_busy_consumer_holds_are_passed_without_reading_them_back() {
+    let dir = TempDir::new("offload-groups-held");
+    let (store, b, _) = start(&dir, budgeted());
+    let q = group_queue_on_disk(&b, "groups");
+    // 300 groups of two messages, then one more group. Once the first 300 are taken,
+    // reading back from the front (256 at most) leaves more held heads on disk than a
+    // pass reads back.
+    for round in 0..2 {
+        for g in 0..300 {
+            publish_in_group(&b, "groups", &format!("g{g}"), round * 300 + g);
+        }
+    }
+    publish_in_group(&b, "groups", "free", 600);
+    store.sync();
+    let (busy, other) = (Outbox::new(), Outbox::new());
+    let busy_id = subscribe_to(&b, &q, &busy, true);
+    q.add_credit(busy_id, 300, u32::MAX).unwrap();
+    assert_eq!(
+        delivered_to(&busy).len(),
+        300,
+        "the busy consumer holds every g group"
+    );
+    // The other consumer passes the held heads (some on disk) and gets the free group's.
+    let other_id = subscribe_to(&b, &q, &other, true);
+    q.add_credit(other_id, 1, u32::MAX).unwrap();
+    let got: Vec<u32> = delivered_to(&other).iter().map(number_of).collect();
+    assert_eq!(got, [600]);
+}
+
+#[test]
 fn a_browsed_message_acquired_while_on_disk_holds_its_own_group() {
     let dir = TempDir::new("offload-groups-browse");
     let (store, b, _) = start(&dir, budgeted());
@@ -1279,8 +1355,10 @@ fn a_browsed_message_acquired_while_on_disk_holds_its_own_group() {
     q.add_credit(browser_id, 300, u32::MAX).unwrap();
     let seen = delivered_to(&browser);
     assert_eq!(seen.len(), 201);
+    // Contents are kept in memory from the front (and read back from there), so with the
+    // last 100 messages' worth on disk, message 150's content is there.
     let late_a = seen.iter().find(|d| number_of(d) == 150).unwrap();
-    assert!(q.depth().on_disk_bytes > 0);
+    assert!(q.depth().on_disk_bytes >= 100 * 2000, "{:?}", q.depth());
     assert_eq!(q.acquire([late_a.position]), [late_a.position]);
     // Acquired, it holds group A (not the no-group group): a consumer gets only B.
     let consumer = Outbox::new();

@@ -18,13 +18,6 @@ pub struct Got {
     pub remaining: u64,
 }
 
-impl Got {
-    /// Earlier deliveries of the message: see [`super::outbox::prior_deliveries`].
-    pub fn prior_deliveries(&self) -> u32 {
-        super::outbox::prior_deliveries(self.redelivered, self.returns)
-    }
-}
-
 impl Queue {
     /// Acquires the first available message for a pull-style get (0-9-1 basic.get), exactly
     /// as a consumer's delivery would be acquired: settle it later with [`Queue::accept`],

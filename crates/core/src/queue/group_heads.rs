@@ -84,6 +84,11 @@ impl GroupHeads {
         self.members.get(group).map(|listed| listed.name.clone())
     }
 
+    /// The group of the head at `position`, if one is there.
+    pub(crate) fn group_at(&self, position: u64) -> Option<&[u8]> {
+        self.heads.get(&position).map(|name| &**name)
+    }
+
     /// The first head after position `cursor`: it may have left the queue (then
     /// [`GroupHeads::advance`] past it).
     pub(crate) fn next_after(&self, cursor: u64) -> Option<u64> {
@@ -106,6 +111,7 @@ impl GroupHeads {
             list.pop_front();
             self.listed -= 1;
         }
+        shrink_if_sparse(list);
         if let Some(&next) = list.front() {
             self.heads.insert(next, group);
         }
@@ -122,6 +128,7 @@ impl GroupHeads {
         self.heads.clear();
         self.members.retain(|_, listed| {
             listed.positions.retain(|&p| queued(p));
+            shrink_if_sparse(&mut listed.positions);
             if let Some(&head) = listed.positions.front() {
                 self.heads.insert(head, listed.name.clone());
             }
@@ -130,11 +137,36 @@ impl GroupHeads {
         self.listed = self.members.values().map(|l| l.positions.len()).sum();
     }
 
+    /// Each listed group's positions still `queued`, for management (groups with none are
+    /// left out).
+    pub(crate) fn counts(
+        &self,
+        queued: impl Fn(u64) -> bool,
+    ) -> impl Iterator<Item = (&[u8], u64)> {
+        self.members.values().filter_map(move |listed| {
+            let n = listed.positions.iter().filter(|&&p| queued(p)).count() as u64;
+            (n > 0).then_some((&*listed.name, n))
+        })
+    }
+
     /// The queue was emptied.
     pub(crate) fn clear(&mut self) {
         self.members.clear();
         self.heads.clear();
         self.listed = 0;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn listed(&self) -> usize {
+        self.listed
+    }
+}
+
+/// A group that held many messages and holds few gives the room back (halving, so the
+/// cost is amortised over the pops that emptied it).
+fn shrink_if_sparse(list: &mut VecDeque<u64>) {
+    if list.capacity() > 64 && list.len() * 4 < list.capacity() {
+        list.shrink_to(list.len() * 2);
     }
 }
 
@@ -216,6 +248,20 @@ mod tests {
         assert!(h.members.is_empty(), "groups left empty are forgotten");
         h.put_back(3, b"A");
         assert_eq!(heads(&h), [3]);
+    }
+
+    #[test]
+    fn a_deep_group_gives_its_room_back_as_it_drains() {
+        let mut h = GroupHeads::default();
+        for p in 1..=100_000 {
+            h.push(p, b"A");
+        }
+        for p in 1..=99_990 {
+            h.advance(p, |q| q > p);
+        }
+        let list = &h.members[&b"A"[..]].positions;
+        assert_eq!(list.len(), 10);
+        assert!(list.capacity() <= 64, "{}", list.capacity());
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //!
 //! Dispatch (`QueueState::dispatch_grouped`) walks the groups' first messages
 //! ([`GroupHeads`]) in queue order and skips those of groups another consumer owns; a group
-//! is free again once its owner's last acquired message of it is settled or released. Management sees the groups through
-//! [`MessageGroups`] (qpidd's `query` of the queue).
+//! is free again once its owner's last acquired message of it is settled or released.
+//! Management sees the groups through [`MessageGroups`] (qpidd's `query` of the queue).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -124,18 +124,17 @@ pub struct MessageGroup {
 }
 
 impl Groups {
-    /// The groups of `queued` (and of the acquired messages this tracks), with the tags of
-    /// their holders among `consumers`.
-    pub(crate) fn status<'a>(
+    /// The groups of the positions still `queued` (read from the heads' lists, which know
+    /// the groups of messages on disk too) and of the acquired messages this tracks, with
+    /// the tags of their holders among `consumers`.
+    pub(crate) fn status(
         &self,
-        queued: impl Iterator<Item = Option<&'a Message>>,
+        queued: impl Fn(u64) -> bool,
         consumers: &[Consumer],
     ) -> MessageGroups {
         let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
-        for message in queued {
-            let id =
-                message.map_or_else(|| DEFAULT_GROUP.to_vec(), |m| self.group_of(m).into_owned());
-            *counts.entry(id).or_default() += 1;
+        for (id, queued) in self.heads.counts(queued) {
+            *counts.entry(id.to_vec()).or_default() += queued;
         }
         for id in self.held.values() {
             *counts.entry(id.to_vec()).or_default() += 1;

@@ -280,7 +280,7 @@ impl Queue {
     pub fn message_groups(&self) -> Option<MessageGroups> {
         let st = self.lock();
         let groups = st.groups.as_deref()?;
-        Some(groups.status(st.entries.iter().map(|e| e.message()), &st.consumers))
+        Some(groups.status(|p| st.entries.contains(p), &st.consumers))
     }
 
     /// Watches the queue's depth for the thresholds its arguments set, if any, telling

@@ -37,18 +37,14 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// Earlier deliveries of the message as far as the broker knows (RabbitMQ's
-    /// `x-delivery-count`, AMQP 1.0's header delivery-count): see [`prior_deliveries`].
+    /// Earlier deliveries of the message as far as the broker knows, for AMQP 1.0's header
+    /// delivery-count: the returns counted, and at least one if the message is marked
+    /// redelivered (a message recovered from the store, or restored on a new cluster
+    /// leader, is marked so with no return counted). 0-9-1's `x-delivery-count` is the
+    /// returns alone, as RabbitMQ counts them: nothing unless the message came back.
     pub fn prior_deliveries(&self) -> u32 {
-        prior_deliveries(self.redelivered, self.returns)
+        u32::from(self.returns).max(u32::from(self.redelivered))
     }
-}
-
-/// The returns counted, and at least one if the message is marked redelivered (a message
-/// recovered from the store, or released with set-redelivered by a 0-10 client, counts
-/// none).
-pub(crate) fn prior_deliveries(redelivered: bool, returns: u8) -> u32 {
-    u32::from(returns).max(u32::from(redelivered))
 }
 
 #[derive(Debug)]

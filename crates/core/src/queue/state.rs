@@ -8,6 +8,7 @@ use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 mod entry;
+mod grouped;
 mod offload;
 
 #[cfg(test)]
@@ -701,32 +702,7 @@ impl QueueState {
         if self.groups.is_none() {
             return self.take_front();
         }
-        let mut clock = Clock::default();
-        let mut cursor = 0;
-        loop {
-            if !self.ready_front() {
-                return None;
-            }
-            let (position, _) = self.next_group_head_after(cursor, &mut clock)?;
-            let (Some(message), Some(groups)) = (
-                self.entry_at(position).and_then(Entry::message),
-                self.groups.as_deref(),
-            ) else {
-                return None;
-            };
-            if groups
-                .owner(&groups.group_of(message))
-                .is_some_and(|owner| owner != 0)
-            {
-                cursor = position;
-                continue;
-            }
-            let entry = self.entries.remove_position(position)?;
-            self.account_out(&entry);
-            self.advance_group(position);
-            self.mark_unsettled(&entry, 0);
-            return Some(entry);
-        }
+        self.take_grouped_for_get()
     }
 
     /// Takes expired messages off the head (where RabbitMQ expires them), keeping them for
@@ -958,109 +934,6 @@ impl QueueState {
         }
         for c in &mut self.consumers {
             c.flush_staged(queue);
-        }
-    }
-
-    /// Message groups (see `groups`): walks the groups' first messages in queue order; one
-    /// goes to its group's owner when that consumer has credit, to the next consumer with
-    /// credit when its group is free, and otherwise waits while the other groups move on.
-    /// Groups' first messages held on disk are read back as the walk reaches them.
-    fn dispatch_grouped(&mut self, queue: &Arc<Queue>, clock: &mut Clock) {
-        let mut cursor = 0;
-        loop {
-            if !self.ready_front() {
-                return;
-            }
-            let Some((position, size)) = self.next_group_head_after(cursor, clock) else {
-                return;
-            };
-            let Some(e) = self.entry_at(position) else {
-                return;
-            };
-            let (Some(message), Some(groups)) = (e.message(), self.groups.as_deref()) else {
-                return;
-            };
-            let chosen = match groups.owner(&groups.group_of(message)) {
-                Some(owner) => self.consumers.iter().position(|c| {
-                    c.spec.id == owner
-                        && c.has_credit_for(size)
-                        && c.wants(message)
-                        && c.reserve(queue)
-                }),
-                None => {
-                    let ci = self.next_acquirer_for(message, size, queue);
-                    if let Some(ci) = ci {
-                        self.next_rr = ci + 1;
-                    }
-                    ci
-                }
-            };
-            let Some(ci) = chosen else {
-                if !self
-                    .consumers
-                    .iter()
-                    .any(|c| c.spec.acquire && c.has_credit_for(1))
-                {
-                    return;
-                }
-                cursor = position;
-                continue;
-            };
-            let Some(entry) = self.entries.remove_position(position) else {
-                return;
-            };
-            self.account_out(&entry);
-            self.advance_group(position);
-            // The group's next message, now its head, comes after: the walk reaches it.
-            cursor = position;
-            if !self.deliver_acquired(ci, entry, queue) {
-                return;
-            }
-        }
-    }
-
-    /// The first group head after position `cursor` whose time has not run out (heads that
-    /// left the queue, or ran out on the way, make way for their groups' next messages):
-    /// its position and size. A head held on disk is read back first, so that the groups
-    /// behind a deep one need not wait for it to reach the front of the queue.
-    fn next_group_head_after(&mut self, cursor: u64, clock: &mut Clock) -> Option<(u64, u64)> {
-        loop {
-            let position = self.groups.as_deref()?.heads.next_after(cursor)?;
-            let gone = match self.entries.get(position) {
-                None => None,
-                Some(e) if clock.expired(e.expires_at()) => Some(true),
-                Some(e) if e.on_disk() => match self.content(e) {
-                    Some(message) => {
-                        if self.keep_loaded(position, message) {
-                            continue;
-                        }
-                        return None;
-                    }
-                    // As when a batch is read back: the journal lost it.
-                    None => {
-                        tracing::error!(position, "the journal lost a queued message's content");
-                        Some(false)
-                    }
-                },
-                Some(e) => return Some((position, e.size())),
-            };
-            if let Some(expired) = gone {
-                if let Some(e) = self.entries.remove_position(position) {
-                    self.account_out(&e);
-                    if expired {
-                        self.expire(e);
-                    }
-                }
-            }
-            self.advance_group(position);
-        }
-    }
-
-    /// The group head at `position` left the queue: its group's next message is its head.
-    fn advance_group(&mut self, position: u64) {
-        if let Some(groups) = self.groups.as_deref_mut() {
-            let entries = &self.entries;
-            groups.heads.advance(position, |p| entries.contains(p));
         }
     }
 

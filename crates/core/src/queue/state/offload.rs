@@ -3,7 +3,9 @@
 //! keep up never touches the disk). Beyond it a queued message is a stand-in
 //! ([`StandIn`]) and its content lives in the journal only, whose segments stay until
 //! the message is dequeued. The queue reads contents back in batches as they come near the
-//! front, before anyone but the queue sees them.
+//! front, before anyone but the queue sees them; walks that may take a message from
+//! further back (a selective consumer's, a message group's first messages) read that one
+//! back as a copy and keep it only when it is taken.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -200,8 +202,9 @@ impl QueueState {
     }
 
     /// Makes `message`, the content of the on-disk entry at `position` already read back
-    /// (`content`), that entry's content in memory: a message a consumer's filter matched
-    /// behind others it did not. False if no such entry is on disk.
+    /// (`content`), that entry's content in memory: a message taken from behind the front
+    /// (a consumer's filter matched it, or it is the first of a group a consumer takes).
+    /// False if no such entry is on disk.
     pub(super) fn keep_loaded(&mut self, position: u64, message: Message) -> bool {
         let Some(e) = self.entries.get_mut(position).filter(|e| e.on_disk()) else {
             return false;
