@@ -1336,6 +1336,23 @@ fn a_browsed_and_acquired_first_message_released_is_its_groups_first_again() {
     assert_eq!(bodies(&deliveries(&ob)), [&b"a1"[..], b"a2"]);
 }
 
+#[test]
+fn management_sees_each_groups_messages_and_holder() {
+    let q = group_queue();
+    publish_grouped(&q, &[("A", b"a1"), ("A", b"a2"), ("B", b"b1")]);
+    let ob = Outbox::new();
+    q.subscribe(spec(1, &ob, true)).unwrap();
+    q.add_credit(1, 1, u32::MAX).unwrap();
+    assert_eq!(deliveries(&ob).len(), 1);
+    let mut groups = q.message_groups().unwrap().groups;
+    groups.sort_by(|a, b| a.id.cmp(&b.id));
+    let seen: Vec<(&[u8], u64, &[u8])> = groups
+        .iter()
+        .map(|g| (&g.id[..], g.messages, &g.consumer[..]))
+        .collect();
+    assert_eq!(seen, [(&b"A"[..], 2, &b"c1"[..]), (b"B", 1, b"")]);
+}
+
 fn publish_grouped(q: &Arc<Queue>, messages: &[(&str, &'static [u8])]) {
     for (group, body) in messages {
         q.enqueue(grouped(group, body, None)).unwrap();
