@@ -118,16 +118,8 @@ fn consume_matching(
     let ob = Outbox::new();
     let id = b.next_consumer_id();
     q.subscribe(ConsumerSpec {
-        id,
-        outbox: ob.clone(),
-        owner: 1,
-        connection: 0,
-        tag: Bytes::new(),
-        acquire: true,
-        exclusive: false,
-        window: None,
         filter,
-        ack_timeout: None,
+        ..consumer_spec(id, &ob, true)
     })
     .unwrap();
     q.add_credit(id, n, u32::MAX).unwrap();
