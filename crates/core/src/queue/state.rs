@@ -2,7 +2,6 @@
 //! their credit. Dispatch runs here, under that lock, so a publish or a credit grant never needs
 //! a second lock to hand messages to a consumer.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
@@ -26,7 +25,7 @@ use crate::queue::consumer::Consumer;
 use crate::queue::entries::Entries;
 use crate::queue::features::Features;
 use crate::queue::graveyard::Graveyard;
-use crate::queue::groups::{Groups, DEFAULT_GROUP};
+use crate::queue::groups::Groups;
 use crate::queue::outbox::{Delivery, OutboxItem};
 use crate::queue::timed_delete::TimedDelete;
 use crate::queue::QueueStore;
@@ -371,13 +370,8 @@ impl QueueState {
         if self.last_value.is_some() {
             self.replace_last_value(&message, position);
         }
-        if let Some(groups) = self.groups.as_deref_mut() {
-            let group = groups.group_of(&message);
-            groups.heads.push(position, &group);
-            let entries = &self.entries;
-            groups
-                .heads
-                .compact_if_stale(entries.len(), |p| p == position || entries.contains(p));
+        if self.groups.is_some() {
+            self.list_in_group(position, &message);
         }
         let item = if let Some(body_size) = on_disk_body {
             Item::on_disk(&message, body_size, redelivery)
@@ -504,17 +498,8 @@ impl QueueState {
 
     /// Records an acquisition, by consumer `by` (0: a get, or an acquire after browsing).
     fn mark_unsettled(&mut self, e: &Entry, by: ConsumerId) {
-        // Only a browsed message is acquired while on disk: its group is read back with it.
-        let read_back = match (e.message(), &self.groups) {
-            (None, Some(_)) => self.content(e),
-            _ => None,
-        };
-        if let Some(groups) = self.groups.as_deref_mut() {
-            let group = e
-                .message()
-                .or(read_back.as_ref())
-                .map_or(Cow::Borrowed(DEFAULT_GROUP), |m| groups.group_of(m));
-            groups.acquired(e.position, &group, by);
+        if self.groups.is_some() {
+            self.hold_group(e, by);
         }
         self.counters.delivered += 1;
         let (size, redelivery) = (e.size(), e.redelivery());

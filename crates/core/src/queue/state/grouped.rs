@@ -7,10 +7,12 @@
 //! it is taken; and at most [`DISK_READS_PER_PASS`] per pass, so a pass never holds the
 //! queue's lock for many reads nor fills memory with heads nobody takes.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::{Clock, Entry, QueueState};
 use crate::message::Message;
+use crate::queue::groups::DEFAULT_GROUP;
 use crate::queue::Queue;
 use crate::ConsumerId;
 
@@ -19,6 +21,39 @@ use crate::ConsumerId;
 const DISK_READS_PER_PASS: usize = 32;
 
 impl QueueState {
+    /// Lists a new message at `position` under its group. Out of line: queues without
+    /// groups only test for them on the publish path.
+    #[inline(never)]
+    pub(super) fn list_in_group(&mut self, position: u64, message: &Message) {
+        let Some(groups) = self.groups.as_deref_mut() else {
+            return;
+        };
+        let group = groups.group_of(message);
+        groups.heads.push(position, &group);
+        let entries = &self.entries;
+        groups
+            .heads
+            .compact_if_stale(entries.len(), |p| p == position || entries.contains(p));
+    }
+
+    /// `e`, just acquired by `by` (0: a get, or an acquire after browsing), holds its group.
+    /// Only a browsed message is acquired while on disk: its group is read back with it.
+    #[inline(never)]
+    pub(super) fn hold_group(&mut self, e: &Entry, by: ConsumerId) {
+        let read_back = match e.message() {
+            Some(_) => None,
+            None => self.content(e),
+        };
+        let Some(groups) = self.groups.as_deref_mut() else {
+            return;
+        };
+        let group = e
+            .message()
+            .or(read_back.as_ref())
+            .map_or(Cow::Borrowed(DEFAULT_GROUP), |m| groups.group_of(m));
+        groups.acquired(e.position, &group, by);
+    }
+
     /// A head goes to its group's owner when that consumer has credit, to the next consumer
     /// with credit when its group is free, and otherwise waits while the other groups move
     /// on.
