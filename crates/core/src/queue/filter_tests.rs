@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::state::WALK_STEPS;
-use super::tests::{bodies, bs, deliveries, publish, queue, spec};
+use super::tests::{bodies, bs, deliveries, group_queue, publish, publish_grouped, queue, spec};
 use super::*;
 use crate::message::{Message, MessageFilter};
 use crate::queue::Outbox;
@@ -185,27 +185,11 @@ fn only_the_active_consumer_of_a_single_active_queue_is_served_even_when_filtere
 
 #[test]
 fn in_a_grouped_queue_a_filtered_consumer_gets_only_matching_groups_messages() {
-    use crate::message::MessageParts;
-    use crate::value::{HeaderValue, Headers};
-    let opts = QueueOptions {
-        arguments: [("qpid.group_header_key", HeaderValue::Str("G".into()))]
-            .into_iter()
-            .collect(),
-        ..QueueOptions::default()
-    };
-    let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
-    for body in ["a1", "x1", "a2", "x2"] {
-        let mut headers = Headers::new();
-        headers.push("G", HeaderValue::Str(body[..1].into()));
-        q.enqueue(
-            MessageParts {
-                headers: Some(Arc::new(headers)),
-                ..MessageParts::new("", "q", bytes::Bytes::from_static(body.as_bytes()))
-            }
-            .build(),
-        )
-        .unwrap();
-    }
+    let q = group_queue();
+    publish_grouped(
+        &q,
+        &[("a", b"a1"), ("x", b"x1"), ("a", b"a2"), ("x", b"x2")],
+    );
     let (o1, o2) = (Outbox::new(), Outbox::new());
     let f = prefix("x");
     subscribe_with_credit(&q, filtered(1, &o1, true, &f));

@@ -1257,7 +1257,7 @@ fn a_message_group_goes_to_one_consumer_at_a_time() {
     assert_eq!(bodies(&deliveries(&o2)), [&b"C7"[..], b"C8"]);
 }
 
-fn group_queue() -> Arc<Queue> {
+pub(super) fn group_queue() -> Arc<Queue> {
     use crate::value::HeaderValue;
     let opts = QueueOptions {
         arguments: [("qpid.group_header_key", HeaderValue::Str("G".into()))]
@@ -1353,7 +1353,7 @@ fn management_sees_each_groups_messages_and_holder() {
     assert_eq!(seen, [(&b"A"[..], 2, &b"c1"[..]), (b"B", 1, b"")]);
 }
 
-fn publish_grouped(q: &Arc<Queue>, messages: &[(&str, &'static [u8])]) {
+pub(super) fn publish_grouped(q: &Arc<Queue>, messages: &[(&str, &'static [u8])]) {
     for (group, body) in messages {
         q.enqueue(grouped(group, body, None)).unwrap();
     }
@@ -1361,24 +1361,15 @@ fn publish_grouped(q: &Arc<Queue>, messages: &[(&str, &'static [u8])]) {
 
 #[test]
 fn a_get_takes_no_message_of_a_group_a_consumer_holds() {
-    use crate::value::{HeaderValue, Headers};
-    let opts = QueueOptions {
-        arguments: [("qpid.group_header_key", HeaderValue::Str("G".into()))]
-            .into_iter()
-            .collect(),
-        ..QueueOptions::default()
-    };
-    let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
-    for (i, group) in ["A", "A", "B", "A", "B"].iter().enumerate() {
-        let mut headers = Headers::new();
-        headers.push("G", HeaderValue::Str((*group).into()));
-        let m = MessageParts {
-            headers: Some(Arc::new(headers)),
-            ..MessageParts::new("", "q", Bytes::from(format!("{group}{i}")))
-        }
-        .build();
-        q.enqueue(m).unwrap();
-    }
+    let q = group_queue();
+    let messages: [(&str, &[u8]); 5] = [
+        ("A", b"A0"),
+        ("A", b"A1"),
+        ("B", b"B2"),
+        ("A", b"A3"),
+        ("B", b"B4"),
+    ];
+    publish_grouped(&q, &messages);
     let ob = Outbox::new();
     q.subscribe(spec(1, &ob, true)).unwrap();
     q.add_credit(1, 1, u32::MAX).unwrap();
