@@ -12,8 +12,8 @@ pub struct Got {
     pub position: u64,
     pub message: Message,
     pub redelivered: bool,
-    /// Times it came back to the queue after a delivery (saturating at 127).
-    pub returns: u8,
+    /// Times it came back to the queue after a delivery (saturating at 32,767).
+    pub returns: u16,
     /// Messages still available after this one.
     pub remaining: u64,
 }
@@ -36,7 +36,7 @@ impl Queue {
         Some(Got {
             position: entry.position,
             redelivered: entry.redelivered(),
-            returns: entry.redelivery().returns_byte(),
+            returns: entry.redelivery().returns(),
             message: entry.into_message(),
             remaining: st.entries.len() as u64,
         })

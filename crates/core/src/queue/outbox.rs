@@ -24,8 +24,8 @@ pub struct Delivery {
     /// Position in the queue; the handle for accept/release/reject/acquire.
     pub position: u64,
     pub redelivered: bool,
-    /// Times the message came back to its queue after a delivery (saturating at 127).
-    pub returns: u8,
+    /// Times the message came back to its queue after a delivery (saturating at 32,767).
+    pub returns: u16,
     /// False for browse deliveries: the message is still on the queue.
     pub acquired: bool,
     /// The delivery took a slot of the consumer's settlement window (it had unlimited credit);

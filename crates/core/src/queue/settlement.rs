@@ -116,7 +116,7 @@ impl Queue {
         let over_limit = self
             .features
             .delivery_limit
-            .is_some_and(|limit| redelivery.returns() > limit);
+            .is_some_and(|limit| u32::from(redelivery.returns()) > limit);
         if over_limit && !st.deleted {
             st.left(&u, Settled::Rejected);
             gone.over_limit.push(message);

@@ -960,7 +960,7 @@ impl QueueState {
             queue: queue.clone(),
             position: entry.position,
             redelivered: entry.redelivered(),
-            returns: entry.redelivery().returns_byte(),
+            returns: entry.redelivery().returns(),
             // Resident: dispatch looked at the entry's content under this same lock.
             message: entry.into_message(),
             acquired: true,
@@ -1023,7 +1023,7 @@ impl QueueState {
                 message,
                 position: e.position,
                 redelivered: e.redelivered(),
-                returns: e.redelivery().returns_byte(),
+                returns: e.redelivery().returns(),
                 acquired: false,
                 windowed: c.windowed(),
                 window_credit: c.window_mode,

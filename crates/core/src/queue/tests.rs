@@ -1396,7 +1396,7 @@ fn returns_until_gone(arguments: &[(&str, crate::value::HeaderValue)]) -> Option
     };
     let q = Queue::new("q".into(), &opts, None, QueueLimits::default());
     publish(&q, &["poison"]);
-    for returns in 1..=200 {
+    for returns in 1..=1000 {
         let got = q.get()?;
         q.release([(got.position, got.message)], true);
         if q.info().message_count == 0 {
@@ -1413,6 +1413,9 @@ fn a_quorum_queue_has_rabbitmq_4s_delivery_limit_of_20_unless_told_otherwise() {
     assert_eq!(returns_until_gone(std::slice::from_ref(&quorum)), Some(21));
     let own = ("x-delivery-limit", Int(3));
     assert_eq!(returns_until_gone(&[quorum.clone(), own]), Some(4));
+    // Past what one byte would count.
+    let high = ("x-delivery-limit", Int(300));
+    assert_eq!(returns_until_gone(&[quorum.clone(), high]), Some(301));
     // A negative limit turns it off, as in RabbitMQ.
     let off = ("x-delivery-limit", Int(-1));
     assert_eq!(returns_until_gone(&[quorum, off]), None);

@@ -183,7 +183,7 @@ impl Channel {
     }
 
     /// A get-ok with its message, in order with held replies.
-    pub fn reply_content(&mut self, ctx: &mut Ctx, method: Method, message: Message, returns: u8) {
+    pub fn reply_content(&mut self, ctx: &mut Ctx, method: Method, message: Message, returns: u16) {
         let reply = Reply {
             method,
             content: Some(message),
@@ -265,7 +265,7 @@ impl Channel {
     }
 
     /// `returns`: times the message came back to its queue, sent as `x-delivery-count`.
-    fn write_header_and_body(&self, ctx: &mut Ctx, message: &Message, returns: u8) {
+    fn write_header_and_body(&self, ctx: &mut Ctx, message: &Message, returns: u16) {
         ctx.traffic.messages_out += 1;
         let props = convert::outgoing_properties(message, returns);
         let body = message.body();

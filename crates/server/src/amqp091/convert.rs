@@ -69,7 +69,7 @@ pub const DELIVERY_COUNT_HEADER: &str = "x-delivery-count";
 /// `qpid.queue_msg_sequence`, as a long), and so are re-encoded. So are messages that came
 /// back to their queue (`returns` > 0): RabbitMQ's quorum queues' `x-delivery-count`, which
 /// consumers read to give up on a message (ferryd counts returns on every queue).
-pub fn outgoing_properties(message: &Message, returns: u8) -> Encoded<'_> {
+pub fn outgoing_properties(message: &Message, returns: u16) -> Encoded<'_> {
     if returns > 0
         || message.deaths().is_some()
         || message.sequence().is_some()

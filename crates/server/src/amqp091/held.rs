@@ -16,7 +16,7 @@ pub struct Reply {
     /// The content of a get-ok.
     pub content: Option<Message>,
     /// Times the get-ok's message came back to its queue (its `x-delivery-count`).
-    pub returns: u8,
+    pub returns: u16,
     /// The consume-ok of this consumer: once it is sent, the consumer may get deliveries.
     pub announces: Option<ConsumerId>,
 }

@@ -17,13 +17,13 @@ pub(crate) struct Entry {
 }
 
 /// Whether a message was delivered before, and how many times it came back to the queue
-/// after a delivery (for `x-delivery-limit`): one byte, so it rides in an entry's padding.
-/// The count saturates at [`Redelivery::MAX_RETURNS`].
+/// after a delivery (for `x-delivery-limit`): two bytes, so it rides in an entry's padding.
+/// The count saturates at [`Redelivery::MAX_RETURNS`], which a limit must stay below to act.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Redelivery(u8);
+pub(crate) struct Redelivery(u16);
 
 impl Redelivery {
-    pub(crate) const MAX_RETURNS: u32 = 127;
+    pub(crate) const MAX_RETURNS: u16 = u16::MAX >> 1;
 
     /// Marked redelivered without a return counted (recovered from the store).
     pub(crate) const REDELIVERED: Redelivery = Redelivery(1);
@@ -33,29 +33,24 @@ impl Redelivery {
     }
 
     /// Times it came back after a delivery.
-    pub(crate) fn returns(self) -> u32 {
-        u32::from(self.0 >> 1)
-    }
-
-    /// [`Redelivery::returns`] as the byte it fits in.
-    pub(crate) fn returns_byte(self) -> u8 {
+    pub(crate) fn returns(self) -> u16 {
         self.0 >> 1
     }
 
     /// Came back after a delivery: redelivered, one more return.
     pub(crate) fn returned(self) -> Redelivery {
-        let returns = (self.returns() + 1).min(Self::MAX_RETURNS) as u8;
+        let returns = (self.returns() + 1).min(Self::MAX_RETURNS);
         Redelivery(returns << 1 | 1)
     }
 }
 
 impl From<bool> for Redelivery {
     fn from(redelivered: bool) -> Redelivery {
-        Redelivery(u8::from(redelivered))
+        Redelivery(u16::from(redelivered))
     }
 }
 
-/// Sixteen bytes, so an entry stays at 24: the redelivery byte rides in each variant, and a
+/// Sixteen bytes, so an entry stays at 24: the redelivery count rides in each variant, and a
 /// stand-in's priority and publisher beside its pointer, in what would be padding.
 #[derive(Debug, Clone)]
 pub(crate) enum Item {
