@@ -536,6 +536,17 @@ def point_cell(p):
     return f_rate(p.transfers_per_sec)
 
 
+def turn_ratios(f, other):
+    """ferryd's transfers/s over the other broker's, repetition by repetition, where both
+    points have every repetition (the 0-9-1 section runs them in turn)."""
+    if f is None or other is None or f.failed or other.failed:
+        return []
+    a, b = f.transfers, other.transfers
+    if len(a) != len(b) or not all(b):
+        return []
+    return [x / y for x, y in zip(a, b)]
+
+
 def section_amqp091(d, charts):
     if not d.amqp091:
         return ""
@@ -546,7 +557,9 @@ def section_amqp091(d, charts):
     others = [b for b in brokers if b != "ferryd"]
     out = "## AMQP 0-9-1: ferryd beside RabbitMQ\n\n"
     out += ("`ferry perftest --protocol amqp0-9-1 -s --npubs 1 --nsubs 1 --qt 1 --sub-ack 100 "
-            "--prefetch 1000 [--durable yes] [--confirm 100]`: the same harness against each broker; "
+            "--prefetch 1000 [--durable yes] [--confirm 100]`: the same harness against each broker, "
+            "both running, taking turns a repetition at a time (so the host's drift over the "
+            "section weighs on both alike); "
             "the subscriber acknowledges every 100 messages with `multiple`. *Persistent* is a "
             "durable queue and delivery mode 2; *confirms* is publisher confirms with at most 100 "
             "unconfirmed. Transfers/s counts each message twice (published, delivered); median of "
@@ -773,6 +786,10 @@ def section_persistent(d, charts):
         need2 = PERSISTENT_VS_RABBITMQ_2 * rb.transfers_per_sec
         out += (f"\nTarget (issue 15): the same at ≥ {PERSISTENT_VS_RABBITMQ_2}× RabbitMQ, so ≥ "
                 f"{f_rate(need2)}" + (f" — {met(fr >= need2)}" if fr is not None else "") + ".")
+        turns = turn_ratios(f, rb)
+        if turns:
+            out += (" Repetition by repetition (each ferryd run beside the RabbitMQ run that "
+                    "followed it): " + ", ".join(f"{r:.2f}×" for r in turns) + ".")
         sync = d.fsync.get(HEADLINE_SIZE, {}).get("p50_ms")
         if fr is not None and sync:
             # Little's law: 100 unconfirmed messages, each confirmed after a sync.

@@ -32,9 +32,10 @@
 #               repeated) and a few npubs=nsubs x qt points, and `ferry latency-test --rate
 #               10000 --tcp-nodelay` for every size (repeated, a sweep at a time); the same
 #               for the other 0-10 brokers;
-#   amqp091     ferryd and RabbitMQ over AMQP 0-9-1 with the same harness: transient and
-#               persistent, with and without publisher confirms (window 100), 16 and 256 B,
-#               plus 2-hop latency at 10k msg/s; persistent rows need ferryd's durable store
+#   amqp091     ferryd and RabbitMQ over AMQP 0-9-1 with the same harness, both running and
+#               taking turns a repetition at a time: transient and persistent, with and
+#               without publisher confirms (window 100), 16 and 256 B, plus 2-hop latency at
+#               10k msg/s; persistent rows need ferryd's durable store
 #               (--data-dir) and are marked "unavailable" when this ferryd has none;
 #   persistent  ferryd's durable store: perftest --durable yes at 256 B and 4 KiB with 1 and
 #               8 publishers (over 0-10, completion after the store's sync), and persistent
@@ -426,6 +427,17 @@ set_broker() {
     b_auth=("$@")
 }
 
+# The broker under test by name, once started: ferryd or rabbitmq.
+use_broker() {
+    case $1 in
+        ferryd) set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0 \
+            --username guest --password guest ;;
+        rabbitmq) set_broker rabbitmq 127.0.0.1 "$rabbitmq_port" "$rabbitmq_vm_pid" \
+            "$other_max_count" --username guest --password guest ;;
+        *) echo "use_broker: unknown broker $1" >&2; return 1 ;;
+    esac
+}
+
 # Extra `ferry perftest` / `ferry latency-test` options for the points being run (protocol,
 # durability, confirms), and where their rows go: the CSV file and the columns that identify
 # the point in it before the common ones.
@@ -466,10 +478,21 @@ count_for() {   # transfers_per_sec size npubs qt nsubs
 }
 
 perftest_point() {   # size npubs qt repeats [nsubs]
-    local size=$1 n=$2 qt=$3 reps=$4 ns=${5:-$2} pilot line count rep t0 t1 c0 c1 secs cpu raw
+    local size=$1 n=$2 qt=$3 reps=$4 ns=${5:-$2} count rep
+    count=$(perftest_pilot "$size" "$n" "$qt" "$ns") || return 0
+    for (( rep = 1; rep <= reps; rep++ )); do
+        perftest_rep "$size" "$n" "$qt" "$ns" "$count" "$rep"
+    done
+    perftest_summary "$size" "$n" "$qt" "$ns" "$count" "$reps"
+}
+
+perftest_tag() { echo "$b_label${pt_prefix:+-${pt_prefix//,/-}}-$1-$2-$4-$3"; }   # size npubs qt nsubs
+
+# Pilot: a small run that sizes the real ones and warms the broker (a JVM's JIT too). Prints
+# the count for the repetitions; fails (with a failed row) if the pilot does.
+perftest_pilot() {   # size npubs qt nsubs
+    local size=$1 n=$2 qt=$3 ns=$4 pilot line
     local csv=${pt_csv:-$out/perftest.csv} prefix=${pt_prefix:+$pt_prefix,}
-    local tag=$b_label${pt_prefix:+-${pt_prefix//,/-}}-$size-$n-$ns-$qt
-    # Pilot: a small run that sizes the real ones and warms the broker (a JVM's JIT too).
     pilot=$(( 64 * 1024 * 1024 / size / (n * qt) ))
     (( pilot > 20000 )) && pilot=20000
     (( pilot < 1000 )) && pilot=1000
@@ -481,26 +504,40 @@ perftest_point() {   # size npubs qt repeats [nsubs]
         (( want > pt_pilot_min )) && want=$pt_pilot_min
         (( pilot < want )) && pilot=$want
     fi
-    if ! line=$(perftest_once "$size" "$n" "$ns" "$qt" "$pilot" "$out/raw/perftest-$tag-pilot.txt"); then
+    if ! line=$(perftest_once "$size" "$n" "$ns" "$qt" "$pilot" \
+            "$out/raw/perftest-$(perftest_tag "$size" "$n" "$qt" "$ns")-pilot.txt"); then
         echo "$b_label,$prefix$size,$n,$ns,$qt,$pilot,pilot,,,,,,,,,failed" >>"$csv"
-        return 0
+        return 1
     fi
-    count=$(count_for "$(cut -f3 <<<"$line")" "$size" "$n" "$qt" "$ns")
-    for (( rep = 1; rep <= reps; rep++ )); do
-        raw=$out/raw/perftest-$tag-$rep.txt
-        c0=$(cpu_sample "$b_pid"); t0=$(now)
-        if line=$(perftest_once "$size" "$n" "$ns" "$qt" "$count" "$raw"); then
-            t1=$(now); c1=$(cpu_sample "$b_pid"); secs=$(elapsed "$t0" "$t1")
-            cpu=$(cpu_delta "$c0" "$c1" "$secs")
-            cpu+=,$(awk -v secs="$secs" '{ printf "%.2f", ($1 + $2) / secs }' "$raw.cpu")
-            awk -F '\t' -v pre="$b_label,$prefix$size,$n,$ns,$qt,$count,$rep" -v post="$secs,$cpu" \
-                '{ printf "%s,%s,%s,%s,%s,%s,ok\n", pre, $1, $2, $3, $4, post }' <<<"$line" >>"$csv"
-        else
-            echo "$b_label,$prefix$size,$n,$ns,$qt,$count,$rep,,,,,,,,,failed" >>"$csv"
-        fi
-    done
+    count_for "$(cut -f3 <<<"$line")" "$size" "$n" "$qt" "$ns"
+}
+
+# Repetition $6 of a point, `count` messages per publisher: one row.
+perftest_rep() {   # size npubs qt nsubs count rep
+    local size=$1 n=$2 qt=$3 ns=$4 count=$5 rep=$6 line t0 t1 c0 c1 secs cpu raw
+    local csv=${pt_csv:-$out/perftest.csv} prefix=${pt_prefix:+$pt_prefix,}
+    raw=$out/raw/perftest-$(perftest_tag "$size" "$n" "$qt" "$ns")-$rep.txt
+    c0=$(cpu_sample "$b_pid"); t0=$(now)
+    if line=$(perftest_once "$size" "$n" "$ns" "$qt" "$count" "$raw"); then
+        t1=$(now); c1=$(cpu_sample "$b_pid"); secs=$(elapsed "$t0" "$t1")
+        cpu=$(cpu_delta "$c0" "$c1" "$secs")
+        cpu+=,$(awk -v secs="$secs" '{ printf "%.2f", ($1 + $2) / secs }' "$raw.cpu")
+        awk -F '\t' -v pre="$b_label,$prefix$size,$n,$ns,$qt,$count,$rep" -v post="$secs,$cpu" \
+            '{ printf "%s,%s,%s,%s,%s,%s,ok\n", pre, $1, $2, $3, $4, post }' <<<"$line" >>"$csv"
+    else
+        echo "$b_label,$prefix$size,$n,$ns,$qt,$count,$rep,,,,,,,,,failed" >>"$csv"
+    fi
+}
+
+# One line on the terminal: the point's repetitions' transfers/s.
+perftest_summary() {   # size npubs qt nsubs count reps
+    local csv=${pt_csv:-$out/perftest.csv} prefix=${pt_prefix:+$pt_prefix,}
+    local rates
+    rates=$(awk -F, -v pre="$b_label,$prefix$1,$2,$4,$3,$5," -v reps="$6" '
+        index($0, pre) == 1 && $NF == "ok" { r[++n] = $(NF - 6) }
+        END { for (i = n - reps + 1; i <= n; i++) if (i > 0) printf "%s%s", (i > n - reps + 1 ? " " : ""), r[i] }' "$csv")
     printf '  %-8s %-16s %6s B  npubs=%s nsubs=%s qt=%s  count %-8s %s transfers/s\n' \
-        "$b_label" "$pt_prefix" "$size" "$n" "$ns" "$qt" "$count" "$(cut -f3 <<<"$line")"
+        "$b_label" "$pt_prefix" "$1" "$2" "$4" "$3" "$5" "${rates:-failed}"
 }
 
 # A row saying the point was not measured and why, for the report to show.
@@ -604,11 +641,14 @@ measure_broker() {
 # Issue 5's matrix with the same harness over 0-9-1: transient and persistent (durable queue,
 # delivery mode 2), without and with publisher confirms (window 100), 16 and 256 B; 1 pub,
 # 1 sub, 1 queue; the subscriber acknowledges every 100 with `multiple`, prefetch 1000.
-# Then 2-hop latency at 10k msg/s, 256 B. $1: can this broker keep persistent messages?
+# Then 2-hop latency at 10k msg/s, 256 B. The brokers named take turns a repetition at a
+# time (a pilot each first): the host's speed drifts over the minutes the section takes, and
+# the figures read are ferryd's ratios to RabbitMQ, so the drift must weigh on both alike.
 amqp091_header="broker,persistent,confirm,size,npubs,nsubs,qt,count,rep,pubs_per_sec,subs_per_sec,transfers_per_sec,mbytes_per_sec,wall_secs,machine_cpu_busy_pct,broker_cpu_cores,harness_cpu_cores,status"
-measure_amqp091() {
-    local durable_ok=$1 persistent confirm s
-    echo "perftest over AMQP 0-9-1 against $b_label (127.0.0.1:$b_port)"
+measure_amqp091() {   # broker... (ferryd, rabbitmq)
+    local persistent confirm s b rep
+    local -A count
+    echo "perftest over AMQP 0-9-1 against $*, in turn"
     pt_csv=$out/amqp091.csv
     for persistent in no yes; do
         for confirm in 0 100; do
@@ -616,18 +656,37 @@ measure_amqp091() {
             pt_extra=(--protocol amqp0-9-1 --sub-ack 100 --prefetch 1000 --durable "$persistent")
             (( confirm > 0 )) && pt_extra+=(--confirm "$confirm")
             for s in "${amqp091_sizes[@]}"; do
-                if [[ $persistent == yes && $durable_ok != 1 ]]; then
-                    unavailable_point "$s" 1 1 1
-                else
-                    perftest_point "$s" 1 1 "$perf_repeats"
-                fi
+                count=()
+                for b in "$@"; do
+                    use_broker "$b"
+                    if [[ $persistent == yes && $b == ferryd && $ferryd_store != 1 ]]; then
+                        unavailable_point "$s" 1 1 1
+                    elif ! count[$b]=$(perftest_pilot "$s" 1 1 1); then
+                        unset "count[$b]"
+                    fi
+                done
+                for (( rep = 1; rep <= perf_repeats; rep++ )); do
+                    for b in "$@"; do
+                        [[ -n ${count[$b]:-} ]] || continue
+                        use_broker "$b"
+                        perftest_rep "$s" 1 1 1 "${count[$b]}" "$rep"
+                    done
+                done
+                for b in "$@"; do
+                    [[ -n ${count[$b]:-} ]] || continue
+                    use_broker "$b"
+                    perftest_summary "$s" 1 1 1 "${count[$b]}" "$perf_repeats"
+                done
             done
         done
     done
-    echo "latency-test over AMQP 0-9-1 against $b_label"
-    pt_csv=$out/amqp091_latency.csv pt_prefix=no pt_extra=(--protocol amqp0-9-1)
-    latency_warmup
-    latency_point 256 10000
+    for b in "$@"; do
+        use_broker "$b"
+        echo "latency-test over AMQP 0-9-1 against $b_label"
+        pt_csv=$out/amqp091_latency.csv pt_prefix=no pt_extra=(--protocol amqp0-9-1)
+        latency_warmup
+        latency_point 256 10000
+    done
     pt_csv= pt_prefix= pt_extra=()
 }
 
@@ -769,9 +828,17 @@ ferryd_store=0
 ferryd_has_store && ferryd_store=1
 if want papers || want amqp091 || want persistent || want amqp1 || want bounds; then
     start_ferryd
-    set_broker ferryd 127.0.0.1 "$ferryd_port" "$ferryd_pid" 0 --username guest --password guest
+    use_broker ferryd
     want papers && measure_broker
-    want amqp091 && measure_amqp091 "$ferryd_store"
+    if want amqp091; then
+        if (( rabbitmq )) && start_rabbitmq; then
+            measure_amqp091 ferryd rabbitmq
+            stop_rabbitmq
+        else
+            measure_amqp091 ferryd
+        fi
+        use_broker ferryd
+    fi
     want persistent && measure_persistent "$ferryd_store"
     want amqp1 && measure_amqp1
     want bounds && measure_bounds
@@ -791,15 +858,6 @@ if want papers && [[ -n $other ]]; then
         --username "${BENCH_OTHER_USER:-guest}" --password "${BENCH_OTHER_PASSWORD:-guest}"
     measure_broker
 fi
-if want amqp091 && (( rabbitmq )); then
-    if start_rabbitmq; then
-        set_broker rabbitmq 127.0.0.1 "$rabbitmq_port" "$rabbitmq_vm_pid" "$other_max_count" \
-            --username guest --password guest
-        measure_amqp091 1
-        stop_rabbitmq
-    fi
-fi
-
 if want cluster; then
     measure_cluster
 fi

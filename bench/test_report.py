@@ -290,7 +290,18 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| 48× |", md)
         # 400k against 5 x 60k = 300k: met.
         self.assertIn("≥ 300,000; ferryd 400,000 — **met**", md)
+        self.assertIn("the RabbitMQ run that followed it): 6.67×.", md)
         self.assertIn("| 256 | 5,000 | 0.180 | 0.500 | 3.000 |", md)
+
+    def test_turn_ratios_pair_repetitions_only_when_every_one_of_both_ran(self):
+        f = bd.PerfPoint("ferryd", 256, 1, 1, transfers=[800.0, 900.0])
+        r = bd.PerfPoint("rabbitmq", 256, 1, 1, transfers=[100.0, 90.0])
+        self.assertEqual(report.turn_ratios(f, r), [8.0, 10.0])
+        r.failed = 1
+        self.assertEqual(report.turn_ratios(f, r), [], "a failed repetition breaks the pairs")
+        r.failed, r.transfers = 0, [100.0]
+        self.assertEqual(report.turn_ratios(f, r), [])
+        self.assertEqual(report.turn_ratios(f, None), [])
 
     def test_the_tail_analysis_is_included_as_a_section(self):
         write_set(self.dir)
