@@ -559,6 +559,13 @@ impl Journal for ClusterJournal {
         }
     }
 
+    fn returned(&self, queue: u64, message: u64, returns: u32) {
+        // Replicated queues' counts are not replicated: a new leader counts from 0.
+        if !is_replicated_id(queue) && !is_replicated_id(message) {
+            self.local.returned(queue, message, returns);
+        }
+    }
+
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
         // Replicated operations of the transaction were proposed one by one (they are not
         // atomic across a failover: docs/CLUSTER.md); the commit waits for all of them.
@@ -675,7 +682,7 @@ mod tests {
 
     #[test]
     fn replicated_ids_stay_apart_from_the_stores() {
-        let (j, _rx) = ClusterJournal::new(Arc::new(NullJournal), 3);
+        let (j, _rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 3);
         assert!(!is_replicated_id(42));
         assert_eq!(j.message_key(42), LOCAL_TAGGED | (3 << 48) | 42);
         j.start_serving(7);
@@ -693,8 +700,18 @@ mod tests {
     }
 
     #[test]
+    fn only_local_queues_delivery_counts_reach_the_local_store() {
+        let local = Arc::new(NullJournal::default());
+        let (j, _rx) = ClusterJournal::new(local.clone(), 1);
+        j.start_serving(1);
+        j.returned(5, 6, 2);
+        j.returned(REPLICATED | 1, REPLICATED | 7, 1);
+        assert_eq!(*local.returned.lock(), [(5, 6, 2)]);
+    }
+
+    #[test]
     fn points_complete_in_order_and_fail_when_leadership_ends() {
-        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal), 1);
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
         assert!(
             j.propose(Op::Delete {
                 queue: REPLICATED | 1
@@ -740,7 +757,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connections_read_batch_goes_to_raft_as_one_entry() {
-        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal), 1);
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
         j.start_serving(1);
         delete(&j, 1);
         delete(&j, 2);
@@ -762,7 +779,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_entry_nobody_waits_for_goes_after_a_short_delay() {
-        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal), 1);
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
         j.start_serving(1);
         let point = delete(&j, 1);
         let first = rx.recv().await.unwrap();
@@ -774,7 +791,11 @@ mod tests {
     }
 
     /// A local store that holds nothing and is always durable.
-    struct NullJournal;
+    #[derive(Default)]
+    struct NullJournal {
+        /// The delivery counts it was given.
+        returned: parking_lot::Mutex<Vec<(u64, u64, u32)>>,
+    }
 
     impl Journal for NullJournal {
         fn declare_exchange(&self, _: &ExchangeDefinition) -> Result<(), BrokerError> {
@@ -808,6 +829,9 @@ mod tests {
             Ok((1, SyncPoint(0)))
         }
         fn dequeue(&self, _: u64, _: &[u64], _: Option<&JournalTx>) {}
+        fn returned(&self, queue: u64, message: u64, returns: u32) {
+            self.returned.lock().push((queue, message, returns));
+        }
         fn commit_tx(&self, _: &JournalTx) -> Option<SyncPoint> {
             None
         }

@@ -88,7 +88,7 @@ pub use mgmt::{ConsumerEntry, ExchangeStatus, Overview, QueueStatus};
 pub use queue::{
     is_quorum_declare, Accepts, BacklogWaiter, ConsumerFilter, ConsumerSpec, ConsumerStatus,
     Delivery, Got, MessageGroup, MessageGroups, Outbox, OutboxItem, Queue, QueueDepth, QueueInfo,
-    QueueOptions, QuotaCharge, Restored, SettleWindow,
+    QueueOptions, QuotaCharge, Restored, RestoredMessage, SettleWindow,
 };
 pub use route::release_deliveries;
 pub use stats::{ConnectionCounters, ExchangeCounters, ExchangeTotals, QueueCounters, Traffic};

@@ -11,7 +11,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ferry_core::IdMap;
+use std::hash::BuildHasherDefault;
+
+use ferry_core::{IdHasher, IdMap};
 
 use crate::record::{BindingKey, ExchangeBindingKey, PreparedRec, Record};
 
@@ -128,10 +130,31 @@ pub struct Index {
     /// Prepared transactions not yet committed or aborted, with where their prepare record
     /// is: that record is live until then.
     pub prepared: HashMap<u64, (PreparedRec, Live)>,
+    /// (queue, message) → the count of its latest `Returned` record, and where that is.
+    pub returns: Returns,
     pub segments: BTreeMap<u64, SegmentStats>,
     pub live_bytes: u64,
     /// Recovery: queues deleted, swept from message references once at the end.
     deleted_queues: HashSet<u64>,
+}
+
+/// See [`Index::returns`]. Keyed by store ids, which the store assigns.
+pub type Returns = HashMap<(u64, u64), (u32, Live), BuildHasherDefault<IdHasher>>;
+
+/// Keeps the counts of (queue, message) pairs for which `keep` holds; returns where the
+/// others' records are.
+fn retain_returns(returns: &mut Returns, keep: impl Fn(u64, u64) -> bool) -> Vec<Live> {
+    let mut dropped = Vec::new();
+    if !returns.is_empty() {
+        returns.retain(|(queue, id), (_, at)| {
+            let kept = keep(*queue, *id);
+            if !kept {
+                dropped.push(*at);
+            }
+            kept
+        });
+    }
+    dropped
 }
 
 fn binding_id(k: &BindingKey) -> (String, u64, String) {
@@ -253,6 +276,22 @@ impl Index {
                     self.unaccount(old, at.seq);
                 }
             }
+            Record::Returned {
+                queue,
+                message,
+                returns,
+            } => {
+                // Recovery may meet the count before the message: compaction copies a
+                // message forward past the counts that followed it. It sweeps counts
+                // left without their message at the end.
+                if !recovering && !self.is_referenced(*queue, *message) {
+                    return;
+                }
+                if let Some((_, old)) = self.returns.insert((*queue, *message), (*returns, at)) {
+                    self.unaccount(old, at.seq);
+                }
+                self.account(at);
+            }
         }
     }
 
@@ -273,6 +312,19 @@ impl Index {
         if let Some(at) = self.messages.dequeue(id, queue) {
             self.unaccount(at, by);
         }
+        if !self.returns.is_empty() {
+            if let Some((_, at)) = self.returns.remove(&(queue, id)) {
+                self.unaccount(at, by);
+            }
+        }
+    }
+
+    /// How many times message `id` came back to `queue`, as far as the journal says.
+    pub fn returns_of(&self, queue: u64, id: u64) -> u32 {
+        if self.returns.is_empty() {
+            return 0;
+        }
+        self.returns.get(&(queue, id)).map_or(0, |(n, _)| *n)
     }
 
     /// Message `id` is gone from every queue, from the record numbered `by` on.
@@ -319,7 +371,10 @@ impl Index {
     /// Keeps only references to queues for which `keep` holds; messages left without any
     /// die.
     fn sweep_messages(&mut self, keep: impl Fn(u64) -> bool, by: u64) {
-        for (_, at) in self.messages.sweep(keep) {
+        for (_, at) in self.messages.sweep(&keep) {
+            self.unaccount(at, by);
+        }
+        for at in retain_returns(&mut self.returns, |queue, _| keep(queue)) {
             self.unaccount(at, by);
         }
     }
@@ -332,6 +387,14 @@ impl Index {
         // Everything read back is on disk: nothing it cancels waits for durability.
         self.sweep_messages(|q| queues.contains(&q), 0);
         self.drop_bindings(|(_, q, _)| !queues.contains(q), 0);
+        // Counts whose message was dequeued before them, or never read back.
+        let messages = &self.messages;
+        let orphans = retain_returns(&mut self.returns, |queue, id| {
+            messages.is_referenced(id, queue)
+        });
+        for at in orphans {
+            self.unaccount(at, 0);
+        }
     }
 
     /// Where the live declarations and bindings are.
@@ -349,6 +412,7 @@ impl Index {
             .copied()
             .chain(self.messages.places())
             .chain(self.prepared.values().map(|(_, at)| *at))
+            .chain(self.returns.values().map(|(_, at)| *at))
             .filter(|l| l.loc.segment == segment)
             .collect()
     }
@@ -366,6 +430,9 @@ impl Index {
                 here(self.messages.at(m.id).as_ref())
             }
             Record::TxPrepare(p) => here(self.prepared.get(&p.tx).map(|(_, at)| at)),
+            Record::Returned { queue, message, .. } => {
+                here(self.returns.get(&(*queue, *message)).map(|(_, at)| at))
+            }
             _ => false,
         }
     }
@@ -459,6 +526,63 @@ mod tests {
         ix.apply(&Record::QueueDelete(1), at(1, 4, 10), false);
         assert!(ix.messages.is_empty() && ix.bindings.is_empty() && ix.queues.is_empty());
         assert_eq!(ix.live_bytes, 0);
+    }
+
+    fn returned(queue: u64, message: u64, returns: u32) -> Record {
+        Record::Returned {
+            queue,
+            message,
+            returns,
+        }
+    }
+
+    #[test]
+    fn a_messages_count_lives_while_the_message_is_on_its_queue() {
+        let mut ix = Index::default();
+        ix.add_segment(1, 1000);
+        ix.add_segment(2, 1000);
+        ix.apply(&queue(1), at(1, 1, 10), false);
+        ix.apply(&queue(2), at(1, 2, 10), false);
+        ix.apply(&message(3, &[1, 2]), at(1, 3, 100), false);
+        ix.apply(&returned(1, 3, 1), at(2, 4, 20), false);
+        ix.apply(&returned(1, 3, 2), at(2, 5, 20), false);
+        ix.apply(&returned(2, 3, 1), at(2, 6, 20), false);
+        assert_eq!((ix.returns_of(1, 3), ix.returns_of(2, 3)), (2, 1));
+        assert_eq!(ix.segments[&2].live_bytes, 40, "the latest count per queue");
+        assert!(ix.is_current(&returned(1, 3, 2), 2, 5));
+        assert!(!ix.is_current(&returned(1, 3, 1), 2, 4));
+        assert_eq!(ix.live_in(2).len(), 2);
+        // A count for a message its queue no longer has is not kept.
+        ix.apply(&returned(1, 9, 1), at(2, 7, 20), false);
+        assert_eq!(ix.returns_of(1, 9), 0);
+        ix.dequeue(1, 3, 8);
+        assert_eq!((ix.returns_of(1, 3), ix.returns_of(2, 3)), (0, 1));
+        assert_eq!(ix.segments[&2].dead_upto, 8);
+        ix.apply(&Record::QueueDelete(2), at(2, 9, 10), false);
+        assert!(ix.returns.is_empty(), "a deleted queue's counts go with it");
+        assert_eq!(ix.segments[&2].live_bytes, 0);
+        assert_eq!(ix.live_bytes, 10);
+    }
+
+    #[test]
+    fn recovery_keeps_a_count_read_before_its_messages_copy_and_drops_orphans() {
+        let mut ix = Index::default();
+        ix.add_segment(2, 1000);
+        ix.add_segment(3, 1000);
+        ix.apply(&queue(1), at(2, 1, 10), true);
+        // Compaction copied message 5 forward past its count.
+        ix.apply(&returned(1, 5, 3), at(2, 6, 20), true);
+        // Message 7 was dequeued, and its record is gone with its segment.
+        ix.apply(&returned(1, 7, 1), at(2, 8, 20), true);
+        // A queue that is gone.
+        ix.apply(&returned(4, 5, 1), at(2, 10, 20), true);
+        ix.apply(&message(5, &[1, 4]), at(3, 11, 100), true);
+        ix.finish_recovery();
+        assert_eq!(ix.returns_of(1, 5), 3);
+        assert_eq!((ix.returns_of(1, 7), ix.returns_of(4, 5)), (0, 0));
+        assert_eq!(ix.returns.len(), 1);
+        assert_eq!(ix.segments[&2].live_bytes, 30);
+        assert_eq!(ix.live_bytes, 130);
     }
 
     #[test]

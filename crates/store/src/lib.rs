@@ -690,6 +690,20 @@ impl Journal for Store {
         self.appended_up_to(st, idle);
     }
 
+    fn returned(&self, queue: u64, message: u64, returns: u32) {
+        let mut st = self.shared.state.lock();
+        if !st.index.is_referenced(queue, message) {
+            return;
+        }
+        let idle = st.chunks.is_empty();
+        st.record(&Record::Returned {
+            queue,
+            message,
+            returns,
+        });
+        self.appended_up_to(st, idle);
+    }
+
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
         let t = tx.id()?;
         Some(self.with_state(|st| {

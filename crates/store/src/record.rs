@@ -104,8 +104,11 @@ pub mod kind {
     /// across restarts, until its `TX_COMMIT` or `TX_ABORT`.
     pub const TX_PREPARE: u8 = 14;
     pub const TX_ABORT: u8 = 15;
+    /// A message came back to a queue after a delivery: how many times so far. Kept for
+    /// queues with a delivery limit, which judges the message by it.
+    pub const RETURNED: u8 = 16;
     /// The highest record type, for the fuzz entry point.
-    pub const LAST: u8 = TX_ABORT;
+    pub const LAST: u8 = RETURNED;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -222,6 +225,13 @@ pub enum Record {
     ExchangeUnbind(ExchangeBindingKey),
     TxPrepare(PreparedRec),
     TxAbort(u64),
+    /// Message `message` came back to `queue` after a delivery, `returns` times so far; the
+    /// latest such record of a message still on its queue is live.
+    Returned {
+        queue: u64,
+        message: u64,
+        returns: u32,
+    },
 }
 
 impl Record {
@@ -242,6 +252,7 @@ impl Record {
             Record::ExchangeUnbind(_) => kind::EXCHANGE_UNBIND,
             Record::TxPrepare(_) => kind::TX_PREPARE,
             Record::TxAbort(_) => kind::TX_ABORT,
+            Record::Returned { .. } => kind::RETURNED,
         }
     }
 
@@ -319,6 +330,15 @@ impl Record {
                 put_ids(out, &p.messages);
             }
             Record::TxAbort(tx) => put_u64(out, *tx),
+            Record::Returned {
+                queue,
+                message,
+                returns,
+            } => {
+                put_u64(out, *queue);
+                put_u64(out, *message);
+                put_u32(out, *returns);
+            }
         }
     }
 
@@ -405,6 +425,11 @@ impl Record {
             kind::EXCHANGE_UNBIND => Record::ExchangeUnbind(exchange_binding(&mut r)?),
             kind::TX_PREPARE => Record::TxPrepare(prepared_rec(&mut r)?),
             kind::TX_ABORT => Record::TxAbort(r.u64()?),
+            kind::RETURNED => Record::Returned {
+                queue: r.u64()?,
+                message: r.u64()?,
+                returns: r.u32()?,
+            },
             other => return Err(DecodeError::BadType(other)),
         };
         Ok(rec)

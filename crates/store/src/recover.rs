@@ -19,6 +19,8 @@
 //! Redelivery rule: every recovered message is marked redelivered. The store does not record
 //! deliveries (that would cost a write per delivery), so any recovered message may have been
 //! delivered before the restart; saying so is the conservative answer 0-10 and 0-9-1 allow.
+//! It does record returns to queues with a delivery limit (`RETURNED`): such a message comes
+//! back with the count its limit judges it by.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -28,7 +30,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use std::sync::Arc;
 
-use ferry_core::{Arguments, Broker, ExchangeOptions, Message, Queue, QueueOptions, Restored};
+use ferry_core::{
+    Arguments, Broker, ExchangeOptions, Message, Queue, QueueOptions, Restored, RestoredMessage,
+};
 
 use crate::index::{Index, Live, LiveMessage, Loc};
 use crate::record::{
@@ -68,7 +72,7 @@ pub struct RecoveryStats {
 /// The live durable state, ready to be put into a broker.
 pub struct Recovered {
     exchanges: Vec<ExchangeRec>,
-    queues: Vec<(QueueRec, Vec<Restored>)>,
+    queues: Vec<(QueueRec, Vec<RestoredMessage>)>,
     bindings: Vec<(BindingKey, Arguments)>,
     exchange_bindings: Vec<(ExchangeBindingKey, Arguments)>,
     in_doubt: Vec<InDoubt>,
@@ -341,7 +345,7 @@ fn rebuild(
     let mut queues: HashMap<u64, QueueRec> = HashMap::new();
     let mut bindings = Vec::new();
     let mut exchange_bindings = Vec::new();
-    let mut messages: HashMap<u64, Vec<(u64, Restored)>> = HashMap::new();
+    let mut messages: HashMap<u64, Vec<(u64, RestoredMessage)>> = HashMap::new();
     // A prepared transaction's own messages go to it, not to queues; the messages it
     // dequeues stay queued until it completes. Both come back into memory whatever the
     // budget: the transaction holds them as messages, not stand-ins.
@@ -400,15 +404,16 @@ fn rebuild(
                     }
                     let in_memory = msg.size() <= budget || held.contains(&id);
                     let body_size = msg.body_size();
-                    let restored = |m: &Message| {
-                        if in_memory {
+                    let restored = |m: &Message, queue: u64| RestoredMessage {
+                        message: if in_memory {
                             Restored::InMemory(m.clone())
                         } else {
                             Restored::OnDisk {
                                 stub: m.clone(),
                                 body_size,
                             }
-                        }
+                        },
+                        returns: index.returns_of(queue, id),
                     };
                     let msg = if in_memory {
                         budget = budget.saturating_sub(msg.size());
@@ -418,7 +423,7 @@ fn rebuild(
                         msg.stub()
                     };
                     for q in live.queues.to_vec() {
-                        messages.entry(q).or_default().push((id, restored(&msg)));
+                        messages.entry(q).or_default().push((id, restored(&msg, q)));
                     }
                     stats.messages += 1;
                 }
@@ -436,7 +441,7 @@ fn rebuild(
         tracing::error!("store: {bad_messages} live records could not be decoded; skipped");
     }
     exchanges.sort_by_key(|(seq, _)| *seq);
-    let mut queue_list: Vec<(QueueRec, Vec<Restored>)> = queues
+    let mut queue_list: Vec<(QueueRec, Vec<RestoredMessage>)> = queues
         .into_values()
         .map(|q| {
             let mut msgs = messages.remove(&q.id).unwrap_or_default();

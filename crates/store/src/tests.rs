@@ -548,6 +548,50 @@ fn a_long_lived_message_at_the_head_is_compacted_forward() {
     assert_eq!(b.queue("q").unwrap().message_count(), 0);
 }
 
+/// Takes the queue's first message and puts it back as delivered: one return. The count
+/// it had before.
+fn return_once(q: &Arc<Queue>) -> u16 {
+    let got = q.get().expect("a message to return");
+    assert_eq!(q.release([(got.position, got.message)], true), 1);
+    got.returns
+}
+
+#[test]
+fn a_delivery_limits_count_survives_compaction_and_restarts() {
+    let dir = TempDir::new("returns");
+    let (store, b, _) = start(&dir, small());
+    let mut arguments = Arguments::new();
+    arguments.push("x-delivery-limit", HeaderValue::Int(3));
+    let opts = QueueOptions {
+        durable: true,
+        arguments,
+        ..QueueOptions::default()
+    };
+    let poison = b.declare_queue("poison", opts, false, 1).unwrap().0;
+    let q = durable_queue(&b, "q");
+    publish(&b, "poison", b"poison".to_vec(), true);
+    assert_eq!([return_once(&poison), return_once(&poison)], [0, 1]);
+    // The head segment, with the message and its counts, is copied forward.
+    churn_until_compacted(&store, &b, &q, 40);
+    assert!(segment_files(&dir).len() <= 5);
+    store.sync();
+    store.close();
+    drop((b, poison, q));
+
+    let (store, b, _) = start(&dir, small());
+    let poison = b.queue("poison").unwrap();
+    assert_eq!(return_once(&poison), 2, "counted before the restart");
+    store.sync();
+    store.close();
+    drop((b, poison));
+
+    let (_s, b, _) = start(&dir, small());
+    let poison = b.queue("poison").unwrap();
+    assert_eq!(return_once(&poison), 3);
+    // The fourth return is one more than the limit.
+    assert_eq!(poison.message_count(), 0);
+}
+
 #[test]
 fn a_head_segment_is_not_compacted_while_its_last_records_are_still_pending() {
     let dir = TempDir::new("compact-pending");

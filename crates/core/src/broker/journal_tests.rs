@@ -205,6 +205,41 @@ fn settling_purging_and_expiring_write_dequeues_and_releasing_does_not() {
 }
 
 #[test]
+fn a_return_to_a_queue_with_a_delivery_limit_is_journaled_with_its_count() {
+    let (b, j) = broker();
+    let mut arguments = Arguments::new();
+    arguments.push("x-delivery-limit", crate::value::HeaderValue::Int(5));
+    let opts = QueueOptions {
+        durable: true,
+        arguments,
+        ..QueueOptions::default()
+    };
+    let q = b.declare_queue("q", opts, false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    b.publish(&ex, persistent("q", "kept")).unwrap();
+    b.publish(&ex, transient("q")).unwrap();
+    j.take();
+    for returns in 1..=2 {
+        let got = q.get().unwrap();
+        let sid = got.message.store_id().unwrap();
+        q.release([(got.position, got.message)], true);
+        assert_eq!(j.take(), [Call::Returned(store_id(&q), sid, returns)]);
+    }
+    // Back without having gone out: no return to count.
+    let got = q.get().unwrap();
+    q.release([(got.position, got.message)], false);
+    assert!(j.take().is_empty());
+    // A transient message has no record to count against.
+    let (kept, t) = (q.get().unwrap(), q.get().unwrap());
+    assert!(t.message.store_id().is_none());
+    q.release(
+        [(t.position, t.message), (kept.position, kept.message)],
+        true,
+    );
+    assert!(matches!(&j.take()[..], [Call::Returned(_, _, 3)]));
+}
+
+#[test]
 fn accepts_in_a_run_share_one_lock_and_one_dequeue_record_per_queue() {
     let (b, j) = broker();
     let a = b.declare_queue("a", durable(), false, 1).unwrap().0;

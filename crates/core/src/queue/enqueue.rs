@@ -31,6 +31,23 @@ pub enum Restored {
     },
 }
 
+/// A recovered message with the times it had come back to the queue after a delivery, as
+/// the store counted them (for `x-delivery-limit`; 0 where it kept no count).
+#[derive(Debug)]
+pub struct RestoredMessage {
+    pub message: Restored,
+    pub returns: u32,
+}
+
+impl From<Restored> for RestoredMessage {
+    fn from(message: Restored) -> RestoredMessage {
+        RestoredMessage {
+            message,
+            returns: 0,
+        }
+    }
+}
+
 /// What [`Queue::enqueue_locked`] did with a message.
 #[derive(Debug)]
 pub(crate) enum Enqueued {
@@ -170,10 +187,11 @@ impl Queue {
     /// (they may have been delivered before the restart). Nothing is journaled: the store
     /// already holds them. A message the store left on disk comes as its stand-in
     /// ([`Message::stub`]); the queue reads it back before delivering it.
-    pub fn restore(&self, messages: impl IntoIterator<Item = Restored>) {
+    pub fn restore(&self, messages: impl IntoIterator<Item = impl Into<RestoredMessage>>) {
         let mut st = self.lock();
         for m in messages {
-            let (m, on_disk_body) = match m {
+            let RestoredMessage { message, returns } = m.into();
+            let (m, on_disk_body) = match message {
                 Restored::InMemory(m) => (m, None),
                 Restored::OnDisk { stub, body_size } => (stub, Some(body_size)),
             };
@@ -181,7 +199,7 @@ impl Queue {
             // Nor are trace edits: the queue's own id is added again (earlier queues' and
             // a reroute's clearing are lost).
             let m = self.numbered(&mut st, self.traced(self.apply_ttl(m)));
-            st.push_recovered(m, on_disk_body);
+            st.push_recovered(m, on_disk_body, returns);
         }
     }
 }

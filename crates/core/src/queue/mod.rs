@@ -76,7 +76,7 @@ pub(crate) use consumer::Consumer;
 pub use consumer::{ConsumerFilter, ConsumerSpec};
 pub(crate) use dead_letter::{dead_letter_exchange_name, AlternateExchange, DeadLetters, Leaving};
 pub(crate) use enqueue::Enqueued;
-pub use enqueue::{Backlog, Restored};
+pub use enqueue::{Backlog, Restored, RestoredMessage};
 pub use features::is_quorum_declare;
 pub(crate) use features::Features;
 pub use groups::{MessageGroup, MessageGroups};

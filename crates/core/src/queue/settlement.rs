@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::graveyard::Corpse;
-use super::state::Entry;
+use super::state::{Entry, Redelivery};
 use super::{DeadLetters, Leaving, Queue, QueueState, Settled};
 use crate::journal::JournalTx;
 use crate::message::{DeathReason, Message};
@@ -126,9 +126,21 @@ impl Queue {
         if st.deleted {
             gone.orphans.push(message);
         } else {
+            if set_redelivered && u.stored != 0 && self.features.delivery_limit.is_some() {
+                self.journal_return(u.stored, redelivery);
+            }
             st.insert_sorted(Entry::resident(position, message, redelivery));
         }
         true
+    }
+
+    /// The count a delivery limit judges a journaled message by, kept across restarts.
+    #[inline(never)]
+    fn journal_return(&self, stored: u64, redelivery: Redelivery) {
+        if let Some(store) = self.store() {
+            let returns = u32::from(redelivery.returns());
+            store.journal.returned(store.id, stored, returns);
+        }
     }
 
     /// Journals, inside `tx`, the dequeue that settling acquired message `position` will be:

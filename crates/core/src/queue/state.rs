@@ -360,8 +360,13 @@ impl QueueState {
     /// A message recovered from the store: it may have been delivered before the restart.
     /// With `on_disk_body`, `message` is a stand-in ([`Message::stub`]) for one the store
     /// kept on disk, whose body had that many bytes.
-    pub(crate) fn push_recovered(&mut self, message: Message, on_disk_body: Option<u64>) {
-        self.push_entry(message, Redelivery::REDELIVERED, on_disk_body);
+    pub(crate) fn push_recovered(
+        &mut self,
+        message: Message,
+        on_disk_body: Option<u64>,
+        returns: u32,
+    ) {
+        self.push_entry(message, Redelivery::recovered(returns), on_disk_body);
     }
 
     fn push_entry(&mut self, message: Message, redelivery: Redelivery, on_disk_body: Option<u64>) {

@@ -25,8 +25,13 @@ pub(crate) struct Redelivery(u16);
 impl Redelivery {
     pub(crate) const MAX_RETURNS: u16 = u16::MAX >> 1;
 
-    /// Marked redelivered without a return counted (recovered from the store).
-    pub(crate) const REDELIVERED: Redelivery = Redelivery(1);
+    /// Recovered from the store: marked redelivered (it may have gone out before the
+    /// restart), with the returns the store counted.
+    pub(crate) fn recovered(returns: u32) -> Redelivery {
+        let returns =
+            u16::try_from(returns).map_or(Self::MAX_RETURNS, |n| n.min(Self::MAX_RETURNS));
+        Redelivery(returns << 1 | 1)
+    }
 
     pub(crate) fn is_redelivered(self) -> bool {
         self.0 & 1 != 0
