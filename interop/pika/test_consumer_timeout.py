@@ -3,8 +3,6 @@ too long for its acknowledgement is closed with PRECONDITION_FAILED and the deli
 to its queue, as pika users meet it on RabbitMQ. Starts its own ferryd (FERRYD_BIN) with a
 one-second timeout."""
 
-import os
-import subprocess
 import time
 import uuid
 
@@ -12,31 +10,18 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
-
-def start_ferryd(*options):
-    ferryd = os.environ.get("FERRYD_BIN")
-    if not ferryd:
-        pytest.skip("FERRYD_BIN not set (run.sh sets it when it starts ferryd itself)")
-    proc = subprocess.Popen(
-        [ferryd, "--port", "0", "--interface", "127.0.0.1", "--auth", "no", "--no-data-dir",
-         *options],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
-    try:
-        yield int(proc.stdout.readline())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+from own_ferryd import start_ferryd
 
 
 @pytest.fixture
 def port():
-    yield from start_ferryd("--consumer-timeout", "1000")
+    yield from start_ferryd("--no-data-dir", "--consumer-timeout", "1000")
 
 
 @pytest.fixture
 def default_port():
     """ferryd with its default timeout, RabbitMQ's half hour."""
-    yield from start_ferryd()
+    yield from start_ferryd("--no-data-dir")
 
 
 def consume_until_closed(conn, ch, queue, arguments=None, limit=10):
