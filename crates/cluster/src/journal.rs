@@ -559,10 +559,21 @@ impl Journal for ClusterJournal {
         }
     }
 
-    fn returned(&self, queue: u64, message: u64, returns: u32) {
-        // Replicated queues' counts are not replicated: a new leader counts from 0.
-        if !is_replicated_id(queue) && !is_replicated_id(message) {
-            self.local.returned(queue, message, returns);
+    fn returned(&self, queue: u64, returns: &[(u64, u32)]) {
+        // Replicated queues' counts are not replicated: a new leader counts from 0. A
+        // transient message numbered for a replicated queue is not in the local store.
+        if is_replicated_id(queue) {
+            return;
+        }
+        if returns.iter().any(|(id, _)| is_replicated_id(*id)) {
+            let local: Vec<(u64, u32)> = returns
+                .iter()
+                .copied()
+                .filter(|(id, _)| !is_replicated_id(*id))
+                .collect();
+            self.local.returned(queue, &local);
+        } else {
+            self.local.returned(queue, returns);
         }
     }
 
@@ -704,9 +715,11 @@ mod tests {
         let local = Arc::new(NullJournal::default());
         let (j, _rx) = ClusterJournal::new(local.clone(), 1);
         j.start_serving(1);
-        j.returned(5, 6, 2);
-        j.returned(REPLICATED | 1, REPLICATED | 7, 1);
-        assert_eq!(*local.returned.lock(), [(5, 6, 2)]);
+        j.returned(5, &[(6, 2)]);
+        j.returned(REPLICATED | 1, &[(REPLICATED | 7, 1)]);
+        // A transient message numbered for a replicated queue, back on a local one.
+        j.returned(5, &[(REPLICATED | 8, 1), (9, 3)]);
+        assert_eq!(*local.returned.lock(), [(5, 6, 2), (5, 9, 3)]);
     }
 
     #[test]
@@ -829,8 +842,9 @@ mod tests {
             Ok((1, SyncPoint(0)))
         }
         fn dequeue(&self, _: u64, _: &[u64], _: Option<&JournalTx>) {}
-        fn returned(&self, queue: u64, message: u64, returns: u32) {
-            self.returned.lock().push((queue, message, returns));
+        fn returned(&self, queue: u64, returns: &[(u64, u32)]) {
+            let mut kept = self.returned.lock();
+            kept.extend(returns.iter().map(|(message, n)| (queue, *message, *n)));
         }
         fn commit_tx(&self, _: &JournalTx) -> Option<SyncPoint> {
             None

@@ -86,11 +86,11 @@ pub trait Journal: Send + Sync {
     ) -> Result<(u64, SyncPoint), BrokerError>;
     /// The messages left `queue` for good (settled, purged, expired, dropped, dead-lettered).
     fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>);
-    /// Message `message` came back to `queue` after a delivery, `returns` times so far.
-    /// Called only for queues with a delivery limit, which judges the message by the count
+    /// Messages came back to `queue` after a delivery: (message, times so far) for each.
+    /// Called only for queues with a delivery limit, which judges a message by the count
     /// (RabbitMQ's quorum queues keep it too). A journal that keeps no counts ignores it:
     /// the count then starts again from 0 where the journal's messages are restored.
-    fn returned(&self, _queue: u64, _message: u64, _returns: u32) {}
+    fn returned(&self, _queue: u64, _returns: &[(u64, u32)]) {}
     /// Closes a transaction's records: after a crash they all count if this commit reached
     /// the disk, none if it did not. Returns the point the whole commit is durable at, or
     /// `None` if the transaction journaled nothing. Never refused: what it closes is
@@ -338,10 +338,11 @@ pub(crate) mod testing {
             };
             self.push(Call::Dequeue(queue, messages.to_vec()), tx, first);
         }
-        fn returned(&self, queue: u64, message: u64, returns: u32) {
-            self.calls
-                .lock()
-                .push(Call::Returned(queue, message, returns));
+        fn returned(&self, queue: u64, returns: &[(u64, u32)]) {
+            let mut calls = self.calls.lock();
+            for (message, n) in returns {
+                calls.push(Call::Returned(queue, *message, *n));
+            }
         }
         fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
             let id = tx.id()?;

@@ -363,6 +363,7 @@ impl Transaction {
                     let held =
                         s.queue
                             .release_locked(st, s.position, s.message, redelivered, &mut gone);
+                    s.queue.journal_returns(&gone.returned);
                     if !gone.orphans.is_empty() {
                         orphans.push((s.queue.clone(), gone.orphans));
                     }

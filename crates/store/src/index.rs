@@ -3,7 +3,8 @@
 //! state before it.
 //!
 //! Liveness: a declaration or binding is live until deleted (or its exchange or queue is);
-//! a message record is live while some queue still references it. Dequeue, delete and unbind
+//! a message record is live while some queue still references it, and the latest count of
+//! its returns to a queue (`Returned`) while that queue does. Dequeue, delete and unbind
 //! records are never live themselves: they only matter while the records they cancel exist,
 //! and segments are deleted oldest first, so a cancelling record always outlives what it
 //! cancels. A segment with no live record left at the head of the journal can go; one that
@@ -138,7 +139,8 @@ pub struct Index {
     deleted_queues: HashSet<u64>,
 }
 
-/// See [`Index::returns`]. Keyed by store ids, which the store assigns.
+/// See [`Index::returns`]. Keyed by store ids, which the store assigns. `IdHasher` keeps
+/// the last id written, so a key hashes by its message id: unique, which is all it needs.
 pub type Returns = HashMap<(u64, u64), (u32, Live), BuildHasherDefault<IdHasher>>;
 
 /// Keeps the counts of (queue, message) pairs for which `keep` holds; returns where the

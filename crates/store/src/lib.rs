@@ -690,17 +690,18 @@ impl Journal for Store {
         self.appended_up_to(st, idle);
     }
 
-    fn returned(&self, queue: u64, message: u64, returns: u32) {
+    fn returned(&self, queue: u64, returns: &[(u64, u32)]) {
         let mut st = self.shared.state.lock();
-        if !st.index.is_referenced(queue, message) {
-            return;
-        }
         let idle = st.chunks.is_empty();
-        st.record(&Record::Returned {
-            queue,
-            message,
-            returns,
-        });
+        for &(message, returns) in returns {
+            if st.index.is_referenced(queue, message) {
+                st.record(&Record::Returned {
+                    queue,
+                    message,
+                    returns,
+                });
+            }
+        }
         self.appended_up_to(st, idle);
     }
 

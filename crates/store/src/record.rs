@@ -828,6 +828,11 @@ mod tests {
                 queue: 3,
                 messages: vec![9, 10],
             },
+            Record::Returned {
+                queue: 3,
+                message: 9,
+                returns: 70_000,
+            },
             Record::TxMessage {
                 tx: 11,
                 message: MessageRec {

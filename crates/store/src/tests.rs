@@ -570,8 +570,12 @@ fn a_delivery_limits_count_survives_compaction_and_restarts() {
     let poison = b.declare_queue("poison", opts, false, 1).unwrap().0;
     let q = durable_queue(&b, "q");
     publish(&b, "poison", b"poison".to_vec(), true);
-    assert_eq!([return_once(&poison), return_once(&poison)], [0, 1]);
-    // The head segment, with the message and its counts, is copied forward.
+    assert_eq!(return_once(&poison), 0);
+    // The head segment, with the message and its count, is copied forward.
+    churn_until_compacted(&store, &b, &q, 40);
+    assert_eq!(return_once(&poison), 1);
+    // Again: the message's copy now goes after its latest count in the journal, so
+    // recovery meets the count first.
     churn_until_compacted(&store, &b, &q, 40);
     assert!(segment_files(&dir).len() <= 5);
     store.sync();

@@ -237,6 +237,20 @@ fn a_return_to_a_queue_with_a_delivery_limit_is_journaled_with_its_count() {
         true,
     );
     assert!(matches!(&j.take()[..], [Call::Returned(_, _, 3)]));
+    // A limit past what the count reaches acts as none: nothing worth keeping.
+    let mut arguments = Arguments::new();
+    arguments.push("x-delivery-limit", crate::value::HeaderValue::Int(40_000));
+    let opts = QueueOptions {
+        durable: true,
+        arguments,
+        ..QueueOptions::default()
+    };
+    let high = b.declare_queue("high", opts, false, 1).unwrap().0;
+    b.publish(&ex, persistent("high", "kept")).unwrap();
+    j.take();
+    let got = high.get().unwrap();
+    high.release([(got.position, got.message)], true);
+    assert!(j.take().is_empty());
 }
 
 #[test]

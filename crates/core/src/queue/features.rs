@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::BrokerError;
 use crate::queue::entries::PriorityLevels;
+use crate::queue::state::Redelivery;
 use crate::value::{Arguments, HeaderValue};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -92,6 +93,13 @@ pub fn is_quorum_declare(args: &Arguments) -> bool {
 }
 
 impl Features {
+    /// Whether a return can decide a message's fate here: a delivery limit the count can
+    /// reach (it saturates at [`Redelivery::MAX_RETURNS`]), so the count is worth keeping.
+    pub(crate) fn counts_returns(&self) -> bool {
+        self.delivery_limit
+            .is_some_and(|limit| limit < u32::from(Redelivery::MAX_RETURNS))
+    }
+
     /// Reads the arguments leniently (values that [`Features::validate`] refuses are
     /// ignored); declares go through `validate` first.
     pub(crate) fn from_arguments(args: &Arguments) -> Features {

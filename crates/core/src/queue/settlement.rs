@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::graveyard::Corpse;
-use super::state::{Entry, Redelivery};
+use super::state::Entry;
 use super::{DeadLetters, Leaving, Queue, QueueState, Settled};
 use crate::journal::JournalTx;
 use crate::message::{DeathReason, Message};
@@ -80,6 +80,7 @@ impl Queue {
                     )
                 })
                 .count();
+            self.journal_returns(&gone.returned);
             st.dispatch(self);
             released
         };
@@ -126,20 +127,24 @@ impl Queue {
         if st.deleted {
             gone.orphans.push(message);
         } else {
-            if set_redelivered && u.stored != 0 && self.features.delivery_limit.is_some() {
-                self.journal_return(u.stored, redelivery);
+            if set_redelivered && u.stored != 0 && self.features.counts_returns() {
+                gone.returned
+                    .push((u.stored, u32::from(redelivery.returns())));
             }
             st.insert_sorted(Entry::resident(position, message, redelivery));
         }
         true
     }
 
-    /// The count a delivery limit judges a journaled message by, kept across restarts.
-    #[inline(never)]
-    fn journal_return(&self, stored: u64, redelivery: Redelivery) {
+    /// Journals the counts a delivery limit judges returned messages by, so they outlive a
+    /// restart: (store id, returns) pairs from [`Gone::returned`], under the queue's lock
+    /// (the order of this queue's records), one journal call for a release's worth.
+    pub(crate) fn journal_returns(&self, returned: &[(u64, u32)]) {
+        if returned.is_empty() {
+            return;
+        }
         if let Some(store) = self.store() {
-            let returns = u32::from(redelivery.returns());
-            store.journal.returned(store.id, stored, returns);
+            store.journal.returned(store.id, returned);
         }
     }
 
@@ -169,6 +174,9 @@ pub(crate) struct Gone {
     pub(crate) orphans: Vec<Message>,
     /// Back more often than the queue's delivery limit.
     pub(crate) over_limit: Vec<Message>,
+    /// (store id, returns) of journaled messages back on a queue with a delivery limit, for
+    /// [`Queue::journal_returns`].
+    pub(crate) returned: Vec<(u64, u32)>,
 }
 
 /// Positions gathered before a queue's lock is taken, and store ids per dequeue record: a
