@@ -786,7 +786,7 @@ def section_persistent(d, charts):
         need2 = PERSISTENT_VS_RABBITMQ_2 * rb.transfers_per_sec
         out += (f"\nTarget (issue 15): the same at ≥ {PERSISTENT_VS_RABBITMQ_2}× RabbitMQ, so ≥ "
                 f"{f_rate(need2)}" + (f" — {met(fr >= need2)}" if fr is not None else "") + ".")
-        turns = turn_ratios(f, rb)
+        turns = turn_ratios(f, rb) if d.meta.get("amqp091_in_turn") == "yes" else []
         if turns:
             out += (" Repetition by repetition (each ferryd run beside the RabbitMQ run that "
                     "followed it): " + ", ".join(f"{r:.2f}×" for r in turns) + ".")

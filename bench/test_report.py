@@ -290,6 +290,11 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| 48× |", md)
         # 400k against 5 x 60k = 300k: met.
         self.assertIn("≥ 300,000; ferryd 400,000 — **met**", md)
+        # Repetition by repetition only where the run says the brokers took turns.
+        self.assertNotIn("the RabbitMQ run that followed it", md)
+        with open(self.dir / "meta.csv", "a") as meta:
+            meta.write('amqp091_in_turn,"yes"\n')
+        md = report.render(self.dir, self.dir / "BENCHMARKS.md")
         self.assertIn("the RabbitMQ run that followed it): 6.67×.", md)
         self.assertIn("| 256 | 5,000 | 0.180 | 0.500 | 3.000 |", md)
 
