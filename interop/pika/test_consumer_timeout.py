@@ -15,13 +15,13 @@ from own_ferryd import start_ferryd
 
 @pytest.fixture
 def port():
-    yield from start_ferryd("--no-data-dir", "--consumer-timeout", "1000")
+    yield from start_ferryd("--consumer-timeout", "1000")
 
 
 @pytest.fixture
 def default_port():
     """ferryd with its default timeout, RabbitMQ's half hour."""
-    yield from start_ferryd("--no-data-dir")
+    yield from start_ferryd()
 
 
 def consume_until_closed(conn, ch, queue, arguments=None, limit=10):
