@@ -204,17 +204,22 @@ fn settling_purging_and_expiring_write_dequeues_and_releasing_does_not() {
     assert!(matches!(&j.take()[..], [Call::Dequeue(_, ids)] if ids.len() == 1));
 }
 
-#[test]
-fn a_return_to_a_queue_with_a_delivery_limit_is_journaled_with_its_count() {
-    let (b, j) = broker();
+/// A durable queue with `x-delivery-limit`.
+fn limited(b: &Broker, name: &str, limit: i64) -> Arc<Queue> {
     let mut arguments = Arguments::new();
-    arguments.push("x-delivery-limit", crate::value::HeaderValue::Int(5));
+    arguments.push("x-delivery-limit", crate::value::HeaderValue::Int(limit));
     let opts = QueueOptions {
         durable: true,
         arguments,
         ..QueueOptions::default()
     };
-    let q = b.declare_queue("q", opts, false, 1).unwrap().0;
+    b.declare_queue(name, opts, false, 1).unwrap().0
+}
+
+#[test]
+fn a_return_to_a_queue_with_a_delivery_limit_is_journaled_with_its_count() {
+    let (b, j) = broker();
+    let q = limited(&b, "q", 5);
     let ex = b.exchange("").unwrap();
     b.publish(&ex, persistent("q", "kept")).unwrap();
     b.publish(&ex, transient("q")).unwrap();
@@ -238,14 +243,7 @@ fn a_return_to_a_queue_with_a_delivery_limit_is_journaled_with_its_count() {
     );
     assert!(matches!(&j.take()[..], [Call::Returned(_, _, 3)]));
     // A limit past what the count reaches acts as none: nothing worth keeping.
-    let mut arguments = Arguments::new();
-    arguments.push("x-delivery-limit", crate::value::HeaderValue::Int(40_000));
-    let opts = QueueOptions {
-        durable: true,
-        arguments,
-        ..QueueOptions::default()
-    };
-    let high = b.declare_queue("high", opts, false, 1).unwrap().0;
+    let high = limited(&b, "high", 40_000);
     b.publish(&ex, persistent("high", "kept")).unwrap();
     j.take();
     let got = high.get().unwrap();
