@@ -365,6 +365,7 @@ cpu_delta() {    # before after -> "machine_busy_pct broker_cores"
         printf "%.1f,%.2f", busy, cores }'
 }
 now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
 # Waits, at most 3 s, until the machine is nearly idle: what one broker does after its run
 # (a store's compaction, a VM's collection) must not land on another broker's turn.
@@ -372,14 +373,11 @@ quiet_machine() {
     local a b i
     for (( i = 0; i < 15; i++ )); do
         a=$(cpu_sample ""); sleep 0.2; b=$(cpu_sample "")
-        if awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
-                dt = y[2] - x[2]; exit !(dt > 0 && (y[1] - x[1]) / dt < 0.10) }'; then
-            return 0
-        fi
+        awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
+            dt = y[2] - x[2]; exit !(dt > 0 && (y[1] - x[1]) / dt < 0.10) }' && break
     done
     return 0
 }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
 # ---------------------------------------------------------------- netbench baselines
 netbench_pingpong() {
