@@ -40,4 +40,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         rest = tail;
     }
     decode_all(data);
+    // A snapshot's replica, as a follower installs it (either encoding).
+    if let Ok(replica) = ferry_cluster::decode_replica(data) {
+        stable(&replica);
+    }
 });

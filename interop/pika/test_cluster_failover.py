@@ -177,3 +177,50 @@ def test_confirmed_messages_survive_sigkill_of_the_leader_and_pika_recovers(clus
     lost = confirmed - got
     assert not lost, f"{len(lost)} confirmed messages lost, e.g. {sorted(lost)[:5]}"
     assert got <= confirmed, f"unexpected messages: {sorted(got - confirmed)[:5]}"
+
+
+def get_and_return(cluster, queue, timeout=30):
+    """basic.get one message, nack it back to the queue; its x-delivery-count (0 if none),
+    or None if the queue was empty. Retries through an election."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = connect(cluster)
+            ch = conn.channel()
+            method, props, _body = ch.basic_get(queue, auto_ack=False)
+            if method is None:
+                conn.close()
+                return None
+            count = (props.headers or {}).get("x-delivery-count", 0)
+            ch.basic_nack(method.delivery_tag, requeue=True)
+            conn.close()
+            return count
+        except AMQPError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+def test_a_delivery_limits_count_carries_on_after_the_leader_dies(cluster):
+    queue = "poison-" + uuid.uuid4().hex[:8]
+    conn = connect(cluster)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare(queue, durable=True,
+                     arguments={"x-queue-type": "quorum", "x-delivery-limit": 3})
+    # Returns once confirmed (raises on a nack).
+    ch.basic_publish("", queue, b"p", pika.BasicProperties(delivery_mode=2), mandatory=True)
+    conn.close()
+    assert get_and_return(cluster, queue) == 0
+    assert get_and_return(cluster, queue) == 1
+    # Let the count commit, then kill the leader.
+    time.sleep(0.5)
+    leader = cluster.leader()
+    os.kill(cluster.procs[leader].pid, signal.SIGKILL)
+    cluster.procs[leader].wait()
+    assert cluster.leader() != leader
+    # The new leader counts on, as a RabbitMQ quorum queue does; the fourth return is one
+    # over the limit and drops the message.
+    assert get_and_return(cluster, queue) == 2
+    assert get_and_return(cluster, queue) == 3
+    assert get_and_return(cluster, queue) is None

@@ -560,11 +560,17 @@ impl Journal for ClusterJournal {
     }
 
     fn returned(&self, queue: u64, returns: &[(u64, u32)]) {
-        // Replicated queues' counts are not replicated: a new leader counts from 0. A
-        // transient message numbered for a replicated queue is not in the local store.
+        // Nobody waits for a count, as for the local store's: one lost with the leader
+        // within the gathering delay gives that message one more delivery.
         if is_replicated_id(queue) {
+            let returns = returns
+                .iter()
+                .map(|(id, count)| (self.message_key(*id), *count))
+                .collect();
+            let _ = self.propose(Op::Returned { queue, returns });
             return;
         }
+        // A transient message numbered for a replicated queue is not in the local store.
         if returns.iter().any(|(id, _)| is_replicated_id(*id)) {
             let local: Vec<(u64, u32)> = returns
                 .iter()
@@ -711,15 +717,28 @@ mod tests {
     }
 
     #[test]
-    fn only_local_queues_delivery_counts_reach_the_local_store() {
+    fn delivery_counts_go_to_raft_or_the_local_store_by_queue() {
         let local = Arc::new(NullJournal::default());
-        let (j, _rx) = ClusterJournal::new(local.clone(), 1);
+        let (j, mut rx) = ClusterJournal::new(local.clone(), 1);
         j.start_serving(1);
         j.returned(5, &[(6, 2)]);
-        j.returned(REPLICATED | 1, &[(REPLICATED | 7, 1)]);
+        // A replicated queue's, under the replica's keys: a message the local store
+        // numbered (it is also on a local queue) gets this node's tagged key.
+        j.returned(REPLICATED | 1, &[(REPLICATED | 7, 1), (4, 2)]);
         // A transient message numbered for a replicated queue, back on a local one.
         j.returned(5, &[(REPLICATED | 8, 1), (9, 3)]);
         assert_eq!(*local.returned.lock(), [(5, 6, 2), (5, 9, 3)]);
+        let proposed = rx
+            .try_recv()
+            .expect("the replicated queue's counts are proposed");
+        assert_eq!(
+            proposed.op,
+            Op::Returned {
+                queue: REPLICATED | 1,
+                returns: vec![(REPLICATED | 7, 1), (j.message_key(4), 2)],
+            }
+        );
+        assert!(rx.try_recv().is_err(), "nothing else went to raft");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_core::{Broker, QueueOptions, Restored};
+use ferry_core::{Broker, QueueOptions, Restored, RestoredMessage};
 use ferry_store::record::{kind as rkind, Record};
 use openraft::{ChangeMembers, Config, ServerState, SnapshotPolicy};
 use parking_lot::Mutex;
@@ -467,7 +467,10 @@ impl Cluster {
             let messages = q.messages.iter().filter_map(|(mid, content)| {
                 let mut m = ferry_store::record::message_from_content(content.clone()).ok()?;
                 m.store_id = Some(*mid);
-                Some(Restored::InMemory(m.build()))
+                Some(RestoredMessage {
+                    message: Restored::InMemory(m.build()),
+                    returns: q.returns.get(mid).copied().unwrap_or(0),
+                })
             });
             queue.restore(messages.collect::<Vec<_>>());
             for (exchange, key, args) in &q.bindings {

@@ -365,6 +365,7 @@ mod tests {
         queue
             .messages
             .insert(9, bytes::Bytes::from_static(b"hello"));
+        queue.returns.insert(9, 2);
         let replica = Replica {
             last_applied: Some(log_id(1, 3)),
             membership: StoredMembership::new(Some(log_id(1, 2)), membership()),
@@ -470,5 +471,24 @@ mod tests {
         for (name, bytes) in request_streams() {
             write_seed("cluster_frame_decode", name, &bytes);
         }
+        write_seed("cluster_frame_decode", "replica", &sample_replica_bytes());
+    }
+
+    /// A snapshot's replica as a follower installs it.
+    fn sample_replica_bytes() -> Vec<u8> {
+        let mut queue = QueueReplica {
+            name: "q".into(),
+            record: vec![1],
+            ..QueueReplica::default()
+        };
+        queue
+            .messages
+            .insert(9, bytes::Bytes::from_static(b"hello"));
+        queue.returns.insert(9, 2);
+        let replica = Replica {
+            queues: BTreeMap::from([(7, queue)]),
+            ..Replica::default()
+        };
+        crate::sm::encode_replica(&replica).unwrap()
     }
 }

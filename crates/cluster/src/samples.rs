@@ -32,6 +32,10 @@ pub fn entries() -> Vec<Entry> {
             queues: vec![7],
             content: b"hello".to_vec(),
         },
+        Op::Returned {
+            queue: 7,
+            returns: vec![(9, 2)],
+        },
         Op::Dequeue {
             queue: 7,
             ids: vec![9],

@@ -37,6 +37,9 @@ pub struct QueueReplica {
     pub messages: BTreeMap<u64, Bytes>,
     /// (exchange, key, encoded arguments)
     pub bindings: Vec<(String, String, Vec<u8>)>,
+    /// How often each message that came back after a delivery has come back (only queues
+    /// with a delivery limit count): a new leader's queue starts from these.
+    pub returns: BTreeMap<u64, u32>,
 }
 
 mod messages_serde {
@@ -105,6 +108,17 @@ impl Replica {
                 if let Some(q) = self.queues.get_mut(&queue) {
                     for id in ids {
                         q.messages.remove(&id);
+                        q.returns.remove(&id);
+                    }
+                }
+            }
+            Op::Returned { queue, returns } => {
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    // A message already gone (its dequeue applied first) keeps no count.
+                    for (id, count) in returns {
+                        if q.messages.contains_key(&id) {
+                            q.returns.insert(id, count);
+                        }
                     }
                 }
             }
@@ -135,6 +149,67 @@ impl Replica {
 
     pub fn message_count(&self) -> usize {
         self.queues.values().map(|q| q.messages.len()).sum()
+    }
+}
+
+/// What a snapshot's replica starts with since it keeps delivery counts. A replica written
+/// before then (plain postcard, whose first byte is an `Option` tag: 0 or 1) is read as one
+/// with no counts.
+const REPLICA_V2: &[u8] = b"\xffFR2";
+
+/// The replica as snapshots carry it (to disk, and to a follower that is behind).
+pub fn encode_replica(replica: &Replica) -> Result<Vec<u8>, postcard::Error> {
+    postcard::to_extend(replica, REPLICA_V2.to_vec())
+}
+
+/// Reads a snapshot's replica, in either encoding.
+pub fn decode_replica(data: &[u8]) -> Result<Replica, postcard::Error> {
+    match data.strip_prefix(REPLICA_V2) {
+        Some(rest) => postcard::from_bytes(rest),
+        None => postcard::from_bytes::<v1::Replica>(data).map(Replica::from),
+    }
+}
+
+/// The replica's shape before delivery counts, for snapshots written then.
+mod v1 {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    pub struct QueueReplica {
+        pub name: String,
+        pub record: Vec<u8>,
+        #[serde(with = "messages_serde")]
+        pub messages: BTreeMap<u64, Bytes>,
+        pub bindings: Vec<(String, String, Vec<u8>)>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Replica {
+        pub last_applied: Option<LogId>,
+        pub membership: StoredMembership,
+        pub queues: BTreeMap<u64, QueueReplica>,
+        pub messages_applied: u64,
+    }
+}
+
+impl From<v1::Replica> for Replica {
+    fn from(old: v1::Replica) -> Replica {
+        let queues = old.queues.into_iter().map(|(id, q)| {
+            let queue = QueueReplica {
+                name: q.name,
+                record: q.record,
+                messages: q.messages,
+                bindings: q.bindings,
+                returns: BTreeMap::new(),
+            };
+            (id, queue)
+        });
+        Replica {
+            last_applied: old.last_applied,
+            membership: old.membership,
+            queues: queues.collect(),
+            messages_applied: old.messages_applied,
+        }
     }
 }
 
@@ -171,8 +246,7 @@ impl StateMachine {
     ) -> std::io::Result<StateMachine> {
         let mut replica = Replica::default();
         if let Ok(bytes) = std::fs::read(dir.join("snapshot")) {
-            match postcard::from_bytes::<SnapshotFile>(&bytes)
-                .and_then(|f| postcard::from_bytes::<Replica>(&f.data))
+            match postcard::from_bytes::<SnapshotFile>(&bytes).and_then(|f| decode_replica(&f.data))
             {
                 Ok(r) => replica = r,
                 Err(e) => return Err(std::io::Error::other(format!("raft snapshot: {e}"))),
@@ -202,7 +276,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
         let (data, last, membership) = {
             let r = self.replica.lock();
-            let data = postcard::to_allocvec(&*r).map_err(|e| sm_error(ErrorVerb::Read, e))?;
+            let data = encode_replica(&r).map_err(|e| sm_error(ErrorVerb::Read, e))?;
             (data, r.last_applied, r.membership.clone())
         };
         let id = {
@@ -288,8 +362,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let mut replica: Replica =
-            postcard::from_bytes(&data).map_err(|e| sm_error(ErrorVerb::Read, e))?;
+        let mut replica = decode_replica(&data).map_err(|e| sm_error(ErrorVerb::Read, e))?;
         replica.last_applied = meta.last_log_id;
         replica.membership = meta.last_membership.clone();
         let me = self.clone();
@@ -313,5 +386,104 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: file.meta,
             snapshot: Box::new(Cursor::new(file.data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::samples::{log_id, membership};
+
+    fn replica_with(ids: &[u64]) -> Replica {
+        let mut r = Replica::default();
+        r.apply(Op::Declare {
+            queue: 7,
+            name: "q".into(),
+            record: vec![1],
+        });
+        for id in ids {
+            r.apply(Op::Enqueue {
+                id: *id,
+                queues: vec![7],
+                content: b"m".to_vec(),
+            });
+        }
+        r
+    }
+
+    fn returns(r: &Replica) -> Vec<(u64, u32)> {
+        r.queues[&7].returns.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    #[test]
+    fn a_count_lives_while_its_message_is_queued() {
+        let mut r = replica_with(&[9, 10]);
+        // 11 is not on the queue (already dequeued, or never there), 8 not a queue.
+        r.apply(Op::Returned {
+            queue: 7,
+            returns: vec![(9, 1), (11, 1)],
+        });
+        r.apply(Op::Returned {
+            queue: 8,
+            returns: vec![(10, 1)],
+        });
+        assert_eq!(returns(&r), [(9, 1)]);
+        r.apply(Op::Returned {
+            queue: 7,
+            returns: vec![(9, 2), (10, 1)],
+        });
+        assert_eq!(returns(&r), [(9, 2), (10, 1)]);
+        r.apply(Op::Dequeue {
+            queue: 7,
+            ids: vec![9],
+        });
+        assert_eq!(returns(&r), [(10, 1)]);
+        // A queue declared again under the same name starts with no counts.
+        r.apply(Op::Declare {
+            queue: 12,
+            name: "q".into(),
+            record: vec![1],
+        });
+        assert!(r.queues.values().all(|q| q.returns.is_empty()));
+    }
+
+    #[test]
+    fn snapshots_keep_counts_and_older_snapshots_still_read() {
+        let mut r = replica_with(&[9, 10]);
+        r.last_applied = Some(log_id(2, 5));
+        r.membership = StoredMembership::new(Some(log_id(1, 2)), membership());
+        r.apply(Op::Returned {
+            queue: 7,
+            returns: vec![(10, 3)],
+        });
+        let back = decode_replica(&encode_replica(&r).unwrap()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{r:?}"));
+
+        // A snapshot written before counts were kept: the same replica, less its counts.
+        let q = &r.queues[&7];
+        let old = v1::Replica {
+            last_applied: r.last_applied,
+            membership: r.membership.clone(),
+            queues: BTreeMap::from([(
+                7,
+                v1::QueueReplica {
+                    name: q.name.clone(),
+                    record: q.record.clone(),
+                    messages: q.messages.clone(),
+                    bindings: q.bindings.clone(),
+                },
+            )]),
+            messages_applied: r.messages_applied,
+        };
+        let back = decode_replica(&postcard::to_allocvec(&old).unwrap()).unwrap();
+        assert!(back.queues[&7].returns.is_empty());
+        assert_eq!(back.queues[&7].messages, q.messages);
+        assert_eq!(back.last_applied, r.last_applied);
+        assert_eq!(back.messages_applied, 2);
+
+        // Damaged either way: an error, not a panic.
+        for bad in [&b"\xffFR2\x01"[..], &[7u8, 1, 2][..], &[][..]] {
+            assert!(decode_replica(bad).is_err());
+        }
     }
 }

@@ -55,6 +55,13 @@ pub enum Op {
         queue: u64,
         key: String,
     },
+    /// Messages that came back to `queue` after a delivery, each with the count of its
+    /// returns so far (for a delivery limit: RabbitMQ's quorum queues keep theirs in their
+    /// log too). Last, so that the entries above keep their encoding.
+    Returned {
+        queue: u64,
+        returns: Vec<(u64, u32)>,
+    },
 }
 
 /// A log entry's payload: the operations one leader batched, and who proposed them, so the

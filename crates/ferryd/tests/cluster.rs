@@ -259,6 +259,101 @@ async fn confirmed_messages_survive_kill_9_of_the_leader() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// The `x-delivery-count` a delivery carries (0: none).
+fn delivery_count(d: &ferry_client091::Delivery) -> i64 {
+    match d
+        .properties
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("x-delivery-count"))
+    {
+        Some(ferry_amqp091::FieldValue::I64(n)) => *n,
+        Some(other) => panic!("x-delivery-count is {other:?}"),
+        None => 0,
+    }
+}
+
+/// Consumes the queue's next delivery within a few seconds.
+async fn next(c: &mut Connection, ch: u16) -> Option<ferry_client091::Delivery> {
+    match tokio::time::timeout(Duration::from_secs(3), c.next_delivery(ch, "t")).await {
+        Ok(Ok(d)) => Some(d),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_limits_count_survives_failover() {
+    let _one = serial();
+    let (mut nodes, dir) = cluster("counts", 3).await;
+    let leader = nodes
+        .wait_serving(Duration::from_secs(30))
+        .await
+        .expect("a leader");
+    let mut c = connect(nodes.specs[(leader - 1) as usize].amqp).await;
+    let ch = c.open_channel().await.expect("channel");
+    let mut args = quorum_args();
+    args.insert(
+        ferry_amqp091::ShortStr::try_from("x-delivery-limit").expect("key"),
+        ferry_amqp091::FieldValue::I64(3),
+    );
+    let q = QueueOptions {
+        durable: true,
+        ..QueueOptions::default()
+    };
+    c.queue_declare(ch, "poison", q, args.clone())
+        .await
+        .expect("declare");
+    publish_confirmed(&mut c, ch, "poison", std::iter::once("p".to_string())).await;
+    c.qos(ch, 1, false).await.expect("qos");
+    c.consume(ch, "poison", "t", ConsumeOptions::default())
+        .await
+        .expect("consume");
+    // Two returns on the first leader; the third delivery is in flight when it dies.
+    for expected in 0..2 {
+        let d = next(&mut c, ch).await.expect("a delivery");
+        assert_eq!(delivery_count(&d), expected);
+        c.nack(ch, d.delivery_tag, false, true);
+        c.flush().await.expect("flush");
+    }
+    let d = next(&mut c, ch).await.expect("the third delivery");
+    assert_eq!(delivery_count(&d), 2);
+    // Let the counts commit, then kill the leader.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(c);
+    nodes.kill(leader);
+    let new = nodes
+        .wait_serving(Duration::from_secs(20))
+        .await
+        .expect("a new leader");
+    let mut c = connect(nodes.specs[(new - 1) as usize].amqp).await;
+    let ch = c.open_channel().await.expect("channel");
+    c.qos(ch, 1, false).await.expect("qos");
+    c.consume(ch, "poison", "t", ConsumeOptions::default())
+        .await
+        .expect("consume");
+    // The new leader counts on from the replica: a third and a fourth delivery, and the
+    // fourth return is over the limit.
+    for expected in 2..4 {
+        let d = next(&mut c, ch)
+            .await
+            .expect("a delivery on the new leader");
+        assert_eq!(
+            delivery_count(&d),
+            expected,
+            "the count went on across the failover"
+        );
+        c.nack(ch, d.delivery_tag, false, true);
+        c.flush().await.expect("flush");
+    }
+    assert!(
+        next(&mut c, ch).await.is_none(),
+        "dropped after its fourth return"
+    );
+    drop(c);
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_010_client_publishes_to_a_qpid_replicated_queue() {
     let _one = serial();
