@@ -510,8 +510,11 @@ impl AdminUser {
                 routing_key: String::from_utf8_lossy(g.message.routing_key()).into_owned(),
                 redelivered: g.redelivered,
                 remaining: g.remaining,
-                properties: decode_properties(&outgoing_properties(&g.message, g.returns))
-                    .unwrap_or_default(),
+                properties: decode_properties(&outgoing_properties(
+                    &g.message,
+                    if q.reports_returns() { g.returns } else { 0 },
+                ))
+                .unwrap_or_default(),
                 body: g.message.body_bytes(),
             })
             .collect();

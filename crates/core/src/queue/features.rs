@@ -45,6 +45,9 @@ pub(crate) struct Features {
     /// `x-delivery-limit` (RabbitMQ's quorum queues'): a message that comes back after a
     /// delivery more often than this is dead-lettered (or dropped). Negative: no limit.
     pub(crate) delivery_limit: Option<u32>,
+    /// A quorum queue's, or one with a delivery limit: its consumers are told each message's
+    /// count of returns (0-9-1's `x-delivery-count`), as RabbitMQ's quorum queues tell them.
+    pub(crate) reports_returns: bool,
 }
 
 /// A tracing queue's settings.
@@ -103,6 +106,11 @@ impl Features {
     /// Reads the arguments leniently (values that [`Features::validate`] refuses are
     /// ignored); declares go through `validate` first.
     pub(crate) fn from_arguments(args: &Arguments) -> Features {
+        let delivery_limit = match args.get(DELIVERY_LIMIT) {
+            // Negative: none (RabbitMQ's way to turn a quorum queue's default off).
+            Some(limit) => limit.as_u64().map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            None => is_quorum_declare(args).then_some(QUORUM_DELIVERY_LIMIT),
+        };
         let rabbit_priority = args
             .get("x-max-priority")
             .and_then(HeaderValue::as_u64)
@@ -152,11 +160,8 @@ impl Features {
                 .and_then(HeaderValue::as_str)
                 .filter(|k| !k.is_empty())
                 .map(Arc::from),
-            delivery_limit: match args.get(DELIVERY_LIMIT) {
-                // Negative: none (RabbitMQ's way to turn a quorum queue's default off).
-                Some(limit) => limit.as_u64().map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-                None => is_quorum_declare(args).then_some(QUORUM_DELIVERY_LIMIT),
-            },
+            delivery_limit,
+            reports_returns: delivery_limit.is_some() || is_quorum_declare(args),
         }
     }
 

@@ -345,6 +345,13 @@ impl Queue {
         self.durable
     }
 
+    /// Whether consumers hear how often a message came back here (a quorum queue, or one
+    /// with a delivery limit), as RabbitMQ's quorum queues' `x-delivery-count` tells them;
+    /// its classic queues keep no count.
+    pub fn reports_returns(&self) -> bool {
+        self.features.reports_returns
+    }
+
     /// The name of the alternate (or dead letter) exchange, whether or not it exists now.
     pub fn alternate_exchange_name(&self) -> Option<&str> {
         self.alternate_name.as_deref()

@@ -352,6 +352,11 @@ impl Channel {
             );
             return Ok(());
         };
+        let returns = if queue.reports_returns() {
+            got.returns
+        } else {
+            0
+        };
         let tag = if m.no_ack {
             queue.accept(got.position);
             self.unacked.next_tag()
@@ -374,7 +379,7 @@ impl Channel {
             routing_key: short_copy(got.message.routing_key()),
             message_count: clamp(got.remaining),
         };
-        self.reply_content(ctx, method.into(), got.message, got.returns);
+        self.reply_content(ctx, method.into(), got.message, returns);
         Ok(())
     }
 

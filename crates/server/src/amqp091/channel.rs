@@ -261,7 +261,12 @@ impl Channel {
     /// exchange and routing key.
     pub fn write_delivery(&self, ctx: &mut Ctx, deliver: &DeliverRef<'_>, d: &Delivery) {
         write_deliver(ctx.out, self.id, deliver);
-        self.write_header_and_body(ctx, &d.message, d.returns);
+        let returns = if d.queue.reports_returns() {
+            d.returns
+        } else {
+            0
+        };
+        self.write_header_and_body(ctx, &d.message, returns);
     }
 
     /// `returns`: times the message came back to its queue, sent as `x-delivery-count`.

@@ -1310,9 +1310,50 @@ async fn a_consumer_with_a_jms_selector_gets_only_its_matches() {
     assert_channel_closed(&out, 2, reply::PRECONDITION_FAILED, (60, 20));
 }
 
+/// A channel 1 with queue "q" declared with `arguments`.
+async fn with_queue_args(arguments: FieldTable) -> Client {
+    let mut c = open().await;
+    open_channel(&mut c, 1);
+    c.declare(
+        1,
+        QueueDeclare {
+            durable: true,
+            arguments,
+            ..queue("q")
+        },
+    );
+    c
+}
+
+#[tokio::test]
+async fn a_message_that_came_back_to_a_classic_queue_carries_no_count() {
+    // RabbitMQ's classic queues keep no count of returns, and tell consumers none.
+    let mut c = with_queue().await;
+    c.publish(1, "", "q", b"a");
+    qos(&mut c, 1, prefetch(1, false));
+    let got = c.consume(1, consumer("q", "c1"));
+    let nack = BasicNack {
+        delivery_tag: got[0].deliver().delivery_tag,
+        multiple: false,
+        requeue: true,
+    };
+    let got = c.request(1, nack);
+    let [d] = &got[..] else {
+        panic!("{got:?}");
+    };
+    assert!(d.deliver().redelivered);
+    assert_eq!(d.props().headers, None, "no x-delivery-count");
+}
+
 #[tokio::test]
 async fn a_message_that_came_back_carries_x_delivery_count() {
-    let mut c = with_queue().await;
+    // A quorum queue's consumers hear the count, as RabbitMQ's, with its delivery limit
+    // turned off too; so do those of any queue with a limit (pika's test_queue_features).
+    let mut c = with_queue_args(table(&[
+        ("x-queue-type", long("quorum")),
+        ("x-delivery-limit", FieldValue::I64(-1)),
+    ]))
+    .await;
     let props = BasicProperties {
         message_id: Some(short("id-1")),
         headers: Some(table(&[("n", FieldValue::I32(7))])),
