@@ -258,16 +258,14 @@ impl RaftNetwork<TypeConfig> for Peer {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::fmt::Debug;
 
     use openraft::error::{Fatal, SnapshotMismatch};
     use openraft::{ErrorSubject, ErrorVerb, SnapshotSegmentId};
 
     use super::*;
-    use crate::samples::{entries, log_id, membership, snapshot_meta, write_seed};
-    use crate::sm::{QueueReplica, Replica};
-    use crate::types::{storage_error, StoredMembership, Vote};
+    use crate::samples::{entries, log_id, replica, snapshot_meta, write_seed};
+    use crate::types::{storage_error, Vote};
 
     /// postcard is not self-describing: a type that needs `deserialize_any` (untagged enums,
     /// flattened fields) or skips fields when serializing fails here, not between live nodes.
@@ -356,22 +354,7 @@ mod tests {
         }
         round_trip(&Vote::new(3, 2));
         round_trip(&log_id(3, 40));
-        let mut queue = QueueReplica {
-            name: "q".into(),
-            record: vec![1],
-            bindings: vec![("amq.direct".into(), "k".into(), vec![])],
-            ..QueueReplica::default()
-        };
-        queue
-            .messages
-            .insert(9, bytes::Bytes::from_static(b"hello"));
-        queue.returns.insert(9, 2);
-        let replica = Replica {
-            last_applied: Some(log_id(1, 3)),
-            membership: StoredMembership::new(Some(log_id(1, 2)), membership()),
-            queues: BTreeMap::from([(7, queue)]),
-            messages_applied: 1,
-        };
+        let replica = replica();
         round_trip(&replica);
         round_trip(&snapshot_meta());
     }
@@ -471,24 +454,10 @@ mod tests {
         for (name, bytes) in request_streams() {
             write_seed("cluster_frame_decode", name, &bytes);
         }
-        write_seed("cluster_frame_decode", "replica", &sample_replica_bytes());
-    }
-
-    /// A snapshot's replica as a follower installs it.
-    fn sample_replica_bytes() -> Vec<u8> {
-        let mut queue = QueueReplica {
-            name: "q".into(),
-            record: vec![1],
-            ..QueueReplica::default()
-        };
-        queue
-            .messages
-            .insert(9, bytes::Bytes::from_static(b"hello"));
-        queue.returns.insert(9, 2);
-        let replica = Replica {
-            queues: BTreeMap::from([(7, queue)]),
-            ..Replica::default()
-        };
-        crate::sm::encode_replica(&replica).unwrap()
+        write_seed(
+            "cluster_frame_decode",
+            "replica",
+            &crate::sm::encode_replica(&replica()).unwrap(),
+        );
     }
 }

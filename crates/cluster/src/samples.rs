@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use openraft::{CommittedLeaderId, EntryPayload, Membership, SnapshotMeta};
 
+use crate::sm::{QueueReplica, Replica};
 use crate::types::{Batch, Entry, LogId, Member, NodeId, Op, StoredMembership};
 
 pub fn log_id(term: u64, index: u64) -> LogId {
@@ -89,4 +90,24 @@ pub fn write_seed(target: &str, name: &str, bytes: &[u8]) {
         .join(target);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+/// A replica of one queue with a binding, a message and its delivery count.
+pub fn replica() -> Replica {
+    let mut queue = QueueReplica {
+        name: "q".into(),
+        record: vec![1],
+        bindings: vec![("amq.direct".into(), "k".into(), vec![])],
+        ..QueueReplica::default()
+    };
+    queue
+        .messages
+        .insert(9, bytes::Bytes::from_static(b"hello"));
+    queue.returns.insert(9, 2);
+    Replica {
+        last_applied: Some(log_id(1, 3)),
+        membership: StoredMembership::new(Some(log_id(1, 2)), membership()),
+        queues: BTreeMap::from([(7, queue)]),
+        messages_applied: 1,
+    }
 }
