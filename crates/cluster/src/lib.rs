@@ -27,4 +27,4 @@ pub use log::{replay_records, Replayed};
 pub use net::Credentials;
 pub use node::{Cluster, ClusterConfig, ClusterError, Route};
 pub use rpc::{AdminRequest, AdminResponse, MemberStatus, NodeStatus};
-pub use sm::decode_replica;
+pub use sm::{decode_replica, encode_replica};

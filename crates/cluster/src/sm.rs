@@ -445,6 +445,14 @@ mod tests {
             record: vec![1],
         });
         assert!(r.queues.values().all(|q| q.returns.is_empty()));
+        // A deleted queue's counts go with it.
+        let mut r = replica_with(&[9]);
+        r.apply(Op::Returned {
+            queue: 7,
+            returns: vec![(9, 1)],
+        });
+        r.apply(Op::Delete { queue: 7 });
+        assert!(r.queues.is_empty());
     }
 
     #[test]

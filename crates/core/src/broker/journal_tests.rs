@@ -242,13 +242,36 @@ fn a_return_to_a_queue_with_a_delivery_limit_is_journaled_with_its_count() {
         true,
     );
     assert!(matches!(&j.take()[..], [Call::Returned(_, _, 3)]));
-    // A limit past what the count reaches acts as none: nothing worth keeping.
-    let high = limited(&b, "high", 40_000);
-    b.publish(&ex, persistent("high", "kept")).unwrap();
-    j.take();
-    let got = high.get().unwrap();
-    high.release([(got.position, got.message)], true);
-    assert!(j.take().is_empty());
+    // A quorum queue with its limit turned off still tells consumers the count, so it
+    // keeps it too; a queue that tells nobody (no limit, not quorum) keeps none.
+    let quorum = {
+        let mut arguments = Arguments::new();
+        arguments.push(
+            "x-queue-type",
+            crate::value::HeaderValue::Str("quorum".into()),
+        );
+        arguments.push("x-delivery-limit", crate::value::HeaderValue::Int(-1));
+        let opts = QueueOptions {
+            durable: true,
+            arguments,
+            ..QueueOptions::default()
+        };
+        b.declare_queue("quorum", opts, false, 1).unwrap().0
+    };
+    let plain = b.declare_queue("plain", durable(), false, 1).unwrap().0;
+    for queue in [&quorum, &plain] {
+        b.publish(&ex, persistent(queue.name(), "kept")).unwrap();
+        j.take();
+        let got = queue.get().unwrap();
+        let sid = got.message.store_id().unwrap();
+        queue.release([(got.position, got.message)], true);
+        let kept = j.take();
+        if Arc::ptr_eq(queue, &quorum) {
+            assert_eq!(kept, [Call::Returned(store_id(queue), sid, 1)]);
+        } else {
+            assert!(kept.is_empty(), "{kept:?}");
+        }
+    }
 }
 
 #[test]

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::error::BrokerError;
 use crate::queue::entries::PriorityLevels;
-use crate::queue::state::Redelivery;
 use crate::value::{Arguments, HeaderValue};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,11 +95,11 @@ pub fn is_quorum_declare(args: &Arguments) -> bool {
 }
 
 impl Features {
-    /// Whether a return can decide a message's fate here: a delivery limit the count can
-    /// reach (it saturates at [`Redelivery::MAX_RETURNS`]), so the count is worth keeping.
-    pub(crate) fn counts_returns(&self) -> bool {
-        self.delivery_limit
-            .is_some_and(|limit| limit < u32::from(Redelivery::MAX_RETURNS))
+    /// Whether the count of a message's returns is kept across restarts and failovers:
+    /// wherever consumers are told it (see `reports_returns`), so that the count they see
+    /// and the limit acting on it carry on, as RabbitMQ's quorum queues keep theirs.
+    pub(crate) fn keeps_returns(&self) -> bool {
+        self.reports_returns
     }
 
     /// Reads the arguments leniently (values that [`Features::validate`] refuses are

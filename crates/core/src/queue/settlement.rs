@@ -127,7 +127,7 @@ impl Queue {
         if st.deleted {
             gone.orphans.push(message);
         } else {
-            if set_redelivered && u.stored != 0 && self.features.counts_returns() {
+            if set_redelivered && u.stored != 0 && self.features.keeps_returns() {
                 gone.returned
                     .push((u.stored, u32::from(redelivery.returns())));
             }

@@ -1343,6 +1343,25 @@ async fn a_message_that_came_back_to_a_classic_queue_carries_no_count() {
     };
     assert!(d.deliver().redelivered);
     assert_eq!(d.props().headers, None, "no x-delivery-count");
+    // Nor does a get.
+    let tag = d.deliver().delivery_tag;
+    c.call(
+        1,
+        BasicCancel {
+            consumer_tag: short("c1"),
+            nowait: false,
+        },
+    );
+    c.request(
+        1,
+        BasicNack {
+            delivery_tag: tag,
+            multiple: false,
+            requeue: true,
+        },
+    );
+    let got = c.request(1, get("q", true));
+    assert_eq!(got[0].props().headers, None, "no x-delivery-count on a get");
 }
 
 #[tokio::test]
