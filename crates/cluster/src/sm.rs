@@ -394,6 +394,17 @@ mod tests {
     use super::*;
     use crate::samples::{log_id, membership};
 
+    /// postcard of a replica (queue 7 "q", record [1, 2], messages 9 "hello" and 10
+    /// "world", a binding to amq.direct with key "k", applied up to (2, 5)) written by the
+    /// build before delivery counts.
+    const LEGACY_REPLICA: &[u8] = &[
+        1, 2, 1, 5, 1, 1, 1, 2, 1, 3, 1, 2, 3, 3, 1, 14, 49, 50, 55, 46, 48, 46, 48, 46, 49, 58,
+        53, 54, 56, 48, 2, 14, 49, 50, 55, 46, 48, 46, 48, 46, 50, 58, 53, 54, 56, 48, 3, 14, 49,
+        50, 55, 46, 48, 46, 48, 46, 51, 58, 53, 54, 56, 48, 1, 7, 1, 113, 2, 1, 2, 2, 9, 5, 104,
+        101, 108, 108, 111, 10, 5, 119, 111, 114, 108, 100, 1, 10, 97, 109, 113, 46, 100, 105, 114,
+        101, 99, 116, 1, 107, 1, 3, 2,
+    ];
+
     fn replica_with(ids: &[u64]) -> Replica {
         let mut r = Replica::default();
         r.apply(Op::Declare {
@@ -467,7 +478,19 @@ mod tests {
         let back = decode_replica(&encode_replica(&r).unwrap()).unwrap();
         assert_eq!(format!("{back:?}"), format!("{r:?}"));
 
-        // A snapshot written before counts were kept: the same replica, less its counts.
+        // A replica as the build before counts (26c4568) wrote it, its bytes printed by that
+        // build: it reads back with its messages and binding, and no counts.
+        let written_then = decode_replica(LEGACY_REPLICA).unwrap();
+        assert_eq!(written_then.last_applied, Some(log_id(2, 5)));
+        assert_eq!(written_then.messages_applied, 2);
+        let q = &written_then.queues[&7];
+        assert_eq!((q.name.as_str(), &q.record[..]), ("q", &[1u8, 2][..]));
+        assert_eq!(q.messages.len(), 2);
+        assert_eq!(&q.messages[&10][..], b"world");
+        assert_eq!(q.bindings, [("amq.direct".into(), "k".into(), vec![3])]);
+        assert!(q.returns.is_empty());
+
+        // The legacy shape as this build declares it: the same replica, less its counts.
         let q = &r.queues[&7];
         let old = v1::Replica {
             last_applied: r.last_applied,
