@@ -1325,6 +1325,26 @@ async fn with_queue_args(arguments: FieldTable) -> Client {
     c
 }
 
+/// Cancels consumer "c1" on channel 1, puts its delivery `tag` back on "q" and gets it.
+fn cancel_requeue_and_get(c: &mut Client, tag: u64) -> Vec<Incoming> {
+    c.call(
+        1,
+        BasicCancel {
+            consumer_tag: short("c1"),
+            nowait: false,
+        },
+    );
+    c.request(
+        1,
+        BasicNack {
+            delivery_tag: tag,
+            multiple: false,
+            requeue: true,
+        },
+    );
+    c.request(1, get("q", true))
+}
+
 #[tokio::test]
 async fn a_message_that_came_back_to_a_classic_queue_carries_no_count() {
     // RabbitMQ's classic queues keep no count of returns, and tell consumers none.
@@ -1344,23 +1364,7 @@ async fn a_message_that_came_back_to_a_classic_queue_carries_no_count() {
     assert!(d.deliver().redelivered);
     assert_eq!(d.props().headers, None, "no x-delivery-count");
     // Nor does a get.
-    let tag = d.deliver().delivery_tag;
-    c.call(
-        1,
-        BasicCancel {
-            consumer_tag: short("c1"),
-            nowait: false,
-        },
-    );
-    c.request(
-        1,
-        BasicNack {
-            delivery_tag: tag,
-            multiple: false,
-            requeue: true,
-        },
-    );
-    let got = c.request(1, get("q", true));
+    let got = cancel_requeue_and_get(&mut c, d.deliver().delivery_tag);
     assert_eq!(got[0].props().headers, None, "no x-delivery-count on a get");
 }
 
@@ -1401,22 +1405,7 @@ async fn a_message_that_came_back_carries_x_delivery_count() {
         assert_eq!(d.props(), &expected, "requeued {count} times");
     }
     // A get says so too.
-    c.call(
-        1,
-        BasicCancel {
-            consumer_tag: short("c1"),
-            nowait: false,
-        },
-    );
-    c.request(
-        1,
-        BasicNack {
-            delivery_tag: tag,
-            multiple: false,
-            requeue: true,
-        },
-    );
-    let got = c.request(1, get("q", true));
+    let got = cancel_requeue_and_get(&mut c, tag);
     let count = got[0]
         .props()
         .headers
