@@ -37,8 +37,9 @@ pub struct QueueReplica {
     pub messages: BTreeMap<u64, Bytes>,
     /// (exchange, key, encoded arguments)
     pub bindings: Vec<(String, String, Vec<u8>)>,
-    /// How often each message that came back after a delivery has come back (only queues
-    /// with a delivery limit count): a new leader's queue starts from these.
+    /// How often each message that came back after a delivery has come back (only quorum
+    /// queues and queues with a delivery limit count): a new leader's queue starts from
+    /// these.
     pub returns: BTreeMap<u64, u32>,
 }
 

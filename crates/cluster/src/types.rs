@@ -56,8 +56,9 @@ pub enum Op {
         key: String,
     },
     /// Messages that came back to `queue` after a delivery, each with the count of its
-    /// returns so far (for a delivery limit: RabbitMQ's quorum queues keep theirs in their
-    /// log too). Last, so that the entries above keep their encoding.
+    /// returns so far (for `x-delivery-count` and a delivery limit: RabbitMQ's quorum
+    /// queues keep theirs in their log too). Last, so that the entries above keep their
+    /// encoding.
     Returned {
         queue: u64,
         returns: Vec<(u64, u32)>,
