@@ -87,9 +87,10 @@ pub trait Journal: Send + Sync {
     /// The messages left `queue` for good (settled, purged, expired, dropped, dead-lettered).
     fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>);
     /// Messages came back to `queue` after a delivery: (message, times so far) for each.
-    /// Called only for queues with a delivery limit, which judges a message by the count
-    /// (RabbitMQ's quorum queues keep it too). A journal that keeps no counts ignores it:
-    /// the count then starts again from 0 where the journal's messages are restored.
+    /// Called only for queues that tell consumers the count (quorum queues, and queues with
+    /// a delivery limit, which judges a message by it; RabbitMQ's quorum queues keep it
+    /// too). A journal that keeps no counts ignores it: the count then starts again from 0
+    /// where the journal's messages are restored.
     fn returned(&self, _queue: u64, _returns: &[(u64, u32)]) {}
     /// Closes a transaction's records: after a crash they all count if this commit reached
     /// the disk, none if it did not. Returns the point the whole commit is durable at, or

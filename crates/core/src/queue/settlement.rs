@@ -136,8 +136,9 @@ impl Queue {
         true
     }
 
-    /// Journals the counts a delivery limit judges returned messages by, so they outlive a
-    /// restart: (store id, returns) pairs from [`Gone::returned`], under the queue's lock
+    /// Journals the counts of returned messages (what consumers are told, and what a
+    /// delivery limit judges by), so they outlive a restart or a failover: (store id,
+    /// returns) pairs from [`Gone::returned`], under the queue's lock
     /// (the order of this queue's records), one journal call for a release's worth.
     pub(crate) fn journal_returns(&self, returned: &[(u64, u32)]) {
         if returned.is_empty() {
@@ -174,8 +175,8 @@ pub(crate) struct Gone {
     pub(crate) orphans: Vec<Message>,
     /// Back more often than the queue's delivery limit.
     pub(crate) over_limit: Vec<Message>,
-    /// (store id, returns) of journaled messages back on a queue with a delivery limit, for
-    /// [`Queue::journal_returns`].
+    /// (store id, returns) of journaled messages back on a queue that keeps their counts
+    /// (`Features::keeps_returns`), for [`Queue::journal_returns`].
     pub(crate) returned: Vec<(u64, u32)>,
 }
 
