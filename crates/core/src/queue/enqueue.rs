@@ -32,7 +32,8 @@ pub enum Restored {
 }
 
 /// A recovered message with the times it had come back to the queue after a delivery, as
-/// the store counted them (for `x-delivery-limit`; 0 where it kept no count).
+/// the store counted them (`x-delivery-count` and `x-delivery-limit`; 0 where it kept no
+/// count).
 #[derive(Debug)]
 pub struct RestoredMessage {
     pub message: Restored,

@@ -45,7 +45,9 @@ pub(crate) struct Features {
     /// delivery more often than this is dead-lettered (or dropped). Negative: no limit.
     pub(crate) delivery_limit: Option<u32>,
     /// A quorum queue's, or one with a delivery limit: its consumers are told each message's
-    /// count of returns (0-9-1's `x-delivery-count`), as RabbitMQ's quorum queues tell them.
+    /// count of returns (0-9-1's `x-delivery-count`), as RabbitMQ's quorum queues tell them,
+    /// and the count is kept across restarts and failovers, so that what they see and the
+    /// limit acting on it carry on.
     pub(crate) reports_returns: bool,
 }
 
@@ -95,13 +97,6 @@ pub fn is_quorum_declare(args: &Arguments) -> bool {
 }
 
 impl Features {
-    /// Whether the count of a message's returns is kept across restarts and failovers:
-    /// wherever consumers are told it (see `reports_returns`), so that the count they see
-    /// and the limit acting on it carry on, as RabbitMQ's quorum queues keep theirs.
-    pub(crate) fn keeps_returns(&self) -> bool {
-        self.reports_returns
-    }
-
     /// Reads the arguments leniently (values that [`Features::validate`] refuses are
     /// ignored); declares go through `validate` first.
     pub(crate) fn from_arguments(args: &Arguments) -> Features {

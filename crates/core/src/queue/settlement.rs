@@ -127,7 +127,7 @@ impl Queue {
         if st.deleted {
             gone.orphans.push(message);
         } else {
-            if set_redelivered && u.stored != 0 && self.features.keeps_returns() {
+            if set_redelivered && u.stored != 0 && self.features.reports_returns {
                 gone.returned
                     .push((u.stored, u32::from(redelivery.returns())));
             }
@@ -176,7 +176,7 @@ pub(crate) struct Gone {
     /// Back more often than the queue's delivery limit.
     pub(crate) over_limit: Vec<Message>,
     /// (store id, returns) of journaled messages back on a queue that keeps their counts
-    /// (`Features::keeps_returns`), for [`Queue::journal_returns`].
+    /// (`Features::reports_returns`), for [`Queue::journal_returns`].
     pub(crate) returned: Vec<(u64, u32)>,
 }
 
