@@ -219,3 +219,36 @@ def test_a_delivery_limits_count_carries_on_after_the_leader_dies(cluster):
     assert get_and_return(cluster, queue) == 2
     assert get_and_return(cluster, queue) == 3
     assert get_and_return(cluster, queue) is None
+
+
+def test_a_transaction_on_a_quorum_queue_counts_after_the_leader_dies_as_committed(cluster):
+    """tx.commit-ok promises the commit's publishes and acks; a rolled-back transaction's
+    leave nothing behind on the next leader."""
+    queue = "tx-" + uuid.uuid4().hex[:8]
+    conn = connect(cluster)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.tx_select()
+    for body in (b"a", b"b", b"c"):
+        ch.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+    ch.tx_commit()
+    # Rolled back: an ack of "a" and a publish.
+    method, _props, body = ch.basic_get(queue, auto_ack=False)
+    assert body == b"a"
+    ch.basic_ack(method.delivery_tag)
+    ch.basic_publish("", queue, b"rolled-back", pika.BasicProperties(delivery_mode=2))
+    ch.tx_rollback()
+    # Committed: an ack of "b" (the rollback left "a" unacknowledged) and a publish.
+    method, _props, body = ch.basic_get(queue, auto_ack=False)
+    assert body == b"b"
+    ch.basic_ack(method.delivery_tag)
+    ch.basic_publish("", queue, b"committed", pika.BasicProperties(delivery_mode=2))
+    ch.tx_commit()
+    # Closing hands the unacknowledged "a" back.
+    conn.close()
+    leader = cluster.leader()
+    os.kill(cluster.procs[leader].pid, signal.SIGKILL)
+    cluster.procs[leader].wait()
+    assert cluster.leader() != leader
+    got = consume_all(cluster, queue, {"a", "c", "committed"})
+    assert got == {"a", "c", "committed"}

@@ -8,8 +8,13 @@
 //! Only a serving leader proposes: elsewhere operations on replicated queues are refused
 //! (declares, publishes) or dropped (a settlement on a queue being taken down: the message
 //! stays in the replica and is delivered again by the next leader).
+//!
+//! A transaction's operations on replicated queues are held here until it commits, and
+//! dropped if it aborts: a distributed transaction's branch journals its work when it is
+//! prepared, and proposing that at once would leave a rolled-back branch's dequeues and
+//! publishes in the replica for the next leader.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -109,6 +114,14 @@ pub struct ClusterJournal {
     /// [`ClusterJournal::proposer_kicked`]).
     proposer_kicked: AtomicBool,
     proposer_kick: tokio::sync::Notify,
+    /// Open transactions' operations on replicated queues, by [`JournalTx::serial`].
+    held: Mutex<HashMap<u64, HeldOps>>,
+}
+
+/// What a transaction will propose when it commits, and the leadership it was staged in.
+struct HeldOps {
+    epoch: u64,
+    ops: Vec<Op>,
 }
 
 struct Kick(Weak<ClusterJournal>);
@@ -167,6 +180,7 @@ impl ClusterJournal {
             kick: Arc::new(Kick(weak.clone())),
             proposer_kicked: AtomicBool::new(false),
             proposer_kick: tokio::sync::Notify::new(),
+            held: Mutex::default(),
         });
         (j, rx)
     }
@@ -382,6 +396,57 @@ impl ClusterJournal {
         self.poll();
     }
 
+    /// Proposes `op` now, or holds it until transaction `tx` commits.
+    fn propose_in(&self, op: Op, tx: Option<&JournalTx>) -> Result<SyncPoint, BrokerError> {
+        let Some(tx) = tx else {
+            return self.propose(op);
+        };
+        if !self.is_serving() {
+            return Err(not_leader());
+        }
+        let epoch = self.epoch();
+        let mut held = self.held.lock();
+        let entry = held.entry(tx.serial()).or_insert_with(|| HeldOps {
+            epoch,
+            ops: Vec::new(),
+        });
+        if entry.epoch != epoch {
+            // Begun under a leadership that has ended (see `commit_held`): what it staged
+            // then is void.
+            *entry = HeldOps {
+                epoch,
+                ops: Vec::new(),
+            };
+        }
+        entry.ops.push(op);
+        drop(held);
+        // Nothing to wait for yet: the commit's point covers what it proposes.
+        Ok(self.appended())
+    }
+
+    /// Proposes what transaction `tx` held, in order.
+    fn commit_held(&self, tx: &JournalTx) {
+        let Some(held) = self.held.lock().remove(&tx.serial()) else {
+            return;
+        };
+        if held.epoch != self.epoch() {
+            // The leadership it was staged under ended: its clients were closed and its
+            // queues rebuilt from the replica, which never saw these operations. Proposing
+            // them now would apply them to a replica the live queues no longer match.
+            tracing::warn!(
+                ops = held.ops.len(),
+                "cluster: a transaction from an earlier leadership committed; its replicated operations are dropped"
+            );
+            return;
+        }
+        for op in held.ops {
+            // A refusal means leadership just ended: the commit's point then fails.
+            if self.propose(op).is_err() {
+                return;
+            }
+        }
+    }
+
     fn replicated_load(&self, id: u64) -> Option<MessageParts> {
         let r = self.replica.lock();
         let content = r.queues.values().find_map(|q| q.messages.get(&id))?.clone();
@@ -531,18 +596,18 @@ impl Journal for ClusterJournal {
         };
         let mut content = Vec::with_capacity(message.size() as usize + 64);
         record::put_message_content(&mut content, message);
-        let point = self.propose(Op::Enqueue {
+        let op = Op::Enqueue {
             id: self.message_key(id),
             queues: replicated,
             content,
-        })?;
-        Ok((id, point))
+        };
+        Ok((id, self.propose_in(op, tx)?))
     }
 
     fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>) {
         if is_replicated_id(queue) {
             let ids = messages.iter().map(|id| self.message_key(*id)).collect();
-            let _ = self.propose(Op::Dequeue { queue, ids });
+            let _ = self.propose_in(Op::Dequeue { queue, ids }, tx);
         } else if messages.iter().any(|id| is_replicated_id(*id)) {
             // A transient message numbered for a replicated queue, leaving a local one:
             // the local store never had it.
@@ -584,14 +649,15 @@ impl Journal for ClusterJournal {
     }
 
     fn commit_tx(&self, tx: &JournalTx) -> Option<SyncPoint> {
-        // Replicated operations of the transaction were proposed one by one (they are not
-        // atomic across a failover: docs/CLUSTER.md); the commit waits for all of them.
+        // Replicated operations of the transaction are proposed now, one by one (they are
+        // not atomic across a failover: docs/CLUSTER.md); the commit waits for all of them.
         self.local.commit_tx(tx);
+        self.commit_held(tx);
         Some(self.appended())
     }
 
-    // Prepares are the local store's: a replicated queue's part of a prepared branch is not
-    // held in doubt across a failover (as for commits above).
+    // Prepares are the local store's: a replicated queue's part of a prepared branch stays
+    // held on this node until the branch ends, and is not kept in doubt across a failover.
     fn prepare_tx(&self, tx: &JournalTx, branch: &[u8]) -> Result<Option<SyncPoint>, BrokerError> {
         self.local.prepare_tx(tx, branch)?;
         Ok(Some(self.appended()))
@@ -599,6 +665,7 @@ impl Journal for ClusterJournal {
 
     fn abort_tx(&self, tx: &JournalTx) {
         self.local.abort_tx(tx);
+        self.held.lock().remove(&tx.serial());
     }
 
     fn load(&self, messages: &[u64]) -> Vec<Option<MessageParts>> {
@@ -772,6 +839,89 @@ mod tests {
         // An answer from the old epoch completes nothing.
         j.applied(j.epoch() - 1, b.0);
         assert!(j.durable() < b);
+    }
+
+    /// A transaction's publish to replicated queue 1, and its settlement of message 5 there.
+    fn stage_work(j: &ClusterJournal, tx: &JournalTx) {
+        let m = Message::new("", "q", Bytes::from_static(b"m"));
+        j.enqueue(&m, &[REPLICATED | 1], Some(tx)).expect("enqueue");
+        j.dequeue(REPLICATED | 1, &[REPLICATED | 5], Some(tx));
+    }
+
+    #[test]
+    fn a_transactions_replicated_work_is_proposed_at_its_commit() {
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
+        j.start_serving(1);
+        let tx = JournalTx::default();
+        stage_work(&j, &tx);
+        // A plain dequeue meanwhile goes at once.
+        j.dequeue(REPLICATED | 1, &[REPLICATED | 6], None);
+        j.prepare_tx(&tx, b"branch").expect("prepare");
+        let plain = rx.try_recv().expect("the plain dequeue");
+        assert!(matches!(plain.op, Op::Dequeue { ref ids, .. } if ids == &[REPLICATED | 6]));
+        assert!(rx.try_recv().is_err(), "nothing of the prepared branch yet");
+        let point = j.commit_tx(&tx).expect("a point");
+        let enqueue = rx.try_recv().expect("the publish");
+        assert!(
+            matches!(enqueue.op, Op::Enqueue { ref queues, .. } if queues == &[REPLICATED | 1])
+        );
+        let dequeue = rx.try_recv().expect("the settlement");
+        assert_eq!(
+            dequeue.op,
+            Op::Dequeue {
+                queue: REPLICATED | 1,
+                ids: vec![REPLICATED | 5],
+            }
+        );
+        assert_eq!(point.0, dequeue.point, "the commit waits for all of it");
+        assert!(j.held.lock().is_empty());
+    }
+
+    #[test]
+    fn an_aborted_transaction_proposes_nothing() {
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
+        j.start_serving(1);
+        let tx = JournalTx::default();
+        stage_work(&j, &tx);
+        j.prepare_tx(&tx, b"branch").expect("prepare");
+        j.abort_tx(&tx);
+        assert!(j.held.lock().is_empty());
+        j.commit_tx(&tx);
+        assert!(
+            rx.try_recv().is_err(),
+            "a rolled-back branch reaches no replica"
+        );
+    }
+
+    #[test]
+    fn a_transaction_staged_under_an_ended_leadership_proposes_nothing() {
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
+        j.start_serving(1);
+        let (old, fresh) = (JournalTx::default(), JournalTx::default());
+        stage_work(&j, &old);
+        stage_work(&j, &fresh);
+        j.stop_serving();
+        j.start_serving(2);
+        j.commit_tx(&old);
+        assert!(
+            rx.try_recv().is_err(),
+            "the replica never saw its queues' state"
+        );
+        // Work staged again after the change starts over under the new leadership.
+        stage_work(&j, &fresh);
+        j.commit_tx(&fresh);
+        assert!(matches!(
+            rx.try_recv().expect("publish").op,
+            Op::Enqueue { .. }
+        ));
+        assert!(matches!(
+            rx.try_recv().expect("settle").op,
+            Op::Dequeue { .. }
+        ));
+        assert!(
+            rx.try_recv().is_err(),
+            "only what was staged this leadership"
+        );
     }
 
     fn delete(j: &ClusterJournal, queue: u64) -> SyncPoint {

@@ -172,18 +172,40 @@ pub trait DurableWaiter: Send + Sync {
 /// One transaction commit's records in the journal. The store names the transaction when
 /// it writes its first record (0 until then), so a commit that touches nothing durable
 /// writes nothing at all.
-#[derive(Debug, Default)]
-pub struct JournalTx(AtomicU64);
+#[derive(Debug)]
+pub struct JournalTx {
+    name: AtomicU64,
+    serial: u64,
+}
+
+/// Serials of [`JournalTx`]s, unique within the process.
+static NEXT_TX_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+impl Default for JournalTx {
+    fn default() -> JournalTx {
+        JournalTx::named(0)
+    }
+}
 
 impl JournalTx {
     /// A transaction the store named already (one recovered in doubt).
     pub fn named(id: u64) -> JournalTx {
-        JournalTx(AtomicU64::new(id))
+        JournalTx {
+            name: AtomicU64::new(id),
+            serial: NEXT_TX_SERIAL.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Unique among this process's transactions, named or not: for a journal that holds a
+    /// transaction's work aside until it ends (the store's name comes too late for that, and
+    /// is the store's to choose).
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// The store's name for the transaction, once it has written a record of it.
     pub fn id(&self) -> Option<u64> {
-        match self.0.load(Ordering::Acquire) {
+        match self.name.load(Ordering::Acquire) {
             0 => None,
             id => Some(id),
         }
@@ -192,7 +214,7 @@ impl JournalTx {
     /// The transaction's name: `first` (non-zero, unique) unless it already has one.
     pub fn get_or_set(&self, first: u64) -> u64 {
         match self
-            .0
+            .name
             .compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) => first,

@@ -1,7 +1,8 @@
 //! Replicated queues on a 3-node cluster of real ferryd processes (loopback addresses
 //! 127.0.0.11.., see `ferry_tools::chaos::nodes`): formation and status, the cluster
 //! port's authentication, publish with confirms through a follower, failover after kill -9
-//! of the leader with nothing confirmed lost, a 0-10 client on a `qpid.replicated` queue,
+//! of the leader with nothing confirmed lost, delivery counts across a failover, a 0-10
+//! client on a `qpid.replicated` queue, prepared dtx branches rolled back and committed,
 //! membership changes under traffic, and a short chaos run (kill -9, pause, partition).
 //!
 //! `FERRY_CHAOS_SECONDS` sets the chaos run's length (default 20; scripts/test.sh runs a
@@ -17,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ferry_amqp010::XaStatus;
 use ferry_client091::{
     BasicProperties, ConnectOptions, Connection, ConsumeOptions, Publication, QueueOptions,
 };
@@ -406,6 +408,131 @@ async fn a_010_client_publishes_to_a_qpid_replicated_queue() {
     for i in 0..50 {
         assert!(got.contains(&format!("x{i}")), "x{i} lost");
     }
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// Runs a dtx command and returns its XA status.
+async fn xa(s: &ferry_client::Session, command: impl Into<ferry_amqp010::Command>) -> XaStatus {
+    let result = s.execute(command).await.expect("dtx command");
+    let result: ferry_amqp010::XaResult =
+        result.expect("an xa-result").decode_as().expect("decodes");
+    result.status.expect("a status")
+}
+
+fn xid(name: &str) -> Option<ferry_amqp010::Xid> {
+    Some(ferry_amqp010::Xid {
+        format: Some(1),
+        global_id: Some(bytes::Bytes::copy_from_slice(name.as_bytes())),
+        branch_id: Some(bytes::Bytes::from_static(b"b")),
+    })
+}
+
+/// A dtx branch on a new session: takes the queue's first message and publishes `body`,
+/// then ends and prepares. Returns the session and the body it took.
+async fn prepared_branch(
+    conn: &ferry_client::Connection,
+    queue: &str,
+    name: &str,
+    body: &str,
+) -> (ferry_client::Session, String) {
+    use ferry_amqp010::{AcceptMode, DtxEnd, DtxPrepare, DtxSelect, DtxStart, SequenceSet};
+    use ferry_client::{FlowMode, OutgoingMessage, SubscribeOptions};
+    let s = conn.session().await.expect("session");
+    s.execute(DtxSelect {}).await.expect("dtx.select");
+    let start = DtxStart {
+        xid: xid(name),
+        ..Default::default()
+    };
+    assert_eq!(xa(&s, start).await, XaStatus::XaOk);
+    let opts = SubscribeOptions {
+        accept_mode: AcceptMode::Explicit,
+        // Credit, not a window: the accept must not let a second message come.
+        flow_mode: FlowMode::Credit,
+        message_credit: 1,
+        ..SubscribeOptions::default()
+    };
+    let mut sub = s.subscribe(queue, name, opts).await.expect("subscribe");
+    let d = tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("a message in time")
+        .expect("a message");
+    s.accept(&SequenceSet::from_range(d.id, d.id))
+        .await
+        .expect("accept");
+    let m = OutgoingMessage::builder()
+        .routing_key(queue)
+        .persistent(true)
+        .body(body.to_owned())
+        .build()
+        .expect("message");
+    s.transfer("", &m).await.expect("transfer");
+    s.sync().await.expect("staged");
+    let end = DtxEnd {
+        xid: xid(name),
+        ..Default::default()
+    };
+    assert_eq!(xa(&s, end).await, XaStatus::XaOk);
+    sub.cancel().await.expect("cancel");
+    assert_eq!(xa(&s, DtxPrepare { xid: xid(name) }).await, XaStatus::XaOk);
+    (s, String::from_utf8_lossy(&d.body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_dtx_branch_leaves_the_replica_as_it_was() {
+    let _one = serial();
+    use ferry_amqp010::{DtxCommit, DtxRollback, Map, Str, Value};
+    use ferry_client::{ConnectOptions as Opts010, OutgoingMessage, QueueDeclareOptions};
+    let (mut nodes, d) = cluster("dtx", 3).await;
+    let leader = nodes
+        .wait_serving(Duration::from_secs(30))
+        .await
+        .expect("a leader");
+    let addr = nodes.specs[(leader - 1) as usize].amqp;
+    let conn = ferry_client::Connection::connect(addr, Opts010::default())
+        .await
+        .expect("0-10 connect");
+    let s = conn.session().await.expect("session");
+    let mut args = Map::new();
+    args.insert(Str::from("qpid.replicated"), Value::Bool(true));
+    let opts = QueueDeclareOptions {
+        durable: true,
+        arguments: Some(args),
+        ..QueueDeclareOptions::default()
+    };
+    s.queue_declare("xa", opts).await.expect("declare");
+    for body in ["a", "b"] {
+        let m = OutgoingMessage::builder()
+            .routing_key("xa")
+            .persistent(true)
+            .body(body)
+            .build()
+            .expect("message");
+        s.transfer_sync("", &m).await.expect("replicated");
+    }
+    // Two prepared branches each take a message and publish one. x rolls back: neither
+    // its take nor its publish may reach the replica. y commits: both must.
+    let (sx, x_took) = prepared_branch(&conn, "xa", "x", "rolled-back").await;
+    let (sy, y_took) = prepared_branch(&conn, "xa", "y", "committed").await;
+    assert_eq!((x_took.as_str(), y_took.as_str()), ("a", "b"));
+    assert_eq!(xa(&sx, DtxRollback { xid: xid("x") }).await, XaStatus::XaOk);
+    let commit = DtxCommit {
+        xid: xid("y"),
+        one_phase: false,
+    };
+    assert_eq!(xa(&sy, commit).await, XaStatus::XaOk);
+    drop((sx, sy, s));
+    drop(conn);
+    nodes.kill(leader);
+    let new = nodes
+        .wait_serving(Duration::from_secs(20))
+        .await
+        .expect("a new leader");
+    let mut c = connect(nodes.specs[(new - 1) as usize].amqp).await;
+    let ch = c.open_channel().await.expect("channel");
+    let mut got = receive(&mut c, ch, "xa", 10, true).await;
+    got.sort();
+    assert_eq!(got, ["a", "committed"]);
     drop(nodes);
     let _ = std::fs::remove_dir_all(d);
 }
