@@ -29,7 +29,8 @@ use ferry_amqp091::{
     decode_frame, reply, write_heartbeat, write_method, Assembled, AssemblyError, ChannelClose,
     ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionBlocked, ConnectionClose,
     ConnectionCloseOk, ConnectionOpenOk, ConnectionSecure, ConnectionUnblocked,
-    ConnectionUpdateSecretOk, Frame, FrameType, LongStr, Method, ShortStr, FRAME_MIN_SIZE,
+    ConnectionUpdateSecretOk, Frame, FrameError, FrameType, LongStr, Method, ShortStr,
+    FRAME_MIN_SIZE, FRAME_OVERHEAD,
 };
 use ferry_core::{OutboxItem, OwnerId, SessionStatus};
 use tracing::{debug, info, warn};
@@ -50,6 +51,10 @@ use handshake::ClientCaps;
 pub struct Amqp091 {
     /// Owns the connection's exclusive queues and consumers.
     owner: OwnerId,
+    /// Negotiated (our offer until tune-ok). A frame may carry up to this many octets of
+    /// payload, eight more than the spec allows in all, as RabbitMQ accepts: some clients
+    /// (AMQPStorm) cut bodies at frame-max without leaving room for the frame's header and
+    /// end octet, and work against RabbitMQ only thanks to that.
     frame_max: usize,
     channel_max: u16,
     /// Negotiated in tune-ok, in force from connection.open.
@@ -95,11 +100,20 @@ impl Protocol for Amqp091 {
     /// Processes every complete frame in `input`, then sends the batch's publisher confirms.
     fn process(&mut self, shell: &mut Shell, input: &mut BytesMut) {
         while !matches!(shell.phase, Phase::Finished | Phase::Authenticating) {
-            let frame = match decode_frame(input, self.frame_max) {
+            let frame = match decode_frame(input, self.frame_max + FRAME_OVERHEAD) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 Err(e) => {
-                    self.close_connection(shell, Fault::new(e.reply_code(), e.to_string()), (0, 0));
+                    let text = match &e {
+                        FrameError::TooLarge { size, .. } => {
+                            format!(
+                                "frame of {size} octets exceeds frame-max {}",
+                                self.frame_max
+                            )
+                        }
+                        e => e.to_string(),
+                    };
+                    self.close_connection(shell, Fault::new(e.reply_code(), text), (0, 0));
                     break;
                 }
             };

@@ -466,18 +466,34 @@ async fn a_frame_larger_than_the_negotiated_frame_max_is_a_frame_error_501() {
         4096,
     ));
     assert!(c.take_output().is_empty());
-    // A body frame one octet larger does not.
-    let mut bytes = encode(1, to("", "q"));
-    write_content_header(
-        &mut bytes,
-        1,
-        &ContentHeader::basic(4089, BasicProperties::default()),
-    );
-    bytes.extend_from_slice(&raw_frame(FrameType::Body, 1, &[0; 4089]));
-    sent_and_closed(&mut c, &bytes, reply::FRAME_ERROR);
+    // So do frames of frame_max octets of payload, eight octets over in all: RabbitMQ
+    // accepts them, and clients that leave no room for the frame's header and end (AMQPStorm)
+    // rely on it.
+    let body_of = |payload: usize| {
+        let mut bytes = encode(1, to("", "q"));
+        write_content_header(
+            &mut bytes,
+            1,
+            &ContentHeader::basic(payload as u64, BasicProperties::default()),
+        );
+        bytes.extend_from_slice(&raw_frame(FrameType::Body, 1, &vec![0; payload]));
+        bytes
+    };
+    c.send(&body_of(4096));
+    assert!(c.take_output().is_empty());
+    // One octet more does not.
+    c.send(&body_of(4097));
+    let out = methods(c.take_output());
+    assert_connection_closed(&c, &out, reply::FRAME_ERROR);
+    if let Some((_, Method::ConnectionClose(close))) = out.last() {
+        assert_eq!(
+            close.reply_text,
+            "FRAME_ERROR - frame of 4105 octets exceeds frame-max 4096"
+        );
+    }
     // What was published before stands.
     let q = c.conn.broker().queue("q").unwrap();
-    assert_eq!(q.info().message_count, 1);
+    assert_eq!(q.info().message_count, 2);
 }
 
 #[tokio::test]
