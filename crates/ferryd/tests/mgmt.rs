@@ -86,6 +86,20 @@ fn overview_nodes_users_vhosts_and_whoami() {
         "ok"
     );
     h.get("/api/health/checks/alarms").expect(200);
+    assert_eq!(
+        h.get("/api/cluster-name").expect(200).json()["name"],
+        o["cluster_name"]
+    );
+    // A trailing slash is ignored, as RabbitMQ's server ignores it (AMQPStorm sends one),
+    // query string and all.
+    assert_eq!(
+        h.get("/api/healthchecks/node/").expect(200).json()["status"],
+        "ok"
+    );
+    assert_eq!(names(&h.get("/api/vhosts//").expect(200).json()), ["/"]);
+    let page = h.get("/api/queues/?page=1&page_size=10").expect(200).json();
+    assert_eq!(page["page"], 1, "{page}");
+    h.get("/api/").expect(404);
     let (status, _) = b.terminate();
     assert!(status.success());
 }

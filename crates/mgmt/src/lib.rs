@@ -30,8 +30,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::ServiceExt;
 use ferry_server::Admin;
 use tokio::net::TcpListener;
+use tower::util::MapRequestLayer;
+use tower::Layer;
 
 pub use error::ApiError;
 use listener::{BoundedListener, PeerAddr, MAX_HTTP_CONNECTIONS};
@@ -141,7 +144,10 @@ async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let listener = BoundedListener::new(listener, MAX_HTTP_CONNECTIONS);
-    let service = router.into_make_service_with_connect_info::<PeerAddr>();
+    let router = MapRequestLayer::new(api::trim_trailing_slash).layer(router);
+    let service = ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<
+        PeerAddr,
+    >(router);
     if let Err(e) = axum::serve(listener, service)
         .with_graceful_shutdown(shutdown)
         .await

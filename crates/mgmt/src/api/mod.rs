@@ -39,6 +39,7 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(DefaultBodyLimit::max(DEFINITIONS_LIMIT));
     let api = Router::new()
         .route("/api/overview", get(system::overview))
+        .route("/api/cluster-name", get(system::cluster_name))
         .route("/api/nodes", get(system::nodes))
         .route("/api/nodes/{name}", get(system::node))
         .route("/api/users", get(system::users))
@@ -153,6 +154,32 @@ pub fn metrics_router(app: Arc<App>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
+}
+
+/// RabbitMQ's HTTP server ignores a trailing slash (`/api/queues/` is `/api/queues`), and
+/// clients rely on it: AMQPStorm's health check asks for `/api/healthchecks/node/`. axum's
+/// routes match exactly, so an API path loses its trailing slashes before routing (a layer
+/// added to the router would run after the routing).
+pub fn trim_trailing_slash<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
+    let uri = req.uri();
+    let path = uri.path();
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.len() == path.len() || !trimmed.starts_with("/api/") {
+        return req;
+    }
+    let path_and_query = match uri.query() {
+        Some(query) => format!("{trimmed}?{query}"),
+        None => trimmed.to_owned(),
+    };
+    let mut parts = uri.clone().into_parts();
+    let Ok(path_and_query) = path_and_query.parse() else {
+        return req;
+    };
+    parts.path_and_query = Some(path_and_query);
+    if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+        *req.uri_mut() = uri;
+    }
+    req
 }
 
 async fn not_found() -> ApiError {

@@ -38,6 +38,12 @@ fn node_json(app: &App) -> Value {
     system::node(app, &o, &app.ctx(Windows::default()))
 }
 
+/// A single ferryd's cluster name is its node name, as RabbitMQ's is by default (and as the
+/// overview's `cluster_name`).
+pub async fn cluster_name(State(app): State<Arc<App>>) -> Response {
+    ok(json!({ "name": app.node }))
+}
+
 pub async fn nodes(State(app): State<Arc<App>>) -> ApiResult<Response> {
     blocking(move || Ok(ok(json!([node_json(&app)])))).await
 }
