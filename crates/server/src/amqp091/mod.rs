@@ -417,14 +417,25 @@ impl Amqp091 {
                 };
                 shell.phase = Phase::AwaitOpen;
             }
-            (Phase::AwaitOpen, Method::ConnectionOpen(_)) => {
+            (Phase::AwaitOpen, Method::ConnectionOpen(open)) => {
+                // One virtual host, RabbitMQ's default "/" (an empty name is taken for it).
+                // RabbitMQ refuses one it does not have, so a client configured for another
+                // hears of it at once rather than sharing "/" with every other application.
+                let vhost = open.virtual_host.as_bytes();
+                if !matches!(vhost, b"/" | b"") {
+                    let text = format!(
+                        "vhost {} not found",
+                        String::from_utf8_lossy(vhost).escape_debug()
+                    );
+                    self.close_connection(shell, Fault::new(reply::NOT_ALLOWED, text), ids);
+                    return;
+                }
                 let user = shell.login.user().to_owned();
                 if let Err(reason) = shell.access.admit(&user) {
                     // RabbitMQ refuses vhost access and connection limits with 530.
                     self.close_connection(shell, Fault::new(reply::NOT_ALLOWED, reason), ids);
                     return;
                 }
-                // One virtual host: any name is accepted, as for 0-10.
                 let open_ok = ConnectionOpenOk {
                     known_hosts: ShortStr::default(),
                 };

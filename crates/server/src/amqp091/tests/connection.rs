@@ -275,6 +275,32 @@ async fn channel_frames_before_connection_open_are_504() {
 }
 
 #[tokio::test]
+async fn the_one_virtual_host_is_slash_and_others_are_refused_with_530_as_in_rabbitmq() {
+    let open = |vhost: &'static str| ConnectionOpen {
+        virtual_host: short(vhost),
+        ..ConnectionOpen::default()
+    };
+    for vhost in ["/", ""] {
+        let mut c = at_tune(ServerConfig::default()).await;
+        c.send(&encode(0, tune_ok(65535, 0)));
+        let out = c.call(0, open(vhost));
+        assert!(
+            matches!(&out[..], [(0, Method::ConnectionOpenOk(_))]),
+            "{vhost:?}: {out:?}"
+        );
+    }
+    let mut c = at_tune(ServerConfig::default()).await;
+    c.send(&encode(0, tune_ok(65535, 0)));
+    let out = c.call(0, open("/prod"));
+    assert_connection_closed(&c, &out, reply::NOT_ALLOWED);
+    let Some((_, Method::ConnectionClose(cl))) = out.last() else {
+        unreachable!()
+    };
+    assert_eq!(cl.reply_text, "NOT_ALLOWED - vhost /prod not found");
+    assert!(c.conn.broker().connections().list().is_empty());
+}
+
+#[tokio::test]
 async fn a_method_out_of_turn_in_the_handshake_is_504_as_in_rabbitmq() {
     let mut c = fresh(ServerConfig::default());
     let out = c.call(0, ConnectionOpen::default());
