@@ -3,12 +3,12 @@
 # protocol tables' freshness check, a short fuzz run, and the interop tests with real
 # third-party clients: Apache Qpid JMS and qpid-config/qpid-stat (AMQP 0-10); pika, the
 # RabbitMQ Java client, Celery, and the RabbitMQ Go client's, amqplib's, aio-pika's, kombu's,
-# py-amqp's and AMQPStorm's own tests (AMQP 0-9-1, AMQPStorm's with the management API);
-# python-qpid-proton, Qpid JMS 2.x and rhea (AMQP 1.0); the management API with Prometheus's
-# parser and the web console in Chromium; a chaos run of a 3-node cluster.
+# py-amqp's, AMQPStorm's and rabbitpy's own tests (AMQP 0-9-1, AMQPStorm's with the
+# management API); python-qpid-proton, Qpid JMS 2.x and rhea (AMQP 1.0); the management API
+# with Prometheus's parser and the web console in Chromium; a chaos run of a 3-node cluster.
 # Installs what it needs (Java, Maven, Node.js and Chromium via apt-get, pika, proton and
-# pytest into venvs from PyPI, aio-pika's, kombu's, py-amqp's and AMQPStorm's tests from
-# their PyPI source archives, rhea, amqplib and playwright-core from npm, cargo-fuzz).
+# pytest into venvs from PyPI, aio-pika's, kombu's, py-amqp's, AMQPStorm's and rabbitpy's
+# tests from their PyPI source archives, rhea, amqplib and playwright-core from npm, cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -106,6 +106,9 @@ interop/kombu/run.sh target/debug/ferryd
 
 section "interop: AMQPStorm's own functional tests (Python, AMQP 0-9-1 and the management API)"
 interop/amqpstorm/run.sh target/debug/ferryd
+
+section "interop: rabbitpy's own integration tests (Python, AMQP 0-9-1)"
+interop/rabbitpy/run.sh target/debug/ferryd
 
 section "interop: python-qpid-proton (AMQP 1.0)"
 interop/proton/run.sh target/debug/ferryd
