@@ -119,9 +119,22 @@ pub struct ClusterJournal {
 }
 
 /// What a transaction will propose when it commits, and the leadership it was staged in.
+/// Once that leadership ends the entry is void: its operations are dropped, later ones
+/// refused, and the transaction cannot commit (see `Journal::can_commit`), until it ends.
 struct HeldOps {
     epoch: u64,
-    ops: Vec<Op>,
+    ops: Vec<HeldOp>,
+}
+
+enum HeldOp {
+    /// A publish: the message itself, not its encoding, so that holding it shares the
+    /// transaction's copy rather than making another; encoded at the commit.
+    Enqueue {
+        id: u64,
+        queues: Vec<u64>,
+        message: Message,
+    },
+    Other(Op),
 }
 
 struct Kick(Weak<ClusterJournal>);
@@ -220,6 +233,10 @@ impl ClusterJournal {
     /// proposer in order.
     fn propose(&self, op: Op) -> Result<SyncPoint, BrokerError> {
         let mut p = self.points.lock();
+        self.propose_locked(&mut p, op)
+    }
+
+    fn propose_locked(&self, p: &mut Points, op: Op) -> Result<SyncPoint, BrokerError> {
         if !self.is_serving() {
             return Err(not_leader());
         }
@@ -393,14 +410,16 @@ impl ClusterJournal {
             p.epoch += 1;
             p.failed = true;
         }
+        // Held operations are void now (see `HeldOps`): their messages need not be kept.
+        for entry in self.held.lock().values_mut() {
+            entry.ops = Vec::new();
+        }
         self.poll();
     }
 
-    /// Proposes `op` now, or holds it until transaction `tx` commits.
-    fn propose_in(&self, op: Op, tx: Option<&JournalTx>) -> Result<SyncPoint, BrokerError> {
-        let Some(tx) = tx else {
-            return self.propose(op);
-        };
+    /// Holds `op` until transaction `tx` commits; refused if the transaction's entry is
+    /// void (staged under a leadership that has ended).
+    fn hold(&self, tx: &JournalTx, op: HeldOp) -> Result<SyncPoint, BrokerError> {
         if !self.is_serving() {
             return Err(not_leader());
         }
@@ -411,12 +430,7 @@ impl ClusterJournal {
             ops: Vec::new(),
         });
         if entry.epoch != epoch {
-            // Begun under a leadership that has ended (see `commit_held`): what it staged
-            // then is void.
-            *entry = HeldOps {
-                epoch,
-                ops: Vec::new(),
-            };
+            return Err(not_leader());
         }
         entry.ops.push(op);
         drop(held);
@@ -424,24 +438,51 @@ impl ClusterJournal {
         Ok(self.appended())
     }
 
-    /// Proposes what transaction `tx` held, in order.
+    /// Proposes `op` now, or holds it until transaction `tx` commits.
+    fn propose_in(&self, op: Op, tx: Option<&JournalTx>) -> Result<SyncPoint, BrokerError> {
+        match tx {
+            Some(tx) => self.hold(tx, HeldOp::Other(op)),
+            None => self.propose(op),
+        }
+    }
+
+    /// Proposes what transaction `tx` held, in order, if its leadership still lasts: under
+    /// one hold of the points lock, so that leadership cannot end and start again between
+    /// the check and the proposals.
     fn commit_held(&self, tx: &JournalTx) {
         let Some(held) = self.held.lock().remove(&tx.serial()) else {
             return;
         };
-        if held.epoch != self.epoch() {
-            // The leadership it was staged under ended: its clients were closed and its
-            // queues rebuilt from the replica, which never saw these operations. Proposing
-            // them now would apply them to a replica the live queues no longer match.
+        let mut p = self.points.lock();
+        if held.epoch != p.epoch {
+            // Void (see `HeldOps`): a prepared branch is refused before it gets here
+            // (`can_commit`); a local transaction's connection was closed with the
+            // leadership, so none commits across it unless the change came inside its commit.
             tracing::warn!(
                 ops = held.ops.len(),
-                "cluster: a transaction from an earlier leadership committed; its replicated operations are dropped"
+                "cluster: a transaction staged under an ended leadership committed; its replicated operations are dropped"
             );
             return;
         }
         for op in held.ops {
+            let op = match op {
+                HeldOp::Enqueue {
+                    id,
+                    queues,
+                    message,
+                } => {
+                    let mut content = Vec::with_capacity(message.size() as usize + 64);
+                    record::put_message_content(&mut content, &message);
+                    Op::Enqueue {
+                        id,
+                        queues,
+                        content,
+                    }
+                }
+                HeldOp::Other(op) => op,
+            };
             // A refusal means leadership just ended: the commit's point then fails.
-            if self.propose(op).is_err() {
+            if self.propose_locked(&mut p, op).is_err() {
                 return;
             }
         }
@@ -594,14 +635,23 @@ impl Journal for ClusterJournal {
             self.cover_local(&mut p);
             id
         };
+        let key = self.message_key(id);
+        if let Some(tx) = tx {
+            let op = HeldOp::Enqueue {
+                id: key,
+                queues: replicated,
+                message: message.clone(),
+            };
+            return Ok((id, self.hold(tx, op)?));
+        }
         let mut content = Vec::with_capacity(message.size() as usize + 64);
         record::put_message_content(&mut content, message);
         let op = Op::Enqueue {
-            id: self.message_key(id),
+            id: key,
             queues: replicated,
             content,
         };
-        Ok((id, self.propose_in(op, tx)?))
+        Ok((id, self.propose(op)?))
     }
 
     fn dequeue(&self, queue: u64, messages: &[u64], tx: Option<&JournalTx>) {
@@ -666,6 +716,12 @@ impl Journal for ClusterJournal {
     fn abort_tx(&self, tx: &JournalTx) {
         self.local.abort_tx(tx);
         self.held.lock().remove(&tx.serial());
+    }
+
+    fn can_commit(&self, tx: &JournalTx) -> bool {
+        let epoch = self.epoch();
+        let held = self.held.lock();
+        held.get(&tx.serial()).is_none_or(|h| h.epoch == epoch) && self.local.can_commit(tx)
     }
 
     fn load(&self, messages: &[u64]) -> Vec<Option<MessageParts>> {
@@ -894,22 +950,36 @@ mod tests {
     }
 
     #[test]
-    fn a_transaction_staged_under_an_ended_leadership_proposes_nothing() {
+    fn a_transaction_staged_under_an_ended_leadership_is_void() {
         let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
         j.start_serving(1);
-        let (old, fresh) = (JournalTx::default(), JournalTx::default());
+        let (old, later) = (JournalTx::default(), JournalTx::default());
         stage_work(&j, &old);
-        stage_work(&j, &fresh);
+        assert!(j.can_commit(&old));
         j.stop_serving();
+        assert!(
+            j.held.lock().values().all(|h| h.ops.is_empty()),
+            "its messages are let go of"
+        );
         j.start_serving(2);
+        assert!(
+            !j.can_commit(&old),
+            "a prepared branch must not commit half"
+        );
+        // More work of the same transaction is refused rather than committed without the
+        // part before.
+        let m = Message::new("", "q", Bytes::from_static(b"m"));
+        assert!(j.enqueue(&m, &[REPLICATED | 1], Some(&old)).is_err());
         j.commit_tx(&old);
         assert!(
             rx.try_recv().is_err(),
-            "the replica never saw its queues' state"
+            "the replica never saw the rebuilt queues' past"
         );
-        // Work staged again after the change starts over under the new leadership.
-        stage_work(&j, &fresh);
-        j.commit_tx(&fresh);
+        assert!(j.held.lock().is_empty());
+        // A transaction of the new leadership commits as usual.
+        stage_work(&j, &later);
+        assert!(j.can_commit(&later));
+        j.commit_tx(&later);
         assert!(matches!(
             rx.try_recv().expect("publish").op,
             Op::Enqueue { .. }
@@ -918,10 +988,7 @@ mod tests {
             rx.try_recv().expect("settle").op,
             Op::Dequeue { .. }
         ));
-        assert!(
-            rx.try_recv().is_err(),
-            "only what was staged this leadership"
-        );
+        assert!(rx.try_recv().is_err());
     }
 
     fn delete(j: &ClusterJournal, queue: u64) -> SyncPoint {

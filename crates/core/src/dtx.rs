@@ -53,6 +53,9 @@ pub enum XaOutcome {
     RolledBack,
     /// xa-rbtimeout: the branch timed out and its work is undone.
     TimedOut,
+    /// xa-heurrb: a prepared branch that could not commit all its work was rolled back
+    /// instead (see `Journal::can_commit`), and is forgotten.
+    HeuristicRollback,
 }
 
 /// Why a branch operation was refused.
@@ -146,7 +149,7 @@ pub struct DtxManager {
     deadline_changed: Arc<Notify>,
 }
 
-fn name(xid: &Xid) -> String {
+pub(crate) fn name(xid: &Xid) -> String {
     format!(
         "{}:{}:{}",
         xid.format,

@@ -112,6 +112,12 @@ pub trait Journal: Send + Sync {
     /// Ends a transaction without its effects: its messages are let go of, its dequeues
     /// never happen.
     fn abort_tx(&self, _tx: &JournalTx) {}
+    /// Whether a prepared transaction can still commit all it journaled. A cluster's journal
+    /// holds a transaction's replicated part until the commit, and loses it when this node's
+    /// leadership ends: the branch must then be rolled back rather than half committed.
+    fn can_commit(&self, _tx: &JournalTx) -> bool {
+        true
+    }
     /// Reads messages back for a queue that kept only their stand-ins in memory (flow to
     /// disk): for each id, the message as journaled (with its store id set), or `None` if
     /// the store no longer holds it. May read the disk; callers batch. Parts, not a
@@ -262,6 +268,8 @@ pub(crate) mod testing {
         pub loads: Mutex<Vec<Vec<u64>>>,
         next: AtomicU64,
         pub refuse: std::sync::atomic::AtomicBool,
+        /// What `can_commit` answers, negated.
+        pub lost_prepared: std::sync::atomic::AtomicBool,
     }
 
     impl MemoryJournal {
@@ -387,6 +395,9 @@ pub(crate) mod testing {
             if let Some(id) = tx.id() {
                 self.calls.lock().push(Call::AbortTx(id));
             }
+        }
+        fn can_commit(&self, _: &JournalTx) -> bool {
+            !self.lost_prepared.load(Ordering::Relaxed)
         }
         fn load(&self, ids: &[u64]) -> Vec<Option<crate::message::MessageParts>> {
             self.loads.lock().push(ids.to_vec());

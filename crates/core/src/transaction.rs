@@ -154,6 +154,14 @@ impl Transaction {
         self.routed.push((queues, message));
     }
 
+    /// A prepared transaction whose journal can no longer commit all of it (see
+    /// [`Journal::can_commit`]).
+    pub(crate) fn commit_lost(&self) -> bool {
+        self.prepared
+            .as_ref()
+            .is_some_and(|p| !p.journal.can_commit(&p.tx))
+    }
+
     /// Marks the transaction as one the journal holds prepared under `tx`.
     pub(crate) fn set_prepared(&mut self, journal: Arc<dyn Journal>, tx: Arc<JournalTx>) {
         self.prepared = Some(Prepared { journal, tx });

@@ -421,3 +421,32 @@ fn a_prepare_the_journal_refuses_rolls_the_branch_back() {
     assert_eq!(depth(&b, "a"), 1, "what it consumed is back");
     assert!(j.take().iter().any(|c| matches!(c, Call::AbortTx(_))));
 }
+
+#[test]
+fn a_prepared_branch_the_journal_can_no_longer_commit_is_rolled_back_heuristically() {
+    use crate::journal::testing::Call;
+    let (b, j) = journaled();
+    let x = xid("x");
+    swap(&b, &x);
+    b.dtx().end(&x, false);
+    assert_eq!(b.dtx_prepare(&x).map(|(o, _)| o), Ok(XaOutcome::Ok));
+    j.take();
+    // A cluster node's leadership ended since the prepare: the replicated part is gone.
+    j.lost_prepared
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let (outcome, commit) = b.dtx_commit(&x, false).unwrap();
+    assert_eq!(outcome, XaOutcome::HeuristicRollback);
+    assert!(commit.is_none(), "nothing applied");
+    assert_eq!(
+        (depth(&b, "a"), depth(&b, "b")),
+        (1, 0),
+        "undone, not half done"
+    );
+    let calls = j.take();
+    assert!(
+        calls.iter().any(|c| matches!(c, Call::AbortTx(_)))
+            && !calls.iter().any(|c| matches!(c, Call::CommitTx(_))),
+        "{calls:?}"
+    );
+    assert!(b.dtx().is_empty(), "forgotten");
+}

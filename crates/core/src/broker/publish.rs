@@ -86,7 +86,17 @@ impl Broker {
         let (outcome, work) = self
             .dtx
             .take_for_commit(xid, one_phase, self.transaction())?;
-        Ok((outcome, work.map(|mut all| self.commit(&mut all))))
+        match work {
+            Some(mut all) if all.commit_lost() => {
+                tracing::warn!(
+                    "dtx: {} lost part of its prepared work (a cluster leadership ended); rolled back",
+                    crate::dtx::name(xid)
+                );
+                all.undo();
+                Ok((XaOutcome::HeuristicRollback, None))
+            }
+            work => Ok((outcome, work.map(|mut all| self.commit(&mut all)))),
+        }
     }
 
     /// Prepares distributed transaction branch `xid` (see `DtxManager::prepare`): with a

@@ -100,6 +100,7 @@ fn xa_result(session: &mut Session, env: &mut Env, id: u32, outcome: XaOutcome) 
         XaOutcome::Ok => XaStatus::XaOk,
         XaOutcome::RolledBack => XaStatus::XaRbrollback,
         XaOutcome::TimedOut => XaStatus::XaRbtimeout,
+        XaOutcome::HeuristicRollback => XaStatus::XaHeurrb,
     };
     let result = XaResult {
         status: Some(status),
