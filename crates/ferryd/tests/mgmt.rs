@@ -96,7 +96,8 @@ fn overview_nodes_users_vhosts_and_whoami() {
         h.get("/api/healthchecks/node/").expect(200).json()["status"],
         "ok"
     );
-    assert_eq!(names(&h.get("/api/vhosts//").expect(200).json()), ["/"]);
+    assert_eq!(names(&h.get("/api/vhosts/").expect(200).json()), ["/"]);
+    h.get("/api/vhosts//").expect(404);
     let page = h.get("/api/queues/?page=1&page_size=10").expect(200).json();
     assert_eq!(page["page"], 1, "{page}");
     h.get("/api/").expect(404);

@@ -158,13 +158,16 @@ pub fn metrics_router(app: Arc<App>) -> Router {
 
 /// RabbitMQ's HTTP server ignores a trailing slash (`/api/queues/` is `/api/queues`), and
 /// clients rely on it: AMQPStorm's health check asks for `/api/healthchecks/node/`. axum's
-/// routes match exactly, so an API path loses its trailing slashes before routing (a layer
-/// added to the router would run after the routing).
+/// routes match exactly, so an API path loses its trailing slash before routing (a layer
+/// added to the router would run after the routing). One slash only, as RabbitMQ: in
+/// `/api/exchanges/%2F//` the last segment is an (empty) name.
 pub fn trim_trailing_slash<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
     let uri = req.uri();
     let path = uri.path();
-    let trimmed = path.trim_end_matches('/');
-    if trimmed.len() == path.len() || !trimmed.starts_with("/api/") {
+    let Some(trimmed) = path.strip_suffix('/') else {
+        return req;
+    };
+    if !trimmed.starts_with("/api/") {
         return req;
     }
     let path_and_query = match uri.query() {

@@ -511,12 +511,13 @@ async fn a_frame_larger_than_the_negotiated_frame_max_is_a_frame_error_501() {
     c.send(&body_of(4097));
     let out = methods(c.take_output());
     assert_connection_closed(&c, &out, reply::FRAME_ERROR);
-    if let Some((_, Method::ConnectionClose(close))) = out.last() {
-        assert_eq!(
-            close.reply_text,
-            "FRAME_ERROR - frame of 4105 octets exceeds frame-max 4096"
-        );
-    }
+    let Some((_, Method::ConnectionClose(close))) = out.last() else {
+        unreachable!()
+    };
+    assert_eq!(
+        close.reply_text,
+        "FRAME_ERROR - frame of 4105 octets exceeds frame-max 4096"
+    );
     // What was published before stands.
     let q = c.conn.broker().queue("q").unwrap();
     assert_eq!(q.info().message_count, 2);
