@@ -975,6 +975,20 @@ mod tests {
             rx.try_recv().is_err(),
             "the replica never saw the rebuilt queues' past"
         );
+        // Operations still held when the leadership ended (staged just as it did, before
+        // `stop_serving` let go of them) are not proposed either.
+        let raced = JournalTx::default();
+        j.held.lock().insert(
+            raced.serial(),
+            HeldOps {
+                epoch: j.epoch() - 2,
+                ops: vec![HeldOp::Other(Op::Delete {
+                    queue: REPLICATED | 1,
+                })],
+            },
+        );
+        j.commit_tx(&raced);
+        assert!(rx.try_recv().is_err(), "nothing of an ended leadership");
         assert!(j.held.lock().is_empty());
         // A transaction of the new leadership commits as usual.
         stage_work(&j, &later);
