@@ -35,15 +35,7 @@ skip=(
     tests/test_reconnect_channel_snapshot.py::test_create_channels_during_reconnect
 )
 
-command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }
-mkdir -p "$here/.sdist"
-if ! echo "$sdist_sha256  $here/.sdist/$sdist" | sha256sum -c --quiet 2>/dev/null; then
-    curl -fsSL --retry 3 -o "$here/.sdist/$sdist.part" "$sdist_url" &&
-        mv "$here/.sdist/$sdist.part" "$here/.sdist/$sdist" || { echo "run.sh: downloading $sdist failed" >&2; exit 2; }
-    echo "$sdist_sha256  $here/.sdist/$sdist" | sha256sum -c --quiet ||
-        { echo "run.sh: $sdist does not match its SHA-256" >&2; rm -f "$here/.sdist/$sdist"; exit 2; }
-fi
-tar xzf "$here/.sdist/$sdist" -C "$workdir" || exit 2
+fetch_sdist "$here" "$sdist_url" "$sdist_sha256"
 src=$workdir/aio_pika-$version
 cat "$here/ferry_conftest.py" >>"$src/tests/conftest.py"
 

@@ -14,19 +14,9 @@ source "$(dirname "$0")/../lib/ferryd.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 
 name=amqpstorm-3.1.4
-url=https://files.pythonhosted.org/packages/85/4e/be9ef995414af0b89564638b97a88f5f19745773b332bef595994e57cc77
-sha256=8c4c81430b3e3f06c88474a8ed883b48a62068f14490e339d6e0fc3329f030d3
-
-command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }
-mkdir -p "$here/.sdist"
-file=$here/.sdist/$name.tar.gz
-if ! echo "$sha256  $file" | sha256sum -c --quiet >/dev/null 2>&1; then
-    curl -fsSL --retry 3 -o "$file.part" "$url/$name.tar.gz" && mv "$file.part" "$file" ||
-        { echo "run.sh: downloading $name failed" >&2; exit 2; }
-    echo "$sha256  $file" | sha256sum -c --quiet ||
-        { echo "run.sh: $name does not match its SHA-256" >&2; rm -f "$file"; exit 2; }
-fi
-tar xzf "$file" -C "$workdir" || exit 2
+fetch_sdist "$here" \
+    https://files.pythonhosted.org/packages/85/4e/be9ef995414af0b89564638b97a88f5f19745773b332bef595994e57cc77/$name.tar.gz \
+    8c4c81430b3e3f06c88474a8ed883b48a62068f14490e339d6e0fc3329f030d3
 cp "$here/conftest.py" "$workdir/$name/"
 
 # Logins are checked (guest may log in from loopback, as in RabbitMQ), so the suite's test of

@@ -24,18 +24,9 @@ sdists=(
 # tests connect to badssl.com.
 only=plain
 
-command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }
-mkdir -p "$here/.sdist"
 for entry in "${sdists[@]}"; do
     read -r name url sha256 <<<"$entry"
-    file=$here/.sdist/$name.tar.gz
-    if ! echo "$sha256  $file" | sha256sum -c --quiet >/dev/null 2>&1; then
-        curl -fsSL --retry 3 -o "$file.part" "$url/$name.tar.gz" && mv "$file.part" "$file" ||
-            { echo "run.sh: downloading $name failed" >&2; exit 2; }
-        echo "$sha256  $file" | sha256sum -c --quiet ||
-            { echo "run.sh: $name does not match its SHA-256" >&2; rm -f "$file"; exit 2; }
-    fi
-    tar xzf "$file" -C "$workdir" || exit 2
+    fetch_sdist "$here" "$url/$name.tar.gz" "$sha256"
 done
 
 ferryd_start "${1:-}"

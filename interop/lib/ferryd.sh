@@ -192,6 +192,24 @@ ferryd_finish() {
     exit "$status"
 }
 
+# A source archive a suite's tests ship in: fetched once into SUITE_DIR/.sdist, checked
+# against its SHA-256, and unpacked into the run's work directory.
+#   fetch_sdist SUITE_DIR URL SHA256
+fetch_sdist() {
+    local here=$1 url=$2 sha256=$3
+    local name=${url##*/}
+    local file=$here/.sdist/$name
+    command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }
+    mkdir -p "$here/.sdist"
+    if ! echo "$sha256  $file" | sha256sum -c --quiet >/dev/null 2>&1; then
+        curl -fsSL --retry 3 -o "$file.part" "$url" && mv "$file.part" "$file" ||
+            { echo "run.sh: downloading $name failed" >&2; exit 2; }
+        echo "$sha256  $file" | sha256sum -c --quiet ||
+            { echo "run.sh: $name does not match its SHA-256" >&2; rm -f "$file"; exit 2; }
+    fi
+    tar xzf "$file" -C "$workdir" || exit 2
+}
+
 # A pytest suite in its own venv (requirements.txt beside it), run in directory $3 (default:
 # the suite's own) on $4 (default: all of it). pytest's exit 5 (no tests collected) is a
 # failure: a suite that tests nothing has failed.

@@ -13,19 +13,9 @@ source "$(dirname "$0")/../lib/ferryd.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 
 name=rabbitpy-3.0.2
-url=https://files.pythonhosted.org/packages/b6/46/4d36cfd2f15f9f919ea1ccccd59e900617371f41fb97ecdcd147d98d5619
-sha256=9322a1e82b4d3d1afc21a617ce0b1e86b921174328735e7d54abc9525805ae5c
-
-command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }
-mkdir -p "$here/.sdist"
-file=$here/.sdist/$name.tar.gz
-if ! echo "$sha256  $file" | sha256sum -c --quiet >/dev/null 2>&1; then
-    curl -fsSL --retry 3 -o "$file.part" "$url/$name.tar.gz" && mv "$file.part" "$file" ||
-        { echo "run.sh: downloading $name failed" >&2; exit 2; }
-    echo "$sha256  $file" | sha256sum -c --quiet ||
-        { echo "run.sh: $name does not match its SHA-256" >&2; rm -f "$file"; exit 2; }
-fi
-tar xzf "$file" -C "$workdir" || exit 2
+fetch_sdist "$here" \
+    https://files.pythonhosted.org/packages/b6/46/4d36cfd2f15f9f919ea1ccccd59e900617371f41fb97ecdcd147d98d5619/$name.tar.gz \
+    9322a1e82b4d3d1afc21a617ce0b1e86b921174328735e7d54abc9525805ae5c
 
 FERRYD_ARGS="--auth yes --users-file $workdir/no-users-file ${FERRYD_ARGS:-}"
 ferryd_start "${1:-}"

@@ -357,18 +357,16 @@ async fn a_delivery_limits_count_survives_failover() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_010_client_publishes_to_a_qpid_replicated_queue() {
-    let _one = serial();
+/// Over 0-10 to `addr` (the leader): declares `qpid.replicated` queue `queue` and publishes
+/// `bodies` to it as persistent messages, each completed (so replicated) before the next.
+async fn publish_010_replicated(
+    addr: std::net::SocketAddr,
+    queue: &str,
+    bodies: impl IntoIterator<Item = String>,
+) -> (ferry_client::Connection, ferry_client::Session) {
     use ferry_amqp010::{Map, Str, Value};
-    use ferry_client::{ConnectOptions as Opts010, OutgoingMessage, QueueDeclareOptions};
-    let (mut nodes, d) = cluster("amqp010", 3).await;
-    let leader = nodes
-        .wait_serving(Duration::from_secs(30))
-        .await
-        .expect("a leader");
-    let addr = nodes.specs[(leader - 1) as usize].amqp;
-    let conn = ferry_client::Connection::connect(addr, Opts010::default())
+    use ferry_client::{ConnectOptions, OutgoingMessage, QueueDeclareOptions};
+    let conn = ferry_client::Connection::connect(addr, ConnectOptions::default())
         .await
         .expect("0-10 connect");
     let s = conn.session().await.expect("session");
@@ -379,18 +377,31 @@ async fn a_010_client_publishes_to_a_qpid_replicated_queue() {
         arguments: Some(args),
         ..QueueDeclareOptions::default()
     };
-    s.queue_declare("r010", opts).await.expect("declare");
-    for i in 0..50 {
+    s.queue_declare(queue, opts).await.expect("declare");
+    for body in bodies {
         let m = OutgoingMessage::builder()
-            .routing_key("r010")
+            .routing_key(queue)
             .persistent(true)
-            .body(format!("x{i}"))
+            .body(body)
             .build()
             .expect("message");
         s.transfer_sync("", &m)
             .await
             .expect("completed after commit");
     }
+    (conn, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_010_client_publishes_to_a_qpid_replicated_queue() {
+    let _one = serial();
+    let (mut nodes, d) = cluster("amqp010", 3).await;
+    let leader = nodes
+        .wait_serving(Duration::from_secs(30))
+        .await
+        .expect("a leader");
+    let addr = nodes.specs[(leader - 1) as usize].amqp;
+    let (conn, s) = publish_010_replicated(addr, "r010", (0..50).map(|i| format!("x{i}"))).await;
     drop(s);
     drop(conn);
     nodes.kill(leader);
@@ -481,35 +492,14 @@ async fn prepared_branch(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_dtx_branch_leaves_the_replica_as_it_was() {
     let _one = serial();
-    use ferry_amqp010::{DtxCommit, DtxRollback, Map, Str, Value};
-    use ferry_client::{ConnectOptions as Opts010, OutgoingMessage, QueueDeclareOptions};
+    use ferry_amqp010::{DtxCommit, DtxRollback};
     let (mut nodes, d) = cluster("dtx", 3).await;
     let leader = nodes
         .wait_serving(Duration::from_secs(30))
         .await
         .expect("a leader");
     let addr = nodes.specs[(leader - 1) as usize].amqp;
-    let conn = ferry_client::Connection::connect(addr, Opts010::default())
-        .await
-        .expect("0-10 connect");
-    let s = conn.session().await.expect("session");
-    let mut args = Map::new();
-    args.insert(Str::from("qpid.replicated"), Value::Bool(true));
-    let opts = QueueDeclareOptions {
-        durable: true,
-        arguments: Some(args),
-        ..QueueDeclareOptions::default()
-    };
-    s.queue_declare("xa", opts).await.expect("declare");
-    for body in ["a", "b"] {
-        let m = OutgoingMessage::builder()
-            .routing_key("xa")
-            .persistent(true)
-            .body(body)
-            .build()
-            .expect("message");
-        s.transfer_sync("", &m).await.expect("replicated");
-    }
+    let (conn, s) = publish_010_replicated(addr, "xa", ["a".into(), "b".into()]).await;
     // Two prepared branches each take a message and publish one. x rolls back: neither
     // its take nor its publish may reach the replica. y commits: both must.
     let (sx, x_took) = prepared_branch(&conn, "xa", "x", "rolled-back").await;
