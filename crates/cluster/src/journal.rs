@@ -420,16 +420,17 @@ impl ClusterJournal {
     /// Holds `op` until transaction `tx` commits; refused if the transaction's entry is
     /// void (staged under a leadership that has ended).
     fn hold(&self, tx: &JournalTx, op: HeldOp) -> Result<SyncPoint, BrokerError> {
-        if !self.is_serving() {
-            return Err(not_leader());
-        }
+        // An epoch read while not serving belongs to no leadership (serving starts a new
+        // one), so a transaction refused here gets a void entry: its commit can then
+        // neither succeed as if nothing had been refused nor commit a prepared half.
         let epoch = self.epoch();
+        let serving = self.is_serving();
         let mut held = self.held.lock();
         let entry = held.entry(tx.serial()).or_insert_with(|| HeldOps {
             epoch,
             ops: Vec::new(),
         });
-        if entry.epoch != epoch {
+        if !serving || entry.epoch != epoch {
             return Err(not_leader());
         }
         entry.ops.push(op);
@@ -453,19 +454,12 @@ impl ClusterJournal {
         let Some(held) = self.held.lock().remove(&tx.serial()) else {
             return;
         };
-        let mut p = self.points.lock();
-        if held.epoch != p.epoch {
-            // Void (see `HeldOps`): a prepared branch is refused before it gets here
-            // (`can_commit`); a local transaction's connection was closed with the
-            // leadership, so none commits across it unless the change came inside its commit.
-            tracing::warn!(
-                ops = held.ops.len(),
-                "cluster: a transaction staged under an ended leadership committed; its replicated operations are dropped"
-            );
-            return;
-        }
-        for op in held.ops {
-            let op = match op {
+        // Encoded before the points lock, which every publisher takes.
+        let (epoch, count) = (held.epoch, held.ops.len());
+        let ops: Vec<Op> = held
+            .ops
+            .into_iter()
+            .map(|op| match op {
                 HeldOp::Enqueue {
                     id,
                     queues,
@@ -480,7 +474,20 @@ impl ClusterJournal {
                     }
                 }
                 HeldOp::Other(op) => op,
-            };
+            })
+            .collect();
+        let mut p = self.points.lock();
+        if epoch != p.epoch {
+            // Void (see `HeldOps`): a prepared branch is refused before it gets here
+            // (`can_commit`); a local transaction's connection was closed with the
+            // leadership, so none commits across it unless the change came inside its commit.
+            tracing::warn!(
+                ops = count,
+                "cluster: a transaction staged under an ended leadership committed; its replicated operations are dropped"
+            );
+            return;
+        }
+        for op in ops {
             // A refusal means leadership just ended: the commit's point then fails.
             if self.propose_locked(&mut p, op).is_err() {
                 return;
@@ -720,8 +727,12 @@ impl Journal for ClusterJournal {
 
     fn can_commit(&self, tx: &JournalTx) -> bool {
         let epoch = self.epoch();
-        let held = self.held.lock();
-        held.get(&tx.serial()).is_none_or(|h| h.epoch == epoch) && self.local.can_commit(tx)
+        let ours = self
+            .held
+            .lock()
+            .get(&tx.serial())
+            .is_none_or(|h| h.epoch == epoch);
+        ours && self.local.can_commit(tx)
     }
 
     fn load(&self, messages: &[u64]) -> Vec<Option<MessageParts>> {
@@ -1002,6 +1013,21 @@ mod tests {
             rx.try_recv().expect("settle").op,
             Op::Dequeue { .. }
         ));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn work_refused_while_not_serving_voids_its_transaction() {
+        let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
+        let tx = JournalTx::default();
+        // A settlement on a queue object from before a leadership change, made while this
+        // node does not serve: dropped, and the transaction cannot commit the rest.
+        j.dequeue(REPLICATED | 1, &[REPLICATED | 5], Some(&tx));
+        j.start_serving(1);
+        assert!(!j.can_commit(&tx));
+        let m = Message::new("", "q", Bytes::from_static(b"m"));
+        assert!(j.enqueue(&m, &[REPLICATED | 1], Some(&tx)).is_err());
+        j.commit_tx(&tx);
         assert!(rx.try_recv().is_err());
     }
 

@@ -752,3 +752,35 @@ fn browsing_past_a_lost_content_takes_no_window_slot() {
     assert!(0 < shown && shown < 64, "{shown} shown");
     assert_eq!(window.available(), 1000 - shown);
 }
+
+#[test]
+fn settling_a_message_of_a_deleted_queue_journals_nothing() {
+    // A cluster's replicated queue taken down with a leadership is deleted here and lives
+    // on in the replica: a settlement of a message it had delivered must not reach the
+    // journal (the next leader still has the message). A store's own deleted queue already
+    // dropped everything with its deletion's record.
+    let (b, j) = broker();
+    let q = b.declare_queue("q", durable(), false, 1).unwrap().0;
+    let ex = b.exchange("").unwrap();
+    for body in ["a", "b"] {
+        b.publish(&ex, persistent("q", body)).unwrap();
+    }
+    let (first, second) = (q.get().unwrap(), q.get().unwrap());
+    b.delete_queue("q", false, false, 0).unwrap();
+    j.take();
+    let _ = q.accept(first.position);
+    let mut tx = b.transaction();
+    tx.settle(
+        q.clone(),
+        second.position,
+        second.message,
+        crate::transaction::Settlement::Accept,
+    );
+    b.commit(&mut tx);
+    let calls = j.take();
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::Dequeue(..))
+            || matches!(c, Call::InTx(_, d) if matches!(**d, Call::Dequeue(..)))),
+        "{calls:?}"
+    );
+}

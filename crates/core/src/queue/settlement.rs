@@ -154,6 +154,10 @@ impl Queue {
     /// store id if there was a dequeue to journal.
     pub(crate) fn journal_settlement(&self, position: u64, tx: &JournalTx) -> Option<u64> {
         let st = self.lock();
+        if st.deleted {
+            // As `forget_ids`: nothing to journal for a deleted queue.
+            return None;
+        }
         let store = self.store()?;
         let stored = st.unsettled_store_id(position)?;
         store.journal.dequeue(store.id, &[stored], Some(tx));

@@ -278,7 +278,13 @@ impl QueueState {
         }
     }
 
+    /// Nothing for a deleted queue: its deletion's record dropped all its messages, and a
+    /// cluster's replicated queue taken down with a leadership lives on in the replica, whose
+    /// next leader still has the message.
     pub(crate) fn forget_ids(&self, ids: &[u64]) {
+        if self.deleted {
+            return;
+        }
         if let (Some(store), false) = (&self.store, ids.is_empty()) {
             store
                 .journal
