@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 name=amqpstorm-3.1.4
 fetch_sdist "$here" \
-    https://files.pythonhosted.org/packages/85/4e/be9ef995414af0b89564638b97a88f5f19745773b332bef595994e57cc77/$name.tar.gz \
+    "https://files.pythonhosted.org/packages/85/4e/be9ef995414af0b89564638b97a88f5f19745773b332bef595994e57cc77/$name.tar.gz" \
     8c4c81430b3e3f06c88474a8ed883b48a62068f14490e339d6e0fc3329f030d3
 cp "$here/conftest.py" "$workdir/$name/"
 

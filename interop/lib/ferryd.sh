@@ -5,6 +5,7 @@
 #   ferryd_start "${1:-}"          # sets $port (and $ferryd_pid when it started one)
 #   ...run the suite...; status=$?
 #   ferryd_finish $status          # prints the log tail on failure, exits with $status
+#   fetch_sdist "$here" URL SHA256 # a suite's source archive, checked, unpacked in $workdir
 #
 # FERRYD_BINARY defaults to target/debug/ferryd under the repo root; nothing is built here.
 # With FERRY_MGMT=1, ferryd also serves management (--mgmt-enable yes --mgmt-port 0) and

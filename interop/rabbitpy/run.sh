@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 name=rabbitpy-3.0.2
 fetch_sdist "$here" \
-    https://files.pythonhosted.org/packages/b6/46/4d36cfd2f15f9f919ea1ccccd59e900617371f41fb97ecdcd147d98d5619/$name.tar.gz \
+    "https://files.pythonhosted.org/packages/b6/46/4d36cfd2f15f9f919ea1ccccd59e900617371f41fb97ecdcd147d98d5619/$name.tar.gz" \
     9322a1e82b4d3d1afc21a617ce0b1e86b921174328735e7d54abc9525805ae5c
 
 FERRYD_ARGS="--auth yes --users-file $workdir/no-users-file ${FERRYD_ARGS:-}"

@@ -725,6 +725,10 @@ impl Journal for ClusterJournal {
         self.held.lock().remove(&tx.serial());
     }
 
+    fn holds_until_commit(&self, tx: &JournalTx) -> bool {
+        self.held.lock().contains_key(&tx.serial())
+    }
+
     fn can_commit(&self, tx: &JournalTx) -> bool {
         let epoch = self.epoch();
         let ours = self
@@ -920,7 +924,9 @@ mod tests {
         let (j, mut rx) = ClusterJournal::new(Arc::new(NullJournal::default()), 1);
         j.start_serving(1);
         let tx = JournalTx::default();
+        assert!(!j.holds_until_commit(&tx));
         stage_work(&j, &tx);
+        assert!(j.holds_until_commit(&tx), "a prepare record must say so");
         // A plain dequeue meanwhile goes at once.
         j.dequeue(REPLICATED | 1, &[REPLICATED | 6], None);
         j.prepare_tx(&tx, b"branch").expect("prepare");

@@ -54,7 +54,7 @@ pub enum XaOutcome {
     /// xa-rbtimeout: the branch timed out and its work is undone.
     TimedOut,
     /// xa-heurrb: a prepared branch that could not commit all its work was rolled back
-    /// instead (see `Journal::can_commit`), and is forgotten.
+    /// instead (see `Journal::can_commit`); it stays known until dtx.forget.
     HeuristicRollback,
 }
 
@@ -142,6 +142,11 @@ pub const MAX_BRANCHES: usize = 65_536;
 /// housekeeping task enforces ([`DtxManager::expire_due`]): no timer per branch.
 pub struct DtxManager {
     branches: Mutex<HashMap<Xid, Branch>>,
+    /// Branches rolled back heuristically (`XaOutcome::HeuristicRollback`), oldest first:
+    /// XA keeps them known (recover lists them, commit and rollback answer the outcome
+    /// again) until the transaction manager forgets them. At most [`MAX_BRANCHES`]: past
+    /// that the oldest is forgotten unasked.
+    heuristic: Mutex<std::collections::VecDeque<Xid>>,
     timeouts: DtxTimeouts,
     /// The earliest deadline the housekeeping task knows of (`u64::MAX`: none); an earlier
     /// one wakes it through `deadline_changed`.
@@ -164,6 +169,7 @@ impl DtxManager {
     pub fn new(timeouts: DtxTimeouts, deadline_changed: Arc<Notify>) -> DtxManager {
         DtxManager {
             branches: Mutex::new(HashMap::new()),
+            heuristic: Mutex::default(),
             timeouts,
             earliest: AtomicU64::new(u64::MAX),
             deadline_changed,
@@ -186,6 +192,9 @@ impl DtxManager {
     /// Associates a session with branch `xid`: a new branch (timing out after the default
     /// timeout), or with `join` an existing one. Returns the work the session stages into.
     pub fn start(&self, xid: &Xid, join: bool, work: Transaction) -> Result<DtxWork, DtxError> {
+        if self.is_heuristic(xid) {
+            return Err(DtxError::AlreadyKnown(name(xid)));
+        }
         let work = Arc::new(Mutex::new(work));
         let mut branches = self.branches.lock();
         if join {
@@ -327,6 +336,9 @@ impl DtxManager {
         one_phase: bool,
         mut all: Transaction,
     ) -> Result<(XaOutcome, Option<Transaction>), DtxError> {
+        if self.is_heuristic(xid) {
+            return Ok((XaOutcome::HeuristicRollback, None));
+        }
         let branch = {
             let mut branches = self.branches.lock();
             let branch = Self::completable(&mut branches, xid)?;
@@ -350,6 +362,9 @@ impl DtxManager {
 
     /// Rolls branch `xid` back, prepared or not, and forgets it.
     pub fn rollback(&self, xid: &Xid) -> Result<XaOutcome, DtxError> {
+        if self.is_heuristic(xid) {
+            return Ok(XaOutcome::HeuristicRollback);
+        }
         let branch = {
             let mut branches = self.branches.lock();
             Self::completable(&mut branches, xid)?;
@@ -362,22 +377,43 @@ impl DtxManager {
         })
     }
 
-    /// Forgets a heuristically completed branch. Branches are never completed
-    /// heuristically here, so a known one is refused.
+    /// Forgets a heuristically completed branch (one a commit rolled back because part of
+    /// its work was lost); any other known branch is refused.
     pub fn forget(&self, xid: &Xid) -> Result<(), DtxError> {
+        {
+            let mut heuristic = self.heuristic.lock();
+            if let Some(at) = heuristic.iter().position(|x| x == xid) {
+                heuristic.remove(at);
+                return Ok(());
+            }
+        }
         match self.branches.lock().contains_key(xid) {
             true => Err(DtxError::NotHeuristic(name(xid))),
             false => Err(DtxError::Unknown(name(xid))),
         }
     }
 
-    /// The prepared branches (dtx.recover's in-doubt list).
+    /// Keeps `xid` known as heuristically rolled back until it is forgotten.
+    pub(crate) fn remember_heuristic(&self, xid: &Xid) {
+        let mut heuristic = self.heuristic.lock();
+        if heuristic.len() >= MAX_BRANCHES {
+            heuristic.pop_front();
+        }
+        heuristic.push_back(xid.clone());
+    }
+
+    fn is_heuristic(&self, xid: &Xid) -> bool {
+        self.heuristic.lock().contains(xid)
+    }
+
+    /// The prepared and the heuristically completed branches (dtx.recover's list).
     pub fn recover(&self) -> Vec<Xid> {
         let branches = self.branches.lock();
         let mut xids: Vec<Xid> = branches
             .iter()
             .filter(|(_, b)| b.prepared)
             .map(|(x, _)| x.clone())
+            .chain(self.heuristic.lock().iter().cloned())
             .collect();
         xids.sort_by(|a, b| (&a.global, &a.branch).cmp(&(&b.global, &b.branch)));
         xids

@@ -118,6 +118,11 @@ pub trait Journal: Send + Sync {
     fn can_commit(&self, _tx: &JournalTx) -> bool {
         true
     }
+    /// Whether part of the transaction's journaled work is held in this process until its
+    /// commit (a cluster's replicated part), where a restart would lose it.
+    fn holds_until_commit(&self, _tx: &JournalTx) -> bool {
+        false
+    }
     /// Reads messages back for a queue that kept only their stand-ins in memory (flow to
     /// disk): for each id, the message as journaled (with its store id set), or `None` if
     /// the store no longer holds it. May read the disk; callers batch. Parts, not a
@@ -270,6 +275,8 @@ pub(crate) mod testing {
         pub refuse: std::sync::atomic::AtomicBool,
         /// What `can_commit` answers, negated.
         pub lost_prepared: std::sync::atomic::AtomicBool,
+        /// What `holds_until_commit` answers.
+        pub holds: std::sync::atomic::AtomicBool,
     }
 
     impl MemoryJournal {
@@ -398,6 +405,9 @@ pub(crate) mod testing {
         }
         fn can_commit(&self, _: &JournalTx) -> bool {
             !self.lost_prepared.load(Ordering::Relaxed)
+        }
+        fn holds_until_commit(&self, _: &JournalTx) -> bool {
+            self.holds.load(Ordering::Relaxed)
         }
         fn load(&self, ids: &[u64]) -> Vec<Option<crate::message::MessageParts>> {
             self.loads.lock().push(ids.to_vec());

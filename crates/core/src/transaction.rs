@@ -54,6 +54,9 @@ pub struct Transaction {
 struct Prepared {
     journal: Arc<dyn Journal>,
     tx: Arc<JournalTx>,
+    /// Restored from a prepare record whose branch had work held elsewhere (see
+    /// `JournaledBranch::held_elsewhere`): that part is gone.
+    lost: bool,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -159,12 +162,23 @@ impl Transaction {
     pub(crate) fn commit_lost(&self) -> bool {
         self.prepared
             .as_ref()
-            .is_some_and(|p| !p.journal.can_commit(&p.tx))
+            .is_some_and(|p| p.lost || !p.journal.can_commit(&p.tx))
+    }
+
+    /// A restored prepared transaction that lost part of its work in the restart.
+    pub(crate) fn mark_commit_lost(&mut self) {
+        if let Some(p) = &mut self.prepared {
+            p.lost = true;
+        }
     }
 
     /// Marks the transaction as one the journal holds prepared under `tx`.
     pub(crate) fn set_prepared(&mut self, journal: Arc<dyn Journal>, tx: Arc<JournalTx>) {
-        self.prepared = Some(Prepared { journal, tx });
+        self.prepared = Some(Prepared {
+            journal,
+            tx,
+            lost: false,
+        });
     }
 
     pub fn settlement_count(&self) -> usize {
@@ -220,14 +234,15 @@ impl Transaction {
     /// Prepares the transaction (a distributed transaction's branch): routes its publishes
     /// now and journals them, with the dequeues of its settlements and a prepare record, as
     /// one journal transaction that a restart keeps in doubt. The prepare record holds what
-    /// `branch` makes of the store ids of the messages it rejects (the branch's name
-    /// beside them, as the dtx layer encodes it). Returns
+    /// `branch` makes of the store ids of the messages it rejects and of whether the
+    /// journal holds part of the work elsewhere until the commit (the branch's name beside
+    /// them, as the dtx layer encodes it). Returns
     /// the point the prepare is durable at (`None` from a journal that keeps no prepares).
     /// On a refusal nothing stays journaled; the caller rolls the work back.
     pub(crate) fn prepare(
         &mut self,
         journal: &Arc<dyn Journal>,
-        branch: impl FnOnce(Vec<u64>) -> Vec<u8>,
+        branch: impl FnOnce(Vec<u64>, bool) -> Vec<u8>,
     ) -> Result<Option<SyncPoint>, BrokerError> {
         let tx = Arc::new(JournalTx::default());
         let result = self.journal_prepare(journal, &tx, branch);
@@ -242,7 +257,7 @@ impl Transaction {
         &mut self,
         journal: &Arc<dyn Journal>,
         tx: &JournalTx,
-        branch: impl FnOnce(Vec<u64>) -> Vec<u8>,
+        branch: impl FnOnce(Vec<u64>, bool) -> Vec<u8>,
     ) -> Result<Option<SyncPoint>, BrokerError> {
         let now = now_ms();
         let mut targets = Vec::new();
@@ -268,7 +283,8 @@ impl Transaction {
                 rejected.push(id);
             }
         }
-        journal.prepare_tx(tx, &branch(rejected))
+        let held_elsewhere = journal.holds_until_commit(tx);
+        journal.prepare_tx(tx, &branch(rejected, held_elsewhere))
     }
 
     /// Applies and empties the transaction; see [`crate::Broker::commit`].

@@ -448,5 +448,56 @@ fn a_prepared_branch_the_journal_can_no_longer_commit_is_rolled_back_heuristical
             && !calls.iter().any(|c| matches!(c, Call::CommitTx(_))),
         "{calls:?}"
     );
-    assert!(b.dtx().is_empty(), "forgotten");
+    // Known as heuristically completed until the transaction manager forgets it, as XA
+    // has it: listed by recover, its outcome answered again, its xid not reusable.
+    assert_eq!(b.dtx().recover(), std::slice::from_ref(&x));
+    assert_eq!(
+        b.dtx_commit(&x, false).unwrap().0,
+        XaOutcome::HeuristicRollback
+    );
+    assert_eq!(b.dtx().rollback(&x), Ok(XaOutcome::HeuristicRollback));
+    assert!(matches!(
+        b.dtx().start(&x, false, b.transaction()),
+        Err(DtxError::AlreadyKnown(_))
+    ));
+    assert_eq!(b.dtx().forget(&x), Ok(()));
+    assert!(b.dtx().recover().is_empty());
+    assert!(matches!(b.dtx().forget(&x), Err(DtxError::Unknown(_))));
+    assert_eq!((depth(&b, "a"), depth(&b, "b")), (1, 0), "still undone");
+}
+
+#[test]
+fn a_branch_whose_journal_held_part_of_it_elsewhere_cannot_commit_after_a_restart() {
+    use crate::journal::testing::Call;
+    for held_elsewhere in [false, true] {
+        let (b, j) = journaled();
+        let x = xid("x");
+        swap(&b, &x);
+        b.dtx().end(&x, false);
+        // A cluster journal holds a replicated queue's part in memory until the commit.
+        j.holds
+            .store(held_elsewhere, std::sync::atomic::Ordering::Relaxed);
+        j.take();
+        assert_eq!(b.dtx_prepare(&x).map(|(o, _)| o), Ok(XaOutcome::Ok));
+        let calls = j.take();
+        let Some(Call::PrepareTx(t, record)) = calls.last() else {
+            panic!("no prepare record: {calls:?}");
+        };
+        let branch = crate::dtx::JournaledBranch::decode(record).expect("a branch");
+        assert_eq!(branch.held_elsewhere, held_elsewhere);
+        // The restart: a new broker restores the branch from its prepare record.
+        let (restarted, _) = journaled();
+        restarted
+            .restore_prepared(record, *t, Vec::new(), Vec::new())
+            .expect("restored");
+        let (outcome, commit) = restarted.dtx_commit(&x, false).unwrap();
+        if held_elsewhere {
+            assert_eq!(outcome, XaOutcome::HeuristicRollback);
+            assert!(commit.is_none());
+            assert_eq!(restarted.dtx().forget(&x), Ok(()));
+        } else {
+            assert_eq!(outcome, XaOutcome::Ok);
+        }
+        assert!(restarted.dtx().recover().is_empty());
+    }
 }

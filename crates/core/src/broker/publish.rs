@@ -93,6 +93,7 @@ impl Broker {
                     crate::dtx::name(xid)
                 );
                 all.undo();
+                self.dtx.remember_heuristic(xid);
                 Ok((XaOutcome::HeuristicRollback, None))
             }
             work => Ok((outcome, work.map(|mut all| self.commit(&mut all)))),
@@ -105,9 +106,14 @@ impl Broker {
     pub fn dtx_prepare(&self, xid: &Xid) -> Result<(XaOutcome, Option<SyncPoint>), DtxError> {
         self.dtx
             .prepare(xid, self.transaction(), |work, xid| match &self.journal {
-                Some(journal) => work.prepare(journal, |rejected| {
+                Some(journal) => work.prepare(journal, |rejected, held_elsewhere| {
                     let xid = xid.clone();
-                    JournaledBranch { xid, rejected }.encode()
+                    JournaledBranch {
+                        xid,
+                        rejected,
+                        held_elsewhere,
+                    }
+                    .encode()
                 }),
                 None => Ok(None),
             })
@@ -146,6 +152,11 @@ impl Broker {
             }
         }
         work.set_prepared(journal, Arc::new(JournalTx::named(tx)));
+        if branch.held_elsewhere {
+            // Its replicated part was held by the process that prepared it, and is gone:
+            // a commit would apply the rest alone (see `Broker::dtx_commit`).
+            work.mark_commit_lost();
+        }
         self.dtx.restore_prepared(branch.xid, work);
         Ok(())
     }

@@ -12,6 +12,10 @@ pub(crate) struct JournaledBranch {
     /// Store ids of messages the branch rejected: on commit they are dead-lettered, not
     /// just removed.
     pub(crate) rejected: Vec<u64>,
+    /// Part of the branch's work was held in memory until its commit (a cluster's
+    /// replicated part, `Journal::holds_until_commit`): a restart lost it, so the branch
+    /// restored from this record must not commit.
+    pub(crate) held_elsewhere: bool,
 }
 
 impl JournaledBranch {
@@ -29,6 +33,11 @@ impl JournaledBranch {
         for id in &self.rejected {
             out.extend_from_slice(&id.to_le_bytes());
         }
+        // Only when set, so that other branches' records stay as builds before it wrote
+        // them (and read them).
+        if self.held_elsewhere {
+            out.push(1);
+        }
         out
     }
 
@@ -43,13 +52,19 @@ impl JournaledBranch {
             .chunks_exact(8)
             .map(|id| u64::from_le_bytes(id.try_into().unwrap_or_default()))
             .collect();
-        r.0.is_empty().then_some(JournaledBranch {
+        let held_elsewhere = match r.0 {
+            [] => false,
+            [1] => true,
+            _ => return None,
+        };
+        Some(JournaledBranch {
             xid: Xid {
                 format,
                 global,
                 branch,
             },
             rejected,
+            held_elsewhere,
         })
     }
 }
@@ -83,9 +98,21 @@ mod tests {
                 branch: Bytes::from_static(b""),
             },
             rejected: vec![7, u64::MAX],
+            held_elsewhere: false,
         };
         let encoded = branch.encode();
-        assert_eq!(JournaledBranch::decode(&encoded), Some(branch));
+        assert_eq!(JournaledBranch::decode(&encoded), Some(branch.clone()));
+        let elsewhere = JournaledBranch {
+            held_elsewhere: true,
+            ..branch
+        };
+        let flagged = elsewhere.encode();
+        assert_eq!(
+            flagged.len(),
+            encoded.len() + 1,
+            "one octet more, only when set"
+        );
+        assert_eq!(JournaledBranch::decode(&flagged), Some(elsewhere));
         for cut in 0..encoded.len() {
             assert_eq!(
                 JournaledBranch::decode(&encoded[..cut]),
