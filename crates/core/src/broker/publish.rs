@@ -89,7 +89,7 @@ impl Broker {
         match work {
             Some(mut all) if all.commit_lost() => {
                 tracing::warn!(
-                    "dtx: {} lost part of its prepared work (a cluster leadership ended); rolled back",
+                    "dtx: {} lost part of its prepared work (held by a cluster leadership that ended, or before a restart); rolled back",
                     crate::dtx::name(xid)
                 );
                 all.undo();
