@@ -12,7 +12,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-section() { printf '\n== %s ==\n' "$*"; }
+# Each section's time, listed at the end (also when a step fails), so that the suite's
+# distance from CI's 30-minute limit can be read from any run's log.
+timings=()
+current_section=""
+section_started=$SECONDS
+section() {
+  if [[ -n $current_section ]]; then
+    timings+=("$(printf '%6ds  %s' $((SECONDS - section_started)) "$current_section")")
+  fi
+  current_section=$*
+  section_started=$SECONDS
+  printf '\n== %s ==\n' "$*"
+}
+report_timings() {
+  local status=$?
+  section "time per section"
+  printf '%s\n' "${timings[@]}"
+  printf '%6ds  in all\n' "$SECONDS"
+  return "$status"
+}
+trap report_timings EXIT
 
 need_apt=()
 command -v java >/dev/null || need_apt+=(default-jdk-headless)
