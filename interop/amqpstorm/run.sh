@@ -31,9 +31,9 @@ export AMQP_HTTP_URL="http://127.0.0.1:$FERRY_MGMT_PORT"
 tests=amqpstorm/tests/functional
 # Left out, each for what ferryd does not offer or the test's own set-up:
 # - ssl/: the certificates of AMQPStorm's CI set-up (not in the source distribution);
-# - users, virtual hosts and permissions through the API (test_user.py, and the virtual-host,
-#   queue-list and web tests that create a virtual host of their own): ferryd has one
-#   virtual host, and its users live in its users file (README, Management);
+# - virtual hosts and permissions through the API (the virtual-host, queue-list and web tests
+#   that create a virtual host of their own, and the users' permission tests): ferryd has one
+#   virtual host, and its ACL file instead of RabbitMQ's permissions (README, Management);
 # - test_api_cluster_name: compares the name with the project's own RabbitMQ host's;
 # - test_api_with_inaccessible: reaches for a LAN address;
 # - the reliability tests' Select and Poll classes: the same tests again over the client's
@@ -41,10 +41,11 @@ tests=amqpstorm/tests/functional
 #   they would add half a minute.
 deselect=(
     --ignore="$tests/ssl"
-    --ignore="$tests/management/test_user.py"
 )
 for t in management/test_api.py::ApiFunctionalTests::test_api_cluster_name \
     management/test_api.py::ApiFunctionalTests::test_api_with_inaccessible \
+    management/test_user.py::ApiUserFunctionalTests::test_api_user_get_permission \
+    management/test_user.py::ApiUserFunctionalTests::test_api_user_get_permissions \
     management/test_queue.py::ApiQueueFunctionalTests::test_api_queue_list_filter_with_regex \
     management/test_queue.py::ApiQueueFunctionalTests::test_api_queue_list_filter_with_regex_boolean \
     management/test_queue.py::ApiQueueFunctionalTests::test_api_queue_list_filter_without_regex \

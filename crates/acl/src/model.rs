@@ -64,8 +64,9 @@ macro_rules! keyword_enum {
 }
 
 keyword_enum! {
-    /// What a client tries to do. ferryd checks the first eight; the rest are qpidd
-    /// management actions, accepted so qpidd files load, and never matched.
+    /// What a client tries to do. ferryd checks the first eight, and `update` on the broker
+    /// (management's user writes); the rest are qpidd management actions, accepted so qpidd
+    /// files load, and never matched.
     Action {
         Access = "access",
         Bind = "bind",
@@ -83,8 +84,9 @@ keyword_enum! {
 }
 
 keyword_enum! {
-    /// What the action is done to. ferryd checks connection, exchange and queue; the rest are
-    /// qpidd management objects, accepted so qpidd files load, and never matched.
+    /// What the action is done to. ferryd checks connection, exchange and queue, and broker
+    /// for management's user writes; the rest are qpidd management objects, accepted so
+    /// qpidd files load, and never matched.
     ObjectType {
         Connection = "connection",
         Exchange = "exchange",
@@ -237,6 +239,8 @@ pub const LOOKUPS: &[(Action, ObjectType, &[Property])] = {
         (Action::Unbind, ObjectType::Exchange, BINDING),
         // Every message published.
         (Action::Publish, ObjectType::Exchange, &[Name, RoutingKey]),
+        // Management's user writes (the user's name).
+        (Action::Update, ObjectType::Broker, &[Name]),
     ]
 };
 

@@ -461,6 +461,22 @@ fn rules_that_never_match_load_with_a_warning() {
 }
 
 #[test]
+fn update_broker_decides_user_writes() {
+    let (a, warnings) = parse(
+        "acl allow admin update broker\n\
+         acl allow ops update broker name=app-*\n\
+         acl deny all all\n",
+    )
+    .unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let may = |user, name| allowed(&a, user, Action::Update, ObjectType::Broker, name);
+    assert!(may("admin", "anyone"));
+    assert!(may("ops", "app-billing"));
+    assert!(!may("ops", "admin"));
+    assert!(!may("bob", "bob"));
+}
+
+#[test]
 fn substitution_gives_users_private_resources() {
     let a = acl("acl allow all create queue name=${user}-work\n\
                  acl allow all publish exchange name=amq.direct routingkey=${user}\n\

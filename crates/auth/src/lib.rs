@@ -18,4 +18,4 @@ mod users;
 pub use credentials::{Credentials, CredentialsError, DEFAULT_ITERATIONS, MIN_ITERATIONS};
 pub use mechanism::{Authenticator, Denied, Exchange, Mechanism, Mode, Step};
 pub use plain::parse_plain;
-pub use users::{default_users_file, validate_user_name, Users, UsersError};
+pub use users::{default_users_file, validate_tag, validate_user_name, Users, UsersError};

@@ -1,4 +1,5 @@
-//! The users file: one `name:record` line per user (see [`Credentials`]), `#` comments.
+//! The users file: one `name:record` line per user (see [`Credentials`]), optionally
+//! followed by ` tags=a,b` (RabbitMQ's user tags, kept for management tools), `#` comments.
 //! Written atomically (a temporary file renamed over the old one) with mode 0600.
 
 use std::collections::BTreeMap;
@@ -10,6 +11,8 @@ use crate::credentials::{Credentials, CredentialsError};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Users {
     entries: BTreeMap<String, Credentials>,
+    /// Only users with tags have an entry.
+    tags: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -23,10 +26,14 @@ pub enum UsersError {
     Syntax { line: usize, reason: String },
     #[error("invalid user name {0:?}: {1}")]
     BadName(String, &'static str),
+    #[error("invalid tag {0:?}: {1}")]
+    BadTag(String, &'static str),
 }
 
 const HEADER: &str = "# Ferry users: name:SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey \
-                      (base64). Edit with `ferry user`.\n";
+                      (base64) [tags=a,b]. Edit with `ferry user`.\n";
+
+const TAGS: &str = "tags=";
 
 /// Names go into SASL messages, log lines and ACL rules: no separators, blanks or control
 /// characters, and a sane length.
@@ -50,9 +57,29 @@ pub fn validate_user_name(name: &str) -> Result<(), UsersError> {
     Ok(())
 }
 
+/// Tags are listed after `tags=`, separated by commas: no commas, blanks or control
+/// characters in one, and a sane length.
+pub fn validate_tag(tag: &str) -> Result<(), UsersError> {
+    let bad = |why| Err(UsersError::BadTag(tag.to_owned(), why));
+    if tag.is_empty() {
+        return bad("empty");
+    }
+    if tag.len() > 255 {
+        return bad("longer than 255 bytes");
+    }
+    if tag
+        .chars()
+        .any(|c| c == ',' || c.is_whitespace() || c.is_control())
+    {
+        return bad("contains ',', a blank or a control character");
+    }
+    Ok(())
+}
+
 impl Users {
     pub fn parse(text: &str) -> Result<Users, UsersError> {
         let mut entries = BTreeMap::new();
+        let mut tags = BTreeMap::new();
         for (index, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -62,17 +89,35 @@ impl Users {
                 line: index + 1,
                 reason,
             };
-            let (name, record) = line
+            let (name, rest) = line
                 .split_once(':')
                 .ok_or_else(|| syntax("expected name:record".into()))?;
             validate_user_name(name).map_err(|e| syntax(e.to_string()))?;
+            let mut fields = rest.split_whitespace();
+            let record = fields.next().unwrap_or_default();
             let credentials = Credentials::parse(record)
                 .map_err(|e: CredentialsError| syntax(format!("user {name}: {e}")))?;
             if entries.insert(name.to_owned(), credentials).is_some() {
                 return Err(syntax(format!("user {name} appears twice")));
             }
+            match (fields.next(), fields.next()) {
+                (None, _) => {}
+                (Some(field), None) => {
+                    let list = field.strip_prefix(TAGS).ok_or_else(|| {
+                        syntax(format!("user {name}: expected {TAGS}... after the record"))
+                    })?;
+                    let list: Vec<String> = list.split(',').map(str::to_owned).collect();
+                    for tag in &list {
+                        validate_tag(tag).map_err(|e| syntax(format!("user {name}: {e}")))?;
+                    }
+                    tags.insert(name.to_owned(), list);
+                }
+                (Some(_), Some(extra)) => {
+                    return Err(syntax(format!("user {name}: unexpected {extra:?}")));
+                }
+            }
         }
-        Ok(Users { entries })
+        Ok(Users { entries, tags })
     }
 
     pub fn to_text(&self) -> String {
@@ -81,6 +126,11 @@ impl Users {
             text.push_str(name);
             text.push(':');
             text.push_str(&credentials.encode());
+            if let Some(tags) = self.tags.get(name) {
+                text.push(' ');
+                text.push_str(TAGS);
+                text.push_str(&tags.join(","));
+            }
             text.push('\n');
         }
         text
@@ -97,7 +147,33 @@ impl Users {
     }
 
     pub fn remove(&mut self, name: &str) -> bool {
+        self.tags.remove(name);
         self.entries.remove(name).is_some()
+    }
+
+    /// `name`'s tags (none for an unknown user).
+    pub fn tags(&self, name: &str) -> &[String] {
+        self.tags.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Replaces the tags of a user that exists (duplicates dropped, order kept).
+    pub fn set_tags(&mut self, name: &str, tags: &[String]) -> Result<(), UsersError> {
+        if !self.entries.contains_key(name) {
+            return Err(UsersError::BadName(name.to_owned(), "no such user"));
+        }
+        let mut list: Vec<String> = Vec::with_capacity(tags.len());
+        for tag in tags {
+            validate_tag(tag)?;
+            if !list.contains(tag) {
+                list.push(tag.clone());
+            }
+        }
+        if list.is_empty() {
+            self.tags.remove(name);
+        } else {
+            self.tags.insert(name.to_owned(), list);
+        }
+        Ok(())
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -273,6 +349,78 @@ mod tests {
             );
         }
         assert!(Users::parse("# c\n\n   \n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn tags_follow_the_record_and_round_trip() {
+        let mut users = Users::default();
+        let alice = Credentials::derive("a", b"salt", MIN_ITERATIONS);
+        users.insert("alice", alice.clone()).unwrap();
+        users
+            .insert("bob", Credentials::derive("b", b"salt", MIN_ITERATIONS))
+            .unwrap();
+        let tags = [
+            "monitoring".to_string(),
+            "policymaker".into(),
+            "monitoring".into(),
+        ];
+        users.set_tags("alice", &tags).unwrap();
+        assert_eq!(users.tags("alice"), ["monitoring", "policymaker"]);
+        assert!(users.tags("bob").is_empty());
+        assert!(users.tags("nobody").is_empty());
+        let text = users.to_text();
+        assert!(
+            text.contains(&format!(
+                "alice:{} tags=monitoring,policymaker\n",
+                alice.encode()
+            )),
+            "{text}"
+        );
+        assert!(text.contains("bob:SCRAM"), "{text}");
+        assert!(!text
+            .lines()
+            .any(|l| l.starts_with("bob:") && l.contains("tags")));
+        assert_eq!(Users::parse(&text).unwrap(), users);
+        // Clearing the tags leaves the plain line; removing the user forgets them.
+        users.set_tags("alice", &[]).unwrap();
+        assert!(!users
+            .to_text()
+            .lines()
+            .any(|l| !l.starts_with('#') && l.contains("tags=")));
+        users.set_tags("alice", &["x".to_string()]).unwrap();
+        assert!(users.remove("alice"));
+        users.insert("alice", alice).unwrap();
+        assert!(users.tags("alice").is_empty());
+        assert!(users.set_tags("nobody", &["x".to_string()]).is_err());
+        for bad in ["", "a,b", "a b", "a\u{7}"] {
+            assert!(
+                matches!(
+                    users.set_tags("bob", &[bad.to_string()]),
+                    Err(UsersError::BadTag(..))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn damaged_tags_are_syntax_errors() {
+        let record = Credentials::derive("p", b"salt", MIN_ITERATIONS).encode();
+        for tail in [
+            " tags=",
+            " tags=a,,b",
+            " monitoring",
+            " tags=a tags=b",
+            " tags=a x",
+        ] {
+            let text = format!("x:{record}{tail}\n");
+            assert!(
+                matches!(Users::parse(&text), Err(UsersError::Syntax { line: 1, .. })),
+                "{text}"
+            );
+        }
+        let ok = Users::parse(&format!("x:{record}   tags=a,b  \n")).unwrap();
+        assert_eq!(ok.tags("x"), ["a", "b"]);
     }
 
     #[test]

@@ -70,8 +70,11 @@ fn overview_nodes_users_vhosts_and_whoami() {
     h.get(&format!("/api/nodes/{}", seg(name))).expect(200);
     h.get("/api/nodes/rabbit@elsewhere").expect(404);
 
-    // --auth no: anyone, and nobody is listed.
+    // --auth no: anyone, and nobody is listed, or can be added.
     assert_eq!(h.get("/api/users").expect(200).json(), json!([]));
+    let refused = h.put("/api/users/alice", &json!({"password": "p"}));
+    assert_eq!(refused.status, 400);
+    assert!(refused.text().contains("--auth no"), "{}", refused.text());
     assert_eq!(h.get("/api/whoami").expect(200).json()["name"], "guest");
     let vhosts = h.get("/api/vhosts").expect(200).json();
     assert_eq!(names(&vhosts), ["/"]);
@@ -686,14 +689,17 @@ fn definitions_export_and_import_round_trip() {
 
 /// ferryd with --auth yes, a users file with alice/wonderland and an ACL that keeps her from
 /// creating queues named secret*.
+/// Fields drop in order: the broker stops before its directory goes.
 struct Secured {
     broker: Ferryd,
-    dir: std::path::PathBuf,
+    dir: RemovedOnDrop,
 }
 
-impl Drop for Secured {
+struct RemovedOnDrop(std::path::PathBuf);
+
+impl Drop for RemovedOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -702,6 +708,14 @@ fn secured() -> Secured {
 }
 
 fn secured_with(extra: &[&str]) -> Secured {
+    secured_by(
+        "acl deny-log alice create queue name=secret*\nacl allow all all\n",
+        extra,
+    )
+}
+
+/// ferryd with a users file holding alice (password wonderland) and the ACL `acl`.
+fn secured_by(acl: &str, extra: &[&str]) -> Secured {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -716,11 +730,7 @@ fn secured_with(extra: &[&str]) -> Secured {
     let users_path = dir.join("users");
     users.save(&users_path).unwrap();
     let acl_path = dir.join("ferryd.acl");
-    std::fs::write(
-        &acl_path,
-        "acl deny-log alice create queue name=secret*\nacl allow all all\n",
-    )
-    .unwrap();
+    std::fs::write(&acl_path, acl).unwrap();
     let users_arg = users_path.display().to_string();
     let acl_arg = acl_path.display().to_string();
     let mut args = vec![
@@ -733,7 +743,10 @@ fn secured_with(extra: &[&str]) -> Secured {
     ];
     args.extend_from_slice(extra);
     let broker = Ferryd::start_mgmt(&args);
-    Secured { broker, dir }
+    Secured {
+        broker,
+        dir: RemovedOnDrop(dir),
+    }
 }
 
 #[test]
@@ -819,6 +832,153 @@ fn logins_are_checked_and_the_acl_applies() {
     // Metrics need a login too.
     assert_eq!(Http::anonymous(addr).get("/metrics").status, 401);
     alice.get("/metrics").expect(200);
+}
+
+#[test]
+fn users_are_created_changed_and_deleted_through_the_api() {
+    let s = secured_by("acl deny-log carol update broker\nacl allow all all\n", &[]);
+    let addr = s.broker.mgmt_addr.unwrap();
+    let alice = Http::as_user(addr, "alice", "wonderland");
+    let login = |user: &str, password: &str| {
+        Http::as_user(addr, user, password)
+            .get("/api/whoami")
+            .status
+    };
+    let listed = alice.get("/api/users").expect(200).json();
+    assert_eq!(names(&listed), ["alice"]);
+    assert!(listed[0]["password_hash"]
+        .as_str()
+        .is_some_and(|h| h.starts_with("SCRAM-SHA-256$")));
+    assert_eq!(listed[0]["hashing_algorithm"], "ferry_scram_sha_256");
+    assert_eq!(listed[0]["tags"], json!([]));
+
+    // Created with RabbitMQ's comma-separated tags, then changed with a list of them.
+    alice
+        .put(
+            "/api/users/carol",
+            &json!({"password": "one", "tags": "monitoring"}),
+        )
+        .expect(201);
+    assert_eq!(
+        alice.get("/api/users/carol").expect(200).json()["tags"],
+        json!(["monitoring"])
+    );
+    assert_eq!(login("carol", "one"), 200);
+    alice
+        .put(
+            "/api/users/carol",
+            &json!({"password": "two", "tags": ["management", "monitoring"]}),
+        )
+        .expect(204);
+    assert_eq!(
+        login("carol", "one"),
+        401,
+        "the remembered password is forgotten"
+    );
+    assert_eq!(login("carol", "two"), 200);
+    // Without a password the user keeps theirs; the tags are replaced.
+    alice
+        .put("/api/users/carol", &json!({"tags": ""}))
+        .expect(204);
+    assert_eq!(login("carol", "two"), 200);
+    let carol = alice.get("/api/users/carol").expect(200).json();
+    assert_eq!(carol["tags"], json!([]));
+
+    // A record copies a user (to another broker, say) without its password.
+    alice
+        .put(
+            "/api/users/erin",
+            &json!({"password_hash": carol["password_hash"], "hashing_algorithm": "ferry_scram_sha_256"}),
+        )
+        .expect(201);
+    assert_eq!(login("erin", "two"), 200);
+
+    for (path, body, why) in [
+        ("/api/users/dave", json!({}), "a new user needs a password"),
+        (
+            "/api/users/dave",
+            json!({"password": "p", "password_hash": carol["password_hash"]}),
+            "not both",
+        ),
+        (
+            "/api/users/dave",
+            json!({"password_hash": "c2FsdA=="}),
+            "RabbitMQ's hashes",
+        ),
+        (
+            "/api/users/dave",
+            json!({"password_hash": carol["password_hash"], "hashing_algorithm": "rabbit_password_hashing_sha256"}),
+            "other algorithms",
+        ),
+        (
+            "/api/users/dave",
+            json!({"password": "p", "tags": 7}),
+            "tags of another type",
+        ),
+        (
+            "/api/users/dave",
+            json!({"password": 7}),
+            "a password of another type",
+        ),
+        (
+            "/api/users/bad%20name",
+            json!({"password": "p"}),
+            "a name with a blank",
+        ),
+    ] {
+        let r = alice.put(path, &body);
+        assert_eq!(r.status, 400, "{why}: {}", r.text());
+        assert!(is_rabbitmq_error(&r), "{why}");
+    }
+    alice.get("/api/users/dave").expect(404);
+
+    // The ACL's `update broker` decides who may change users and see their records.
+    let as_carol = Http::as_user(addr, "carol", "two");
+    let denied = as_carol.put("/api/users/frank", &json!({"password": "p"}));
+    assert_eq!(denied.status, 403, "{}", denied.text());
+    assert_eq!(as_carol.delete("/api/users/alice").status, 403);
+    let seen = as_carol.get("/api/users").expect(200).json();
+    assert_eq!(names(&seen), ["alice", "carol", "erin"]);
+    assert!(seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|u| u.get("password_hash").is_none()));
+    assert!(as_carol.get("/api/definitions").expect(200).json()["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|u| u.get("password_hash").is_none()));
+
+    // Deleted one by one (an unknown user is not found), or in bulk (unknown ones passed over).
+    alice.delete("/api/users/erin").expect(204);
+    alice.delete("/api/users/erin").expect(404);
+    assert_eq!(login("erin", "two"), 401);
+    alice
+        .post(
+            "/api/users/bulk-delete",
+            &json!({"users": ["carol", "nobody"]}),
+        )
+        .expect(204);
+    assert_eq!(login("carol", "two"), 401);
+    assert_eq!(
+        alice
+            .post("/api/users/bulk-delete", &json!({"users": "carol"}))
+            .status,
+        400
+    );
+    // Every change went to the users file, as `ferry user` would have made it.
+    let file = ferry_auth::Users::load(&s.dir.0.join("users"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(file.names().collect::<Vec<_>>(), ["alice"]);
+    let exported = alice.get("/api/definitions").expect(200).json();
+    assert_eq!(names(&exported["users"]), ["alice"]);
+    assert!(exported["users"][0]["password_hash"].is_string());
+    // Only the two refused writes are logged as denials, not the reads that hid records.
+    let Secured { broker, dir: _dir } = s;
+    let (_, log) = broker.terminate();
+    assert_eq!(log.matches("ACL denied update broker").count(), 2, "{log}");
 }
 
 #[test]

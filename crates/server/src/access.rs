@@ -262,6 +262,25 @@ impl ClientAccess {
         self.verdict(d, action, object, &props)
     }
 
+    /// Whether the ACL would allow the request, asked only to decide what to show: nothing
+    /// is logged, as a read is not the request itself.
+    pub fn permits<'a>(
+        &self,
+        action: Action,
+        object: ObjectType,
+        props: impl FnOnce() -> Props<'a>,
+    ) -> bool {
+        match &self.acl {
+            None => true,
+            Some(shared) => {
+                shared
+                    .current()
+                    .check(&self.user, action, object, &props())
+                    .allowed
+            }
+        }
+    }
+
     fn verdict(
         &self,
         d: Decision,

@@ -6,6 +6,8 @@
 //!
 //! Management acts under an owner id of its own, which owns no session, queue or consumer.
 
+mod users;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -24,6 +26,8 @@ use crate::auth::AuthService;
 use crate::config::ServerConfig;
 use crate::publish::{Encoding, Publish};
 use crate::state::ServerState;
+
+pub use users::{UserChange, UserInfo, HASHING_ALGORITHM};
 
 /// Why a management request was refused; the HTTP layer picks the status from the variant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -169,11 +173,6 @@ impl Admin {
     /// the user's name if they are good. Slow (and paused) when they are not.
     pub async fn login(&self, user: &str, password: &str, peer: SocketAddr) -> Option<String> {
         self.auth.check_password(user, password, peer).await
-    }
-
-    /// The users in the users file (the built-in guest while there is none).
-    pub fn user_names(&self) -> Vec<String> {
-        self.auth.user_names()
     }
 
     /// Acts for `user` (who logged in from `peer`): every change is checked by the ACL.

@@ -72,7 +72,27 @@ pub struct AuthService {
     generation: AtomicU64,
     /// Passwords recently checked over HTTP (see [`AuthService::check_password`]).
     checked: PasswordCache,
+    /// Management's changes to the users file, one at a time.
+    writing: Mutex<()>,
 }
+
+/// Why management could not change the users.
+#[derive(Debug, thiserror::Error)]
+pub enum UsersChangeError {
+    #[error("logins are not checked (--auth no): there are no users to change")]
+    NotChecked,
+    #[error("ferryd has no users file (--users-file): users cannot be changed")]
+    NoFile,
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("the users file cannot be changed: {0}")]
+    File(String),
+}
+
+/// The tag RabbitMQ gives its default user, so management tools see guest as it is there.
+const ADMINISTRATOR: &str = "administrator";
 
 impl std::fmt::Debug for AuthService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -95,6 +115,7 @@ impl AuthService {
                     .map_err(|e| format!("cannot create the guest user: {e}"))?;
                 users
                     .insert(GUEST, guest)
+                    .and_then(|_| users.set_tags(GUEST, &[ADMINISTRATOR.to_owned()]))
                     .map_err(|e| format!("cannot create the guest user: {e}"))?;
                 (Mode::Verify, users)
             }
@@ -126,6 +147,7 @@ impl AuthService {
             )),
             generation: AtomicU64::new(0),
             checked: PasswordCache::new()?,
+            writing: Mutex::new(()),
         };
         service.log_users(&service.current.read());
         Ok(service)
@@ -302,13 +324,42 @@ impl AuthService {
         }
     }
 
-    /// The users who may log in (the built-in guest while there is no users file); empty
-    /// with `--auth no`, where anyone may.
-    pub fn user_names(&self) -> Vec<String> {
+    /// The users who may log in (the built-in guest while there is no users file), with
+    /// their records and tags; none with `--auth no`, where anyone may.
+    pub fn users(&self) -> Users {
         match self.mode {
-            Mode::Open => Vec::new(),
-            Mode::Verify => self.current().users().names().map(str::to_owned).collect(),
+            Mode::Open => Users::default(),
+            Mode::Verify => self.current().users().clone(),
         }
+    }
+
+    /// Changes the users file through `change` (management's user writes) and puts the
+    /// result in force at once. `change` gets the file as it is now, so edits made with
+    /// `ferry user` meanwhile are kept; while there is no file yet it gets the built-in
+    /// users, so that adding a first user does not lock guest out. The file is replaced
+    /// atomically, one change at a time. Slow when `change` derives keys: call it off the
+    /// event loops.
+    pub fn change_users<T>(
+        &self,
+        change: impl FnOnce(&mut Users) -> Result<T, UsersChangeError>,
+    ) -> Result<T, UsersChangeError> {
+        if self.mode == Mode::Open {
+            return Err(UsersChangeError::NotChecked);
+        }
+        let path = self.users_file.as_ref().ok_or(UsersChangeError::NoFile)?;
+        let _one = self.writing.lock();
+        let mut users = match Users::load(path) {
+            Ok(Some(users)) => users,
+            Ok(None) => self.builtin.clone(),
+            Err(e) => return Err(UsersChangeError::File(e.to_string())),
+        };
+        let answer = change(&mut users)?;
+        users
+            .save(path)
+            .map_err(|e| UsersChangeError::File(e.to_string()))?;
+        // Re-reads the replaced file now, not at the next login.
+        drop(self.current());
+        Ok(answer)
     }
 
     /// Whether passwords are checked at all (`--auth yes`).
@@ -677,7 +728,7 @@ mod tests {
             s.check_password("alice", "pw", local).await.as_deref(),
             Some("alice")
         );
-        assert_eq!(s.user_names(), ["alice"]);
+        assert_eq!(s.users().names().collect::<Vec<_>>(), ["alice"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -732,5 +783,77 @@ mod tests {
         })
         .is_err());
         std::fs::remove_file(&bad).unwrap();
+    }
+
+    #[tokio::test]
+    async fn management_changes_the_users_file_and_keeps_guest_in_a_new_one() {
+        let dir = std::env::temp_dir().join(format!("ferry-authchange-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("users");
+        let s = service(ServerConfig {
+            users_file: Some(path.clone()),
+            ..quick()
+        });
+        let local = peer([127, 0, 0, 1]);
+        assert_eq!(s.users().tags(GUEST), [ADMINISTRATOR]);
+        let added = s.change_users(|users| {
+            let alice = Credentials::new("pw", 4096)
+                .map_err(|e| UsersChangeError::Invalid(e.to_string()))?;
+            users
+                .insert("alice", alice)
+                .map_err(|e| UsersChangeError::Invalid(e.to_string()))
+        });
+        assert!(matches!(added, Ok(false)));
+        // In force at once, and guest came along into the new file.
+        let file = Users::load(&path).unwrap().expect("written");
+        assert_eq!(file.names().collect::<Vec<_>>(), ["alice", GUEST]);
+        assert_eq!(file.tags(GUEST), [ADMINISTRATOR]);
+        assert_eq!(s.users(), file);
+        assert_eq!(
+            s.check_password("alice", "pw", local).await.as_deref(),
+            Some("alice")
+        );
+        assert_eq!(
+            s.check_password("guest", "guest", local).await.as_deref(),
+            Some("guest")
+        );
+        // A refused change writes nothing.
+        let refused: Result<(), _> = s.change_users(|users| {
+            users.remove(GUEST);
+            Err(UsersChangeError::NotFound("no".into()))
+        });
+        assert!(matches!(refused, Err(UsersChangeError::NotFound(_))));
+        assert_eq!(Users::load(&path).unwrap(), Some(file));
+        // Removing guest works like any other user, and a damaged file is left alone.
+        s.change_users(|users| Ok(users.remove(GUEST))).unwrap();
+        assert_eq!(s.check_password("guest", "guest", local).await, None);
+        std::fs::write(&path, "alice:garbage\n").unwrap();
+        assert!(matches!(
+            s.change_users(|_| Ok(())),
+            Err(UsersChangeError::File(_))
+        ));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "alice:garbage\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn users_cannot_be_changed_without_logins_or_a_file() {
+        let open = service(ServerConfig {
+            auth: AuthMode::None,
+            users_file: Some(std::env::temp_dir().join("ferry-never-written")),
+            ..quick()
+        });
+        assert!(matches!(
+            open.change_users(|_| Ok(())),
+            Err(UsersChangeError::NotChecked)
+        ));
+        let no_file = service(ServerConfig {
+            users_file: None,
+            ..quick()
+        });
+        assert!(matches!(
+            no_file.change_users(|_| Ok(())),
+            Err(UsersChangeError::NoFile)
+        ));
     }
 }

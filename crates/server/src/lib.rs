@@ -29,7 +29,10 @@ mod text;
 mod tls;
 mod transport;
 
-pub use admin::{Admin, AdminError, AdminUser, GetMode, GotMessage, Listeners};
+pub use admin::{
+    Admin, AdminError, AdminUser, GetMode, GotMessage, Listeners, UserChange, UserInfo,
+    HASHING_ALGORITHM,
+};
 pub use auth::{allowed_from, PASSWORD_CACHE_TTL};
 pub use config::{AuthMode, ServerConfig};
 pub use gate::{Gate, GateHandle, GateRoute};

@@ -1,7 +1,8 @@
-//! Definitions: export the broker's exchanges, queues and bindings (and list its users) as
-//! RabbitMQ's definitions file; import exchanges, queues and bindings from one. Users,
-//! permissions, policies and parameters in an import are ignored: ferryd's users live in
-//! its users file, its rules in the ACL file.
+//! Definitions: export the broker's exchanges, queues and bindings (and its users, with their
+//! tags, and their password records for a caller who may change users) as RabbitMQ's
+//! definitions file; import exchanges, queues and bindings from one. Users, permissions,
+//! policies and parameters in an import are ignored: ferryd's users live in its users file
+//! (`PUT /api/users/{name}` writes it), its rules in the ACL file.
 
 use std::sync::Arc;
 
@@ -85,14 +86,17 @@ fn objects(app: &App, with_vhost: bool) -> (Vec<Value>, Vec<Value>, Vec<Value>) 
     (exchanges, queues, bindings)
 }
 
-pub async fn export(State(app): State<Arc<App>>) -> ApiResult<Response> {
+pub async fn export(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
     blocking(move || {
         let (exchanges, queues, bindings) = objects(&app, true);
         let users: Vec<Value> = app
-            .admin
-            .user_names()
+            .user(&caller)
+            .list_users()
             .iter()
-            .map(|n| json!({ "name": n, "tags": [], "limits": {} }))
+            .map(super::users::user_json)
             .collect();
         Ok(ok(json!({
             "rabbit_version": MANAGEMENT_VERSION,

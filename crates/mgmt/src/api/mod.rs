@@ -7,6 +7,7 @@ mod definitions;
 mod exchanges;
 mod queues;
 mod system;
+mod users;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,8 +43,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/cluster-name", get(system::cluster_name))
         .route("/api/nodes", get(system::nodes))
         .route("/api/nodes/{name}", get(system::node))
-        .route("/api/users", get(system::users))
-        .route("/api/users/{name}", get(system::user))
+        .route("/api/users", get(users::list))
+        .route("/api/users/bulk-delete", post(users::bulk_delete))
+        .route(
+            "/api/users/{name}",
+            get(users::show).put(users::put).delete(users::remove),
+        )
         .route("/api/whoami", get(system::whoami))
         .route("/api/vhosts", get(system::vhosts))
         .route("/api/vhosts/{vhost}", get(system::vhost))

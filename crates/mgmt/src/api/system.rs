@@ -55,30 +55,8 @@ pub async fn node(State(app): State<Arc<App>>, Path(name): Path<String>) -> ApiR
     blocking(move || Ok(ok(node_json(&app)))).await
 }
 
-/// Users have no tags in ferryd (the ACL decides what each may do); every user may use the
-/// management API, as an administrator would in RabbitMQ.
-fn user_json(name: &str) -> Value {
-    json!({ "name": name, "tags": ["administrator"], "limits": {} })
-}
-
-pub async fn users(State(app): State<Arc<App>>) -> Response {
-    let users: Vec<Value> = app
-        .admin
-        .user_names()
-        .iter()
-        .map(|n| user_json(n))
-        .collect();
-    ok(Value::Array(users))
-}
-
-pub async fn user(State(app): State<Arc<App>>, Path(name): Path<String>) -> ApiResult<Response> {
-    if app.admin.user_names().contains(&name) {
-        Ok(ok(user_json(&name)))
-    } else {
-        Err(ApiError::NotFound(format!("no user '{name}'")))
-    }
-}
-
+/// Every user may use the management API (the ACL decides what each may change), as an
+/// administrator would in RabbitMQ; user tags are kept for tools, not consulted.
 pub async fn whoami(Extension(caller): Extension<Caller>) -> Response {
     ok(json!({ "name": caller.user, "tags": ["administrator"] }))
 }

@@ -1,0 +1,122 @@
+//! Users: listed from the users file (the built-in guest while there is none), and created,
+//! changed and deleted in it as RabbitMQ's API does (see `ferry_server::AdminUser::put_user`).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use ferry_server::{UserChange, UserInfo, HASHING_ALGORITHM};
+use serde_json::{json, Value};
+
+use super::{blocking, created_or_not, object, ok, text};
+use crate::body::JsonBody;
+use crate::error::{ApiError, ApiResult};
+use crate::login::Caller;
+use crate::state::App;
+
+/// RabbitMQ's user object. `password_hash` is left out for callers who may not change users.
+pub fn user_json(user: &UserInfo) -> Value {
+    let mut v = json!({ "name": user.name, "tags": user.tags, "limits": {} });
+    if let (Some(hash), Value::Object(m)) = (&user.password_hash, &mut v) {
+        m.insert("password_hash".into(), json!(hash));
+        m.insert("hashing_algorithm".into(), json!(HASHING_ALGORITHM));
+    }
+    v
+}
+
+pub async fn list(State(app): State<Arc<App>>, Extension(caller): Extension<Caller>) -> Response {
+    let users = app.user(&caller).list_users();
+    ok(users.iter().map(user_json).collect())
+}
+
+pub async fn show(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    match app.user(&caller).find_user(&name) {
+        Some(user) => Ok(ok(user_json(&user))),
+        None => Err(ApiError::NotFound(format!("no user '{name}'"))),
+    }
+}
+
+/// `tags` as RabbitMQ takes it: a comma-separated string, or (3.9 on) a list.
+fn tags(body: &Value) -> ApiResult<Vec<String>> {
+    let bad = || ApiError::BadRequest("tags must be a string or a list of strings".into());
+    match body.get("tags") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(s
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect()),
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|t| t.as_str().map(|t| t.trim().to_owned()).ok_or_else(bad))
+            .filter(|t| !matches!(t, Ok(t) if t.is_empty()))
+            .collect(),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// Creates (201) or changes (204) a user.
+pub async fn put(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<Value>,
+) -> ApiResult<Response> {
+    object(&body)?;
+    let change = UserChange {
+        password: text(&body, "password")?.map(str::to_owned),
+        password_hash: text(&body, "password_hash")?.map(str::to_owned),
+        tags: tags(&body)?,
+    };
+    if let Some(algorithm) = text(&body, "hashing_algorithm")? {
+        if change.password_hash.is_some() && algorithm != HASHING_ALGORITHM {
+            return Err(ApiError::BadRequest(format!(
+                "hashing_algorithm {algorithm} is not supported: ferryd takes \
+                 {HASHING_ALGORITHM} records"
+            )));
+        }
+    }
+    // Deriving a password's keys takes a while on purpose.
+    blocking(move || Ok(created_or_not(app.user(&caller).put_user(&name, change)?))).await
+}
+
+pub async fn remove(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    blocking(move || {
+        app.user(&caller).delete_user(&name)?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}
+
+/// `POST /api/users/bulk-delete` with `{"users": [names]}`; unknown names are passed over.
+pub async fn bulk_delete(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    JsonBody(body): JsonBody<Value>,
+) -> ApiResult<Response> {
+    let names = body
+        .get("users")
+        .and_then(Value::as_array)
+        .and_then(|list| {
+            list.iter()
+                .map(|n| n.as_str().map(str::to_owned))
+                .collect::<Option<Vec<String>>>()
+        })
+        .ok_or_else(|| ApiError::BadRequest("users must be a list of user names".into()))?;
+    blocking(move || {
+        app.user(&caller).delete_users(&names)?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}

@@ -1,0 +1,169 @@
+//! Management's user writes (RabbitMQ's `PUT`/`DELETE /api/users/...`): they change the users
+//! file, as `ferry user` does, and take effect at once. Changing users is the ACL's `update
+//! broker`, with the user's name as the rule's `name`.
+
+use ferry_acl::{Action, ObjectType};
+use ferry_auth::{Credentials, Users, DEFAULT_ITERATIONS};
+
+use super::{Admin, AdminError, AdminUser};
+use crate::access;
+use crate::auth::UsersChangeError;
+
+/// What a `PUT /api/users/{name}` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct UserChange {
+    /// Derived into a SCRAM-SHA-256 record (never stored as such).
+    pub password: Option<String>,
+    /// A record as [`UserInfo::password_hash`] shows it, for copying a user between brokers.
+    pub password_hash: Option<String>,
+    /// Replaces the user's tags (none when empty), as RabbitMQ's PUT does.
+    pub tags: Vec<String>,
+}
+
+/// One user as management shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub tags: Vec<String>,
+    /// The user's SCRAM-SHA-256 record; `None` for a caller who may not change users.
+    pub password_hash: Option<String>,
+}
+
+/// The name `hashing_algorithm` gives [`UserInfo::password_hash`]'s format.
+pub const HASHING_ALGORITHM: &str = "ferry_scram_sha_256";
+
+impl From<UsersChangeError> for AdminError {
+    fn from(e: UsersChangeError) -> AdminError {
+        match e {
+            UsersChangeError::NotFound(t) => AdminError::NotFound(t),
+            UsersChangeError::Invalid(t) => AdminError::BadRequest(t),
+            UsersChangeError::NotChecked | UsersChangeError::NoFile => {
+                AdminError::BadRequest(e.to_string())
+            }
+            UsersChangeError::File(_) => AdminError::Unavailable(e.to_string()),
+        }
+    }
+}
+
+fn invalid(e: impl std::fmt::Display) -> UsersChangeError {
+    UsersChangeError::Invalid(e.to_string())
+}
+
+impl Admin {
+    /// The users (the built-in guest while there is no users file; none with `--auth no`).
+    pub fn users(&self) -> Users {
+        self.auth.users()
+    }
+}
+
+impl AdminUser {
+    /// Whether this caller may change the user `name`, and so see its password record.
+    fn may_change_user(&self, name: &str) -> bool {
+        self.access
+            .permits(Action::Update, ObjectType::Broker, || access::named(name))
+    }
+
+    /// The users, in name order; their records only for a caller who may change them.
+    pub fn list_users(&self) -> Vec<UserInfo> {
+        let users = self.admin.users();
+        users.names().map(|name| self.info(&users, name)).collect()
+    }
+
+    pub fn find_user(&self, name: &str) -> Option<UserInfo> {
+        let users = self.admin.users();
+        users.get(name).map(|_| self.info(&users, name))
+    }
+
+    fn info(&self, users: &Users, name: &str) -> UserInfo {
+        UserInfo {
+            name: name.to_owned(),
+            tags: users.tags(name).to_vec(),
+            password_hash: users
+                .get(name)
+                .filter(|_| self.may_change_user(name))
+                .map(Credentials::encode),
+        }
+    }
+
+    /// Creates or replaces a user; true if it was created. A new user needs a password or a
+    /// record; an existing one keeps its password when the change gives neither. Slow when
+    /// it derives a password's keys: call it off the event loops.
+    pub fn put_user(&self, name: &str, change: UserChange) -> Result<bool, AdminError> {
+        self.check_change(name)?;
+        ferry_auth::validate_user_name(name).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+        let credentials = match (&change.password, &change.password_hash) {
+            (Some(_), Some(_)) => {
+                return Err(AdminError::BadRequest(
+                    "give password or password_hash, not both".into(),
+                ))
+            }
+            (Some(password), None) => Some(
+                Credentials::new(password, DEFAULT_ITERATIONS)
+                    .map_err(|e| AdminError::BadRequest(format!("password: {e}")))?,
+            ),
+            (None, Some(record)) => Some(Credentials::parse(record).map_err(|e| {
+                AdminError::BadRequest(format!(
+                    "password_hash: {e} (ferryd takes the SCRAM-SHA-256 records its own \
+                     GET /api/users shows; RabbitMQ's password hashes cannot be converted)"
+                ))
+            })?),
+            (None, None) => None,
+        };
+        let created = self.admin.auth.change_users(|users| {
+            let created = users.get(name).is_none();
+            match credentials {
+                Some(c) => {
+                    users.insert(name, c).map_err(invalid)?;
+                }
+                None if created => {
+                    return Err(UsersChangeError::Invalid(format!(
+                        "user '{name}' does not exist: a new user needs a password or a \
+                         password_hash"
+                    )))
+                }
+                None => {}
+            }
+            users.set_tags(name, &change.tags).map_err(invalid)?;
+            Ok(created)
+        })?;
+        tracing::info!(
+            by = %self.user,
+            "management {} user {name}",
+            if created { "created" } else { "changed" }
+        );
+        Ok(created)
+    }
+
+    /// Deletes a user; an unknown one is not found.
+    pub fn delete_user(&self, name: &str) -> Result<(), AdminError> {
+        self.check_change(name)?;
+        self.admin.auth.change_users(|users| {
+            if users.remove(name) {
+                Ok(())
+            } else {
+                Err(UsersChangeError::NotFound(format!("no user '{name}'")))
+            }
+        })?;
+        tracing::info!(by = %self.user, "management deleted user {name}");
+        Ok(())
+    }
+
+    /// Deletes users at once (RabbitMQ's bulk delete): unknown ones are passed over.
+    pub fn delete_users(&self, names: &[String]) -> Result<(), AdminError> {
+        for name in names {
+            self.check_change(name)?;
+        }
+        let gone = self
+            .admin
+            .auth
+            .change_users(|users| Ok(names.iter().filter(|n| users.remove(n)).count()))?;
+        tracing::info!(by = %self.user, "management deleted {gone} users");
+        Ok(())
+    }
+
+    fn check_change(&self, name: &str) -> Result<(), AdminError> {
+        Ok(self
+            .access
+            .check(Action::Update, ObjectType::Broker, || access::named(name))?)
+    }
+}
