@@ -25,6 +25,9 @@ skip=(
     # killing and restarting it (rabbitmqctl stop_app, docker kill).
     tests/test_amqps.py
     tests/test_robust_recovery.py
+    # The client's own connection pool, tested with stand-in objects: no broker is involved,
+    # and its sleeps take about a minute.
+    tests/test_pool.py
     # Races inside the client that a broker answering within a millisecond loses; each
     # passes against ferryd through a proxy that delays its replies by 2 ms, and against
     # RabbitMQ 3.10.8. A channel's close callback still running when the test collects
