@@ -676,6 +676,10 @@ fn definitions_export_and_import_round_trip() {
     for key in ["queues", "exchanges", "bindings"] {
         assert_eq!(again[key], exported[key], "{key}");
     }
+    // With --auth no there are no users to import into: users are passed over.
+    let with_user = json!({"users": [{"name": "u", "password_hash": "SCRAM-SHA-256$4096:c2FsdA==$AAAA:AAAA", "tags": ""}]});
+    h.post("/api/definitions", &with_user).expect(204);
+    assert_eq!(h.get("/api/users").expect(200).json(), json!([]));
     // An import that fails names what failed.
     let bad = json!({"queues": [{"name": "d-q", "vhost": "/", "durable": false, "auto_delete": false, "arguments": {}}]});
     let r = h.post("/api/definitions", &bad);
@@ -687,9 +691,8 @@ fn definitions_export_and_import_round_trip() {
     h.get("/api/queues/%2F/other-q").expect(404);
 }
 
-/// ferryd with --auth yes, a users file with alice/wonderland and an ACL that keeps her from
-/// creating queues named secret*.
-/// Fields drop in order: the broker stops before its directory goes.
+/// ferryd with --auth yes, a users file and an ACL (see `secured_by`). Fields drop in
+/// order: the broker stops before its directory goes.
 struct Secured {
     broker: Ferryd,
     dir: RemovedOnDrop,
@@ -707,6 +710,7 @@ fn secured() -> Secured {
     secured_with(&[])
 }
 
+/// alice may not create queues named secret*.
 fn secured_with(extra: &[&str]) -> Secured {
     secured_by(
         "acl deny-log alice create queue name=secret*\nacl allow all all\n",
@@ -950,6 +954,27 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         .iter()
         .all(|u| u.get("password_hash").is_none()));
 
+    // A definitions export carries the users' records, and an import brings them back;
+    // RabbitMQ's own hashes cannot become SCRAM keys, so such users are passed over.
+    let exported = alice.get("/api/definitions").expect(200).json();
+    alice.delete("/api/users/erin").expect(204);
+    let mut import = exported.clone();
+    import["users"].as_array_mut().unwrap().push(json!({
+        "name": "rabbit",
+        "password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR",
+        "hashing_algorithm": "rabbit_password_hashing_sha256",
+        "tags": "administrator"
+    }));
+    alice.post("/api/definitions", &import).expect(204);
+    assert_eq!(login("erin", "two"), 200);
+    alice.get("/api/users/rabbit").expect(404);
+    assert_eq!(as_carol.post("/api/definitions", &exported).status, 403);
+    // A virtual host's definitions hold no users.
+    alice.delete("/api/users/erin").expect(204);
+    alice.post("/api/definitions/%2F", &exported).expect(204);
+    alice.get("/api/users/erin").expect(404);
+    alice.post("/api/definitions", &exported).expect(204);
+
     // Deleted one by one (an unknown user is not found), or in bulk (unknown ones passed over).
     alice.delete("/api/users/erin").expect(204);
     alice.delete("/api/users/erin").expect(404);
@@ -975,10 +1000,11 @@ fn users_are_created_changed_and_deleted_through_the_api() {
     let exported = alice.get("/api/definitions").expect(200).json();
     assert_eq!(names(&exported["users"]), ["alice"]);
     assert!(exported["users"][0]["password_hash"].is_string());
-    // Only the two refused writes are logged as denials, not the reads that hid records.
+    // Only the refused writes are logged as denials (two, and the import's one), not the
+    // reads that hid records.
     let Secured { broker, dir: _dir } = s;
     let (_, log) = broker.terminate();
-    assert_eq!(log.matches("ACL denied update broker").count(), 2, "{log}");
+    assert_eq!(log.matches("ACL denied update broker").count(), 3, "{log}");
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! Definitions: export the broker's exchanges, queues and bindings (and its users, with their
 //! tags, and their password records for a caller who may change users) as RabbitMQ's
-//! definitions file; import exchanges, queues and bindings from one. Users, permissions,
-//! policies and parameters in an import are ignored: ferryd's users live in its users file
-//! (`PUT /api/users/{name}` writes it), its rules in the ACL file.
+//! definitions file; import users, exchanges, queues and bindings from one. A user is
+//! imported only with a password record in ferryd's own format (RabbitMQ's password hashes
+//! cannot be turned into SCRAM keys): others are passed over and logged. Permissions,
+//! policies and parameters are ignored: ferryd's rules live in its ACL file.
 
 use std::sync::Arc;
 
@@ -10,10 +11,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use ferry_server::AdminUser;
+use ferry_server::{AdminUser, UserChange, HASHING_ALGORITHM};
 use serde_json::{json, Value};
 
-use super::{blocking, check_vhost, flag, object, ok, text};
+use super::{blocking, check_vhost, flag, object, ok, text, users};
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::login::Caller;
@@ -154,10 +155,46 @@ fn required<'a>(v: &'a Value, key: &str, what: &str) -> ApiResult<&'a str> {
     text(v, key)?.ok_or_else(|| ApiError::BadRequest(format!("{what} without a {key}")))
 }
 
-/// Declares what `body` lists, exchanges first, then queues, then bindings; stops at the
-/// first refusal, naming the object.
-fn import_all(user: &AdminUser, body: &Value) -> ApiResult<()> {
+/// Creates or replaces the users `body` lists that carry a password record of ferryd's own
+/// format, with their tags.
+fn import_users(user: &AdminUser, body: &Value) -> ApiResult<()> {
+    let Some(list) = body.get("users").filter(|u| !u.is_null()) else {
+        return Ok(());
+    };
+    let list = list
+        .as_array()
+        .ok_or_else(|| ApiError::BadRequest("users must be a list".into()))?;
+    for u in list {
+        let name = required(u, "name", "a user")?;
+        let algorithm = text(u, "hashing_algorithm")?;
+        let record = text(u, "password_hash")?
+            .filter(|_| algorithm.map_or(true, |a| a == HASHING_ALGORITHM));
+        let Some(record) = record else {
+            tracing::warn!(
+                "definitions import: user {name} passed over: no {HASHING_ALGORITHM} \
+                 password_hash (add it with ferry user add, or PUT /api/users/{name})"
+            );
+            continue;
+        };
+        let change = UserChange {
+            password: None,
+            password_hash: Some(record.to_owned()),
+            tags: users::tags(u)?,
+        };
+        user.put_user(name, change)
+            .map_err(ApiError::from)
+            .map_err(|e| annotate(e, &format!("user '{name}'")))?;
+    }
+    Ok(())
+}
+
+/// Declares what `body` lists, users first, then exchanges, queues and bindings; stops at
+/// the first refusal, naming the object.
+fn import_all(user: &AdminUser, body: &Value, with_users: bool) -> ApiResult<()> {
     object(body)?;
+    if with_users {
+        import_users(user, body)?;
+    }
     let context = |what: String| move |e: ApiError| annotate(e, &what);
     for e in entries(body, "exchanges")? {
         let name = required(e, "name", "an exchange")?;
@@ -226,20 +263,27 @@ pub async fn import(
     JsonBody(body): JsonBody<Value>,
 ) -> ApiResult<Response> {
     blocking(move || {
-        import_all(&app.user(&caller), &body)?;
+        // With --auth no there are no users to import into (nor any that log in).
+        let with_users = app.admin.auth_required();
+        import_all(&app.user(&caller), &body, with_users)?;
         Ok(StatusCode::NO_CONTENT.into_response())
     })
     .await
 }
 
+/// A virtual host's definitions hold no users (RabbitMQ's neither), whatever the body says.
 pub async fn import_vhost(
-    state: State<Arc<App>>,
-    caller: Extension<Caller>,
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
     Path(vhost): Path<String>,
-    body: JsonBody<Value>,
+    JsonBody(body): JsonBody<Value>,
 ) -> ApiResult<Response> {
     check_vhost(&vhost)?;
-    import(state, caller, body).await
+    blocking(move || {
+        import_all(&app.user(&caller), &body, false)?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
 }
 
 /// Exchange names only the broker itself may create.

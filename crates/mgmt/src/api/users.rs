@@ -43,7 +43,7 @@ pub async fn show(
 }
 
 /// `tags` as RabbitMQ takes it: a comma-separated string, or (3.9 on) a list.
-fn tags(body: &Value) -> ApiResult<Vec<String>> {
+pub fn tags(body: &Value) -> ApiResult<Vec<String>> {
     let bad = || ApiError::BadRequest("tags must be a string or a list of strings".into());
     match body.get("tags") {
         None | Some(Value::Null) => Ok(Vec::new()),
