@@ -992,6 +992,25 @@ fn users_are_created_changed_and_deleted_through_the_api() {
             .status,
         400
     );
+    // Deleting a user closes its connections, as RabbitMQ does; a password change does not.
+    alice
+        .put("/api/users/dave", &json!({"password": "password"}))
+        .expect(201);
+    let mut dave = Raw091::open_as(s.broker.addr, "dave");
+    alice
+        .put("/api/users/dave", &json!({"password": "changed"}))
+        .expect(204);
+    dave.declare_queue("dave-q", ferry_amqp091::FieldTable::new());
+    alice.delete("/api/users/dave").expect(204);
+    let Method::ConnectionClose(close) =
+        dave.expect(0, |m| matches!(m, Method::ConnectionClose(_)))
+    else {
+        unreachable!()
+    };
+    assert_eq!(close.reply_code, 320);
+    let text = String::from_utf8_lossy(close.reply_text.as_bytes()).into_owned();
+    assert!(text.contains("user 'dave' was deleted"), "{text}");
+    alice.delete("/api/queues/%2F/dave-q").expect(204);
     // Every change went to the users file, as `ferry user` would have made it.
     let file = ferry_auth::Users::load(&s.dir.0.join("users"))
         .unwrap()

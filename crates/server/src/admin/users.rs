@@ -134,7 +134,7 @@ impl AdminUser {
         Ok(created)
     }
 
-    /// Deletes a user; an unknown one is not found.
+    /// Deletes a user, and closes its connections; an unknown user is not found.
     pub fn delete_user(&self, name: &str) -> Result<(), AdminError> {
         self.check_change(name)?;
         self.admin.auth.change_users(|users| {
@@ -145,20 +145,37 @@ impl AdminUser {
             }
         })?;
         tracing::info!(by = %self.user, "management deleted user {name}");
+        self.close_connections_of(&[name]);
         Ok(())
     }
 
-    /// Deletes users at once (RabbitMQ's bulk delete): unknown ones are passed over.
+    /// Deletes users at once (RabbitMQ's bulk delete), and closes their connections;
+    /// unknown ones are passed over.
     pub fn delete_users(&self, names: &[String]) -> Result<(), AdminError> {
         for name in names {
             self.check_change(name)?;
         }
-        let gone = self
-            .admin
-            .auth
-            .change_users(|users| Ok(names.iter().filter(|n| users.remove(n)).count()))?;
-        tracing::info!(by = %self.user, "management deleted {gone} users");
+        let gone: Vec<&str> = self.admin.auth.change_users(|users| {
+            Ok(names
+                .iter()
+                .filter(|n| users.remove(n))
+                .map(String::as_str)
+                .collect())
+        })?;
+        tracing::info!(by = %self.user, "management deleted users {gone:?}");
+        self.close_connections_of(&gone);
         Ok(())
+    }
+
+    /// A deleted user's connections are closed, as RabbitMQ (3.7 on) closes them: deleting
+    /// a compromised account cuts it off. A password change leaves them open, as there.
+    fn close_connections_of(&self, names: &[&str]) {
+        let connections = self.admin.broker.connections();
+        for c in connections.list() {
+            if names.contains(&c.meta.user.as_str()) {
+                connections.close(c.id, &format!("user '{}' was deleted", c.meta.user));
+            }
+        }
     }
 
     fn check_change(&self, name: &str) -> Result<(), AdminError> {
