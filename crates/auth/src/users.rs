@@ -28,7 +28,12 @@ pub enum UsersError {
     BadName(String, &'static str),
     #[error("invalid tag {0:?}: {1}")]
     BadTag(String, &'static str),
+    #[error("more than {MAX_TAGS} tags")]
+    TooManyTags,
 }
+
+/// Tags a user may have: RabbitMQ's few, and room for a site's own.
+pub const MAX_TAGS: usize = 64;
 
 const HEADER: &str = "# Ferry users: name:SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey \
                       (base64) [tags=a,b]. Edit with `ferry user`.\n";
@@ -160,6 +165,9 @@ impl Users {
     pub fn set_tags(&mut self, name: &str, tags: &[String]) -> Result<(), UsersError> {
         if !self.entries.contains_key(name) {
             return Err(UsersError::BadName(name.to_owned(), "no such user"));
+        }
+        if tags.len() > MAX_TAGS {
+            return Err(UsersError::TooManyTags);
         }
         let mut list: Vec<String> = Vec::with_capacity(tags.len());
         for tag in tags {
@@ -392,6 +400,13 @@ mod tests {
         users.insert("alice", alice).unwrap();
         assert!(users.tags("alice").is_empty());
         assert!(users.set_tags("nobody", &["x".to_string()]).is_err());
+        let many: Vec<String> = (0..=MAX_TAGS).map(|i| format!("t{i}")).collect();
+        assert!(matches!(
+            users.set_tags("bob", &many),
+            Err(UsersError::TooManyTags)
+        ));
+        users.set_tags("bob", &many[..MAX_TAGS]).unwrap();
+        assert_eq!(users.tags("bob").len(), MAX_TAGS);
         for bad in ["", "a,b", "a b", "a\u{7}"] {
             assert!(
                 matches!(

@@ -718,7 +718,8 @@ fn secured_with(extra: &[&str]) -> Secured {
     )
 }
 
-/// ferryd with a users file holding alice (password wonderland) and the ACL `acl`.
+/// ferryd with a users file holding alice (password wonderland, an administrator) and the
+/// ACL `acl`.
 fn secured_by(acl: &str, extra: &[&str]) -> Secured {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -731,6 +732,7 @@ fn secured_by(acl: &str, extra: &[&str]) -> Secured {
     let mut users = ferry_auth::Users::default();
     let alice = ferry_auth::Credentials::new("wonderland", ferry_auth::MIN_ITERATIONS).unwrap();
     users.insert("alice", alice).unwrap();
+    users.set_tags("alice", &["administrator".into()]).unwrap();
     let users_path = dir.join("users");
     users.save(&users_path).unwrap();
     let acl_path = dir.join("ferryd.acl");
@@ -840,7 +842,8 @@ fn logins_are_checked_and_the_acl_applies() {
 
 #[test]
 fn users_are_created_changed_and_deleted_through_the_api() {
-    let s = secured_by("acl deny-log carol update broker\nacl allow all all\n", &[]);
+    // alice is an administrator; so will oscar be, but the ACL keeps him from user writes.
+    let s = secured_by("acl deny-log oscar update broker\nacl allow all all\n", &[]);
     let addr = s.broker.mgmt_addr.unwrap();
     let alice = Http::as_user(addr, "alice", "wonderland");
     let login = |user: &str, password: &str| {
@@ -854,7 +857,11 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         .as_str()
         .is_some_and(|h| h.starts_with("SCRAM-SHA-256$")));
     assert_eq!(listed[0]["hashing_algorithm"], "ferry_scram_sha_256");
-    assert_eq!(listed[0]["tags"], json!([]));
+    assert_eq!(listed[0]["tags"], json!(["administrator"]));
+    assert_eq!(
+        alice.get("/api/whoami").expect(200).json()["tags"],
+        json!(["administrator"])
+    );
 
     // Created with RabbitMQ's comma-separated tags, then changed with a list of them.
     alice
@@ -880,29 +887,42 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         "the remembered password is forgotten"
     );
     assert_eq!(login("carol", "two"), 200);
-    // Without a password the user keeps theirs; the tags are replaced.
+    // Without a password or tags the user keeps theirs; empty tags clear them.
+    alice.put("/api/users/carol", &json!({})).expect(204);
+    assert_eq!(login("carol", "two"), 200);
+    assert_eq!(
+        alice.get("/api/users/carol").expect(200).json()["tags"],
+        json!(["management", "monitoring"])
+    );
     alice
         .put("/api/users/carol", &json!({"tags": ""}))
         .expect(204);
-    assert_eq!(login("carol", "two"), 200);
     let carol = alice.get("/api/users/carol").expect(200).json();
     assert_eq!(carol["tags"], json!([]));
+    let record = carol["password_hash"].as_str().unwrap().to_owned();
 
     // A record copies a user (to another broker, say) without its password.
     alice
         .put(
             "/api/users/erin",
-            &json!({"password_hash": carol["password_hash"], "hashing_algorithm": "ferry_scram_sha_256"}),
+            &json!({"password_hash": record, "hashing_algorithm": "ferry_scram_sha_256"}),
         )
         .expect(201);
     assert_eq!(login("erin", "two"), 200);
 
+    let slow = record.replacen("$100000:", "$4000000000:", 1);
+    assert_ne!(slow, record);
     for (path, body, why) in [
         ("/api/users/dave", json!({}), "a new user needs a password"),
         (
             "/api/users/dave",
-            json!({"password": "p", "password_hash": carol["password_hash"]}),
+            json!({"password": "p", "password_hash": record}),
             "not both",
+        ),
+        (
+            "/api/users/dave",
+            json!({"password": ""}),
+            "an empty password",
         ),
         (
             "/api/users/dave",
@@ -911,7 +931,12 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         ),
         (
             "/api/users/dave",
-            json!({"password_hash": carol["password_hash"], "hashing_algorithm": "rabbit_password_hashing_sha256"}),
+            json!({"password_hash": slow}),
+            "a record every login would spend minutes on",
+        ),
+        (
+            "/api/users/dave",
+            json!({"password_hash": record, "hashing_algorithm": "rabbit_password_hashing_sha256"}),
             "other algorithms",
         ),
         (
@@ -921,9 +946,15 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         ),
         (
             "/api/users/dave",
+            json!({"password": "p", "tags": ["a,b"]}),
+            "a tag with a comma",
+        ),
+        (
+            "/api/users/dave",
             json!({"password": 7}),
             "a password of another type",
         ),
+        ("/api/users/dave", json!(["p"]), "a body not an object"),
         (
             "/api/users/bad%20name",
             json!({"password": "p"}),
@@ -935,24 +966,52 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         assert!(is_rabbitmq_error(&r), "{why}");
     }
     alice.get("/api/users/dave").expect(404);
+    assert_eq!(alice.delete("/api/users/bad%0Aname").status, 400);
 
-    // The ACL's `update broker` decides who may change users and see their records.
+    // Changing users takes the administrator tag, as in RabbitMQ, and then the ACL's
+    // `update broker`; who may not change users sees no records.
+    alice
+        .put(
+            "/api/users/oscar",
+            &json!({"password": "o", "tags": "administrator"}),
+        )
+        .expect(201);
     let as_carol = Http::as_user(addr, "carol", "two");
-    let denied = as_carol.put("/api/users/frank", &json!({"password": "p"}));
-    assert_eq!(denied.status, 403, "{}", denied.text());
-    assert_eq!(as_carol.delete("/api/users/alice").status, 403);
-    let seen = as_carol.get("/api/users").expect(200).json();
-    assert_eq!(names(&seen), ["alice", "carol", "erin"]);
-    assert!(seen
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|u| u.get("password_hash").is_none()));
-    assert!(as_carol.get("/api/definitions").expect(200).json()["users"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|u| u.get("password_hash").is_none()));
+    let as_oscar = Http::as_user(addr, "oscar", "o");
+    for who in [&as_carol, &as_oscar] {
+        let denied = who.put("/api/users/frank", &json!({"password": "p"}));
+        assert_eq!(denied.status, 403, "{}", denied.text());
+        assert_eq!(who.delete("/api/users/alice").status, 403);
+        assert_eq!(
+            who.post("/api/users/bulk-delete", &json!({"users": ["erin"]}))
+                .status,
+            403
+        );
+        let seen = who.get("/api/users").expect(200).json();
+        assert_eq!(names(&seen), ["alice", "carol", "erin", "oscar"]);
+        assert!(seen
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u.get("password_hash").is_none()));
+        assert!(who.get("/api/definitions").expect(200).json()["users"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u.get("password_hash").is_none()));
+    }
+    assert_eq!(
+        as_carol
+            .post("/api/users/bulk-delete", &json!({"users": []}))
+            .status,
+        403
+    );
+    assert!(as_carol.get("/api/whoami").json()["tags"] == json!([]));
+    assert_eq!(
+        login("erin", "two"),
+        200,
+        "the refused bulk delete did nothing"
+    );
 
     // A definitions export carries the users' records, and an import brings them back;
     // RabbitMQ's own hashes cannot become SCRAM keys, so such users are passed over.
@@ -968,24 +1027,28 @@ fn users_are_created_changed_and_deleted_through_the_api() {
     alice.post("/api/definitions", &import).expect(204);
     assert_eq!(login("erin", "two"), 200);
     alice.get("/api/users/rabbit").expect(404);
-    assert_eq!(as_carol.post("/api/definitions", &exported).status, 403);
+    assert_eq!(as_oscar.post("/api/definitions", &exported).status, 403);
     // A virtual host's definitions hold no users.
     alice.delete("/api/users/erin").expect(204);
     alice.post("/api/definitions/%2F", &exported).expect(204);
     alice.get("/api/users/erin").expect(404);
     alice.post("/api/definitions", &exported).expect(204);
 
-    // Deleted one by one (an unknown user is not found), or in bulk (unknown ones passed over).
+    // Deleted one by one (an unknown user is not found), or in bulk (unknown ones passed
+    // over, an empty list changing nothing).
     alice.delete("/api/users/erin").expect(204);
     alice.delete("/api/users/erin").expect(404);
     assert_eq!(login("erin", "two"), 401);
     alice
         .post(
             "/api/users/bulk-delete",
-            &json!({"users": ["carol", "nobody"]}),
+            &json!({"users": ["carol", "oscar", "nobody"]}),
         )
         .expect(204);
     assert_eq!(login("carol", "two"), 401);
+    alice
+        .post("/api/users/bulk-delete", &json!({"users": []}))
+        .expect(204);
     assert_eq!(
         alice
             .post("/api/users/bulk-delete", &json!({"users": "carol"}))
@@ -1019,11 +1082,11 @@ fn users_are_created_changed_and_deleted_through_the_api() {
     let exported = alice.get("/api/definitions").expect(200).json();
     assert_eq!(names(&exported["users"]), ["alice"]);
     assert!(exported["users"][0]["password_hash"].is_string());
-    // Only the refused writes are logged as denials (two, and the import's one), not the
-    // reads that hid records.
+    // Only the ACL's refusals are logged as its denials (oscar's three and his import's),
+    // not the reads that hid records.
     let Secured { broker, dir: _dir } = s;
     let (_, log) = broker.terminate();
-    assert_eq!(log.matches("ACL denied update broker").count(), 3, "{log}");
+    assert_eq!(log.matches("ACL denied update broker").count(), 4, "{log}");
 }
 
 #[test]

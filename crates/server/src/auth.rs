@@ -21,6 +21,10 @@ use tracing::{debug, error, info, warn};
 
 use crate::config::{AuthMode, ServerConfig};
 
+mod users_file;
+
+pub use users_file::UsersChangeError;
+
 /// The user RabbitMQ and qpidd installs ship with; it may connect only from this machine.
 pub const GUEST: &str = "guest";
 
@@ -76,23 +80,8 @@ pub struct AuthService {
     writing: Mutex<()>,
 }
 
-/// Why management could not change the users.
-#[derive(Debug, thiserror::Error)]
-pub enum UsersChangeError {
-    #[error("logins are not checked (--auth no): there are no users to change")]
-    NotChecked,
-    #[error("ferryd has no users file (--users-file): users cannot be changed")]
-    NoFile,
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("the users file cannot be changed: {0}")]
-    File(String),
-}
-
-/// The tag RabbitMQ gives its default user, so management tools see guest as it is there.
-const ADMINISTRATOR: &str = "administrator";
+/// The tag RabbitMQ gives its default user, and asks of whoever changes users.
+pub const ADMINISTRATOR: &str = "administrator";
 
 impl std::fmt::Debug for AuthService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -331,35 +320,6 @@ impl AuthService {
             Mode::Open => Users::default(),
             Mode::Verify => self.current().users().clone(),
         }
-    }
-
-    /// Changes the users file through `change` (management's user writes) and puts the
-    /// result in force at once. `change` gets the file as it is now, so edits made with
-    /// `ferry user` meanwhile are kept; while there is no file yet it gets the built-in
-    /// users, so that adding a first user does not lock guest out. The file is replaced
-    /// atomically, one change at a time. Slow when `change` derives keys: call it off the
-    /// event loops.
-    pub fn change_users<T>(
-        &self,
-        change: impl FnOnce(&mut Users) -> Result<T, UsersChangeError>,
-    ) -> Result<T, UsersChangeError> {
-        if self.mode == Mode::Open {
-            return Err(UsersChangeError::NotChecked);
-        }
-        let path = self.users_file.as_ref().ok_or(UsersChangeError::NoFile)?;
-        let _one = self.writing.lock();
-        let mut users = match Users::load(path) {
-            Ok(Some(users)) => users,
-            Ok(None) => self.builtin.clone(),
-            Err(e) => return Err(UsersChangeError::File(e.to_string())),
-        };
-        let answer = change(&mut users)?;
-        users
-            .save(path)
-            .map_err(|e| UsersChangeError::File(e.to_string()))?;
-        // Re-reads the replaced file now, not at the next login.
-        drop(self.current());
-        Ok(answer)
     }
 
     /// Whether passwords are checked at all (`--auth yes`).
@@ -796,6 +756,9 @@ mod tests {
         });
         let local = peer([127, 0, 0, 1]);
         assert_eq!(s.users().tags(GUEST), [ADMINISTRATOR]);
+        // A change that changes nothing writes nothing (no file appears).
+        s.change_users(|users| Ok(users.remove("nobody"))).unwrap();
+        assert!(!path.exists());
         let added = s.change_users(|users| {
             let alice = Credentials::new("pw", 4096)
                 .map_err(|e| UsersChangeError::Invalid(e.to_string()))?;

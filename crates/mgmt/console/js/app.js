@@ -242,7 +242,7 @@ function showLogin(message) {
     h('div', { class: 'field' }, h('label', { for: password.id }, 'Password'), password),
     error,
     submit,
-    h('p', { class: 'hint' }, 'The broker’s users (ferry user add). guest/guest works from this machine until a users file exists.'),
+    h('p', { class: 'hint' }, 'The broker’s users (ferry user add). guest/guest works from this machine while the users file has guest, or there is none.'),
   );
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();

@@ -179,7 +179,7 @@ fn import_users(user: &AdminUser, body: &Value) -> ApiResult<()> {
         let change = UserChange {
             password: None,
             password_hash: Some(record.to_owned()),
-            tags: users::tags(u)?,
+            tags: Some(users::tags(u)?.unwrap_or_default()),
         };
         user.put_user(name, change)
             .map_err(ApiError::from)

@@ -49,7 +49,7 @@ pub fn router(app: Arc<App>) -> Router {
             "/api/users/{name}",
             get(users::show).put(users::put).delete(users::remove),
         )
-        .route("/api/whoami", get(system::whoami))
+        .route("/api/whoami", get(users::whoami))
         .route("/api/vhosts", get(system::vhosts))
         .route("/api/vhosts/{vhost}", get(system::vhost))
         .route("/api/extensions", get(system::extensions))

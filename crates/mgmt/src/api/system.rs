@@ -55,12 +55,6 @@ pub async fn node(State(app): State<Arc<App>>, Path(name): Path<String>) -> ApiR
     blocking(move || Ok(ok(node_json(&app)))).await
 }
 
-/// Every user may use the management API (the ACL decides what each may change), as an
-/// administrator would in RabbitMQ; user tags are kept for tools, not consulted.
-pub async fn whoami(Extension(caller): Extension<Caller>) -> Response {
-    ok(json!({ "name": caller.user, "tags": ["administrator"] }))
-}
-
 /// The one virtual host, with the broker's totals (they are the vhost's).
 fn vhost_json(app: &App) -> Value {
     let broker = app.broker();

@@ -26,9 +26,16 @@ pub fn user_json(user: &UserInfo) -> Value {
     v
 }
 
-pub async fn list(State(app): State<Arc<App>>, Extension(caller): Extension<Caller>) -> Response {
-    let users = app.user(&caller).list_users();
-    ok(users.iter().map(user_json).collect())
+// Listing may re-read a replaced users file: off the runtime's workers, as writes are.
+pub async fn list(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    blocking(move || {
+        let users = app.user(&caller).list_users();
+        Ok(ok(users.iter().map(user_json).collect()))
+    })
+    .await
 }
 
 pub async fn show(
@@ -36,33 +43,49 @@ pub async fn show(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    match app.user(&caller).find_user(&name) {
+    blocking(move || match app.user(&caller).find_user(&name) {
         Some(user) => Ok(ok(user_json(&user))),
         None => Err(ApiError::NotFound(format!("no user '{name}'"))),
-    }
+    })
+    .await
 }
 
-/// `tags` as RabbitMQ takes it: a comma-separated string, or (3.9 on) a list.
-pub fn tags(body: &Value) -> ApiResult<Vec<String>> {
+/// RabbitMQ answers with the caller's tags, which its tools read as what the caller may
+/// do; ferryd's own rights come from logins and the ACL.
+pub async fn whoami(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    blocking(move || {
+        let tags = app.user(&caller).tags();
+        Ok(ok(json!({ "name": caller.user, "tags": tags })))
+    })
+    .await
+}
+
+/// `tags` as RabbitMQ takes it: a comma-separated string, or (3.9 on) a list; `None` when
+/// absent.
+pub fn tags(body: &Value) -> ApiResult<Option<Vec<String>>> {
     let bad = || ApiError::BadRequest("tags must be a string or a list of strings".into());
-    match body.get("tags") {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::String(s)) => Ok(s
+    let list = match body.get("tags") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s
             .split(',')
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .map(str::to_owned)
-            .collect()),
+            .collect(),
         Some(Value::Array(list)) => list
             .iter()
             .map(|t| t.as_str().map(|t| t.trim().to_owned()).ok_or_else(bad))
             .filter(|t| !matches!(t, Ok(t) if t.is_empty()))
-            .collect(),
-        Some(_) => Err(bad()),
-    }
+            .collect::<ApiResult<Vec<String>>>()?,
+        Some(_) => return Err(bad()),
+    };
+    Ok(Some(list))
 }
 
-/// Creates (201) or changes (204) a user.
+/// 201 for a user created, 204 for one changed, as RabbitMQ answers.
 pub async fn put(
     State(app): State<Arc<App>>,
     Extension(caller): Extension<Caller>,

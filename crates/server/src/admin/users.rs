@@ -1,13 +1,15 @@
 //! Management's user writes (RabbitMQ's `PUT`/`DELETE /api/users/...`): they change the users
-//! file, as `ferry user` does, and take effect at once. Changing users is the ACL's `update
-//! broker`, with the user's name as the rule's `name`.
+//! file, as `ferry user` does, and take effect at once. Changing a user takes what RabbitMQ
+//! asks (the caller's `administrator` tag) and, with an ACL in force, its `update broker`
+//! with the user's name as `name`, so that an application's login cannot take over the
+//! operators' accounts.
 
 use ferry_acl::{Action, ObjectType};
 use ferry_auth::{Credentials, Users, DEFAULT_ITERATIONS};
 
 use super::{Admin, AdminError, AdminUser};
 use crate::access;
-use crate::auth::UsersChangeError;
+use crate::auth::{UsersChangeError, ADMINISTRATOR};
 
 /// What a `PUT /api/users/{name}` asks for.
 #[derive(Debug, Clone, Default)]
@@ -16,8 +18,8 @@ pub struct UserChange {
     pub password: Option<String>,
     /// A record as [`UserInfo::password_hash`] shows it, for copying a user between brokers.
     pub password_hash: Option<String>,
-    /// Replaces the user's tags (none when empty), as RabbitMQ's PUT does.
-    pub tags: Vec<String>,
+    /// Replaces the user's tags; `None` keeps an existing user's (a new one gets none).
+    pub tags: Option<Vec<String>>,
 }
 
 /// One user as management shows it.
@@ -31,6 +33,12 @@ pub struct UserInfo {
 
 /// The name `hashing_algorithm` gives [`UserInfo::password_hash`]'s format.
 pub const HASHING_ALGORITHM: &str = "ferry_scram_sha_256";
+
+/// A record given as `password_hash` is checked at every login of its user: a huge
+/// iteration count would hold a hashing slot for minutes per attempt.
+const MAX_RECORD_ITERATIONS: u32 = 10 * DEFAULT_ITERATIONS;
+/// Salts are 16 octets when ferryd makes them; anything this long is not a salt.
+const MAX_RECORD_SALT: usize = 64;
 
 impl From<UsersChangeError> for AdminError {
     fn from(e: UsersChangeError) -> AdminError {
@@ -49,6 +57,10 @@ fn invalid(e: impl std::fmt::Display) -> UsersChangeError {
     UsersChangeError::Invalid(e.to_string())
 }
 
+fn valid_name(name: &str) -> Result<(), AdminError> {
+    ferry_auth::validate_user_name(name).map_err(|e| AdminError::BadRequest(e.to_string()))
+}
+
 impl Admin {
     /// The users (the built-in guest while there is no users file; none with `--auth no`).
     pub fn users(&self) -> Users {
@@ -57,56 +69,85 @@ impl Admin {
 }
 
 impl AdminUser {
-    /// Whether this caller may change the user `name`, and so see its password record.
-    fn may_change_user(&self, name: &str) -> bool {
-        self.access
-            .permits(Action::Update, ObjectType::Broker, || access::named(name))
+    /// The caller's tags: with `--auth no`, where anyone may do anything, `administrator`.
+    pub fn tags(&self) -> Vec<String> {
+        if self.admin.auth.required() {
+            self.admin.users().tags(&self.user).to_vec()
+        } else {
+            vec![ADMINISTRATOR.to_owned()]
+        }
     }
 
     /// The users, in name order; their records only for a caller who may change them.
     pub fn list_users(&self) -> Vec<UserInfo> {
         let users = self.admin.users();
-        users.names().map(|name| self.info(&users, name)).collect()
+        let administrator = self.is_administrator(&users);
+        users
+            .names()
+            .map(|name| self.info(&users, name, administrator))
+            .collect()
     }
 
     pub fn find_user(&self, name: &str) -> Option<UserInfo> {
         let users = self.admin.users();
-        users.get(name).map(|_| self.info(&users, name))
+        let administrator = self.is_administrator(&users);
+        users
+            .get(name)
+            .map(|_| self.info(&users, name, administrator))
     }
 
-    fn info(&self, users: &Users, name: &str) -> UserInfo {
+    fn is_administrator(&self, users: &Users) -> bool {
+        users.tags(&self.user).iter().any(|t| t == ADMINISTRATOR)
+    }
+
+    fn info(&self, users: &Users, name: &str, administrator: bool) -> UserInfo {
+        // Asked without logging: hiding a record is not refusing a request.
+        let may_change = administrator
+            && self
+                .access
+                .permits(Action::Update, ObjectType::Broker, || access::named(name));
         UserInfo {
             name: name.to_owned(),
             tags: users.tags(name).to_vec(),
             password_hash: users
                 .get(name)
-                .filter(|_| self.may_change_user(name))
+                .filter(|_| may_change)
                 .map(Credentials::encode),
         }
     }
 
     /// Creates or replaces a user; true if it was created. A new user needs a password or a
-    /// record; an existing one keeps its password when the change gives neither. Slow when
+    /// record; an existing one keeps its password (and its tags) when the change gives none,
+    /// where RabbitMQ would clear them: a tags-only PUT must not lock a user out. Slow when
     /// it derives a password's keys: call it off the event loops.
     pub fn put_user(&self, name: &str, change: UserChange) -> Result<bool, AdminError> {
+        valid_name(name)?;
         self.check_change(name)?;
-        ferry_auth::validate_user_name(name).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+        let bad = |what: String| Err(AdminError::BadRequest(what));
         let credentials = match (&change.password, &change.password_hash) {
-            (Some(_), Some(_)) => {
-                return Err(AdminError::BadRequest(
-                    "give password or password_hash, not both".into(),
-                ))
+            (Some(_), Some(_)) => return bad("give password or password_hash, not both".into()),
+            (Some(password), None) if password.is_empty() => {
+                return bad("password must not be empty".into())
             }
             (Some(password), None) => Some(
                 Credentials::new(password, DEFAULT_ITERATIONS)
                     .map_err(|e| AdminError::BadRequest(format!("password: {e}")))?,
             ),
-            (None, Some(record)) => Some(Credentials::parse(record).map_err(|e| {
-                AdminError::BadRequest(format!(
-                    "password_hash: {e} (ferryd takes the SCRAM-SHA-256 records its own \
-                     GET /api/users shows; RabbitMQ's password hashes cannot be converted)"
-                ))
-            })?),
+            (None, Some(record)) => {
+                let c = Credentials::parse(record).map_err(|e| {
+                    AdminError::BadRequest(format!(
+                        "password_hash: {e} (ferryd takes the SCRAM-SHA-256 records its own \
+                         GET /api/users shows; RabbitMQ's password hashes cannot be converted)"
+                    ))
+                })?;
+                if c.iterations > MAX_RECORD_ITERATIONS || c.salt.len() > MAX_RECORD_SALT {
+                    return bad(format!(
+                        "password_hash: at most {MAX_RECORD_ITERATIONS} iterations and a \
+                         {MAX_RECORD_SALT}-octet salt"
+                    ));
+                }
+                Some(c)
+            }
             (None, None) => None,
         };
         let created = self.admin.auth.change_users(|users| {
@@ -123,7 +164,9 @@ impl AdminUser {
                 }
                 None => {}
             }
-            users.set_tags(name, &change.tags).map_err(invalid)?;
+            if let Some(tags) = &change.tags {
+                users.set_tags(name, tags).map_err(invalid)?;
+            }
             Ok(created)
         })?;
         tracing::info!(
@@ -136,6 +179,7 @@ impl AdminUser {
 
     /// Deletes a user, and closes its connections; an unknown user is not found.
     pub fn delete_user(&self, name: &str) -> Result<(), AdminError> {
+        valid_name(name)?;
         self.check_change(name)?;
         self.admin.auth.change_users(|users| {
             if users.remove(name) {
@@ -150,10 +194,15 @@ impl AdminUser {
     }
 
     /// Deletes users at once (RabbitMQ's bulk delete), and closes their connections;
-    /// unknown ones are passed over.
+    /// unknown ones are passed over. All or nothing: one refused name refuses the lot.
     pub fn delete_users(&self, names: &[String]) -> Result<(), AdminError> {
+        self.check_administrator()?;
         for name in names {
+            valid_name(name)?;
             self.check_change(name)?;
+        }
+        if names.is_empty() {
+            return Ok(());
         }
         let gone: Vec<&str> = self.admin.auth.change_users(|users| {
             Ok(names
@@ -179,8 +228,19 @@ impl AdminUser {
     }
 
     fn check_change(&self, name: &str) -> Result<(), AdminError> {
+        self.check_administrator()?;
         Ok(self
             .access
             .check(Action::Update, ObjectType::Broker, || access::named(name))?)
+    }
+
+    fn check_administrator(&self) -> Result<(), AdminError> {
+        if self.admin.auth.required() && !self.is_administrator(&self.admin.users()) {
+            return Err(AdminError::Denied(format!(
+                "user {} may not change users: that takes the {ADMINISTRATOR} tag",
+                self.user
+            )));
+        }
+        Ok(())
     }
 }

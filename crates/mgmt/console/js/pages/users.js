@@ -1,4 +1,4 @@
-// Users: the broker's users file, listed (ferryd manages users with `ferry user`).
+// Users: the broker's users file, listed (changed with `ferry user` or the API's PUT and DELETE).
 
 import { h, fill } from '../dom.js';
 import { api } from '../api.js';
@@ -10,7 +10,7 @@ export function usersPage(ctx) {
     'div',
     { class: 'page' },
     h('div', { class: 'page-head' }, h('h1', null, 'Users')),
-    h('p', { class: 'hint' }, 'Users live in ferryd’s users file: add, change and remove them with ', h('code', null, 'ferry user'), '. What each may do is set by the ACL file.'),
+    h('p', { class: 'hint' }, 'Users live in ferryd’s users file: add, change and remove them with ', h('code', null, 'ferry user'), ', or as an administrator through the API (', h('code', null, 'PUT /api/users/NAME'), '). What each may do is set by the ACL file.'),
     list,
   );
   async function refresh(signal) {
