@@ -1,4 +1,4 @@
-//! `ferry user add|passwd|remove|list`: manage ferryd's users file.
+//! `ferry user add|passwd|tags|remove|list`: manage ferryd's users file.
 //!
 //! ferryd re-reads the file when it is replaced, so changes apply to the next login.
 
@@ -38,12 +38,28 @@ pub struct PasswordOpts {
     pub iterations: u32,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct TagsOpts {
+    /// The user name.
+    pub name: String,
+    /// Replace the user's tags with these, comma-separated (`administrator` lets the user
+    /// change users through the management API; the others are for management tools).
+    /// Without --set or --clear, the tags are printed.
+    #[arg(long, value_delimiter = ',', conflicts_with = "clear")]
+    pub set: Option<Vec<String>>,
+    /// Remove all the user's tags.
+    #[arg(long)]
+    pub clear: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum UserCmd {
     /// Add a user (fails if it exists).
     Add(PasswordOpts),
     /// Change a user's password (fails if it does not exist).
     Passwd(PasswordOpts),
+    /// Show or set a user's tags (RabbitMQ's user tags).
+    Tags(TagsOpts),
     /// Remove a user.
     Remove {
         /// The user name.
@@ -83,6 +99,20 @@ pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
             let credentials =
                 Credentials::new(&password, p.iterations).map_err(|e| invalid(e.to_string()))?;
             users.insert(&p.name, credentials).map_err(failed)?;
+        }
+        UserCmd::Tags(t) => {
+            if users.get(&t.name).is_none() {
+                return Err(invalid(format!("no user {}", t.name)));
+            }
+            let tags = match (&t.set, t.clear) {
+                (Some(tags), _) => tags.clone(),
+                (None, true) => Vec::new(),
+                (None, false) => {
+                    println!("{}", users.tags(&t.name).join(","));
+                    return Ok(());
+                }
+            };
+            users.set_tags(&t.name, &tags).map_err(failed)?;
         }
         UserCmd::Remove { name } => {
             if !users.remove(name) {
@@ -178,6 +208,46 @@ mod tests {
             f
         ])
         .is_err());
+        // Tags are set, kept by a password change, and cleared.
+        ferry(&[
+            "user",
+            "tags",
+            "alice",
+            "--set",
+            "administrator,monitoring",
+            "--users-file",
+            f,
+        ])
+        .unwrap();
+        ferry(&["user", "tags", "alice", "--users-file", f]).unwrap();
+        ferry(&[
+            "user",
+            "passwd",
+            "alice",
+            "--password",
+            "four",
+            "--users-file",
+            f,
+            "--iterations",
+            "4096",
+        ])
+        .unwrap();
+        let users = Users::load(&file).unwrap().unwrap();
+        assert_eq!(users.tags("alice"), ["administrator", "monitoring"]);
+        assert!(ferry(&["user", "tags", "alice", "--set", "a b", "--users-file", f]).is_err());
+        assert!(ferry(&["user", "tags", "carol", "--set", "x", "--users-file", f]).is_err());
+        ferry(&[
+            "user",
+            "tags",
+            "bob",
+            "--set",
+            "monitoring",
+            "--users-file",
+            f,
+        ])
+        .unwrap();
+        ferry(&["user", "tags", "bob", "--clear", "--users-file", f]).unwrap();
+        assert!(Users::load(&file).unwrap().unwrap().tags("bob").is_empty());
         ferry(&["user", "remove", "bob", "--users-file", f]).unwrap();
         assert!(ferry(&["user", "remove", "bob", "--users-file", f]).is_err());
         ferry(&["user", "list", "--users-file", f]).unwrap();
