@@ -909,6 +909,14 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         )
         .expect(201);
     assert_eq!(login("erin", "two"), 200);
+    // The record names its own format: rabbitmqadmin's default algorithm beside it is moot.
+    alice
+        .put(
+            "/api/users/gina",
+            &json!({"password_hash": record, "hashing_algorithm": "rabbit_password_hashing_sha256"}),
+        )
+        .expect(201);
+    alice.delete("/api/users/gina").expect(204);
 
     let slow = record.replacen("$100000:", "$4000000000:", 1);
     assert_ne!(slow, record);
@@ -933,11 +941,6 @@ fn users_are_created_changed_and_deleted_through_the_api() {
             "/api/users/dave",
             json!({"password_hash": slow}),
             "a record every login would spend minutes on",
-        ),
-        (
-            "/api/users/dave",
-            json!({"password_hash": record, "hashing_algorithm": "rabbit_password_hashing_sha256"}),
-            "other algorithms",
         ),
         (
             "/api/users/dave",

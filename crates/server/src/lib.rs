@@ -30,8 +30,8 @@ mod tls;
 mod transport;
 
 pub use admin::{
-    Admin, AdminError, AdminUser, GetMode, GotMessage, Listeners, UserChange, UserInfo,
-    HASHING_ALGORITHM,
+    is_own_record, Admin, AdminError, AdminUser, GetMode, GotMessage, Listeners, UserChange,
+    UserInfo, HASHING_ALGORITHM,
 };
 pub use auth::{allowed_from, PASSWORD_CACHE_TTL};
 pub use config::{AuthMode, ServerConfig};

@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use ferry_server::{AdminUser, UserChange, HASHING_ALGORITHM};
+use ferry_server::{is_own_record, AdminUser, UserChange, HASHING_ALGORITHM};
 use serde_json::{json, Value};
 
 use super::{blocking, check_vhost, flag, object, ok, text, users};
@@ -166,9 +166,8 @@ fn import_users(user: &AdminUser, body: &Value) -> ApiResult<()> {
         .ok_or_else(|| ApiError::BadRequest("users must be a list".into()))?;
     for u in list {
         let name = required(u, "name", "a user")?;
-        let algorithm = text(u, "hashing_algorithm")?;
-        let record = text(u, "password_hash")?
-            .filter(|_| algorithm.map_or(true, |a| a == HASHING_ALGORITHM));
+        // RabbitMQ's own hashes cannot become SCRAM keys.
+        let record = text(u, "password_hash")?.filter(|r| is_own_record(r));
         let Some(record) = record else {
             tracing::warn!(
                 "definitions import: user {name} passed over: no {HASHING_ALGORITHM} \

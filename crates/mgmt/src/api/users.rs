@@ -98,14 +98,6 @@ pub async fn put(
         password_hash: text(&body, "password_hash")?.map(str::to_owned),
         tags: tags(&body)?,
     };
-    if let Some(algorithm) = text(&body, "hashing_algorithm")? {
-        if change.password_hash.is_some() && algorithm != HASHING_ALGORITHM {
-            return Err(ApiError::BadRequest(format!(
-                "hashing_algorithm {algorithm} is not supported: ferryd takes \
-                 {HASHING_ALGORITHM} records"
-            )));
-        }
-    }
     // Deriving a password's keys takes a while on purpose.
     blocking(move || Ok(created_or_not(app.user(&caller).put_user(&name, change)?))).await
 }

@@ -34,6 +34,12 @@ pub struct UserInfo {
 /// The name `hashing_algorithm` gives [`UserInfo::password_hash`]'s format.
 pub const HASHING_ALGORITHM: &str = "ferry_scram_sha_256";
 
+/// Whether `password_hash` is a record of ferryd's own (which names its format, so a
+/// request's `hashing_algorithm` adds nothing: rabbitmqadmin sends its default with one).
+pub fn is_own_record(password_hash: &str) -> bool {
+    Credentials::parse(password_hash).is_ok()
+}
+
 /// A record given as `password_hash` is checked at every login of its user: a huge
 /// iteration count would hold a hashing slot for minutes per attempt.
 const MAX_RECORD_ITERATIONS: u32 = 10 * DEFAULT_ITERATIONS;
@@ -137,7 +143,9 @@ impl AdminUser {
                 let c = Credentials::parse(record).map_err(|e| {
                     AdminError::BadRequest(format!(
                         "password_hash: {e} (ferryd takes the SCRAM-SHA-256 records its own \
-                         GET /api/users shows; RabbitMQ's password hashes cannot be converted)"
+                         GET /api/users shows; RabbitMQ's password hashes, which its tools such \
+                         as rabbitmqadmin compute on the client, cannot be turned into SCRAM \
+                         keys: send password instead, or use ferry user)"
                     ))
                 })?;
                 if c.iterations > MAX_RECORD_ITERATIONS || c.salt.len() > MAX_RECORD_SALT {
