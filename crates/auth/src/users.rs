@@ -44,17 +44,8 @@ const TAGS: &str = "tags=";
 /// characters, and a sane length.
 pub fn validate_user_name(name: &str) -> Result<(), UsersError> {
     let bad = |why| Err(UsersError::BadName(name.to_owned(), why));
-    if name.is_empty() {
-        return bad("empty");
-    }
-    if name.len() > 255 {
-        return bad("longer than 255 bytes");
-    }
-    if name
-        .chars()
-        .any(|c| c == ':' || c.is_whitespace() || c.is_control())
-    {
-        return bad("contains ':', a blank or a control character");
+    if let Err(why) = plain_word(name, ':') {
+        return bad(why);
     }
     if name.starts_with('#') {
         return bad("starts with '#'");
@@ -65,18 +56,27 @@ pub fn validate_user_name(name: &str) -> Result<(), UsersError> {
 /// Tags are listed after `tags=`, separated by commas: no commas, blanks or control
 /// characters in one, and a sane length.
 pub fn validate_tag(tag: &str) -> Result<(), UsersError> {
-    let bad = |why| Err(UsersError::BadTag(tag.to_owned(), why));
-    if tag.is_empty() {
-        return bad("empty");
+    plain_word(tag, ',').map_err(|why| UsersError::BadTag(tag.to_owned(), why))
+}
+
+/// A word of the users file: not empty, at most 255 bytes, without `separator`, blanks or
+/// control characters.
+fn plain_word(word: &str, separator: char) -> Result<(), &'static str> {
+    if word.is_empty() {
+        return Err("empty");
     }
-    if tag.len() > 255 {
-        return bad("longer than 255 bytes");
+    if word.len() > 255 {
+        return Err("longer than 255 bytes");
     }
-    if tag
+    if word
         .chars()
-        .any(|c| c == ',' || c.is_whitespace() || c.is_control())
+        .any(|c| c == separator || c.is_whitespace() || c.is_control())
     {
-        return bad("contains ',', a blank or a control character");
+        return Err(if separator == ':' {
+            "contains ':', a blank or a control character"
+        } else {
+            "contains ',', a blank or a control character"
+        });
     }
     Ok(())
 }

@@ -546,6 +546,19 @@ mod tests {
         Arc::new(AuthService::new(&config).unwrap())
     }
 
+    /// A service reading `<tmp>/ferry-<tag>-<pid>/users` (not there yet): (service, the
+    /// directory, the file).
+    fn with_users_file(tag: &str) -> (Arc<AuthService>, PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("ferry-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("users");
+        let s = service(ServerConfig {
+            users_file: Some(path.clone()),
+            ..quick()
+        });
+        (s, dir, path)
+    }
+
     fn quick() -> ServerConfig {
         ServerConfig {
             auth: AuthMode::Required,
@@ -656,13 +669,7 @@ mod tests {
 
     #[tokio::test]
     async fn http_password_checks_are_remembered_until_the_users_change() {
-        let dir = std::env::temp_dir().join(format!("ferry-authhttp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let path = dir.join("users");
-        let s = service(ServerConfig {
-            users_file: Some(path.clone()),
-            ..quick()
-        });
+        let (s, dir, path) = with_users_file("authhttp");
         let local = peer([127, 0, 0, 1]);
         assert_eq!(
             s.check_password("guest", "guest", local).await.as_deref(),
@@ -694,13 +701,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_users_file_replaces_the_guest_and_is_reread() {
-        let dir = std::env::temp_dir().join(format!("ferry-authsvc-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let path = dir.join("users");
-        let s = service(ServerConfig {
-            users_file: Some(path.clone()),
-            ..quick()
-        });
+        let (s, dir, path) = with_users_file("authsvc");
         let local = peer([127, 0, 0, 1]);
         let login = |user: &str, pw: &str| {
             s.start(
@@ -747,13 +748,7 @@ mod tests {
 
     #[tokio::test]
     async fn management_changes_the_users_file_and_keeps_guest_in_a_new_one() {
-        let dir = std::env::temp_dir().join(format!("ferry-authchange-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let path = dir.join("users");
-        let s = service(ServerConfig {
-            users_file: Some(path.clone()),
-            ..quick()
-        });
+        let (s, dir, path) = with_users_file("authchange");
         let local = peer([127, 0, 0, 1]);
         assert_eq!(s.users().tags(GUEST), [ADMINISTRATOR]);
         // A change that changes nothing writes nothing (no file appears).
