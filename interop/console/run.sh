@@ -51,6 +51,8 @@ for u in "$CONSOLE_USER" console-viewer; do
         "$ferry" user add "$u" --password-stdin --users-file "$workdir/users" >/dev/null 2>&1 ||
         { echo "run.sh: ferry user add $u failed" >&2; exit 1; }
 done
+# The administrator tag lets console-admin see the other user (as in RabbitMQ).
+"$ferry" user tags "$CONSOLE_USER" --set administrator --users-file "$workdir/users" >/dev/null
 
 # Samples every second, so rates and charts fill within the suite's first seconds.
 FERRYD_ARGS="--auth yes --users-file $workdir/users --mgmt-sample-interval 1000 ${FERRYD_ARGS:-}" \

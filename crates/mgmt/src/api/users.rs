@@ -43,7 +43,7 @@ pub async fn show(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    blocking(move || match app.user(&caller).find_user(&name) {
+    blocking(move || match app.user(&caller).find_user(&name)? {
         Some(user) => Ok(ok(user_json(&user))),
         None => Err(ApiError::NotFound(format!("no user '{name}'"))),
     })

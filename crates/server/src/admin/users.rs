@@ -63,6 +63,25 @@ fn invalid(e: impl std::fmt::Display) -> UsersChangeError {
     UsersChangeError::Invalid(e.to_string())
 }
 
+/// Refuses a change that would leave nobody to log in, or nobody to change users through
+/// management when somebody could before: such an install is mended only on its host.
+fn keeps_an_administrator(before: &Users, after: &Users) -> Result<(), UsersChangeError> {
+    let administrators = |u: &Users| u.names().filter(|n| is_administrator(u, n)).count();
+    if after.is_empty() {
+        return Err(invalid("the change would leave no users"));
+    }
+    if administrators(after) == 0 && administrators(before) > 0 {
+        return Err(invalid(format!(
+            "the change would leave no user with the {ADMINISTRATOR} tag"
+        )));
+    }
+    Ok(())
+}
+
+fn is_administrator(users: &Users, name: &str) -> bool {
+    users.tags(name).iter().any(|t| t == ADMINISTRATOR)
+}
+
 fn valid_name(name: &str) -> Result<(), AdminError> {
     ferry_auth::validate_user_name(name).map_err(|e| AdminError::BadRequest(e.to_string()))
 }
@@ -84,26 +103,42 @@ impl AdminUser {
         }
     }
 
-    /// The users, in name order; their records only for a caller who may change them.
+    /// The users, in name order; their records only for a caller who may change them. A
+    /// caller without the administrator tag sees only themselves: RabbitMQ shows users to
+    /// administrators only, and the tags would point out whose password is worth guessing.
     pub fn list_users(&self) -> Vec<UserInfo> {
         let users = self.admin.users();
         let administrator = self.is_administrator(&users);
         users
             .names()
+            .filter(|name| administrator || *name == self.user)
             .map(|name| self.info(&users, name, administrator))
             .collect()
     }
 
-    pub fn find_user(&self, name: &str) -> Option<UserInfo> {
+    /// One user, as [`AdminUser::list_users`] would show it; another user to a caller who is
+    /// not an administrator is refused.
+    pub fn find_user(&self, name: &str) -> Result<Option<UserInfo>, AdminError> {
         let users = self.admin.users();
         let administrator = self.is_administrator(&users);
-        users
+        if !administrator && name != self.user {
+            return Err(self.not_an_administrator("see other users"));
+        }
+        Ok(users
             .get(name)
-            .map(|_| self.info(&users, name, administrator))
+            .map(|_| self.info(&users, name, administrator)))
     }
 
+    /// With `--auth no` everyone is.
     fn is_administrator(&self, users: &Users) -> bool {
-        users.tags(&self.user).iter().any(|t| t == ADMINISTRATOR)
+        !self.admin.auth.required() || is_administrator(users, &self.user)
+    }
+
+    fn not_an_administrator(&self, what: &str) -> AdminError {
+        AdminError::Denied(format!(
+            "user {} may not {what}: that takes the {ADMINISTRATOR} tag",
+            self.user
+        ))
     }
 
     fn info(&self, users: &Users, name: &str, administrator: bool) -> UserInfo {
@@ -159,6 +194,7 @@ impl AdminUser {
             (None, None) => None,
         };
         let created = self.admin.auth.change_users(|users| {
+            let before = users.clone();
             let created = users.get(name).is_none();
             match credentials {
                 Some(c) => {
@@ -175,6 +211,7 @@ impl AdminUser {
             if let Some(tags) = &change.tags {
                 users.set_tags(name, tags).map_err(invalid)?;
             }
+            keeps_an_administrator(&before, users)?;
             Ok(created)
         })?;
         tracing::info!(
@@ -190,11 +227,11 @@ impl AdminUser {
         valid_name(name)?;
         self.check_change(name)?;
         self.admin.auth.change_users(|users| {
-            if users.remove(name) {
-                Ok(())
-            } else {
-                Err(UsersChangeError::NotFound(format!("no user '{name}'")))
+            let before = users.clone();
+            if !users.remove(name) {
+                return Err(UsersChangeError::NotFound(format!("no user '{name}'")));
             }
+            keeps_an_administrator(&before, users)
         })?;
         tracing::info!(by = %self.user, "management deleted user {name}");
         self.close_connections_of(&[name]);
@@ -207,17 +244,20 @@ impl AdminUser {
         self.check_administrator()?;
         for name in names {
             valid_name(name)?;
-            self.check_change(name)?;
+            self.check_acl(name)?;
         }
         if names.is_empty() {
             return Ok(());
         }
         let gone: Vec<&str> = self.admin.auth.change_users(|users| {
-            Ok(names
+            let before = users.clone();
+            let gone = names
                 .iter()
                 .filter(|n| users.remove(n))
                 .map(String::as_str)
-                .collect())
+                .collect();
+            keeps_an_administrator(&before, users)?;
+            Ok(gone)
         })?;
         tracing::info!(by = %self.user, "management deleted users {gone:?}");
         self.close_connections_of(&gone);
@@ -237,18 +277,20 @@ impl AdminUser {
 
     fn check_change(&self, name: &str) -> Result<(), AdminError> {
         self.check_administrator()?;
+        self.check_acl(name)
+    }
+
+    fn check_acl(&self, name: &str) -> Result<(), AdminError> {
         Ok(self
             .access
             .check(Action::Update, ObjectType::Broker, || access::named(name))?)
     }
 
     fn check_administrator(&self) -> Result<(), AdminError> {
-        if self.admin.auth.required() && !self.is_administrator(&self.admin.users()) {
-            return Err(AdminError::Denied(format!(
-                "user {} may not change users: that takes the {ADMINISTRATOR} tag",
-                self.user
-            )));
+        if self.is_administrator(&self.admin.users()) {
+            Ok(())
+        } else {
+            Err(self.not_an_administrator("change users"))
         }
-        Ok(())
     }
 }
