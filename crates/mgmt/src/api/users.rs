@@ -51,7 +51,7 @@ pub async fn show(
 }
 
 /// RabbitMQ answers with the caller's tags, which its tools read as what the caller may
-/// do; ferryd's own rights come from logins and the ACL.
+/// do. In ferryd only `administrator` counts (for users); the ACL decides the rest.
 pub async fn whoami(
     State(app): State<Arc<App>>,
     Extension(caller): Extension<Caller>,
