@@ -169,9 +169,10 @@ fn import_users(user: &AdminUser, body: &Value) -> ApiResult<()> {
         // RabbitMQ's own hashes cannot become SCRAM keys.
         let record = text(u, "password_hash")?.filter(|r| is_own_record(r));
         let Some(record) = record else {
+            // Quoted: the name comes from the request, unchecked so far.
             tracing::warn!(
-                "definitions import: user {name} passed over: no {HASHING_ALGORITHM} \
-                 password_hash (add it with ferry user add, or PUT /api/users/{name})"
+                "definitions import: user {name:?} passed over: no {HASHING_ALGORITHM} \
+                 password_hash (add it with ferry user add, or PUT /api/users/NAME)"
             );
             continue;
         };
