@@ -63,23 +63,12 @@ fn invalid(e: impl std::fmt::Display) -> UsersChangeError {
     UsersChangeError::Invalid(e.to_string())
 }
 
-/// Refuses a change that would leave nobody to log in, or nobody to change users through
-/// management when somebody could before: such an install is mended only on its host.
-fn keeps_an_administrator(before: &Users, after: &Users) -> Result<(), UsersChangeError> {
-    let administrators = |u: &Users| u.names().filter(|n| is_administrator(u, n)).count();
-    if after.is_empty() {
-        return Err(invalid("the change would leave no users"));
-    }
-    if administrators(after) == 0 && administrators(before) > 0 {
-        return Err(invalid(format!(
-            "the change would leave no user with the {ADMINISTRATOR} tag"
-        )));
-    }
-    Ok(())
-}
-
 fn is_administrator(users: &Users, name: &str) -> bool {
     users.tags(name).iter().any(|t| t == ADMINISTRATOR)
+}
+
+fn has_administrator(users: &Users) -> bool {
+    users.names().any(|n| is_administrator(users, n))
 }
 
 fn valid_name(name: &str) -> Result<(), AdminError> {
@@ -193,8 +182,7 @@ impl AdminUser {
             }
             (None, None) => None,
         };
-        let created = self.admin.auth.change_users(|users| {
-            let before = users.clone();
+        let created = self.change_users(|users| {
             let created = users.get(name).is_none();
             match credentials {
                 Some(c) => {
@@ -211,7 +199,6 @@ impl AdminUser {
             if let Some(tags) = &change.tags {
                 users.set_tags(name, tags).map_err(invalid)?;
             }
-            keeps_an_administrator(&before, users)?;
             Ok(created)
         })?;
         tracing::info!(
@@ -226,12 +213,12 @@ impl AdminUser {
     pub fn delete_user(&self, name: &str) -> Result<(), AdminError> {
         valid_name(name)?;
         self.check_change(name)?;
-        self.admin.auth.change_users(|users| {
-            let before = users.clone();
-            if !users.remove(name) {
-                return Err(UsersChangeError::NotFound(format!("no user '{name}'")));
+        self.change_users(|users| {
+            if users.remove(name) {
+                Ok(())
+            } else {
+                Err(UsersChangeError::NotFound(format!("no user '{name}'")))
             }
-            keeps_an_administrator(&before, users)
         })?;
         tracing::info!(by = %self.user, "management deleted user {name}");
         self.close_connections_of(&[name]);
@@ -249,19 +236,38 @@ impl AdminUser {
         if names.is_empty() {
             return Ok(());
         }
-        let gone: Vec<&str> = self.admin.auth.change_users(|users| {
-            let before = users.clone();
-            let gone = names
+        let gone: Vec<&str> = self.change_users(|users| {
+            Ok(names
                 .iter()
                 .filter(|n| users.remove(n))
                 .map(String::as_str)
-                .collect();
-            keeps_an_administrator(&before, users)?;
-            Ok(gone)
+                .collect())
         })?;
         tracing::info!(by = %self.user, "management deleted users {gone:?}");
         self.close_connections_of(&gone);
         Ok(())
+    }
+
+    /// Changes the users file, refusing a change that would leave nobody to log in, or
+    /// nobody to change users through management when somebody could before: such an
+    /// install is mended only on its host.
+    fn change_users<T>(
+        &self,
+        change: impl FnOnce(&mut Users) -> Result<T, UsersChangeError>,
+    ) -> Result<T, UsersChangeError> {
+        self.admin.auth.change_users(|users| {
+            let had_administrator = has_administrator(users);
+            let answer = change(users)?;
+            if users.is_empty() {
+                return Err(invalid("the change would leave no users"));
+            }
+            if had_administrator && !has_administrator(users) {
+                return Err(invalid(format!(
+                    "the change would leave no user with the {ADMINISTRATOR} tag"
+                )));
+            }
+            Ok(answer)
+        })
     }
 
     /// A deleted user's connections are closed, as RabbitMQ (3.7 on) closes them: deleting
