@@ -36,12 +36,14 @@ impl std::fmt::Debug for Credentials {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CredentialsError {
-    #[error("not a SCRAM-SHA-256 record")]
+    #[error("not a SCRAM-SHA-256 record or a RabbitMQ password hash")]
     Format,
     #[error("iteration count {0} is below {MIN_ITERATIONS}")]
     TooFewIterations(u32),
     #[error("cannot get random bytes for a salt: {0}")]
     Random(String),
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 impl Credentials {

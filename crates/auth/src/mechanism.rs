@@ -8,7 +8,8 @@ use subtle::ConstantTimeEq;
 
 use crate::credentials::{Credentials, DEFAULT_ITERATIONS};
 use crate::plain::parse_plain;
-use crate::scram::{parse_client_first, ScramServer};
+use crate::record::Record;
+use crate::scram::{parse_client_first, ScramError, ScramServer};
 use crate::users::Users;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,7 +229,9 @@ enum State {
     External(String),
     Plain,
     ScramFirst,
-    ScramFinal(Box<ScramServer>),
+    /// The flag: the user exists with a RabbitMQ hash, which SCRAM cannot use (the exchange
+    /// runs on as for an unknown user; the log says why it failed).
+    ScramFinal(Box<ScramServer>, bool),
     /// The server-final message went out as a challenge; any answer completes the login.
     ScramAcknowledge(String),
     Done,
@@ -249,22 +252,29 @@ impl Exchange {
             State::Plain => plain(auth, response),
             State::ScramFirst => match parse_client_first(response) {
                 Ok(first) => {
-                    let credentials = auth.users.get(&first.user).cloned();
+                    let record = auth.users.get(&first.user);
+                    let credentials = record.and_then(Record::scram).cloned();
+                    let no_keys = record.is_some() && credentials.is_none();
                     let fake = (
                         Credentials::fake_salt(&auth.secret, &first.user),
                         auth.dummy.iterations,
                     );
                     let (server, challenge) = ScramServer::start(first, credentials, fake);
-                    self.state = State::ScramFinal(Box::new(server));
+                    self.state = State::ScramFinal(Box::new(server), no_keys);
                     Step::Challenge(challenge.into_bytes())
                 }
                 Err(e) => Step::Failure(Denied::new(None, e.text())),
             },
-            State::ScramFinal(server) => match server.finish(response) {
+            State::ScramFinal(server, no_keys) => match server.finish(response) {
                 Ok(server_final) => {
                     self.state = State::ScramAcknowledge(server.user().to_owned());
                     Step::Challenge(server_final.into_bytes())
                 }
+                Err(ScramError::UnknownUser) if no_keys => Step::Failure(Denied::new(
+                    Some(server.user()),
+                    "the user has a RabbitMQ password hash, which SCRAM cannot use: log in \
+                     with PLAIN, or give the user a new password",
+                )),
                 Err(e) => Step::Failure(Denied::new(Some(server.user()), e.text())),
             },
             State::ScramAcknowledge(user) => Step::Success(user),
@@ -281,12 +291,11 @@ fn plain(auth: &Authenticator, response: &[u8]) -> Step {
         let user = if user.is_empty() { "anonymous" } else { user };
         return Step::Success(user.to_owned());
     }
-    // Unknown users cost the same as known ones.
-    let (record, known) = match auth.users.get(user) {
-        Some(c) => (c, true),
-        None => (&auth.dummy, false),
-    };
-    let tag = (known && auth.random).then(|| password_tag(auth, user, record, password));
+    let record = auth.users.get(user);
+    let known = record.is_some();
+    let tag = record
+        .filter(|_| auth.random)
+        .map(|record| password_tag(auth, user, record, password));
     let cached = tag.is_some_and(|tag| {
         let verified = auth.verified.lock().unwrap_or_else(|e| e.into_inner());
         verified
@@ -296,7 +305,12 @@ fn plain(auth: &Authenticator, response: &[u8]) -> Step {
     if cached {
         return Step::Success(user.to_owned());
     }
-    let matches = record.verify_password(password);
+    let matches = record.is_some_and(|record| record.verify_password(password));
+    if record.and_then(Record::scram).is_none() {
+        // Unknown users cost what known ones do, and so do users with a RabbitMQ hash
+        // (microseconds to check): timing must tell neither apart.
+        auth.dummy.verify_password(password);
+    }
     match (known, matches) {
         (true, true) => {
             if let Some(tag) = tag {
@@ -315,17 +329,13 @@ fn plain(auth: &Authenticator, response: &[u8]) -> Step {
 /// The tag [`Authenticator::verified`] keeps: HMAC-SHA-256 under the authenticator's random
 /// secret of the user, the record's stored key and the password, so it matches only this
 /// password for this record.
-fn password_tag(
-    auth: &Authenticator,
-    user: &str,
-    record: &Credentials,
-    password: &str,
-) -> [u8; 32] {
-    let mut data = Vec::with_capacity(64 + user.len() + password.len());
+fn password_tag(auth: &Authenticator, user: &str, record: &Record, password: &str) -> [u8; 32] {
+    let fingerprint = record.fingerprint();
+    let mut data = Vec::with_capacity(24 + user.len() + fingerprint.len() + password.len());
     data.extend_from_slice(b"ferry plain login\0");
     data.extend_from_slice(user.as_bytes());
     data.push(0);
-    data.extend_from_slice(&record.stored_key);
+    data.extend_from_slice(fingerprint);
     data.extend_from_slice(password.as_bytes());
     crate::scram::hmac(&auth.secret, &data)
 }
@@ -333,6 +343,7 @@ fn password_tag(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rabbit::{RabbitAlgorithm, RabbitHash};
     use crate::MIN_ITERATIONS;
     use base64::engine::general_purpose::STANDARD as B64;
     use base64::Engine;
@@ -346,6 +357,8 @@ mod tests {
             Credentials::derive("wonder", b"salt-a", MIN_ITERATIONS),
         )
         .unwrap();
+        let rabbit = RabbitHash::derive(RabbitAlgorithm::Sha256, [1, 2, 3, 4], "hutch");
+        u.insert("peter", rabbit).unwrap();
         u
     }
 
@@ -405,7 +418,7 @@ mod tests {
         let b = a.with_users(users());
         assert_eq!(kept(&b), None);
         // The tag binds the record: the same password for another record is another tag.
-        let other = Credentials::derive("wonder", b"salt-b", MIN_ITERATIONS);
+        let other = Credentials::derive("wonder", b"salt-b", MIN_ITERATIONS).into();
         assert_ne!(password_tag(&a, "alice", &other, "wonder"), tag("wonder"));
     }
 
@@ -519,6 +532,37 @@ mod tests {
         };
         assert_eq!(d.reason, "wrong password");
         let Step::Failure(d) = scram_client(&a, "mallory", "x") else {
+            panic!("unknown user accepted");
+        };
+        assert_eq!(d.reason, "unknown user");
+    }
+
+    #[test]
+    fn a_user_with_a_rabbitmq_hash_logs_in_with_plain_only() {
+        let a = verify();
+        let plain = |pw: &str| {
+            run(
+                &a,
+                Mechanism::Plain,
+                None,
+                format!("\0peter\0{pw}").as_bytes(),
+            )
+        };
+        let Step::Failure(wrong) = plain("hutc") else {
+            panic!("wrong password accepted");
+        };
+        assert_eq!(wrong.reason, "wrong password");
+        assert_eq!(plain("hutch"), Step::Success("peter".into()));
+        // Remembered like any other verified login.
+        assert!(a.verified.lock().unwrap().contains_key("peter"));
+        assert_eq!(plain("hutch"), Step::Success("peter".into()));
+        assert!(matches!(plain("hutc"), Step::Failure(_)));
+        // SCRAM runs on as for an unknown user (the same made-up salt), and the log says why.
+        let Step::Failure(d) = scram_client(&a, "peter", "hutch") else {
+            panic!("SCRAM cannot check a RabbitMQ hash");
+        };
+        assert!(d.reason.contains("RabbitMQ password hash"), "{}", d.reason);
+        let Step::Failure(d) = scram_client(&a, "mallory", "hutch") else {
             panic!("unknown user accepted");
         };
         assert_eq!(d.reason, "unknown user");

@@ -1,4 +1,4 @@
-//! The users file: one `name:record` line per user (see [`Credentials`]), optionally
+//! The users file: one `name:record` line per user (see [`Record`]), optionally
 //! followed by ` tags=a,b` (RabbitMQ's user tags, kept for management tools), `#` comments.
 //! Written atomically (a temporary file renamed over the old one) with mode 0600.
 
@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::credentials::{Credentials, CredentialsError};
+use crate::credentials::CredentialsError;
+use crate::record::Record;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Users {
-    entries: BTreeMap<String, Credentials>,
+    entries: BTreeMap<String, Record>,
     /// Only users with tags have an entry.
     tags: BTreeMap<String, Vec<String>>,
 }
@@ -36,7 +37,8 @@ pub enum UsersError {
 pub const MAX_TAGS: usize = 64;
 
 const HEADER: &str = "# Ferry users: name:SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey \
-                      (base64) [tags=a,b]. Edit with `ferry user`.\n";
+                      (base64), or name:RABBIT-SHA-256$hash (RabbitMQ's, PLAIN logins only) \
+                      [tags=a,b]. Edit with `ferry user`.\n";
 
 const TAGS: &str = "tags=";
 
@@ -100,7 +102,7 @@ impl Users {
             validate_user_name(name).map_err(|e| syntax(e.to_string()))?;
             let mut fields = rest.split_whitespace();
             let record = fields.next().unwrap_or_default();
-            let credentials = Credentials::parse(record)
+            let credentials = Record::parse(record)
                 .map_err(|e: CredentialsError| syntax(format!("user {name}: {e}")))?;
             if entries.insert(name.to_owned(), credentials).is_some() {
                 return Err(syntax(format!("user {name} appears twice")));
@@ -141,14 +143,17 @@ impl Users {
         text
     }
 
-    pub fn get(&self, name: &str) -> Option<&Credentials> {
+    pub fn get(&self, name: &str) -> Option<&Record> {
         self.entries.get(name)
     }
 
     /// Adds or replaces `name`; returns whether it existed.
-    pub fn insert(&mut self, name: &str, credentials: Credentials) -> Result<bool, UsersError> {
+    pub fn insert(&mut self, name: &str, record: impl Into<Record>) -> Result<bool, UsersError> {
         validate_user_name(name)?;
-        Ok(self.entries.insert(name.to_owned(), credentials).is_some())
+        Ok(self
+            .entries
+            .insert(name.to_owned(), record.into())
+            .is_some())
     }
 
     pub fn remove(&mut self, name: &str) -> bool {
@@ -196,11 +201,11 @@ impl Users {
         self.entries.is_empty()
     }
 
-    /// The iteration count most records use: unknown users are checked at that cost, so
-    /// timing does not tell them apart.
+    /// The iteration count most SCRAM records use: unknown users are checked at that cost,
+    /// so timing does not tell them apart.
     pub fn usual_iterations(&self) -> Option<u32> {
         let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
-        for c in self.entries.values() {
+        for c in self.entries.values().filter_map(Record::scram) {
             *counts.entry(c.iterations).or_default() += 1;
         }
         counts
@@ -286,6 +291,8 @@ pub fn default_users_file() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::credentials::Credentials;
+    use crate::rabbit::{RabbitAlgorithm, RabbitHash};
     use crate::MIN_ITERATIONS;
 
     fn temp_dir(tag: &str) -> PathBuf {
@@ -329,10 +336,19 @@ mod tests {
             .insert("bob", Credentials::new("b", MIN_ITERATIONS).unwrap())
             .unwrap()
             .eq(&false));
+        let carol = RabbitHash::derive(RabbitAlgorithm::Sha256, [1, 2, 3, 4], "c");
+        users.insert("carol", carol.clone()).unwrap();
+        users.set_tags("carol", &["monitoring".into()]).unwrap();
         let parsed = Users::parse(&users.to_text()).unwrap();
         assert_eq!(parsed, users);
-        assert_eq!(parsed.names().collect::<Vec<_>>(), ["alice", "bob"]);
-        assert_eq!(parsed.get("alice"), Some(&alice));
+        assert_eq!(
+            parsed.names().collect::<Vec<_>>(),
+            ["alice", "bob", "carol"]
+        );
+        assert_eq!(parsed.get("alice"), Some(&Record::Scram(alice)));
+        assert_eq!(parsed.get("carol"), Some(&Record::Rabbit(carol)));
+        assert_eq!(parsed.tags("carol"), ["monitoring"]);
+        assert!(users.remove("carol"));
         assert!(users.remove("alice"));
         assert!(!users.remove("alice"));
         assert_eq!(users.len(), 1);
@@ -456,6 +472,11 @@ mod tests {
             users
                 .insert(name, Credentials::derive("p", b"s", i))
                 .unwrap();
+        }
+        // RabbitMQ's hashes have no iteration count and do not outvote the records.
+        for name in ["d", "e", "f"] {
+            let hash = RabbitHash::derive(RabbitAlgorithm::Sha256, [0; 4], "p");
+            users.insert(name, hash).unwrap();
         }
         assert_eq!(users.usual_iterations(), Some(5000));
     }

@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::http::{seg, Http, Reply};
+use common::raw::Raw;
 use common::raw091::Raw091;
 use common::Ferryd;
 use ferry_amqp091::{BasicProperties, FieldValue, Method, ShortStr};
@@ -923,6 +924,35 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         .expect(201);
     alice.delete("/api/users/gina").expect(204);
 
+    // RabbitMQ's own hashes are kept as they are: as rabbitmqadmin sends them (the hash
+    // alone, RabbitMQ's default SHA-256: here the passwords guide's example for "test12"),
+    // and SHA-512 named. Their users log in with a password (HTTP Basic is PLAIN's check).
+    alice
+        .put(
+            "/api/users/hank",
+            &json!({"password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"}),
+        )
+        .expect(201);
+    assert_eq!(login("hank", "test12"), 200);
+    assert_eq!(login("hank", "test1"), 401);
+    let hank = alice.get("/api/users/hank").expect(200).json();
+    assert_eq!(
+        hank["password_hash"],
+        "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"
+    );
+    assert_eq!(hank["hashing_algorithm"], "rabbit_password_hashing_sha256");
+    let sha512 =
+        ferry_auth::RabbitHash::derive(ferry_auth::RabbitAlgorithm::Sha512, [5, 6, 7, 8], "hutch");
+    alice
+        .put(
+            "/api/users/hank",
+            &json!({"password_hash": sha512.management_form(), "hashing_algorithm": "rabbit_password_hashing_sha512"}),
+        )
+        .expect(204);
+    assert_eq!(login("hank", "test12"), 401);
+    assert_eq!(login("hank", "hutch"), 200);
+    alice.delete("/api/users/hank").expect(204);
+
     let slow = record.replacen("$100000:", "$4000000000:", 1);
     assert_ne!(slow, record);
     for (path, body, why) in [
@@ -940,7 +970,17 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         (
             "/api/users/dave",
             json!({"password_hash": "c2FsdA=="}),
-            "RabbitMQ's hashes",
+            "a hash of no known length",
+        ),
+        (
+            "/api/users/dave",
+            json!({"password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR", "hashing_algorithm": "rabbit_password_hashing_sha512"}),
+            "a SHA-256 hash named SHA-512",
+        ),
+        (
+            "/api/users/dave",
+            json!({"password_hash": "ytUIm8s3AnKsXQjptplKFytfVxI=", "hashing_algorithm": "rabbit_password_hashing_md5"}),
+            "RabbitMQ's MD5 hashes",
         ),
         (
             "/api/users/dave",
@@ -1039,20 +1079,42 @@ fn users_are_created_changed_and_deleted_through_the_api() {
     );
     assert_eq!(login("erin", "two"), 200);
 
-    // A definitions export carries the users' records, and an import brings them back;
-    // RabbitMQ's own hashes cannot become SCRAM keys, so such users are passed over.
+    // A definitions export carries the users' records, and an import brings them back,
+    // with users exported from RabbitMQ; those whose passwords cannot be checked (none, or
+    // MD5) are passed over.
     let exported = alice.get("/api/definitions").expect(200).json();
     alice.delete("/api/users/erin").expect(204);
     let mut import = exported.clone();
-    import["users"].as_array_mut().unwrap().push(json!({
-        "name": "rabbit",
-        "password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR",
-        "hashing_algorithm": "rabbit_password_hashing_sha256",
-        "tags": "administrator"
-    }));
+    let from_rabbitmq = [
+        json!({
+            "name": "rabbit",
+            "password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR",
+            "hashing_algorithm": "rabbit_password_hashing_sha256",
+            "tags": ["monitoring"],
+            "limits": {}
+        }),
+        json!({"name": "cert-only", "password_hash": "", "tags": ""}),
+        json!({
+            "name": "ancient",
+            "password_hash": "ytUIm8s3AnKsXQjptplKFytfVxI=",
+            "hashing_algorithm": "rabbit_password_hashing_md5",
+            "tags": ""
+        }),
+    ];
+    import["users"]
+        .as_array_mut()
+        .unwrap()
+        .extend(from_rabbitmq);
     alice.post("/api/definitions", &import).expect(204);
     assert_eq!(login("erin", "two"), 200);
-    alice.get("/api/users/rabbit").expect(404);
+    assert_eq!(login("rabbit", "test12"), 200);
+    assert_eq!(
+        alice.get("/api/users/rabbit").expect(200).json()["tags"],
+        json!(["monitoring"])
+    );
+    alice.get("/api/users/cert-only").expect(404);
+    alice.get("/api/users/ancient").expect(404);
+    alice.delete("/api/users/rabbit").expect(204);
     assert_eq!(as_oscar.post("/api/definitions", &exported).status, 403);
     // A virtual host's definitions hold no users.
     alice.delete("/api/users/erin").expect(204);
@@ -1104,6 +1166,21 @@ fn users_are_created_changed_and_deleted_through_the_api() {
             .status,
         400
     );
+    // A user with a RabbitMQ hash logs in over AMQP with PLAIN, on both protocols.
+    let hash = ferry_auth::RabbitHash::derive(
+        ferry_auth::RabbitAlgorithm::Sha256,
+        [1, 2, 3, 4],
+        "password",
+    );
+    alice
+        .put(
+            "/api/users/ivan",
+            &json!({"password_hash": hash.management_form()}),
+        )
+        .expect(201);
+    drop(Raw091::open_as(s.broker.addr, "ivan"));
+    drop(Raw::open_as(s.broker.addr, "ivan"));
+    alice.delete("/api/users/ivan").expect(204);
     // Deleting a user closes its connections, as RabbitMQ does; a password change does not.
     alice
         .put("/api/users/dave", &json!({"password": "password"}))
@@ -1136,6 +1213,7 @@ fn users_are_created_changed_and_deleted_through_the_api() {
     let Secured { broker, dir: _dir } = s;
     let (_, log) = broker.terminate();
     assert_eq!(log.matches("ACL denied update broker").count(), 5, "{log}");
+    assert_eq!(log.matches("passed over").count(), 2, "{log}");
 }
 
 #[test]

@@ -27,7 +27,7 @@ use crate::config::ServerConfig;
 use crate::publish::{Encoding, Publish};
 use crate::state::ServerState;
 
-pub use users::{is_own_record, UserChange, UserInfo, HASHING_ALGORITHM};
+pub use users::{record_of, UserChange, UserInfo};
 
 /// Why a management request was refused; the HTTP layer picks the status from the variant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -30,8 +30,7 @@ mod tls;
 mod transport;
 
 pub use admin::{
-    is_own_record, Admin, AdminError, AdminUser, GetMode, GotMessage, Listeners, UserChange,
-    UserInfo, HASHING_ALGORITHM,
+    record_of, Admin, AdminError, AdminUser, GetMode, GotMessage, Listeners, UserChange, UserInfo,
 };
 pub use auth::{allowed_from, PASSWORD_CACHE_TTL};
 pub use config::{AuthMode, ServerConfig};

@@ -88,7 +88,7 @@ impl Ferryd {
             .args(extra)
             .env(
                 "RUST_LOG",
-                "ferryd=info,ferry_server=debug,ferry_core=debug,ferry_store=info",
+                "ferryd=info,ferry_server=debug,ferry_core=debug,ferry_store=info,ferry_mgmt=info",
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,9 +1,10 @@
 //! Definitions: export the broker's exchanges, queues and bindings (and its users, with their
 //! tags, and their password records for a caller who may change users) as RabbitMQ's
 //! definitions file; import users, exchanges, queues and bindings from one. A user is
-//! imported only with a password record in ferryd's own format (RabbitMQ's password hashes
-//! cannot be turned into SCRAM keys): others are passed over and logged. Permissions,
-//! policies and parameters are ignored: ferryd's rules live in its ACL file.
+//! imported with a password record of ferryd's own or RabbitMQ's SHA-256/512 hash (so a
+//! RabbitMQ export brings its users); one without a hash, or with MD5, is passed over and
+//! logged. Permissions, policies and parameters are ignored: ferryd's rules live in its ACL
+//! file.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use ferry_server::{is_own_record, AdminUser, UserChange, HASHING_ALGORITHM};
+use ferry_server::{record_of, AdminUser, UserChange};
 use serde_json::{json, Value};
 
 use super::{blocking, check_vhost, flag, object, ok, text, users};
@@ -155,8 +156,9 @@ fn required<'a>(v: &'a Value, key: &str, what: &str) -> ApiResult<&'a str> {
     text(v, key)?.ok_or_else(|| ApiError::BadRequest(format!("{what} without a {key}")))
 }
 
-/// Creates or replaces the users `body` lists that carry a password record of ferryd's own
-/// format, with their tags.
+/// Creates or replaces the users `body` lists, with their tags, and passes over (with a log
+/// line) those whose password ferryd cannot check: no hash (RabbitMQ's passwordless users),
+/// or a kind it does not keep (MD5).
 fn import_users(user: &AdminUser, body: &Value) -> ApiResult<()> {
     let Some(list) = body.get("users").filter(|u| !u.is_null()) else {
         return Ok(());
@@ -166,19 +168,20 @@ fn import_users(user: &AdminUser, body: &Value) -> ApiResult<()> {
         .ok_or_else(|| ApiError::BadRequest("users must be a list".into()))?;
     for u in list {
         let name = required(u, "name", "a user")?;
-        // RabbitMQ's own hashes cannot become SCRAM keys.
-        let record = text(u, "password_hash")?.filter(|r| is_own_record(r));
-        let Some(record) = record else {
+        let hash = text(u, "password_hash")?.unwrap_or_default();
+        let algorithm = text(u, "hashing_algorithm")?;
+        if let Err(e) = record_of(hash, algorithm) {
             // Quoted: the name comes from the request, unchecked so far.
             tracing::warn!(
-                "definitions import: user {name:?} passed over: no {HASHING_ALGORITHM} \
-                 password_hash (add it with ferry user add, or PUT /api/users/NAME)"
+                "definitions import: user {name:?} passed over: {e} (add it with ferry user \
+                 add, or PUT /api/users/NAME)"
             );
             continue;
-        };
+        }
         let change = UserChange {
             password: None,
-            password_hash: Some(record.to_owned()),
+            password_hash: Some(hash.to_owned()),
+            hashing_algorithm: algorithm.map(str::to_owned),
             tags: Some(users::tags(u)?.unwrap_or_default()),
         };
         user.put_user(name, change)

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use ferry_server::{UserChange, UserInfo, HASHING_ALGORITHM};
+use ferry_server::{UserChange, UserInfo};
 use serde_json::{json, Value};
 
 use super::{blocking, created_or_not, object, ok, text};
@@ -19,9 +19,9 @@ use crate::state::App;
 /// RabbitMQ's user object. `password_hash` is left out for callers who may not change users.
 pub fn user_json(user: &UserInfo) -> Value {
     let mut v = json!({ "name": user.name, "tags": user.tags, "limits": {} });
-    if let (Some(hash), Value::Object(m)) = (&user.password_hash, &mut v) {
+    if let (Some((hash, algorithm)), Value::Object(m)) = (&user.password_hash, &mut v) {
         m.insert("password_hash".into(), json!(hash));
-        m.insert("hashing_algorithm".into(), json!(HASHING_ALGORITHM));
+        m.insert("hashing_algorithm".into(), json!(algorithm));
     }
     v
 }
@@ -96,6 +96,7 @@ pub async fn put(
     let change = UserChange {
         password: text(&body, "password")?.map(str::to_owned),
         password_hash: text(&body, "password_hash")?.map(str::to_owned),
+        hashing_algorithm: text(&body, "hashing_algorithm")?.map(str::to_owned),
         tags: tags(&body)?,
     };
     // Deriving a password's keys takes a while on purpose.

@@ -5,7 +5,7 @@
 //! operators' accounts.
 
 use ferry_acl::{Action, ObjectType};
-use ferry_auth::{Credentials, Users, DEFAULT_ITERATIONS};
+use ferry_auth::{Credentials, Record, Users, DEFAULT_ITERATIONS};
 
 use super::{Admin, AdminError, AdminUser};
 use crate::access;
@@ -16,8 +16,12 @@ use crate::auth::{UsersChangeError, ADMINISTRATOR};
 pub struct UserChange {
     /// Derived into a SCRAM-SHA-256 record (never stored as such).
     pub password: Option<String>,
-    /// A record as [`UserInfo::password_hash`] shows it, for copying a user between brokers.
+    /// A record as [`UserInfo::password_hash`] shows it, for copying a user between brokers,
+    /// or a password hash from RabbitMQ.
     pub password_hash: Option<String>,
+    /// `password_hash`'s format as RabbitMQ names it; RabbitMQ's default (SHA-256) when
+    /// absent. A record of ferryd's own is taken whatever this says.
+    pub hashing_algorithm: Option<String>,
     /// Replaces the user's tags; `None` keeps an existing user's (a new one gets none).
     pub tags: Option<Vec<String>>,
 }
@@ -27,17 +31,9 @@ pub struct UserChange {
 pub struct UserInfo {
     pub name: String,
     pub tags: Vec<String>,
-    /// The user's SCRAM-SHA-256 record; `None` for a caller who may not change users.
-    pub password_hash: Option<String>,
-}
-
-/// The name `hashing_algorithm` gives [`UserInfo::password_hash`]'s format.
-pub const HASHING_ALGORITHM: &str = "ferry_scram_sha_256";
-
-/// Whether `password_hash` is a record of ferryd's own (which names its format, so a
-/// request's `hashing_algorithm` adds nothing: rabbitmqadmin sends its default with one).
-pub fn is_own_record(password_hash: &str) -> bool {
-    Credentials::parse(password_hash).is_ok()
+    /// The user's record as `password_hash` and `hashing_algorithm`; `None` for a caller
+    /// who may not change users.
+    pub password_hash: Option<(String, &'static str)>,
 }
 
 /// A record given as `password_hash` is checked at every login of its user: a huge
@@ -57,6 +53,25 @@ impl From<UsersChangeError> for AdminError {
             UsersChangeError::File(_) => AdminError::Unavailable(e.to_string()),
         }
     }
+}
+
+/// A `password_hash` and its `hashing_algorithm` as a users file record.
+pub fn record_of(password_hash: &str, algorithm: Option<&str>) -> Result<Record, AdminError> {
+    let record = Record::from_management(password_hash, algorithm).map_err(|e| {
+        AdminError::BadRequest(format!(
+            "password_hash: {e} (ferryd takes the SCRAM-SHA-256 records its own GET \
+             /api/users shows, and RabbitMQ's SHA-256 and SHA-512 hashes)"
+        ))
+    })?;
+    if let Record::Scram(c) = &record {
+        if c.iterations > MAX_RECORD_ITERATIONS || c.salt.len() > MAX_RECORD_SALT {
+            return Err(AdminError::BadRequest(format!(
+                "password_hash: at most {MAX_RECORD_ITERATIONS} iterations and a \
+                 {MAX_RECORD_SALT}-octet salt"
+            )));
+        }
+    }
+    Ok(record)
 }
 
 fn invalid(e: impl std::fmt::Display) -> UsersChangeError {
@@ -142,7 +157,7 @@ impl AdminUser {
             password_hash: users
                 .get(name)
                 .filter(|_| may_change)
-                .map(Credentials::encode),
+                .map(Record::management_form),
         }
     }
 
@@ -154,39 +169,24 @@ impl AdminUser {
         valid_name(name)?;
         self.check_change(name)?;
         let bad = |what: String| Err(AdminError::BadRequest(what));
-        let credentials = match (&change.password, &change.password_hash) {
+        let record = match (&change.password, &change.password_hash) {
             (Some(_), Some(_)) => return bad("give password or password_hash, not both".into()),
             (Some(password), None) if password.is_empty() => {
                 return bad("password must not be empty".into())
             }
             (Some(password), None) => Some(
                 Credentials::new(password, DEFAULT_ITERATIONS)
-                    .map_err(|e| AdminError::BadRequest(format!("password: {e}")))?,
+                    .map_err(|e| AdminError::BadRequest(format!("password: {e}")))?
+                    .into(),
             ),
-            (None, Some(record)) => {
-                let c = Credentials::parse(record).map_err(|e| {
-                    AdminError::BadRequest(format!(
-                        "password_hash: {e} (ferryd takes the SCRAM-SHA-256 records its own \
-                         GET /api/users shows; RabbitMQ's password hashes, which its tools such \
-                         as rabbitmqadmin compute on the client, cannot be turned into SCRAM \
-                         keys: send password instead, or use ferry user)"
-                    ))
-                })?;
-                if c.iterations > MAX_RECORD_ITERATIONS || c.salt.len() > MAX_RECORD_SALT {
-                    return bad(format!(
-                        "password_hash: at most {MAX_RECORD_ITERATIONS} iterations and a \
-                         {MAX_RECORD_SALT}-octet salt"
-                    ));
-                }
-                Some(c)
-            }
+            (None, Some(hash)) => Some(record_of(hash, change.hashing_algorithm.as_deref())?),
             (None, None) => None,
         };
         let created = self.change_users(|users| {
             let created = users.get(name).is_none();
-            match credentials {
-                Some(c) => {
-                    users.insert(name, c).map_err(invalid)?;
+            match record {
+                Some(record) => {
+                    users.insert(name, record).map_err(invalid)?;
                 }
                 None if created => {
                     return Err(UsersChangeError::Invalid(format!(
