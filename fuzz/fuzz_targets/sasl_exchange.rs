@@ -2,11 +2,14 @@
 // A client's side of a SASL exchange, made of arbitrary bytes: the first byte picks the
 // mechanism (and whether a TLS identity is present), the rest is split into responses at
 // 0xFF bytes. Every step must end in a challenge, a success or a refusal, never a panic;
-// PLAIN may succeed only with the real password. The same bytes also go through the users
-// file parser.
+// PLAIN may succeed only with the real password (alice's SCRAM record, or peter's RabbitMQ
+// hash). The same bytes also go through the users file's and management's record parsers.
 use std::sync::OnceLock;
 
-use ferry_auth::{Authenticator, Credentials, Mechanism, Mode, Step, Users, MIN_ITERATIONS};
+use ferry_auth::{
+    Authenticator, Credentials, Mechanism, Mode, RabbitAlgorithm, RabbitHash, Record, Step, Users,
+    MIN_ITERATIONS,
+};
 
 fn authenticator() -> &'static Authenticator {
     static AUTH: OnceLock<Authenticator> = OnceLock::new();
@@ -14,6 +17,8 @@ fn authenticator() -> &'static Authenticator {
         let mut users = Users::default();
         let alice = Credentials::derive("wonderland", b"fuzz-salt", MIN_ITERATIONS);
         users.insert("alice", alice).expect("valid name");
+        let peter = RabbitHash::derive(RabbitAlgorithm::Sha256, *b"fuzz", "hutch");
+        users.insert("peter", peter).expect("valid name");
         Authenticator::new(Mode::Verify, users, true)
     })
 }
@@ -21,7 +26,9 @@ fn authenticator() -> &'static Authenticator {
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = Users::parse(text);
-        let _ = Credentials::parse(text);
+        let _ = Record::parse(text);
+        let (hash, algorithm) = text.split_once('\n').unwrap_or((text, ""));
+        let _ = Record::from_management(hash, Some(algorithm).filter(|a| !a.is_empty()));
     }
     let Some((&selector, rest)) = data.split_first() else {
         return;
@@ -37,8 +44,14 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             Step::Challenge(c) => assert!(!c.is_empty()),
             Step::Success(user) => {
                 if matches!(mechanism, Mechanism::Plain | Mechanism::AmqPlain) {
-                    assert_eq!(user, "alice");
-                    assert!(response.ends_with(b"\0alice\0wonderland"));
+                    let expected: &[u8] = match user.as_str() {
+                        "alice" => b"\0alice\0wonderland",
+                        "peter" => b"\0peter\0hutch",
+                        other => panic!("PLAIN admitted {other:?}"),
+                    };
+                    assert!(response.ends_with(expected));
+                } else if mechanism == Mechanism::ScramSha256 {
+                    assert_eq!(user, "alice", "SCRAM admitted a user without keys");
                 }
                 break;
             }

@@ -130,6 +130,12 @@ amqp_login() {
 }
 check "the declared user logs in over AMQP 0-9-1 and moves messages" amqp_login rmq-user rmq-secret
 check "not with a wrong password" fails amqp_login rmq-user rmq-secreT
+check "declare user (a SHA-512 hash, its algorithm unnamed)" \
+    rmq declare user --name rmq-512 --password rmq-long --hashing-algorithm SHA512 --tags ""
+out=$(curl -s -u guest:guest "http://127.0.0.1:$FERRY_MGMT_PORT/api/users/rmq-512")
+check "kept as SHA-512" has "$out" "rabbit_password_hashing_sha512"
+check "the SHA-512 user logs in over AMQP 0-9-1" amqp_login rmq-512 rmq-long
+check "delete the SHA-512 user" rmq delete user --name rmq-512
 # A record of ferryd's own (here guest's, so the new user's password is guest) copies a user
 # through --password-hash.
 record=$(curl -s -u guest:guest "http://127.0.0.1:$FERRY_MGMT_PORT/api/users/guest" |

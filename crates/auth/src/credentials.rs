@@ -43,7 +43,7 @@ pub enum CredentialsError {
     #[error("cannot get random bytes for a salt: {0}")]
     Random(String),
     #[error("{0}")]
-    Unsupported(&'static str),
+    Unsupported(String),
 }
 
 impl Credentials {

@@ -89,7 +89,8 @@ pub struct Authenticator {
     mode: Mode,
     anonymous: bool,
     users: Users,
-    /// Checked instead of a real record for unknown users, at the same cost.
+    /// Checked instead of a real record for unknown users, and beside a RabbitMQ hash, at a
+    /// real record's cost.
     dummy: Credentials,
     /// Keys the made-up SCRAM salts of unknown users, and the tags of `verified`.
     secret: [u8; 32],
@@ -305,7 +306,10 @@ fn plain(auth: &Authenticator, response: &[u8]) -> Step {
     if cached {
         return Step::Success(user.to_owned());
     }
-    let matches = record.is_some_and(|record| record.verify_password(password));
+    // RabbitMQ refuses a blank password whatever the record says; so does ferryd (a hash
+    // imported from elsewhere could be of the empty string).
+    let matches =
+        !password.is_empty() && record.is_some_and(|record| record.verify_password(password));
     if record.and_then(Record::scram).is_none() {
         // Unknown users cost what known ones do, and so do users with a RabbitMQ hash
         // (microseconds to check): timing must tell neither apart.
@@ -327,8 +331,8 @@ fn plain(auth: &Authenticator, response: &[u8]) -> Step {
 }
 
 /// The tag [`Authenticator::verified`] keeps: HMAC-SHA-256 under the authenticator's random
-/// secret of the user, the record's stored key and the password, so it matches only this
-/// password for this record.
+/// secret of the user, the record's fingerprint (SCRAM's stored key, or RabbitMQ's salted
+/// digest) and the password, so it matches only this password for this record.
 fn password_tag(auth: &Authenticator, user: &str, record: &Record, password: &str) -> [u8; 32] {
     let fingerprint = record.fingerprint();
     let mut data = Vec::with_capacity(24 + user.len() + fingerprint.len() + password.len());
@@ -557,7 +561,30 @@ mod tests {
         assert!(a.verified.lock().unwrap().contains_key("peter"));
         assert_eq!(plain("hutch"), Step::Success("peter".into()));
         assert!(matches!(plain("hutc"), Step::Failure(_)));
-        // SCRAM runs on as for an unknown user (the same made-up salt), and the log says why.
+        // A blank password never passes, even against a hash of the empty string.
+        let mut blank = a.users.clone();
+        let empty = RabbitHash::derive(RabbitAlgorithm::Sha256, [1, 2, 3, 4], "");
+        blank.insert("peter", empty).unwrap();
+        let b = a.with_users(blank);
+        let Step::Failure(d) = run(&b, Mechanism::Plain, None, b"\0peter\0") else {
+            panic!("blank password accepted");
+        };
+        assert_eq!(d.reason, "wrong password");
+        // SCRAM runs on as for an unknown user (the same made-up salt and count), and the
+        // log says why.
+        let server_first = |user: &str| {
+            let mut ex = a.start(Mechanism::ScramSha256, None).unwrap();
+            let Step::Challenge(c) = ex.step(&a, format!("n,,n={user},r=abc").as_bytes()) else {
+                panic!("no challenge");
+            };
+            String::from_utf8(c).unwrap()
+        };
+        let salt = B64.encode(Credentials::fake_salt(&a.secret, "peter"));
+        assert!(
+            server_first("peter").ends_with(&format!(",s={salt},i={}", a.dummy.iterations)),
+            "{}",
+            server_first("peter")
+        );
         let Step::Failure(d) = scram_client(&a, "peter", "hutch") else {
             panic!("SCRAM cannot check a RabbitMQ hash");
         };

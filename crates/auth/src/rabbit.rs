@@ -21,18 +21,36 @@ pub enum RabbitAlgorithm {
     Sha512,
 }
 
+/// RabbitMQ's MD5 hashes (before 3.6): 4 octets of salt and 16 of digest.
+const MD5_LEN: usize = SALT_LEN + 16;
+const MD5_NAME: &str = "rabbit_password_hashing_md5";
+
+fn md5_refused() -> CredentialsError {
+    CredentialsError::Unsupported("RabbitMQ's MD5 password hashes are too weak to keep".into())
+}
+
 impl RabbitAlgorithm {
-    /// Every name RabbitMQ's `hashing_algorithm` takes, with ours where we have one: MD5
-    /// (RabbitMQ before 3.6) is refused, not kept.
+    /// The algorithm `hashing_algorithm` names; MD5 is refused, not kept.
     fn from_management(name: &str) -> Result<RabbitAlgorithm, CredentialsError> {
-        match name {
-            "rabbit_password_hashing_sha256" => Ok(RabbitAlgorithm::Sha256),
-            "rabbit_password_hashing_sha512" => Ok(RabbitAlgorithm::Sha512),
-            "rabbit_password_hashing_md5" => Err(CredentialsError::Unsupported(
-                "RabbitMQ's MD5 password hashes are too weak to keep",
-            )),
-            _ => Err(CredentialsError::Unsupported("unknown hashing_algorithm")),
-        }
+        [RabbitAlgorithm::Sha256, RabbitAlgorithm::Sha512]
+            .into_iter()
+            .find(|a| a.management_name() == name)
+            .ok_or_else(|| match name {
+                MD5_NAME => md5_refused(),
+                _ => CredentialsError::Unsupported(format!("unknown hashing_algorithm {name:?}")),
+            })
+    }
+
+    /// The algorithm a hash of `len` octets (salt included) was made with: rabbitmqadmin
+    /// sends no `hashing_algorithm`, whichever it hashed with, and the lengths differ.
+    fn of_length(len: usize) -> Result<RabbitAlgorithm, CredentialsError> {
+        [RabbitAlgorithm::Sha256, RabbitAlgorithm::Sha512]
+            .into_iter()
+            .find(|a| SALT_LEN + a.digest_len() == len)
+            .ok_or_else(|| match len {
+                MD5_LEN => md5_refused(),
+                _ => CredentialsError::Format,
+            })
     }
 
     pub fn management_name(self) -> &'static str {
@@ -58,17 +76,16 @@ impl RabbitAlgorithm {
     }
 
     fn hash(self, salt: &[u8], password: &str) -> Vec<u8> {
+        fn salted<D: Digest>(salt: &[u8], password: &str) -> Vec<u8> {
+            D::new()
+                .chain_update(salt)
+                .chain_update(password)
+                .finalize()
+                .to_vec()
+        }
         match self {
-            RabbitAlgorithm::Sha256 => Sha256::new()
-                .chain_update(salt)
-                .chain_update(password)
-                .finalize()
-                .to_vec(),
-            RabbitAlgorithm::Sha512 => Sha512::new()
-                .chain_update(salt)
-                .chain_update(password)
-                .finalize()
-                .to_vec(),
+            RabbitAlgorithm::Sha256 => salted::<Sha256>(salt, password),
+            RabbitAlgorithm::Sha512 => salted::<Sha512>(salt, password),
         }
     }
 }
@@ -91,22 +108,32 @@ impl std::fmt::Debug for RabbitHash {
 
 impl RabbitHash {
     /// `password_hash` as RabbitMQ's API and definitions carry it (base64), with its
-    /// `hashing_algorithm`; RabbitMQ's default, SHA-256, when that is absent.
+    /// `hashing_algorithm` when one came (its length tells otherwise).
     pub fn from_management(
         password_hash: &str,
         algorithm: Option<&str>,
     ) -> Result<RabbitHash, CredentialsError> {
+        let salted_digest = B64
+            .decode(password_hash)
+            .map_err(|_| CredentialsError::Format)?;
         let algorithm = match algorithm {
-            None => RabbitAlgorithm::Sha256,
             Some(name) => RabbitAlgorithm::from_management(name)?,
+            None => RabbitAlgorithm::of_length(salted_digest.len())?,
         };
-        Self::decode(algorithm, password_hash)
+        Self::checked(algorithm, salted_digest)
     }
 
-    fn decode(algorithm: RabbitAlgorithm, text: &str) -> Result<RabbitHash, CredentialsError> {
-        let salted_digest = B64.decode(text).map_err(|_| CredentialsError::Format)?;
-        if salted_digest.len() != SALT_LEN + algorithm.digest_len() {
-            return Err(CredentialsError::Format);
+    fn checked(
+        algorithm: RabbitAlgorithm,
+        salted_digest: Vec<u8>,
+    ) -> Result<RabbitHash, CredentialsError> {
+        let wanted = SALT_LEN + algorithm.digest_len();
+        if salted_digest.len() != wanted {
+            return Err(CredentialsError::Unsupported(format!(
+                "a {} hash has {wanted} octets (salt included), not {}",
+                algorithm.management_name(),
+                salted_digest.len()
+            )));
         }
         Ok(RabbitHash {
             algorithm,
@@ -155,7 +182,10 @@ impl RabbitHash {
         [RabbitAlgorithm::Sha256, RabbitAlgorithm::Sha512]
             .into_iter()
             .find_map(|a| text.strip_prefix(a.prefix()).map(|rest| (a, rest)))
-            .map(|(algorithm, rest)| Self::decode(algorithm, rest))
+            .map(|(algorithm, rest)| {
+                let salted_digest = B64.decode(rest).map_err(|_| CredentialsError::Format)?;
+                Self::checked(algorithm, salted_digest)
+            })
     }
 }
 
@@ -163,21 +193,29 @@ impl RabbitHash {
 mod tests {
     use super::*;
 
+    /// RabbitMQ's passwords guide: salt 908DC60A, password "test12", SHA-256.
+    const GUIDE_SHA256: &str = "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR";
+    /// The same salt and password with SHA-512, computed with Python's hashlib.
+    const GUIDE_SHA512: &str = "kI3GChuNuIYf8lRbCCxZjgjKwsY19ns6+uFO0zcXRBGA/XGJPYD8OWMy7EB8TaOmAzjP2azv84GbINYwX2cDWb4DHnc=";
+    const GUIDE_SALT: [u8; 4] = [0x90, 0x8d, 0xc6, 0x0a];
+
     #[test]
-    fn rabbitmqs_documented_example_verifies() {
-        // RabbitMQ's passwords guide: salt 908DC60A, password "test12", SHA-256.
-        let h = RabbitHash::from_management(
-            "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR",
-            Some("rabbit_password_hashing_sha256"),
-        )
-        .unwrap();
-        assert_eq!(
-            h,
-            RabbitHash::derive(RabbitAlgorithm::Sha256, [0x90, 0x8d, 0xc6, 0x0a], "test12")
-        );
-        assert!(h.verify_password("test12"));
-        assert!(!h.verify_password("test1"));
-        assert!(!h.verify_password("test12 "));
+    fn known_hashes_verify_with_or_without_their_algorithm_named() {
+        for (hash, algorithm) in [
+            (GUIDE_SHA256, RabbitAlgorithm::Sha256),
+            (GUIDE_SHA512, RabbitAlgorithm::Sha512),
+        ] {
+            let named = RabbitHash::from_management(hash, Some(algorithm.management_name()));
+            // rabbitmqadmin names none: the length tells.
+            let unnamed = RabbitHash::from_management(hash, None);
+            assert_eq!(named, unnamed);
+            let h = named.unwrap();
+            assert_eq!(h, RabbitHash::derive(algorithm, GUIDE_SALT, "test12"));
+            assert!(h.verify_password("test12"));
+            assert!(!h.verify_password("test1"));
+            assert!(!h.verify_password("test12 "));
+            assert_eq!(h.management_form(), hash);
+        }
     }
 
     #[test]
@@ -187,46 +225,58 @@ mod tests {
             assert!(h.verify_password("s3cret"));
             assert!(!h.verify_password("s3cre"));
             assert_eq!(RabbitHash::parse(&h.encode()), Some(Ok(h.clone())));
-            let again = RabbitHash::from_management(
-                &h.management_form(),
-                Some(algorithm.management_name()),
-            );
-            assert_eq!(again, Ok(h));
         }
-        let default = RabbitHash::derive(RabbitAlgorithm::Sha256, [9; 4], "pw");
-        assert_eq!(
-            RabbitHash::from_management(&default.management_form(), None),
-            Ok(default)
-        );
     }
 
     #[test]
     fn wrong_lengths_algorithms_and_md5_are_refused() {
-        let sha512 = RabbitHash::derive(RabbitAlgorithm::Sha512, [1; 4], "pw").management_form();
-        // A SHA-512 hash named as SHA-256 has the wrong length.
-        assert!(RabbitHash::from_management(&sha512, None).is_err());
-        assert!(RabbitHash::from_management("", None).is_err());
-        assert!(RabbitHash::from_management("not base64!", None).is_err());
-        assert!(RabbitHash::from_management(&B64.encode([0u8; 20]), None).is_err());
-        for algorithm in ["rabbit_password_hashing_md5", "bcrypt", ""] {
-            assert!(matches!(
-                RabbitHash::from_management(&sha512, Some(algorithm)),
-                Err(CredentialsError::Unsupported(_))
-            ));
+        let unsupported = |r: Result<RabbitHash, CredentialsError>, what: &str| match r {
+            Err(CredentialsError::Unsupported(text)) => assert!(text.contains(what), "{text}"),
+            other => panic!("{other:?}"),
+        };
+        // A SHA-512 hash named as SHA-256.
+        unsupported(
+            RabbitHash::from_management(GUIDE_SHA512, Some("rabbit_password_hashing_sha256")),
+            "68",
+        );
+        // RabbitMQ's MD5 example from its mailing list (salt CAD5089B, "simon"): refused
+        // by name and by length.
+        let md5 = "ytUIm8s3AnKsXQjptplKFytfVxI=";
+        unsupported(
+            RabbitHash::from_management(md5, Some("rabbit_password_hashing_md5")),
+            "MD5",
+        );
+        unsupported(RabbitHash::from_management(md5, None), "MD5");
+        unsupported(
+            RabbitHash::from_management(GUIDE_SHA256, Some("bcrypt")),
+            "\"bcrypt\"",
+        );
+        for bad in ["", "not base64!", "AAAA"] {
+            assert_eq!(
+                RabbitHash::from_management(bad, None),
+                Err(CredentialsError::Format),
+                "{bad:?}"
+            );
         }
         assert_eq!(
             RabbitHash::parse("SCRAM-SHA-256$4096:c2FsdA==$AAAA:AAAA"),
             None
         );
-        assert_eq!(
+        assert!(matches!(
             RabbitHash::parse("RABBIT-SHA-256$AAAA"),
-            Some(Err(CredentialsError::Format))
-        );
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            RabbitHash::parse("RABBIT-SHA-512$!"),
+            Some(Err(_))
+        ));
     }
 
     #[test]
     fn debug_hides_the_digest() {
         let h = RabbitHash::derive(RabbitAlgorithm::Sha256, [1; 4], "pw");
-        assert!(!format!("{h:?}").contains("salted_digest"));
+        let shown = format!("{h:?}");
+        assert!(!shown.contains(&h.management_form()[..8]), "{shown}");
+        assert!(shown.contains("Sha256"), "{shown}");
     }
 }

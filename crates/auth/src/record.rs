@@ -41,16 +41,23 @@ impl Record {
         }
     }
 
-    /// `password_hash` as management gives it, with its `hashing_algorithm`: ferryd's own
-    /// record whatever algorithm comes with it (it names its format, and rabbitmqadmin
-    /// sends its default beside any hash), else a RabbitMQ hash of the algorithm named.
+    /// `password_hash` as management gives it, with its `hashing_algorithm`: a record of
+    /// ferryd's own whatever algorithm comes with it (the record names its format, and
+    /// tools send their default beside any hash), else a RabbitMQ hash.
     pub fn from_management(
         password_hash: &str,
         algorithm: Option<&str>,
     ) -> Result<Record, CredentialsError> {
+        if password_hash.is_empty() {
+            return Err(CredentialsError::Unsupported(
+                "empty: a user without a password (RabbitMQ's certificate-only users) has no \
+                 record to keep"
+                    .into(),
+            ));
+        }
         match Credentials::parse(password_hash) {
             Ok(c) => Ok(Record::Scram(c)),
-            Err(CredentialsError::Format) => {
+            Err(CredentialsError::Format) if algorithm != Some(FERRY_HASHING_ALGORITHM) => {
                 RabbitHash::from_management(password_hash, algorithm).map(Record::Rabbit)
             }
             Err(e) => Err(e),
@@ -134,6 +141,15 @@ mod tests {
             Ok(Record::Rabbit(rabbit.clone()))
         );
         assert!(Record::from_management(&hash, Some("rabbit_password_hashing_md5")).is_err());
+        // A damaged record of ours is reported as one, not as an unknown hash.
+        assert_eq!(
+            Record::from_management("SCRAM-SHA-256$x", Some(FERRY_HASHING_ALGORITHM)),
+            Err(CredentialsError::Format)
+        );
+        assert!(matches!(
+            Record::from_management("", None),
+            Err(CredentialsError::Unsupported(text)) if text.contains("without a password")
+        ));
         // A SCRAM record below the iteration floor stays refused, not read as a hash.
         let weak = Credentials::derive("pw", b"salt", 1).encode();
         assert_eq!(

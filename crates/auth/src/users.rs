@@ -37,7 +37,8 @@ pub enum UsersError {
 pub const MAX_TAGS: usize = 64;
 
 const HEADER: &str = "# Ferry users: name:SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey \
-                      (base64), or name:RABBIT-SHA-256$hash (RabbitMQ's, PLAIN logins only) \
+                      (base64), or name:RABBIT-SHA-256$hash or RABBIT-SHA-512$hash (RabbitMQ's, \
+                      PLAIN logins only) \
                       [tags=a,b]. Edit with `ferry user`.\n";
 
 const TAGS: &str = "tags=";

@@ -7,7 +7,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::http::{seg, Http, Reply};
-use common::raw::Raw;
 use common::raw091::Raw091;
 use common::Ferryd;
 use ferry_amqp091::{BasicProperties, FieldValue, Method, ShortStr};
@@ -841,6 +840,12 @@ fn logins_are_checked_and_the_acl_applies() {
     alice.get("/metrics").expect(200);
 }
 
+/// RabbitMQ's passwords guide's example: "test12" hashed with SHA-256, as RabbitMQ's API and
+/// definitions carry it.
+const GUIDE_SHA256: &str = "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR";
+/// An MD5 hash of RabbitMQ before 3.6 ("simon").
+const RABBIT_MD5: &str = "ytUIm8s3AnKsXQjptplKFytfVxI=";
+
 #[test]
 fn users_are_created_changed_and_deleted_through_the_api() {
     // alice is an administrator; so will oscar be, but the ACL keeps him from user writes.
@@ -924,22 +929,20 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         .expect(201);
     alice.delete("/api/users/gina").expect(204);
 
-    // RabbitMQ's own hashes are kept as they are: as rabbitmqadmin sends them (the hash
-    // alone, RabbitMQ's default SHA-256: here the passwords guide's example for "test12"),
-    // and SHA-512 named. Their users log in with a password (HTTP Basic is PLAIN's check).
+    // RabbitMQ's own hashes are kept as they are, as rabbitmqadmin sends them: the hash
+    // alone (its length tells SHA-256 from SHA-512), or with the algorithm named, here in
+    // place of keys a password gave (which is logged). Their users log in with a password
+    // (HTTP Basic is PLAIN's check; the AMQP logins are in security.rs).
     alice
-        .put(
-            "/api/users/hank",
-            &json!({"password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"}),
-        )
+        .put("/api/users/hank", &json!({"password": "first"}))
         .expect(201);
+    alice
+        .put("/api/users/hank", &json!({"password_hash": GUIDE_SHA256}))
+        .expect(204);
     assert_eq!(login("hank", "test12"), 200);
     assert_eq!(login("hank", "test1"), 401);
     let hank = alice.get("/api/users/hank").expect(200).json();
-    assert_eq!(
-        hank["password_hash"],
-        "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"
-    );
+    assert_eq!(hank["password_hash"], GUIDE_SHA256);
     assert_eq!(hank["hashing_algorithm"], "rabbit_password_hashing_sha256");
     let sha512 =
         ferry_auth::RabbitHash::derive(ferry_auth::RabbitAlgorithm::Sha512, [5, 6, 7, 8], "hutch");
@@ -951,6 +954,19 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         .expect(204);
     assert_eq!(login("hank", "test12"), 401);
     assert_eq!(login("hank", "hutch"), 200);
+    let sha512 =
+        ferry_auth::RabbitHash::derive(ferry_auth::RabbitAlgorithm::Sha512, [5, 6, 7, 9], "pike");
+    alice
+        .put(
+            "/api/users/hank",
+            &json!({"password_hash": sha512.management_form()}),
+        )
+        .expect(204);
+    assert_eq!(login("hank", "pike"), 200);
+    assert_eq!(
+        alice.get("/api/users/hank").expect(200).json()["hashing_algorithm"],
+        "rabbit_password_hashing_sha512"
+    );
     alice.delete("/api/users/hank").expect(204);
 
     let slow = record.replacen("$100000:", "$4000000000:", 1);
@@ -974,12 +990,12 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         ),
         (
             "/api/users/dave",
-            json!({"password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR", "hashing_algorithm": "rabbit_password_hashing_sha512"}),
+            json!({"password_hash": GUIDE_SHA256, "hashing_algorithm": "rabbit_password_hashing_sha512"}),
             "a SHA-256 hash named SHA-512",
         ),
         (
             "/api/users/dave",
-            json!({"password_hash": "ytUIm8s3AnKsXQjptplKFytfVxI=", "hashing_algorithm": "rabbit_password_hashing_md5"}),
+            json!({"password_hash": RABBIT_MD5, "hashing_algorithm": "rabbit_password_hashing_md5"}),
             "RabbitMQ's MD5 hashes",
         ),
         (
@@ -1012,6 +1028,14 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         let r = alice.put(path, &body);
         assert_eq!(r.status, 400, "{why}: {}", r.text());
         assert!(is_rabbitmq_error(&r), "{why}");
+    }
+    for algorithm in [Some("rabbit_password_hashing_md5"), None] {
+        let r = alice.put(
+            "/api/users/dave",
+            &json!({"password_hash": RABBIT_MD5, "hashing_algorithm": algorithm}),
+        );
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.text().contains("MD5"), "{}", r.text());
     }
     alice.get("/api/users/dave").expect(404);
     assert_eq!(alice.delete("/api/users/bad%0Aname").status, 400);
@@ -1081,14 +1105,14 @@ fn users_are_created_changed_and_deleted_through_the_api() {
 
     // A definitions export carries the users' records, and an import brings them back,
     // with users exported from RabbitMQ; those whose passwords cannot be checked (none, or
-    // MD5) are passed over.
+    // MD5) are passed over, and so is RabbitMQ's default guest/guest.
     let exported = alice.get("/api/definitions").expect(200).json();
     alice.delete("/api/users/erin").expect(204);
     let mut import = exported.clone();
     let from_rabbitmq = [
         json!({
             "name": "rabbit",
-            "password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR",
+            "password_hash": GUIDE_SHA256,
             "hashing_algorithm": "rabbit_password_hashing_sha256",
             "tags": ["monitoring"],
             "limits": {}
@@ -1096,9 +1120,15 @@ fn users_are_created_changed_and_deleted_through_the_api() {
         json!({"name": "cert-only", "password_hash": "", "tags": ""}),
         json!({
             "name": "ancient",
-            "password_hash": "ytUIm8s3AnKsXQjptplKFytfVxI=",
+            "password_hash": RABBIT_MD5,
             "hashing_algorithm": "rabbit_password_hashing_md5",
             "tags": ""
+        }),
+        json!({
+            "name": "guest",
+            "password_hash": ferry_auth::RabbitHash::derive(ferry_auth::RabbitAlgorithm::Sha256, [3; 4], "guest").management_form(),
+            "hashing_algorithm": "rabbit_password_hashing_sha256",
+            "tags": ["administrator"]
         }),
     ];
     import["users"]
@@ -1114,6 +1144,7 @@ fn users_are_created_changed_and_deleted_through_the_api() {
     );
     alice.get("/api/users/cert-only").expect(404);
     alice.get("/api/users/ancient").expect(404);
+    alice.get("/api/users/guest").expect(404);
     alice.delete("/api/users/rabbit").expect(204);
     assert_eq!(as_oscar.post("/api/definitions", &exported).status, 403);
     // A virtual host's definitions hold no users.
@@ -1166,21 +1197,6 @@ fn users_are_created_changed_and_deleted_through_the_api() {
             .status,
         400
     );
-    // A user with a RabbitMQ hash logs in over AMQP with PLAIN, on both protocols.
-    let hash = ferry_auth::RabbitHash::derive(
-        ferry_auth::RabbitAlgorithm::Sha256,
-        [1, 2, 3, 4],
-        "password",
-    );
-    alice
-        .put(
-            "/api/users/ivan",
-            &json!({"password_hash": hash.management_form()}),
-        )
-        .expect(201);
-    drop(Raw091::open_as(s.broker.addr, "ivan"));
-    drop(Raw::open_as(s.broker.addr, "ivan"));
-    alice.delete("/api/users/ivan").expect(204);
     // Deleting a user closes its connections, as RabbitMQ does; a password change does not.
     alice
         .put("/api/users/dave", &json!({"password": "password"}))
@@ -1213,7 +1229,19 @@ fn users_are_created_changed_and_deleted_through_the_api() {
     let Secured { broker, dir: _dir } = s;
     let (_, log) = broker.terminate();
     assert_eq!(log.matches("ACL denied update broker").count(), 5, "{log}");
-    assert_eq!(log.matches("passed over").count(), 2, "{log}");
+    assert_eq!(log.matches("passed over").count(), 3, "{log}");
+    assert_eq!(
+        log.matches("passed over: its password is").count(),
+        1,
+        "{log}"
+    );
+    // Taking a hash in place of keys is told; a new user's hash only noted.
+    assert_eq!(
+        log.matches("SCRAM-SHA-256 keys were replaced by a RabbitMQ password hash")
+            .count(),
+        1,
+        "{log}"
+    );
 }
 
 #[test]

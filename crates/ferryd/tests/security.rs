@@ -725,6 +725,43 @@ fn plain_and_amqplain_over_0_9_1() {
 }
 
 #[test]
+fn a_rabbitmq_password_hash_admits_plain_and_amqplain_but_not_scram() {
+    let dir = TempDir::new("rabbithash");
+    users_file(&dir);
+    let mut users = ferry_auth::Users::load(&dir.path("users"))
+        .unwrap()
+        .unwrap();
+    let hash = ferry_auth::RabbitHash::derive(ferry_auth::RabbitAlgorithm::Sha256, [7; 4], "hutch");
+    users.insert("peter", hash).unwrap();
+    users.save(&dir.path("users")).unwrap();
+    let b = Ferryd::start_with(&["--auth", "yes", "--users-file", &dir.arg("users")]);
+    let (_, ok) = amqp010::login(plain(b.addr), &mut Plain("peter", "hutch"));
+    assert_eq!(ok, Login::Open);
+    assert_eq!(
+        amqp091::simple(plain(b.addr), &mut Plain("peter", "hutch")),
+        Login::Open
+    );
+    let raw = Some(amqp091::amqplain("peter", "hutch"));
+    let mut unused = Plain("", "");
+    let (_, amqplain, _) = amqp091::login(plain(b.addr), &mut unused, Some("AMQPLAIN"), raw, true);
+    assert_eq!(amqplain, Login::Open);
+    // A wrong password, and SCRAM (which needs keys a hash cannot give), are refused as an
+    // unknown user's login is.
+    let (_, wrong) = amqp010::login(plain(b.addr), &mut Plain("peter", "hutc"));
+    assert_eq!(wrong, Login::Closed(320, REFUSED_010.into()));
+    let scram = amqp010::login(plain(b.addr), &mut Scram::new("peter", "hutch")).1;
+    assert_eq!(scram, wrong);
+    let wrong = amqp091::simple(plain(b.addr), &mut Plain("peter", "hutc"));
+    assert!(matches!(wrong, Login::Closed(403, _)), "{wrong:?}");
+    let (_, log) = b.terminate();
+    assert!(log.contains("login refused: wrong password"), "{log}");
+    assert!(
+        log.contains("RabbitMQ password hash, which SCRAM cannot use"),
+        "{log}"
+    );
+}
+
+#[test]
 fn scram_sha_256_over_both_protocols() {
     let dir = TempDir::new("scram");
     let b = secure_broker(&dir, &[]);

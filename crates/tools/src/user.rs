@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use ferry_auth::{Credentials, Users, DEFAULT_ITERATIONS, MIN_ITERATIONS};
+use ferry_auth::{Credentials, RabbitAlgorithm, Record, Users, DEFAULT_ITERATIONS, MIN_ITERATIONS};
 
 use crate::ToolError;
 
@@ -83,7 +83,7 @@ pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
     match &opts.cmd {
         UserCmd::List => {
             for name in users.names() {
-                println!("{name}");
+                println!("{}", list_line(name, users.get(name)));
             }
             return Ok(());
         }
@@ -123,6 +123,21 @@ pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
     users.save(&path).map_err(failed)?;
     eprintln!("{} updated", path.display());
     Ok(())
+}
+
+/// A user's name, and what their record lets them do when that is less than a password's
+/// keys (users brought over from RabbitMQ).
+fn list_line(name: &str, record: Option<&Record>) -> String {
+    match record {
+        Some(Record::Rabbit(hash)) => format!(
+            "{name}\t(RabbitMQ {} hash: PLAIN logins only until `ferry user passwd {name}`)",
+            match hash.algorithm() {
+                RabbitAlgorithm::Sha256 => "SHA-256",
+                RabbitAlgorithm::Sha512 => "SHA-512",
+            }
+        ),
+        _ => name.to_owned(),
+    }
 }
 
 fn invalid(text: String) -> ToolError {
@@ -165,6 +180,36 @@ mod tests {
         let mut all = vec!["ferry"];
         all.extend_from_slice(args);
         run(&Cli::try_parse_from(all).map_err(|e| invalid(e.to_string()))?)
+    }
+
+    #[test]
+    fn a_rabbitmq_hash_is_listed_as_such_and_passwd_gives_keys() {
+        let dir = std::env::temp_dir().join(format!("ferry-user-rabbit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let file = dir.join("users");
+        let f = file.to_str().unwrap();
+        let mut users = Users::default();
+        let hash = ferry_auth::RabbitHash::derive(RabbitAlgorithm::Sha512, [1; 4], "old");
+        users.insert("peter", hash).unwrap();
+        users.save(&file).unwrap();
+        let users = Users::load(&file).unwrap().unwrap();
+        let line = list_line("peter", users.get("peter"));
+        assert!(line.starts_with("peter\t(RabbitMQ SHA-512 hash"), "{line}");
+        let args = [
+            "user",
+            "passwd",
+            "peter",
+            "--password",
+            "new",
+            "--users-file",
+            f,
+        ];
+        ferry(&[&args[..], &["--iterations", "4096"]].concat()).unwrap();
+        let users = Users::load(&file).unwrap().unwrap();
+        let record = users.get("peter").unwrap();
+        assert!(record.scram().is_some() && record.verify_password("new"));
+        assert_eq!(list_line("peter", Some(record)), "peter");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use ferry_server::{UserChange, UserInfo};
+use ferry_server::{record_of, UserChange, UserInfo};
 use serde_json::{json, Value};
 
 use super::{blocking, created_or_not, object, ok, text};
@@ -93,10 +93,13 @@ pub async fn put(
     JsonBody(body): JsonBody<Value>,
 ) -> ApiResult<Response> {
     object(&body)?;
+    let record = match text(&body, "password_hash")? {
+        Some(hash) => Some(record_of(hash, text(&body, "hashing_algorithm")?)?),
+        None => None,
+    };
     let change = UserChange {
         password: text(&body, "password")?.map(str::to_owned),
-        password_hash: text(&body, "password_hash")?.map(str::to_owned),
-        hashing_algorithm: text(&body, "hashing_algorithm")?.map(str::to_owned),
+        record,
         tags: tags(&body)?,
     };
     // Deriving a password's keys takes a while on purpose.

@@ -5,7 +5,7 @@
 //! operators' accounts.
 
 use ferry_acl::{Action, ObjectType};
-use ferry_auth::{Credentials, Record, Users, DEFAULT_ITERATIONS};
+use ferry_auth::{Credentials, CredentialsError, Record, Users, DEFAULT_ITERATIONS};
 
 use super::{Admin, AdminError, AdminUser};
 use crate::access;
@@ -16,12 +16,10 @@ use crate::auth::{UsersChangeError, ADMINISTRATOR};
 pub struct UserChange {
     /// Derived into a SCRAM-SHA-256 record (never stored as such).
     pub password: Option<String>,
-    /// A record as [`UserInfo::password_hash`] shows it, for copying a user between brokers,
-    /// or a password hash from RabbitMQ.
-    pub password_hash: Option<String>,
-    /// `password_hash`'s format as RabbitMQ names it; RabbitMQ's default (SHA-256) when
-    /// absent. A record of ferryd's own is taken whatever this says.
-    pub hashing_algorithm: Option<String>,
+    /// `password_hash` (with its `hashing_algorithm`) as [`record_of`] reads it: a record as
+    /// [`UserInfo::password_hash`] shows it, for copying a user between brokers, or a
+    /// password hash from RabbitMQ.
+    pub record: Option<Record>,
     /// Replaces the user's tags; `None` keeps an existing user's (a new one gets none).
     pub tags: Option<Vec<String>>,
 }
@@ -58,10 +56,13 @@ impl From<UsersChangeError> for AdminError {
 /// A `password_hash` and its `hashing_algorithm` as a users file record.
 pub fn record_of(password_hash: &str, algorithm: Option<&str>) -> Result<Record, AdminError> {
     let record = Record::from_management(password_hash, algorithm).map_err(|e| {
-        AdminError::BadRequest(format!(
-            "password_hash: {e} (ferryd takes the SCRAM-SHA-256 records its own GET \
-             /api/users shows, and RabbitMQ's SHA-256 and SHA-512 hashes)"
-        ))
+        AdminError::BadRequest(match e {
+            CredentialsError::Format => format!(
+                "password_hash: {e} (ferryd takes the SCRAM-SHA-256 records its own GET \
+                 /api/users shows, and RabbitMQ's SHA-256 and SHA-512 hashes)"
+            ),
+            _ => format!("password_hash: {e}"),
+        })
     })?;
     if let Record::Scram(c) = &record {
         if c.iterations > MAX_RECORD_ITERATIONS || c.salt.len() > MAX_RECORD_SALT {
@@ -169,7 +170,7 @@ impl AdminUser {
         valid_name(name)?;
         self.check_change(name)?;
         let bad = |what: String| Err(AdminError::BadRequest(what));
-        let record = match (&change.password, &change.password_hash) {
+        let record = match (&change.password, change.record) {
             (Some(_), Some(_)) => return bad("give password or password_hash, not both".into()),
             (Some(password), None) if password.is_empty() => {
                 return bad("password must not be empty".into())
@@ -179,11 +180,12 @@ impl AdminUser {
                     .map_err(|e| AdminError::BadRequest(format!("password: {e}")))?
                     .into(),
             ),
-            (None, Some(hash)) => Some(record_of(hash, change.hashing_algorithm.as_deref())?),
-            (None, None) => None,
+            (None, record) => record,
         };
-        let created = self.change_users(|users| {
+        let rabbit_hash = matches!(record, Some(Record::Rabbit(_)));
+        let (created, had_keys) = self.change_users(|users| {
             let created = users.get(name).is_none();
+            let had_keys = users.get(name).is_some_and(|r| r.scram().is_some());
             match record {
                 Some(record) => {
                     users.insert(name, record).map_err(invalid)?;
@@ -199,13 +201,23 @@ impl AdminUser {
             if let Some(tags) = &change.tags {
                 users.set_tags(name, tags).map_err(invalid)?;
             }
-            Ok(created)
+            Ok((created, had_keys))
         })?;
         tracing::info!(
             by = %self.user,
             "management {} user {name}",
             if created { "created" } else { "changed" }
         );
+        if rabbit_hash && had_keys {
+            // A weaker record, and no more SCRAM: the operator should know.
+            tracing::warn!(
+                by = %self.user,
+                "user {name}'s SCRAM-SHA-256 keys were replaced by a RabbitMQ password hash: \
+                 PLAIN logins only, until a new password"
+            );
+        } else if rabbit_hash {
+            tracing::info!("user {name} has a RabbitMQ password hash: PLAIN logins only");
+        }
         Ok(created)
     }
 
