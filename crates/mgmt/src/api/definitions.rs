@@ -2,8 +2,8 @@
 //! tags, and their password records for a caller who may change users) as RabbitMQ's
 //! definitions file; import users, exchanges, queues and bindings from one. A user is
 //! imported with a password record of ferryd's own or RabbitMQ's SHA-256/512 hash (so a
-//! RabbitMQ export brings its users); one without a hash, or with MD5, is passed over and
-//! logged. Permissions, policies and parameters are ignored: ferryd's rules live in its ACL
+//! RabbitMQ export brings its users); one without a hash, with MD5, or guest/guest is passed
+//! over and logged. Permissions, policies and parameters are ignored: ferryd's rules live in its ACL
 //! file.
 
 use std::sync::Arc;
@@ -158,7 +158,7 @@ fn required<'a>(v: &'a Value, key: &str, what: &str) -> ApiResult<&'a str> {
 
 /// Creates or replaces the users `body` lists, with their tags, and passes over (with a log
 /// line) those whose password ferryd cannot check: no hash (RabbitMQ's passwordless users),
-/// or a kind it does not keep (MD5).
+/// or a kind it does not keep (MD5); and RabbitMQ's default guest/guest.
 fn import_users(user: &AdminUser, body: &Value) -> ApiResult<()> {
     let Some(list) = body.get("users").filter(|u| !u.is_null()) else {
         return Ok(());
