@@ -78,6 +78,7 @@ _ferryd_wait_lines() {
 # openssl CLI (nothing secret is kept in the repository). Exports:
 #   FERRY_SECURE_PORT  plain port (auth required)      FERRY_TLS_PORT  TLS port
 #   FERRY_USER / FERRY_PASSWORD  a user in the users file
+#   FERRY_RABBIT_USER / FERRY_RABBIT_PASSWORD  a user with a RabbitMQ password hash
 #   FERRY_TLS_DIR      ca.pem, client.pem + client.key (CN=interop-client), and for Java
 #                      truststore.p12 / client.p12 (password: changeit)
 # With FERRY_PORT set (a broker run elsewhere) nothing starts and FERRY_SECURE_PORT is empty,
@@ -119,6 +120,11 @@ ferryd_start_secure() {
     printf '%s\n' "$FERRY_PASSWORD" |
         "$ferry" user add "$FERRY_USER" --password-stdin --users-file "$workdir/users" 2>/dev/null ||
         { echo "run.sh: ferry user add failed" >&2; exit 1; }
+    # A user as RabbitMQ's definitions carry one: its salted SHA-256 hash, not SCRAM keys
+    # (the example in RabbitMQ's passwords guide, whose password is test12).
+    export FERRY_RABBIT_USER=rabbitmq-user FERRY_RABBIT_PASSWORD=test12
+    printf '%s:RABBIT-SHA-256$%s\n' "$FERRY_RABBIT_USER" \
+        'kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR' >>"$workdir/users"
     # One rule for the suites' ACL tests: queues named acl-undeletable-* may not be deleted.
     printf 'acl deny all delete queue name=acl-undeletable-*\nacl allow all all\n' >"$workdir/acl"
     "$ferryd" --port 0 --interface 127.0.0.1 --auth yes --users-file "$workdir/users" --no-data-dir \
@@ -237,5 +243,6 @@ run_maven_suite() {
     (cd "$here" && mvn -B -q test -Dferry.host=127.0.0.1 -Dferry.port="$port" \
         -Dferry.securePort="${FERRY_SECURE_PORT-}" -Dferry.tlsPort="${FERRY_TLS_PORT-}" \
         -Dferry.tlsDir="${FERRY_TLS_DIR-}" -Dferry.user="${FERRY_USER-}" \
-        -Dferry.password="${FERRY_PASSWORD-}" ${MVN_ARGS:-})
+        -Dferry.password="${FERRY_PASSWORD-}" -Dferry.rabbitUser="${FERRY_RABBIT_USER-}" \
+        -Dferry.rabbitPassword="${FERRY_RABBIT_PASSWORD-}" ${MVN_ARGS:-})
 }

@@ -15,6 +15,9 @@ TLS_PORT = os.environ.get("FERRY_TLS_PORT", "")
 TLS_DIR = os.environ.get("FERRY_TLS_DIR", "")
 USER = os.environ.get("FERRY_USER", "")
 PASSWORD = os.environ.get("FERRY_PASSWORD", "")
+# A user as RabbitMQ's definitions carry one (interop/lib/ferryd.sh): a RabbitMQ password hash.
+RABBIT_USER = os.environ.get("FERRY_RABBIT_USER", "")
+RABBIT_PASSWORD = os.environ.get("FERRY_RABBIT_PASSWORD", "")
 
 pytestmark = pytest.mark.skipif(
     SECURE_PORT == "", reason="FERRY_PORT given: no secure broker to test"
@@ -98,3 +101,10 @@ def test_external_with_a_client_certificate():
         params(TLS_PORT, tls=tls_options(client_cert=True), credentials=ExternalCredentials())
     )
     round_trip(connection)
+
+
+def test_a_user_with_a_rabbitmq_password_hash_logs_in_with_plain():
+    with pika.BlockingConnection(params(SECURE_PORT, RABBIT_USER, RABBIT_PASSWORD)) as c:
+        round_trip(c)
+    with pytest.raises(ProbableAuthenticationError):
+        pika.BlockingConnection(params(SECURE_PORT, RABBIT_USER, RABBIT_PASSWORD + "x"))

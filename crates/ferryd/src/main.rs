@@ -94,6 +94,8 @@ async fn serve(options: Options) -> ExitCode {
         },
         users_file: options::users_file(&options),
         allow_anonymous: options.allow_anonymous.on(),
+        sasl_mechanisms: (!options.sasl_mechanisms.is_empty())
+            .then(|| options.sasl_mechanisms.clone()),
         max_connections: options.max_connections.max(1),
         max_message_size: options.max_message_size,
         connection_limit_per_user: options.connection_limit_per_user,

@@ -4,6 +4,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{ArgAction, Parser};
+use ferry_auth::Mechanism;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum YesNo {
@@ -58,6 +59,14 @@ pub struct Options {
     /// Offer SASL ANONYMOUS even with --auth yes.
     #[arg(long, value_enum, default_value = "no")]
     pub allow_anonymous: YesNo,
+
+    /// The SASL mechanisms AMQP clients may use, comma-separated (RabbitMQ's
+    /// auth_mechanisms): of EXTERNAL, SCRAM-SHA-256, PLAIN, AMQPLAIN, ANONYMOUS. Default:
+    /// all of them, each where it applies. Leaving SCRAM-SHA-256 out makes clients that pick
+    /// it whenever offered use PLAIN (needed for users with a RabbitMQ password hash).
+    /// Management's HTTP Basic logins are not affected.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = mechanism)]
+    pub sasl_mechanisms: Vec<Mechanism>,
 
     /// TLS port (both protocols) when --ssl-cert-file is given; 0 picks a free one and prints
     /// it on stdout (after the --port 0 line, if any).
@@ -316,6 +325,17 @@ pub fn parse_peers(text: &str) -> Result<Vec<(u64, String)>, String> {
 }
 
 /// A size in bytes, in the watermarks' units; not a fraction.
+/// A SASL mechanism ferryd has, by its name (any case).
+fn mechanism(name: &str) -> Result<Mechanism, String> {
+    Mechanism::from_name(name.trim().as_bytes()).ok_or_else(|| {
+        let known: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
+        format!(
+            "no SASL mechanism {name:?} (ferryd has {})",
+            known.join(", ")
+        )
+    })
+}
+
 fn parse_bytes(text: &str) -> Result<u64, String> {
     match crate::memory::parse(text)? {
         crate::memory::Mark::Bytes(n) => Ok(n),
@@ -520,6 +540,27 @@ mod tests {
         assert_eq!(o.connection_limit_per_user, 3);
         assert_eq!(o.connection_limit_per_ip, 4);
         assert_eq!(o.max_queues_per_user, 5);
+    }
+
+    #[test]
+    fn sasl_mechanisms_are_a_list_of_known_names() {
+        let o = Options::try_parse_from(strings(&["ferryd"])).unwrap();
+        assert!(o.sasl_mechanisms.is_empty(), "all of them");
+        let o = Options::try_parse_from(strings(&[
+            "ferryd",
+            "--sasl-mechanisms",
+            "plain,AMQPLAIN,EXTERNAL",
+        ]))
+        .unwrap();
+        assert_eq!(
+            o.sasl_mechanisms,
+            [Mechanism::Plain, Mechanism::AmqPlain, Mechanism::External]
+        );
+        let e =
+            Options::try_parse_from(strings(&["ferryd", "--sasl-mechanisms", "PLAIN,CRAM-MD5"]))
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("CRAM-MD5") && e.contains("SCRAM-SHA-256"), "{e}");
     }
 
     #[test]

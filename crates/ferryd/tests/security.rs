@@ -759,6 +759,32 @@ fn a_rabbitmq_password_hash_admits_plain_and_amqplain_but_not_scram() {
         log.contains("RabbitMQ password hash, which SCRAM cannot use"),
         "{log}"
     );
+
+    // Without SCRAM on offer, clients that would pick it use PLAIN, and SCRAM is refused.
+    let b = Ferryd::start_with(&[
+        "--auth",
+        "yes",
+        "--users-file",
+        &dir.arg("users"),
+        "--sasl-mechanisms",
+        "PLAIN,AMQPLAIN",
+    ]);
+    let (offered, ok) = amqp010::login(plain(b.addr), &mut Plain("peter", "hutch"));
+    assert_eq!(offered, ["PLAIN"]);
+    assert_eq!(ok, Login::Open);
+    let (offered, ok, _) = amqp091::login(
+        plain(b.addr),
+        &mut Plain("peter", "hutch"),
+        None,
+        None,
+        true,
+    );
+    assert_eq!(offered, ["PLAIN", "AMQPLAIN"]);
+    assert_eq!(ok, Login::Open);
+    let scram = amqp010::login(plain(b.addr), &mut Scram::new("alice", "wonderland")).1;
+    assert_eq!(scram, Login::Closed(320, REFUSED_010.into()));
+    let (_, log) = b.terminate();
+    assert!(log.contains("mechanism not offered"), "{log}");
 }
 
 #[test]

@@ -78,6 +78,8 @@ pub struct AuthService {
     checked: PasswordCache,
     /// Management's changes to the users file, one at a time.
     writing: Mutex<()>,
+    /// `--sasl-mechanisms`: what AMQP logins may use (`None`: everything that applies).
+    enabled: Option<Vec<Mechanism>>,
 }
 
 /// The tag RabbitMQ gives its default user, and asks of whoever changes users.
@@ -137,6 +139,7 @@ impl AuthService {
             generation: AtomicU64::new(0),
             checked: PasswordCache::new()?,
             writing: Mutex::new(()),
+            enabled: config.sasl_mechanisms.clone(),
         };
         service.log_users(&service.current.read());
         Ok(service)
@@ -202,8 +205,17 @@ impl AuthService {
             .read()
             .mechanisms(has_client_identity, amqp091)
             .into_iter()
+            .filter(|m| self.enabled(*m))
             .map(Mechanism::name)
             .collect()
+    }
+
+    /// Whether `--sasl-mechanisms` lets AMQP logins use `mechanism`.
+    fn enabled(&self, mechanism: Mechanism) -> bool {
+        match &self.enabled {
+            None => true,
+            Some(list) => list.contains(&mechanism),
+        }
     }
 
     /// Runs the first step for the client's chosen mechanism and `response`.
@@ -215,14 +227,29 @@ impl AuthService {
         client_identity: Option<String>,
         amqp091: bool,
     ) -> AuthTask {
+        self.begin(mechanism, response, peer, client_identity, amqp091, true)
+    }
+
+    /// [`AuthService::start`]; `restricted`: only what `--sasl-mechanisms` enables (AMQP),
+    /// else anything that applies (management's HTTP Basic, which is PLAIN's check).
+    fn begin(
+        self: &Arc<Self>,
+        mechanism: &[u8],
+        response: Vec<u8>,
+        peer: SocketAddr,
+        client_identity: Option<String>,
+        amqp091: bool,
+        restricted: bool,
+    ) -> AuthTask {
         let service = self.clone();
         let name = String::from_utf8_lossy(mechanism).into_owned();
         self.run(move || {
             let authenticator = service.current();
             let offered = Mechanism::from_name(name.as_bytes()).filter(|m| {
-                authenticator
-                    .mechanisms(client_identity.is_some(), amqp091)
-                    .contains(m)
+                (!restricted || service.enabled(*m))
+                    && authenticator
+                        .mechanisms(client_identity.is_some(), amqp091)
+                        .contains(m)
             });
             let Some(mechanism) = offered else {
                 refused(peer, &name, None, "mechanism not offered");
@@ -302,7 +329,10 @@ impl AuthService {
         response.push(0);
         response.extend_from_slice(password.as_bytes());
         let generation = self.generation.load(Ordering::Relaxed);
-        match self.start(b"PLAIN", response, peer, None, false).await {
+        match self
+            .begin(b"PLAIN", response, peer, None, false, false)
+            .await
+        {
             AuthOutcome::Success(name) => {
                 if self.mode == Mode::Verify {
                     self.checked.insert(user, password, generation);
@@ -665,6 +695,49 @@ mod tests {
         );
         let anon = open.start(b"ANONYMOUS", vec![], local, None, false).await;
         assert!(matches!(anon, AuthOutcome::Success(u) if u == "anonymous"));
+    }
+
+    #[tokio::test]
+    async fn sasl_mechanisms_limit_amqp_logins_but_not_http_basic() {
+        let s = service(ServerConfig {
+            sasl_mechanisms: Some(vec![Mechanism::Plain, Mechanism::Anonymous]),
+            ..quick()
+        });
+        // ANONYMOUS stays off without --allow-anonymous; AMQPLAIN and SCRAM are left out.
+        assert_eq!(s.offered(false, true), ["PLAIN"]);
+        assert_eq!(s.offered(true, false), ["PLAIN"]);
+        let local = peer([127, 0, 0, 1]);
+        let scram = s
+            .start(
+                b"SCRAM-SHA-256",
+                b"n,,n=guest,r=abc".to_vec(),
+                local,
+                None,
+                false,
+            )
+            .await;
+        assert!(matches!(scram, AuthOutcome::Failure));
+        let amqplain = s
+            .start(b"AMQPLAIN", b"\0guest\0guest".to_vec(), local, None, true)
+            .await;
+        assert!(matches!(amqplain, AuthOutcome::Failure));
+        let plain = s
+            .start(b"PLAIN", b"\0guest\0guest".to_vec(), local, None, true)
+            .await;
+        assert!(matches!(plain, AuthOutcome::Success(u) if u == "guest"));
+        // Management's check is PLAIN's whatever AMQP may use.
+        let only_scram = service(ServerConfig {
+            sasl_mechanisms: Some(vec![Mechanism::ScramSha256]),
+            ..quick()
+        });
+        assert_eq!(only_scram.offered(false, true), ["SCRAM-SHA-256"]);
+        assert_eq!(
+            only_scram
+                .check_password("guest", "guest", local)
+                .await
+                .as_deref(),
+            Some("guest")
+        );
     }
 
     #[tokio::test]

@@ -35,6 +35,9 @@ pub struct ServerConfig {
     pub users_file: Option<PathBuf>,
     /// Offer ANONYMOUS even with `AuthMode::Required`.
     pub allow_anonymous: bool,
+    /// The SASL mechanisms AMQP logins may use (`None`: all, each where it applies).
+    /// Management's HTTP Basic check is PLAIN's whatever this says.
+    pub sasl_mechanisms: Option<Vec<ferry_auth::Mechanism>>,
     /// How long a refused login waits before the client hears of it.
     pub auth_failure_delay: Duration,
     pub max_connections: usize,
@@ -90,6 +93,7 @@ impl Default for ServerConfig {
             auth: AuthMode::None,
             users_file: None,
             allow_anonymous: false,
+            sasl_mechanisms: None,
             auth_failure_delay: Duration::from_secs(1),
             max_connections: 500,
             max_frame_size: 65535,
