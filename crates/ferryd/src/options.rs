@@ -62,10 +62,18 @@ pub struct Options {
 
     /// The SASL mechanisms AMQP clients may use, comma-separated (RabbitMQ's
     /// auth_mechanisms): of EXTERNAL, SCRAM-SHA-256, PLAIN, AMQPLAIN, ANONYMOUS. Default:
-    /// all of them, each where it applies. Leaving SCRAM-SHA-256 out makes clients that pick
-    /// it whenever offered use PLAIN (needed for users with a RabbitMQ password hash).
-    /// Management's HTTP Basic logins are not affected.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = mechanism)]
+    /// all of them, each where it applies (offered strongest first whatever the order here).
+    /// Leaving SCRAM-SHA-256 out makes clients that pick it whenever offered use PLAIN
+    /// (needed for users with a RabbitMQ password hash). Management's HTTP Basic logins are
+    /// not affected.
+    // Set, not append: the command line's list replaces a config file's.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_parser = mechanism,
+        action = ArgAction::Set
+    )]
     pub sasl_mechanisms: Vec<Mechanism>,
 
     /// TLS port (both protocols) when --ssl-cert-file is given; 0 picks a free one and prints
@@ -324,7 +332,6 @@ pub fn parse_peers(text: &str) -> Result<Vec<(u64, String)>, String> {
     Ok(out)
 }
 
-/// A size in bytes, in the watermarks' units; not a fraction.
 /// A SASL mechanism ferryd has, by its name (any case).
 fn mechanism(name: &str) -> Result<Mechanism, String> {
     Mechanism::from_name(name.trim().as_bytes()).ok_or_else(|| {
@@ -336,6 +343,7 @@ fn mechanism(name: &str) -> Result<Mechanism, String> {
     })
 }
 
+/// A size in bytes, in the watermarks' units; not a fraction.
 fn parse_bytes(text: &str) -> Result<u64, String> {
     match crate::memory::parse(text)? {
         crate::memory::Mark::Bytes(n) => Ok(n),
@@ -561,6 +569,16 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(e.contains("CRAM-MD5") && e.contains("SCRAM-SHA-256"), "{e}");
+        // A config file's list is replaced by the command line's, not added to.
+        let mut args = config_file_args(
+            Path::new("/etc/ferry/ferryd.conf"),
+            "sasl-mechanisms = PLAIN, AMQPLAIN\n",
+        )
+        .unwrap();
+        args.insert(0, "ferryd".into());
+        args.extend(strings(&["--sasl-mechanisms", "SCRAM-SHA-256"]));
+        let o = Options::try_parse_from(args).unwrap();
+        assert_eq!(o.sasl_mechanisms, [Mechanism::ScramSha256]);
     }
 
     #[test]

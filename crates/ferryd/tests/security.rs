@@ -760,7 +760,8 @@ fn a_rabbitmq_password_hash_admits_plain_and_amqplain_but_not_scram() {
         "{log}"
     );
 
-    // Without SCRAM on offer, clients that would pick it use PLAIN, and SCRAM is refused.
+    // With --sasl-mechanisms leaving SCRAM out, only PLAIN and AMQPLAIN are offered (a
+    // client that picks SCRAM whenever offered then uses PLAIN), and SCRAM is refused.
     let b = Ferryd::start_with(&[
         "--auth",
         "yes",

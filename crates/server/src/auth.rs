@@ -141,8 +141,33 @@ impl AuthService {
             writing: Mutex::new(()),
             enabled: config.sasl_mechanisms.clone(),
         };
+        service.check_mechanisms(config)?;
         service.log_users(&service.current.read());
         Ok(service)
+    }
+
+    /// Says what `--sasl-mechanisms` leaves AMQP clients, and refuses a list under which
+    /// nobody could log in.
+    fn check_mechanisms(&self, config: &ServerConfig) -> Result<(), String> {
+        if self.enabled.is_none() {
+            return Ok(());
+        }
+        // Over 0-9-1, where the most apply; EXTERNAL only over TLS with a client CA.
+        let certificates = config.tls.as_ref().is_some_and(|t| t.ca_file.is_some());
+        let with = self.offered(certificates, true);
+        let without = self.offered(false, true);
+        if with.is_empty() {
+            return Err(
+                "--sasl-mechanisms leaves no mechanism any AMQP client could log in with (EXTERNAL \
+                 needs TLS with --ssl-ca-file, ANONYMOUS --allow-anonymous or --auth no)"
+                    .into(),
+            );
+        }
+        info!("AMQP SASL mechanisms: {}", with.join(", "));
+        if without.is_empty() {
+            warn!("--sasl-mechanisms: only clients with a TLS certificate can log in over AMQP");
+        }
+        Ok(())
     }
 
     fn log_users(&self, auth: &Authenticator) {
@@ -168,7 +193,10 @@ impl AuthService {
                 }
             }
         }
-        if self.mode == Mode::Verify && auth.anonymous_allowed() {
+        if self.mode == Mode::Verify
+            && auth.anonymous_allowed()
+            && self.enabled(Mechanism::Anonymous)
+        {
             warn!("ANONYMOUS logins are enabled");
         }
     }
@@ -725,6 +753,15 @@ mod tests {
             .start(b"PLAIN", b"\0guest\0guest".to_vec(), local, None, true)
             .await;
         assert!(matches!(plain, AuthOutcome::Success(u) if u == "guest"));
+        // A list nobody could log in with stops ferryd at start.
+        for useless in [vec![Mechanism::External], vec![Mechanism::Anonymous]] {
+            let e = AuthService::new(&ServerConfig {
+                sasl_mechanisms: Some(useless),
+                ..quick()
+            })
+            .unwrap_err();
+            assert!(e.contains("no mechanism"), "{e}");
+        }
         // Management's check is PLAIN's whatever AMQP may use.
         let only_scram = service(ServerConfig {
             sasl_mechanisms: Some(vec![Mechanism::ScramSha256]),

@@ -3,8 +3,9 @@
 //! `AMQP 3 1 0 0` starts a SASL exchange (the shell's login: PLAIN, SCRAM-SHA-256, EXTERNAL,
 //! ANONYMOUS where allowed), after which the client sends `AMQP 0 1 0 0`. A client may also
 //! start with `AMQP 0 1 0 0`: as with qpidd, that is an anonymous login, admitted only where
-//! ANONYMOUS is (`--auth no`, or `--allow-anonymous`); otherwise the answer is the SASL header
-//! and the connection ends, the spec's way of saying "SASL first".
+//! ANONYMOUS is offered (`--auth no`, or `--allow-anonymous`, as `--sasl-mechanisms` allows);
+//! otherwise the answer is the SASL header and the connection ends, the spec's way of saying
+//! "SASL first".
 //!
 //! Then open, sessions (`session`), links on which we receive (`receiver`: publishes) or send
 //! (`sender`: queue consumers), transactions (`txn`), addresses (`address`). The message
@@ -105,7 +106,7 @@ pub fn connection(services: Services, peer: Peer, now: Instant, sasl: bool) -> C
         shell.login.start(b"ANONYMOUS", Vec::new());
         shell.phase = Phase::Authenticating;
     } else {
-        debug!(peer = %shell.peer, "AMQP 1.0 without SASL refused: logins are required");
+        debug!(peer = %shell.peer, "AMQP 1.0 without SASL refused: ANONYMOUS is not offered");
         shell.out.extend_from_slice(&SASL_PROTOCOL_HEADER);
         shell.finish();
     }
