@@ -53,6 +53,14 @@ impl RabbitAlgorithm {
             })
     }
 
+    /// The digest's name, for people ("SHA-256").
+    pub fn label(self) -> &'static str {
+        match self {
+            RabbitAlgorithm::Sha256 => "SHA-256",
+            RabbitAlgorithm::Sha512 => "SHA-512",
+        }
+    }
+
     pub fn management_name(self) -> &'static str {
         match self {
             RabbitAlgorithm::Sha256 => "rabbit_password_hashing_sha256",

@@ -103,9 +103,9 @@ impl Users {
             validate_user_name(name).map_err(|e| syntax(e.to_string()))?;
             let mut fields = rest.split_whitespace();
             let record = fields.next().unwrap_or_default();
-            let credentials = Record::parse(record)
+            let parsed = Record::parse(record)
                 .map_err(|e: CredentialsError| syntax(format!("user {name}: {e}")))?;
-            if entries.insert(name.to_owned(), credentials).is_some() {
+            if entries.insert(name.to_owned(), parsed).is_some() {
                 return Err(syntax(format!("user {name} appears twice")));
             }
             match (fields.next(), fields.next()) {

@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use ferry_auth::{Credentials, RabbitAlgorithm, Record, Users, DEFAULT_ITERATIONS, MIN_ITERATIONS};
+use ferry_auth::{Credentials, Record, Users, DEFAULT_ITERATIONS, MIN_ITERATIONS};
 
 use crate::ToolError;
 
@@ -131,10 +131,7 @@ fn list_line(name: &str, record: Option<&Record>) -> String {
     match record {
         Some(Record::Rabbit(hash)) => format!(
             "{name}\t(RabbitMQ {} hash: PLAIN logins only until `ferry user passwd {name}`)",
-            match hash.algorithm() {
-                RabbitAlgorithm::Sha256 => "SHA-256",
-                RabbitAlgorithm::Sha512 => "SHA-512",
-            }
+            hash.algorithm().label()
         ),
         _ => name.to_owned(),
     }
@@ -189,7 +186,8 @@ mod tests {
         let file = dir.join("users");
         let f = file.to_str().unwrap();
         let mut users = Users::default();
-        let hash = ferry_auth::RabbitHash::derive(RabbitAlgorithm::Sha512, [1; 4], "old");
+        let hash =
+            ferry_auth::RabbitHash::derive(ferry_auth::RabbitAlgorithm::Sha512, [1; 4], "old");
         users.insert("peter", hash).unwrap();
         users.save(&file).unwrap();
         let users = Users::load(&file).unwrap().unwrap();
