@@ -23,8 +23,10 @@ workdir=$(mktemp -d "${TMPDIR:-/tmp}/ferry-interop.XXXXXX")
 ferryd_pid=""
 port=""
 secure_pid=""
+plain_only_pid=""
 
 ferryd_stop() {
+    _ferryd_stop_pid "$plain_only_pid"
     _ferryd_stop_pid "$secure_pid"
     _ferryd_stop_pid "$ferryd_pid"
     rm -rf "$workdir"
@@ -56,6 +58,10 @@ ferryd_log_tail() {
     if [ -n "$secure_pid" ]; then
         echo "---- secure ferryd stderr (tail) ----" >&2
         tail -n 60 "$workdir/secure.err" >&2
+    fi
+    if [ -n "$plain_only_pid" ]; then
+        echo "---- plain-only ferryd stderr (tail) ----" >&2
+        tail -n 30 "$workdir/plain-only.err" >&2
     fi
 }
 
@@ -142,6 +148,30 @@ ferryd_start_secure() {
     FERRY_TLS_PORT=$(echo "$lines" | sed -n 2p)
     export FERRY_SECURE_PORT FERRY_TLS_PORT FERRY_TLS_DIR=$tls
     echo "run.sh: secure ferryd (pid $secure_pid): auth on 127.0.0.1:$FERRY_SECURE_PORT, TLS on :$FERRY_TLS_PORT"
+}
+
+# A third ferryd, after ferryd_start_secure and with its users file, that offers only
+# PLAIN and AMQPLAIN (--sasl-mechanisms): what an operator does so that clients which pick
+# SCRAM-SHA-256 whenever offered log in as users with a RabbitMQ password hash. Exports
+# FERRY_PLAIN_ONLY_PORT (empty when the secure ferryd was not started here).
+ferryd_start_plain_only() {
+    if [ -z "${FERRY_SECURE_PORT:-}" ]; then
+        export FERRY_PLAIN_ONLY_PORT=""
+        return 0
+    fi
+    local ferryd=${1:-$repo_root/target/debug/ferryd}
+    "$ferryd" --port 0 --interface 127.0.0.1 --auth yes --users-file "$workdir/users" --no-data-dir \
+        --sasl-mechanisms PLAIN,AMQPLAIN \
+        >"$workdir/plain-only.out" 2>"$workdir/plain-only.err" </dev/null &
+    plain_only_pid=$!
+    local lines
+    if ! _ferryd_wait_lines "$workdir/plain-only.out" 1 "$plain_only_pid"; then
+        echo "run.sh: the plain-only ferryd printed no port" >&2
+        tail -n 40 "$workdir/plain-only.err" >&2
+        exit 1
+    fi
+    export FERRY_PLAIN_ONLY_PORT=$lines
+    echo "run.sh: plain-only ferryd (pid $plain_only_pid): PLAIN and AMQPLAIN on 127.0.0.1:$FERRY_PLAIN_ONLY_PORT"
 }
 
 ferryd_start() {
@@ -244,5 +274,6 @@ run_maven_suite() {
         -Dferry.securePort="${FERRY_SECURE_PORT-}" -Dferry.tlsPort="${FERRY_TLS_PORT-}" \
         -Dferry.tlsDir="${FERRY_TLS_DIR-}" -Dferry.user="${FERRY_USER-}" \
         -Dferry.password="${FERRY_PASSWORD-}" -Dferry.rabbitUser="${FERRY_RABBIT_USER-}" \
-        -Dferry.rabbitPassword="${FERRY_RABBIT_PASSWORD-}" ${MVN_ARGS:-})
+        -Dferry.rabbitPassword="${FERRY_RABBIT_PASSWORD-}" \
+        -Dferry.plainOnlyPort="${FERRY_PLAIN_ONLY_PORT-}" ${MVN_ARGS:-})
 }

@@ -9,5 +9,6 @@
 source "$(dirname "$0")/../lib/ferryd.sh"
 ferryd_start "${1:-}"
 ferryd_start_secure "${1:-}"
+ferryd_start_plain_only "${1:-}"
 run_maven_suite "$(cd "$(dirname "$0")" && pwd)"
 ferryd_finish $?

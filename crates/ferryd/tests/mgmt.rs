@@ -66,6 +66,23 @@ fn overview_nodes_users_vhosts_and_whoami() {
     assert_eq!(node["name"], o["node"]);
     assert!(node["mem_used"].as_u64().unwrap() > 0);
     assert!(node["running"].as_bool().unwrap());
+    // --auth no: no SCRAM (it needs a record), and no TLS for EXTERNAL.
+    let enabled: Vec<(&str, bool)> = node["auth_mechanisms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["enabled"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        enabled,
+        [
+            ("EXTERNAL", false),
+            ("SCRAM-SHA-256", false),
+            ("PLAIN", true),
+            ("AMQPLAIN", true),
+            ("ANONYMOUS", true)
+        ]
+    );
     let name = node["name"].as_str().unwrap();
     h.get(&format!("/api/nodes/{}", seg(name))).expect(200);
     h.get("/api/nodes/rabbit@elsewhere").expect(404);

@@ -159,6 +159,13 @@ impl Admin {
         self.auth.required()
     }
 
+    /// Every SASL mechanism with whether AMQP clients may log in with it (`--sasl-mechanisms`,
+    /// `--auth`, `--allow-anonymous`, and for EXTERNAL client certificates over TLS).
+    pub fn auth_mechanisms(&self) -> Vec<(&'static str, bool)> {
+        self.auth
+            .mechanism_availability(crate::auth::asks_for_certificates(&self.config))
+    }
+
     /// Connections the server accepts at most (`--max-connections`).
     pub fn max_connections(&self) -> usize {
         self.config.max_connections

@@ -153,8 +153,7 @@ impl AuthService {
             return Ok(());
         }
         // Over 0-9-1, where the most apply; EXTERNAL only over TLS with a client CA.
-        let certificates = config.tls.as_ref().is_some_and(|t| t.ca_file.is_some());
-        let with = self.offered(certificates, true);
+        let with = self.offered(asks_for_certificates(config), true);
         let without = self.offered(false, true);
         if with.is_empty() {
             return Err(
@@ -235,6 +234,17 @@ impl AuthService {
             .into_iter()
             .filter(|m| self.enabled(*m))
             .map(Mechanism::name)
+            .collect()
+    }
+
+    /// Every mechanism ferryd knows, each with whether some AMQP client may log in with it
+    /// (management's `auth_mechanisms`). `certificates`: a TLS listener asks for client
+    /// certificates, which EXTERNAL needs.
+    pub fn mechanism_availability(&self, certificates: bool) -> Vec<(&'static str, bool)> {
+        let usable = self.offered(certificates, true);
+        Mechanism::ALL
+            .into_iter()
+            .map(|m| (m.name(), usable.contains(&m.name())))
             .collect()
     }
 
@@ -580,6 +590,12 @@ fn file_stamp(path: &Path) -> FileStamp {
     Some((meta.modified().ok()?, meta.len(), inode))
 }
 
+/// Whether the TLS listener asks clients for certificates (`--ssl-ca-file`), so that
+/// EXTERNAL can apply.
+pub(crate) fn asks_for_certificates(config: &ServerConfig) -> bool {
+    config.tls.as_ref().is_some_and(|t| t.ca_file.is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -734,6 +750,30 @@ mod tests {
         // ANONYMOUS stays off without --allow-anonymous; AMQPLAIN and SCRAM are left out.
         assert_eq!(s.offered(false, true), ["PLAIN"]);
         assert_eq!(s.offered(true, false), ["PLAIN"]);
+        assert_eq!(
+            s.mechanism_availability(true),
+            [
+                ("EXTERNAL", false),
+                ("SCRAM-SHA-256", false),
+                ("PLAIN", true),
+                ("AMQPLAIN", false),
+                ("ANONYMOUS", false)
+            ]
+        );
+        // Without a list, EXTERNAL is there when certificates are asked for.
+        let all = service(quick());
+        let enabled = |certificates| {
+            all.mechanism_availability(certificates)
+                .into_iter()
+                .filter(|(_, on)| *on)
+                .map(|(name, _)| name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            enabled(true),
+            ["EXTERNAL", "SCRAM-SHA-256", "PLAIN", "AMQPLAIN"]
+        );
+        assert_eq!(enabled(false), ["SCRAM-SHA-256", "PLAIN", "AMQPLAIN"]);
         let local = peer([127, 0, 0, 1]);
         let scram = s
             .start(

@@ -143,6 +143,22 @@ fn churn(s: &Series<OverviewPoint>, w: Option<crate::stats::Window>) -> Value {
     Value::Object(out)
 }
 
+/// RabbitMQ's `auth_mechanisms`: each mechanism with whether AMQP clients may use it.
+fn auth_mechanisms(app: &App) -> Value {
+    app.admin
+        .auth_mechanisms()
+        .into_iter()
+        .map(|(name, enabled)| {
+            let description = match name {
+                "AMQPLAIN" => "AMQP 0-9-1's field-table form of PLAIN".to_owned(),
+                "EXTERNAL" => "SASL EXTERNAL: the TLS client certificate's name".to_owned(),
+                _ => format!("SASL {name}"),
+            };
+            json!({"name": name, "description": description, "enabled": enabled})
+        })
+        .collect()
+}
+
 /// RabbitMQ's `/api/nodes` entry for this broker.
 pub fn node(app: &App, o: &Overview, ctx: &Ctx) -> Value {
     let broker = app.broker();
@@ -171,7 +187,7 @@ pub fn node(app: &App, o: &Overview, ctx: &Ctx) -> Value {
         "contexts": [{
             "description": "Ferry Management", "path": "/", "port": app.addr.port().to_string(),
         }],
-        "auth_mechanisms": [],
+        "auth_mechanisms": auth_mechanisms(app),
         "cluster_links": [],
         "config_files": [],
         "log_files": [],
