@@ -490,7 +490,7 @@ mod amqp091 {
             }
         }
 
-        fn method(&mut self) -> Option<Method> {
+        pub fn method(&mut self) -> Option<Method> {
             match self.next()? {
                 (_, Assembled::Method(m)) => Some(m),
                 (_, Assembled::Message(_)) => panic!("unexpected message"),
@@ -580,6 +580,18 @@ mod amqp091 {
         raw_response: Option<Vec<u8>>,
         failure_close: bool,
     ) -> (Vec<String>, Login, Option<Conn>) {
+        login_then(s, sasl, mechanism, raw_response, failure_close, &mut || {})
+    }
+
+    /// As [`login`], running `before_open` between tune-ok and connection.open.
+    pub fn login_then(
+        s: Stream,
+        sasl: &mut dyn Sasl,
+        mechanism: Option<&str>,
+        raw_response: Option<Vec<u8>>,
+        failure_close: bool,
+        before_open: &mut dyn FnMut(),
+    ) -> (Vec<String>, Login, Option<Conn>) {
         let mut c = Conn {
             s,
             inbuf: BytesMut::new(),
@@ -644,6 +656,7 @@ mod amqp091 {
                 None => return (offered, Login::Dropped, None),
             }
         }
+        before_open();
         c.send(
             0,
             ConnectionOpen {
@@ -872,6 +885,50 @@ fn users_added_while_running_can_log_in() {
         amqp010::login(plain(b.addr), &mut Plain("bob", "builder")).1,
         Login::Open
     );
+}
+
+/// A user deleted after its password was checked but before its connection.open: management
+/// found no connection of theirs to close, so the connection closes itself once open.
+#[test]
+fn a_user_deleted_while_its_connection_opens_is_closed_out() {
+    let dir = TempDir::new("deleted-opening");
+    let b = secure_broker(&dir, &[]);
+    let path = dir.path("users");
+    let mut users = ferry_auth::Users::load(&path).unwrap().unwrap();
+    let bob = ferry_auth::Credentials::new("builder", ferry_auth::MIN_ITERATIONS).unwrap();
+    users.insert("bob", bob).unwrap();
+    users.save(&path).unwrap();
+    let (_, login, conn) = amqp091::login_then(
+        plain(b.addr),
+        &mut Plain("alice", "wonderland"),
+        None,
+        None,
+        true,
+        &mut || {
+            let mut users = ferry_auth::Users::load(&path).unwrap().unwrap();
+            assert!(users.remove("alice"));
+            users.save(&path).unwrap();
+        },
+    );
+    assert_eq!(login, Login::Open);
+    match conn.unwrap().method() {
+        Some(ferry_amqp091::Method::ConnectionClose(close)) => {
+            assert_eq!(close.reply_code, 320);
+            let text = String::from_utf8_lossy(close.reply_text.as_bytes()).into_owned();
+            assert!(text.contains("user 'alice' was deleted"), "{text}");
+        }
+        other => panic!("expected connection.close, got {other:?}"),
+    }
+    // Only the deleted user's logins: bob's connection opens and stays.
+    let (_, login, conn) = amqp091::login(
+        plain(b.addr),
+        &mut Plain("bob", "builder"),
+        None,
+        None,
+        true,
+    );
+    assert_eq!(login, Login::Open);
+    conn.unwrap().round_trip(1, 10);
 }
 
 #[test]

@@ -247,6 +247,12 @@ impl Shell {
         };
         let connections = self.broker.connections().clone();
         self.registration = Some(connections.register(self.id, meta, &self.outbox));
+        // After registering: a deletion from now on finds this connection and closes it.
+        if self.login.user_deleted() {
+            self.outbox.push(OutboxItem::Close {
+                reason: format!("user '{}' was deleted", self.login.user()),
+            });
+        }
     }
 
     /// Sessions changed (opened, ended, consumers, modes): management hears of it soon.
