@@ -153,9 +153,9 @@ ferryd_start_secure() {
 # A third ferryd, after ferryd_start_secure and with its users file, that offers only
 # PLAIN and AMQPLAIN (--sasl-mechanisms): what an operator does so that clients which pick
 # SCRAM-SHA-256 whenever offered log in as users with a RabbitMQ password hash. Exports
-# FERRY_PLAIN_ONLY_PORT (empty when the secure ferryd was not started here).
+# FERRY_PLAIN_ONLY_PORT (empty when no secure ferryd was started here).
 ferryd_start_plain_only() {
-    if [ -z "${FERRY_SECURE_PORT:-}" ]; then
+    if [ -z "$secure_pid" ]; then
         export FERRY_PLAIN_ONLY_PORT=""
         return 0
     fi

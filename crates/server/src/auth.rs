@@ -203,8 +203,10 @@ impl AuthService {
     /// The users as of now, re-reading the users file if it was replaced since.
     fn current(&self) -> Arc<Authenticator> {
         if let (Mode::Verify, Some(path)) = (self.mode, &self.users_file) {
-            let stamp = file_stamp(path);
+            // Looked at under the lock: a caller that looked before another's reload would
+            // record the older stamp, and the next call would load the file again.
             let mut loaded = self.loaded.lock();
+            let stamp = file_stamp(path);
             if *loaded != stamp {
                 let users = match Users::load(path) {
                     Ok(Some(users)) => Some(users),
@@ -554,10 +556,12 @@ impl Login {
         self.user.as_deref().unwrap_or_default()
     }
 
-    /// Whether the users file no longer has the user this connection logged in as with a
-    /// password. Management closes a deleted user's open connections; one between its
-    /// password check and its open is not registered yet, so the connection looks again once
-    /// it is (RabbitMQ, too, asks its user database again at connection.open).
+    /// Whether the users loaded now no longer have the user this connection logged in as
+    /// with a password. Management closes a deleted user's open connections; one between its
+    /// password check and its open is not registered yet, so the connection looks again
+    /// (RabbitMQ, too, asks its user database again at connection.open). The users in
+    /// memory, not the file: management replaces them before it looks for connections, and
+    /// this runs on an event loop, where reading the file has no place.
     pub fn user_deleted(&self) -> bool {
         let Some(user) = &self.user else {
             return false;
@@ -568,7 +572,7 @@ impl Login {
         );
         by_password
             && self.service.mode == Mode::Verify
-            && self.service.current().users().get(user).is_none()
+            && self.service.current.read().users().get(user).is_none()
     }
 }
 
@@ -901,10 +905,14 @@ mod tests {
         let other = logged_in(&s, b"PLAIN", "\0bob\0pw", None).await;
         // A certificate's name needs no entry in the users file.
         let external = logged_in(&s, b"EXTERNAL", "", Some("alice")).await;
-        assert!(!plain.user_deleted() && !amqplain.user_deleted());
-        assert!(users.remove("alice"));
-        users.save(&path).unwrap();
-        assert!(plain.user_deleted() && amqplain.user_deleted());
+        // A SCRAM login's outcome, as its last step leaves it (the exchange is tested apart).
+        let mut scram = Login::new(s.clone(), peer([127, 0, 0, 1]), None, false);
+        scram.mechanism = "SCRAM-SHA-256".into();
+        scram.user = Some("alice".into());
+        assert!(!plain.user_deleted() && !amqplain.user_deleted() && !scram.user_deleted());
+        // As management deletes: the users in memory are replaced at once.
+        assert!(s.change_users(|users| Ok(users.remove("alice"))).unwrap());
+        assert!(plain.user_deleted() && amqplain.user_deleted() && scram.user_deleted());
         assert!(!other.user_deleted() && !external.user_deleted());
         std::fs::remove_dir_all(&dir).unwrap();
         // With --auth no, PLAIN admits names no file has.

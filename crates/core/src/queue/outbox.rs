@@ -62,7 +62,8 @@ pub enum OutboxItem {
     /// The journal reached a sync point this connection asked about
     /// ([`crate::Journal::notify_when_durable`]): completions or confirms waiting for it can go.
     Durable,
-    /// Management asked the connection to close (the peer is told `reason`).
+    /// Management, or the connection itself on finding its user deleted, closes the
+    /// connection (the peer is told `reason`).
     Close {
         reason: String,
     },

@@ -442,8 +442,7 @@ impl Amqp010 {
                 shell.phase = Phase::AwaitOpen;
             }
             Control::ConnectionOpen(_) if phase == Phase::AwaitOpen && channel == 0 => {
-                let user = shell.login.user().to_owned();
-                if let Err(reason) = shell.access.admit(&user) {
+                if let Err(reason) = shell.admit() {
                     let fault = ConnectionFault {
                         code: CloseCode::ConnectionForced,
                         text: reason,

@@ -430,8 +430,7 @@ impl Amqp091 {
                     self.close_connection(shell, Fault::new(reply::NOT_ALLOWED, text), ids);
                     return;
                 }
-                let user = shell.login.user().to_owned();
-                if let Err(reason) = shell.access.admit(&user) {
+                if let Err(reason) = shell.admit() {
                     // RabbitMQ refuses vhost access and connection limits with 530.
                     self.close_connection(shell, Fault::new(reply::NOT_ALLOWED, reason), ids);
                     return;

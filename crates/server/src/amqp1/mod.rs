@@ -499,8 +499,7 @@ impl Amqp1 {
             self.fail(shell, Fault::new(condition::INVALID_FIELD, text));
             return;
         }
-        let user = shell.login.user().to_owned();
-        if let Err(reason) = shell.access.admit(&user) {
+        if let Err(reason) = shell.admit() {
             self.fail(shell, Fault::new(condition::UNAUTHORIZED_ACCESS, reason));
             return;
         }

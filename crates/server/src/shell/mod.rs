@@ -229,6 +229,17 @@ impl Shell {
         }
     }
 
+    /// The client asks to open the connection as the user it logged in as: refused (the
+    /// reason to send) when management deleted that user since the password check, or when
+    /// connection rules or the per-user limit say no.
+    pub fn admit(&mut self) -> Result<(), String> {
+        if self.login.user_deleted() {
+            return Err(format!("user '{}' was deleted", self.login.user()));
+        }
+        let user = self.login.user().to_owned();
+        self.access.admit(&user)
+    }
+
     /// The handshake is done: heartbeats apply from now, the handshake deadline no longer
     /// does, and management sees the connection.
     pub fn open(&mut self, opened: Opened) {
@@ -247,7 +258,8 @@ impl Shell {
         };
         let connections = self.broker.connections().clone();
         self.registration = Some(connections.register(self.id, meta, &self.outbox));
-        // After registering: a deletion from now on finds this connection and closes it.
+        // [`Shell::admit`] looked before open-ok; a deletion since then did not find this
+        // connection, and one from now on will.
         if self.login.user_deleted() {
             self.outbox.push(OutboxItem::Close {
                 reason: format!("user '{}' was deleted", self.login.user()),

@@ -21,7 +21,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Authentication and TLS with the real Qpid JMS 0-10 client, against the second ferryd that
- * run.sh starts with --auth yes, a users file and a TLS listener whose certificates it made.
+ * run.sh starts with --auth yes, a users file and a TLS listener whose certificates it made,
+ * and a third with the same users that offers only PLAIN (--sasl-mechanisms).
  */
 class SecurityTest {
     private static String securePort;
