@@ -92,6 +92,7 @@ pub async fn put(
     Path(name): Path<String>,
     JsonBody(body): JsonBody<Value>,
 ) -> ApiResult<Response> {
+    app.user(&caller).check_administrator()?;
     object(&body)?;
     let record = match text(&body, "password_hash")? {
         Some(hash) => Some(record_of(hash, text(&body, "hashing_algorithm")?)?),
