@@ -233,11 +233,18 @@ impl Shell {
     /// reason to send) when management deleted that user since the password check, or when
     /// connection rules or the per-user limit say no.
     pub fn admit(&mut self) -> Result<(), String> {
-        if self.login.user_deleted() {
-            return Err(format!("user '{}' was deleted", self.login.user()));
+        if let Some(reason) = self.user_deleted() {
+            return Err(reason);
         }
         let user = self.login.user().to_owned();
         self.access.admit(&user)
+    }
+
+    /// Why the connection may not go on when management deleted its user since the login.
+    fn user_deleted(&self) -> Option<String> {
+        self.login
+            .user_deleted()
+            .then(|| format!("user '{}' was deleted", self.login.user()))
     }
 
     /// The handshake is done: heartbeats apply from now, the handshake deadline no longer
@@ -260,10 +267,8 @@ impl Shell {
         self.registration = Some(connections.register(self.id, meta, &self.outbox));
         // [`Shell::admit`] looked before open-ok; a deletion since then did not find this
         // connection, and one from now on will.
-        if self.login.user_deleted() {
-            self.outbox.push(OutboxItem::Close {
-                reason: format!("user '{}' was deleted", self.login.user()),
-            });
+        if let Some(reason) = self.user_deleted() {
+            self.outbox.push(OutboxItem::Close { reason });
         }
     }
 
