@@ -491,6 +491,17 @@ mod amqp091 {
             }
         }
 
+        /// The broker's connection.close, when that is what comes next: (code, text).
+        pub fn close_received(&mut self) -> Option<(u16, String)> {
+            match self.method()? {
+                Method::ConnectionClose(close) => Some((
+                    close.reply_code,
+                    String::from_utf8_lossy(close.reply_text.as_bytes()).into_owned(),
+                )),
+                other => panic!("expected connection.close, got {}", other.name()),
+            }
+        }
+
         fn method(&mut self) -> Option<Method> {
             match self.next()? {
                 (_, Assembled::Method(m)) => Some(m),
@@ -940,6 +951,39 @@ fn a_user_deleted_while_their_connection_opens_is_refused() {
     );
     assert_eq!(login, Login::Open);
     conn.unwrap().round_trip(1, 10);
+}
+
+/// `ferry user del` edits the users file while ferryd runs: the removed user's open
+/// connection is closed within the file watcher's second (as management's delete closes
+/// it), and another user's carries on.
+#[test]
+fn a_user_removed_from_the_users_file_is_cut_off() {
+    let dir = TempDir::new("removed-from-file");
+    let b = secure_broker(&dir, &[]);
+    let path = dir.path("users");
+    let mut users = ferry_auth::Users::load(&path).unwrap().unwrap();
+    let bob = ferry_auth::Credentials::new("builder", ferry_auth::MIN_ITERATIONS).unwrap();
+    users.insert("bob", bob).unwrap();
+    users.save(&path).unwrap();
+    let open = |user: &'static str, password: &'static str| {
+        let (_, login, conn) =
+            amqp091::login(plain(b.addr), &mut Plain(user, password), None, None, true);
+        assert_eq!(login, Login::Open, "{user}");
+        conn.unwrap()
+    };
+    let mut alice = open("alice", "wonderland");
+    let mut bob = open("bob", "builder");
+    alice.round_trip(1, 10);
+    // As `ferry user del alice` saves it.
+    users.remove("alice");
+    users.save(&path).unwrap();
+    let (code, text) = alice.close_received().expect("alice's connection closed");
+    assert_eq!(code, 320, "{text}");
+    assert!(
+        text.contains("user 'alice' was removed from the users file"),
+        "{text}"
+    );
+    bob.round_trip(1, 10);
 }
 
 #[test]

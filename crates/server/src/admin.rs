@@ -27,6 +27,7 @@ use crate::config::ServerConfig;
 use crate::publish::{Encoding, Publish};
 use crate::state::ServerState;
 
+pub(crate) use users::close_connections_of;
 pub use users::{record_of, UserChange, UserInfo};
 
 /// Why a management request was refused; the HTTP layer picks the status from the variant.

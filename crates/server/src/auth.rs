@@ -2,7 +2,7 @@
 //! built-in guest, who may log in from where, and SASL steps run off the event-loop threads
 //! with a pause before every refusal.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -65,7 +65,8 @@ pub struct AuthService {
     mode: Mode,
     users_file: Option<PathBuf>,
     current: RwLock<Arc<Authenticator>>,
-    loaded: Mutex<FileStamp>,
+    /// The users file as last read, and whether the users in force came from a file.
+    loaded: Mutex<(FileStamp, bool)>,
     /// What applies while there is no users file.
     builtin: Users,
     failure_delay: Duration,
@@ -80,6 +81,9 @@ pub struct AuthService {
     writing: Mutex<()>,
     /// `--sasl-mechanisms`: what AMQP logins may use (`None`: everything that applies).
     enabled: Option<Vec<Mechanism>>,
+    /// Users gone from the users file by an edit other than management's (`ferry user del`),
+    /// whose connections are yet to be closed (see [`AuthService::take_removed`]).
+    removed: Mutex<BTreeSet<String>>,
 }
 
 /// The tag RabbitMQ gives its default user, and asks of whoever changes users.
@@ -111,16 +115,16 @@ impl AuthService {
                 (Mode::Verify, users)
             }
         };
-        let (users, stamp) = match (mode, &config.users_file) {
+        let (users, loaded) = match (mode, &config.users_file) {
             (Mode::Verify, Some(path)) => {
                 let stamp = file_stamp(path);
                 match Users::load(path) {
-                    Ok(Some(users)) => (users, stamp),
-                    Ok(None) => (builtin.clone(), stamp),
+                    Ok(Some(users)) => (users, (stamp, true)),
+                    Ok(None) => (builtin.clone(), (stamp, false)),
                     Err(e) => return Err(format!("users file: {e}")),
                 }
             }
-            _ => (builtin.clone(), None),
+            _ => (builtin.clone(), (None, false)),
         };
         let service = AuthService {
             mode,
@@ -130,7 +134,7 @@ impl AuthService {
                 config.allow_anonymous,
             ))),
             users_file: config.users_file.clone(),
-            loaded: Mutex::new(stamp),
+            loaded: Mutex::new(loaded),
             builtin,
             failure_delay: config.auth_failure_delay,
             slots: Arc::new(Semaphore::new(
@@ -140,6 +144,7 @@ impl AuthService {
             checked: PasswordCache::new()?,
             writing: Mutex::new(()),
             enabled: config.sasl_mechanisms.clone(),
+            removed: Mutex::new(BTreeSet::new()),
         };
         service.check_mechanisms(config)?;
         service.log_users(&service.current.read());
@@ -202,30 +207,69 @@ impl AuthService {
 
     /// The users as of now, re-reading the users file if it was replaced since.
     fn current(&self) -> Arc<Authenticator> {
-        if let (Mode::Verify, Some(path)) = (self.mode, &self.users_file) {
-            // Looked at under the lock: a caller that looked before another's reload would
-            // record the older stamp, and the next call would load the file again.
-            let mut loaded = self.loaded.lock();
-            let stamp = file_stamp(path);
-            if *loaded != stamp {
-                let users = match Users::load(path) {
-                    Ok(Some(users)) => Some(users),
-                    Ok(None) => Some(self.builtin.clone()),
-                    Err(e) => {
-                        error!("users file changed but cannot be used ({e}); keeping the users loaded before");
-                        None
-                    }
-                };
-                if let Some(users) = users {
-                    let next = Arc::new(self.current.read().with_users(users));
-                    self.log_users(&next);
-                    *self.current.write() = next;
-                    self.generation.fetch_add(1, Ordering::Relaxed);
-                }
-                *loaded = stamp;
-            }
-        }
+        self.reload_if_replaced(|_| false);
         self.current.read().clone()
+    }
+
+    /// Whether there is a users file to watch for edits made outside ferryd.
+    pub fn watches_users_file(&self) -> bool {
+        self.mode == Mode::Verify && self.users_file.is_some()
+    }
+
+    /// Re-reads the users file if it was replaced (by `ferry user` or an editor) since it was
+    /// last read, and returns the users it no longer has since the last call: their open
+    /// connections are to be closed, as management's delete closes them. Cheap when nothing
+    /// changed (one `stat`), but it touches the file system: call it off the event loops.
+    pub fn take_removed(&self) -> Vec<String> {
+        self.reload_if_replaced(|_| false);
+        std::mem::take(&mut *self.removed.lock())
+            .into_iter()
+            .collect()
+    }
+
+    /// Loads the users file if its stamp changed. The users one file had and the next has
+    /// not, less those the caller closes the connections of itself (`handled`), are kept for
+    /// [`AuthService::take_removed`]. The built-in guest giving way to a first file, or a
+    /// file's users to the guest when it goes, removes nobody: that sets users up or is a
+    /// slip, not a deletion, and cutting every connection off for it would hurt more.
+    fn reload_if_replaced(&self, handled: impl Fn(&str) -> bool) {
+        let (Mode::Verify, Some(path)) = (self.mode, &self.users_file) else {
+            return;
+        };
+        // Looked at under the lock: a caller that looked before another's reload would
+        // record the older stamp, and the next call would load the file again.
+        let mut loaded = self.loaded.lock();
+        let stamp = file_stamp(path);
+        if loaded.0 == stamp {
+            return;
+        }
+        let users = match Users::load(path) {
+            Ok(Some(users)) => Some((users, true)),
+            Ok(None) => Some((self.builtin.clone(), false)),
+            Err(e) => {
+                error!(
+                    "users file changed but cannot be used ({e}); keeping the users loaded before"
+                );
+                None
+            }
+        };
+        if let Some((users, from_file)) = users {
+            let before = self.current.read().clone();
+            if loaded.1 && from_file {
+                let gone = before
+                    .users()
+                    .names()
+                    .filter(|name| users.get(name).is_none() && !handled(name))
+                    .map(str::to_owned);
+                self.removed.lock().extend(gone);
+            }
+            let next = Arc::new(before.with_users(users));
+            self.log_users(&next);
+            *self.current.write() = next;
+            self.generation.fetch_add(1, Ordering::Relaxed);
+            loaded.1 = from_file;
+        }
+        loaded.0 = stamp;
     }
 
     /// Mechanism names for connection.start.
@@ -1018,6 +1062,57 @@ mod tests {
         ));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "alice:garbage\n");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn users_gone_from_the_file_are_taken_once_and_managements_own_are_not() {
+        let (s, dir, path) = with_users_file("authremoved");
+        assert!(s.watches_users_file());
+        let save = |names: &[&str]| {
+            let mut users = Users::default();
+            for name in names {
+                users
+                    .insert(name, Credentials::new("pw", 4096).unwrap())
+                    .unwrap();
+            }
+            users.save(&path).unwrap();
+        };
+        // A first file takes over from the built-in guest: a setup, not a deletion.
+        save(&["alice", "bob", "carol", "dave"]);
+        assert!(s.take_removed().is_empty());
+        // As `ferry user del alice` leaves it.
+        save(&["bob", "carol", "dave"]);
+        assert_eq!(s.take_removed(), ["alice"]);
+        assert!(s.take_removed().is_empty());
+        // A login's re-read may see the edit first; the removal is kept all the same.
+        save(&["carol", "dave"]);
+        assert_eq!(s.users().len(), 2);
+        assert_eq!(s.take_removed(), ["bob"]);
+        // Management deletes carol and closes her connections itself. dave's removal, made
+        // by an edit not read yet, comes along in the same re-read and is kept.
+        save(&["carol"]);
+        s.change_users(|users| {
+            users
+                .insert("erin", Credentials::new("pw", 4096).unwrap())
+                .unwrap();
+            Ok(users.remove("carol"))
+        })
+        .unwrap();
+        assert_eq!(s.take_removed(), ["dave"]);
+        // The file gone: the built-in guest again, and nobody is cut off for a slip.
+        std::fs::remove_file(&path).unwrap();
+        assert!(s.take_removed().is_empty());
+        assert!(s.users().get(GUEST).is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Nothing to watch without a file, or with --auth no.
+        let no_file = service(quick());
+        assert!(!no_file.watches_users_file());
+        let open = service(ServerConfig {
+            auth: AuthMode::None,
+            users_file: Some(path),
+            ..quick()
+        });
+        assert!(!open.watches_users_file());
     }
 
     #[test]

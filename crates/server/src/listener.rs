@@ -94,6 +94,11 @@ impl Server {
             shutdown.clone(),
         ));
         let memory = tokio::spawn(watch_memory(self.services.broker.clone(), shutdown.clone()));
+        let users = tokio::spawn(watch_users_file(
+            self.services.auth.clone(),
+            self.services.broker.clone(),
+            shutdown.clone(),
+        ));
         let mut stop = shutdown.clone();
         loop {
             let accepted = tokio::select! {
@@ -168,6 +173,7 @@ impl Server {
         }
         expiry.abort();
         memory.abort();
+        users.abort();
         // Give connection tasks a moment to send their close and release their messages.
         let all = self.services.config.max_connections as u32;
         let _ = tokio::time::timeout(Duration::from_secs(2), slots.acquire_many(all)).await;
@@ -260,6 +266,39 @@ async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
             _ = shutdown.wait() => return,
             _ = tokio::time::sleep_until(round_floor) => {}
         }
+    }
+}
+
+/// How often the users file is looked at for edits made outside ferryd.
+const USERS_FILE_CHECK: Duration = Duration::from_secs(1);
+
+/// Closes the connections of users removed from the users file by `ferry user del` or an
+/// editor, as management's delete closes them (RabbitMQ's `delete_user` closes them too):
+/// deleting an account cuts off its logins. Logins re-read the file too; whichever reads
+/// the change first, the removal is kept for this watcher.
+async fn watch_users_file(auth: Arc<AuthService>, broker: Arc<Broker>, mut shutdown: Shutdown) {
+    if !auth.watches_users_file() {
+        return;
+    }
+    let mut tick = tokio::time::interval(USERS_FILE_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tick.tick() => {}
+        }
+        // A stat, and a parse when the file changed: not on an event loop.
+        let auth = auth.clone();
+        let Ok(removed) = tokio::task::spawn_blocking(move || auth.take_removed()).await else {
+            continue;
+        };
+        if removed.is_empty() {
+            continue;
+        }
+        let names: Vec<&str> = removed.iter().map(String::as_str).collect();
+        let closed =
+            crate::admin::close_connections_of(&broker, &names, "was removed from the users file");
+        info!("users removed from the users file: {removed:?}; {closed} connection(s) closed");
     }
 }
 
