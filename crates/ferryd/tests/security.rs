@@ -953,7 +953,7 @@ fn a_user_deleted_while_their_connection_opens_is_refused() {
     conn.unwrap().round_trip(1, 10);
 }
 
-/// `ferry user del` edits the users file while ferryd runs: the removed user's open
+/// `ferry user remove` edits the users file while ferryd runs: the removed user's open
 /// connection is closed within the file watcher's second (as management's delete closes
 /// it), and another user's carries on.
 #[test]
@@ -974,7 +974,7 @@ fn a_user_removed_from_the_users_file_is_cut_off() {
     let mut alice = open("alice", "wonderland");
     let mut bob = open("bob", "builder");
     alice.round_trip(1, 10);
-    // As `ferry user del alice` saves it.
+    // As `ferry user remove alice` saves it.
     users.remove("alice");
     users.save(&path).unwrap();
     let (code, text) = alice.close_received().expect("alice's connection closed");

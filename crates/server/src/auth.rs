@@ -81,7 +81,7 @@ pub struct AuthService {
     writing: Mutex<()>,
     /// `--sasl-mechanisms`: what AMQP logins may use (`None`: everything that applies).
     enabled: Option<Vec<Mechanism>>,
-    /// Users gone from the users file by an edit other than management's (`ferry user del`),
+    /// Users gone from the users file by an edit other than management's (`ferry user remove`),
     /// whose connections are yet to be closed (see [`AuthService::take_removed`]).
     removed: Mutex<BTreeSet<String>>,
 }
@@ -1080,7 +1080,7 @@ mod tests {
         // A first file takes over from the built-in guest: a setup, not a deletion.
         save(&["alice", "bob", "carol", "dave"]);
         assert!(s.take_removed().is_empty());
-        // As `ferry user del alice` leaves it.
+        // As `ferry user remove alice` leaves it.
         save(&["bob", "carol", "dave"]);
         assert_eq!(s.take_removed(), ["alice"]);
         assert!(s.take_removed().is_empty());

@@ -272,7 +272,7 @@ async fn expire_messages(broker: Arc<Broker>, mut shutdown: Shutdown) {
 /// How often the users file is looked at for edits made outside ferryd.
 const USERS_FILE_CHECK: Duration = Duration::from_secs(1);
 
-/// Closes the connections of users removed from the users file by `ferry user del` or an
+/// Closes the connections of users removed from the users file by `ferry user remove` or an
 /// editor, as management's delete closes them (RabbitMQ's `delete_user` closes them too):
 /// deleting an account cuts off its logins. Logins re-read the file too; whichever reads
 /// the change first, the removal is kept for this watcher.

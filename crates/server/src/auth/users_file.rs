@@ -51,7 +51,7 @@ impl AuthService {
             .map_err(|e| UsersChangeError::File(e.to_string()))?;
         // Re-reads the replaced file now, not at the next login. Management closes the
         // connections of the users it removed itself; others gone from the file (a
-        // `ferry user del` since the last read) are left for the watcher.
+        // `ferry user remove` since the last read) are left for the watcher.
         self.reload_if_replaced(|name| before.get(name).is_some() && users.get(name).is_none());
         Ok(answer)
     }
