@@ -23,4 +23,6 @@ pub use mechanism::{Authenticator, Denied, Exchange, Mechanism, Mode, Step};
 pub use plain::parse_plain;
 pub use rabbit::{RabbitAlgorithm, RabbitHash};
 pub use record::{Record, FERRY_HASHING_ALGORITHM};
-pub use users::{default_users_file, validate_tag, validate_user_name, Users, UsersError};
+pub use users::{
+    default_users_file, validate_tag, validate_user_name, Users, UsersError, UsersFileLock,
+};

@@ -215,6 +215,29 @@ impl Users {
             .map(|(iterations, _)| iterations)
     }
 
+    /// Takes the users file's change lock, waiting for whoever holds it: `ferry user` and
+    /// ferryd's management API each hold it from their load to their save, so that neither
+    /// saves over an edit the other made in between. Readers need none, as saves are
+    /// atomic. An advisory lock on `.<name>.lock` beside the file, since every save replaces
+    /// the file itself.
+    pub fn lock_file(path: &Path) -> Result<UsersFileLock, UsersError> {
+        let io = |source| UsersError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let (_, lock_path) = beside(path, "lock").map_err(io)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).truncate(false).write(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let file = options.open(&lock_path).map_err(io)?;
+        file.lock().map_err(io)?;
+        Ok(UsersFileLock { _file: file })
+    }
+
     /// Reads `path`; `Ok(None)` if it does not exist.
     pub fn load(path: &Path) -> Result<Option<Users>, UsersError> {
         match std::fs::read_to_string(path) {
@@ -228,22 +251,13 @@ impl Users {
     }
 
     /// Replaces `path` atomically: readers see the old file or the new one, never a part.
+    /// A writer that loads, changes and saves holds [`Users::lock_file`] throughout.
     pub fn save(&self, path: &Path) -> Result<(), UsersError> {
         let io = |source| UsersError::Io {
             path: path.to_owned(),
             source,
         };
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let tmp = dir.join(format!(
-            ".{}.tmp{}",
-            file_name.unwrap_or_else(|| "users".into()),
-            std::process::id()
-        ));
+        let (dir, tmp) = beside(path, &format!("tmp{}", std::process::id())).map_err(io)?;
         let written = (|| {
             // A leftover from a crash goes first. The file is then created anew, never
             // opened: in a directory others can write to, whatever they put at this name
@@ -276,6 +290,26 @@ impl Users {
     }
 }
 
+/// Held from a load to its save (see [`Users::lock_file`]); dropping it releases the lock.
+#[derive(Debug)]
+pub struct UsersFileLock {
+    _file: std::fs::File,
+}
+
+/// The users file's directory (created if missing), and `.<name>.<suffix>` in it: where a
+/// save writes before its rename, and the change lock.
+fn beside(path: &Path, suffix: &str) -> std::io::Result<(PathBuf, PathBuf)> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let name = format!(".{}.{suffix}", file_name.unwrap_or_else(|| "users".into()));
+    let sibling = dir.join(name);
+    Ok((dir, sibling))
+}
+
 /// Where the users file lives when no option names it: `$FERRY_USERS_FILE`, else
 /// `$XDG_CONFIG_HOME/ferry/users`, else `$HOME/.config/ferry/users`.
 pub fn default_users_file() -> Option<PathBuf> {
@@ -300,6 +334,33 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ferry-auth-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn the_change_lock_is_held_until_dropped() {
+        let dir = temp_dir("lock");
+        let path = dir.join("users");
+        let lock_path = dir.join(".users.lock");
+        let other = || {
+            std::fs::File::options()
+                .write(true)
+                .open(&lock_path)
+                .unwrap()
+        };
+        let held = Users::lock_file(&path).unwrap();
+        // The lock file, not the users file (which every save replaces).
+        assert!(!path.exists());
+        assert!(matches!(
+            other().try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(held);
+        other().try_lock().unwrap();
+        // Saves and loads do not need it, and it does not get in their way.
+        let _held = Users::lock_file(&path).unwrap();
+        Users::default().save(&path).unwrap();
+        assert_eq!(Users::load(&path).unwrap(), Some(Users::default()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[cfg(unix)]

@@ -1115,6 +1115,36 @@ mod tests {
         assert!(!open.watches_users_file());
     }
 
+    /// Management's change waits while `ferry user` holds the file's change lock, and then
+    /// changes the file as that left it.
+    #[test]
+    fn management_waits_for_the_change_lock() {
+        let (s, dir, path) = with_users_file("authlock");
+        let held = Users::lock_file(&path).unwrap();
+        let changing = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                s.change_users(|users| {
+                    users
+                        .insert("mgmt", Credentials::new("pw", 4096).unwrap())
+                        .map_err(|e| UsersChangeError::Invalid(e.to_string()))
+                })
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!path.exists(), "saved while the lock was held");
+        let mut users = Users::default();
+        users
+            .insert("cli", Credentials::new("pw", 4096).unwrap())
+            .unwrap();
+        users.save(&path).unwrap();
+        drop(held);
+        changing.join().unwrap().unwrap();
+        let file = Users::load(&path).unwrap().unwrap();
+        assert_eq!(file.names().collect::<Vec<_>>(), ["cli", "mgmt"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn users_cannot_be_changed_without_logins_or_a_file() {
         let open = service(ServerConfig {

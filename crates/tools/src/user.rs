@@ -1,6 +1,8 @@
 //! `ferry user add|passwd|tags|remove|list`: manage ferryd's users file.
 //!
-//! ferryd re-reads the file when it is replaced, so changes apply to the next login.
+//! ferryd re-reads the file when it is replaced (within a second), so changes apply to the
+//! next login, and a removed user's connections are closed. Changes hold the file's change
+//! lock from their load to their save, as ferryd's management API does.
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
@@ -79,7 +81,29 @@ pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
         })?,
     };
     let failed = |e: ferry_auth::UsersError| ToolError::InvalidOptions(e.to_string());
-    let mut users = Users::load(&path).map_err(failed)?.unwrap_or_default();
+    let load = || Ok::<_, ToolError>(Users::load(&path).map_err(failed)?.unwrap_or_default());
+    // The password is asked, and its keys derived (slow on purpose), before the change lock
+    // is taken: a prompt must not hold up ferryd's management writes.
+    let mut credentials = match &opts.cmd {
+        UserCmd::Add(p) | UserCmd::Passwd(p) => {
+            ferry_auth::validate_user_name(&p.name).map_err(failed)?;
+            check_presence(&load()?, &opts.cmd, &p.name)?;
+            let password = password(p)?;
+            Some(Credentials::new(&password, p.iterations).map_err(|e| invalid(e.to_string()))?)
+        }
+        _ => None,
+    };
+    let changes = match &opts.cmd {
+        UserCmd::List => false,
+        UserCmd::Tags(t) => t.set.is_some() || t.clear,
+        _ => true,
+    };
+    let _lock = if changes {
+        Some(Users::lock_file(&path).map_err(failed)?)
+    } else {
+        None
+    };
+    let mut users = load()?;
     match &opts.cmd {
         UserCmd::List => {
             for name in users.names() {
@@ -88,16 +112,11 @@ pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
             return Ok(());
         }
         UserCmd::Add(p) | UserCmd::Passwd(p) => {
-            let adding = matches!(opts.cmd, UserCmd::Add(_));
-            ferry_auth::validate_user_name(&p.name).map_err(failed)?;
-            match (adding, users.get(&p.name).is_some()) {
-                (true, true) => return Err(invalid(format!("user {} exists", p.name))),
-                (false, false) => return Err(invalid(format!("no user {}", p.name))),
-                _ => {}
-            }
-            let password = password(p)?;
-            let credentials =
-                Credentials::new(&password, p.iterations).map_err(|e| invalid(e.to_string()))?;
+            // Again: the file may have changed while the password was typed.
+            check_presence(&users, &opts.cmd, &p.name)?;
+            let Some(credentials) = credentials.take() else {
+                unreachable!("add and passwd derive credentials above");
+            };
             users.insert(&p.name, credentials).map_err(failed)?;
         }
         UserCmd::Tags(t) => {
@@ -123,6 +142,15 @@ pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
     users.save(&path).map_err(failed)?;
     eprintln!("{} updated", path.display());
     Ok(())
+}
+
+/// `add` needs the user absent, `passwd` present.
+fn check_presence(users: &Users, cmd: &UserCmd, name: &str) -> Result<(), ToolError> {
+    match (matches!(cmd, UserCmd::Add(_)), users.get(name).is_some()) {
+        (true, true) => Err(invalid(format!("user {name} exists"))),
+        (false, false) => Err(invalid(format!("no user {name}"))),
+        _ => Ok(()),
+    }
 }
 
 /// A user's name, and what their record lets them do when that is less than a password's
@@ -177,6 +205,27 @@ mod tests {
         let mut all = vec!["ferry"];
         all.extend_from_slice(args);
         run(&Cli::try_parse_from(all).map_err(|e| invalid(e.to_string()))?)
+    }
+
+    /// A change waits for whoever holds the users file's change lock (ferryd's management
+    /// API, between its load and its save), so that neither loses the other's edit.
+    #[test]
+    fn a_change_waits_for_the_change_lock() {
+        let dir = std::env::temp_dir().join(format!("ferry-user-lock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let file = dir.join("users");
+        let f = file.to_str().unwrap().to_owned();
+        let held = Users::lock_file(&file).unwrap();
+        let adding = std::thread::spawn(move || {
+            let args = ["user", "add", "ann", "--password", "pw", "--users-file", &f];
+            ferry(&[&args[..], &["--iterations", "4096"]].concat())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!file.exists(), "saved while the lock was held");
+        drop(held);
+        adding.join().unwrap().unwrap();
+        assert!(Users::load(&file).unwrap().unwrap().get("ann").is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

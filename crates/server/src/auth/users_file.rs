@@ -21,8 +21,8 @@ pub enum UsersChangeError {
 
 impl AuthService {
     /// Changes the users file through `change` and puts the result in force at once.
-    /// `change` gets the file as it is now, so edits made with `ferry user` before are kept
-    /// (one saved between this load and this save is lost: the processes share no lock).
+    /// `change` gets the file as it is now, so edits made with `ferry user` are kept: both
+    /// hold the file's change lock from their load to their save.
     /// While there is no file yet it gets the built-in users, so that adding a first user
     /// does not lock out the guest the caller most likely logged in as. Nothing is written
     /// when `change` changes nothing. Writes are one at a time; slow when `change` derives
@@ -36,6 +36,8 @@ impl AuthService {
         }
         let path = self.users_file.as_ref().ok_or(UsersChangeError::NoFile)?;
         let _one = self.writing.lock();
+        // Waits out a `ferry user` change in progress, which holds it for milliseconds.
+        let _file = Users::lock_file(path).map_err(|e| UsersChangeError::File(e.to_string()))?;
         let before = match Users::load(path) {
             Ok(Some(users)) => users,
             Ok(None) => self.builtin.clone(),
