@@ -108,6 +108,34 @@ def test_pub_sub(ch, name, kind):
     ch.exchange_delete(name)
 
 
+def test_bindings_under_one_key_are_told_apart_by_their_arguments(ch, name):
+    # As in RabbitMQ: a queue bound to a headers exchange twice under the same (empty) key
+    # with other criteria gets what either matches, and an unbind names the one it removes.
+    ch.exchange_declare(name, "headers")
+    q = ch.queue_declare("", exclusive=True).method.queue
+    pdf = {"x-match": "all", "format": "pdf"}
+    report = {"x-match": "all", "type": "report"}
+    ch.queue_bind(q, name, arguments=pdf)
+    ch.queue_bind(q, name, arguments=report)
+    ch.queue_bind(q, name, arguments=dict(reversed(list(report.items()))))
+
+    def send(*headers):
+        for i, h in enumerate(headers):
+            ch.basic_publish(name, "", b"%d" % i, pika.BasicProperties(headers=h))
+
+    send({"format": "pdf"}, {"type": "report"}, {"format": "pdf", "type": "report"}, {"x": 1})
+    assert drain(ch, q, timeout=0.5) == [b"0", b"1", b"2"]
+    # Without the arguments the unbind names no binding: both stay.
+    ch.queue_unbind(q, name)
+    ch.queue_unbind(q, name, arguments=pdf)
+    send({"format": "pdf"}, {"type": "report"})
+    assert drain(ch, q, timeout=0.5) == [b"1"]
+    ch.queue_unbind(q, name, arguments=report)
+    send({"format": "pdf"}, {"type": "report"})
+    assert drain(ch, q, timeout=0.5) == []
+    ch.exchange_delete(name)
+
+
 def test_rpc_with_reply_to_and_server_named_queue(connect, name):
     server_conn, client_conn = connect(), connect()
     server, client = server_conn.channel(), client_conn.channel()

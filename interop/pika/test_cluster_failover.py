@@ -252,3 +252,33 @@ def test_a_transaction_on_a_quorum_queue_counts_after_the_leader_dies_as_committ
     assert cluster.leader() != leader
     got = consume_all(cluster, queue, {"a", "c", "committed"})
     assert got == {"a", "c", "committed"}
+
+
+def test_bindings_told_apart_by_their_arguments_carry_on_after_the_leader_dies(cluster):
+    """A quorum queue bound to a headers exchange under one key with two sets of criteria
+    (and a third unbound again), as RabbitMQ keeps them: the next leader routes the same."""
+    queue = "docs-" + uuid.uuid4().hex[:8]
+    pdf = {"x-match": "all", "format": "pdf"}
+    report = {"x-match": "all", "type": "report"}
+    memo = {"x-match": "all", "type": "memo"}
+    conn = connect(cluster)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    for criteria in (pdf, report, memo):
+        ch.queue_bind(queue, "amq.match", arguments=criteria)
+    ch.queue_unbind(queue, "amq.match", arguments=memo)
+    conn.close()
+    # Let the bindings commit, then kill the leader.
+    time.sleep(0.5)
+    leader = cluster.leader()
+    os.kill(cluster.procs[leader].pid, signal.SIGKILL)
+    cluster.procs[leader].wait()
+    assert cluster.leader() != leader
+    conn = connect(cluster)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for i, h in enumerate([{"format": "pdf"}, {"type": "report"}, {"type": "memo"}]):
+        ch.basic_publish("amq.match", "", b"%d" % i,
+                         pika.BasicProperties(headers=h, delivery_mode=2))
+    conn.close()
+    assert consume_all(cluster, queue, {"0", "1"}) == {"0", "1"}

@@ -50,3 +50,38 @@ def test_a_quorum_queues_delivery_count_survives_a_restart(tmp_path):
         assert body == b"poison"
         assert props.headers["x-death"][0]["reason"] == "delivery_limit"
         conn.close()
+
+
+def test_bindings_told_apart_by_their_arguments_survive_a_restart(tmp_path):
+    # A durable queue, and a quorum queue (kept in the replicated log), each bound to a
+    # headers exchange twice under one key with other criteria, and once more then unbound.
+    data = str(tmp_path / "data")
+    pdf = {"x-match": "all", "format": "pdf"}
+    report = {"x-match": "all", "type": "report"}
+    memo = {"x-match": "all", "type": "memo"}
+    queues = {"classic": {}, "quorum": {"x-queue-type": "quorum"}}
+    with ferryd("--data-dir", data) as port:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+        ch = conn.channel()
+        ch.exchange_declare("docs", "headers", durable=True)
+        for q, args in queues.items():
+            ch.queue_declare(q, durable=True, arguments=args)
+            for criteria in (pdf, report, memo):
+                ch.queue_bind(q, "docs", arguments=criteria)
+            ch.queue_unbind(q, "docs", arguments=memo)
+        conn.close()
+    with ferryd("--data-dir", data) as port:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        for i, h in enumerate([{"format": "pdf"}, {"type": "report"}, {"type": "memo"}]):
+            ch.basic_publish("docs", "", b"%d" % i, pika.BasicProperties(headers=h))
+        for q in queues:
+            got = []
+            while True:
+                m, _, body = ch.basic_get(q, auto_ack=True)
+                if m is None:
+                    break
+                got.append(body)
+            assert got == [b"0", b"1"], q
+        conn.close()

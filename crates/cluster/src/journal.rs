@@ -20,8 +20,8 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use ferry_core::{
-    Arguments, BrokerError, DurableWaiter, ExchangeDefinition, HeaderValue, Journal, JournalStats,
-    JournalTx, Message, MessageParts, QueueDefinition, SyncPoint,
+    Arguments, BindingIdentity, BrokerError, DurableWaiter, ExchangeDefinition, HeaderValue,
+    Journal, JournalStats, JournalTx, Message, MessageParts, QueueDefinition, SyncPoint,
 };
 use ferry_store::record::{self, BindingKey, QueueRec, Record};
 use parking_lot::Mutex;
@@ -511,6 +511,26 @@ fn encode(rec: &Record) -> Vec<u8> {
     out
 }
 
+/// A binding's arguments as [`Op::Bind`] carries them: a `BIND` record's payload (its key
+/// left empty), which [`binding_arguments`] reads back.
+pub(crate) fn encode_arguments(arguments: &Arguments) -> Vec<u8> {
+    let key = BindingKey {
+        exchange: String::new(),
+        queue: 0,
+        key: String::new(),
+    };
+    encode(&Record::Bind(key, arguments.clone()))
+}
+
+/// The arguments an [`Op::Bind`] or [`Op::BindVariant`] carries; none if they cannot be
+/// read (the leader wrote them, so only a damaged log could).
+pub fn binding_arguments(encoded: &[u8]) -> Arguments {
+    match decode(record::kind::BIND, encoded) {
+        Some(Record::Bind(_, arguments)) => arguments,
+        _ => Arguments::default(),
+    }
+}
+
 /// Decodes what [`encode`] made of a record of `kind`.
 pub fn decode(kind: u8, bytes: &[u8]) -> Option<Record> {
     Record::decode(kind, Bytes::copy_from_slice(bytes)).ok()
@@ -563,37 +583,52 @@ impl Journal for ClusterJournal {
         queue: u64,
         key: &str,
         arguments: &Arguments,
+        identity: BindingIdentity,
     ) -> Result<(), BrokerError> {
         if !is_replicated_id(queue) {
-            return self.local.bind(exchange, queue, key, arguments);
+            return self.local.bind(exchange, queue, key, arguments, identity);
         }
-        let rec = Record::Bind(
-            BindingKey {
-                exchange: exchange.to_owned(),
-                queue,
-                key: key.to_owned(),
-            },
-            arguments.clone(),
+        let (exchange, key, arguments) = (
+            exchange.to_owned(),
+            key.to_owned(),
+            encode_arguments(arguments),
         );
-        self.propose(Op::Bind {
-            exchange: exchange.to_owned(),
-            queue,
-            key: key.to_owned(),
-            arguments: encode(&rec),
-        })
-        .map(|_| ())
+        let op = match identity {
+            BindingIdentity::Key => Op::Bind {
+                exchange,
+                queue,
+                key,
+                arguments,
+            },
+            BindingIdentity::KeyAndArguments => Op::BindVariant {
+                exchange,
+                queue,
+                key,
+                arguments,
+            },
+        };
+        self.propose(op).map(|_| ())
     }
 
-    fn unbind(&self, exchange: &str, queue: u64, key: &str) {
-        if is_replicated_id(queue) {
-            let _ = self.propose(Op::Unbind {
-                exchange: exchange.to_owned(),
-                queue,
-                key: key.to_owned(),
-            });
-        } else {
-            self.local.unbind(exchange, queue, key)
+    fn unbind(&self, exchange: &str, queue: u64, key: &str, only: Option<&Arguments>) {
+        if !is_replicated_id(queue) {
+            return self.local.unbind(exchange, queue, key, only);
         }
+        let (exchange, key) = (exchange.to_owned(), key.to_owned());
+        let op = match only {
+            None => Op::Unbind {
+                exchange,
+                queue,
+                key,
+            },
+            Some(arguments) => Op::UnbindVariant {
+                exchange,
+                queue,
+                key,
+                arguments: encode_arguments(arguments),
+            },
+        };
+        let _ = self.propose(op);
     }
 
     fn bind_exchange(
@@ -1101,10 +1136,17 @@ mod tests {
             Ok(1)
         }
         fn delete_queue(&self, _: u64) {}
-        fn bind(&self, _: &str, _: u64, _: &str, _: &Arguments) -> Result<(), BrokerError> {
+        fn bind(
+            &self,
+            _: &str,
+            _: u64,
+            _: &str,
+            _: &Arguments,
+            _: BindingIdentity,
+        ) -> Result<(), BrokerError> {
             Ok(())
         }
-        fn unbind(&self, _: &str, _: u64, _: &str) {}
+        fn unbind(&self, _: &str, _: u64, _: &str, _: Option<&Arguments>) {}
         fn bind_exchange(
             &self,
             _: &str,

@@ -474,10 +474,7 @@ impl Cluster {
             });
             queue.restore(messages.collect::<Vec<_>>());
             for (exchange, key, args) in &q.bindings {
-                let arguments = match decode(rkind::BIND, args) {
-                    Some(Record::Bind(_, a)) => a,
-                    _ => Default::default(),
-                };
+                let arguments = crate::journal::binding_arguments(args);
                 if let Err(e) = self
                     .broker
                     .restore_binding(&q.name, exchange, key, &arguments)

@@ -52,6 +52,18 @@ pub fn entries() -> Vec<Entry> {
             queue: 7,
             key: "k".into(),
         },
+        Op::BindVariant {
+            exchange: "amq.match".into(),
+            queue: 7,
+            key: "".into(),
+            arguments: vec![0, 1],
+        },
+        Op::UnbindVariant {
+            exchange: "amq.match".into(),
+            queue: 7,
+            key: "".into(),
+            arguments: vec![0, 1],
+        },
         Op::Delete { queue: 7 },
     ];
     vec![

@@ -145,11 +145,49 @@ impl Replica {
                         .retain(|(e, k, _)| !(*e == exchange && *k == key));
                 }
             }
+            Op::BindVariant {
+                exchange,
+                queue,
+                key,
+                arguments,
+            } => {
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    {
+                        let same = same_binding(&exchange, &key, &arguments);
+                        q.bindings.retain(|b| !same(b));
+                    }
+                    q.bindings.push((exchange, key, arguments));
+                }
+            }
+            Op::UnbindVariant {
+                exchange,
+                queue,
+                key,
+                arguments,
+            } => {
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    let same = same_binding(&exchange, &key, &arguments);
+                    q.bindings.retain(|b| !same(b));
+                }
+            }
         }
     }
 
     pub fn message_count(&self) -> usize {
         self.queues.values().map(|q| q.messages.len()).sum()
+    }
+}
+
+/// Whether a replica's binding is (exchange, key) with the same arguments, compared as sets
+/// of entries as the broker compares them (the encodings may list them in another order).
+fn same_binding<'a>(
+    exchange: &'a str,
+    key: &'a str,
+    arguments: &[u8],
+) -> impl Fn(&(String, String, Vec<u8>)) -> bool + 'a {
+    let wanted = crate::journal::binding_arguments(arguments);
+    move |(e, k, a): &(String, String, Vec<u8>)| {
+        e == exchange && k == key && crate::journal::binding_arguments(a).same_entries(&wanted)
     }
 }
 
@@ -465,6 +503,61 @@ mod tests {
         });
         r.apply(Op::Delete { queue: 7 });
         assert!(r.queues.is_empty());
+    }
+
+    /// 0-9-1's bindings under one key are told apart by their arguments (in any order);
+    /// a 0-10 bind or unbind of the key replaces or removes them all.
+    #[test]
+    fn bindings_told_apart_by_arguments() {
+        use crate::journal::{binding_arguments, encode_arguments};
+        use ferry_core::{Arguments, HeaderValue};
+        let args = |entries: &[(&str, i64)]| -> Vec<u8> {
+            let a: Arguments = entries
+                .iter()
+                .map(|(k, v)| (*k, HeaderValue::Int(*v)))
+                .collect();
+            encode_arguments(&a)
+        };
+        let variant = |arguments: Vec<u8>| Op::BindVariant {
+            exchange: "h".into(),
+            queue: 7,
+            key: "".into(),
+            arguments,
+        };
+        let ns = |r: &Replica| -> Vec<Arguments> {
+            r.queues[&7]
+                .bindings
+                .iter()
+                .map(|(_, _, a)| binding_arguments(a))
+                .collect()
+        };
+        let mut r = replica_with(&[]);
+        r.apply(variant(args(&[("a", 1), ("b", 2)])));
+        r.apply(variant(args(&[("c", 3)])));
+        r.apply(variant(args(&[("b", 2), ("a", 1)])));
+        assert_eq!(ns(&r).len(), 2);
+        r.apply(Op::UnbindVariant {
+            exchange: "h".into(),
+            queue: 7,
+            key: "".into(),
+            arguments: args(&[("b", 2), ("a", 1)]),
+        });
+        assert_eq!(ns(&r), [binding_arguments(&args(&[("c", 3)]))]);
+        r.apply(variant(args(&[("d", 4)])));
+        r.apply(Op::Bind {
+            exchange: "h".into(),
+            queue: 7,
+            key: "".into(),
+            arguments: args(&[("e", 5)]),
+        });
+        assert_eq!(ns(&r), [binding_arguments(&args(&[("e", 5)]))]);
+        r.apply(variant(args(&[("f", 6)])));
+        r.apply(Op::Unbind {
+            exchange: "h".into(),
+            queue: 7,
+            key: "".into(),
+        });
+        assert!(ns(&r).is_empty());
     }
 
     #[test]

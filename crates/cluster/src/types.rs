@@ -63,6 +63,25 @@ pub enum Op {
         queue: u64,
         returns: Vec<(u64, u32)>,
     },
+    /// A binding whose arguments are part of its identity (0-9-1's): it joins the others
+    /// under (exchange, queue, key) unless one has the same arguments. `Bind` replaces them
+    /// all. After `Returned`, for the same reason.
+    BindVariant {
+        exchange: String,
+        queue: u64,
+        key: String,
+        /// As `Bind`'s.
+        arguments: Vec<u8>,
+    },
+    /// Removes the one binding under (exchange, queue, key) with these arguments; `Unbind`
+    /// removes them all.
+    UnbindVariant {
+        exchange: String,
+        queue: u64,
+        key: String,
+        /// As `Bind`'s.
+        arguments: Vec<u8>,
+    },
 }
 
 /// A log entry's payload: the operations one leader batched, and who proposed them, so the

@@ -31,3 +31,15 @@ impl ExchangeKind {
         }
     }
 }
+
+/// Which bindings under one (destination, key) a bind is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindingIdentity {
+    /// (destination, key), as 0-10 and qpidd have it: binding again replaces the arguments
+    /// of whatever is bound under the key.
+    Key,
+    /// (destination, key, arguments), as 0-9-1 and RabbitMQ have it: the same key with other
+    /// arguments is another binding, kept beside the first (a headers exchange routes what
+    /// either matches). Arguments compare as sets of entries.
+    KeyAndArguments,
+}

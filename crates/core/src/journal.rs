@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::BrokerError;
+use crate::exchange_kind::BindingIdentity;
 use crate::exchange_kind::ExchangeKind;
 use crate::limits::QueueLimits;
 use crate::value::Arguments;
@@ -56,15 +57,20 @@ pub trait Journal: Send + Sync {
     /// The queue is gone, with every message reference it held.
     fn delete_queue(&self, queue: u64);
     /// A binding between a durable exchange (by name; built-in ones included) and a durable
-    /// queue. Binding the same (exchange, queue, key) again replaces the arguments.
+    /// queue. Binding the same (exchange, queue, key) again replaces the arguments under
+    /// [`BindingIdentity::Key`], and adds a binding beside the key's others (unless one has
+    /// the same arguments) under [`BindingIdentity::KeyAndArguments`].
     fn bind(
         &self,
         exchange: &str,
         queue: u64,
         key: &str,
         arguments: &Arguments,
+        identity: BindingIdentity,
     ) -> Result<(), BrokerError>;
-    fn unbind(&self, exchange: &str, queue: u64, key: &str);
+    /// Removes the bindings under (exchange, queue, key): all of them, or with `only` the
+    /// one with those arguments.
+    fn unbind(&self, exchange: &str, queue: u64, key: &str, only: Option<&Arguments>);
     /// An exchange-to-exchange binding between two durable exchanges (built-in ones
     /// included): what `source` routes under `key` goes on through `destination`.
     fn bind_exchange(
@@ -248,7 +254,11 @@ pub(crate) mod testing {
         DeclareQueue(String, u64),
         DeleteQueue(u64),
         Bind(String, u64, String),
+        /// A bind under [`BindingIdentity::KeyAndArguments`].
+        BindVariant(String, u64, String),
         Unbind(String, u64, String),
+        /// An unbind of the one binding with given arguments.
+        UnbindOne(String, u64, String),
         /// (destination, source, key)
         BindExchange(String, String, String),
         UnbindExchange(String, String, String),
@@ -331,13 +341,28 @@ pub(crate) mod testing {
         fn delete_queue(&self, queue: u64) {
             self.calls.lock().push(Call::DeleteQueue(queue));
         }
-        fn bind(&self, e: &str, q: u64, k: &str, _: &Arguments) -> Result<(), BrokerError> {
+        fn bind(
+            &self,
+            e: &str,
+            q: u64,
+            k: &str,
+            _: &Arguments,
+            identity: BindingIdentity,
+        ) -> Result<(), BrokerError> {
             self.check()?;
-            self.calls.lock().push(Call::Bind(e.into(), q, k.into()));
+            let call = match identity {
+                BindingIdentity::Key => Call::Bind(e.into(), q, k.into()),
+                BindingIdentity::KeyAndArguments => Call::BindVariant(e.into(), q, k.into()),
+            };
+            self.calls.lock().push(call);
             Ok(())
         }
-        fn unbind(&self, e: &str, q: u64, k: &str) {
-            self.calls.lock().push(Call::Unbind(e.into(), q, k.into()));
+        fn unbind(&self, e: &str, q: u64, k: &str, only: Option<&Arguments>) {
+            let call = match only {
+                None => Call::Unbind(e.into(), q, k.into()),
+                Some(_) => Call::UnbindOne(e.into(), q, k.into()),
+            };
+            self.calls.lock().push(call);
         }
         fn bind_exchange(
             &self,

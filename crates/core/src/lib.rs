@@ -73,7 +73,7 @@ pub use connections::{
 pub use dtx::{DtxError, DtxManager, DtxTimeouts, DtxWork, XaOutcome, Xid};
 pub use error::BrokerError;
 pub use events::{BrokerEvent, Observer, Threshold};
-pub use exchange::{BindingStatus, Exchange, ExchangeInfo, ExchangeOptions};
+pub use exchange::{BindingIdentity, BindingStatus, Exchange, ExchangeInfo, ExchangeOptions};
 pub use exchange_kind::ExchangeKind;
 pub use id_hash::{IdHasher, IdMap};
 pub use journal::{

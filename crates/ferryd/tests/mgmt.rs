@@ -239,6 +239,14 @@ fn exchanges_and_bindings_of_both_kinds() {
         &json!({"routing_key": "x", "arguments": {"k": "v"}}),
     )
     .expect(201);
+    // The same key with other arguments is another binding, as in RabbitMQ.
+    let other = h
+        .post(
+            "/api/bindings/%2F/e/events/q/eq",
+            &json!({"routing_key": "x", "arguments": {"k": "w"}}),
+        )
+        .expect(201);
+    let other_props = other.header("location").unwrap().to_owned();
     h.post("/api/bindings/%2F/e/nothere/q/eq", &json!({}))
         .expect(404);
     h.post("/api/bindings/%2F/e/amq.default/q/eq", &json!({}))
@@ -251,14 +259,14 @@ fn exchanges_and_bindings_of_both_kinds() {
         .iter()
         .filter(|b| b["source"] == "events")
         .collect();
-    assert_eq!(ours.len(), 3, "{all}");
+    assert_eq!(ours.len(), 4, "{all}");
     let between = h.get("/api/bindings/%2F/e/events/q/eq").expect(200).json();
-    assert_eq!(between.as_array().unwrap().len(), 2);
+    assert_eq!(between.as_array().unwrap().len(), 3);
     let with_args = between
         .as_array()
         .unwrap()
         .iter()
-        .find(|b| b["routing_key"] == "x")
+        .find(|b| b["routing_key"] == "x" && b["arguments"]["k"] == "v")
         .unwrap();
     let props = with_args["properties_key"].as_str().unwrap().to_owned();
     assert!(props.starts_with("x~"), "{props}");
@@ -269,7 +277,7 @@ fn exchanges_and_bindings_of_both_kinds() {
         .get("/api/exchanges/%2F/events/bindings/source")
         .expect(200)
         .json();
-    assert_eq!(source.as_array().unwrap().len(), 3);
+    assert_eq!(source.as_array().unwrap().len(), 4);
     let dest = h
         .get("/api/exchanges/%2F/audit/bindings/destination")
         .expect(200)
@@ -303,6 +311,15 @@ fn exchanges_and_bindings_of_both_kinds() {
         .expect(204);
     h.delete(&format!("/api/bindings/%2F/e/events/q/eq/{}", seg(&props)))
         .expect(404);
+    // Only that one: the key's other binding still routes.
+    assert_ne!(other_props, props);
+    assert_eq!(publish("x"), json!(true));
+    h.delete(&format!(
+        "/api/bindings/%2F/e/events/q/eq/{}",
+        seg(&other_props)
+    ))
+    .expect(204);
+    assert_eq!(publish("x"), json!(false));
     h.delete("/api/bindings/%2F/e/events/e/audit/%23")
         .expect(204);
     h.delete("/api/bindings/%2F/e/events/q/eq/order.*")

@@ -15,7 +15,8 @@ use bytes::Bytes;
 use ferry_acl::{Action, ObjectType};
 use ferry_amqp091::{BasicProperties, RawProperties};
 use ferry_core::{
-    now_ms, Arguments, Broker, BrokerError, ConnectionId, ExchangeKind, ExchangeOptions, OwnerId,
+    now_ms, Arguments, BindingIdentity, Broker, BrokerError, ConnectionId, ExchangeKind,
+    ExchangeOptions, OwnerId,
 };
 
 use crate::access::{self, ClientAccess, Denied, PublishCache};
@@ -351,7 +352,8 @@ impl AdminUser {
         Ok(self.broker().delete_exchange(name, if_unused)?)
     }
 
-    /// Binds queue `queue` to `exchange` under `key`.
+    /// Binds queue `queue` to `exchange` under `key`, beside any binding under the key with
+    /// other arguments (RabbitMQ's API, whose bindings are told apart by them).
     pub fn bind_queue(
         &self,
         exchange: &str,
@@ -360,12 +362,24 @@ impl AdminUser {
         arguments: &Arguments,
     ) -> Result<(), AdminError> {
         self.binding_check(Action::Bind, exchange, queue, key, false)?;
-        Ok(self.broker().bind(queue, exchange, key, arguments)?)
+        let by_arguments = BindingIdentity::KeyAndArguments;
+        Ok(self
+            .broker()
+            .bind_as(by_arguments, queue, exchange, key, arguments)?)
     }
 
-    pub fn unbind_queue(&self, exchange: &str, queue: &str, key: &str) -> Result<(), AdminError> {
+    /// Removes the binding of `queue` to `exchange` under `key` with these arguments.
+    pub fn unbind_queue(
+        &self,
+        exchange: &str,
+        queue: &str,
+        key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), AdminError> {
         self.binding_check(Action::Unbind, exchange, queue, key, false)?;
-        Ok(self.broker().unbind(queue, exchange, key)?)
+        Ok(self
+            .broker()
+            .unbind_with_arguments(queue, exchange, key, arguments)?)
     }
 
     /// Binds exchange `destination` to exchange `source` (RabbitMQ's exchange-to-exchange

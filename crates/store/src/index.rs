@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use std::hash::BuildHasherDefault;
 
-use ferry_core::{IdHasher, IdMap};
+use ferry_core::{Arguments, IdHasher, IdMap};
 
 use crate::record::{BindingKey, ExchangeBindingKey, PreparedRec, Record};
 
@@ -125,7 +125,9 @@ impl SegmentStats {
 pub struct Index {
     pub exchanges: HashMap<String, Live>,
     pub queues: IdMap<Live>,
-    pub bindings: HashMap<(String, u64, String), Live>,
+    /// By (exchange, queue, key): each binding under it, with its arguments (see
+    /// [`kind::BIND_VARIANT`](crate::record::kind::BIND_VARIANT)).
+    pub bindings: HashMap<(String, u64, String), Vec<(Arguments, Live)>>,
     pub exchange_bindings: HashMap<ExchangeBindingKey, Live>,
     pub messages: Messages,
     /// Prepared transactions not yet committed or aborted, with where their prepare record
@@ -220,16 +222,47 @@ impl Index {
                     self.sweep_messages(|q| q != *id, at.seq);
                 }
             }
-            Record::Bind(k, _) => {
-                if let Some(old) = self.bindings.insert(binding_id(k), at) {
+            Record::Bind(k, args) => {
+                let old = self
+                    .bindings
+                    .insert(binding_id(k), vec![(args.clone(), at)]);
+                for (_, old) in old.unwrap_or_default() {
+                    self.unaccount(old, at.seq);
+                }
+                self.account(at);
+            }
+            Record::BindVariant(k, args) => {
+                let under_key = self.bindings.entry(binding_id(k)).or_default();
+                let old = match under_key.iter_mut().find(|(a, _)| a.same_entries(args)) {
+                    Some(same) => Some(std::mem::replace(&mut same.1, at)),
+                    None => {
+                        under_key.push((args.clone(), at));
+                        None
+                    }
+                };
+                if let Some(old) = old {
                     self.unaccount(old, at.seq);
                 }
                 self.account(at);
             }
             Record::Unbind(k) => {
-                if let Some(old) = self.bindings.remove(&binding_id(k)) {
+                for (_, old) in self.bindings.remove(&binding_id(k)).unwrap_or_default() {
                     self.unaccount(old, at.seq);
                 }
+            }
+            Record::UnbindVariant(k, args) => {
+                let id = binding_id(k);
+                let Some(under_key) = self.bindings.get_mut(&id) else {
+                    return;
+                };
+                let Some(i) = under_key.iter().position(|(a, _)| a.same_entries(args)) else {
+                    return;
+                };
+                let (_, old) = under_key.remove(i);
+                if under_key.is_empty() {
+                    self.bindings.remove(&id);
+                }
+                self.unaccount(old, at.seq);
             }
             // Applied as they are appended: in memory the commit always completes. Recovery
             // holds them back until it reads the commit (see `recover::Replay`).
@@ -350,7 +383,7 @@ impl Index {
             .cloned()
             .collect();
         for k in keys {
-            if let Some(old) = self.bindings.remove(&k) {
+            for (_, old) in self.bindings.remove(&k).unwrap_or_default() {
                 self.unaccount(old, by);
             }
         }
@@ -404,7 +437,7 @@ impl Index {
         self.exchanges
             .values()
             .chain(self.queues.values())
-            .chain(self.bindings.values())
+            .chain(self.bindings.values().flatten().map(|(_, at)| at))
             .chain(self.exchange_bindings.values())
     }
 
@@ -426,7 +459,10 @@ impl Index {
         match rec {
             Record::ExchangeDeclare(e) => here(self.exchanges.get(&e.name)),
             Record::QueueDeclare(q) => here(self.queues.get(&q.id)),
-            Record::Bind(k, _) => here(self.bindings.get(&binding_id(k))),
+            Record::Bind(k, _) | Record::BindVariant(k, _) => self
+                .bindings
+                .get(&binding_id(k))
+                .is_some_and(|under_key| under_key.iter().any(|(_, at)| here(Some(at)))),
             Record::ExchangeBind(k, _) => here(self.exchange_bindings.get(k)),
             Record::Message(m) | Record::TxMessage { message: m, .. } => {
                 here(self.messages.at(m.id).as_ref())

@@ -33,8 +33,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferry_core::{
-    Arguments, BrokerError, DurableWaiter, ExchangeDefinition, Journal, JournalStats, JournalTx,
-    Message, MessageParts, QueueDefinition, SyncPoint,
+    Arguments, BindingIdentity, BrokerError, DurableWaiter, ExchangeDefinition, Journal,
+    JournalStats, JournalTx, Message, MessageParts, QueueDefinition, SyncPoint,
 };
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -581,24 +581,25 @@ impl Journal for Store {
         queue: u64,
         key: &str,
         arguments: &Arguments,
+        identity: BindingIdentity,
     ) -> Result<(), BrokerError> {
         self.shared.refuse()?;
-        let k = BindingKey {
-            exchange: exchange.to_owned(),
-            queue,
-            key: key.to_owned(),
+        let k = binding_key(exchange, queue, key);
+        let rec = match identity {
+            BindingIdentity::Key => Record::Bind(k, arguments.clone()),
+            BindingIdentity::KeyAndArguments => Record::BindVariant(k, arguments.clone()),
         };
-        self.with_state(|st| st.record(&Record::Bind(k, arguments.clone())));
+        self.with_state(|st| st.record(&rec));
         Ok(())
     }
 
-    fn unbind(&self, exchange: &str, queue: u64, key: &str) {
-        let k = BindingKey {
-            exchange: exchange.to_owned(),
-            queue,
-            key: key.to_owned(),
+    fn unbind(&self, exchange: &str, queue: u64, key: &str, only: Option<&Arguments>) {
+        let k = binding_key(exchange, queue, key);
+        let rec = match only {
+            None => Record::Unbind(k),
+            Some(arguments) => Record::UnbindVariant(k, arguments.clone()),
         };
-        self.with_state(|st| st.record(&Record::Unbind(k)));
+        self.with_state(|st| st.record(&rec));
     }
 
     fn bind_exchange(
@@ -796,6 +797,14 @@ impl Journal for Store {
         } else {
             self.shared.kick();
         }
+    }
+}
+
+fn binding_key(exchange: &str, queue: u64, key: &str) -> BindingKey {
+    BindingKey {
+        exchange: exchange.to_owned(),
+        queue,
+        key: key.to_owned(),
     }
 }
 

@@ -107,8 +107,15 @@ pub mod kind {
     /// A message came back to a queue after a delivery: how many times so far. Kept for
     /// queues with a delivery limit, which judges the message by it.
     pub const RETURNED: u8 = 16;
+    /// A binding whose arguments are part of its identity (0-9-1's): it joins the others
+    /// under its (exchange, queue, key) unless one has the same arguments. `BIND` replaces
+    /// them all, as 0-10's binds did and do.
+    pub const BIND_VARIANT: u8 = 17;
+    /// Removes the one binding under (exchange, queue, key) with these arguments; `UNBIND`
+    /// removes them all.
+    pub const UNBIND_VARIANT: u8 = 18;
     /// The highest record type, for the fuzz entry point.
-    pub const LAST: u8 = RETURNED;
+    pub const LAST: u8 = UNBIND_VARIANT;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -205,6 +212,10 @@ pub enum Record {
     QueueDelete(u64),
     Bind(BindingKey, Arguments),
     Unbind(BindingKey),
+    /// See [`kind::BIND_VARIANT`].
+    BindVariant(BindingKey, Arguments),
+    /// See [`kind::UNBIND_VARIANT`].
+    UnbindVariant(BindingKey, Arguments),
     Message(MessageRec),
     Dequeue {
         queue: u64,
@@ -253,6 +264,8 @@ impl Record {
             Record::TxPrepare(_) => kind::TX_PREPARE,
             Record::TxAbort(_) => kind::TX_ABORT,
             Record::Returned { .. } => kind::RETURNED,
+            Record::BindVariant(..) => kind::BIND_VARIANT,
+            Record::UnbindVariant(..) => kind::UNBIND_VARIANT,
         }
     }
 
@@ -286,7 +299,9 @@ impl Record {
                 put_arguments(out, &q.arguments);
             }
             Record::QueueDelete(id) => put_u64(out, *id),
-            Record::Bind(b, args) => {
+            Record::Bind(b, args)
+            | Record::BindVariant(b, args)
+            | Record::UnbindVariant(b, args) => {
                 put_binding(out, b);
                 put_arguments(out, args);
             }
@@ -403,6 +418,14 @@ impl Record {
                 Record::Bind(b, r.arguments()?)
             }
             kind::UNBIND => Record::Unbind(binding(&mut r)?),
+            kind::BIND_VARIANT => {
+                let b = binding(&mut r)?;
+                Record::BindVariant(b, r.arguments()?)
+            }
+            kind::UNBIND_VARIANT => {
+                let b = binding(&mut r)?;
+                Record::UnbindVariant(b, r.arguments()?)
+            }
             kind::MESSAGE => Record::Message(message_rec(&mut r)?),
             kind::DEQUEUE => Record::Dequeue {
                 queue: r.u64()?,
@@ -817,8 +840,8 @@ mod tests {
                 arguments: args.clone(),
             }),
             Record::QueueDelete(3),
-            Record::Bind(key.clone(), args),
-            Record::Unbind(key),
+            Record::Bind(key.clone(), args.clone()),
+            Record::Unbind(key.clone()),
             Record::Message(MessageRec {
                 id: 9,
                 queues: vec![3, 4],
@@ -888,6 +911,8 @@ mod tests {
                 alternate: None,
                 arguments: Arguments::new(),
             }),
+            Record::BindVariant(key.clone(), args.clone()),
+            Record::UnbindVariant(key, args),
         ]
     }
 

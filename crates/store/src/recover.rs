@@ -431,7 +431,9 @@ fn rebuild(
                 (Record::QueueDeclare(q), None) => {
                     queues.insert(q.id, q);
                 }
-                (Record::Bind(k, args), None) => bindings.push((k, args)),
+                (Record::Bind(k, args) | Record::BindVariant(k, args), None) => {
+                    bindings.push((k, args))
+                }
                 (Record::ExchangeBind(k, args), None) => exchange_bindings.push((seq, k, args)),
                 _ => bad_messages += 1,
             }

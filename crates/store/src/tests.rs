@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferry_core::{
-    Arguments, BindingFilters, Broker, BrokerConfig, ConsumerFilter, ConsumerSpec, ExchangeKind,
-    ExchangeOptions, HeaderValue, Journal, Message, MessageFilter, Outbox, OutboxItem, Queue,
-    QueueOptions, SyncPoint,
+    Arguments, BindingFilters, BindingIdentity, Broker, BrokerConfig, ConsumerFilter, ConsumerSpec,
+    ExchangeKind, ExchangeOptions, HeaderValue, Journal, Message, MessageFilter, Outbox,
+    OutboxItem, Queue, QueueOptions, SyncPoint,
 };
 
 use super::*;
@@ -546,6 +546,76 @@ fn a_long_lived_message_at_the_head_is_compacted_forward() {
         [Bytes::from_static(b"keep me")]
     );
     assert_eq!(b.queue("q").unwrap().message_count(), 0);
+}
+
+/// The bindings of exchange `h` as (queue, the `n` of their arguments), sorted.
+fn bound_ns(b: &Broker) -> Vec<(String, i64)> {
+    let mut all: Vec<(String, i64)> = b
+        .exchange("h")
+        .unwrap()
+        .bindings()
+        .into_iter()
+        .map(|s| match s.arguments.get("n") {
+            Some(HeaderValue::Int(n)) => (s.destination, *n),
+            other => panic!("unexpected arguments {other:?}"),
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+/// 0-9-1's bindings told apart by their arguments survive a restart as they were, after
+/// compaction copied them forward too: a copy of a 0-10 bind (which replaces what is under
+/// its key) must not displace a 0-9-1 binding made beside it later.
+#[test]
+fn bindings_told_apart_by_arguments_survive_compaction_and_restarts() {
+    let dir = TempDir::new("variants");
+    let n = |v: i64| -> Arguments { [("n", HeaderValue::Int(v))].into_iter().collect() };
+    let by_args = BindingIdentity::KeyAndArguments;
+    let expected: Vec<(String, i64)> = [("v", 1), ("v", 3), ("w", 1), ("w", 4), ("x", 7)]
+        .iter()
+        .map(|(q, v)| (q.to_string(), *v))
+        .collect();
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_exchange(&b, "h", ExchangeKind::Headers, true);
+        for name in ["v", "w", "x"] {
+            durable_queue(&b, name);
+        }
+        let q = durable_queue(&b, "q");
+        for v in [1, 2, 3] {
+            b.bind_as(by_args, "v", "h", "", &n(v)).unwrap();
+        }
+        b.unbind_with_arguments("v", "h", "", &n(2)).unwrap();
+        // A 0-10 bind, then a 0-9-1 one beside it under the same key.
+        b.bind("w", "h", "", &n(1)).unwrap();
+        b.bind_as(by_args, "w", "h", "", &n(4)).unwrap();
+        // 0-9-1 bindings, then a 0-10 bind that replaces them.
+        b.bind_as(by_args, "x", "h", "", &n(5)).unwrap();
+        b.bind_as(by_args, "x", "h", "", &n(6)).unwrap();
+        b.bind("x", "h", "", &n(7)).unwrap();
+        assert_eq!(bound_ns(&b), expected);
+        churn_until_compacted(&store, &b, &q, 40);
+        assert!(
+            segment_files(&dir).len() <= 5,
+            "the first segment was compacted"
+        );
+        store.sync();
+        store.close();
+    }
+    let (store, b, _) = start(&dir, small());
+    assert_eq!(bound_ns(&b), expected);
+    // A 0-9-1 unbind after the restart removes the one binding, for good.
+    b.unbind_with_arguments("w", "h", "", &n(1)).unwrap();
+    store.sync();
+    store.close();
+    drop(b);
+    let (_s, b, _) = start(&dir, small());
+    let left: Vec<(String, i64)> = expected
+        .into_iter()
+        .filter(|(q, v)| !(q == "w" && *v == 1))
+        .collect();
+    assert_eq!(bound_ns(&b), left);
 }
 
 /// Takes the queue's first message and puts it back as delivered: one return. The count

@@ -442,6 +442,11 @@ fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) -> u
                 });
                 st.index.message(m.id, &queues, Live { loc, seq });
             }
+            // A copy stands for this one binding: as `BIND` it would displace the others
+            // under its key that are live too.
+            Record::Bind(k, arguments) => {
+                st.record(&Record::BindVariant(k, arguments));
+            }
             other => {
                 st.record(&other);
             }

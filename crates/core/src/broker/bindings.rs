@@ -6,10 +6,9 @@ use std::sync::Arc;
 use super::Broker;
 use crate::error::BrokerError;
 use crate::events::BrokerEvent;
-use crate::exchange::Exchange;
+use crate::exchange::{BindingIdentity, Bound, Exchange};
 use crate::journal::Journal;
 use crate::message::MessageFilter;
-use crate::queue::Queue;
 use crate::value::Arguments;
 
 /// 0-10 exchange.bound result flags.
@@ -23,10 +22,30 @@ pub struct BoundResult {
 }
 
 impl Broker {
-    /// Binds; idempotent for an existing (queue, exchange, key). Headers bindings need a valid
+    /// Binds, as 0-10 does: idempotent for an existing (queue, exchange, key), whose
+    /// arguments a bind replaces ([`BindingIdentity::Key`]). Headers bindings need a valid
     /// `x-match` (`all`, the default, or `any`).
     pub fn bind(
         &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.bind_as(
+            BindingIdentity::Key,
+            queue,
+            exchange,
+            binding_key,
+            arguments,
+        )
+    }
+
+    /// Binds with the identity given: [`BindingIdentity::KeyAndArguments`] for 0-9-1,
+    /// whose bindings under one key with other arguments are others.
+    pub fn bind_as(
+        &self,
+        identity: BindingIdentity,
         queue: &str,
         exchange: &str,
         binding_key: &str,
@@ -41,9 +60,16 @@ impl Broker {
         let mut reg = self.registry.write();
         let ex = reg.exchange(exchange)?.clone();
         let q = reg.queue(queue)?.clone();
-        self.record_binding(&ex, &q, binding_key, arguments)?;
-        if ex.bind(&q, binding_key, arguments, filter)? {
+        if let (Some(store), true) = (q.store(), ex.is_durable()) {
+            store
+                .journal
+                .bind(ex.name(), store.id, binding_key, arguments, identity)?;
+        }
+        let bound = ex.bind(&q, binding_key, arguments, filter, identity)?;
+        if bound == Bound::NewKey {
             reg.add_binding(&q, &ex, binding_key);
+        }
+        if bound.added() {
             self.notify(|| BrokerEvent::Bound {
                 exchange: exchange.to_owned(),
                 queue: queue.to_owned(),
@@ -64,20 +90,6 @@ impl Broker {
                 (make.0)(arguments).map_err(BrokerError::InvalidArgument)
             }
             _ => Ok(None),
-        }
-    }
-
-    /// Journals a binding between a durable exchange and a durable queue.
-    fn record_binding(
-        &self,
-        ex: &Exchange,
-        q: &Queue,
-        key: &str,
-        arguments: &Arguments,
-    ) -> Result<(), BrokerError> {
-        match (q.store(), ex.is_durable()) {
-            (Some(store), true) => store.journal.bind(ex.name(), store.id, key, arguments),
-            _ => Ok(()),
         }
     }
 
@@ -154,12 +166,36 @@ impl Broker {
         Ok(())
     }
 
-    /// Unbinds; unbinding a binding that does not exist is not an error (qpidd).
+    /// Unbinds every binding of the queue under the key, as 0-10 does; unbinding a binding
+    /// that does not exist is not an error (qpidd).
     pub fn unbind(
         &self,
         queue: &str,
         exchange: &str,
         binding_key: &str,
+    ) -> Result<(), BrokerError> {
+        self.unbind_only(queue, exchange, binding_key, None)
+    }
+
+    /// Unbinds the one binding of the queue under the key with these arguments (compared as
+    /// sets of entries), as 0-9-1 does; the key's others stay. A binding that does not exist
+    /// is not an error (RabbitMQ).
+    pub fn unbind_with_arguments(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.unbind_only(queue, exchange, binding_key, Some(arguments))
+    }
+
+    fn unbind_only(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+        only: Option<&Arguments>,
     ) -> Result<(), BrokerError> {
         if exchange.is_empty() {
             return Err(BrokerError::NotAllowed(
@@ -169,15 +205,17 @@ impl Broker {
         let mut reg = self.registry.write();
         let ex = reg.exchange(exchange)?.clone();
         let q = reg.queue(queue)?.clone();
-        if ex.unbind(q.id(), binding_key) {
-            reg.remove_binding(&q, &ex, binding_key);
+        if let Some(key_gone) = ex.unbind(q.id(), binding_key, only) {
+            if key_gone {
+                reg.remove_binding(&q, &ex, binding_key);
+            }
             self.notify(|| BrokerEvent::Unbound {
                 exchange: exchange.to_owned(),
                 queue: queue.to_owned(),
                 key: binding_key.to_owned(),
             });
             if let (Some(store), true) = (q.store(), ex.is_durable()) {
-                store.journal.unbind(ex.name(), store.id, binding_key);
+                store.journal.unbind(ex.name(), store.id, binding_key, only);
             }
             self.auto_delete_exchange(&mut reg, &ex);
         }

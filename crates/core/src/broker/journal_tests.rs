@@ -8,13 +8,14 @@ use bytes::Bytes;
 
 use super::*;
 use crate::error::BrokerError;
+use crate::exchange_kind::BindingIdentity;
 use crate::journal::testing::{Call, MemoryJournal};
 use crate::journal::SyncPoint;
 use crate::message::{now_ms, Message};
 use crate::queue::ConsumerSpec;
 use crate::queue::QueueOptions;
 use crate::queue::{Outbox, OutboxItem};
-use crate::value::Arguments;
+use crate::value::{Arguments, HeaderValue};
 
 fn broker() -> (Arc<Broker>, Arc<MemoryJournal>) {
     let j = MemoryJournal::new();
@@ -76,6 +77,49 @@ fn consume_all(b: &Broker, q: &Arc<Queue>) -> Arc<Outbox> {
     .unwrap();
     q.add_credit(id, u32::MAX, u32::MAX).unwrap();
     ob
+}
+
+/// 0-9-1's bindings, told apart by their arguments: each bind and unbind is journaled as
+/// such; the queue's deletion takes every binding under the key, and an auto-delete
+/// exchange goes only with the last of them.
+#[test]
+fn bindings_told_apart_by_arguments_are_journaled_and_removed_one_by_one() {
+    let (b, j) = broker();
+    let (dq, _) = b.declare_queue("d", durable(), false, 1).unwrap();
+    let opts = ExchangeOptions {
+        durable: true,
+        auto_delete: true,
+        ..ExchangeOptions::default()
+    };
+    b.declare_exchange("h", ExchangeKind::Headers, opts, false)
+        .unwrap();
+    let args = |v: i64| -> Arguments { [("n", HeaderValue::Int(v))].into_iter().collect() };
+    let by_args = BindingIdentity::KeyAndArguments;
+    b.bind_as(by_args, "d", "h", "", &args(1)).unwrap();
+    b.bind_as(by_args, "d", "h", "", &args(2)).unwrap();
+    b.bind_as(by_args, "d", "h", "", &args(2)).unwrap();
+    assert_eq!(b.exchange("h").unwrap().binding_count(), 2);
+    b.unbind_with_arguments("d", "h", "", &args(1)).unwrap();
+    assert_eq!(b.exchange("h").unwrap().binding_count(), 1);
+    let id = store_id(&dq);
+    assert_eq!(
+        j.take(),
+        [
+            Call::DeclareQueue("d".into(), id),
+            Call::DeclareExchange("h".into()),
+            Call::BindVariant("h".into(), id, "".into()),
+            Call::BindVariant("h".into(), id, "".into()),
+            Call::BindVariant("h".into(), id, "".into()),
+            Call::UnbindOne("h".into(), id, "".into()),
+        ]
+    );
+    // Another binding under the key keeps the auto-delete exchange.
+    b.bind_as(by_args, "d", "h", "", &args(3)).unwrap();
+    b.unbind_with_arguments("d", "h", "", &args(2)).unwrap();
+    assert!(b.exchange("h").is_some());
+    // Deleting the queue removes every binding under the key, and with them the exchange.
+    b.delete_queue("d", false, false, 1).unwrap();
+    assert!(b.exchange("h").is_none());
 }
 
 #[test]

@@ -11,7 +11,7 @@ use super::registry::Registry;
 use super::Broker;
 use crate::error::BrokerError;
 use crate::events::BrokerEvent;
-use crate::exchange::Exchange;
+use crate::exchange::{BindingIdentity, Exchange};
 use crate::journal::QueueDefinition;
 use crate::message::{now_ms, HeaderMatch, Message, TraceEdit};
 use crate::queue::{
@@ -306,7 +306,7 @@ impl Broker {
             store,
         );
         self.default_exchange
-            .bind(&q, name, &Arguments::new(), None)
+            .bind(&q, name, &Arguments::new(), None, BindingIdentity::Key)
             .map_err(|e| BrokerError::InvalidArgument(e.to_string()))?;
         q.watch_thresholds(&self.observer);
         reg.queues.insert(name.to_owned(), q.clone());
@@ -365,11 +365,11 @@ impl Broker {
         if let Some(store) = q.store() {
             store.journal.delete_queue(store.id);
         }
-        self.default_exchange.unbind(q.id(), q.name());
+        self.default_exchange.unbind(q.id(), q.name(), None);
         q.release_quota();
         for (ex, key) in reg.bindings.remove(&q.id()).unwrap_or_default() {
             if let Some(ex) = ex.upgrade() {
-                ex.unbind(q.id(), &key);
+                ex.unbind(q.id(), &key, None);
                 self.auto_delete_exchange(reg, &ex);
             }
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::queues::Restore;
 use super::Broker;
 use crate::error::BrokerError;
-use crate::exchange::{Exchange, ExchangeOptions};
+use crate::exchange::{BindingIdentity, Bound, Exchange, ExchangeOptions};
 use crate::exchange_kind::ExchangeKind;
 use crate::queue::{Queue, QueueOptions};
 use crate::value::Arguments;
@@ -46,7 +46,9 @@ impl Broker {
             .map(|(q, _)| q)
     }
 
-    /// Recreates a binding the store recovered, without journaling it again.
+    /// Recreates a binding the store recovered, without journaling it again. Whatever the
+    /// bind that made it, the store keeps one record per binding it holds, so each is
+    /// restored beside the others under its key.
     pub fn restore_binding(
         &self,
         queue: &str,
@@ -62,7 +64,14 @@ impl Broker {
         let mut reg = self.registry.write();
         let ex = reg.exchange(exchange)?.clone();
         let q = reg.queue(queue)?.clone();
-        if ex.bind(&q, binding_key, arguments, filter)? {
+        let bound = ex.bind(
+            &q,
+            binding_key,
+            arguments,
+            filter,
+            BindingIdentity::KeyAndArguments,
+        )?;
+        if bound == Bound::NewKey {
             reg.add_binding(&q, &ex, binding_key);
         }
         Ok(())

@@ -15,6 +15,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::BrokerError;
+pub use crate::exchange_kind::BindingIdentity;
 use crate::exchange_kind::ExchangeKind;
 use crate::message::{Message, MessageFilter};
 use crate::queue::{AlternateExchange, Queue};
@@ -57,6 +58,26 @@ pub struct BindingStatus {
     pub to_exchange: bool,
     pub key: String,
     pub arguments: Arguments,
+}
+
+/// What a bind did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// The first binding under (destination, key).
+    NewKey,
+    /// Another binding under a key already bound, with other arguments.
+    NewVariant,
+    /// The key's binding, with the new arguments ([`BindingIdentity::Key`]).
+    Replaced,
+    /// The same binding again ([`BindingIdentity::KeyAndArguments`]).
+    Unchanged,
+}
+
+impl Bound {
+    /// Whether a binding that was not there before is.
+    pub(crate) fn added(self) -> bool {
+        matches!(self, Bound::NewKey | Bound::NewVariant)
+    }
 }
 
 /// What a binding delivers to: a queue, or (exchange-to-exchange) another exchange.
@@ -185,12 +206,13 @@ impl<T: Destination> Index<T> {
     }
 }
 
-/// The bindings of one exchange to one type of destination. Identity of a binding is
-/// (destination, key), as in 0-10.
+/// The bindings of one exchange to one type of destination, by (destination, key); each
+/// entry holds the arguments of every binding under that key (one, unless bound with
+/// [`BindingIdentity::KeyAndArguments`]).
 #[derive(Debug)]
 struct Bindings<T> {
-    /// Ordered, so that one destination's bindings are a range.
-    records: BTreeMap<(u64, String), (T, Arguments)>,
+    /// Ordered, so that one destination's bindings are a range. Never an empty list.
+    records: BTreeMap<(u64, String), (T, Vec<Arguments>)>,
     index: Index<T>,
 }
 
@@ -202,17 +224,17 @@ impl<T: Destination> Bindings<T> {
         }
     }
 
-    /// Adds a binding; `Ok(false)` if (destination, key) was already bound. Rebinding
-    /// replaces its arguments: a headers binding's match criteria (so a client can change
-    /// them, as qpidd allows), a selector (see `selective`), and what management shows, as
-    /// the store keeps the last arguments too.
+    /// Adds a binding. Under [`BindingIdentity::Key`], rebinding replaces the key's
+    /// arguments: a headers binding's match criteria, a selector (see `selective`), and what
+    /// management shows, as the store keeps the last arguments too.
     fn bind(
         &mut self,
         kind: ExchangeKind,
         dest: &T,
         key: &str,
         args: &Arguments,
-    ) -> Result<bool, BrokerError> {
+        identity: BindingIdentity,
+    ) -> Result<Bound, BrokerError> {
         if kind == ExchangeKind::Topic && topic::pattern_words(key) > topic::MAX_PATTERN_WORDS {
             return Err(BrokerError::InvalidArgument(format!(
                 "binding key has more than {} words",
@@ -224,28 +246,54 @@ impl<T: Destination> Bindings<T> {
             _ => None,
         };
         let id = (dest.dest_id(), key.to_owned());
-        if let Some(existing) = self.records.get_mut(&id) {
-            existing.1 = args.clone();
-            if let (Some(hb), Index::Headers(list)) = (headers_binding, &mut self.index) {
-                if let Some(slot) = list
-                    .iter_mut()
-                    .find(|b| b.queue.dest_id() == dest.dest_id() && b.key == key)
-                {
-                    *slot = hb;
-                }
+        let Some((_, variants)) = self.records.get_mut(&id) else {
+            self.index.insert(dest, key, headers_binding);
+            self.records.insert(id, (dest.clone(), vec![args.clone()]));
+            return Ok(Bound::NewKey);
+        };
+        let bound = match identity {
+            BindingIdentity::Key => {
+                *variants = vec![args.clone()];
+                Bound::Replaced
             }
-            return Ok(false);
+            BindingIdentity::KeyAndArguments if variants.iter().any(|a| a.same_entries(args)) => {
+                return Ok(Bound::Unchanged)
+            }
+            BindingIdentity::KeyAndArguments => {
+                variants.push(args.clone());
+                Bound::NewVariant
+            }
+        };
+        if let Index::Headers(list) = &mut self.index {
+            rebuild_headers(list, dest, key, variants);
         }
-        self.index.insert(dest, key, headers_binding);
-        self.records.insert(id, (dest.clone(), args.clone()));
-        Ok(true)
+        Ok(bound)
     }
 
-    /// Removes the (destination, key) binding; returns its destination.
-    fn unbind(&mut self, id: u64, key: &str) -> Option<T> {
-        let (dest, _) = self.records.remove(&(id, key.to_owned()))?;
-        self.index.remove(id, key);
-        Some(dest)
+    /// Removes the bindings under (destination, key): all of them, or with `only` the one
+    /// with those arguments. Returns the destination and whether the key has none left;
+    /// `None` if nothing was removed.
+    fn unbind(&mut self, id: u64, key: &str, only: Option<&Arguments>) -> Option<(T, bool)> {
+        let rid = (id, key.to_owned());
+        let (dest, variants) = self.records.get_mut(&rid)?;
+        let before = variants.len();
+        match only {
+            None => variants.clear(),
+            Some(args) => variants.retain(|a| !a.same_entries(args)),
+        }
+        if variants.len() == before {
+            return None;
+        }
+        let dest = dest.clone();
+        if variants.is_empty() {
+            self.records.remove(&rid);
+            self.index.remove(id, key);
+            return Some((dest, true));
+        }
+        if let Index::Headers(list) = &mut self.index {
+            rebuild_headers(list, &dest, key, variants);
+        }
+        Some((dest, false))
     }
 
     fn clear(&mut self, kind: ExchangeKind) -> Vec<(T, String)> {
@@ -255,6 +303,39 @@ impl<T: Destination> Bindings<T> {
             .map(|((_, key), (dest, _))| (dest, key))
             .collect()
     }
+
+    /// Every binding: (destination, key, arguments).
+    fn each(&self) -> impl Iterator<Item = (&T, &str, &Arguments)> {
+        self.records
+            .iter()
+            .flat_map(|((_, key), (dest, variants))| {
+                variants.iter().map(move |a| (dest, key.as_str(), a))
+            })
+    }
+
+    fn len(&self) -> usize {
+        self.records
+            .values()
+            .map(|(_, variants)| variants.len())
+            .sum()
+    }
+}
+
+/// Replaces a headers exchange's matchers for (destination, key) with one per binding under
+/// the key. Each was accepted when it was bound.
+fn rebuild_headers<T: Destination>(
+    list: &mut Vec<HeadersBinding<T>>,
+    dest: &T,
+    key: &str,
+    variants: &[Arguments],
+) {
+    let id = dest.dest_id();
+    list.retain(|b| !(b.queue.dest_id() == id && b.key == key));
+    list.extend(
+        variants
+            .iter()
+            .filter_map(|a| HeadersBinding::new(dest.clone(), key, a).ok()),
+    );
 }
 
 #[derive(Debug)]
@@ -270,7 +351,7 @@ struct Table {
 
 impl Table {
     fn len(&self) -> usize {
-        self.queues.records.len() + self.exchanges.as_ref().map_or(0, |e| e.records.len())
+        self.queues.len() + self.exchanges.as_ref().map_or(0, |e| e.len())
     }
 
     /// Appends the queues the message reaches here, less those whose filtered bindings
@@ -418,28 +499,26 @@ impl Exchange {
     /// broker's own queues).
     pub fn bindings(&self) -> Vec<BindingStatus> {
         let table = self.table.read();
-        let to_queues = table
-            .queues
-            .records
-            .iter()
-            .filter(|(_, (q, _))| !q.is_system())
-            .map(|((_, key), (q, args))| BindingStatus {
-                source: self.name.clone(),
-                destination: q.name().to_owned(),
-                to_exchange: false,
-                key: key.clone(),
-                arguments: args.clone(),
-            });
-        let to_exchanges = table.exchanges.iter().flat_map(|b| {
-            b.records
-                .iter()
-                .map(|((_, key), (ex, args))| BindingStatus {
+        let to_queues =
+            table
+                .queues
+                .each()
+                .filter(|(q, _, _)| !q.is_system())
+                .map(|(q, key, args)| BindingStatus {
                     source: self.name.clone(),
-                    destination: ex.name.clone(),
-                    to_exchange: true,
-                    key: key.clone(),
+                    destination: q.name().to_owned(),
+                    to_exchange: false,
+                    key: key.to_owned(),
                     arguments: args.clone(),
-                })
+                });
+        let to_exchanges = table.exchanges.iter().flat_map(|b| {
+            b.each().map(|(ex, key, args)| BindingStatus {
+                source: self.name.clone(),
+                destination: ex.name.clone(),
+                to_exchange: true,
+                key: key.to_owned(),
+                arguments: args.clone(),
+            })
         });
         let mut all: Vec<BindingStatus> = to_queues.chain(to_exchanges).collect();
         all.sort_by(|a, b| (&a.destination, &a.key).cmp(&(&b.destination, &b.key)));
@@ -503,24 +582,27 @@ impl Exchange {
         queues.len() > q0 || exchanges.len() > e0
     }
 
-    /// Binds a queue; `Ok(false)` if (queue, key) was already bound. Rebinding replaces
-    /// the binding's arguments (see `Bindings::bind`).
+    /// Binds a queue (see [`BindingIdentity`] for what binding again does).
     ///
     /// `filter` admits what the binding routes (see `selective`). Rebinding (queue, key)
-    /// replaces its filter, whatever the exchange type: the store keeps the last arguments,
-    /// so a restart would bring the new filter anyway.
+    /// under [`BindingIdentity::Key`] replaces its filter, whatever the exchange type: the
+    /// store keeps the last arguments, so a restart would bring the new filter anyway.
     pub(crate) fn bind(
         &self,
         queue: &Arc<Queue>,
         key: &str,
         args: &Arguments,
         filter: Option<Arc<dyn MessageFilter>>,
-    ) -> Result<bool, BrokerError> {
+        identity: BindingIdentity,
+    ) -> Result<Bound, BrokerError> {
         let mut table = self.table.write();
         let Table {
             queues, selective, ..
         } = &mut *table;
-        let added = queues.bind(self.kind, queue, key, args)?;
+        let bound = queues.bind(self.kind, queue, key, args, identity)?;
+        if bound == Bound::Unchanged {
+            return Ok(bound);
+        }
         if filter.is_some() || selective.as_ref().is_some_and(|s| s.has(queue.id())) {
             let id = queue.id();
             let earlier = || {
@@ -528,24 +610,24 @@ impl Exchange {
                     .records
                     .range((id, String::new())..)
                     .take_while(|((q, _), _)| *q == id)
-                    .map(|((_, k), (_, a))| (k.as_str(), a))
+                    .flat_map(|((_, k), (_, variants))| variants.iter().map(|a| (k.as_str(), a)))
                     .collect()
             };
             let table = selective.get_or_insert_with(Box::default);
-            table.bound(self.kind, id, key, args, filter, earlier);
+            table.bound(self.kind, id, key, args, filter, identity, earlier);
             if table.is_empty() {
                 *selective = None;
             }
         }
-        table.ever_bound |= added;
-        if added {
+        table.ever_bound |= bound.added();
+        if bound == Bound::NewKey {
             self.count_dependent(queue, true);
         }
-        Ok(added)
+        Ok(bound)
     }
 
     /// Binds another exchange as a destination (exchange-to-exchange), with the same rules
-    /// as [`Exchange::bind`].
+    /// as [`Exchange::bind`] under [`BindingIdentity::Key`]; true if the binding is new.
     pub(crate) fn bind_exchange(
         &self,
         destination: &Arc<Exchange>,
@@ -557,7 +639,8 @@ impl Exchange {
         let added = table
             .exchanges
             .get_or_insert_with(|| Box::new(Bindings::new(kind)))
-            .bind(kind, destination, key, args)?;
+            .bind(kind, destination, key, args, BindingIdentity::Key)?
+            .added();
         table.ever_bound |= added;
         if added {
             self.count_dependent(destination, true);
@@ -565,23 +648,27 @@ impl Exchange {
         Ok(added)
     }
 
-    /// Removes the (queue, key) binding; false if there was none.
-    pub(crate) fn unbind(&self, queue_id: u64, key: &str) -> bool {
+    /// Removes the queue's bindings under `key`: all of them, or with `only` the one with
+    /// those arguments. `None` if none was removed, else whether the key has none left.
+    pub(crate) fn unbind(
+        &self,
+        queue_id: u64,
+        key: &str,
+        only: Option<&Arguments>,
+    ) -> Option<bool> {
         let mut table = self.table.write();
-        let removed = table.queues.unbind(queue_id, key);
-        if removed.is_some() {
-            if let Some(selective) = table.selective.as_mut() {
-                selective.removed(queue_id, key);
-                if selective.is_empty() {
-                    table.selective = None;
-                }
+        let (queue, key_gone) = table.queues.unbind(queue_id, key, only)?;
+        if let Some(selective) = table.selective.as_mut() {
+            selective.removed(queue_id, key, only);
+            if selective.is_empty() {
+                table.selective = None;
             }
         }
         drop(table);
-        if let Some(q) = &removed {
-            self.count_dependent(q, false);
+        if key_gone {
+            self.count_dependent(&queue, false);
         }
-        removed.is_some()
+        Some(key_gone)
     }
 
     /// Removes the (destination exchange, key) binding; false if there was none.
@@ -590,7 +677,7 @@ impl Exchange {
         let removed = table
             .exchanges
             .as_mut()
-            .and_then(|e| e.unbind(destination_id, key));
+            .and_then(|e| e.unbind(destination_id, key, None));
         if table
             .exchanges
             .as_ref()
@@ -598,7 +685,7 @@ impl Exchange {
         {
             table.exchanges = None;
         }
-        if let Some(dest) = &removed {
+        if let Some((dest, _)) = &removed {
             self.count_dependent(dest, false);
         }
         removed.is_some()
@@ -659,12 +746,12 @@ impl Exchange {
         if let (Some(q), Some(k)) = (queue, key) {
             return records
                 .get(&(q.id(), k.to_owned()))
-                .is_some_and(|(_, a)| args_ok(a));
+                .is_some_and(|(_, variants)| variants.iter().any(args_ok));
         }
-        records.iter().any(|((id, k), (_, a))| {
+        records.iter().any(|((id, k), (_, variants))| {
             queue.map_or(true, |q| q.id() == *id)
                 && key.map_or(true, |want| want == k)
-                && args_ok(a)
+                && variants.iter().any(args_ok)
         })
     }
 

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::headers::HeadersBinding;
-use super::topic;
+use super::{topic, BindingIdentity};
 use crate::exchange_kind::ExchangeKind;
 use crate::message::{Message, MessageFilter};
 use crate::queue::Queue;
@@ -23,6 +23,8 @@ use crate::value::Arguments;
 #[derive(Debug)]
 struct Binding {
     key: String,
+    /// What tells it from others under the same key ([`BindingIdentity::KeyAndArguments`]).
+    arguments: Arguments,
     /// A headers exchange's match criteria (there the key plays no part in routing).
     headers: Option<HeadersBinding<()>>,
     filter: Option<Arc<dyn MessageFilter>>,
@@ -37,6 +39,7 @@ impl Binding {
     ) -> Binding {
         Binding {
             key: key.to_owned(),
+            arguments: args.clone(),
             // The index accepted these arguments already.
             headers: (kind == ExchangeKind::Headers)
                 .then(|| HeadersBinding::new((), key, args).ok())
@@ -68,10 +71,12 @@ impl Binding {
 pub(crate) struct Selective(HashMap<u64, Vec<Binding>>);
 
 impl Selective {
-    /// (`queue`, `key`) was bound, anew or again: a rebinding's filter replaces the one it
-    /// had, as its arguments do in the store (so a restart finds what ran before it).
-    /// `earlier` lists the queue's bindings here, (key, arguments); it is asked for only when
-    /// the queue has no filtered binding here yet, and may include `key`.
+    /// (`queue`, `key`) was bound, anew or again: under [`BindingIdentity::Key`] a
+    /// rebinding's filter replaces the one it had, as its arguments do in the store (so a
+    /// restart finds what ran before it). `earlier` lists the queue's bindings here, (key,
+    /// arguments); it is asked for only when the queue has no filtered binding here yet, and
+    /// includes this one.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn bound<'a>(
         &mut self,
         kind: ExchangeKind,
@@ -79,15 +84,19 @@ impl Selective {
         key: &str,
         args: &Arguments,
         filter: Option<Arc<dyn MessageFilter>>,
+        identity: BindingIdentity,
         earlier: impl FnOnce() -> Vec<(&'a str, &'a Arguments)>,
     ) {
         let binding = Binding::new(kind, key, args, filter);
         match self.0.get_mut(&queue) {
             Some(bindings) => {
-                match bindings.iter_mut().find(|b| b.key == key) {
-                    Some(slot) => *slot = binding,
-                    None => bindings.push(binding),
+                match identity {
+                    BindingIdentity::Key => bindings.retain(|b| b.key != key),
+                    BindingIdentity::KeyAndArguments => {
+                        bindings.retain(|b| !(b.key == key && b.arguments.same_entries(args)))
+                    }
                 }
+                bindings.push(binding);
                 if bindings.iter().all(|b| b.filter.is_none()) {
                     self.0.remove(&queue);
                 }
@@ -95,7 +104,7 @@ impl Selective {
             None if binding.filter.is_some() => {
                 let mut bindings: Vec<Binding> = earlier()
                     .into_iter()
-                    .filter(|(k, _)| *k != key)
+                    .filter(|(k, a)| !(*k == key && a.same_entries(args)))
                     .map(|(k, a)| Binding::new(kind, k, a, None))
                     .collect();
                 bindings.push(binding);
@@ -105,12 +114,13 @@ impl Selective {
         }
     }
 
-    /// The binding of `queue` under `key` was removed.
-    pub(crate) fn removed(&mut self, queue: u64, key: &str) {
+    /// Bindings of `queue` under `key` were removed: all of them, or with `only` the one
+    /// with those arguments.
+    pub(crate) fn removed(&mut self, queue: u64, key: &str, only: Option<&Arguments>) {
         let Some(bindings) = self.0.get_mut(&queue) else {
             return;
         };
-        bindings.retain(|b| b.key != key);
+        bindings.retain(|b| !(b.key == key && only.map_or(true, |a| b.arguments.same_entries(a))));
         if bindings.iter().all(|b| b.filter.is_none()) {
             self.0.remove(&queue);
         }

@@ -152,7 +152,7 @@ pub async fn remove(
         if e.to_exchange {
             user.unbind_exchange(&e.source, &e.destination, &b.key)?;
         } else {
-            user.unbind_queue(&e.source, &e.destination, &b.key)?;
+            user.unbind_queue(&e.source, &e.destination, &b.key, &b.arguments)?;
         }
         Ok(StatusCode::NO_CONTENT.into_response())
     })

@@ -109,16 +109,26 @@ pub(super) fn exchanges(view: &View) -> Vec<QmfObject> {
 }
 
 pub(super) fn bindings(view: &View) -> Vec<QmfObject> {
+    // 0-9-1 may bind a queue under one key several times with other arguments, which qpidd
+    // cannot: the second and later get `,2`, `,3`... so that object names stay unique.
+    let mut seen: HashMap<(String, String, String), usize> = HashMap::new();
     queue_bindings(view)
         .into_iter()
         .map(|b| {
+            let nth = seen
+                .entry((b.source.clone(), b.destination.clone(), b.key.clone()))
+                .or_default();
+            *nth += 1;
             let v = Values::default()
                 .reference("exchangeRef", &Class::Exchange.object_name(&b.source))
                 .reference("queueRef", &Class::Queue.object_name(&b.destination))
                 .text("bindingKey", &b.key)
                 .value("arguments", from_arguments(&b.arguments))
                 .u64("msgMatched", 0);
-            let key = binding_key(&b.source, &b.destination, &b.key);
+            let mut key = binding_key(&b.source, &b.destination, &b.key);
+            if *nth > 1 {
+                key = format!("{key},{nth}");
+            }
             view.object(Class::Binding, key, v.build(), 0)
         })
         .collect()

@@ -248,6 +248,35 @@ fn exchanges_and_bindings_refer_to_each_other_by_name() {
     assert_eq!(text_of(&on_t.values, "bindingKey"), "a.#");
 }
 
+/// 0-9-1 may bind a queue under one key twice with other arguments, which qpidd cannot:
+/// each binding is its own object, under a name of its own.
+#[test]
+fn bindings_under_one_key_have_names_of_their_own() {
+    let id = identity();
+    let b = broker(&id);
+    let n = |v: i64| -> Arguments { [("n", HeaderValue::Int(v))].into_iter().collect() };
+    for v in [1, 2] {
+        b.bind_as(
+            ferry_core::BindingIdentity::KeyAndArguments,
+            "q",
+            "amq.match",
+            "",
+            &n(v),
+        )
+        .unwrap();
+    }
+    let v = view(&b, &id);
+    let names: Vec<String> = v
+        .objects(Class::Binding)
+        .iter()
+        .filter(|o| reference(&o.values, "exchangeRef").ends_with(":amq.match"))
+        .map(|o| o.object_name().to_owned())
+        .collect();
+    let first = "org.apache.qpid.broker:binding:org.apache.qpid.broker:exchange:amq.match,\
+                 org.apache.qpid.broker:queue:q,";
+    assert_eq!(names, [first.to_owned(), format!("{first},2")]);
+}
+
 #[test]
 fn the_broker_sums_the_queues_but_the_agents() {
     let id = identity();

@@ -13,8 +13,8 @@ use ferry_amqp091::{
     QueuePurgeOk, QueueUnbind, QueueUnbindOk, ShortStr,
 };
 use ferry_core::{
-    Broker, BrokerError, ConsumerId, Delivery, Exchange, ExchangeKind, ExchangeOptions, Message,
-    Outbox, OwnerId, Queue, SettleWindow, SyncPoint,
+    BindingIdentity, Broker, BrokerError, ConsumerId, Delivery, Exchange, ExchangeKind,
+    ExchangeOptions, Message, Outbox, OwnerId, Queue, SettleWindow, SyncPoint,
 };
 
 use crate::access::{self, ClientAccess, PublishCache};
@@ -577,17 +577,24 @@ impl Channel {
         ctx.access.check(Action::Bind, ObjectType::Exchange, || {
             access::binding_props(exchange, Some(q.name()), Some(key))
         })?;
-        ctx.broker
-            .bind(q.name(), exchange, key, &table_to_headers(&m.arguments))?;
+        // RabbitMQ's identity: the same key with other arguments is another binding.
+        ctx.broker.bind_as(
+            BindingIdentity::KeyAndArguments,
+            q.name(),
+            exchange,
+            key,
+            &table_to_headers(&m.arguments),
+        )?;
         if !m.nowait {
             self.reply_when_durable(ctx, q.is_durable(), QueueBindOk {});
         }
         Ok(())
     }
 
-    /// As in RabbitMQ, unbinding what is not there succeeds, whether the binding, its
-    /// queue or its exchange is missing (a client tearing down after an auto-delete queue
-    /// went counts on it).
+    /// Removes the binding with these arguments; the key's others stay (RabbitMQ's
+    /// identity). As in RabbitMQ, unbinding what is not there succeeds, whether the binding,
+    /// its queue or its exchange is missing (a client tearing down after an auto-delete
+    /// queue went counts on it).
     pub fn queue_unbind(&mut self, ctx: &mut Ctx, m: QueueUnbind) -> Result<(), Fault> {
         let queue = self.queue_name(&m.queue)?.to_owned();
         let exchange = utf8(m.exchange.bytes(), "exchange")?;
@@ -603,7 +610,11 @@ impl Channel {
         let durable = match ctx.broker.queue(&queue) {
             Some(q) => {
                 q.check_access(ctx.owner)?;
-                match ctx.broker.unbind(&queue, exchange, key) {
+                let arguments = table_to_headers(&m.arguments);
+                match ctx
+                    .broker
+                    .unbind_with_arguments(&queue, exchange, key, &arguments)
+                {
                     Ok(()) | Err(BrokerError::NotFound(_)) => {}
                     Err(e) => return Err(e.into()),
                 }

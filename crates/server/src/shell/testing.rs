@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ferry_core::{
-    Arguments, Broker, BrokerConfig, BrokerError, DurableWaiter, ExchangeDefinition, Journal,
-    JournalTx, QueueDefinition, SyncPoint,
+    Arguments, BindingIdentity, Broker, BrokerConfig, BrokerError, DurableWaiter,
+    ExchangeDefinition, Journal, JournalTx, QueueDefinition, SyncPoint,
 };
 
 use super::{Connection, Peer, Protocol, Services};
@@ -206,11 +206,18 @@ impl Journal for Disk {
     fn delete_queue(&self, _: u64) {
         self.append();
     }
-    fn bind(&self, _: &str, _: u64, _: &str, _: &Arguments) -> Result<(), BrokerError> {
+    fn bind(
+        &self,
+        _: &str,
+        _: u64,
+        _: &str,
+        _: &Arguments,
+        _: BindingIdentity,
+    ) -> Result<(), BrokerError> {
         self.append();
         Ok(())
     }
-    fn unbind(&self, _: &str, _: u64, _: &str) {
+    fn unbind(&self, _: &str, _: u64, _: &str, _: Option<&Arguments>) {
         self.append();
     }
     fn bind_exchange(&self, _: &str, _: &str, _: &str, _: &Arguments) -> Result<(), BrokerError> {
