@@ -20,6 +20,15 @@ pub enum HeaderValue {
 }
 
 impl HeaderValue {
+    /// Equality that is total: a float is identical to another with the same bits (NaN to
+    /// itself); everything else as `==`.
+    pub fn identical(&self, other: &HeaderValue) -> bool {
+        match (self, other) {
+            (HeaderValue::Float(a), HeaderValue::Float(b)) => a.to_bits() == b.to_bits(),
+            _ => self == other,
+        }
+    }
+
     /// Loose equality used by the headers exchange.
     ///
     /// Clients rarely agree on wire widths or on string-versus-binary encodings, so:
@@ -129,11 +138,18 @@ impl Headers {
         self.0.is_empty()
     }
 
-    /// Same entries regardless of order (what exchange.bound means by "the arguments match").
+    /// Same entries regardless of order, each as often (what exchange.bound means by "the
+    /// arguments match", and what tells 0-9-1's bindings apart). Floats compare by their
+    /// bits, so that an argument is always the same as itself, NaN included. `Other`
+    /// values (arrays, tables) carry nothing to compare and are all alike.
     pub fn same_entries(&self, other: &Headers) -> bool {
-        self.len() == other.len()
-            && self.iter().all(|e| other.iter().any(|o| o == e))
-            && other.iter().all(|o| self.iter().any(|e| e == o))
+        let same = |a: &(String, HeaderValue), b: &(String, HeaderValue)| {
+            a.0 == b.0 && a.1.identical(&b.1)
+        };
+        let count =
+            |list: &Headers, e: &(String, HeaderValue)| list.iter().filter(|x| same(x, e)).count();
+        // Equal lengths, and every entry of one as often in the other: the same multiset.
+        self.len() == other.len() && self.iter().all(|e| count(self, e) == count(other, e))
     }
 }
 
@@ -212,5 +228,21 @@ mod tests {
             .into_iter()
             .collect();
         assert!(!a.same_entries(&c));
+        // Each entry as often: a duplicate does not stand in for another entry.
+        let twice: Headers = [("k", V::Int(1)), ("k", V::Int(1)), ("j", V::Void)]
+            .into_iter()
+            .collect();
+        let once: Headers = [("k", V::Int(1)), ("j", V::Void), ("j", V::Void)]
+            .into_iter()
+            .collect();
+        assert!(!twice.same_entries(&once) && !once.same_entries(&twice));
+        // A NaN argument is the same as itself (a binding must find itself again).
+        let nan: Headers = [("f", V::Float(f64::NAN))].into_iter().collect();
+        assert!(nan.same_entries(&nan.clone()));
+        let other_nan: Headers = [("g", V::Float(f64::NAN))].into_iter().collect();
+        assert!(!nan.same_entries(&other_nan));
+        let zero: Headers = [("f", V::Float(0.0))].into_iter().collect();
+        let minus_zero: Headers = [("f", V::Float(-0.0))].into_iter().collect();
+        assert!(!zero.same_entries(&minus_zero));
     }
 }

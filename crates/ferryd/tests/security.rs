@@ -491,6 +491,12 @@ mod amqp091 {
             }
         }
 
+        /// Whether the connection still answers: channel 1 opens.
+        pub fn opens_a_channel(&mut self) -> bool {
+            self.send(1, ChannelOpen::default().into());
+            matches!(self.method(), Some(Method::ChannelOpenOk(_)))
+        }
+
         /// The broker's connection.close, when that is what comes next: (code, text).
         pub fn close_received(&mut self) -> Option<(u16, String)> {
             match self.method()? {
@@ -974,9 +980,17 @@ fn a_user_removed_from_the_users_file_is_cut_off() {
     let mut alice = open("alice", "wonderland");
     let mut bob = open("bob", "builder");
     alice.round_trip(1, 10);
-    // As `ferry user remove alice` saves it.
+    // As `ferry user remove alice` saves it. A login re-reads the file at once, so the
+    // removal may be noticed there rather than by the watcher.
+    let alice_record = users.get("alice").unwrap().clone();
     users.remove("alice");
     users.save(&path).unwrap();
+    let _bob_again = open("bob", "builder");
+    // alice added back (her record as it was) and logged in again before the watcher acts:
+    // that connection is somebody new, and stays.
+    users.insert("alice", alice_record).unwrap();
+    users.save(&path).unwrap();
+    let mut alice_again = open("alice", "wonderland");
     let (code, text) = alice.close_received().expect("alice's connection closed");
     assert_eq!(code, 320, "{text}");
     assert!(
@@ -984,6 +998,9 @@ fn a_user_removed_from_the_users_file_is_cut_off() {
         "{text}"
     );
     bob.round_trip(1, 10);
+    // Past the watcher's next look too.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(alice_again.opens_a_channel());
 }
 
 #[test]

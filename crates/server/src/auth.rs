@@ -2,7 +2,7 @@
 //! built-in guest, who may log in from where, and SASL steps run off the event-loop threads
 //! with a pause before every refusal.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -83,7 +83,9 @@ pub struct AuthService {
     enabled: Option<Vec<Mechanism>>,
     /// Users gone from the users file by an edit other than management's (`ferry user remove`),
     /// whose connections are yet to be closed (see [`AuthService::take_removed`]).
-    removed: Mutex<BTreeSet<String>>,
+    /// When each was noticed gone (milliseconds since the epoch): only connections opened
+    /// before that are theirs to close, not those of a user of that name added back since.
+    removed: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The tag RabbitMQ gives its default user, and asks of whoever changes users.
@@ -144,7 +146,7 @@ impl AuthService {
             checked: PasswordCache::new()?,
             writing: Mutex::new(()),
             enabled: config.sasl_mechanisms.clone(),
-            removed: Mutex::new(BTreeSet::new()),
+            removed: Mutex::new(BTreeMap::new()),
         };
         service.check_mechanisms(config)?;
         service.log_users(&service.current.read());
@@ -217,28 +219,33 @@ impl AuthService {
     }
 
     /// Re-reads the users file if it was replaced (by `ferry user` or an editor) since it was
-    /// last read, and returns the users it no longer has since the last call: their open
-    /// connections are to be closed, as management's delete closes them. Cheap when nothing
-    /// changed (one `stat`), but it touches the file system: call it off the event loops.
-    pub fn take_removed(&self) -> Vec<String> {
+    /// last read, and returns the users it no longer has since the last call, each with when
+    /// that was noticed (milliseconds since the epoch): their connections opened before then
+    /// are to be closed, as management's delete closes them. Cheap when nothing changed (one
+    /// `stat`), but it touches the file system: call it off the event loops.
+    pub fn take_removed(&self) -> Vec<(String, u64)> {
         self.reload_if_replaced(|_| false);
         std::mem::take(&mut *self.removed.lock())
             .into_iter()
             .collect()
     }
 
-    /// Loads the users file if its stamp changed. The users one file had and the next has
-    /// not, less those the caller closes the connections of itself (`handled`), are kept for
-    /// [`AuthService::take_removed`]. The built-in guest giving way to a first file, or a
-    /// file's users to the guest when it goes, removes nobody: that sets users up or is a
-    /// slip, not a deletion, and cutting every connection off for it would hurt more.
     fn reload_if_replaced(&self, handled: impl Fn(&str) -> bool) {
+        self.reload_locked(&mut self.loaded.lock(), handled);
+    }
+
+    /// Loads the users file if its stamp changed; `loaded` is [`AuthService::loaded`], held.
+    /// The users one file had and the next has not, less those the caller closes the
+    /// connections of itself (`handled`), are kept for [`AuthService::take_removed`]. The
+    /// built-in guest giving way to a first file, or a file's users to the guest when it
+    /// goes, removes nobody: that sets users up or is a slip, not a deletion, and cutting
+    /// every connection off for it would hurt more.
+    fn reload_locked(&self, loaded: &mut (FileStamp, bool), handled: impl Fn(&str) -> bool) {
         let (Mode::Verify, Some(path)) = (self.mode, &self.users_file) else {
             return;
         };
         // Looked at under the lock: a caller that looked before another's reload would
         // record the older stamp, and the next call would load the file again.
-        let mut loaded = self.loaded.lock();
         let stamp = file_stamp(path);
         if loaded.0 == stamp {
             return;
@@ -256,11 +263,12 @@ impl AuthService {
         if let Some((users, from_file)) = users {
             let before = self.current.read().clone();
             if loaded.1 && from_file {
+                let now = ferry_core::now_ms();
                 let gone = before
                     .users()
                     .names()
                     .filter(|name| users.get(name).is_none() && !handled(name))
-                    .map(str::to_owned);
+                    .map(|name| (name.to_owned(), now));
                 self.removed.lock().extend(gone);
             }
             let next = Arc::new(before.with_users(users));
@@ -1067,6 +1075,9 @@ mod tests {
     #[tokio::test]
     async fn users_gone_from_the_file_are_taken_once_and_managements_own_are_not() {
         let (s, dir, path) = with_users_file("authremoved");
+        let names = |removed: Vec<(String, u64)>| -> Vec<String> {
+            removed.into_iter().map(|(name, _)| name).collect()
+        };
         assert!(s.watches_users_file());
         let save = |names: &[&str]| {
             let mut users = Users::default();
@@ -1082,12 +1093,12 @@ mod tests {
         assert!(s.take_removed().is_empty());
         // As `ferry user remove alice` leaves it.
         save(&["bob", "carol", "dave"]);
-        assert_eq!(s.take_removed(), ["alice"]);
+        assert_eq!(names(s.take_removed()), ["alice"]);
         assert!(s.take_removed().is_empty());
         // A login's re-read may see the edit first; the removal is kept all the same.
         save(&["carol", "dave"]);
         assert_eq!(s.users().len(), 2);
-        assert_eq!(s.take_removed(), ["bob"]);
+        assert_eq!(names(s.take_removed()), ["bob"]);
         // Management deletes carol and closes her connections itself. dave's removal, made
         // by an edit not read yet, comes along in the same re-read and is kept.
         save(&["carol"]);
@@ -1098,7 +1109,7 @@ mod tests {
             Ok(users.remove("carol"))
         })
         .unwrap();
-        assert_eq!(s.take_removed(), ["dave"]);
+        assert_eq!(names(s.take_removed()), ["dave"]);
         // The file gone: the built-in guest again, and nobody is cut off for a slip.
         std::fs::remove_file(&path).unwrap();
         assert!(s.take_removed().is_empty());

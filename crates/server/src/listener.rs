@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_core::Broker;
+use ferry_core::{Broker, ConnectionMeta};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
@@ -295,10 +295,17 @@ async fn watch_users_file(auth: Arc<AuthService>, broker: Arc<Broker>, mut shutd
         if removed.is_empty() {
             continue;
         }
-        let names: Vec<&str> = removed.iter().map(String::as_str).collect();
-        let closed =
-            crate::admin::close_connections_of(&broker, &names, "was removed from the users file");
-        info!("users removed from the users file: {removed:?}; {closed} connection(s) closed");
+        // Only connections opened before the removal was noticed: a user of that name added
+        // back since, and logged in again, is somebody new.
+        let theirs = |meta: &ConnectionMeta| {
+            removed
+                .iter()
+                .any(|(name, at)| *name == meta.user && meta.connected_at <= *at)
+        };
+        let why = "was removed from the users file";
+        let closed = crate::admin::close_connections_of(&broker, theirs, why);
+        let names: Vec<&str> = removed.iter().map(|(name, _)| name.as_str()).collect();
+        info!("users removed from the users file: {names:?}; {closed} connection(s) closed");
     }
 }
 

@@ -375,6 +375,22 @@ impl Index {
         self.messages.is_referenced(id, queue)
     }
 
+    /// A binding's live record at (`segment`, `seq`) was copied to `to` (compaction).
+    pub fn relocate_binding(&mut self, k: &BindingKey, segment: u64, seq: u64, to: Live) {
+        let Some(under_key) = self.bindings.get_mut(&binding_id(k)) else {
+            return;
+        };
+        let Some((_, at)) = under_key
+            .iter_mut()
+            .find(|(_, at)| at.loc.segment == segment && at.seq == seq)
+        else {
+            return;
+        };
+        let old = std::mem::replace(at, to);
+        self.unaccount(old, to.seq);
+        self.account(to);
+    }
+
     fn drop_bindings(&mut self, doomed: impl Fn(&(String, u64, String)) -> bool, by: u64) {
         let keys: Vec<_> = self
             .bindings

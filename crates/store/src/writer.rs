@@ -443,9 +443,13 @@ fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) -> u
                 st.index.message(m.id, &queues, Live { loc, seq });
             }
             // A copy stands for this one binding: as `BIND` it would displace the others
-            // under its key that are live too.
-            Record::Bind(k, arguments) => {
-                st.record(&Record::BindVariant(k, arguments));
+            // under its key that are live too. It takes the place of the record it copies,
+            // found by where that is rather than by its arguments.
+            Record::Bind(k, arguments) | Record::BindVariant(k, arguments) => {
+                let copy = Record::BindVariant(k.clone(), arguments);
+                let (to, loc) = st.append(kind::BIND_VARIANT, |out| copy.encode(out));
+                st.index
+                    .relocate_binding(&k, head, seq, Live { loc, seq: to });
             }
             other => {
                 st.record(&other);

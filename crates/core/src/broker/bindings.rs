@@ -60,6 +60,7 @@ impl Broker {
         let mut reg = self.registry.write();
         let ex = reg.exchange(exchange)?.clone();
         let q = reg.queue(queue)?.clone();
+        ex.check_binding(binding_key, arguments)?;
         if let (Some(store), true) = (q.store(), ex.is_durable()) {
             store
                 .journal
@@ -124,6 +125,7 @@ impl Broker {
         let reg = self.registry.write();
         let src = reg.exchange(source)?;
         let dst = reg.exchange(destination)?;
+        src.check_binding(binding_key, arguments)?;
         if let Some(journal) = self.journal_for(src, dst).filter(|_| record) {
             journal.bind_exchange(destination, source, binding_key, arguments)?;
         }

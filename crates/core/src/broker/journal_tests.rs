@@ -101,6 +101,13 @@ fn bindings_told_apart_by_arguments_are_journaled_and_removed_one_by_one() {
     assert_eq!(b.exchange("h").unwrap().binding_count(), 2);
     b.unbind_with_arguments("d", "h", "", &args(1)).unwrap();
     assert_eq!(b.exchange("h").unwrap().binding_count(), 1);
+    // A bind the exchange refuses is not journaled (it would stay live in the store for
+    // good, with nothing to unbind it).
+    let bad: Arguments = [("x-match", HeaderValue::Str("some".into()))]
+        .into_iter()
+        .collect();
+    assert!(b.bind_as(by_args, "d", "h", "", &bad).is_err());
+    assert!(b.bind("d", "h", "", &bad).is_err());
     let id = store_id(&dq);
     assert_eq!(
         j.take(),

@@ -235,12 +235,7 @@ impl<T: Destination> Bindings<T> {
         args: &Arguments,
         identity: BindingIdentity,
     ) -> Result<Bound, BrokerError> {
-        if kind == ExchangeKind::Topic && topic::pattern_words(key) > topic::MAX_PATTERN_WORDS {
-            return Err(BrokerError::InvalidArgument(format!(
-                "binding key has more than {} words",
-                topic::MAX_PATTERN_WORDS
-            )));
-        }
+        check_binding(kind, key)?;
         let headers_binding = match kind {
             ExchangeKind::Headers => Some(HeadersBinding::new(dest.clone(), key, args)?),
             _ => None,
@@ -319,6 +314,18 @@ impl<T: Destination> Bindings<T> {
             .map(|(_, variants)| variants.len())
             .sum()
     }
+}
+
+/// What refuses a binding before it is made: a topic key too long for the trie (a headers
+/// binding's arguments are checked by [`HeadersBinding::new`]).
+fn check_binding(kind: ExchangeKind, key: &str) -> Result<(), BrokerError> {
+    if kind == ExchangeKind::Topic && topic::pattern_words(key) > topic::MAX_PATTERN_WORDS {
+        return Err(BrokerError::InvalidArgument(format!(
+            "binding key has more than {} words",
+            topic::MAX_PATTERN_WORDS
+        )));
+    }
+    Ok(())
 }
 
 /// Replaces a headers exchange's matchers for (destination, key) with one per binding under
@@ -580,6 +587,15 @@ impl Exchange {
             ex.index.route(msg, exchanges);
         }
         queues.len() > q0 || exchanges.len() > e0
+    }
+
+    /// Refuses what [`Exchange::bind`] would refuse, so that nothing refused is journaled.
+    pub(crate) fn check_binding(&self, key: &str, args: &Arguments) -> Result<(), BrokerError> {
+        check_binding(self.kind, key)?;
+        if self.kind == ExchangeKind::Headers {
+            HeadersBinding::new((), key, args)?;
+        }
+        Ok(())
     }
 
     /// Binds a queue (see [`BindingIdentity`] for what binding again does).

@@ -6,21 +6,23 @@
 
 use ferry_acl::{Action, ObjectType};
 use ferry_auth::{Credentials, CredentialsError, Record, Users, DEFAULT_ITERATIONS};
-use ferry_core::Broker;
+use ferry_core::{Broker, ConnectionMeta};
 
 use super::{Admin, AdminError, AdminUser};
 use crate::access;
 use crate::auth::{UsersChangeError, ADMINISTRATOR};
 
-/// Closes the connections logged in as any of `names` ("user 'alice' {why}"); returns how
-/// many were asked to close.
-pub(crate) fn close_connections_of(broker: &Broker, names: &[&str], why: &str) -> usize {
+/// Closes the connections `theirs` picks ("user 'alice' {why}"); returns how many were
+/// asked to close.
+pub(crate) fn close_connections_of(
+    broker: &Broker,
+    theirs: impl Fn(&ConnectionMeta) -> bool,
+    why: &str,
+) -> usize {
     let connections = broker.connections();
     let mut closed = 0;
     for c in connections.list() {
-        if names.contains(&c.meta.user.as_str())
-            && connections.close(c.id, &format!("user '{}' {why}", c.meta.user))
-        {
+        if theirs(&c.meta) && connections.close(c.id, &format!("user '{}' {why}", c.meta.user)) {
             closed += 1;
         }
     }
@@ -301,7 +303,8 @@ impl AdminUser {
     /// A deleted user's connections are closed, as RabbitMQ (3.7 on) closes them: deleting
     /// a compromised account cuts it off. A password change leaves them open, as there.
     fn close_connections_of(&self, names: &[&str]) {
-        close_connections_of(&self.admin.broker, names, "was deleted");
+        let theirs = |meta: &ConnectionMeta| names.contains(&meta.user.as_str());
+        close_connections_of(&self.admin.broker, theirs, "was deleted");
     }
 
     fn check_change(&self, name: &str) -> Result<(), AdminError> {

@@ -48,13 +48,17 @@ impl AuthService {
         if users == before {
             return Ok(answer);
         }
+        // Held from the save to the re-read, so that no login re-reads the file in between
+        // and takes management's deletions for someone else's.
+        let mut loaded = self.loaded.lock();
         users
             .save(path)
             .map_err(|e| UsersChangeError::File(e.to_string()))?;
         // Re-reads the replaced file now, not at the next login. Management closes the
         // connections of the users it removed itself; others gone from the file (a
         // `ferry user remove` since the last read) are left for the watcher.
-        self.reload_if_replaced(|name| before.get(name).is_some() && users.get(name).is_none());
+        let handled = |name: &str| before.get(name).is_some() && users.get(name).is_none();
+        self.reload_locked(&mut loaded, handled);
         Ok(answer)
     }
 }
