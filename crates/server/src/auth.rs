@@ -207,9 +207,13 @@ impl AuthService {
         }
     }
 
-    /// The users as of now, re-reading the users file if it was replaced since.
+    /// The users as of now, re-reading the users file if it was replaced since. Called on
+    /// event loops (HTTP Basic checks), so it does not wait: while another caller holds the
+    /// file (re-reading it, or management saving it), the users in force are the answer.
     fn current(&self) -> Arc<Authenticator> {
-        self.reload_if_replaced(|_| false);
+        if let Some(mut loaded) = self.loaded.try_lock() {
+            self.reload_locked(&mut loaded, |_| false);
+        }
         self.current.read().clone()
     }
 
@@ -224,14 +228,10 @@ impl AuthService {
     /// are to be closed, as management's delete closes them. Cheap when nothing changed (one
     /// `stat`), but it touches the file system: call it off the event loops.
     pub fn take_removed(&self) -> Vec<(String, u64)> {
-        self.reload_if_replaced(|_| false);
+        self.reload_locked(&mut self.loaded.lock(), |_| false);
         std::mem::take(&mut *self.removed.lock())
             .into_iter()
             .collect()
-    }
-
-    fn reload_if_replaced(&self, handled: impl Fn(&str) -> bool) {
-        self.reload_locked(&mut self.loaded.lock(), handled);
     }
 
     /// Loads the users file if its stamp changed; `loaded` is [`AuthService::loaded`], held.
@@ -262,20 +262,28 @@ impl AuthService {
         };
         if let Some((users, from_file)) = users {
             let before = self.current.read().clone();
-            if loaded.1 && from_file {
-                let now = ferry_core::now_ms();
-                let gone = before
+            let gone: Vec<String> = if loaded.1 && from_file {
+                before
                     .users()
                     .names()
                     .filter(|name| users.get(name).is_none() && !handled(name))
-                    .map(|name| (name.to_owned(), now));
-                self.removed.lock().extend(gone);
-            }
+                    .map(str::to_owned)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let next = Arc::new(before.with_users(users));
             self.log_users(&next);
             *self.current.write() = next;
             self.generation.fetch_add(1, Ordering::Relaxed);
             loaded.1 = from_file;
+            // Stamped once the new users are in force: a connection registered later finds
+            // the user gone at its own check (`Login::user_deleted`); one registered up to
+            // now is the watcher's to close.
+            let now = ferry_core::now_ms();
+            self.removed
+                .lock()
+                .extend(gone.into_iter().map(|name| (name, now)));
         }
         loaded.0 = stamp;
     }
