@@ -35,8 +35,9 @@ impl ExchangeKind {
 /// Which bindings under one (destination, key) a bind is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BindingIdentity {
-    /// (destination, key), as 0-10 and qpidd have it: binding again replaces the arguments
-    /// of whatever is bound under the key.
+    /// (destination, key), qpidd's identity, for 0-10: binding again replaces the arguments
+    /// of whatever is bound under the key (qpidd refuses other arguments on a headers
+    /// exchange instead).
     Key,
     /// (destination, key, arguments), as 0-9-1 and RabbitMQ have it: the same key with other
     /// arguments is another binding, kept beside the first (a headers exchange routes what

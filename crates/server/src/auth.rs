@@ -81,10 +81,11 @@ pub struct AuthService {
     writing: Mutex<()>,
     /// `--sasl-mechanisms`: what AMQP logins may use (`None`: everything that applies).
     enabled: Option<Vec<Mechanism>>,
-    /// Users gone from the users file by an edit other than management's (`ferry user remove`),
-    /// whose connections are yet to be closed (see [`AuthService::take_removed`]).
-    /// When each was noticed gone (milliseconds since the epoch): only connections opened
-    /// before that are theirs to close, not those of a user of that name added back since.
+    /// Users gone from the users file by an edit other than management's (`ferry user
+    /// remove`), whose connections are yet to be closed (see [`AuthService::take_removed`]),
+    /// each with when the users without them came into force (milliseconds since the epoch):
+    /// only connections registered by then are theirs, not those of a user of that name
+    /// added back since.
     removed: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -224,8 +225,8 @@ impl AuthService {
 
     /// Re-reads the users file if it was replaced (by `ferry user` or an editor) since it was
     /// last read, and returns the users it no longer has since the last call, each with when
-    /// that was noticed (milliseconds since the epoch): their connections opened before then
-    /// are to be closed, as management's delete closes them. Cheap when nothing changed (one
+    /// the users without them came into force (milliseconds since the epoch): their
+    /// connections registered by then are to be closed, as management's delete closes them. Cheap when nothing changed (one
     /// `stat`), but it touches the file system: call it off the event loops.
     pub fn take_removed(&self) -> Vec<(String, u64)> {
         self.reload_locked(&mut self.loaded.lock(), |_| false);

@@ -295,8 +295,9 @@ async fn watch_users_file(auth: Arc<AuthService>, broker: Arc<Broker>, mut shutd
         if removed.is_empty() {
             continue;
         }
-        // Only connections opened before the removal was noticed: a user of that name added
-        // back since, and logged in again, is somebody new.
+        // Only connections registered by the time the user was gone from the users in force:
+        // one registered later found them gone at its own check, and a user of that name
+        // added back since, and logged in again, is somebody new.
         let theirs = |meta: &ConnectionMeta| {
             removed
                 .iter()
