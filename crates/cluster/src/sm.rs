@@ -152,10 +152,7 @@ impl Replica {
                 arguments,
             } => {
                 if let Some(q) = self.queues.get_mut(&queue) {
-                    {
-                        let same = same_binding(&exchange, &key, &arguments);
-                        q.bindings.retain(|b| !same(b));
-                    }
+                    q.unbind_variant(&exchange, &key, &arguments);
                     q.bindings.push((exchange, key, arguments));
                 }
             }
@@ -166,8 +163,7 @@ impl Replica {
                 arguments,
             } => {
                 if let Some(q) = self.queues.get_mut(&queue) {
-                    let same = same_binding(&exchange, &key, &arguments);
-                    q.bindings.retain(|b| !same(b));
+                    q.unbind_variant(&exchange, &key, &arguments);
                 }
             }
         }
@@ -178,16 +174,16 @@ impl Replica {
     }
 }
 
-/// Whether a replica's binding is (exchange, key) with the same arguments, compared as sets
-/// of entries as the broker compares them (the encodings may list them in another order).
-fn same_binding<'a>(
-    exchange: &'a str,
-    key: &'a str,
-    arguments: &[u8],
-) -> impl Fn(&(String, String, Vec<u8>)) -> bool + 'a {
-    let wanted = crate::journal::binding_arguments(arguments);
-    move |(e, k, a): &(String, String, Vec<u8>)| {
-        e == exchange && k == key && crate::journal::binding_arguments(a).same_entries(&wanted)
+impl QueueReplica {
+    /// Drops the binding under (exchange, key) with these arguments, compared as sets of
+    /// entries as the broker compares them (the encodings may list them in another order).
+    fn unbind_variant(&mut self, exchange: &str, key: &str, arguments: &[u8]) {
+        let wanted = crate::journal::binding_arguments(arguments);
+        self.bindings.retain(|(e, k, a)| {
+            !(e == exchange
+                && k == key
+                && crate::journal::binding_arguments(a).same_entries(&wanted))
+        });
     }
 }
 

@@ -23,9 +23,31 @@ impl HeaderValue {
     /// Equality that is total: a float is identical to another with the same bits (NaN to
     /// itself); everything else as `==`.
     pub fn identical(&self, other: &HeaderValue) -> bool {
+        self.total_cmp(other).is_eq()
+    }
+
+    /// A total order that agrees with [`HeaderValue::identical`]: by variant, then by value
+    /// (floats by their bits).
+    fn total_cmp(&self, other: &HeaderValue) -> std::cmp::Ordering {
+        use HeaderValue as V;
+        let rank = |v: &HeaderValue| match v {
+            V::Void => 0,
+            V::Bool(_) => 1,
+            V::Int(_) => 2,
+            V::UInt(_) => 3,
+            V::Float(_) => 4,
+            V::Str(_) => 5,
+            V::Bytes(_) => 6,
+            V::Other => 7,
+        };
         match (self, other) {
-            (HeaderValue::Float(a), HeaderValue::Float(b)) => a.to_bits() == b.to_bits(),
-            _ => self == other,
+            (V::Bool(a), V::Bool(b)) => a.cmp(b),
+            (V::Int(a), V::Int(b)) => a.cmp(b),
+            (V::UInt(a), V::UInt(b)) => a.cmp(b),
+            (V::Float(a), V::Float(b)) => a.to_bits().cmp(&b.to_bits()),
+            (V::Str(a), V::Str(b)) => a.cmp(b),
+            (V::Bytes(a), V::Bytes(b)) => a.cmp(b),
+            _ => rank(self).cmp(&rank(other)),
         }
     }
 
@@ -143,14 +165,24 @@ impl Headers {
     /// bits, so that an argument is always the same as itself, NaN included. `Other`
     /// values (arrays, tables) carry nothing to compare and are all alike.
     pub fn same_entries(&self, other: &Headers) -> bool {
-        let same = |a: &(String, HeaderValue), b: &(String, HeaderValue)| {
-            a.0 == b.0 && a.1.identical(&b.1)
-        };
-        let count =
-            |list: &Headers, e: &(String, HeaderValue)| list.iter().filter(|x| same(x, e)).count();
-        // Equal lengths, and every entry of one as often in the other: the same multiset.
-        self.len() == other.len() && self.iter().all(|e| count(self, e) == count(other, e))
+        if self.len() != other.len() {
+            return false;
+        }
+        // Both sorted by a total order, then compared in step: the same multiset. Sorting
+        // keeps a peer's large argument table from costing the square of its length under
+        // the locks binds take.
+        sorted_entries(self)
+            .into_iter()
+            .zip(sorted_entries(other))
+            .all(|(a, b)| a.0 == b.0 && a.1.identical(&b.1))
     }
+}
+
+/// The entries by name, then by value in [`HeaderValue::total_cmp`]'s order.
+fn sorted_entries(h: &Headers) -> Vec<&(String, HeaderValue)> {
+    let mut all: Vec<&(String, HeaderValue)> = h.iter().collect();
+    all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.total_cmp(&b.1)));
+    all
 }
 
 impl FromIterator<(String, HeaderValue)> for Headers {

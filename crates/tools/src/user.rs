@@ -84,7 +84,7 @@ pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
     let load = || Ok::<_, ToolError>(Users::load(&path).map_err(failed)?.unwrap_or_default());
     // The password is asked, and its keys derived (slow on purpose), before the change lock
     // is taken: a prompt must not hold up ferryd's management writes.
-    let mut credentials = match &opts.cmd {
+    let credentials = match &opts.cmd {
         UserCmd::Add(p) | UserCmd::Passwd(p) => {
             ferry_auth::validate_user_name(&p.name).map_err(failed)?;
             check_presence(&load()?, &opts.cmd, &p.name)?;
@@ -114,7 +114,7 @@ pub fn command(opts: &UserOpts) -> Result<(), ToolError> {
         UserCmd::Add(p) | UserCmd::Passwd(p) => {
             // Again: the file may have changed while the password was typed.
             check_presence(&users, &opts.cmd, &p.name)?;
-            let Some(credentials) = credentials.take() else {
+            let Some(credentials) = credentials else {
                 unreachable!("add and passwd derive credentials above");
             };
             users.insert(&p.name, credentials).map_err(failed)?;
