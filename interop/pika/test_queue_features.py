@@ -98,6 +98,38 @@ def test_auto_delete_source_goes_with_its_last_exchange_binding(ch, name):
     assert e.value.reply_code == 404
 
 
+def test_exchange_bindings_under_one_key_are_told_apart_by_their_arguments(ch, name):
+    # As RabbitMQ's queue bindings, its exchange-to-exchange bindings count their arguments:
+    # a headers source bound to one destination twice under the same key forwards what
+    # either matches, and an unbind names the one it removes.
+    src, dst = name + "-src", name + "-dst"
+    ch.exchange_declare(src, "headers", auto_delete=True)
+    ch.exchange_declare(dst, "fanout")
+    ch.queue_declare(name)
+    ch.queue_bind(name, dst)
+    pdf = {"x-match": "all", "format": "pdf"}
+    report = {"x-match": "all", "type": "report"}
+    ch.exchange_bind(destination=dst, source=src, arguments=pdf)
+    ch.exchange_bind(destination=dst, source=src, arguments=report)
+
+    def send(*headers):
+        for i, h in enumerate(headers):
+            ch.basic_publish(src, "", b"%d" % i, pika.BasicProperties(headers=h))
+
+    send({"format": "pdf"}, {"type": "report"}, {"format": "pdf", "type": "report"}, {"x": 1})
+    assert drain(ch, name, timeout=0.5) == [b"0", b"1", b"2"]
+    # Without the arguments the unbind names no binding: both stay.
+    ch.exchange_unbind(destination=dst, source=src)
+    ch.exchange_unbind(destination=dst, source=src, arguments=pdf)
+    send({"format": "pdf"}, {"type": "report"})
+    assert drain(ch, name, timeout=0.5) == [b"1"]
+    # The last one goes, and the auto-delete source with it.
+    ch.exchange_unbind(destination=dst, source=src, arguments=report)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+        ch.exchange_declare(src, "headers", passive=True)
+    assert e.value.reply_code == 404
+
+
 def test_dead_letters_carry_x_death(ch, name):
     dlq = name + "-dlq"
     ch.queue_declare(dlq)

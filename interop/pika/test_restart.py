@@ -85,3 +85,36 @@ def test_bindings_told_apart_by_their_arguments_survive_a_restart(tmp_path):
                 got.append(body)
             assert got == [b"0", b"1"], q
         conn.close()
+
+
+def test_exchange_bindings_told_apart_by_their_arguments_survive_a_restart(tmp_path):
+    # The same with exchange-to-exchange bindings between durable exchanges.
+    data = str(tmp_path / "data")
+    pdf = {"x-match": "all", "format": "pdf"}
+    report = {"x-match": "all", "type": "report"}
+    memo = {"x-match": "all", "type": "memo"}
+    with ferryd("--data-dir", data) as port:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+        ch = conn.channel()
+        ch.exchange_declare("docs", "headers", durable=True)
+        ch.exchange_declare("filed", "fanout", durable=True)
+        ch.queue_declare("filed", durable=True)
+        ch.queue_bind("filed", "filed")
+        for criteria in (pdf, report, memo):
+            ch.exchange_bind(destination="filed", source="docs", arguments=criteria)
+        ch.exchange_unbind(destination="filed", source="docs", arguments=memo)
+        conn.close()
+    with ferryd("--data-dir", data) as port:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        for i, h in enumerate([{"format": "pdf"}, {"type": "report"}, {"type": "memo"}]):
+            ch.basic_publish("docs", "", b"%d" % i, pika.BasicProperties(headers=h))
+        got = []
+        while True:
+            m, _, body = ch.basic_get("filed", auto_ack=True)
+            if m is None:
+                break
+            got.append(body)
+        assert got == [b"0", b"1"]
+        conn.close()

@@ -642,8 +642,14 @@ impl Journal for ClusterJournal {
             .bind_exchange(destination, source, key, arguments)
     }
 
-    fn unbind_exchange(&self, destination: &str, source: &str, key: &str) {
-        self.local.unbind_exchange(destination, source, key)
+    fn unbind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        only: Option<&Arguments>,
+    ) {
+        self.local.unbind_exchange(destination, source, key, only)
     }
 
     fn enqueue(
@@ -1156,7 +1162,7 @@ mod tests {
         ) -> Result<(), BrokerError> {
             Ok(())
         }
-        fn unbind_exchange(&self, _: &str, _: &str, _: &str) {}
+        fn unbind_exchange(&self, _: &str, _: &str, _: &str, _: Option<&Arguments>) {}
         fn enqueue(
             &self,
             _: &Message,

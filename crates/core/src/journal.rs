@@ -72,7 +72,9 @@ pub trait Journal: Send + Sync {
     /// one with those arguments.
     fn unbind(&self, exchange: &str, queue: u64, key: &str, only: Option<&Arguments>);
     /// An exchange-to-exchange binding between two durable exchanges (built-in ones
-    /// included): what `source` routes under `key` goes on through `destination`.
+    /// included): what `source` routes under `key` goes on through `destination`. Its
+    /// identity is always [`BindingIdentity::KeyAndArguments`]: it joins the others under
+    /// (destination, source, key) unless one has the same arguments.
     fn bind_exchange(
         &self,
         destination: &str,
@@ -80,7 +82,9 @@ pub trait Journal: Send + Sync {
         key: &str,
         arguments: &Arguments,
     ) -> Result<(), BrokerError>;
-    fn unbind_exchange(&self, destination: &str, source: &str, key: &str);
+    /// Removes the exchange-to-exchange bindings under (destination, source, key): all of
+    /// them, or with `only` the one with those arguments.
+    fn unbind_exchange(&self, destination: &str, source: &str, key: &str, only: Option<&Arguments>);
     /// Records a persistent message once, referenced by each of `queues`. Refused (with
     /// `ResourceLimitExceeded`) when the store cannot take more: full disk, failed device.
     /// Inside a transaction's commit, `tx` groups it with the commit's other records.
@@ -262,6 +266,7 @@ pub(crate) mod testing {
         /// (destination, source, key)
         BindExchange(String, String, String),
         UnbindExchange(String, String, String),
+        UnbindExchangeOne(String, String, String),
         Enqueue(u64, Vec<u64>),
         Dequeue(u64, Vec<u64>),
         /// (queue, message, returns)
@@ -376,8 +381,11 @@ pub(crate) mod testing {
             self.calls.lock().push(call);
             Ok(())
         }
-        fn unbind_exchange(&self, d: &str, s: &str, k: &str) {
-            let call = Call::UnbindExchange(d.into(), s.into(), k.into());
+        fn unbind_exchange(&self, d: &str, s: &str, k: &str, only: Option<&Arguments>) {
+            let call = match only {
+                None => Call::UnbindExchange(d.into(), s.into(), k.into()),
+                Some(_) => Call::UnbindExchangeOne(d.into(), s.into(), k.into()),
+            };
             self.calls.lock().push(call);
         }
         fn enqueue(

@@ -234,6 +234,14 @@ fn exchanges_and_bindings_of_both_kinds() {
         &json!({"routing_key": "#"}),
     )
     .expect(201);
+    // Exchange-to-exchange bindings too.
+    let audit_with_args = h
+        .post(
+            "/api/bindings/%2F/e/events/e/audit",
+            &json!({"routing_key": "#", "arguments": {"k": "v"}}),
+        )
+        .expect(201);
+    let audit_props = audit_with_args.header("location").unwrap().to_owned();
     h.post(
         "/api/bindings/%2F/e/events/q/eq",
         &json!({"routing_key": "x", "arguments": {"k": "v"}}),
@@ -259,7 +267,7 @@ fn exchanges_and_bindings_of_both_kinds() {
         .iter()
         .filter(|b| b["source"] == "events")
         .collect();
-    assert_eq!(ours.len(), 4, "{all}");
+    assert_eq!(ours.len(), 5, "{all}");
     let between = h.get("/api/bindings/%2F/e/events/q/eq").expect(200).json();
     assert_eq!(between.as_array().unwrap().len(), 3);
     let with_args = between
@@ -277,7 +285,7 @@ fn exchanges_and_bindings_of_both_kinds() {
         .get("/api/exchanges/%2F/events/bindings/source")
         .expect(200)
         .json();
-    assert_eq!(source.as_array().unwrap().len(), 4);
+    assert_eq!(source.as_array().unwrap().len(), 5);
     let dest = h
         .get("/api/exchanges/%2F/audit/bindings/destination")
         .expect(200)
@@ -322,6 +330,17 @@ fn exchanges_and_bindings_of_both_kinds() {
     assert_eq!(publish("x"), json!(false));
     h.delete("/api/bindings/%2F/e/events/e/audit/%23")
         .expect(204);
+    let audit = |h: &Http| {
+        let between = h.get("/api/bindings/%2F/e/events/e/audit").expect(200);
+        between.json().as_array().unwrap().len()
+    };
+    assert_eq!(audit(&h), 1, "the other binding under '#' stays");
+    h.delete(&format!(
+        "/api/bindings/%2F/e/events/e/audit/{}",
+        seg(&audit_props)
+    ))
+    .expect(204);
+    assert_eq!(audit(&h), 0);
     h.delete("/api/bindings/%2F/e/events/q/eq/order.*")
         .expect(204);
     assert_eq!(publish("order.new"), json!(false));

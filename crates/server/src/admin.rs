@@ -397,14 +397,18 @@ impl AdminUser {
             .bind_exchange(destination, source, key, arguments)?)
     }
 
+    /// Removes the exchange-to-exchange binding under `key` with these arguments.
     pub fn unbind_exchange(
         &self,
         source: &str,
         destination: &str,
         key: &str,
+        arguments: &Arguments,
     ) -> Result<(), AdminError> {
         self.binding_check(Action::Unbind, source, destination, key, true)?;
-        Ok(self.broker().unbind_exchange(destination, source, key)?)
+        Ok(self
+            .broker()
+            .unbind_exchange_with_arguments(destination, source, key, arguments)?)
     }
 
     /// Both ends exist and the ACL allows `action`; the ACL sees an exchange-to-exchange

@@ -14,8 +14,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use std::hash::BuildHasherDefault;
 
-use ferry_core::{Arguments, IdHasher, IdMap};
+use ferry_core::{IdHasher, IdMap};
 
+use crate::binding_index::BindingRecords;
 use crate::record::{BindingKey, ExchangeBindingKey, PreparedRec, Record};
 
 mod dense;
@@ -127,8 +128,10 @@ pub struct Index {
     pub queues: IdMap<Live>,
     /// By (exchange, queue, key): each binding under it, with its arguments (see
     /// [`kind::BIND_VARIANT`](crate::record::kind::BIND_VARIANT)).
-    pub bindings: HashMap<(String, u64, String), Vec<(Arguments, Live)>>,
-    pub exchange_bindings: HashMap<ExchangeBindingKey, Live>,
+    pub bindings: BindingRecords<(String, u64, String)>,
+    /// The same for exchange-to-exchange bindings (see
+    /// [`kind::EXCHANGE_BIND_VARIANT`](crate::record::kind::EXCHANGE_BIND_VARIANT)).
+    pub exchange_bindings: BindingRecords<ExchangeBindingKey>,
     pub messages: Messages,
     /// Prepared transactions not yet committed or aborted, with where their prepare record
     /// is: that record is live until then.
@@ -201,9 +204,10 @@ impl Index {
                 if let Some(old) = self.exchanges.remove(name) {
                     self.unaccount(old, at.seq);
                 }
-                self.drop_bindings(|(ex, _, _)| ex == name, at.seq);
+                let mut gone = self.bindings.remove_where(|(ex, _, _)| ex == name);
                 let linked = |b: &ExchangeBindingKey| &b.source == name || &b.destination == name;
-                self.drop_exchange_bindings(linked, at.seq);
+                gone.extend(self.exchange_bindings.remove_where(linked));
+                self.unaccount_all(gone, at.seq);
             }
             Record::QueueDeclare(q) => {
                 if let Some(old) = self.queues.insert(q.id, at) {
@@ -215,7 +219,8 @@ impl Index {
                 if let Some(old) = self.queues.remove(id) {
                     self.unaccount(old, at.seq);
                 }
-                self.drop_bindings(|(_, q, _)| q == id, at.seq);
+                let gone = self.bindings.remove_where(|(_, q, _)| q == id);
+                self.unaccount_all(gone, at.seq);
                 if recovering {
                     self.deleted_queues.insert(*id);
                 } else {
@@ -223,46 +228,22 @@ impl Index {
                 }
             }
             Record::Bind(k, args) => {
-                let old = self
-                    .bindings
-                    .insert(binding_id(k), vec![(args.clone(), at)]);
-                for (_, old) in old.unwrap_or_default() {
-                    self.unaccount(old, at.seq);
-                }
+                let gone = self.bindings.replace(binding_id(k), args, at);
+                self.unaccount_all(gone, at.seq);
                 self.account(at);
             }
             Record::BindVariant(k, args) => {
-                let under_key = self.bindings.entry(binding_id(k)).or_default();
-                let old = match under_key.iter_mut().find(|(a, _)| a.same_entries(args)) {
-                    Some(same) => Some(std::mem::replace(&mut same.1, at)),
-                    None => {
-                        under_key.push((args.clone(), at));
-                        None
-                    }
-                };
-                if let Some(old) = old {
-                    self.unaccount(old, at.seq);
-                }
+                let gone = self.bindings.add(binding_id(k), args, at);
+                self.unaccount_all(gone, at.seq);
                 self.account(at);
             }
             Record::Unbind(k) => {
-                for (_, old) in self.bindings.remove(&binding_id(k)).unwrap_or_default() {
-                    self.unaccount(old, at.seq);
-                }
+                let gone = self.bindings.remove_all(&binding_id(k));
+                self.unaccount_all(gone, at.seq);
             }
             Record::UnbindVariant(k, args) => {
-                let id = binding_id(k);
-                let Some(under_key) = self.bindings.get_mut(&id) else {
-                    return;
-                };
-                let Some(i) = under_key.iter().position(|(a, _)| a.same_entries(args)) else {
-                    return;
-                };
-                let (_, old) = under_key.remove(i);
-                if under_key.is_empty() {
-                    self.bindings.remove(&id);
-                }
-                self.unaccount(old, at.seq);
+                let gone = self.bindings.remove_one(&binding_id(k), args);
+                self.unaccount_all(gone, at.seq);
             }
             // Applied as they are appended: in memory the commit always completes. Recovery
             // holds them back until it reads the commit (see `recover::Replay`).
@@ -300,16 +281,23 @@ impl Index {
                     }
                 }
             }
-            Record::ExchangeBind(k, _) => {
-                if let Some(old) = self.exchange_bindings.insert(k.clone(), at) {
-                    self.unaccount(old, at.seq);
-                }
+            Record::ExchangeBind(k, args) => {
+                let gone = self.exchange_bindings.replace(k.clone(), args, at);
+                self.unaccount_all(gone, at.seq);
+                self.account(at);
+            }
+            Record::ExchangeBindVariant(k, args) => {
+                let gone = self.exchange_bindings.add(k.clone(), args, at);
+                self.unaccount_all(gone, at.seq);
                 self.account(at);
             }
             Record::ExchangeUnbind(k) => {
-                if let Some(old) = self.exchange_bindings.remove(k) {
-                    self.unaccount(old, at.seq);
-                }
+                let gone = self.exchange_bindings.remove_all(k);
+                self.unaccount_all(gone, at.seq);
+            }
+            Record::ExchangeUnbindVariant(k, args) => {
+                let gone = self.exchange_bindings.remove_one(k, args);
+                self.unaccount_all(gone, at.seq);
             }
             Record::Returned {
                 queue,
@@ -377,45 +365,32 @@ impl Index {
 
     /// A binding's live record at (`segment`, `seq`) was copied to `to` (compaction).
     pub fn relocate_binding(&mut self, k: &BindingKey, segment: u64, seq: u64, to: Live) {
-        let Some(under_key) = self.bindings.get_mut(&binding_id(k)) else {
-            return;
-        };
-        let Some((_, at)) = under_key
-            .iter_mut()
-            .find(|(_, at)| at.loc.segment == segment && at.seq == seq)
-        else {
-            return;
-        };
-        let old = std::mem::replace(at, to);
-        self.unaccount(old, to.seq);
-        self.account(to);
+        let old = self.bindings.relocate(&binding_id(k), segment, seq, to);
+        self.relocated(old, to);
     }
 
-    fn drop_bindings(&mut self, doomed: impl Fn(&(String, u64, String)) -> bool, by: u64) {
-        let keys: Vec<_> = self
-            .bindings
-            .keys()
-            .filter(|k| doomed(k))
-            .cloned()
-            .collect();
-        for k in keys {
-            for (_, old) in self.bindings.remove(&k).unwrap_or_default() {
-                self.unaccount(old, by);
-            }
+    /// The same for an exchange-to-exchange binding.
+    pub fn relocate_exchange_binding(
+        &mut self,
+        k: &ExchangeBindingKey,
+        segment: u64,
+        seq: u64,
+        to: Live,
+    ) {
+        let old = self.exchange_bindings.relocate(k, segment, seq, to);
+        self.relocated(old, to);
+    }
+
+    fn relocated(&mut self, old: Option<Live>, to: Live) {
+        if let Some(old) = old {
+            self.unaccount(old, to.seq);
+            self.account(to);
         }
     }
 
-    fn drop_exchange_bindings(&mut self, doomed: impl Fn(&ExchangeBindingKey) -> bool, by: u64) {
-        let keys: Vec<_> = self
-            .exchange_bindings
-            .keys()
-            .filter(|k| doomed(k))
-            .cloned()
-            .collect();
-        for k in keys {
-            if let Some(old) = self.exchange_bindings.remove(&k) {
-                self.unaccount(old, by);
-            }
+    fn unaccount_all(&mut self, gone: impl IntoIterator<Item = Live>, by: u64) {
+        for old in gone {
+            self.unaccount(old, by);
         }
     }
 
@@ -437,7 +412,8 @@ impl Index {
         self.deleted_queues.clear();
         // Everything read back is on disk: nothing it cancels waits for durability.
         self.sweep_messages(|q| queues.contains(&q), 0);
-        self.drop_bindings(|(_, q, _)| !queues.contains(q), 0);
+        let gone = self.bindings.remove_where(|(_, q, _)| !queues.contains(q));
+        self.unaccount_all(gone, 0);
         // Counts whose message was dequeued before them, or never read back.
         let messages = &self.messages;
         let orphans = retain_returns(&mut self.returns, |queue, id| {
@@ -453,8 +429,8 @@ impl Index {
         self.exchanges
             .values()
             .chain(self.queues.values())
-            .chain(self.bindings.values().flatten().map(|(_, at)| at))
-            .chain(self.exchange_bindings.values())
+            .chain(self.bindings.lives())
+            .chain(self.exchange_bindings.lives())
     }
 
     /// Every live record in `segment`: what compaction copies forward.
@@ -475,11 +451,12 @@ impl Index {
         match rec {
             Record::ExchangeDeclare(e) => here(self.exchanges.get(&e.name)),
             Record::QueueDeclare(q) => here(self.queues.get(&q.id)),
-            Record::Bind(k, _) | Record::BindVariant(k, _) => self
-                .bindings
-                .get(&binding_id(k))
-                .is_some_and(|under_key| under_key.iter().any(|(_, at)| here(Some(at)))),
-            Record::ExchangeBind(k, _) => here(self.exchange_bindings.get(k)),
+            Record::Bind(k, _) | Record::BindVariant(k, _) => {
+                self.bindings.is_at(&binding_id(k), segment, seq)
+            }
+            Record::ExchangeBind(k, _) | Record::ExchangeBindVariant(k, _) => {
+                self.exchange_bindings.is_at(k, segment, seq)
+            }
             Record::Message(m) | Record::TxMessage { message: m, .. } => {
                 here(self.messages.at(m.id).as_ref())
             }

@@ -15,6 +15,7 @@
 //! [`Store::open`] reads every segment, stops at a torn or corrupt frame at the tail (and cuts
 //! the file there), and returns what is live for [`Recovered::restore`].
 
+mod binding_index;
 mod codec;
 mod index;
 mod load;
@@ -611,13 +612,24 @@ impl Journal for Store {
     ) -> Result<(), BrokerError> {
         self.shared.refuse()?;
         let k = exchange_binding_key(destination, source, key);
-        self.with_state(|st| st.record(&Record::ExchangeBind(k, arguments.clone())));
+        let rec = Record::ExchangeBindVariant(k, arguments.clone());
+        self.with_state(|st| st.record(&rec));
         Ok(())
     }
 
-    fn unbind_exchange(&self, destination: &str, source: &str, key: &str) {
+    fn unbind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        only: Option<&Arguments>,
+    ) {
         let k = exchange_binding_key(destination, source, key);
-        self.with_state(|st| st.record(&Record::ExchangeUnbind(k)));
+        let rec = match only {
+            None => Record::ExchangeUnbind(k),
+            Some(arguments) => Record::ExchangeUnbindVariant(k, arguments.clone()),
+        };
+        self.with_state(|st| st.record(&rec));
     }
 
     fn enqueue(

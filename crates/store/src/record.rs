@@ -114,8 +114,15 @@ pub mod kind {
     /// Removes the one binding under (exchange, queue, key) with these arguments; `UNBIND`
     /// removes them all.
     pub const UNBIND_VARIANT: u8 = 18;
+    /// An exchange-to-exchange binding that joins the others under its (destination,
+    /// source, key) unless one has the same arguments, as `BIND_VARIANT` does for a queue.
+    /// `EXCHANGE_BIND` replaces them all, as exchange-to-exchange binds did before.
+    pub const EXCHANGE_BIND_VARIANT: u8 = 19;
+    /// Removes the one exchange-to-exchange binding under (destination, source, key) with
+    /// these arguments; `EXCHANGE_UNBIND` removes them all.
+    pub const EXCHANGE_UNBIND_VARIANT: u8 = 20;
     /// The highest record type, for the fuzz entry point.
-    pub const LAST: u8 = UNBIND_VARIANT;
+    pub const LAST: u8 = EXCHANGE_UNBIND_VARIANT;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -216,6 +223,10 @@ pub enum Record {
     BindVariant(BindingKey, Arguments),
     /// See [`kind::UNBIND_VARIANT`].
     UnbindVariant(BindingKey, Arguments),
+    /// See [`kind::EXCHANGE_BIND_VARIANT`].
+    ExchangeBindVariant(ExchangeBindingKey, Arguments),
+    /// See [`kind::EXCHANGE_UNBIND_VARIANT`].
+    ExchangeUnbindVariant(ExchangeBindingKey, Arguments),
     Message(MessageRec),
     Dequeue {
         queue: u64,
@@ -266,6 +277,8 @@ impl Record {
             Record::Returned { .. } => kind::RETURNED,
             Record::BindVariant(..) => kind::BIND_VARIANT,
             Record::UnbindVariant(..) => kind::UNBIND_VARIANT,
+            Record::ExchangeBindVariant(..) => kind::EXCHANGE_BIND_VARIANT,
+            Record::ExchangeUnbindVariant(..) => kind::EXCHANGE_UNBIND_VARIANT,
         }
     }
 
@@ -329,7 +342,9 @@ impl Record {
                 put_ids(out, messages);
             }
             Record::TxCommit(tx) => put_u64(out, *tx),
-            Record::ExchangeBind(b, args) => {
+            Record::ExchangeBind(b, args)
+            | Record::ExchangeBindVariant(b, args)
+            | Record::ExchangeUnbindVariant(b, args) => {
                 put_exchange_binding(out, b);
                 put_arguments(out, args);
             }
@@ -446,6 +461,14 @@ impl Record {
                 Record::ExchangeBind(b, r.arguments()?)
             }
             kind::EXCHANGE_UNBIND => Record::ExchangeUnbind(exchange_binding(&mut r)?),
+            kind::EXCHANGE_BIND_VARIANT => {
+                let b = exchange_binding(&mut r)?;
+                Record::ExchangeBindVariant(b, r.arguments()?)
+            }
+            kind::EXCHANGE_UNBIND_VARIANT => {
+                let b = exchange_binding(&mut r)?;
+                Record::ExchangeUnbindVariant(b, r.arguments()?)
+            }
             kind::TX_PREPARE => Record::TxPrepare(prepared_rec(&mut r)?),
             kind::TX_ABORT => Record::TxAbort(r.u64()?),
             kind::RETURNED => Record::Returned {
@@ -912,7 +935,23 @@ mod tests {
                 arguments: Arguments::new(),
             }),
             Record::BindVariant(key.clone(), args.clone()),
-            Record::UnbindVariant(key, args),
+            Record::UnbindVariant(key, args.clone()),
+            Record::ExchangeBindVariant(
+                ExchangeBindingKey {
+                    source: "h".into(),
+                    destination: "x".into(),
+                    key: String::new(),
+                },
+                args.clone(),
+            ),
+            Record::ExchangeUnbindVariant(
+                ExchangeBindingKey {
+                    source: "h".into(),
+                    destination: "x".into(),
+                    key: String::new(),
+                },
+                args,
+            ),
         ]
     }
 

@@ -434,7 +434,9 @@ fn rebuild(
                 (Record::Bind(k, args) | Record::BindVariant(k, args), None) => {
                     bindings.push((k, args))
                 }
-                (Record::ExchangeBind(k, args), None) => exchange_bindings.push((seq, k, args)),
+                (Record::ExchangeBind(k, args) | Record::ExchangeBindVariant(k, args), None) => {
+                    exchange_bindings.push((seq, k, args))
+                }
                 _ => bad_messages += 1,
             }
         }

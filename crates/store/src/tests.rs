@@ -629,6 +629,91 @@ fn bindings_told_apart_by_arguments_survive_compaction_and_restarts() {
     assert_eq!(bound_ns(&b), left);
 }
 
+/// The exchange-to-exchange bindings from `h` as (destination, the `n` of their arguments,
+/// or -1 for a NaN), sorted.
+fn forwarded_ns(b: &Broker) -> Vec<(String, i64)> {
+    let mut all: Vec<(String, i64)> = b
+        .exchange("h")
+        .unwrap()
+        .bindings()
+        .into_iter()
+        .filter(|s| s.to_exchange)
+        .map(|s| match (s.arguments.get("n"), s.arguments.get("f")) {
+            (Some(HeaderValue::Int(n)), _) => (s.destination, *n),
+            (_, Some(HeaderValue::Float(f))) if f.is_nan() => (s.destination, -1),
+            other => panic!("unexpected arguments {other:?}"),
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+/// RabbitMQ's exchange-to-exchange bindings are told apart by their arguments, as its queue
+/// bindings are: the store keeps each, copies each forward once, and replays a binding
+/// written before (type 12, which replaced what was under its key) as one of them.
+#[test]
+fn exchange_bindings_told_apart_by_arguments_survive_compaction_and_restarts() {
+    let dir = TempDir::new("e2e-variants");
+    let n = |v: i64| -> Arguments { [("n", HeaderValue::Int(v))].into_iter().collect() };
+    let pairs = |list: &[(&str, i64)]| -> Vec<(String, i64)> {
+        list.iter().map(|(d, v)| (d.to_string(), *v)).collect()
+    };
+    let expected = pairs(&[("d1", 1), ("d1", 3), ("d2", -1), ("old", 8), ("old", 9)]);
+    {
+        let (store, b, _) = start(&dir, small());
+        durable_exchange(&b, "h", ExchangeKind::Headers, true);
+        for name in ["d1", "d2", "old"] {
+            durable_exchange(&b, name, ExchangeKind::Fanout, true);
+        }
+        let q = durable_queue(&b, "q");
+        for v in [1, 2, 3] {
+            b.bind_exchange("d1", "h", "", &n(v)).unwrap();
+        }
+        b.unbind_exchange_with_arguments("d1", "h", "", &n(2))
+            .unwrap();
+        let nan: Arguments = [("f", HeaderValue::Float(f64::NAN))].into_iter().collect();
+        b.bind_exchange("d2", "h", "", &nan).unwrap();
+        b.bind_exchange("d2", "h", "", &nan).unwrap();
+        // What an older ferryd wrote: a bind that replaces the key's bindings (7), then
+        // 8 and 9 as this one writes them.
+        let k = exchange_binding_key("old", "h", "");
+        store.with_state(|st| st.record(&Record::ExchangeBind(k.clone(), n(7))));
+        store.with_state(|st| st.record(&Record::ExchangeBind(k, n(8))));
+        store.sync();
+        churn_until_compacted(&store, &b, &q, 40);
+        assert!(
+            segment_files(&dir).len() <= 5,
+            "the first segment was compacted"
+        );
+        store.sync();
+        store.close();
+    }
+    let (store, b, _) = start(&dir, small());
+    assert_eq!(
+        forwarded_ns(&b),
+        pairs(&[("d1", 1), ("d1", 3), ("d2", -1), ("old", 8)])
+    );
+    b.bind_exchange("old", "h", "", &n(9)).unwrap();
+    assert_eq!(forwarded_ns(&b), expected);
+    store.sync();
+    store.close();
+    drop(b);
+    let (store, b, _) = start(&dir, small());
+    assert_eq!(forwarded_ns(&b), expected);
+    // An unbind after the restarts removes the one binding, for good.
+    b.unbind_exchange_with_arguments("d1", "h", "", &n(1))
+        .unwrap();
+    store.sync();
+    store.close();
+    drop(b);
+    let (_s, b, _) = start(&dir, small());
+    let left: Vec<(String, i64)> = expected
+        .into_iter()
+        .filter(|(d, v)| !(d == "d1" && *v == 1))
+        .collect();
+    assert_eq!(forwarded_ns(&b), left);
+}
+
 /// Takes the queue's first message and puts it back as delivered: one return. The count
 /// it had before.
 fn return_once(q: &Arc<Queue>) -> u16 {

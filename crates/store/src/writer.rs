@@ -451,6 +451,12 @@ fn copy_forward(shared: &Shared, head: u64, candidates: Vec<(u64, Record)>) -> u
                 st.index
                     .relocate_binding(&k, head, seq, Live { loc, seq: to });
             }
+            Record::ExchangeBind(k, arguments) | Record::ExchangeBindVariant(k, arguments) => {
+                let copy = Record::ExchangeBindVariant(k.clone(), arguments);
+                let (to, loc) = st.append(kind::EXCHANGE_BIND_VARIANT, |out| copy.encode(out));
+                st.index
+                    .relocate_exchange_binding(&k, head, seq, Live { loc, seq: to });
+            }
             other => {
                 st.record(&other);
             }

@@ -98,7 +98,9 @@ impl Broker {
     /// `source` routes under the binding goes on through `destination`'s bindings. Routing
     /// follows such bindings through any graph, cycles included, and delivers a message to
     /// each queue at most once per publish. The default exchange is neither a source nor a
-    /// destination.
+    /// destination. As in RabbitMQ, the arguments are part of the binding's identity
+    /// ([`BindingIdentity::KeyAndArguments`]): binding again under the key with others adds
+    /// a binding.
     pub fn bind_exchange(
         &self,
         destination: &str,
@@ -129,7 +131,7 @@ impl Broker {
         if let Some(journal) = self.journal_for(src, dst).filter(|_| record) {
             journal.bind_exchange(destination, source, binding_key, arguments)?;
         }
-        if src.bind_exchange(dst, binding_key, arguments)? {
+        if src.bind_exchange(dst, binding_key, arguments)? == Bound::NewKey {
             dst.add_inbound(src, binding_key);
         }
         Ok(())
@@ -142,13 +144,36 @@ impl Broker {
             .filter(|_| source.is_durable() && destination.is_durable())
     }
 
-    /// Removes an exchange-to-exchange binding; a missing binding is not an error. A source
-    /// left without bindings goes if it is auto-delete.
+    /// Removes every exchange-to-exchange binding under the key; a missing binding is not
+    /// an error. A source left without bindings goes if it is auto-delete.
     pub fn unbind_exchange(
         &self,
         destination: &str,
         source: &str,
         binding_key: &str,
+    ) -> Result<(), BrokerError> {
+        self.unlink_exchanges(destination, source, binding_key, None)
+    }
+
+    /// Removes the one exchange-to-exchange binding under the key with these arguments
+    /// (compared as sets of entries), as RabbitMQ's exchange.unbind does; the key's others
+    /// stay.
+    pub fn unbind_exchange_with_arguments(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        arguments: &Arguments,
+    ) -> Result<(), BrokerError> {
+        self.unlink_exchanges(destination, source, binding_key, Some(arguments))
+    }
+
+    fn unlink_exchanges(
+        &self,
+        destination: &str,
+        source: &str,
+        binding_key: &str,
+        only: Option<&Arguments>,
     ) -> Result<(), BrokerError> {
         if destination.is_empty() || source.is_empty() {
             return Err(BrokerError::NotAllowed(
@@ -158,10 +183,12 @@ impl Broker {
         let mut reg = self.registry.write();
         let src = reg.exchange(source)?.clone();
         let dst = reg.exchange(destination)?.clone();
-        if src.unbind_exchange(dst.id(), binding_key) {
-            dst.remove_inbound(&src, binding_key);
+        if let Some(key_gone) = src.unbind_exchange(dst.id(), binding_key, only) {
+            if key_gone {
+                dst.remove_inbound(&src, binding_key);
+            }
             if let Some(journal) = self.journal_for(&src, &dst) {
-                journal.unbind_exchange(destination, source, binding_key);
+                journal.unbind_exchange(destination, source, binding_key, only);
             }
             self.auto_delete_exchange(&mut reg, &src);
         }

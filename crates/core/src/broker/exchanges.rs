@@ -158,7 +158,7 @@ impl Broker {
         }
         for (source, key) in ex.take_inbound() {
             if let Some(source) = source.upgrade() {
-                source.unbind_exchange(ex.id(), &key);
+                source.unbind_exchange(ex.id(), &key, None);
                 self.auto_delete_exchange(reg, &source);
             }
         }

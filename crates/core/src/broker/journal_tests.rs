@@ -594,13 +594,28 @@ fn exchange_to_exchange_bindings_are_journaled_between_durable_exchanges_only() 
     b.bind_exchange("d", "t", "c", &none).unwrap();
     b.unbind_exchange("d", "amq.topic", "a.#").unwrap();
     b.unbind_exchange("t", "amq.topic", "b.#").unwrap();
+    // One binding of two under a key, then one that is not there.
+    let some: Arguments = [("x-a", HeaderValue::Int(1))].into_iter().collect();
+    b.bind_exchange("d", "amq.topic", "e", &none).unwrap();
+    b.bind_exchange("d", "amq.topic", "e", &some).unwrap();
+    b.unbind_exchange_with_arguments("d", "amq.topic", "e", &some)
+        .unwrap();
+    b.unbind_exchange_with_arguments("d", "amq.topic", "e", &some)
+        .unwrap();
+    let key = |k: &str| ("d".to_owned(), "amq.topic".to_owned(), k.to_owned());
+    let (d, s, e) = key("e");
     assert_eq!(
         j.take(),
         [
             Call::BindExchange("d".into(), "amq.topic".into(), "a.#".into()),
             Call::UnbindExchange("d".into(), "amq.topic".into(), "a.#".into()),
+            Call::BindExchange(d.clone(), s.clone(), e.clone()),
+            Call::BindExchange(d.clone(), s.clone(), e.clone()),
+            Call::UnbindExchangeOne(d, s, e),
         ]
     );
+    assert_eq!(b.exchange("amq.topic").unwrap().binding_count(), 1);
+    b.unbind_exchange("d", "amq.topic", "e").unwrap();
     j.refuse.store(true, Ordering::Relaxed);
     assert!(b.bind_exchange("d", "amq.topic", "x", &none).is_err());
     assert_eq!(b.exchange("amq.topic").unwrap().binding_count(), 0);

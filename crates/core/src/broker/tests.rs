@@ -1643,6 +1643,77 @@ fn exchanges_forwarding_to_others_ask_for_headers() {
 }
 
 #[test]
+fn exchange_bindings_under_one_key_are_told_apart_by_their_arguments() {
+    let b = broker();
+    exchange_of(&b, "hs", ExchangeKind::Headers, true);
+    exchange_of(&b, "dst", ExchangeKind::Fanout, false);
+    let q = declare(&b, "q");
+    b.bind("q", "dst", "", &Arguments::new()).unwrap();
+    let criteria = |name: &str, value: i64| -> Arguments {
+        [("x-match", V::Str("all".into())), (name, V::Int(value))]
+            .into_iter()
+            .collect()
+    };
+    let (on_a, on_b) = (criteria("a", 1), criteria("b", 2));
+    b.bind_exchange("dst", "hs", "", &on_a).unwrap();
+    b.bind_exchange("dst", "hs", "", &on_b).unwrap();
+    b.bind_exchange("dst", "hs", "", &on_a).unwrap();
+    let hs = b.exchange("hs").unwrap();
+    assert_eq!(
+        hs.binding_count(),
+        2,
+        "the same arguments again add nothing"
+    );
+    let send = |headers: &[(&str, i64)], body: &'static str| {
+        let mut m = MessageParts::new("hs", "", bs(body));
+        let table = headers.iter().map(|(k, v)| (*k, V::Int(*v))).collect();
+        m.headers = Some(Arc::new(table));
+        b.publish(&hs, Message::from(m)).unwrap().queues
+    };
+    assert_eq!(send(&[("a", 1)], "a"), 1);
+    assert_eq!(send(&[("b", 2)], "b"), 1);
+    assert_eq!(send(&[("a", 1), ("b", 2)], "both, once"), 1);
+    assert_eq!(send(&[("c", 3)], "neither"), 0);
+
+    b.unbind_exchange_with_arguments("dst", "hs", "", &on_a)
+        .unwrap();
+    assert_eq!(send(&[("a", 1)], "a, unbound"), 0);
+    assert_eq!(send(&[("b", 2)], "b again"), 1);
+    assert!(b.exchange("hs").is_some(), "one binding is left");
+    b.unbind_exchange_with_arguments("dst", "hs", "", &on_b)
+        .unwrap();
+    assert!(
+        b.exchange("hs").is_none(),
+        "auto-delete with its last binding"
+    );
+    assert_eq!(
+        bodies(&q),
+        [bs("a"), bs("b"), bs("both, once"), bs("b again")]
+    );
+
+    // A source forwards headers while any binding under the key is left; an unbind
+    // without arguments takes them all.
+    exchange_of(&b, "src", ExchangeKind::Direct, false);
+    exchange_of(&b, "hdr", ExchangeKind::Headers, false);
+    b.bind_exchange("hdr", "src", "k", &on_a).unwrap();
+    b.bind_exchange("hdr", "src", "k", &on_b).unwrap();
+    b.unbind_exchange_with_arguments("hdr", "src", "k", &on_a)
+        .unwrap();
+    assert!(b.exchange("src").unwrap().needs_headers());
+    b.bind_exchange("hdr", "src", "k", &on_a).unwrap();
+    b.unbind_exchange("hdr", "src", "k").unwrap();
+    assert_eq!(b.exchange("src").unwrap().binding_count(), 0);
+    assert!(!b.exchange("src").unwrap().needs_headers());
+
+    // Deleting the destination takes every binding under the key with it.
+    b.bind_exchange("hdr", "src", "k", &on_a).unwrap();
+    b.bind_exchange("hdr", "src", "k", &on_b).unwrap();
+    b.delete_exchange("hdr", false).unwrap();
+    assert_eq!(b.exchange("src").unwrap().binding_count(), 0);
+    assert!(!b.exchange("src").unwrap().needs_headers());
+}
+
+#[test]
 fn dead_lettering_heads_are_watched_and_expire_without_the_sweep() {
     let b = broker();
     let dead = declare(&b, "after-delay");

@@ -643,25 +643,31 @@ impl Exchange {
     }
 
     /// Binds another exchange as a destination (exchange-to-exchange), with the same rules
-    /// as [`Exchange::bind`] under [`BindingIdentity::Key`]; true if the binding is new.
+    /// as [`Exchange::bind`] under [`BindingIdentity::KeyAndArguments`]: only RabbitMQ's
+    /// clients and API bind exchanges, and to them the arguments tell bindings apart.
     pub(crate) fn bind_exchange(
         &self,
         destination: &Arc<Exchange>,
         key: &str,
         args: &Arguments,
-    ) -> Result<bool, BrokerError> {
+    ) -> Result<Bound, BrokerError> {
         let mut table = self.table.write();
         let kind = self.kind;
-        let added = table
+        let bound = table
             .exchanges
             .get_or_insert_with(|| Box::new(Bindings::new(kind)))
-            .bind(kind, destination, key, args, BindingIdentity::Key)?
-            .added();
-        table.ever_bound |= added;
-        if added {
+            .bind(
+                kind,
+                destination,
+                key,
+                args,
+                BindingIdentity::KeyAndArguments,
+            )?;
+        table.ever_bound |= bound.added();
+        if bound == Bound::NewKey {
             self.count_dependent(destination, true);
         }
-        Ok(added)
+        Ok(bound)
     }
 
     /// Removes the queue's bindings under `key`: all of them, or with `only` the one with
@@ -687,13 +693,20 @@ impl Exchange {
         Some(key_gone)
     }
 
-    /// Removes the (destination exchange, key) binding; false if there was none.
-    pub(crate) fn unbind_exchange(&self, destination_id: u64, key: &str) -> bool {
+    /// Removes the destination exchange's bindings under `key`: all of them, or with `only`
+    /// the one with those arguments. `None` if none was removed, else whether the key has
+    /// none left.
+    pub(crate) fn unbind_exchange(
+        &self,
+        destination_id: u64,
+        key: &str,
+        only: Option<&Arguments>,
+    ) -> Option<bool> {
         let mut table = self.table.write();
         let removed = table
             .exchanges
             .as_mut()
-            .and_then(|e| e.unbind(destination_id, key, None));
+            .and_then(|e| e.unbind(destination_id, key, only));
         if table
             .exchanges
             .as_ref()
@@ -701,10 +714,12 @@ impl Exchange {
         {
             table.exchanges = None;
         }
-        if let Some((dest, _)) = &removed {
-            self.count_dependent(dest, false);
+        drop(table);
+        let (dest, key_gone) = removed?;
+        if key_gone {
+            self.count_dependent(&dest, false);
         }
-        removed.is_some()
+        Some(key_gone)
     }
 
     pub(crate) fn add_inbound(&self, source: &Arc<Exchange>, key: &str) {

@@ -150,7 +150,7 @@ pub async fn remove(
     blocking(move || {
         let user = app.user(&caller);
         if e.to_exchange {
-            user.unbind_exchange(&e.source, &e.destination, &b.key)?;
+            user.unbind_exchange(&e.source, &e.destination, &b.key, &b.arguments)?;
         } else {
             user.unbind_queue(&e.source, &e.destination, &b.key, &b.arguments)?;
         }

@@ -476,8 +476,13 @@ impl Channel {
             &m.destination,
             &m.routing_key,
         )?;
-        // As queue.unbind: unbinding what is not there succeeds.
-        match ctx.broker.unbind_exchange(destination, source, key) {
+        // As queue.unbind: unbinding what is not there succeeds, and the arguments pick
+        // which of the key's bindings goes.
+        let arguments = table_to_headers(&m.arguments);
+        match ctx
+            .broker
+            .unbind_exchange_with_arguments(destination, source, key, &arguments)
+        {
             Ok(()) | Err(BrokerError::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }

@@ -224,7 +224,7 @@ impl Journal for Disk {
         self.append();
         Ok(())
     }
-    fn unbind_exchange(&self, _: &str, _: &str, _: &str) {
+    fn unbind_exchange(&self, _: &str, _: &str, _: &str, _: Option<&Arguments>) {
         self.append();
     }
     fn enqueue(
