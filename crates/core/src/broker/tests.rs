@@ -1711,6 +1711,17 @@ fn exchange_bindings_under_one_key_are_told_apart_by_their_arguments() {
     b.delete_exchange("hdr", false).unwrap();
     assert_eq!(b.exchange("src").unwrap().binding_count(), 0);
     assert!(!b.exchange("src").unwrap().needs_headers());
+
+    // An unbind that leaves a binding under the key keeps the destination's link back to
+    // the source, so deleting the destination still finds the binding that is left.
+    exchange_of(&b, "hdr", ExchangeKind::Headers, false);
+    b.bind_exchange("hdr", "src", "k", &on_a).unwrap();
+    b.bind_exchange("hdr", "src", "k", &on_b).unwrap();
+    b.unbind_exchange_with_arguments("hdr", "src", "k", &on_a)
+        .unwrap();
+    b.delete_exchange("hdr", false).unwrap();
+    assert_eq!(b.exchange("src").unwrap().binding_count(), 0);
+    assert!(!b.exchange("src").unwrap().needs_headers());
 }
 
 #[test]
