@@ -261,12 +261,12 @@ pub(crate) mod testing {
         /// A bind under [`BindingIdentity::KeyAndArguments`].
         BindVariant(String, u64, String),
         Unbind(String, u64, String),
-        /// An unbind of the one binding with given arguments.
-        UnbindOne(String, u64, String),
+        /// An unbind of the one binding with the arguments given.
+        UnbindOne(String, u64, String, Arguments),
         /// (destination, source, key)
         BindExchange(String, String, String),
         UnbindExchange(String, String, String),
-        UnbindExchangeOne(String, String, String),
+        UnbindExchangeOne(String, String, String, Arguments),
         Enqueue(u64, Vec<u64>),
         Dequeue(u64, Vec<u64>),
         /// (queue, message, returns)
@@ -365,7 +365,7 @@ pub(crate) mod testing {
         fn unbind(&self, e: &str, q: u64, k: &str, only: Option<&Arguments>) {
             let call = match only {
                 None => Call::Unbind(e.into(), q, k.into()),
-                Some(_) => Call::UnbindOne(e.into(), q, k.into()),
+                Some(only) => Call::UnbindOne(e.into(), q, k.into(), only.clone()),
             };
             self.calls.lock().push(call);
         }
@@ -384,7 +384,7 @@ pub(crate) mod testing {
         fn unbind_exchange(&self, d: &str, s: &str, k: &str, only: Option<&Arguments>) {
             let call = match only {
                 None => Call::UnbindExchange(d.into(), s.into(), k.into()),
-                Some(_) => Call::UnbindExchangeOne(d.into(), s.into(), k.into()),
+                Some(only) => Call::UnbindExchangeOne(d.into(), s.into(), k.into(), only.clone()),
             };
             self.calls.lock().push(call);
         }

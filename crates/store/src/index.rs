@@ -474,7 +474,7 @@ mod tests {
     use super::*;
     use crate::record::{MessageRec, QueueRec};
     use bytes::Bytes;
-    use ferry_core::{Arguments, QueueLimits};
+    use ferry_core::{Arguments, HeaderValue, QueueLimits};
 
     fn at(segment: u64, seq: u64, len: u64) -> Live {
         Live {
@@ -556,6 +556,51 @@ mod tests {
         ix.apply(&message(3, &[1]), at(1, 3, 100), false);
         ix.apply(&Record::QueueDelete(1), at(1, 4, 10), false);
         assert!(ix.messages.is_empty() && ix.bindings.is_empty() && ix.queues.is_empty());
+        assert_eq!(ix.live_bytes, 0);
+    }
+
+    #[test]
+    fn exchange_bindings_under_one_key_are_live_one_by_one() {
+        let mut ix = Index::default();
+        ix.add_segment(1, 1000);
+        ix.add_segment(2, 1000);
+        let k = ExchangeBindingKey {
+            source: "hdr".into(),
+            destination: "d".into(),
+            key: String::new(),
+        };
+        let args = |v: i64| -> Arguments { [("n", HeaderValue::Int(v))].into_iter().collect() };
+        let bind = |v| Record::ExchangeBindVariant(k.clone(), args(v));
+        // An older ferryd's binding (type 12), then two more under the key (type 19).
+        ix.apply(
+            &Record::ExchangeBind(k.clone(), args(0)),
+            at(1, 1, 10),
+            false,
+        );
+        ix.apply(&bind(1), at(1, 2, 20), false);
+        ix.apply(&bind(2), at(2, 3, 40), false);
+        assert_eq!(ix.live_bytes, 70);
+        let unbind_one = Record::ExchangeUnbindVariant(k.clone(), args(1));
+        ix.apply(&unbind_one, at(2, 4, 20), false);
+        assert_eq!(
+            ix.segments[&1].live_bytes, 10,
+            "only the binding unbound goes"
+        );
+        assert_eq!(ix.segments[&2].live_bytes, 40, "unbinds are never live");
+        assert!(ix.is_current(&bind(2), 2, 3));
+        assert!(!ix.is_current(&bind(1), 1, 2));
+        // A type 12 replaces every binding under its key, as it did when it was written.
+        ix.apply(
+            &Record::ExchangeBind(k.clone(), args(3)),
+            at(2, 5, 10),
+            false,
+        );
+        let live = |ix: &Index| (ix.segments[&1].live_bytes, ix.segments[&2].live_bytes);
+        assert_eq!(live(&ix), (0, 10));
+        ix.apply(&bind(4), at(2, 6, 20), false);
+        // The destination's deletion takes its bindings with it.
+        ix.apply(&Record::ExchangeDelete("d".into()), at(2, 7, 10), false);
+        assert_eq!(live(&ix), (0, 0));
         assert_eq!(ix.live_bytes, 0);
     }
 

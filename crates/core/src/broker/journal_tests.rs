@@ -117,7 +117,7 @@ fn bindings_told_apart_by_arguments_are_journaled_and_removed_one_by_one() {
             Call::BindVariant("h".into(), id, "".into()),
             Call::BindVariant("h".into(), id, "".into()),
             Call::BindVariant("h".into(), id, "".into()),
-            Call::UnbindOne("h".into(), id, "".into()),
+            Call::UnbindOne("h".into(), id, "".into(), args(1)),
         ]
     );
     // Another binding under the key keeps the auto-delete exchange.
@@ -611,7 +611,7 @@ fn exchange_to_exchange_bindings_are_journaled_between_durable_exchanges_only() 
             Call::UnbindExchange("d".into(), "amq.topic".into(), "a.#".into()),
             Call::BindExchange(d.clone(), s.clone(), e.clone()),
             Call::BindExchange(d.clone(), s.clone(), e.clone()),
-            Call::UnbindExchangeOne(d, s, e),
+            Call::UnbindExchangeOne(d, s, e, some.clone()),
         ]
     );
     assert_eq!(b.exchange("amq.topic").unwrap().binding_count(), 1);
