@@ -26,12 +26,14 @@ section() {
   printf '\n== %s ==\n' "$*"
 }
 report_timings() {
-  local status=$?
+  local status=$? lane_status=0
   # A failure elsewhere still shows the side lane's output and times; its suites are bounded
-  # in time, so waiting for them leaves nothing running behind.
+  # in time, so waiting for them leaves nothing running behind. The first failure's status
+  # is the run's.
   if [[ -n ${side_lane_pid:-} ]]; then
     section "waiting for the side lane"
-    finish_side_lane || status=$?
+    finish_side_lane || lane_status=$?
+    ((status)) || status=$lane_status
   fi
   section "time per section"
   printf '%s\n' "${timings[@]}"
@@ -48,6 +50,7 @@ trap report_timings EXIT
 side_lane_pid=""
 side_lane_dir=""
 # Arguments: "title|command" entries, run one after another; the lane stops at a failure.
+# A command is split at spaces, with no quoting.
 start_side_lane() {
   side_lane_dir=$(mktemp -d "${TMPDIR:-/tmp}/ferry-side-lane.XXXXXX")
   (
@@ -76,6 +79,26 @@ finish_side_lane() {
   rm -rf "$side_lane_dir"
   return "$status"
 }
+# A stop signal sent to this script alone (a process group's gets to the lane anyway) stops
+# the lane's suites too, instead of waiting for them: each run.sh then stops its ferryd.
+stop_side_lane() {
+  [[ -n ${side_lane_pid:-} ]] || return 0
+  # Listed before any is signalled: a process gone no longer lists its children.
+  local pids
+  pids=$(process_tree "$side_lane_pid")
+  # shellcheck disable=SC2086
+  kill -TERM $pids 2>/dev/null || true
+}
+# A process and its descendants (Linux's /proc children lists).
+process_tree() {
+  local child
+  echo "$1"
+  for child in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    process_tree "$child"
+  done
+}
+trap 'stop_side_lane; exit 143' TERM
+trap 'stop_side_lane; exit 130' INT
 
 need_apt=()
 command -v java >/dev/null || need_apt+=(default-jdk-headless)

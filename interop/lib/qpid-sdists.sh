@@ -24,17 +24,27 @@ _find_python2() {
 }
 
 _qpid_fetch() { # name sha
-    local name=$1 sha=$2 pkg=${1%-1}
-    if [ ! -d "$_qpid_cache/$name" ]; then
-        if [ ! -f "$_qpid_cache/$name.tar.gz" ]; then
-            # qpid-python==1.36.0.post1 is the sdist qpid-python-1.36.0-1.tar.gz.
-            (cd "$_qpid_cache" && "$py2" -m pip download -q --no-deps "${pkg%-*}==${pkg##*-}.post1") || {
-                echo "run.sh: pip download ${pkg%-*} failed" >&2; exit 2; }
-        fi
-        echo "$sha  $_qpid_cache/$name.tar.gz" | sha256sum -c --quiet - || {
-            echo "run.sh: checksum mismatch for $name.tar.gz" >&2; exit 2; }
-        tar -xzf "$_qpid_cache/$name.tar.gz" -C "$_qpid_cache"
+    local name=$1 sha=$2 pkg=${1%-1} tmp
+    [ -d "$_qpid_cache/$name" ] && return 0
+    # Two suites may fill the cache at once (scripts/test.sh runs qpid-python in its side
+    # lane): each works in a directory of its own and renames what it made into place, so
+    # neither sees the other's half-written archive or tree.
+    tmp=$(mktemp -d "$_qpid_cache/.fetch.XXXXXX") || exit 2
+    if [ -f "$_qpid_cache/$name.tar.gz" ]; then
+        cp "$_qpid_cache/$name.tar.gz" "$tmp/"
+    else
+        # qpid-python==1.36.0.post1 is the sdist qpid-python-1.36.0-1.tar.gz.
+        (cd "$tmp" && "$py2" -m pip download -q --no-deps "${pkg%-*}==${pkg##*-}.post1") || {
+            echo "run.sh: pip download ${pkg%-*} failed" >&2; rm -rf "$tmp"; exit 2; }
     fi
+    echo "$sha  $tmp/$name.tar.gz" | sha256sum -c --quiet - || {
+        echo "run.sh: checksum mismatch for $name.tar.gz" >&2; rm -rf "$tmp"; exit 2; }
+    tar -xzf "$tmp/$name.tar.gz" -C "$tmp" || { rm -rf "$tmp"; exit 2; }
+    mv -f "$tmp/$name.tar.gz" "$_qpid_cache/$name.tar.gz"
+    # Renaming onto a tree another suite put there first fails; theirs is as good.
+    mv -T "$tmp/$name" "$_qpid_cache/$name" 2>/dev/null || [ -d "$_qpid_cache/$name" ] || {
+        echo "run.sh: cannot move $name into $_qpid_cache" >&2; rm -rf "$tmp"; exit 2; }
+    rm -rf "$tmp"
 }
 
 py2=$(_find_python2)
