@@ -38,9 +38,34 @@ struct Current {
     written: bool,
 }
 
-/// How long the writer, woken by the first record of a burst, looks for the kick that ends
-/// the burst before it sleeps (only while the rounds are kicked: see [`run`]).
-const KICK_SPIN: Duration = Duration::from_micros(150);
+/// Bounds of how long the writer, woken by the first record of a burst, looks for the kick
+/// that ends the burst before it sleeps (only while the rounds are kicked: see [`run`] and
+/// [`KickSpin`]).
+const KICK_SPIN_MIN: Duration = Duration::from_micros(150);
+const KICK_SPIN_MAX: Duration = Duration::from_millis(1);
+
+/// How long to look for the kick: twice as long as the last kicked burst took from its first
+/// record to its kick, within [`KICK_SPIN_MIN`, `KICK_SPIN_MAX`]. A confirm window of 100
+/// 256-byte publishes takes a connection 60-200 us to append, depending on the host; a fixed
+/// spin shorter than that gave up just before the kick and paid the wake-up anyway, on
+/// most round trips (docs/STORE.md has the measurements).
+#[derive(Debug, Clone, Copy)]
+struct KickSpin(Duration);
+
+impl KickSpin {
+    fn new() -> KickSpin {
+        KickSpin(KICK_SPIN_MIN)
+    }
+
+    fn limit(self) -> Duration {
+        self.0
+    }
+
+    /// Learns from a burst that ended with a kick `took` after its first record was seen.
+    fn kicked_after(&mut self, took: Duration) {
+        self.0 = took.saturating_mul(2).clamp(KICK_SPIN_MIN, KICK_SPIN_MAX);
+    }
+}
 
 /// Writes everything pending, syncs once, announces the new durable point; repeats. A round
 /// takes whatever accumulated while the previous sync ran, so concurrent publishers share
@@ -50,9 +75,12 @@ pub(crate) fn run(shared: Arc<Shared>) {
     // The last round went because somebody waited for it: the next burst is likely to end
     // with a kick too.
     let mut kicked_last = false;
+    let mut kick_spin = KickSpin::new();
     loop {
         let (chunks, marked, last) = {
             let mut st = shared.state.lock();
+            // When this round's first record was seen.
+            let mut burst_seen: Option<Instant> = None;
             loop {
                 let stopping = shared.stop.load(Ordering::Acquire);
                 if st.chunks.is_empty() {
@@ -62,12 +90,17 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     shared.work.wait(&mut st);
                     continue;
                 }
+                let seen = *burst_seen.get_or_insert_with(Instant::now);
                 if stopping || shared.kicked.swap(false, Ordering::AcqRel) {
                     kicked_last = !stopping;
+                    if kicked_last {
+                        kick_spin.kicked_after(seen.elapsed());
+                    }
                     break;
                 }
                 // A publisher waiting for confirms kicks once it has appended its whole read
-                // batch, tens of microseconds after the first record woke us. Sleeping until
+                // batch, up to a few hundred microseconds after the first record woke us
+                // (`KickSpin` learns how long). Sleeping until
                 // then puts a second wake-up (about 25-30 us here) between the kick and the
                 // sync, on every round trip of its window; yielding meanwhile leaves the CPU
                 // to whatever else is runnable. Either way the flag is looked at again under
@@ -75,7 +108,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 // nobody, and must not wait for the timer.
                 if kicked_last {
                     kicked_last = false;
-                    MutexGuard::unlocked(&mut st, || spin_for(&shared.kicked, KICK_SPIN));
+                    MutexGuard::unlocked(&mut st, || spin_for(&shared.kicked, kick_spin.limit()));
                     continue;
                 }
                 // Records nobody waits for yet go out with the next kick (see
@@ -542,6 +575,18 @@ mod tests {
         // Long enough that only a missed kick, never a slow machine, fails this.
         assert!(spin_for(&flag, Duration::from_secs(10)));
         kicker.join().unwrap();
+    }
+
+    #[test]
+    fn the_spin_outlasts_the_last_burst_within_its_bounds() {
+        let mut spin = KickSpin::new();
+        assert_eq!(spin.limit(), KICK_SPIN_MIN);
+        spin.kicked_after(Duration::from_micros(170));
+        assert_eq!(spin.limit(), Duration::from_micros(340));
+        spin.kicked_after(Duration::from_micros(10));
+        assert_eq!(spin.limit(), KICK_SPIN_MIN);
+        spin.kicked_after(Duration::from_secs(3));
+        assert_eq!(spin.limit(), KICK_SPIN_MAX);
     }
 
     fn chunk(data: Vec<u8>) -> Chunk {
