@@ -62,6 +62,9 @@ pub struct StoreConfig {
     /// Longest a record waits to be written when no connection asked for it (0-9-1 acks,
     /// expiry, deletes): they go out with the next requested sync, or after this long.
     pub unawaited_records_delay: Duration,
+    /// Longest the writer looks for a connection's ask for a sync before it sleeps (see
+    /// `writer::KickSpin`); tests that cannot time a burst to the microsecond raise it.
+    pub kick_spin_max: Duration,
 }
 
 impl Default for StoreConfig {
@@ -70,6 +73,7 @@ impl Default for StoreConfig {
             segment_size: 32 << 20,
             memory_budget: None,
             unawaited_records_delay: Duration::from_millis(2),
+            kick_spin_max: writer::KICK_SPIN_MAX,
         }
     }
 }
@@ -248,6 +252,7 @@ struct Shared {
     dir: PathBuf,
     segment_size: u64,
     unawaited_records_delay: Duration,
+    kick_spin_max: Duration,
     state: Mutex<State>,
     /// The writer waits here for pending chunks.
     work: Condvar,
@@ -268,6 +273,8 @@ struct Shared {
     spare_changed: Condvar,
     /// Spare segments the preallocator zero-filled (recycled ones not counted).
     zero_filled: AtomicU64,
+    /// How long the writer now looks for a kick, in microseconds (see `writer::KickSpin`).
+    kick_spin_micros: AtomicU64,
     #[cfg(test)]
     sync_hold: tests::SyncHold,
     /// Compactions that failed (each also logged).
@@ -406,6 +413,7 @@ impl Store {
             dir,
             segment_size,
             unawaited_records_delay: config.unawaited_records_delay,
+            kick_spin_max: config.kick_spin_max,
             state: Mutex::new(state),
             work: Condvar::new(),
             kicked: AtomicBool::new(false),
@@ -423,6 +431,7 @@ impl Store {
             }),
             spare_changed: Condvar::new(),
             zero_filled: AtomicU64::new(0),
+            kick_spin_micros: AtomicU64::new(writer::KICK_SPIN_MIN.as_micros() as u64),
             #[cfg(test)]
             sync_hold: tests::SyncHold::default(),
             #[cfg(test)]

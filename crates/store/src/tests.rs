@@ -768,6 +768,48 @@ fn a_delivery_limits_count_survives_compaction_and_restarts() {
 }
 
 #[test]
+fn the_writer_learns_how_long_to_look_for_a_kick_only_from_rounds_it_looked_for() {
+    let dir = TempDir::new("kick-spin");
+    let config = StoreConfig {
+        // Every round here goes by a kick, never by the timer.
+        unawaited_records_delay: Duration::from_secs(60),
+        // Room to learn from kicks milliseconds late, which a loaded machine times reliably.
+        kick_spin_max: Duration::from_secs(1),
+        ..small()
+    };
+    let (store, b, _) = start(&dir, config);
+    durable_queue(&b, "q");
+    store.sync();
+    let limit = || store.shared.kick_spin_micros.load(Ordering::Relaxed);
+    // Kicked 2 ms after its record: the writer learns to look at least twice that. (A writer
+    // slower to wake than that finds the kick at once and learns nothing from the round.)
+    for tries in 1.. {
+        assert!(tries <= 20, "never learned from late kicks: {} us", limit());
+        let point = publish(&b, "q", vec![1; 100], true).expect("a sync point");
+        std::thread::sleep(Duration::from_millis(2));
+        store.notify_when_durable(point, Outbox::new());
+        wait_until("the round durable", || store.durable() >= point);
+        if limit() >= 4_000 {
+            break;
+        }
+    }
+    // A round whose kick is there before the writer sees its records: the writer is held at
+    // the sync of one round while the next is appended and kicked.
+    let held = store.shared.sync_hold.hold();
+    let point = publish(&b, "q", vec![2; 100], true).expect("a sync point");
+    store.notify_when_durable(point, Outbox::new());
+    wait_until("the writer at its sync", || {
+        store.shared.sync_hold.is_waiting()
+    });
+    let learned = limit();
+    let next = publish(&b, "q", vec![3; 100], true).expect("a sync point");
+    store.notify_when_durable(next, Outbox::new());
+    drop(held);
+    wait_until("both rounds durable", || store.durable() >= next);
+    assert_eq!(limit(), learned);
+}
+
+#[test]
 fn a_head_segment_is_not_compacted_while_its_last_records_are_still_pending() {
     let dir = TempDir::new("compact-pending");
     let (store, b, _) = start(&dir, small());

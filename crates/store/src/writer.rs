@@ -38,32 +38,52 @@ struct Current {
     written: bool,
 }
 
-/// Bounds of how long the writer, woken by the first record of a burst, looks for the kick
-/// that ends the burst before it sleeps (only while the rounds are kicked: see [`run`] and
-/// [`KickSpin`]).
-const KICK_SPIN_MIN: Duration = Duration::from_micros(150);
-const KICK_SPIN_MAX: Duration = Duration::from_millis(1);
+/// Bounds of how long the writer, having seen the first records of a round, looks for the
+/// kick that ends the burst before it sleeps (only while the rounds are kicked: see [`run`]
+/// and [`KickSpin`]). Beyond the upper bound (the default of `StoreConfig::kick_spin_max`),
+/// looking costs more CPU than the wake-up it saves (25-30 us here) is worth.
+pub(crate) const KICK_SPIN_MIN: Duration = Duration::from_micros(150);
+pub(crate) const KICK_SPIN_MAX: Duration = Duration::from_micros(500);
 
-/// How long to look for the kick: twice as long as the last kicked burst took from its first
-/// record to its kick, within [`KICK_SPIN_MIN`, `KICK_SPIN_MAX`]. A confirm window of 100
-/// 256-byte publishes takes a connection 60-200 us to append, depending on the host; a fixed
-/// spin shorter than that gave up just before the kick and paid the wake-up anyway, on
-/// most round trips (docs/STORE.md has the measurements).
+/// How long to look for the kick, learned from the rounds the writer had to look for: twice
+/// the time from first seeing a round's records to its kick, or the last limit less an
+/// eighth if that is longer (one quick round does not undo what the slow ones taught),
+/// within [`KICK_SPIN_MIN`] and `StoreConfig::kick_spin_max`. On a slower host a confirming
+/// publisher's round took longer than a fixed 150 us look from the writer's first sight of
+/// its records (often a consumer's ack that came during the last sync) to its kick, so the
+/// look gave up just before the kick and the writer paid the wake-up anyway on most round
+/// trips (docs/STORE.md has the measurements).
 #[derive(Debug, Clone, Copy)]
-struct KickSpin(Duration);
+struct KickSpin {
+    limit: Duration,
+    max: Duration,
+}
 
 impl KickSpin {
-    fn new() -> KickSpin {
-        KickSpin(KICK_SPIN_MIN)
+    fn new(max: Duration) -> KickSpin {
+        KickSpin {
+            limit: KICK_SPIN_MIN,
+            max: max.max(KICK_SPIN_MIN),
+        }
     }
 
     fn limit(self) -> Duration {
-        self.0
+        self.limit
     }
 
-    /// Learns from a burst that ended with a kick `took` after its first record was seen.
+    /// Learns from a round whose kick came `took` after the writer first saw its records. A
+    /// kick later than the longest look could not have been caught by looking, and the
+    /// records first seen were most likely not its burst's (a consumer's acks): nothing to
+    /// learn.
     fn kicked_after(&mut self, took: Duration) {
-        self.0 = took.saturating_mul(2).clamp(KICK_SPIN_MIN, KICK_SPIN_MAX);
+        if took > self.max {
+            return;
+        }
+        let decayed = self.limit - self.limit / 8;
+        self.limit = took
+            .saturating_mul(2)
+            .max(decayed)
+            .clamp(KICK_SPIN_MIN, self.max);
     }
 }
 
@@ -75,11 +95,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
     // The last round went because somebody waited for it: the next burst is likely to end
     // with a kick too.
     let mut kicked_last = false;
-    let mut kick_spin = KickSpin::new();
+    let mut kick_spin = KickSpin::new(shared.kick_spin_max);
     loop {
         let (chunks, marked, last) = {
             let mut st = shared.state.lock();
-            // When this round's first record was seen.
+            // When the writer first saw this round's records.
             let mut burst_seen: Option<Instant> = None;
             loop {
                 let stopping = shared.stop.load(Ordering::Acquire);
@@ -90,16 +110,23 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     shared.work.wait(&mut st);
                     continue;
                 }
+                let first_sight = burst_seen.is_none();
                 let seen = *burst_seen.get_or_insert_with(Instant::now);
                 if stopping || shared.kicked.swap(false, Ordering::AcqRel) {
                     kicked_last = !stopping;
-                    if kicked_last {
+                    // A kick already there when the records were first seen (several
+                    // publishers, or one that kicked during the last sync) says nothing of
+                    // how long to look.
+                    if kicked_last && !first_sight {
                         kick_spin.kicked_after(seen.elapsed());
+                        shared
+                            .kick_spin_micros
+                            .store(kick_spin.limit().as_micros() as u64, Ordering::Relaxed);
                     }
                     break;
                 }
                 // A publisher waiting for confirms kicks once it has appended its whole read
-                // batch, up to a few hundred microseconds after the first record woke us
+                // batch, up to a few hundred microseconds after its records are first seen
                 // (`KickSpin` learns how long). Sleeping until
                 // then puts a second wake-up (about 25-30 us here) between the kick and the
                 // sync, on every round trip of its window; yielding meanwhile leaves the CPU
@@ -578,15 +605,26 @@ mod tests {
     }
 
     #[test]
-    fn the_spin_outlasts_the_last_burst_within_its_bounds() {
-        let mut spin = KickSpin::new();
+    fn the_spin_outlasts_the_slow_rounds_and_forgets_them_slowly() {
+        let mut spin = KickSpin::new(KICK_SPIN_MAX);
         assert_eq!(spin.limit(), KICK_SPIN_MIN);
         spin.kicked_after(Duration::from_micros(170));
         assert_eq!(spin.limit(), Duration::from_micros(340));
+        // One quick round takes an eighth off, not all of it.
         spin.kicked_after(Duration::from_micros(10));
+        assert_eq!(spin.limit(), Duration::from_nanos(297_500));
+        for _ in 0..20 {
+            spin.kicked_after(Duration::from_micros(10));
+        }
         assert_eq!(spin.limit(), KICK_SPIN_MIN);
-        spin.kicked_after(Duration::from_secs(3));
+        spin.kicked_after(KICK_SPIN_MAX);
         assert_eq!(spin.limit(), KICK_SPIN_MAX);
+        spin.kicked_after(Duration::from_micros(10));
+        let decayed = spin.limit();
+        assert!(decayed < KICK_SPIN_MAX);
+        // Too late to have been caught: nothing learned.
+        spin.kicked_after(Duration::from_secs(3));
+        assert_eq!(spin.limit(), decayed);
     }
 
     fn chunk(data: Vec<u8>) -> Chunk {
