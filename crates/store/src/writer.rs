@@ -127,10 +127,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 }
                 // A publisher waiting for confirms kicks once it has appended its whole read
                 // batch, up to a few hundred microseconds after its records are first seen
-                // (`KickSpin` learns how long). Sleeping until
-                // then puts a second wake-up (about 25-30 us here) between the kick and the
-                // sync, on every round trip of its window; yielding meanwhile leaves the CPU
-                // to whatever else is runnable. Either way the flag is looked at again under
+                // (`KickSpin` learns how long). Sleeping until then puts a second wake-up
+                // (about 25-30 us here) between the kick and the sync, on every round trip of
+                // its window; yielding meanwhile leaves the CPU to whatever else is runnable. Either way the flag is looked at again under
                 // the lock above: a kick that came just after the spin gave up notified
                 // nobody, and must not wait for the timer.
                 if kicked_last {
