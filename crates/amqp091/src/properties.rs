@@ -209,10 +209,15 @@ impl RawProperties {
         let mut r = Reader::new(raw.clone());
         let flags = read_flags(&mut r)?;
         let mut summary = PropertySummary::default();
-        for (index, info) in PROPERTIES.iter().enumerate() {
-            if flags & (1 << (15 - index)) == 0 {
-                continue;
-            }
+        // Only the present properties' bits, highest (first) first: a message carries a few
+        // of the fourteen, and this runs for every message published.
+        let mut present = flags & KNOWN_FLAGS;
+        while present != 0 {
+            let index = present.leading_zeros() as usize;
+            present &= !(0x8000 >> index);
+            let Some(info) = PROPERTIES.get(index) else {
+                return Err(DecodeError::UnknownProperties(flags));
+            };
             match (index, info.kind) {
                 (HEADERS, _) => {
                     let start = raw.len() - r.remaining();
