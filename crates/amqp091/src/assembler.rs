@@ -6,8 +6,8 @@ use ferry_chunks::Chunks;
 
 use crate::codec::DecodeError;
 use crate::frame::{Frame, FrameType};
-use crate::method::Method;
-use crate::properties::RawContentHeader;
+use crate::method::{BasicPublish, Method};
+use crate::properties::{RawContentHeader, RawProperties};
 use crate::reply;
 
 /// What the assembler was waiting for when a frame arrived out of turn.
@@ -57,6 +57,14 @@ pub struct Message {
     pub body: Bytes,
 }
 
+/// A basic.publish and its content, as a broker takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Publication {
+    pub method: BasicPublish,
+    pub properties: RawProperties,
+    pub body: Bytes,
+}
+
 /// What a frame completed.
 // Messages are the common case; boxing them would add an allocation per
 // message to save a memcpy for the rarer plain methods.
@@ -67,73 +75,173 @@ pub enum Assembled {
     Message(Message),
 }
 
+/// What [`ContentAssembler::feed`] made of a frame. What it completed waits in the assembler
+/// for [`ContentAssembler::take_method`] or [`ContentAssembler::take_message`]: a message is a
+/// few hundred bytes, and returned through `Result<Option<..>>` it was copied whole on every
+/// frame's return, and again at each layer on its way out (a dozen copies a message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssemblyProgress {
+    /// More frames to come.
+    Incomplete,
+    /// A method without content is ready.
+    Method,
+    /// A message is ready.
+    Message,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Header,
+    Body,
+    Complete,
+}
+
 /// A content-bearing method and as much of its content as has come.
 struct Pending {
     method: Method,
     /// The content header, once its frame has come (default until then).
     header: RawContentHeader,
-    have_header: bool,
+    stage: Stage,
     body: Chunks,
+}
+
+/// What the assembler holds between frames.
+enum Slot {
+    Idle,
+    /// A method without content, not yet taken.
+    Method(Method),
+    /// A message being assembled, or complete and not yet taken.
+    Content(Pending),
 }
 
 /// One per channel. Heartbeats belong to channel 0 and are not accepted here.
 pub struct ContentAssembler {
     max_body_size: u64,
-    /// A method is a few hundred bytes: the message being assembled stays where it is, filled
-    /// in place, and moves only once, out, when complete (boxing it would allocate per
-    /// message instead).
-    pending: Option<Pending>,
+    /// The message being assembled stays here, filled in place, and moves only once, out,
+    /// when taken (boxing it would allocate per message instead).
+    slot: Slot,
 }
 
 impl ContentAssembler {
     pub fn new(max_body_size: u64) -> Self {
         ContentAssembler {
             max_body_size,
-            pending: None,
+            slot: Slot::Idle,
         }
     }
 
     /// True between messages.
     pub fn is_idle(&self) -> bool {
-        self.pending.is_none()
+        !self.in_content()
+    }
+
+    fn in_content(&self) -> bool {
+        matches!(&self.slot, Slot::Content(p) if p.stage != Stage::Complete)
     }
 
     /// Drops a partial message (e.g. when the channel closes).
     pub fn reset(&mut self) {
-        self.pending = None;
+        self.slot = Slot::Idle;
     }
 
-    /// Feeds one frame of this channel. On error the partial message is
-    /// dropped and the assembler is idle again.
+    /// Feeds one frame of this channel and hands back what it completed. On error the
+    /// partial message is dropped and the assembler is idle again.
     pub fn push(&mut self, frame: Frame) -> Result<Option<Assembled>, AssemblyError> {
+        Ok(match self.feed(frame)? {
+            AssemblyProgress::Incomplete => None,
+            AssemblyProgress::Method => self.take_method().map(Assembled::Method),
+            AssemblyProgress::Message => self.take_message().map(Assembled::Message),
+        })
+    }
+
+    /// Feeds one frame of this channel; what it completes stays here until taken (a piece
+    /// not taken is dropped by the next frame). On error the partial message is dropped
+    /// and the assembler is idle again.
+    pub fn feed(&mut self, frame: Frame) -> Result<AssemblyProgress, AssemblyError> {
         let result = self.step(frame);
         if result.is_err() {
-            self.pending = None;
+            self.slot = Slot::Idle;
         }
         result
     }
 
-    fn step(&mut self, frame: Frame) -> Result<Option<Assembled>, AssemblyError> {
+    /// The method the last frame completed, if it had no content.
+    pub fn take_method(&mut self) -> Option<Method> {
+        if !matches!(self.slot, Slot::Method(_)) {
+            return None;
+        }
+        match std::mem::replace(&mut self.slot, Slot::Idle) {
+            Slot::Method(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The message the last frame completed.
+    pub fn take_message(&mut self) -> Option<Message> {
+        if !matches!(&self.slot, Slot::Content(p) if p.stage == Stage::Complete) {
+            return None;
+        }
+        match std::mem::replace(&mut self.slot, Slot::Idle) {
+            Slot::Content(p) => Some(Message {
+                method: p.method,
+                header: p.header,
+                body: p.body.finish(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// For a broker, which takes content only with basic.publish: the message the last frame
+    /// completed, its parts taken out where they lie. `Err` is the content-bearing method
+    /// that came instead (basic.deliver, get-ok or return: the server's to send).
+    pub fn take_publication(&mut self) -> Option<Result<Publication, Method>> {
+        let Slot::Content(p) = &mut self.slot else {
+            return None;
+        };
+        if p.stage != Stage::Complete {
+            return None;
+        }
+        if let Method::BasicPublish(method) = &mut p.method {
+            let publication = Publication {
+                method: std::mem::take(method),
+                properties: std::mem::take(&mut p.header.properties),
+                body: std::mem::take(&mut p.body).finish(),
+            };
+            // Dropped in place: what is left is a few empty fields, not worth a move out.
+            self.slot = Slot::Idle;
+            return Some(Ok(publication));
+        }
+        match std::mem::replace(&mut self.slot, Slot::Idle) {
+            Slot::Content(p) => Some(Err(p.method)),
+            _ => None,
+        }
+    }
+
+    fn step(&mut self, frame: Frame) -> Result<AssemblyProgress, AssemblyError> {
         let got = frame.frame_type;
         let unexpected = |expecting| AssemblyError::UnexpectedFrame { got, expecting };
-        let Some(pending) = &mut self.pending else {
+        if !self.in_content() {
             if got != FrameType::Method {
                 return Err(unexpected(Expecting::Method));
             }
             let method = Method::decode(frame.payload)?;
             if !method.has_content() {
-                return Ok(Some(Assembled::Method(method)));
+                self.slot = Slot::Method(method);
+                return Ok(AssemblyProgress::Method);
             }
-            self.pending = Some(Pending {
+            self.slot = Slot::Content(Pending {
                 method,
                 header: RawContentHeader::default(),
-                have_header: false,
+                stage: Stage::Header,
                 body: Chunks::Empty,
             });
-            return Ok(None);
+            return Ok(AssemblyProgress::Incomplete);
+        }
+        let Slot::Content(pending) = &mut self.slot else {
+            return Err(unexpected(Expecting::Method));
         };
-        let body_size = match (pending.have_header, got) {
-            (false, FrameType::Header) => {
+        match (pending.stage, got) {
+            (Stage::Header, FrameType::Header) => {
                 // Decoding accepts only the basic class, the class of every
                 // content-bearing method, so header and method always agree.
                 let header = RawContentHeader::decode(frame.payload)?;
@@ -145,14 +253,13 @@ impl ContentAssembler {
                 }
                 let body_size = header.body_size;
                 pending.header = header;
-                pending.have_header = true;
                 if body_size > 0 {
-                    return Ok(None);
+                    pending.stage = Stage::Body;
+                    return Ok(AssemblyProgress::Incomplete);
                 }
-                body_size
             }
-            (false, _) => return Err(unexpected(Expecting::Header)),
-            (true, FrameType::Body) => {
+            (Stage::Header, _) => return Err(unexpected(Expecting::Header)),
+            (Stage::Body, FrameType::Body) => {
                 let declared = pending.header.body_size;
                 let received = (pending.body.len() + frame.payload.len()) as u64;
                 if received > declared {
@@ -160,20 +267,16 @@ impl ContentAssembler {
                 }
                 pending.body.push(frame.payload);
                 if received < declared {
-                    return Ok(None);
+                    return Ok(AssemblyProgress::Incomplete);
                 }
-                declared
             }
-            (true, _) => return Err(unexpected(Expecting::Body)),
-        };
-        debug_assert_eq!(pending.body.len() as u64, body_size);
-        Ok(self.pending.take().map(|p| {
-            Assembled::Message(Message {
-                method: p.method,
-                header: p.header,
-                body: p.body.finish(),
-            })
-        }))
+            (Stage::Body, _) => return Err(unexpected(Expecting::Body)),
+            // `in_content` is false for a complete message: handled above.
+            (Stage::Complete, _) => return Err(unexpected(Expecting::Method)),
+        }
+        debug_assert_eq!(pending.body.len() as u64, pending.header.body_size);
+        pending.stage = Stage::Complete;
+        Ok(AssemblyProgress::Message)
     }
 }
 
@@ -268,6 +371,90 @@ mod tests {
             panic!("expected one message");
         };
         assert!(m.body.is_empty());
+    }
+
+    #[test]
+    fn a_publication_is_taken_where_it_was_assembled() {
+        let fs = content(b"hello");
+        let body_ptr = fs[2].payload.as_ptr();
+        let mut a = ContentAssembler::new(1 << 20);
+        let mut progress = Vec::new();
+        for f in fs {
+            progress.push(a.feed(f).unwrap());
+        }
+        use AssemblyProgress::{Incomplete, Message};
+        assert_eq!(progress, [Incomplete, Incomplete, Message]);
+        assert!(a.is_idle());
+        assert_eq!(a.take_method(), None);
+        let p = a.take_publication().expect("complete").expect("a publish");
+        assert_eq!(Method::BasicPublish(p.method), publish());
+        assert_eq!(p.properties.summary().priority, Some(3));
+        assert_eq!(&p.body[..], b"hello");
+        assert_eq!(p.body.as_ptr(), body_ptr);
+        // Taken once: nothing is left to take.
+        assert_eq!(a.take_publication(), None);
+        assert_eq!(a.take_message(), None);
+    }
+
+    #[test]
+    fn content_with_a_method_other_than_publish_is_handed_back_whole() {
+        let deliver = Method::BasicDeliver(crate::method::BasicDeliver {
+            delivery_tag: 7,
+            ..Default::default()
+        });
+        let mut out = BytesMut::new();
+        write_content(
+            &mut out,
+            1,
+            &deliver,
+            &BasicProperties::default(),
+            b"x",
+            4096,
+        );
+        let mut a = ContentAssembler::new(1 << 20);
+        let mut last = None;
+        for f in frames(&mut out) {
+            last = Some(a.feed(f).unwrap());
+        }
+        assert_eq!(last, Some(AssemblyProgress::Message));
+        assert_eq!(a.take_publication(), Some(Err(deliver)));
+        assert_eq!(a.take_publication(), None);
+    }
+
+    #[test]
+    fn a_piece_not_taken_gives_way_to_the_next_frame() {
+        let mut a = ContentAssembler::new(1 << 20);
+        for f in content(b"first") {
+            a.feed(f).unwrap();
+        }
+        let mut out = BytesMut::new();
+        let ack = Method::BasicAck(BasicAck {
+            delivery_tag: 1,
+            multiple: false,
+        });
+        write_method(&mut out, 1, &ack);
+        let fs = frames(&mut out);
+        assert_eq!(a.feed(fs[0].clone()), Ok(AssemblyProgress::Method));
+        assert_eq!(a.take_message(), None);
+        assert_eq!(a.take_method(), Some(ack));
+        assert_eq!(a.take_method(), None);
+        // An untaken method, then a message: the message is what is there to take.
+        a.feed(fs[0].clone()).unwrap();
+        assert_eq!(feed(&mut a, content(b"second")).len(), 1);
+        // A header or body frame after a completed message is out of turn.
+        let again = content(b"third");
+        for f in &again[..2] {
+            a.feed(f.clone()).unwrap();
+        }
+        a.feed(again[2].clone()).unwrap();
+        assert!(matches!(
+            a.feed(again[2].clone()),
+            Err(AssemblyError::UnexpectedFrame {
+                expecting: Expecting::Method,
+                ..
+            })
+        ));
+        assert_eq!(a.take_message(), None, "an error leaves the assembler idle");
     }
 
     #[test]

@@ -43,7 +43,9 @@ mod table;
 #[cfg(test)]
 mod testutil;
 
-pub use assembler::{Assembled, AssemblyError, ContentAssembler, Expecting, Message};
+pub use assembler::{
+    Assembled, AssemblyError, AssemblyProgress, ContentAssembler, Expecting, Message, Publication,
+};
 pub use codec::{DecodeError, FieldKind};
 pub use frame::{
     decode_frame, write_body, write_body_placing, write_content, write_content_header,

@@ -57,6 +57,11 @@ macro_rules! methods {
                 $(pub $field: $ty,)*
             }
 
+            impl $Name {
+                /// (class id, method id).
+                pub const IDS: (u16, u16) = ($class, $method);
+            }
+
             impl From<$Name> for Method {
                 fn from(m: $Name) -> Method {
                     Method::$Name(m)

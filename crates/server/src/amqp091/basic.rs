@@ -6,8 +6,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ferry_amqp091::{
     reply, BasicAck, BasicCancel, BasicCancelOk, BasicConsume, BasicConsumeOk, BasicGet,
-    BasicGetEmpty, BasicGetOk, BasicNack, BasicQos, BasicQosOk, BasicReject, BasicReturn,
-    ConfirmSelectOk, DeliverRef, Method, RawProperties, ShortStr,
+    BasicGetEmpty, BasicGetOk, BasicNack, BasicPublish, BasicQos, BasicQosOk, BasicReject,
+    BasicReturn, ConfirmSelectOk, DeliverRef, Publication, RawProperties, ShortStr,
 };
 use ferry_core::{now_ms, Accepts, Broker, BrokerError, ConsumerSpec, Delivery};
 
@@ -40,16 +40,24 @@ fn stamped(properties: &RawProperties) -> RawProperties {
 }
 
 impl Channel {
-    pub fn publish(&mut self, ctx: &mut Ctx, m: ferry_amqp091::Message) -> Result<(), Fault> {
-        let Method::BasicPublish(p) = m.method else {
+    /// Publishes the message this channel's assembler has just completed; a fault comes
+    /// with the ids of the method that carried it.
+    pub fn publish_assembled(&mut self, ctx: &mut Ctx) -> Result<(), (Fault, (u16, u16))> {
+        match self.assembler.take_publication() {
+            None => Ok(()),
+            Some(Ok(m)) => self.publish(ctx, m).map_err(|f| (f, BasicPublish::IDS)),
             // basic.deliver, get-ok or return from a client: its content was read, but the
             // method is the server's to send (RabbitMQ: command-invalid, as for any method
             // a channel does not take).
-            return Err(Fault::command_invalid(format!(
-                "unexpected {} on a channel",
-                m.method.name()
-            )));
-        };
+            Some(Err(method)) => Err((
+                Fault::command_invalid(format!("unexpected {} on a channel", method.name())),
+                (method.class_id(), method.method_id()),
+            )),
+        }
+    }
+
+    fn publish(&mut self, ctx: &mut Ctx, m: Publication) -> Result<(), Fault> {
+        let p = m.method;
         if p.immediate {
             return Err(Fault::not_implemented("immediate=true"));
         }
@@ -66,9 +74,9 @@ impl Channel {
             p.routing_key.bytes(),
         )?;
         let props = if ctx.broker.stamps_receipt() {
-            stamped(&m.header.properties)
+            stamped(&m.properties)
         } else {
-            m.header.properties
+            m.properties
         };
         let summary = props.summary();
         let expires_at = match &summary.expiration {

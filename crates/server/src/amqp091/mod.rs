@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ferry_amqp091::{
-    decode_frame, reply, write_heartbeat, write_method, Assembled, AssemblyError, ChannelClose,
-    ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionBlocked, ConnectionClose,
+    decode_frame, reply, write_heartbeat, write_method, AssemblyError, AssemblyProgress,
+    ChannelClose, ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionBlocked, ConnectionClose,
     ConnectionCloseOk, ConnectionOpenOk, ConnectionSecure, ConnectionUnblocked,
     ConnectionUpdateSecretOk, Frame, FrameError, FrameType, LongStr, Method, ShortStr,
     FRAME_MIN_SIZE, FRAME_OVERHEAD,
@@ -491,14 +491,19 @@ impl Amqp091 {
             }
             return;
         }
-        match c.assembler.push(frame) {
-            Ok(None) => {}
-            Ok(Some(Assembled::Method(m))) => self.on_channel_method(shell, id, m),
-            Ok(Some(Assembled::Message(msg))) => {
+        match c.assembler.feed(frame) {
+            Ok(AssemblyProgress::Incomplete) => {}
+            Ok(AssemblyProgress::Method) => {
+                if let Some(m) = c.assembler.take_method() {
+                    self.on_channel_method(shell, id, m);
+                }
+            }
+            Ok(AssemblyProgress::Message) => {
                 shell.publisher = true;
                 shell.traffic.messages_in += 1;
-                let ids = (msg.method.class_id(), msg.method.method_id());
-                if let Some(Err(f)) = self.with_channel(shell, id, |c, ctx| c.publish(ctx, msg)) {
+                if let Some(Err((f, ids))) =
+                    self.with_channel(shell, id, |c, ctx| c.publish_assembled(ctx))
+                {
                     self.fail(shell, id, f, ids);
                 }
             }
@@ -506,7 +511,7 @@ impl Amqp091 {
                 shell,
                 id,
                 Fault::precondition(format!("message size {size} is larger than max size {max}")),
-                (60, 40),
+                ferry_amqp091::BasicPublish::IDS,
             ),
             Err(e) => {
                 self.close_connection(shell, Fault::new(e.reply_code(), e.to_string()), (0, 0))
