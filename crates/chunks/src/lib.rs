@@ -42,18 +42,22 @@ impl Chunks {
         if b.is_empty() {
             return;
         }
-        *self = match std::mem::take(self) {
-            Chunks::Empty => Chunks::One(b),
-            Chunks::One(first) => Chunks::Many {
-                len: first.len() + b.len(),
-                parts: vec![first, b],
-            },
-            Chunks::Many { mut parts, len } => {
-                let len = len + b.len();
-                parts.push(b);
-                Chunks::Many { parts, len }
+        // In place: this runs for every segment and body frame, and taking the whole value
+        // out and writing it back cost more than the rest of it.
+        match self {
+            Chunks::Empty => *self = Chunks::One(b),
+            Chunks::One(first) => {
+                let first = std::mem::take(first);
+                *self = Chunks::Many {
+                    len: first.len() + b.len(),
+                    parts: vec![first, b],
+                };
             }
-        };
+            Chunks::Many { parts, len } => {
+                *len += b.len();
+                parts.push(b);
+            }
+        }
     }
 
     /// The whole payload.
