@@ -273,6 +273,12 @@ impl RawProperties {
         &self.raw
     }
 
+    /// The octets, flags word onwards, as received.
+    #[inline]
+    pub fn into_bytes(self) -> Bytes {
+        self.raw
+    }
+
     pub fn summary(&self) -> &PropertySummary {
         &self.summary
     }

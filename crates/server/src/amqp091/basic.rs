@@ -94,37 +94,40 @@ impl Channel {
         } else {
             None
         };
+        let persistent = summary.delivery_mode == Some(2);
+        let priority = summary.priority.unwrap_or(0);
+        // The names and properties move into the message (each clone and its drop were an
+        // atomic count up and down per publish); a transaction or a return keeps the names.
+        let names =
+            (self.tx.is_some() || p.mandatory).then(|| (p.exchange.clone(), p.routing_key.clone()));
         let publish = Publish {
-            exchange: p.exchange.bytes().clone(),
-            routing_key: p.routing_key.bytes().clone(),
-            persistent: summary.delivery_mode == Some(2),
-            priority: summary.priority.unwrap_or(0),
-            header: props.as_bytes().clone(),
+            exchange: p.exchange.into_bytes(),
+            routing_key: p.routing_key.into_bytes(),
+            persistent,
+            priority,
+            header: props.into_bytes(),
             encoding: Encoding::Amqp091,
             body: m.body,
             expires_at,
             headers,
         };
         let message = publish.into_message();
-        if let Some(tx) = self.tx.as_mut() {
-            tx.stage_publish(
-                exchange,
-                message,
-                p.mandatory,
-                (&p.exchange, &p.routing_key),
-            );
+        if let (Some(tx), Some((exchange_name, routing_key))) = (self.tx.as_mut(), &names) {
+            tx.stage_publish(exchange, message, p.mandatory, (exchange_name, routing_key));
             return Ok(());
         }
         // Kept only for a return; a copy per publish would count the message up and down.
         let returnable = p.mandatory.then(|| message.clone());
         let (stored, sync) = match ctx.broker.publish(&exchange, message) {
             Ok(outcome) => {
-                if let Some(message) = returnable.filter(|_| outcome.queues == 0) {
+                if let (Some(message), Some((exchange, routing_key))) =
+                    (returnable.filter(|_| outcome.queues == 0), names)
+                {
                     let ret = BasicReturn {
                         reply_code: 312,
                         reply_text: ShortStr::from_static("NO_ROUTE"),
-                        exchange: p.exchange.clone(),
-                        routing_key: p.routing_key.clone(),
+                        exchange,
+                        routing_key,
                     };
                     self.write_content(ctx, ret.into(), &message);
                 }
