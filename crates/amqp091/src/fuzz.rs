@@ -2,7 +2,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::assembler::ContentAssembler;
+use crate::assembler::{Assembled, AssemblyError, AssemblyProgress, ContentAssembler};
 use crate::frame::{decode_frame, FrameType};
 use crate::method::Method;
 use crate::properties::{BasicProperties, ContentHeader, RawContentHeader};
@@ -24,14 +24,55 @@ pub fn fuzz_decode(data: &[u8]) {
 
     let mut buf = BytesMut::from(data);
     let mut assembler = ContentAssembler::new(FUZZ_MAX_BODY);
+    // A broker's assembler beside it, fed the same frames and taken from in place.
+    let mut broker = ContentAssembler::new(FUZZ_MAX_BODY);
     while let Ok(Some(frame)) = decode_frame(&mut buf, FUZZ_FRAME_MAX) {
         match frame.frame_type {
             FrameType::Method => check_method(frame.payload.clone()),
             FrameType::Header => check_header(frame.payload.clone()),
             FrameType::Body | FrameType::Heartbeat => {}
         }
-        let _ = assembler.push(frame);
+        let pushed = assembler.push(frame.clone());
+        let fed = broker.feed(frame);
+        check_taken_in_place(pushed, fed, &mut broker);
     }
+}
+
+/// What a broker takes in place is what `push` hands back.
+fn check_taken_in_place(
+    pushed: Result<Option<Assembled>, AssemblyError>,
+    fed: Result<AssemblyProgress, AssemblyError>,
+    broker: &mut ContentAssembler,
+) {
+    match (pushed, fed) {
+        (Ok(None), Ok(AssemblyProgress::Incomplete)) => {}
+        (Ok(Some(Assembled::Method(m))), Ok(AssemblyProgress::Method)) => {
+            let taken = broker.take_method().expect("a method to take");
+            assert_eq!(method_octets(&m), method_octets(&taken));
+        }
+        (Ok(Some(Assembled::Message(m))), Ok(AssemblyProgress::Message)) => {
+            match (m.method, broker.take_publication()) {
+                (Method::BasicPublish(method), Some(Ok(p))) => {
+                    assert_eq!(method, p.method);
+                    assert_eq!(m.header.properties.as_bytes(), p.properties.as_bytes());
+                    assert_eq!(m.body, p.body);
+                }
+                (other, Some(Err(taken))) => {
+                    assert_eq!(method_octets(&other), method_octets(&taken));
+                }
+                (method, taken) => panic!("push gave {method:?}, take_publication {taken:?}"),
+            }
+            assert!(broker.take_publication().is_none(), "taken twice");
+        }
+        (Err(a), Err(b)) => assert_eq!(a, b),
+        (pushed, fed) => panic!("push gave {pushed:?}, feed {fed:?}"),
+    }
+}
+
+fn method_octets(m: &Method) -> BytesMut {
+    let mut out = BytesMut::new();
+    m.encode(&mut out);
+    out
 }
 
 // Decoded values are re-encoded twice: bit octets' unused bits and non-0/1
