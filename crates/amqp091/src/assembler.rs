@@ -65,6 +65,15 @@ pub struct Publication {
     pub body: Bytes,
 }
 
+/// A complete message as a broker takes it: a publish, or content that came with another
+/// method (basic.deliver, get-ok or return: the server's to send, not a client's).
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Publish(Publication),
+    Other(Method),
+}
+
 /// What a frame completed.
 // Messages are the common case; boxing them would add an allocation per
 // message to save a memcpy for the rarer plain methods.
@@ -75,37 +84,38 @@ pub enum Assembled {
     Message(Message),
 }
 
-/// What [`ContentAssembler::feed`] made of a frame. What it completed waits in the assembler
-/// for [`ContentAssembler::take_method`] or [`ContentAssembler::take_message`]: a message is a
-/// few hundred bytes, and returned through `Result<Option<..>>` it was copied whole on every
-/// frame's return, and again at each layer on its way out (a dozen copies a message).
+/// What [`ContentAssembler::feed`] made of a frame. What a frame completes stays in the
+/// assembler until taken ([`ContentAssembler::take_method`], [`ContentAssembler::take_message`],
+/// [`ContentAssembler::take_content`]), so that a message of a few hundred bytes is not moved
+/// through every return between the frame and its use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AssemblyProgress {
     /// More frames to come.
     Incomplete,
     /// A method without content is ready.
-    Method,
+    MethodReady,
     /// A message is ready.
-    Message,
+    MessageReady,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Header,
     Body,
-    Complete,
 }
 
-/// A content-bearing method and as much of its content as has come.
+/// A content-bearing method and as much of its content as has come, or all of it.
 struct Pending {
     method: Method,
     /// The content header, once its frame has come (default until then).
     header: RawContentHeader,
     stage: Stage,
     body: Chunks,
+    /// All of it came: the message waits to be taken.
+    complete: bool,
 }
 
-/// What the assembler holds between frames.
+/// What the assembler holds between frames: nothing, or what it has of a method or message.
 enum Slot {
     Idle,
     /// A method without content, not yet taken.
@@ -117,8 +127,8 @@ enum Slot {
 /// One per channel. Heartbeats belong to channel 0 and are not accepted here.
 pub struct ContentAssembler {
     max_body_size: u64,
-    /// The message being assembled stays here, filled in place, and moves only once, out,
-    /// when taken (boxing it would allocate per message instead).
+    /// The message being assembled stays here, filled in place, until it is taken (boxing
+    /// it would allocate per message instead); a broker takes its parts out where they lie.
     slot: Slot,
 }
 
@@ -130,13 +140,9 @@ impl ContentAssembler {
         }
     }
 
-    /// True between messages.
+    /// True between messages (a complete one waiting to be taken counts as between).
     pub fn is_idle(&self) -> bool {
-        !self.in_content()
-    }
-
-    fn in_content(&self) -> bool {
-        matches!(&self.slot, Slot::Content(p) if p.stage != Stage::Complete)
+        !matches!(&self.slot, Slot::Content(p) if !p.complete)
     }
 
     /// Drops a partial message (e.g. when the channel closes).
@@ -149,8 +155,8 @@ impl ContentAssembler {
     pub fn push(&mut self, frame: Frame) -> Result<Option<Assembled>, AssemblyError> {
         Ok(match self.feed(frame)? {
             AssemblyProgress::Incomplete => None,
-            AssemblyProgress::Method => self.take_method().map(Assembled::Method),
-            AssemblyProgress::Message => self.take_message().map(Assembled::Message),
+            AssemblyProgress::MethodReady => self.take_method().map(Assembled::Method),
+            AssemblyProgress::MessageReady => self.take_message().map(Assembled::Message),
         })
     }
 
@@ -167,78 +173,64 @@ impl ContentAssembler {
 
     /// The method the last frame completed, if it had no content.
     pub fn take_method(&mut self) -> Option<Method> {
-        if !matches!(self.slot, Slot::Method(_)) {
-            return None;
-        }
         match std::mem::replace(&mut self.slot, Slot::Idle) {
             Slot::Method(m) => Some(m),
-            _ => None,
+            other => {
+                self.slot = other;
+                None
+            }
         }
     }
 
     /// The message the last frame completed.
     pub fn take_message(&mut self) -> Option<Message> {
-        if !matches!(&self.slot, Slot::Content(p) if p.stage == Stage::Complete) {
-            return None;
-        }
         match std::mem::replace(&mut self.slot, Slot::Idle) {
-            Slot::Content(p) => Some(Message {
+            Slot::Content(p) if p.complete => Some(Message {
                 method: p.method,
                 header: p.header,
                 body: p.body.finish(),
             }),
-            _ => None,
+            other => {
+                self.slot = other;
+                None
+            }
         }
     }
 
-    /// For a broker, which takes content only with basic.publish: the message the last frame
-    /// completed, its parts taken out where they lie. `Err` is the content-bearing method
-    /// that came instead (basic.deliver, get-ok or return: the server's to send).
-    pub fn take_publication(&mut self) -> Option<Result<Publication, Method>> {
+    /// The message the last frame completed, as a broker takes it. A publish's parts are
+    /// taken out where they lie: moving the whole message out first would copy it again.
+    pub fn take_content(&mut self) -> Option<Content> {
         let Slot::Content(p) = &mut self.slot else {
             return None;
         };
-        if p.stage != Stage::Complete {
+        if !p.complete {
             return None;
         }
-        if let Method::BasicPublish(method) = &mut p.method {
-            let publication = Publication {
-                method: std::mem::take(method),
-                properties: std::mem::take(&mut p.header.properties),
-                body: std::mem::take(&mut p.body).finish(),
+        let Method::BasicPublish(method) = &mut p.method else {
+            return match std::mem::replace(&mut self.slot, Slot::Idle) {
+                Slot::Content(p) => Some(Content::Other(p.method)),
+                other => {
+                    self.slot = other;
+                    None
+                }
             };
-            // Dropped in place: what is left is a few empty fields, not worth a move out.
-            self.slot = Slot::Idle;
-            return Some(Ok(publication));
-        }
-        match std::mem::replace(&mut self.slot, Slot::Idle) {
-            Slot::Content(p) => Some(Err(p.method)),
-            _ => None,
-        }
+        };
+        let publication = Publication {
+            method: std::mem::take(method),
+            properties: std::mem::take(&mut p.header.properties),
+            body: std::mem::take(&mut p.body).finish(),
+        };
+        // Dropped in place: what is left is a few empty fields.
+        self.slot = Slot::Idle;
+        Some(Content::Publish(publication))
     }
 
     fn step(&mut self, frame: Frame) -> Result<AssemblyProgress, AssemblyError> {
         let got = frame.frame_type;
         let unexpected = |expecting| AssemblyError::UnexpectedFrame { got, expecting };
-        if !self.in_content() {
-            if got != FrameType::Method {
-                return Err(unexpected(Expecting::Method));
-            }
-            let method = Method::decode(frame.payload)?;
-            if !method.has_content() {
-                self.slot = Slot::Method(method);
-                return Ok(AssemblyProgress::Method);
-            }
-            self.slot = Slot::Content(Pending {
-                method,
-                header: RawContentHeader::default(),
-                stage: Stage::Header,
-                body: Chunks::Empty,
-            });
-            return Ok(AssemblyProgress::Incomplete);
-        }
-        let Slot::Content(pending) = &mut self.slot else {
-            return Err(unexpected(Expecting::Method));
+        let pending = match &mut self.slot {
+            Slot::Content(p) if !p.complete => p,
+            _ => return self.start(frame),
         };
         match (pending.stage, got) {
             (Stage::Header, FrameType::Header) => {
@@ -271,12 +263,33 @@ impl ContentAssembler {
                 }
             }
             (Stage::Body, _) => return Err(unexpected(Expecting::Body)),
-            // `in_content` is false for a complete message: handled above.
-            (Stage::Complete, _) => return Err(unexpected(Expecting::Method)),
         }
         debug_assert_eq!(pending.body.len() as u64, pending.header.body_size);
-        pending.stage = Stage::Complete;
-        Ok(AssemblyProgress::Message)
+        pending.complete = true;
+        Ok(AssemblyProgress::MessageReady)
+    }
+
+    /// A frame between messages: it must be a method. Whatever was not taken goes.
+    fn start(&mut self, frame: Frame) -> Result<AssemblyProgress, AssemblyError> {
+        if frame.frame_type != FrameType::Method {
+            return Err(AssemblyError::UnexpectedFrame {
+                got: frame.frame_type,
+                expecting: Expecting::Method,
+            });
+        }
+        let method = Method::decode(frame.payload)?;
+        if !method.has_content() {
+            self.slot = Slot::Method(method);
+            return Ok(AssemblyProgress::MethodReady);
+        }
+        self.slot = Slot::Content(Pending {
+            method,
+            header: RawContentHeader::default(),
+            stage: Stage::Header,
+            body: Chunks::Empty,
+            complete: false,
+        });
+        Ok(AssemblyProgress::Incomplete)
     }
 }
 
@@ -382,18 +395,42 @@ mod tests {
         for f in fs {
             progress.push(a.feed(f).unwrap());
         }
-        use AssemblyProgress::{Incomplete, Message};
-        assert_eq!(progress, [Incomplete, Incomplete, Message]);
+        use AssemblyProgress::{Incomplete, MessageReady};
+        assert_eq!(progress, [Incomplete, Incomplete, MessageReady]);
         assert!(a.is_idle());
         assert_eq!(a.take_method(), None);
-        let p = a.take_publication().expect("complete").expect("a publish");
+        let Some(Content::Publish(p)) = a.take_content() else {
+            panic!("a publish to take");
+        };
         assert_eq!(Method::BasicPublish(p.method), publish());
         assert_eq!(p.properties.summary().priority, Some(3));
         assert_eq!(&p.body[..], b"hello");
         assert_eq!(p.body.as_ptr(), body_ptr);
         // Taken once: nothing is left to take.
-        assert_eq!(a.take_publication(), None);
+        assert_eq!(a.take_content(), None);
         assert_eq!(a.take_message(), None);
+    }
+
+    #[test]
+    fn taking_before_the_end_takes_nothing_and_leaves_the_message_assembling() {
+        let big: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let fs = content(&big);
+        let mut a = ContentAssembler::new(1 << 20);
+        for f in &fs[..fs.len() - 1] {
+            assert_eq!(a.feed(f.clone()), Ok(AssemblyProgress::Incomplete));
+            assert_eq!(a.take_content(), None);
+            assert_eq!(a.take_message(), None);
+            assert_eq!(a.take_method(), None);
+            assert!(!a.is_idle());
+        }
+        let last = fs.last().expect("frames").clone();
+        assert_eq!(a.feed(last), Ok(AssemblyProgress::MessageReady));
+        assert!(
+            a.is_idle(),
+            "a complete message waiting to be taken is between messages"
+        );
+        let m = a.take_message().expect("the message");
+        assert_eq!(&m.body[..], &big[..]);
     }
 
     #[test]
@@ -416,9 +453,9 @@ mod tests {
         for f in frames(&mut out) {
             last = Some(a.feed(f).unwrap());
         }
-        assert_eq!(last, Some(AssemblyProgress::Message));
-        assert_eq!(a.take_publication(), Some(Err(deliver)));
-        assert_eq!(a.take_publication(), None);
+        assert_eq!(last, Some(AssemblyProgress::MessageReady));
+        assert_eq!(a.take_content(), Some(Content::Other(deliver)));
+        assert_eq!(a.take_content(), None);
     }
 
     #[test]
@@ -434,7 +471,7 @@ mod tests {
         });
         write_method(&mut out, 1, &ack);
         let fs = frames(&mut out);
-        assert_eq!(a.feed(fs[0].clone()), Ok(AssemblyProgress::Method));
+        assert_eq!(a.feed(fs[0].clone()), Ok(AssemblyProgress::MethodReady));
         assert_eq!(a.take_message(), None);
         assert_eq!(a.take_method(), Some(ack));
         assert_eq!(a.take_method(), None);

@@ -44,7 +44,8 @@ mod table;
 mod testutil;
 
 pub use assembler::{
-    Assembled, AssemblyError, AssemblyProgress, ContentAssembler, Expecting, Message, Publication,
+    Assembled, AssemblyError, AssemblyProgress, Content, ContentAssembler, Expecting, Message,
+    Publication,
 };
 pub use codec::{DecodeError, FieldKind};
 pub use frame::{

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use ferry_amqp091::{
     reply, BasicAck, BasicCancel, BasicCancelOk, BasicConsume, BasicConsumeOk, BasicGet,
     BasicGetEmpty, BasicGetOk, BasicNack, BasicPublish, BasicQos, BasicQosOk, BasicReject,
-    BasicReturn, ConfirmSelectOk, DeliverRef, Publication, RawProperties, ShortStr,
+    BasicReturn, ConfirmSelectOk, Content, DeliverRef, Publication, RawProperties, ShortStr,
 };
 use ferry_core::{now_ms, Accepts, Broker, BrokerError, ConsumerSpec, Delivery};
 
@@ -43,13 +43,13 @@ impl Channel {
     /// Publishes the message this channel's assembler has just completed; a fault comes
     /// with the ids of the method that carried it.
     pub fn publish_assembled(&mut self, ctx: &mut Ctx) -> Result<(), (Fault, (u16, u16))> {
-        match self.assembler.take_publication() {
+        match self.assembler.take_content() {
             None => Ok(()),
-            Some(Ok(m)) => self.publish(ctx, m).map_err(|f| (f, BasicPublish::IDS)),
+            Some(Content::Publish(m)) => self.publish(ctx, m).map_err(|f| (f, BasicPublish::IDS)),
             // basic.deliver, get-ok or return from a client: its content was read, but the
             // method is the server's to send (RabbitMQ: command-invalid, as for any method
             // a channel does not take).
-            Some(Err(method)) => Err((
+            Some(Content::Other(method)) => Err((
                 Fault::command_invalid(format!("unexpected {} on a channel", method.name())),
                 (method.class_id(), method.method_id()),
             )),
@@ -97,9 +97,11 @@ impl Channel {
         let persistent = summary.delivery_mode == Some(2);
         let priority = summary.priority.unwrap_or(0);
         // The names and properties move into the message (each clone and its drop were an
-        // atomic count up and down per publish); a transaction or a return keeps the names.
-        let names =
-            (self.tx.is_some() || p.mandatory).then(|| (p.exchange.clone(), p.routing_key.clone()));
+        // atomic count up and down per publish); a mandatory publish keeps the names for its
+        // return.
+        let names = p
+            .mandatory
+            .then(|| (p.exchange.clone(), p.routing_key.clone()));
         let publish = Publish {
             exchange: p.exchange.into_bytes(),
             routing_key: p.routing_key.into_bytes(),
@@ -112,8 +114,8 @@ impl Channel {
             headers,
         };
         let message = publish.into_message();
-        if let (Some(tx), Some((exchange_name, routing_key))) = (self.tx.as_mut(), &names) {
-            tx.stage_publish(exchange, message, p.mandatory, (exchange_name, routing_key));
+        if let Some(tx) = self.tx.as_mut() {
+            tx.stage_publish(exchange, message, names);
             return Ok(());
         }
         // Kept only for a return; a copy per publish would count the message up and down.

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use ferry_amqp091::{
     decode_frame, reply, write_heartbeat, write_method, AssemblyError, AssemblyProgress,
-    ChannelClose, ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionBlocked, ConnectionClose,
-    ConnectionCloseOk, ConnectionOpenOk, ConnectionSecure, ConnectionUnblocked,
+    BasicPublish, ChannelClose, ChannelCloseOk, ChannelFlowOk, ChannelOpenOk, ConnectionBlocked,
+    ConnectionClose, ConnectionCloseOk, ConnectionOpenOk, ConnectionSecure, ConnectionUnblocked,
     ConnectionUpdateSecretOk, Frame, FrameError, FrameType, LongStr, Method, ShortStr,
     FRAME_MIN_SIZE, FRAME_OVERHEAD,
 };
@@ -493,12 +493,12 @@ impl Amqp091 {
         }
         match c.assembler.feed(frame) {
             Ok(AssemblyProgress::Incomplete) => {}
-            Ok(AssemblyProgress::Method) => {
+            Ok(AssemblyProgress::MethodReady) => {
                 if let Some(m) = c.assembler.take_method() {
                     self.on_channel_method(shell, id, m);
                 }
             }
-            Ok(AssemblyProgress::Message) => {
+            Ok(AssemblyProgress::MessageReady) => {
                 shell.publisher = true;
                 shell.traffic.messages_in += 1;
                 if let Some(Err((f, ids))) =
@@ -511,7 +511,7 @@ impl Amqp091 {
                 shell,
                 id,
                 Fault::precondition(format!("message size {size} is larger than max size {max}")),
-                ferry_amqp091::BasicPublish::IDS,
+                BasicPublish::IDS,
             ),
             Err(e) => {
                 self.close_connection(shell, Fault::new(e.reply_code(), e.to_string()), (0, 0))

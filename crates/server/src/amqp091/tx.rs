@@ -39,18 +39,19 @@ impl ChannelTx {
         }
     }
 
+    /// `returnable`: a mandatory publish's exchange name and routing key, for its return.
     pub fn stage_publish(
         &mut self,
         exchange: Arc<ferry_core::Exchange>,
         message: Message,
-        mandatory: bool,
-        names: (&ShortStr, &ShortStr),
+        returnable: Option<(ShortStr, ShortStr)>,
     ) {
-        self.returns.push(mandatory.then(|| Return {
-            exchange: names.0.clone(),
-            routing_key: names.1.clone(),
-            message: message.clone(),
-        }));
+        self.returns
+            .push(returnable.map(|(exchange, routing_key)| Return {
+                exchange,
+                routing_key,
+                message: message.clone(),
+            }));
         self.core.publish(exchange, message);
     }
 
