@@ -196,17 +196,24 @@ impl Assembler {
             }
         }
 
-        let result = if h.last_frame {
-            match track.partial.take() {
-                Some(done) => finish_segment(track, done),
-                None => Ok(None),
-            }
+        let done = if h.last_frame {
+            track.partial.take()
         } else {
-            Ok(None)
+            None
         };
-        match error {
-            Some(e) => Err(AssemblyError::Command(e)),
-            None => result,
+        if let Some(e) = error {
+            // The failed command's data was dropped above, so finishing its segment only
+            // ends the assembly if the segment was the last: nothing comes of it.
+            if let Some(done) = done {
+                let _ = finish_segment(track, done);
+            }
+            return Err(AssemblyError::Command(e));
+        }
+        // Returned as it comes: holding the result to look at first copied an item of a
+        // few hundred bytes on every frame.
+        match done {
+            Some(done) => finish_segment(track, done),
+            None => Ok(None),
         }
     }
 }

@@ -420,3 +420,22 @@ fn message_size_limit() {
         Ok(Some(Incoming::Command { .. }))
     ));
 }
+
+#[test]
+fn a_message_too_large_at_its_last_frame_still_ends_the_assembly() {
+    // One body frame: the limit is crossed on the frame that ends the segment.
+    let fs = frames(transfer_wire(&[1u8; 300], 4096));
+    let mut a = Assembler::new(200);
+    let results = feed(&mut a, fs);
+    assert!(
+        matches!(
+            results.last(),
+            Some(Err(AssemblyError::Command(CommandError {
+                error: CommandErrorKind::MessageTooLarge { limit: 200, .. },
+                ..
+            })))
+        ),
+        "{results:?}"
+    );
+    assert!(a.is_idle());
+}
