@@ -61,7 +61,10 @@ impl Broker {
         let ex = reg.exchange(exchange)?.clone();
         let q = reg.queue(queue)?.clone();
         ex.check_binding(binding_key, arguments)?;
-        if let (Some(store), true) = (q.store(), ex.is_durable()) {
+        // A bind that changes nothing is not journaled again: its record would only take
+        // room until compaction.
+        let unchanged = ex.has_binding(Some(&q), Some(binding_key), Some(arguments));
+        if let (Some(store), true, false) = (q.store(), ex.is_durable(), unchanged) {
             store
                 .journal
                 .bind(ex.name(), store.id, binding_key, arguments, identity)?;
@@ -128,7 +131,8 @@ impl Broker {
         let src = reg.exchange(source)?;
         let dst = reg.exchange(destination)?;
         src.check_binding(binding_key, arguments)?;
-        if let Some(journal) = self.journal_for(src, dst).filter(|_| record) {
+        let unchanged = src.has_exchange_binding(dst, binding_key, arguments);
+        if let Some(journal) = self.journal_for(src, dst).filter(|_| record && !unchanged) {
             journal.bind_exchange(destination, source, binding_key, arguments)?;
         }
         if src.bind_exchange(dst, binding_key, arguments)? == Bound::NewKey {

@@ -80,8 +80,8 @@ fn consume_all(b: &Broker, q: &Arc<Queue>) -> Arc<Outbox> {
 }
 
 /// 0-9-1's bindings, told apart by their arguments: each bind and unbind is journaled as
-/// such; the queue's deletion takes every binding under the key, and an auto-delete
-/// exchange goes only with the last of them.
+/// such (a bind that changes nothing is not); the queue's deletion takes every binding
+/// under the key, and an auto-delete exchange goes only with the last of them.
 #[test]
 fn bindings_told_apart_by_arguments_are_journaled_and_removed_one_by_one() {
     let (b, j) = broker();
@@ -116,7 +116,6 @@ fn bindings_told_apart_by_arguments_are_journaled_and_removed_one_by_one() {
             Call::DeclareExchange("h".into()),
             Call::BindVariant("h".into(), id, "".into()),
             Call::BindVariant("h".into(), id, "".into()),
-            Call::BindVariant("h".into(), id, "".into()),
             Call::UnbindOne("h".into(), id, "".into(), args(1)),
         ]
     );
@@ -127,6 +126,33 @@ fn bindings_told_apart_by_arguments_are_journaled_and_removed_one_by_one() {
     // Deleting the queue removes every binding under the key, and with them the exchange.
     b.delete_queue("d", false, false, 1).unwrap();
     assert!(b.exchange("h").is_none());
+}
+
+/// 0-10's bindings, one per key: a bind with other arguments replaces them and is
+/// journaled, one with the same arguments (in any order) changes nothing and is not.
+#[test]
+fn a_rebind_is_journaled_only_when_it_changes_the_arguments() {
+    let (b, j) = broker();
+    let (dq, _) = b.declare_queue("d", durable(), false, 1).unwrap();
+    let args = |pairs: &[(&str, i64)]| -> Arguments {
+        pairs
+            .iter()
+            .map(|&(k, v)| (k, HeaderValue::Int(v)))
+            .collect()
+    };
+    b.bind("d", "amq.match", "", &args(&[("a", 1), ("b", 2)]))
+        .unwrap();
+    b.bind("d", "amq.match", "", &args(&[("b", 2), ("a", 1)]))
+        .unwrap();
+    b.bind("d", "amq.match", "", &args(&[("a", 1)])).unwrap();
+    b.bind("d", "amq.match", "", &args(&[("a", 1)])).unwrap();
+    let id = store_id(&dq);
+    let bind = Call::Bind("amq.match".into(), id, "".into());
+    assert_eq!(
+        j.take(),
+        [Call::DeclareQueue("d".into(), id), bind.clone(), bind]
+    );
+    assert_eq!(b.exchange("amq.match").unwrap().binding_count(), 1);
 }
 
 #[test]
@@ -594,9 +620,11 @@ fn exchange_to_exchange_bindings_are_journaled_between_durable_exchanges_only() 
     b.bind_exchange("d", "t", "c", &none).unwrap();
     b.unbind_exchange("d", "amq.topic", "a.#").unwrap();
     b.unbind_exchange("t", "amq.topic", "b.#").unwrap();
-    // One binding of two under a key, then one that is not there.
+    // One binding of two under a key (bound twice: the second changes nothing and is not
+    // journaled), then one that is not there.
     let some: Arguments = [("x-a", HeaderValue::Int(1))].into_iter().collect();
     b.bind_exchange("d", "amq.topic", "e", &none).unwrap();
+    b.bind_exchange("d", "amq.topic", "e", &some).unwrap();
     b.bind_exchange("d", "amq.topic", "e", &some).unwrap();
     b.unbind_exchange_with_arguments("d", "amq.topic", "e", &some)
         .unwrap();

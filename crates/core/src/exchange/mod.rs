@@ -224,6 +224,14 @@ impl<T: Destination> Bindings<T> {
         }
     }
 
+    /// Whether `dest` is bound under `key` with these arguments (compared as sets of
+    /// entries): a bind of them again would change nothing.
+    fn has(&self, dest_id: u64, key: &str, args: &Arguments) -> bool {
+        self.records
+            .get(&(dest_id, key.to_owned()))
+            .is_some_and(|(_, variants)| variants.iter().any(|a| a.same_entries(args)))
+    }
+
     /// Adds a binding. Under [`BindingIdentity::Key`], rebinding replaces the key's
     /// arguments: a headers binding's match criteria, a selector (see `selective`), and what
     /// management shows, as the store keeps the last arguments too.
@@ -761,6 +769,20 @@ impl Exchange {
         }
         let table = self.table.read();
         table.ever_bound && table.len() == 0
+    }
+
+    /// Whether `destination` is bound to this exchange under `key` with these arguments.
+    pub(crate) fn has_exchange_binding(
+        &self,
+        destination: &Exchange,
+        key: &str,
+        args: &Arguments,
+    ) -> bool {
+        self.table
+            .read()
+            .exchanges
+            .as_ref()
+            .is_some_and(|b| b.has(destination.id, key, args))
     }
 
     /// Whether some binding satisfies every given criterion (`None` = any). Arguments compare
