@@ -257,14 +257,15 @@ pub(crate) mod testing {
         DeleteExchange(String),
         DeclareQueue(String, u64),
         DeleteQueue(u64),
-        Bind(String, u64, String),
+        /// (exchange, queue, key, arguments)
+        Bind(String, u64, String, Arguments),
         /// A bind under [`BindingIdentity::KeyAndArguments`].
-        BindVariant(String, u64, String),
+        BindVariant(String, u64, String, Arguments),
         Unbind(String, u64, String),
         /// An unbind of the one binding with the arguments given.
         UnbindOne(String, u64, String, Arguments),
-        /// (destination, source, key)
-        BindExchange(String, String, String),
+        /// (destination, source, key, arguments)
+        BindExchange(String, String, String, Arguments),
         UnbindExchange(String, String, String),
         UnbindExchangeOne(String, String, String, Arguments),
         Enqueue(u64, Vec<u64>),
@@ -351,13 +352,15 @@ pub(crate) mod testing {
             e: &str,
             q: u64,
             k: &str,
-            _: &Arguments,
+            a: &Arguments,
             identity: BindingIdentity,
         ) -> Result<(), BrokerError> {
             self.check()?;
             let call = match identity {
-                BindingIdentity::Key => Call::Bind(e.into(), q, k.into()),
-                BindingIdentity::KeyAndArguments => Call::BindVariant(e.into(), q, k.into()),
+                BindingIdentity::Key => Call::Bind(e.into(), q, k.into(), a.clone()),
+                BindingIdentity::KeyAndArguments => {
+                    Call::BindVariant(e.into(), q, k.into(), a.clone())
+                }
             };
             self.calls.lock().push(call);
             Ok(())
@@ -374,10 +377,10 @@ pub(crate) mod testing {
             d: &str,
             s: &str,
             k: &str,
-            _: &Arguments,
+            a: &Arguments,
         ) -> Result<(), BrokerError> {
             self.check()?;
-            let call = Call::BindExchange(d.into(), s.into(), k.into());
+            let call = Call::BindExchange(d.into(), s.into(), k.into(), a.clone());
             self.calls.lock().push(call);
             Ok(())
         }

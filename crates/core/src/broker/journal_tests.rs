@@ -114,8 +114,8 @@ fn bindings_told_apart_by_arguments_are_journaled_and_removed_one_by_one() {
         [
             Call::DeclareQueue("d".into(), id),
             Call::DeclareExchange("h".into()),
-            Call::BindVariant("h".into(), id, "".into()),
-            Call::BindVariant("h".into(), id, "".into()),
+            Call::BindVariant("h".into(), id, "".into(), args(1)),
+            Call::BindVariant("h".into(), id, "".into(), args(2)),
             Call::UnbindOne("h".into(), id, "".into(), args(1)),
         ]
     );
@@ -147,10 +147,14 @@ fn a_rebind_is_journaled_only_when_it_changes_the_arguments() {
     b.bind("d", "amq.match", "", &args(&[("a", 1)])).unwrap();
     b.bind("d", "amq.match", "", &args(&[("a", 1)])).unwrap();
     let id = store_id(&dq);
-    let bind = Call::Bind("amq.match".into(), id, "".into());
+    let bind = |a| Call::Bind("amq.match".into(), id, "".into(), a);
     assert_eq!(
         j.take(),
-        [Call::DeclareQueue("d".into(), id), bind.clone(), bind]
+        [
+            Call::DeclareQueue("d".into(), id),
+            bind(args(&[("a", 1), ("b", 2)])),
+            bind(args(&[("a", 1)])),
+        ]
     );
     assert_eq!(b.exchange("amq.match").unwrap().binding_count(), 1);
 }
@@ -182,8 +186,8 @@ fn only_durable_objects_are_journaled() {
         [
             Call::DeclareQueue("d".into(), id),
             Call::DeclareExchange("dx".into()),
-            Call::Bind("dx".into(), id, "k".into()),
-            Call::Bind("amq.direct".into(), id, "d".into()),
+            Call::Bind("dx".into(), id, "k".into(), Arguments::new()),
+            Call::Bind("amq.direct".into(), id, "d".into(), Arguments::new()),
             Call::Unbind("dx".into(), id, "k".into()),
         ]
     );
@@ -635,10 +639,10 @@ fn exchange_to_exchange_bindings_are_journaled_between_durable_exchanges_only() 
     assert_eq!(
         j.take(),
         [
-            Call::BindExchange("d".into(), "amq.topic".into(), "a.#".into()),
+            Call::BindExchange("d".into(), "amq.topic".into(), "a.#".into(), none.clone()),
             Call::UnbindExchange("d".into(), "amq.topic".into(), "a.#".into()),
-            Call::BindExchange(d.clone(), s.clone(), e.clone()),
-            Call::BindExchange(d.clone(), s.clone(), e.clone()),
+            Call::BindExchange(d.clone(), s.clone(), e.clone(), none.clone()),
+            Call::BindExchange(d.clone(), s.clone(), e.clone(), some.clone()),
             Call::UnbindExchangeOne(d, s, e, some.clone()),
         ]
     );
