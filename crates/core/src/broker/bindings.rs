@@ -63,7 +63,7 @@ impl Broker {
         ex.check_binding(binding_key, arguments)?;
         // A bind that changes nothing is not journaled again: its record would only take
         // room until compaction.
-        let unchanged = ex.has_binding(Some(&q), Some(binding_key), Some(arguments));
+        let unchanged = ex.queue_bind_changes_nothing(&q, binding_key, arguments, identity);
         if let (Some(store), true, false) = (q.store(), ex.is_durable(), unchanged) {
             store
                 .journal
@@ -131,7 +131,7 @@ impl Broker {
         let src = reg.exchange(source)?;
         let dst = reg.exchange(destination)?;
         src.check_binding(binding_key, arguments)?;
-        let unchanged = src.has_exchange_binding(dst, binding_key, arguments);
+        let unchanged = src.exchange_bind_changes_nothing(dst, binding_key, arguments);
         if let Some(journal) = self.journal_for(src, dst).filter(|_| record && !unchanged) {
             journal.bind_exchange(destination, source, binding_key, arguments)?;
         }

@@ -157,6 +157,27 @@ fn a_rebind_is_journaled_only_when_it_changes_the_arguments() {
         ]
     );
     assert_eq!(b.exchange("amq.match").unwrap().binding_count(), 1);
+    // Two 0-9-1 bindings under a key, then a 0-10 bind with the arguments of one of them:
+    // it replaces both with that one, a change the journal must hear of.
+    let by_args = BindingIdentity::KeyAndArguments;
+    b.bind_as(by_args, "d", "amq.match", "k", &args(&[("a", 1)]))
+        .unwrap();
+    b.bind_as(by_args, "d", "amq.match", "k", &args(&[("a", 2)]))
+        .unwrap();
+    b.bind("d", "amq.match", "k", &args(&[("a", 1)])).unwrap();
+    let (variant, bind) = (
+        |a| Call::BindVariant("amq.match".into(), id, "k".into(), a),
+        |a| Call::Bind("amq.match".into(), id, "k".into(), a),
+    );
+    assert_eq!(
+        j.take(),
+        [
+            variant(args(&[("a", 1)])),
+            variant(args(&[("a", 2)])),
+            bind(args(&[("a", 1)])),
+        ]
+    );
+    assert_eq!(b.exchange("amq.match").unwrap().binding_count(), 2);
 }
 
 #[test]

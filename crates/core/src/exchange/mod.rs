@@ -224,12 +224,24 @@ impl<T: Destination> Bindings<T> {
         }
     }
 
-    /// Whether `dest` is bound under `key` with these arguments (compared as sets of
-    /// entries): a bind of them again would change nothing.
-    fn has(&self, dest_id: u64, key: &str, args: &Arguments) -> bool {
-        self.records
-            .get(&(dest_id, key.to_owned()))
-            .is_some_and(|(_, variants)| variants.iter().any(|a| a.same_entries(args)))
+    /// Whether binding `dest` under `key` with these arguments would change nothing:
+    /// under [`BindingIdentity::KeyAndArguments`] a binding with them (compared as sets of
+    /// entries) is there; under [`BindingIdentity::Key`], which replaces every binding under
+    /// the key, it is the only one.
+    fn bind_changes_nothing(
+        &self,
+        dest_id: u64,
+        key: &str,
+        args: &Arguments,
+        identity: BindingIdentity,
+    ) -> bool {
+        let Some((_, variants)) = self.records.get(&(dest_id, key.to_owned())) else {
+            return false;
+        };
+        match identity {
+            BindingIdentity::KeyAndArguments => variants.iter().any(|a| a.same_entries(args)),
+            BindingIdentity::Key => matches!(&variants[..], [only] if only.same_entries(args)),
+        }
     }
 
     /// Adds a binding. Under [`BindingIdentity::Key`], rebinding replaces the key's
@@ -771,18 +783,32 @@ impl Exchange {
         table.ever_bound && table.len() == 0
     }
 
-    /// Whether `destination` is bound to this exchange under `key` with these arguments.
-    pub(crate) fn has_exchange_binding(
+    /// Whether binding `queue` here under `key` with these arguments would change nothing
+    /// (see `Bindings::bind_changes_nothing`).
+    pub(crate) fn queue_bind_changes_nothing(
+        &self,
+        queue: &Queue,
+        key: &str,
+        args: &Arguments,
+        identity: BindingIdentity,
+    ) -> bool {
+        self.table
+            .read()
+            .queues
+            .bind_changes_nothing(queue.id(), key, args, identity)
+    }
+
+    /// Whether binding `destination` here under `key` with these arguments would change
+    /// nothing (exchange-to-exchange bindings are told apart by their arguments).
+    pub(crate) fn exchange_bind_changes_nothing(
         &self,
         destination: &Exchange,
         key: &str,
         args: &Arguments,
     ) -> bool {
-        self.table
-            .read()
-            .exchanges
-            .as_ref()
-            .is_some_and(|b| b.has(destination.id, key, args))
+        self.table.read().exchanges.as_ref().is_some_and(|b| {
+            b.bind_changes_nothing(destination.id, key, args, BindingIdentity::KeyAndArguments)
+        })
     }
 
     /// Whether some binding satisfies every given criterion (`None` = any). Arguments compare
