@@ -160,6 +160,16 @@ impl Headers {
         self.0.is_empty()
     }
 
+    /// The same entries in the same order, values compared as by
+    /// [`HeaderValue::identical`].
+    pub fn same_in_order(&self, other: &Headers) -> bool {
+        self.len() == other.len()
+            && self
+                .iter()
+                .zip(other.iter())
+                .all(|(a, b)| a.0 == b.0 && a.1.identical(&b.1))
+    }
+
     /// Same entries regardless of order, each as often (what exchange.bound means by "the
     /// arguments match", and what tells 0-9-1's bindings apart). Floats compare by their
     /// bits, so that an argument is always the same as itself, NaN included. `Other`
@@ -201,6 +211,21 @@ impl<'a> FromIterator<(&'a str, HeaderValue)> for Headers {
 mod tests {
     use super::HeaderValue as V;
     use super::*;
+
+    #[test]
+    fn same_in_order_wants_the_order_too() {
+        use HeaderValue as V;
+        let h = |pairs: &[(&str, V)]| -> Headers { pairs.iter().cloned().collect() };
+        let ab = h(&[("a", V::Int(1)), ("b", V::Str("x".into()))]);
+        let ba = h(&[("b", V::Str("x".into())), ("a", V::Int(1))]);
+        assert!(ab.same_in_order(&ab.clone()));
+        assert!(ab.same_entries(&ba));
+        assert!(!ab.same_in_order(&ba));
+        assert!(!ab.same_in_order(&h(&[("a", V::Int(1))])));
+        assert!(!ab.same_in_order(&h(&[("a", V::UInt(1)), ("b", V::Str("x".into()))])));
+        let nan = h(&[("f", V::Float(f64::NAN))]);
+        assert!(nan.same_in_order(&nan.clone()));
+    }
 
     #[test]
     fn integers_match_across_widths_and_signedness() {

@@ -226,8 +226,10 @@ impl<T: Destination> Bindings<T> {
 
     /// Whether binding `dest` under `key` with these arguments would change nothing:
     /// under [`BindingIdentity::KeyAndArguments`] a binding with them (compared as sets of
-    /// entries) is there; under [`BindingIdentity::Key`], which replaces every binding under
-    /// the key, it is the only one.
+    /// entries, as `bind` compares them) is there; under [`BindingIdentity::Key`], which
+    /// replaces every binding under the key with these arguments as they are, it is the only
+    /// one and has them entry for entry in the same order (a name given twice reads as its
+    /// first, so the order of equal sets can still matter).
     fn bind_changes_nothing(
         &self,
         dest_id: u64,
@@ -240,7 +242,7 @@ impl<T: Destination> Bindings<T> {
         };
         match identity {
             BindingIdentity::KeyAndArguments => variants.iter().any(|a| a.same_entries(args)),
-            BindingIdentity::Key => matches!(&variants[..], [only] if only.same_entries(args)),
+            BindingIdentity::Key => matches!(&variants[..], [only] if only.same_in_order(args)),
         }
     }
 
