@@ -214,7 +214,6 @@ mod tests {
 
     #[test]
     fn same_in_order_wants_the_order_too() {
-        use HeaderValue as V;
         let h = |pairs: &[(&str, V)]| -> Headers { pairs.iter().cloned().collect() };
         let ab = h(&[("a", V::Int(1)), ("b", V::Str("x".into()))]);
         let ba = h(&[("b", V::Str("x".into())), ("a", V::Int(1))]);
