@@ -136,6 +136,29 @@ def test_bindings_under_one_key_are_told_apart_by_their_arguments(ch, name):
     ch.exchange_delete(name)
 
 
+def test_arrays_and_tables_in_headers_bindings_are_compared_by_content(ch, name):
+    # As in RabbitMQ: an array or table in a headers binding matches a header with the same
+    # content in the same order, and two bindings that differ only inside one are two.
+    ch.exchange_declare(name, "headers")
+    q = ch.queue_declare("", exclusive=True).method.queue
+    ab = {"x-match": "all", "tags": ["a", "b"]}
+    cd = {"x-match": "all", "tags": ["c", {"d": 1}]}
+    ch.queue_bind(q, name, arguments=ab)
+    ch.queue_bind(q, name, arguments=cd)
+
+    def send():
+        for i, tags in enumerate([["a", "b"], ["b", "a"], ["c", {"d": 1}], ["c", {"d": 2}],
+                                  "a", ["a"]]):
+            ch.basic_publish(name, "", b"%d" % i, pika.BasicProperties(headers={"tags": tags}))
+
+    send()
+    assert drain(ch, q, timeout=0.5) == [b"0", b"2"]
+    ch.queue_unbind(q, name, arguments=ab)
+    send()
+    assert drain(ch, q, timeout=0.5) == [b"2"]
+    ch.exchange_delete(name)
+
+
 def test_rpc_with_reply_to_and_server_named_queue(connect, name):
     server_conn, client_conn = connect(), connect()
     server, client = server_conn.channel(), client_conn.channel()

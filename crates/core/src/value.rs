@@ -4,9 +4,10 @@ use bytes::Bytes;
 
 /// A typed value from an application-headers table or a declare/bind argument table.
 ///
-/// Protocol layers convert their wire types into the nearest variant; anything without a
-/// counterpart (arrays, nested maps, decimals, ...) becomes `Other`, which the core stores but
-/// never matches.
+/// Protocol layers convert their wire types into the nearest variant: arrays and lists into
+/// `List`, tables and maps into `Map` (down to [`HeaderValue::MAX_NESTING`] levels); anything
+/// without a counterpart (decimals, UUIDs, lists nested deeper, ...) becomes `Other`, which
+/// the core stores but never matches.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HeaderValue {
     Void,
@@ -16,10 +17,42 @@ pub enum HeaderValue {
     Float(f64),
     Str(String),
     Bytes(Bytes),
+    List(Vec<HeaderValue>),
+    Map(Headers),
     Other,
 }
 
 impl HeaderValue {
+    /// Deepest nesting of lists and maps the core keeps: a value at depth 1 is an entry of
+    /// a top-level table, and a list or map found below this depth is kept as `Other`. The
+    /// bound keeps recursion over a peer's value short, lets the store refuse deeper input
+    /// as damage (it only reads back what the core kept), and stays within 0-10's own limit
+    /// (32), in which queries send arguments back.
+    pub const MAX_NESTING: usize = 16;
+
+    /// A list of `items` at `depth` (see [`HeaderValue::MAX_NESTING`]), or `Other` below
+    /// the deepest depth kept; the items are converted only if they are kept.
+    pub fn list_at<I: IntoIterator<Item = HeaderValue>>(
+        depth: usize,
+        items: impl FnOnce(usize) -> I,
+    ) -> HeaderValue {
+        if depth > Self::MAX_NESTING {
+            return HeaderValue::Other;
+        }
+        HeaderValue::List(items(depth + 1).into_iter().collect())
+    }
+
+    /// A map of `entries` at `depth`, as [`HeaderValue::list_at`].
+    pub fn map_at<I: IntoIterator<Item = (String, HeaderValue)>>(
+        depth: usize,
+        entries: impl FnOnce(usize) -> I,
+    ) -> HeaderValue {
+        if depth > Self::MAX_NESTING {
+            return HeaderValue::Other;
+        }
+        HeaderValue::Map(entries(depth + 1).into_iter().collect())
+    }
+
     /// Equality that is total: a float is identical to another with the same bits (NaN to
     /// itself); everything else as `==`.
     pub fn identical(&self, other: &HeaderValue) -> bool {
@@ -38,7 +71,9 @@ impl HeaderValue {
             V::Float(_) => 4,
             V::Str(_) => 5,
             V::Bytes(_) => 6,
-            V::Other => 7,
+            V::List(_) => 7,
+            V::Map(_) => 8,
+            V::Other => 9,
         };
         match (self, other) {
             (V::Bool(a), V::Bool(b)) => a.cmp(b),
@@ -47,6 +82,20 @@ impl HeaderValue {
             (V::Float(a), V::Float(b)) => a.to_bits().cmp(&b.to_bits()),
             (V::Str(a), V::Str(b)) => a.cmp(b),
             (V::Bytes(a), V::Bytes(b)) => a.cmp(b),
+            (V::List(a), V::List(b)) => a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| x.total_cmp(y))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| a.len().cmp(&b.len())),
+            // In order, as a list of pairs: nested tables are told apart as they were sent
+            // (only a binding's own arguments are compared regardless of order).
+            (V::Map(a), V::Map(b)) => a
+                .iter()
+                .zip(b.iter())
+                .map(|(x, y)| x.0.cmp(&y.0).then_with(|| x.1.total_cmp(&y.1)))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| a.len().cmp(&b.len())),
             _ => rank(self).cmp(&rank(other)),
         }
     }
@@ -57,12 +106,23 @@ impl HeaderValue {
     /// integers compare by numeric value whatever their width or signedness; strings and binary
     /// compare by bytes; a float equals an integer only when it is exactly that integer; a string
     /// equals a number when it parses (as a decimal integer) to that number, which covers
-    /// qpidd's "compare string forms" in the common case without allocating. `Other` matches
-    /// nothing because the core cannot see its content.
+    /// qpidd's "compare string forms" in the common case without allocating. Lists match item
+    /// by item and maps entry by entry, in order, each value by these rules (RabbitMQ compares
+    /// nested values as sent too; and in order, a peer's large table costs one pass).
+    /// `Other` matches nothing because the core cannot see its content.
     pub fn matches(&self, other: &HeaderValue) -> bool {
         use HeaderValue as V;
         match (self, other) {
             (V::Void, V::Void) => true,
+            (V::List(a), V::List(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.matches(y))
+            }
+            (V::Map(a), V::Map(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b.iter())
+                        .all(|(x, y)| x.0 == y.0 && x.1.matches(&y.1))
+            }
             (V::Bool(a), V::Bool(b)) => a == b,
             (V::Float(a), V::Float(b)) => a == b,
             (V::Str(_) | V::Bytes(_), V::Str(_) | V::Bytes(_)) => {
@@ -172,8 +232,9 @@ impl Headers {
 
     /// Same entries regardless of order, each as often (what exchange.bound means by "the
     /// arguments match", and what tells 0-9-1's bindings apart). Floats compare by their
-    /// bits, so that an argument is always the same as itself, NaN included. `Other`
-    /// values (arrays, tables) carry nothing to compare and are all alike.
+    /// bits, so that an argument is always the same as itself, NaN included. Lists and maps
+    /// nested in an entry compare in order; `Other` values carry nothing to compare and are
+    /// all alike.
     pub fn same_entries(&self, other: &Headers) -> bool {
         if self.len() != other.len() {
             return false;
@@ -259,6 +320,70 @@ mod tests {
         assert!(!V::Other.matches(&V::Other));
         assert!(!V::Bool(true).matches(&V::Int(1)));
         assert!(!V::Void.matches(&V::Str(String::new())));
+    }
+
+    #[test]
+    fn lists_and_maps_match_item_by_item_in_order() {
+        let list = |items: &[V]| V::List(items.to_vec());
+        let map = |pairs: &[(&str, V)]| V::Map(pairs.iter().cloned().collect());
+        let text = V::Bytes(Bytes::from_static(b"a"));
+        assert!(list(&[V::Int(1), V::Str("a".into())]).matches(&list(&[V::UInt(1), text])));
+        assert!(!list(&[V::Int(1)]).matches(&list(&[V::Int(2)])));
+        assert!(!list(&[V::Int(1)]).matches(&list(&[V::Int(1), V::Int(1)])));
+        assert!(!list(&[]).matches(&map(&[])));
+        let ab = map(&[("a", V::Int(1)), ("b", V::Bool(true))]);
+        assert!(ab.matches(&map(&[("a", V::UInt(1)), ("b", V::Bool(true))])));
+        assert!(!ab.matches(&map(&[("b", V::Bool(true)), ("a", V::Int(1))])));
+        assert!(!ab.matches(&map(&[("a", V::Int(2)), ("b", V::Bool(true))])));
+        assert!(!ab.matches(&map(&[("a", V::Int(1))])));
+    }
+
+    #[test]
+    fn arguments_that_differ_only_inside_a_list_or_map_differ() {
+        let args = |v: V| -> Headers { [("k", v)].into_iter().collect() };
+        let one_two = args(V::List(vec![V::Int(1), V::Int(2)]));
+        assert!(one_two.same_entries(&one_two.clone()));
+        assert!(one_two.same_in_order(&one_two.clone()));
+        assert!(!one_two.same_entries(&args(V::List(vec![V::Int(2), V::Int(1)]))));
+        assert!(!one_two.same_entries(&args(V::List(vec![V::Int(1)]))));
+        assert!(!one_two.same_in_order(&args(V::List(vec![V::Int(1), V::UInt(2)]))));
+        let map = |n: i64| args(V::Map([("a", V::Int(n))].into_iter().collect()));
+        assert!(map(1).same_entries(&map(1)));
+        assert!(!map(1).same_entries(&map(2)));
+        assert!(!map(1).same_entries(&one_two));
+        // Only the binding's own arguments are compared regardless of order.
+        let nested = |pairs: &[(&str, V)]| args(V::Map(pairs.iter().cloned().collect()));
+        let xy = nested(&[("x", V::Int(1)), ("y", V::Int(2))]);
+        assert!(!xy.same_entries(&nested(&[("y", V::Int(2)), ("x", V::Int(1))])));
+    }
+
+    #[test]
+    fn lists_and_maps_below_the_deepest_depth_are_kept_as_other() {
+        fn nest(levels: usize, depth: usize) -> V {
+            match levels {
+                0 => V::Int(1),
+                _ => V::list_at(depth, |below| [nest(levels - 1, below)]),
+            }
+        }
+        fn lists(v: &V) -> usize {
+            match v {
+                V::List(items) => 1 + items.first().map_or(0, lists),
+                _ => 0,
+            }
+        }
+        let deepest = nest(V::MAX_NESTING, 1);
+        assert_eq!(lists(&deepest), V::MAX_NESTING);
+        assert!(deepest.matches(&deepest.clone()));
+        let too_deep = nest(V::MAX_NESTING + 1, 1);
+        assert_eq!(lists(&too_deep), V::MAX_NESTING);
+        assert!(
+            !too_deep.matches(&too_deep.clone()),
+            "its innermost list is Other"
+        );
+        let map_too_deep = V::map_at(V::MAX_NESTING + 1, |_| -> Vec<(String, V)> {
+            unreachable!("the entries of a map kept as Other are not converted")
+        });
+        assert_eq!(map_too_deep, V::Other);
     }
 
     #[test]

@@ -310,6 +310,58 @@ fn amqp091_e2e_bindings_and_dead_letter_history_survive_a_kill() {
     assert_eq!(&routed.body[..], b"through");
 }
 
+/// Two bindings whose arguments differ only inside an array are two bindings, journaled as
+/// such, and after a kill both are back with their arrays: they route by them.
+#[test]
+fn amqp091_bindings_told_apart_by_arrays_survive_a_kill() {
+    fn tags(items: &[&'static str]) -> FieldValue {
+        let text = |t: &'static str| {
+            let text = ferry_amqp091::LongStr::new(bytes::Bytes::from_static(t.as_bytes()));
+            FieldValue::LongStr(text.expect("short text"))
+        };
+        FieldValue::Array(items.iter().map(|t| text(t)).collect())
+    }
+    let dir = DataDir::new("array-arguments");
+    let broker = Ferryd::start_with(&[&dir.arg()]);
+    let mut raw = Raw091::open(broker.addr);
+    durable_exchange(&mut raw, "hx", "headers");
+    durable_queue091(&mut raw, "hq", FieldTable::new());
+    for items in [&["a", "b"][..], &["c"]] {
+        let mut arguments = FieldTable::new();
+        arguments.push(short("tags"), tags(items));
+        raw.call(
+            QueueBind {
+                queue: short("hq"),
+                exchange: short("hx"),
+                arguments,
+                ..Default::default()
+            },
+            |m| matches!(m, Method::QueueBindOk(_)),
+        );
+    }
+    // Its declare-ok waits for the sync, which covers the binds journaled before it.
+    durable_queue091(&mut raw, "barrier", FieldTable::new());
+    broker.kill();
+
+    let broker = Ferryd::start_with(&[&dir.arg()]);
+    let mut raw = Raw091::open(broker.addr);
+    let sent: [&[&str]; 4] = [&["a", "b"], &["b", "a"], &["c"], &["d"]];
+    for (i, items) in sent.into_iter().enumerate() {
+        let mut headers = FieldTable::new();
+        headers.push(short("tags"), tags(items));
+        let props = BasicProperties {
+            headers: Some(headers),
+            ..Default::default()
+        };
+        raw.publish("hx", "", &props, i.to_string().as_bytes());
+    }
+    let mut routed = Vec::new();
+    while let Some(m) = raw.get("hq", true) {
+        routed.push(String::from_utf8_lossy(&m.body).into_owned());
+    }
+    assert_eq!(routed, ["0", "2"]);
+}
+
 /// Replies held for the journal (a durable queue's declare-ok) keep the order of the
 /// requests: the qos-ok, consume-ok and get-ok pipelined behind it come after it, and the
 /// new consumer's first delivery after its consume-ok.

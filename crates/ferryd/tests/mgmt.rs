@@ -697,14 +697,21 @@ fn definitions_export_and_import_round_trip() {
         &json!({"type": "fanout", "durable": false}),
     )
     .expect(201);
+    // Arrays and objects keep their content, nested ones too.
+    let custom = json!([1, "a", {"k": [true, null]}]);
     h.put(
         "/api/queues/%2F/d-q",
-        &json!({"durable": true, "arguments": {"x-max-length": 5}}),
+        &json!({"durable": true, "arguments": {"x-max-length": 5, "x-custom": custom}}),
     )
     .expect(201);
     h.post(
         "/api/bindings/%2F/e/d-x/q/d-q",
         &json!({"routing_key": "k"}),
+    )
+    .expect(201);
+    h.post(
+        "/api/bindings/%2F/e/d-x/q/d-q",
+        &json!({"routing_key": "k", "arguments": {"tags": ["x", "y"]}}),
     )
     .expect(201);
     h.post(
@@ -715,9 +722,15 @@ fn definitions_export_and_import_round_trip() {
     let exported = h.get("/api/definitions").expect(200).json();
     assert_eq!(exported["queues"].as_array().unwrap().len(), 1);
     assert_eq!(exported["exchanges"].as_array().unwrap().len(), 2);
-    assert_eq!(exported["bindings"].as_array().unwrap().len(), 2);
+    assert_eq!(exported["bindings"].as_array().unwrap().len(), 3);
     assert_eq!(exported["queues"][0]["vhost"], "/");
     assert_eq!(exported["queues"][0]["arguments"]["x-max-length"], 5);
+    assert_eq!(exported["queues"][0]["arguments"]["x-custom"], custom);
+    assert!(exported["bindings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["arguments"]["tags"] == json!(["x", "y"])));
     let per_vhost = h.get("/api/definitions/%2F").expect(200).json();
     assert!(per_vhost["queues"][0].get("vhost").is_none());
 

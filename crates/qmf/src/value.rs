@@ -2,7 +2,7 @@
 //! what consoles send, whichever encoding they chose.
 
 use bytes::Bytes;
-use ferry_amqp010::{Map, Str, Value};
+use ferry_amqp010::{List, Map, Str, Value};
 use ferry_core::{Arguments, HeaderValue};
 
 /// Text in an object's values. qpidd's agent encodes a string without an explicit encoding
@@ -72,14 +72,20 @@ pub fn read_u64(v: &Value) -> Option<u64> {
 /// A console's map (queue or binding properties) in the core's neutral form, as the 0-10
 /// layer converts declare arguments.
 pub fn to_arguments<'a>(entries: impl IntoIterator<Item = (&'a Str, &'a Value)>) -> Arguments {
-    let mut args = Arguments::new();
-    for (key, value) in entries {
-        args.push(key.to_str_lossy().into_owned(), to_header(value));
-    }
-    args
+    entries.into_iter().map(|(k, v)| entry(k, v, 1)).collect()
 }
 
-fn to_header(value: &Value) -> HeaderValue {
+/// An entry whose value is at `depth` (see [`HeaderValue::MAX_NESTING`]).
+fn entry(key: &Str, value: &Value, depth: usize) -> (String, HeaderValue) {
+    (key.to_str_lossy().into_owned(), to_header(value, depth))
+}
+
+fn to_header(value: &Value, depth: usize) -> HeaderValue {
+    let list = |items: &[Value]| {
+        HeaderValue::list_at(depth, |below| {
+            items.iter().map(move |v| to_header(v, below))
+        })
+    };
     match value {
         Value::Void => HeaderValue::Void,
         Value::Bool(b) => HeaderValue::Bool(*b),
@@ -98,28 +104,39 @@ fn to_header(value: &Value) -> HeaderValue {
             Err(_) => HeaderValue::Bytes(s.clone().into_bytes()),
         },
         Value::Vbin8(b) | Value::Vbin16(b) | Value::Vbin32(b) => HeaderValue::Bytes(b.clone()),
+        Value::List(l) => list(&l.0),
+        Value::Array(a) => list(&a.items),
+        Value::Map(m) => HeaderValue::map_at(depth, |below| {
+            m.iter().map(move |(k, v)| entry(k, v, below))
+        }),
         _ => HeaderValue::Other,
     }
 }
 
 /// Declare or bind arguments as an object's `arguments` value. Text keeps the form it was
-/// given in (str16 for text, binary for bytes); what the core could not keep is void.
+/// given in (str16 for text, binary for bytes); what the core could not keep is void, and an
+/// array comes back as a list (the core keeps no item type).
 pub fn from_arguments(args: &Arguments) -> Value {
     let mut map = Map::new();
     for (key, value) in args.iter() {
-        let v = match value {
-            HeaderValue::Void | HeaderValue::Other => Value::Void,
-            HeaderValue::Bool(b) => Value::Bool(*b),
-            HeaderValue::Int(v) => Value::Int64(*v),
-            HeaderValue::UInt(v) => Value::Uint64(*v),
-            HeaderValue::Float(v) => Value::Double(*v),
-            HeaderValue::Str(s) => Value::Str16(Str::from(s.as_str())),
-            HeaderValue::Bytes(b) if b.len() <= usize::from(u16::MAX) => Value::Vbin16(b.clone()),
-            HeaderValue::Bytes(b) => Value::Vbin32(b.clone()),
-        };
-        map.insert(Str::from(key.as_str()), v);
+        map.insert(Str::from(key.as_str()), from_header(value));
     }
     Value::Map(map)
+}
+
+fn from_header(value: &HeaderValue) -> Value {
+    match value {
+        HeaderValue::Void | HeaderValue::Other => Value::Void,
+        HeaderValue::Bool(b) => Value::Bool(*b),
+        HeaderValue::Int(v) => Value::Int64(*v),
+        HeaderValue::UInt(v) => Value::Uint64(*v),
+        HeaderValue::Float(v) => Value::Double(*v),
+        HeaderValue::Str(s) => Value::Str16(Str::from(s.as_str())),
+        HeaderValue::Bytes(b) if b.len() <= usize::from(u16::MAX) => Value::Vbin16(b.clone()),
+        HeaderValue::Bytes(b) => Value::Vbin32(b.clone()),
+        HeaderValue::List(items) => Value::List(List(items.iter().map(from_header).collect())),
+        HeaderValue::Map(entries) => from_arguments(entries),
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +188,8 @@ mod tests {
         m.insert("qpid.policy_type", text("ring"));
         m.insert("flag", Value::Bool(true));
         m.insert("nested", Value::Map(Map::new()));
+        m.insert("list", Value::List(List(vec![Value::Int64(1)])));
+        m.insert("uuid", Value::Uuid([1; 16]));
         let args = to_arguments(m.iter());
         assert_eq!(args.get("qpid.max_count"), Some(&HeaderValue::Int(5)));
         assert_eq!(
@@ -182,7 +201,12 @@ mod tests {
         };
         assert_eq!(back.get("qpid.max_count"), Some(&Value::Int64(5)));
         assert_eq!(back.get("flag"), Some(&Value::Bool(true)));
-        assert_eq!(back.get("nested"), Some(&Value::Void));
+        assert_eq!(back.get("nested"), Some(&Value::Map(Map::new())));
+        assert_eq!(
+            back.get("list"),
+            Some(&Value::List(List(vec![Value::Int64(1)])))
+        );
+        assert_eq!(back.get("uuid"), Some(&Value::Void));
     }
 
     #[test]

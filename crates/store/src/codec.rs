@@ -16,6 +16,8 @@ pub enum DecodeError {
     BadType(u8),
     #[error("unknown exchange type {0:?}")]
     BadExchangeKind(String),
+    #[error("lists and maps nested deeper than the core keeps them")]
+    TooDeep,
 }
 
 pub fn put_u8(out: &mut Vec<u8>, v: u8) {
@@ -59,6 +61,10 @@ pub fn put_arguments(out: &mut Vec<u8>, args: &Arguments) {
     }
 }
 
+fn put_count(out: &mut Vec<u8>, n: usize) {
+    put_u32(out, u32::try_from(n).unwrap_or(u32::MAX));
+}
+
 fn put_value(out: &mut Vec<u8>, v: &HeaderValue) {
     match v {
         HeaderValue::Void => put_u8(out, 0),
@@ -88,6 +94,19 @@ fn put_value(out: &mut Vec<u8>, v: &HeaderValue) {
         }
         // The core could not represent it when it was declared; it stays opaque.
         HeaderValue::Other => put_u8(out, 7),
+        // Written by ferryd since lists and maps kept their content; an older one reads
+        // these tags as damage (docs/STORE.md).
+        HeaderValue::List(items) => {
+            put_u8(out, 8);
+            put_count(out, items.len());
+            for item in items {
+                put_value(out, item);
+            }
+        }
+        HeaderValue::Map(entries) => {
+            put_u8(out, 9);
+            put_arguments(out, entries);
+        }
     }
 }
 
@@ -155,18 +174,29 @@ impl Reader {
     }
 
     pub fn arguments(&mut self) -> Result<Arguments, DecodeError> {
+        self.entries_at(1)
+    }
+
+    /// A table whose values are at `depth` (see [`HeaderValue::MAX_NESTING`]). No room is
+    /// reserved from a count, which damage may have made huge: each entry is read first.
+    fn entries_at(&mut self, depth: usize) -> Result<Arguments, DecodeError> {
         let n = self.u32()?;
         let mut args = Arguments::new();
         for _ in 0..n {
             let k = self.string()?;
-            let v = self.value()?;
+            let v = self.value(depth)?;
             args.push(k, v);
         }
         Ok(args)
     }
 
-    fn value(&mut self) -> Result<HeaderValue, DecodeError> {
-        Ok(match self.u8()? {
+    fn value(&mut self, depth: usize) -> Result<HeaderValue, DecodeError> {
+        let tag = self.u8()?;
+        if matches!(tag, 8 | 9) && depth > HeaderValue::MAX_NESTING {
+            // The core never keeps such a value, so it was never written.
+            return Err(DecodeError::TooDeep);
+        }
+        Ok(match tag {
             0 => HeaderValue::Void,
             1 => HeaderValue::Bool(self.u8()? != 0),
             2 => HeaderValue::Int(self.u64()? as i64),
@@ -175,6 +205,15 @@ impl Reader {
             5 => HeaderValue::Str(self.string()?),
             6 => HeaderValue::Bytes(self.bytes()?),
             7 => HeaderValue::Other,
+            8 => {
+                let n = self.u32()?;
+                let mut items = Vec::new();
+                for _ in 0..n {
+                    items.push(self.value(depth + 1)?);
+                }
+                HeaderValue::List(items)
+            }
+            9 => HeaderValue::Map(self.entries_at(depth + 1)?),
             t => return Err(DecodeError::BadTag(t)),
         })
     }
@@ -195,11 +234,44 @@ mod tests {
         args.push("s", HeaderValue::Str("é".into()));
         args.push("x", HeaderValue::Bytes(Bytes::from_static(&[0, 255])));
         args.push("o", HeaderValue::Other);
+        let inner: Arguments = [("k", HeaderValue::Int(1)), ("k", HeaderValue::Void)]
+            .into_iter()
+            .collect();
+        args.push(
+            "l",
+            HeaderValue::List(vec![HeaderValue::Map(inner), HeaderValue::List(Vec::new())]),
+        );
         let mut out = Vec::new();
         put_arguments(&mut out, &args);
         let mut r = Reader::new(Bytes::from(out));
         assert_eq!(r.arguments().unwrap(), args);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn lists_nested_as_deep_as_the_core_keeps_them_and_no_deeper() {
+        fn nested(lists: usize) -> Arguments {
+            let mut v = HeaderValue::Int(1);
+            for _ in 0..lists {
+                v = HeaderValue::List(vec![v]);
+            }
+            [("deep", v)].into_iter().collect()
+        }
+        let deepest = nested(HeaderValue::MAX_NESTING);
+        let mut out = Vec::new();
+        put_arguments(&mut out, &deepest);
+        assert_eq!(Reader::new(Bytes::from(out)).arguments(), Ok(deepest));
+        let mut out = Vec::new();
+        put_arguments(&mut out, &nested(HeaderValue::MAX_NESTING + 1));
+        assert_eq!(
+            Reader::new(Bytes::from(out)).arguments(),
+            Err(DecodeError::TooDeep)
+        );
+        // A damaged count is not room reserved: the entries run out first.
+        let mut r = Reader::new(Bytes::from_static(&[
+            1, 0, 0, 0, 1, 0, 0, 0, b'k', 8, 0xff, 0xff, 0xff, 0xff, 0,
+        ]));
+        assert_eq!(r.arguments(), Err(DecodeError::Short));
     }
 
     #[test]

@@ -204,7 +204,8 @@ fn key_bytes(v: &HeaderValue) -> Option<Vec<u8>> {
         HeaderValue::UInt(u) => Some(u.to_string().into_bytes()),
         HeaderValue::Bool(b) => Some(b.to_string().into_bytes()),
         HeaderValue::Float(f) => Some(f.to_string().into_bytes()),
-        HeaderValue::Void | HeaderValue::Other => None,
+        // A list or table as a last-value key would need a text form qpidd never gave one.
+        HeaderValue::Void | HeaderValue::List(_) | HeaderValue::Map(_) | HeaderValue::Other => None,
     }
 }
 

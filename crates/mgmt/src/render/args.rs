@@ -22,6 +22,8 @@ pub fn value_to_json(v: &HeaderValue) -> Value {
         HeaderValue::Float(f) => Number::from_f64(*f).map_or(Value::Null, Value::Number),
         HeaderValue::Str(s) => Value::String(s.clone()),
         HeaderValue::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
+        HeaderValue::List(items) => Value::Array(items.iter().map(value_to_json).collect()),
+        HeaderValue::Map(entries) => to_json(entries),
     }
 }
 
@@ -29,17 +31,23 @@ pub fn value_to_json(v: &HeaderValue) -> Value {
 pub fn from_json(v: Option<&Value>) -> Result<Arguments, ApiError> {
     match v {
         None | Some(Value::Null) => Ok(Arguments::new()),
-        Some(Value::Object(map)) => Ok(map
-            .iter()
-            .map(|(k, v)| (k.clone(), json_to_value(v)))
-            .collect()),
+        Some(Value::Object(map)) => Ok(entries_at(map, 1).collect()),
         Some(_) => Err(ApiError::BadRequest(
             "arguments must be a JSON object".into(),
         )),
     }
 }
 
-fn json_to_value(v: &Value) -> HeaderValue {
+/// An object's entries at `depth` (see [`HeaderValue::MAX_NESTING`]).
+fn entries_at(
+    map: &Map<String, Value>,
+    depth: usize,
+) -> impl Iterator<Item = (String, HeaderValue)> + '_ {
+    map.iter()
+        .map(move |(k, v)| (k.clone(), json_to_value(v, depth)))
+}
+
+fn json_to_value(v: &Value, depth: usize) -> HeaderValue {
     match v {
         Value::Null => HeaderValue::Void,
         Value::Bool(b) => HeaderValue::Bool(*b),
@@ -53,8 +61,10 @@ fn json_to_value(v: &Value) -> HeaderValue {
             }
         }
         Value::String(s) => HeaderValue::Str(s.clone()),
-        // Nested tables and arrays have no neutral form; the core keeps them as opaque.
-        Value::Array(_) | Value::Object(_) => HeaderValue::Other,
+        Value::Array(items) => HeaderValue::list_at(depth, |below| {
+            items.iter().map(move |v| json_to_value(v, below))
+        }),
+        Value::Object(map) => HeaderValue::map_at(depth, |below| entries_at(map, below)),
     }
 }
 
@@ -71,5 +81,18 @@ mod tests {
         assert_eq!(to_json(&args), v);
         assert!(from_json(Some(&json!([1]))).is_err());
         assert!(from_json(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn arrays_and_objects_round_trip_too() {
+        let v = json!({"x-filters": ["a", 2, {"k": [true, null]}], "o": {"n": -1}});
+        let args = from_json(Some(&v)).unwrap();
+        assert_eq!(
+            args.get("o"),
+            Some(&HeaderValue::Map(
+                [("n", HeaderValue::Int(-1))].into_iter().collect()
+            ))
+        );
+        assert_eq!(to_json(&args), v);
     }
 }

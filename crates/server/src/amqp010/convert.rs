@@ -1,18 +1,25 @@
 //! Translation between 0-10 wire values and the core's protocol-neutral ones.
 
-use ferry_amqp010::{ErrorCode, Map, Str, Value};
+use ferry_amqp010::{ErrorCode, List, Map, Str, Value};
 use ferry_core::{Arguments, BrokerError, HeaderValue, Headers};
 
 /// A 0-10 map (arguments, application headers) in the core's neutral form.
 pub fn map_to_headers(map: &Map) -> Headers {
-    let mut headers = Headers::new();
-    for (key, value) in map.iter() {
-        headers.push(key.to_str_lossy().into_owned(), value_to_header(value));
-    }
-    headers
+    map_entries(map, 1).collect()
 }
 
-pub fn value_to_header(value: &Value) -> HeaderValue {
+/// A map's entries at `depth` (see [`HeaderValue::MAX_NESTING`]).
+fn map_entries(map: &Map, depth: usize) -> impl Iterator<Item = (String, HeaderValue)> + '_ {
+    map.iter()
+        .map(move |(key, value)| (key.to_str_lossy().into_owned(), header_at(value, depth)))
+}
+
+fn header_at(value: &Value, depth: usize) -> HeaderValue {
+    let list = |items: &[Value]| {
+        HeaderValue::list_at(depth, |below| {
+            items.iter().map(move |v| header_at(v, below))
+        })
+    };
     match value {
         Value::Void => HeaderValue::Void,
         Value::Bool(b) => HeaderValue::Bool(*b),
@@ -31,11 +38,15 @@ pub fn value_to_header(value: &Value) -> HeaderValue {
             Err(_) => HeaderValue::Bytes(s.clone().into_bytes()),
         },
         Value::Vbin8(b) | Value::Vbin16(b) | Value::Vbin32(b) => HeaderValue::Bytes(b.clone()),
+        Value::List(l) => list(&l.0),
+        Value::Array(a) => list(&a.items),
+        Value::Map(m) => HeaderValue::map_at(depth, |below| map_entries(m, below)),
         _ => HeaderValue::Other,
     }
 }
 
-/// Neutral values back to 0-10 for queries. `Other` has lost its content and is sent as void.
+/// Neutral values back to 0-10 for queries. `Other` has lost its content and is sent as void;
+/// an array comes back as a list (the core keeps no item type).
 pub fn headers_to_map(headers: &Arguments) -> Map {
     let mut map = Map::new();
     for (key, value) in headers.iter() {
@@ -53,6 +64,8 @@ fn header_to_value(value: &HeaderValue) -> Value {
         HeaderValue::Float(v) => Value::Double(*v),
         HeaderValue::Str(s) => Value::Str16(Str::from(s.as_str())),
         HeaderValue::Bytes(b) => Value::Vbin32(b.clone()),
+        HeaderValue::List(items) => Value::List(List(items.iter().map(header_to_value).collect())),
+        HeaderValue::Map(entries) => Value::Map(headers_to_map(entries)),
     }
 }
 
@@ -140,23 +153,24 @@ pub fn optional_name<'a>(field: &'a Option<Str>, name: &str) -> Result<&'a str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_amqp010::Array;
 
     #[test]
     fn integers_of_any_width_become_comparable() {
-        assert_eq!(value_to_header(&Value::Int8(-3)), HeaderValue::Int(-3));
-        assert_eq!(value_to_header(&Value::Uint16(7)), HeaderValue::UInt(7));
-        assert!(value_to_header(&Value::Int32(7)).matches(&value_to_header(&Value::Uint8(7))));
+        assert_eq!(header_at(&Value::Int8(-3), 1), HeaderValue::Int(-3));
+        assert_eq!(header_at(&Value::Uint16(7), 1), HeaderValue::UInt(7));
+        assert!(header_at(&Value::Int32(7), 1).matches(&header_at(&Value::Uint8(7), 1)));
     }
 
     #[test]
     fn strings_keep_text_and_invalid_utf8_stays_binary() {
         assert_eq!(
-            value_to_header(&Value::Str16(Str::from("x"))),
+            header_at(&Value::Str16(Str::from("x")), 1),
             HeaderValue::Str("x".into())
         );
         let bad = Str::from_bytes(bytes::Bytes::from_static(&[0xff, 0xfe]));
         assert!(matches!(
-            value_to_header(&Value::Str8(bad)),
+            header_at(&Value::Str8(bad), 1),
             HeaderValue::Bytes(_)
         ));
     }
@@ -169,6 +183,54 @@ mod tests {
         map.insert("c", Value::Bool(true));
         let back = headers_to_map(&map_to_headers(&map));
         assert_eq!(back, map);
+    }
+
+    #[test]
+    fn lists_arrays_and_maps_keep_their_content() {
+        let mut inner = Map::new();
+        inner.insert("k", Value::Uint8(1));
+        let mut map = Map::new();
+        map.insert(
+            "list",
+            Value::List(List(vec![Value::Int64(1), Value::Map(inner.clone())])),
+        );
+        map.insert("array", Value::Array(Array::of_str16(["x", "y"])));
+        map.insert("uuid", Value::Uuid([7; 16]));
+        let headers = map_to_headers(&map);
+        let kept: Headers = [("k", HeaderValue::UInt(1))].into_iter().collect();
+        assert_eq!(
+            headers.get("list"),
+            Some(&HeaderValue::List(vec![
+                HeaderValue::Int(1),
+                HeaderValue::Map(kept)
+            ]))
+        );
+        let xy = HeaderValue::List(vec![
+            HeaderValue::Str("x".into()),
+            HeaderValue::Str("y".into()),
+        ]);
+        assert_eq!(headers.get("array"), Some(&xy));
+        assert_eq!(headers.get("uuid"), Some(&HeaderValue::Other));
+
+        // Back for a query: lists (arrays too) and maps, with the integers widened.
+        let back = headers_to_map(&headers);
+        let mut widened = Map::new();
+        widened.insert("k", Value::Uint64(1));
+        assert_eq!(
+            back.get("list"),
+            Some(&Value::List(List(vec![
+                Value::Int64(1),
+                Value::Map(widened)
+            ])))
+        );
+        assert_eq!(
+            back.get("array"),
+            Some(&Value::List(List(vec![
+                Value::Str16(Str::from("x")),
+                Value::Str16(Str::from("y"))
+            ])))
+        );
+        assert_eq!(back.get("uuid"), Some(&Value::Void));
     }
 
     #[test]

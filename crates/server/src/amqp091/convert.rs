@@ -10,18 +10,23 @@ use crate::encoded::Encoded;
 
 /// A field table in the core's neutral form.
 pub fn table_to_headers(table: &FieldTable) -> Headers {
-    table
-        .iter()
-        .map(|(k, v)| {
-            (
-                String::from_utf8_lossy(k.as_bytes()).into_owned(),
-                to_neutral(v),
-            )
-        })
-        .collect()
+    table_entries(table, 1).collect()
 }
 
-pub fn to_neutral(value: &FieldValue) -> HeaderValue {
+/// A table's entries at `depth` (see [`HeaderValue::MAX_NESTING`]).
+fn table_entries(
+    table: &FieldTable,
+    depth: usize,
+) -> impl Iterator<Item = (String, HeaderValue)> + '_ {
+    table.iter().map(move |(k, v)| {
+        (
+            String::from_utf8_lossy(k.as_bytes()).into_owned(),
+            neutral_at(v, depth),
+        )
+    })
+}
+
+fn neutral_at(value: &FieldValue, depth: usize) -> HeaderValue {
     match value {
         FieldValue::Bool(b) => HeaderValue::Bool(*b),
         FieldValue::I8(v) => HeaderValue::Int(i64::from(*v)),
@@ -40,9 +45,11 @@ pub fn to_neutral(value: &FieldValue) -> HeaderValue {
         },
         FieldValue::ByteArray(b) => HeaderValue::Bytes(b.bytes().clone()),
         FieldValue::Void => HeaderValue::Void,
-        FieldValue::Decimal { .. } | FieldValue::Array(_) | FieldValue::Table(_) => {
-            HeaderValue::Other
-        }
+        FieldValue::Array(items) => HeaderValue::list_at(depth, |below| {
+            items.iter().map(move |v| neutral_at(v, below))
+        }),
+        FieldValue::Table(table) => HeaderValue::map_at(depth, |below| table_entries(table, below)),
+        FieldValue::Decimal { .. } => HeaderValue::Other,
     }
 }
 
@@ -161,6 +168,45 @@ pub(crate) mod tests {
             app_id: Some(ShortStr::from_static("app")),
             ..BasicProperties::default()
         }
+    }
+
+    #[test]
+    fn arrays_and_tables_keep_their_content_down_to_the_deepest_depth() {
+        let mut inner = FieldTable::new();
+        inner.push(ShortStr::from_static("k"), FieldValue::U8(1));
+        let mut table = FieldTable::new();
+        table.push(
+            ShortStr::from_static("a"),
+            FieldValue::Array(vec![FieldValue::I32(1), FieldValue::Table(inner)]),
+        );
+        table.push(
+            ShortStr::from_static("d"),
+            FieldValue::Decimal { scale: 2, value: 5 },
+        );
+        let headers = table_to_headers(&table);
+        let kept: Headers = [("k", HeaderValue::UInt(1))].into_iter().collect();
+        assert_eq!(
+            headers.get("a"),
+            Some(&HeaderValue::List(vec![
+                HeaderValue::Int(1),
+                HeaderValue::Map(kept)
+            ]))
+        );
+        assert_eq!(headers.get("d"), Some(&HeaderValue::Other));
+
+        // Arrays nested one deeper than the core keeps: the innermost becomes Other.
+        let mut nested = FieldValue::Array(Vec::new());
+        for _ in 0..HeaderValue::MAX_NESTING {
+            nested = FieldValue::Array(vec![nested]);
+        }
+        let mut value = &neutral_at(&nested, 1);
+        for _ in 1..HeaderValue::MAX_NESTING {
+            match value {
+                HeaderValue::List(items) => value = &items[0],
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(value, &HeaderValue::List(vec![HeaderValue::Other]));
     }
 
     #[test]

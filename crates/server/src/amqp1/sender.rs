@@ -510,27 +510,45 @@ fn filters(filter: Option<FilterSet>) -> Result<Filters, Fault> {
 }
 
 fn headers_arguments(m: &ferry_amqp1::Map<Value, Value>) -> Arguments {
-    m.iter()
-        .filter_map(|(k, v)| {
-            let key = match k {
-                Value::String(s) => s.as_str().to_owned(),
-                Value::Symbol(s) => s.as_str().to_owned(),
-                _ => return None,
-            };
-            let value = match v {
-                Value::String(s) => HeaderValue::Str(s.as_str().to_owned()),
-                Value::Symbol(s) => HeaderValue::Str(s.as_str().to_owned()),
-                Value::Bool(b) => HeaderValue::Bool(*b),
-                Value::Int(n) => HeaderValue::Int(i64::from(*n)),
-                Value::Long(n) => HeaderValue::Int(*n),
-                Value::Uint(n) => HeaderValue::UInt(u64::from(*n)),
-                Value::Ulong(n) => HeaderValue::UInt(*n),
-                Value::Null => HeaderValue::Void,
-                _ => HeaderValue::Other,
-            };
-            Some((key, value))
+    string_keyed_at(m, 1).collect()
+}
+
+/// A map's entries under text keys (others are left out), at `depth` (see
+/// [`HeaderValue::MAX_NESTING`]).
+fn string_keyed_at(
+    m: &ferry_amqp1::Map<Value, Value>,
+    depth: usize,
+) -> impl Iterator<Item = (String, HeaderValue)> + '_ {
+    m.iter().filter_map(move |(k, v)| {
+        let key = match k {
+            Value::String(s) => s.as_str().to_owned(),
+            Value::Symbol(s) => s.as_str().to_owned(),
+            _ => return None,
+        };
+        Some((key, filter_value(v, depth)))
+    })
+}
+
+fn filter_value(v: &Value, depth: usize) -> HeaderValue {
+    let list = |items: &[Value]| {
+        HeaderValue::list_at(depth, |below| {
+            items.iter().map(move |v| filter_value(v, below))
         })
-        .collect()
+    };
+    match v {
+        Value::String(s) => HeaderValue::Str(s.as_str().to_owned()),
+        Value::Symbol(s) => HeaderValue::Str(s.as_str().to_owned()),
+        Value::Bool(b) => HeaderValue::Bool(*b),
+        Value::Int(n) => HeaderValue::Int(i64::from(*n)),
+        Value::Long(n) => HeaderValue::Int(*n),
+        Value::Uint(n) => HeaderValue::UInt(u64::from(*n)),
+        Value::Ulong(n) => HeaderValue::UInt(*n),
+        Value::Null => HeaderValue::Void,
+        Value::List(items) => list(items),
+        Value::Array(a) => list(a.items()),
+        Value::Map(m) => HeaderValue::map_at(depth, |below| string_keyed_at(m, below)),
+        _ => HeaderValue::Other,
+    }
 }
 
 /// The link is gone: cancel its consumer, put back what the client never settled (and what
@@ -628,6 +646,13 @@ mod tests {
         let mut m = Map::new();
         m.push(Value::from("x-match"), Value::from("any"));
         m.push(Value::String(Str::from("k")), Value::Int(1));
+        let mut inner = Map::new();
+        inner.push(Value::from("n"), Value::Long(2));
+        inner.push(Value::Int(3), Value::Long(3));
+        m.push(
+            Value::from("l"),
+            Value::List(vec![Value::Uint(1), Value::Map(inner)]),
+        );
         f.push(
             Symbol::from("h"),
             Value::described(
@@ -639,6 +664,16 @@ mod tests {
         assert!(kept.is_some());
         let (_, args) = binding.unwrap();
         assert_eq!(args.get("k"), Some(&HeaderValue::Int(1)));
+        // Lists and maps keep their content; a nested map's entries under other than text
+        // keys are left out, as the filter's own are.
+        let n: Arguments = [("n", HeaderValue::Int(2))].into_iter().collect();
+        assert_eq!(
+            args.get("l"),
+            Some(&HeaderValue::List(vec![
+                HeaderValue::UInt(1),
+                HeaderValue::Map(n)
+            ]))
+        );
         let none = filters(None).unwrap();
         assert!(none.kept.is_none() && none.binding.is_none() && none.selector.is_none());
     }

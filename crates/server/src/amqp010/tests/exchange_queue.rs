@@ -697,8 +697,9 @@ async fn declared_arguments_come_back_from_queue_query_in_widened_types() {
         ("vbin", Value::Vbin8(Bytes::from_static(b"raw"))),
         (
             "list",
-            Value::List(ferry_amqp010::List(vec![Value::Bool(true)])),
+            Value::List(ferry_amqp010::List(vec![Value::Bool(true), Value::Int8(1)])),
         ),
+        ("uuid", Value::Uuid([9; 16])),
     ]);
     let declared = QueueDeclare {
         arguments: Some(args),
@@ -722,8 +723,15 @@ async fn declared_arguments_come_back_from_queue_query_in_widened_types() {
         ("text", Value::Str16(Str::from("short"))),
         ("binary", Value::Vbin32(Bytes::from_static(&[0xff]))),
         ("vbin", Value::Vbin32(Bytes::from_static(b"raw"))),
+        (
+            "list",
+            Value::List(ferry_amqp010::List(vec![
+                Value::Bool(true),
+                Value::Int64(1),
+            ])),
+        ),
         // What the neutral form cannot hold comes back as void.
-        ("list", Value::Void),
+        ("uuid", Value::Void),
     ];
     for (k, v) in expected {
         assert_eq!(got.get(k), Some(&v), "{k}");
