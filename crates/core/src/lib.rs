@@ -93,7 +93,7 @@ pub use queue::{
 pub use route::release_deliveries;
 pub use stats::{ConnectionCounters, ExchangeCounters, ExchangeTotals, QueueCounters, Traffic};
 pub use transaction::{CommitOutcome, Settlement, Transaction};
-pub use value::{Arguments, HeaderValue, Headers};
+pub use value::{Arguments, Brief, HeaderValue, Headers};
 
 /// Identifies a consumer (subscription) across the broker; allocate with
 /// [`Broker::next_consumer_id`].

@@ -65,7 +65,8 @@ impl QueueLimits {
                 }
                 _ => {
                     return Err(BrokerError::InvalidArgument(format!(
-                        "invalid qpid.policy_type {v:?}"
+                        "invalid qpid.policy_type {}",
+                        v.brief()
                     )))
                 }
             },
@@ -95,7 +96,8 @@ fn limit_arg(args: &Arguments, key: &str) -> Result<Option<u64>, BrokerError> {
             Some(0) => Ok(None),
             Some(n) => Ok(Some(n)),
             None => Err(BrokerError::InvalidArgument(format!(
-                "{key} must be a non-negative integer, got {v:?}"
+                "{key} must be a non-negative integer, got {}",
+                v.brief()
             ))),
         },
     }

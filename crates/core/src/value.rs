@@ -1,5 +1,7 @@
 //! Protocol-neutral header and argument values.
 
+use std::fmt;
+
 use bytes::Bytes;
 
 /// A typed value from an application-headers table or a declare/bind argument table.
@@ -40,6 +42,13 @@ impl HeaderValue {
             return HeaderValue::Other;
         }
         HeaderValue::List(items(depth + 1).into_iter().collect())
+    }
+
+    /// The value for an error text or a log line, bounded whatever a peer sent: scalars as
+    /// `{:?}` shows them (text and binary cut after [`BRIEF_MAX`] characters or octets),
+    /// lists and tables by their size.
+    pub fn brief(&self) -> Brief<'_> {
+        Brief(self)
     }
 
     /// A map of `entries` at `depth`, as [`HeaderValue::list_at`].
@@ -88,11 +97,11 @@ impl HeaderValue {
                 .map(|(x, y)| x.total_cmp(y))
                 .find(|o| o.is_ne())
                 .unwrap_or_else(|| a.len().cmp(&b.len())),
-            // In order, as a list of pairs: nested tables are told apart as they were sent
-            // (only a binding's own arguments are compared regardless of order).
-            (V::Map(a), V::Map(b)) => a
-                .iter()
-                .zip(b.iter())
+            // Regardless of order, as a binding's own arguments are: management's JSON keeps
+            // an object's keys sorted, a client's table keeps them as sent.
+            (V::Map(a), V::Map(b)) => sorted_entries(a)
+                .into_iter()
+                .zip(sorted_entries(b))
                 .map(|(x, y)| x.0.cmp(&y.0).then_with(|| x.1.total_cmp(&y.1)))
                 .find(|o| o.is_ne())
                 .unwrap_or_else(|| a.len().cmp(&b.len())),
@@ -107,8 +116,9 @@ impl HeaderValue {
     /// compare by bytes; a float equals an integer only when it is exactly that integer; a string
     /// equals a number when it parses (as a decimal integer) to that number, which covers
     /// qpidd's "compare string forms" in the common case without allocating. Lists match item
-    /// by item and maps entry by entry, in order, each value by these rules (RabbitMQ compares
-    /// nested values as sent too; and in order, a peer's large table costs one pass).
+    /// by item, in order, and maps entry by entry under the same names, in any order (sorted
+    /// first, so a peer's large table costs a sort, not a search per entry), each value by
+    /// these rules.
     /// `Other` matches nothing because the core cannot see its content.
     pub fn matches(&self, other: &HeaderValue) -> bool {
         use HeaderValue as V;
@@ -119,8 +129,9 @@ impl HeaderValue {
             }
             (V::Map(a), V::Map(b)) => {
                 a.len() == b.len()
-                    && a.iter()
-                        .zip(b.iter())
+                    && by_name(a)
+                        .into_iter()
+                        .zip(by_name(b))
                         .all(|(x, y)| x.0 == y.0 && x.1.matches(&y.1))
             }
             (V::Bool(a), V::Bool(b)) => a == b,
@@ -173,6 +184,32 @@ impl HeaderValue {
             HeaderValue::Str(s) => s.as_bytes(),
             HeaderValue::Bytes(b) => b,
             _ => &[],
+        }
+    }
+}
+
+/// Longest text or binary value [`HeaderValue::brief`] shows in full.
+pub const BRIEF_MAX: usize = 64;
+
+/// See [`HeaderValue::brief`].
+pub struct Brief<'a>(&'a HeaderValue);
+
+impl fmt::Display for Brief<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            HeaderValue::Str(s) if s.len() > BRIEF_MAX => {
+                let cut = s
+                    .char_indices()
+                    .nth(BRIEF_MAX)
+                    .map_or(s.len(), |(at, _)| at);
+                write!(f, "Str({:?}... of {} octets)", &s[..cut], s.len())
+            }
+            HeaderValue::Bytes(b) if b.len() > BRIEF_MAX => {
+                write!(f, "Bytes({:?}... of {} octets)", &b[..BRIEF_MAX], b.len())
+            }
+            HeaderValue::List(items) => write!(f, "a list of {} values", items.len()),
+            HeaderValue::Map(entries) => write!(f, "a table of {} entries", entries.len()),
+            scalar => write!(f, "{scalar:?}"),
         }
     }
 }
@@ -232,9 +269,9 @@ impl Headers {
 
     /// Same entries regardless of order, each as often (what exchange.bound means by "the
     /// arguments match", and what tells 0-9-1's bindings apart). Floats compare by their
-    /// bits, so that an argument is always the same as itself, NaN included. Lists and maps
-    /// nested in an entry compare in order; `Other` values carry nothing to compare and are
-    /// all alike.
+    /// bits, so that an argument is always the same as itself, NaN included. Lists nested in
+    /// an entry compare in order, maps regardless of order; `Other` values carry nothing to
+    /// compare and are all alike.
     pub fn same_entries(&self, other: &Headers) -> bool {
         if self.len() != other.len() {
             return false;
@@ -250,6 +287,13 @@ impl Headers {
 }
 
 /// The entries by name, then by value in [`HeaderValue::total_cmp`]'s order.
+/// The entries by name only, keeping the order of those under one name.
+fn by_name(h: &Headers) -> Vec<&(String, HeaderValue)> {
+    let mut all: Vec<&(String, HeaderValue)> = h.iter().collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
 fn sorted_entries(h: &Headers) -> Vec<&(String, HeaderValue)> {
     let mut all: Vec<&(String, HeaderValue)> = h.iter().collect();
     all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.total_cmp(&b.1)));
@@ -323,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn lists_and_maps_match_item_by_item_in_order() {
+    fn lists_match_in_order_and_maps_in_any_order() {
         let list = |items: &[V]| V::List(items.to_vec());
         let map = |pairs: &[(&str, V)]| V::Map(pairs.iter().cloned().collect());
         let text = V::Bytes(Bytes::from_static(b"a"));
@@ -333,7 +377,8 @@ mod tests {
         assert!(!list(&[]).matches(&map(&[])));
         let ab = map(&[("a", V::Int(1)), ("b", V::Bool(true))]);
         assert!(ab.matches(&map(&[("a", V::UInt(1)), ("b", V::Bool(true))])));
-        assert!(!ab.matches(&map(&[("b", V::Bool(true)), ("a", V::Int(1))])));
+        assert!(ab.matches(&map(&[("b", V::Bool(true)), ("a", V::UInt(1))])));
+        assert!(!ab.matches(&map(&[("b", V::Bool(true)), ("c", V::Int(1))])));
         assert!(!ab.matches(&map(&[("a", V::Int(2)), ("b", V::Bool(true))])));
         assert!(!ab.matches(&map(&[("a", V::Int(1))])));
     }
@@ -351,10 +396,12 @@ mod tests {
         assert!(map(1).same_entries(&map(1)));
         assert!(!map(1).same_entries(&map(2)));
         assert!(!map(1).same_entries(&one_two));
-        // Only the binding's own arguments are compared regardless of order.
+        // Nested tables too are compared regardless of order (management sorts their keys).
         let nested = |pairs: &[(&str, V)]| args(V::Map(pairs.iter().cloned().collect()));
         let xy = nested(&[("x", V::Int(1)), ("y", V::Int(2))]);
-        assert!(!xy.same_entries(&nested(&[("y", V::Int(2)), ("x", V::Int(1))])));
+        assert!(xy.same_entries(&nested(&[("y", V::Int(2)), ("x", V::Int(1))])));
+        assert!(xy.same_in_order(&nested(&[("y", V::Int(2)), ("x", V::Int(1))])));
+        assert!(!xy.same_entries(&nested(&[("y", V::Int(1)), ("x", V::Int(2))])));
     }
 
     #[test]
@@ -384,6 +431,24 @@ mod tests {
             unreachable!("the entries of a map kept as Other are not converted")
         });
         assert_eq!(map_too_deep, V::Other);
+    }
+
+    #[test]
+    fn a_brief_description_is_bounded_whatever_the_value() {
+        assert_eq!(V::Int(-3).brief().to_string(), "Int(-3)");
+        assert_eq!(V::Str("many".into()).brief().to_string(), "Str(\"many\")");
+        let long = "é".repeat(10_000);
+        let text = V::Str(long).brief().to_string();
+        assert!(
+            text.len() < 200 && text.ends_with("... of 20000 octets)"),
+            "{text}"
+        );
+        let binary = V::Bytes(Bytes::from(vec![0u8; 10_000])).brief().to_string();
+        assert!(binary.len() < 400, "{binary}");
+        let list = V::List(vec![V::Void; 10_000]);
+        assert_eq!(list.brief().to_string(), "a list of 10000 values");
+        let map = V::Map([("k", V::Void)].into_iter().collect());
+        assert_eq!(map.brief().to_string(), "a table of 1 entries");
     }
 
     #[test]

@@ -31,7 +31,8 @@ impl<T> HeadersBinding<T> {
                 Some("any") => MatchMode::Any,
                 _ => {
                     return Err(BrokerError::InvalidArgument(format!(
-                        "x-match must be \"all\" or \"any\", got {v:?}"
+                        "x-match must be \"all\" or \"any\", got {}",
+                        v.brief()
                     )))
                 }
             },

@@ -298,7 +298,7 @@ fn integer(v: &HeaderValue) -> Option<i128> {
 }
 
 fn invalid(key: &str, v: &HeaderValue, want: &str) -> BrokerError {
-    BrokerError::InvalidArgument(format!("invalid arg '{key}': {v:?} is not {want}"))
+    BrokerError::InvalidArgument(format!("invalid arg '{key}': {} is not {want}", v.brief()))
 }
 
 #[cfg(test)]

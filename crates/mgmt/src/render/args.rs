@@ -95,4 +95,19 @@ mod tests {
         );
         assert_eq!(to_json(&args), v);
     }
+
+    #[test]
+    fn a_nested_object_is_the_same_table_whatever_order_a_client_sent() {
+        // serde_json keeps an object's keys sorted; a 0-9-1 client's table keeps its order.
+        let from_api = from_json(Some(&json!({"t": {"b": 1, "a": 2}}))).unwrap();
+        let table: Arguments = [("b", HeaderValue::Int(1)), ("a", HeaderValue::Int(2))]
+            .into_iter()
+            .collect();
+        let from_client: Arguments = [("t", HeaderValue::Map(table))].into_iter().collect();
+        assert!(from_api.same_entries(&from_client));
+        assert!(from_api
+            .get("t")
+            .unwrap()
+            .matches(from_client.get("t").unwrap()));
+    }
 }

@@ -21,7 +21,8 @@ pub fn argument(args: &Arguments) -> Result<Option<Option<Duration>>, Fault> {
         Some(HeaderValue::Int(ms)) if *ms >= 0 => Ok(Some(from_millis(*ms as u64))),
         Some(HeaderValue::UInt(ms)) => Ok(Some(from_millis(*ms))),
         Some(v) => Err(Fault::precondition(format!(
-            "invalid arg '{ARGUMENT}': {v:?} is not a non-negative integer"
+            "invalid arg '{ARGUMENT}': {} is not a non-negative integer",
+            v.brief()
         ))),
     }
 }

@@ -69,7 +69,8 @@ fn non_negative(args: &Arguments, name: &str) -> Result<Option<u64>, Fault> {
         Some(HeaderValue::Int(i)) if *i >= 0 => Ok(Some(*i as u64)),
         Some(HeaderValue::UInt(u)) => Ok(Some(*u)),
         Some(v) => Err(Fault::precondition(format!(
-            "invalid arg '{name}': {v:?} is not a non-negative integer"
+            "invalid arg '{name}': {} is not a non-negative integer",
+            v.brief()
         ))),
     }
 }
