@@ -133,6 +133,10 @@ pub struct Waiting {
 /// as qpidd does, so the set we keep stays small.
 const TIMELY_REPLY_SPAN: u64 = 1000;
 
+/// Room a message.transfer takes around its header segment and body (the command's own
+/// segment and the frame headers), near enough to make room for.
+const TRANSFER_FRAMES_AROUND: usize = 96;
+
 impl Session {
     pub fn new(name: Bytes, channel: u16, owner: OwnerId) -> Session {
         Session {
@@ -406,6 +410,8 @@ impl Session {
         let body_len = (d.message.body_segment() || !body.is_empty()).then_some(body.len());
         // A large body goes out from where it is, spliced between its frames' headers.
         let splice = (body.len() >= SPLICE_MIN).then(|| d.message.body_bytes());
+        let copied = if splice.is_some() { 0 } else { body.len() };
+        spliced.make_room(out, TRANSFER_FRAMES_AROUND + header.len() + copied);
         let written =
             write_transfer_placing_body(out, head, body_len, |out, range| match &splice {
                 Some(shared) => spliced.splice(out, shared.slice(range)),

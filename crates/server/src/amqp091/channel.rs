@@ -37,6 +37,10 @@ use super::unacked::Unacked;
 /// Most exchanges a channel keeps resolved for publishing.
 const EXCHANGE_CACHE_MAX: usize = 64;
 
+/// Room a delivery's frames take around its properties and body (the deliver's own frame,
+/// the content header's fixed fields, frame headers and ends), near enough to make room for.
+const FRAMES_AROUND: usize = 160;
+
 /// What a channel's methods need from the connection.
 pub struct Ctx<'a> {
     pub broker: &'a Arc<Broker>,
@@ -274,10 +278,12 @@ impl Channel {
         ctx.traffic.messages_out += 1;
         let props = convert::outgoing_properties(message, returns);
         let body = message.body();
-        write_raw_content_header(ctx.out, self.id, &props, body.len());
         // A large body goes out from where it is, spliced between its frames' headers.
-        let spliced = &mut *ctx.spliced;
         let splice = (body.len() >= SPLICE_MIN).then(|| message.body_bytes());
+        let copied = if splice.is_some() { 0 } else { body.len() };
+        let spliced = &mut *ctx.spliced;
+        spliced.make_room(ctx.out, FRAMES_AROUND + props.len() + copied);
+        write_raw_content_header(ctx.out, self.id, &props, body.len());
         write_body_placing(
             ctx.out,
             self.id,

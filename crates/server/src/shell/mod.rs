@@ -591,6 +591,14 @@ impl<P: Protocol> Connection<P> {
     pub fn on_transmitted(&mut self, n: usize, now: Instant) {
         self.at(now);
         self.shell.spliced.advance(&mut self.shell.out, n);
+        if self.shell.out.is_empty() && self.shell.spliced.is_empty() {
+            // Everything went: the buffer starts again at the front of its allocation (no
+            // copy, nothing unsent to move, no piece split off it still queued). Otherwise
+            // each write left the buffer's start further on, until a batch of deliveries ran
+            // out of room halfway and had the half already written moved back to the front:
+            // a second copy of most of what a consumer was sent.
+            self.shell.out.reserve(READ_CHUNK);
+        }
         self.shell.traffic.bytes_out += n as u64;
         if n > 0 {
             self.shell.timers.wrote(self.shell.now);

@@ -35,6 +35,16 @@ impl Spliced {
         self.push(piece);
     }
 
+    /// Before about `needed` more bytes are written to `out`: if they do not fit in its room
+    /// and it holds unsent bytes, those move here (split off, not copied), so that growing
+    /// the buffer moves nothing. Growing a buffer that holds unsent bytes copies all of them,
+    /// and a consumer that falls behind leaves most of a buffer unsent.
+    pub fn make_room(&mut self, out: &mut BytesMut, needed: usize) {
+        if out.capacity() - out.len() < needed && !out.is_empty() {
+            self.push(out.split().freeze());
+        }
+    }
+
     fn push(&mut self, piece: Bytes) {
         if !piece.is_empty() {
             self.len += piece.len();
@@ -104,6 +114,24 @@ mod tests {
         out.extend_from_slice(b"tail");
         assert_eq!(flatten(&s, &out), b"headBODYtail");
         assert_eq!((s.len(), s.front(&out)), (8, &b"head"[..]));
+    }
+
+    #[test]
+    fn unsent_bytes_move_aside_rather_than_being_copied_when_the_buffer_is_full() {
+        let mut s = Spliced::default();
+        let mut out = BytesMut::with_capacity(16);
+        out.extend_from_slice(b"0123456789");
+        let before = out.as_ptr();
+        s.make_room(&mut out, 4);
+        assert_eq!((s.len(), out.len()), (0, 10), "room enough: nothing moves");
+        s.make_room(&mut out, 8);
+        assert_eq!((s.len(), out.len()), (10, 0));
+        assert_eq!(s.front(&out).as_ptr(), before, "split off, not copied");
+        out.extend_from_slice(b"abcdefgh");
+        assert_eq!(flatten(&s, &out), b"0123456789abcdefgh");
+        let mut empty = BytesMut::new();
+        s.make_room(&mut empty, 100);
+        assert_eq!(s.len(), 10, "an empty buffer has nothing to move");
     }
 
     #[test]
