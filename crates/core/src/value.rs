@@ -118,8 +118,7 @@ impl HeaderValue {
     /// qpidd's "compare string forms" in the common case without allocating. Lists match item
     /// by item, in order, and maps entry by entry under the same names, in any order (sorted
     /// first, so a peer's large table costs a sort, not a search per entry), each value by
-    /// these rules.
-    /// `Other` matches nothing because the core cannot see its content.
+    /// these rules. `Other` matches nothing because the core cannot see its content.
     pub fn matches(&self, other: &HeaderValue) -> bool {
         use HeaderValue as V;
         match (self, other) {
@@ -286,7 +285,6 @@ impl Headers {
     }
 }
 
-/// The entries by name, then by value in [`HeaderValue::total_cmp`]'s order.
 /// The entries by name only, keeping the order of those under one name.
 fn by_name(h: &Headers) -> Vec<&(String, HeaderValue)> {
     let mut all: Vec<&(String, HeaderValue)> = h.iter().collect();
@@ -294,6 +292,7 @@ fn by_name(h: &Headers) -> Vec<&(String, HeaderValue)> {
     all
 }
 
+/// The entries by name, then by value in [`HeaderValue::total_cmp`]'s order.
 fn sorted_entries(h: &Headers) -> Vec<&(String, HeaderValue)> {
     let mut all: Vec<&(String, HeaderValue)> = h.iter().collect();
     all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.total_cmp(&b.1)));
