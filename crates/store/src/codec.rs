@@ -32,10 +32,9 @@ pub fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-/// A length-prefixed byte string. Lengths beyond `u32` cannot occur: records are bounded by
-/// the broker's maximum message size.
+/// A length-prefixed byte string.
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    put_u32(out, u32::try_from(b.len()).unwrap_or(u32::MAX));
+    put_count(out, b.len());
     out.extend_from_slice(b);
 }
 
@@ -54,14 +53,16 @@ pub fn put_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
 }
 
 pub fn put_arguments(out: &mut Vec<u8>, args: &Arguments) {
-    put_u32(out, u32::try_from(args.0.len()).unwrap_or(u32::MAX));
+    put_count(out, args.0.len());
     for (k, v) in args.iter() {
         put_str(out, k);
         put_value(out, v);
     }
 }
 
-fn put_count(out: &mut Vec<u8>, n: usize) {
+/// A count of items, lengths and entries as the records write them. Counts beyond `u32`
+/// cannot occur: records are bounded by the broker's maximum message size.
+pub fn put_count(out: &mut Vec<u8>, n: usize) {
     put_u32(out, u32::try_from(n).unwrap_or(u32::MAX));
 }
 

@@ -14,7 +14,8 @@ use ferry_core::{
 };
 
 use crate::codec::{
-    put_arguments, put_bytes, put_opt_str, put_str, put_u32, put_u64, put_u8, DecodeError, Reader,
+    put_arguments, put_bytes, put_count, put_opt_str, put_str, put_u32, put_u64, put_u8,
+    DecodeError, Reader,
 };
 
 pub const FRAME_HEADER: usize = 17;
@@ -352,7 +353,7 @@ impl Record {
             Record::TxPrepare(p) => {
                 put_u64(out, p.tx);
                 put_bytes(out, &p.branch);
-                put_u32(out, u32::try_from(p.dequeues.len()).unwrap_or(u32::MAX));
+                put_count(out, p.dequeues.len());
                 for (queue, message) in &p.dequeues {
                     put_u64(out, *queue);
                     put_u64(out, *message);
@@ -592,7 +593,7 @@ fn exchange_binding(r: &mut Reader) -> Result<ExchangeBindingKey, DecodeError> {
 }
 
 pub fn put_ids(out: &mut Vec<u8>, ids: &[u64]) {
-    put_u32(out, u32::try_from(ids.len()).unwrap_or(u32::MAX));
+    put_count(out, ids.len());
     for id in ids {
         put_u64(out, *id);
     }
@@ -647,7 +648,7 @@ pub fn put_message_content(out: &mut Vec<u8>, m: &Message) {
     }
     if let Some(d) = &m.deaths() {
         put_u8(out, SECTION_DEATHS);
-        put_u32(out, u32::try_from(d.entries.len()).unwrap_or(u32::MAX));
+        put_count(out, d.entries.len());
         for death in &d.entries {
             put_death(out, death);
         }
