@@ -1,5 +1,7 @@
 //! Self-describing values: what maps, lists and arrays hold, keyed by type code.
 
+use std::collections::HashMap;
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::{self, Reader};
@@ -449,13 +451,42 @@ impl Map {
     }
 }
 
+/// Above this many entries, building a map looks keys up in a hash index: a table a peer
+/// declared with thousands of entries, sent back in a query, would otherwise cost a search
+/// of the entries so far for each one.
+const LINEAR_LOOKUP_MAX: usize = 16;
+
+/// Collects entries as repeated [`Map::insert`]s would (a repeated key keeps its first
+/// position and takes its last value), in time linear in the entries.
 impl<K: Into<Str>> FromIterator<(K, Value)> for Map {
     fn from_iter<I: IntoIterator<Item = (K, Value)>>(iter: I) -> Self {
-        let mut m = Map::new();
-        for (k, v) in iter {
-            m.insert(k, v);
+        let mut entries: Vec<(Str, Value)> = Vec::new();
+        let mut index: Option<HashMap<Str, usize>> = None;
+        for (key, value) in iter {
+            let key = key.into();
+            let earlier = match &index {
+                Some(index) => index.get(&key).copied(),
+                None => entries.iter().position(|(k, _)| *k == key),
+            };
+            if let Some(i) = earlier {
+                entries[i].1 = value;
+                continue;
+            }
+            if let Some(index) = &mut index {
+                index.insert(key.clone(), entries.len());
+            }
+            entries.push((key, value));
+            if index.is_none() && entries.len() > LINEAR_LOOKUP_MAX {
+                index = Some(
+                    entries
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (k, _))| (k.clone(), i))
+                        .collect(),
+                );
+            }
         }
-        m
+        Map(entries)
     }
 }
 

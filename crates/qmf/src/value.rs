@@ -117,11 +117,11 @@ fn to_header(value: &Value, depth: usize) -> HeaderValue {
 /// given in (str16 for text, binary for bytes); what the core could not keep is void, and an
 /// array comes back as a list (the core keeps no item type).
 pub fn from_arguments(args: &Arguments) -> Value {
-    let mut map = Map::new();
-    for (key, value) in args.iter() {
-        map.insert(Str::from(key.as_str()), from_header(value));
-    }
-    Value::Map(map)
+    Value::Map(
+        args.iter()
+            .map(|(key, value)| (Str::from(key.as_str()), from_header(value)))
+            .collect(),
+    )
 }
 
 fn from_header(value: &HeaderValue) -> Value {

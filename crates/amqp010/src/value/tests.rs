@@ -162,6 +162,37 @@ fn map_insert_replaces_in_place() {
 }
 
 #[test]
+fn collecting_a_map_keeps_what_repeated_inserts_keep() {
+    // Keys repeat before and after the collection switches to its hash index, and the
+    // first repeat of each comes after the switch for some keys.
+    let entries: Vec<(String, Value)> = (0..200u32)
+        .map(|i| (format!("k{}", i % 37), Value::Uint32(i)))
+        .collect();
+    let mut by_insert = Map::new();
+    for (k, v) in entries.clone() {
+        by_insert.insert(k, v);
+    }
+    let collected: Map = entries.into_iter().collect();
+    assert_eq!(collected, by_insert);
+    assert_eq!(collected.len(), 37);
+    assert_eq!(collected.get("k0"), Some(&Value::Uint32(185)));
+    assert_eq!(collected.entries()[36].0.to_string(), "k36");
+}
+
+#[test]
+fn collecting_a_large_map_keeps_every_distinct_key_in_order() {
+    let m: Map = (0..100_000u32)
+        .map(|i| (format!("key-{i}"), Value::Uint32(i)))
+        .collect();
+    assert_eq!(m.len(), 100_000);
+    assert!(m
+        .entries()
+        .iter()
+        .enumerate()
+        .all(|(i, (k, v))| k.to_string() == format!("key-{i}") && *v == Value::Uint32(i as u32)));
+}
+
+#[test]
 fn truncation_at_every_offset_is_an_error() {
     let mut m = Map::new();
     for (i, v) in every_kind().into_iter().enumerate() {

@@ -48,11 +48,10 @@ fn header_at(value: &Value, depth: usize) -> HeaderValue {
 /// Neutral values back to 0-10 for queries. `Other` has lost its content and is sent as void;
 /// an array comes back as a list (the core keeps no item type).
 pub fn headers_to_map(headers: &Arguments) -> Map {
-    let mut map = Map::new();
-    for (key, value) in headers.iter() {
-        map.insert(Str::from(key.as_str()), header_to_value(value));
-    }
-    map
+    headers
+        .iter()
+        .map(|(key, value)| (Str::from(key.as_str()), header_to_value(value)))
+        .collect()
 }
 
 fn header_to_value(value: &HeaderValue) -> Value {

@@ -486,6 +486,28 @@ async fn queue_query_reports_the_queue_as_declared_and_its_counts() {
 }
 
 #[tokio::test]
+async fn queue_query_returns_thousands_of_arguments_whole() {
+    // The map sent back is built in time linear in its entries (a peer's table of tens of
+    // thousands of entries made it quadratic).
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let entries: Vec<(String, Value)> = (0..20_000u32)
+        .map(|i| (format!("x-arg-{i}"), Value::Uint64(u64::from(i))))
+        .collect();
+    let declared = QueueDeclare {
+        arguments: Some(entries.iter().cloned().collect()),
+        ..declare("q")
+    };
+    assert_eq!(exception(&c.call(1, declared)), None);
+    let args = query_queue(&mut c, 1, "q").arguments.unwrap();
+    assert_eq!(args.len(), entries.len());
+    for ((k, v), (key, value)) in args.iter().zip(&entries) {
+        assert_eq!((k.to_string(), v), (key.clone(), value));
+    }
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+}
+
+#[tokio::test]
 async fn queue_declare_errors_have_their_codes() {
     let mut c = open().await;
     let passive_missing = QueueDeclare {
