@@ -41,8 +41,12 @@ pub struct ServerConfig {
     /// How long a refused login waits before the client hears of it.
     pub auth_failure_delay: Duration,
     pub max_connections: usize,
-    /// Largest frame we offer in connection.tune; clients may ask for less.
+    /// Largest frame we offer in 0-10's connection.tune (its field is 16 bits) and AMQP
+    /// 1.0's open; clients may ask for less.
     pub max_frame_size: u16,
+    /// Largest frame we offer in 0-9-1's connection.tune: RabbitMQ's `frame_max`, whose
+    /// default (131,072) its clients expect and most ask for.
+    pub amqp091_frame_max: u32,
     pub channel_max: u16,
     /// Largest message (header + body) a peer may send; bounds per-connection memory.
     pub max_message_size: usize,
@@ -97,6 +101,7 @@ impl Default for ServerConfig {
             auth_failure_delay: Duration::from_secs(1),
             max_connections: 500,
             max_frame_size: 65535,
+            amqp091_frame_max: 131_072,
             channel_max: 2047,
             max_message_size: 100 * 1024 * 1024,
             heartbeat_max: 120,

@@ -54,7 +54,7 @@ pub fn start(mechanisms: &[&str]) -> ConnectionStart {
 
 /// Our frame-max: the configured one, but never below the protocol minimum.
 pub fn frame_max(config: &ServerConfig) -> u32 {
-    u32::from(config.max_frame_size).max(FRAME_MIN_SIZE as u32)
+    config.amqp091_frame_max.max(FRAME_MIN_SIZE as u32)
 }
 
 pub fn tune(config: &ServerConfig) -> ConnectionTune {

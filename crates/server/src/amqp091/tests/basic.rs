@@ -292,6 +292,32 @@ async fn a_body_split_over_several_frames_is_reassembled_and_split_again_by_fram
 }
 
 #[tokio::test]
+async fn a_client_that_takes_our_frame_max_sends_and_gets_frames_of_rabbitmqs_default_size() {
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    // tune-ok frame-max 0: ours, 131,072 octets (RabbitMQ's default) in all per frame.
+    let mut c = handshake(services(ServerConfig::default()), &[], tune_ok(0, 0)).await;
+    open_channel(&mut c, 1);
+    c.declare_queue(1, "q");
+    c.send(&publish_frames(
+        1,
+        to("", "q"),
+        BasicProperties::default(),
+        &body,
+        131_072,
+    ));
+    c.send(&encode(1, consumer("q", "c1")));
+    let out = c.take_output();
+    let sizes: Vec<usize> = frames(out.clone())
+        .iter()
+        .filter(|f| f.frame_type == FrameType::Body)
+        .map(|f| f.payload.len())
+        .collect();
+    assert_eq!(sizes, [131_064, 131_064, 37_872]);
+    let got = incoming(out);
+    assert_eq!(got[1].body(), &body[..]);
+}
+
+#[tokio::test]
 async fn a_message_larger_than_the_maximum_size_is_406_on_its_channel_only() {
     let config = ServerConfig {
         max_message_size: 1000,

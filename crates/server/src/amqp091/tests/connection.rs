@@ -103,7 +103,7 @@ async fn amqplain_logs_in_as_plain_does() {
     };
     assert_eq!(
         (t.channel_max, t.frame_max, t.heartbeat),
-        (2047, 65535, 120)
+        (2047, 131_072, 120)
     );
     c.send(&encode(0, tune_ok(0, 0)));
     let ok = c.call(0, ConnectionOpen::default());
@@ -211,7 +211,7 @@ async fn an_unknown_mechanism_is_refused() {
 
 #[tokio::test]
 async fn tune_ok_outside_the_offered_frame_max_is_530() {
-    for frame_max in [65536, 4095, 512] {
+    for frame_max in [131_073, 4095, 512] {
         let mut c = at_tune(ServerConfig::default()).await;
         let out = c.call(0, tune_ok(frame_max, 0));
         assert_connection_closed(&c, &out, reply::NOT_ALLOWED);
@@ -233,7 +233,7 @@ async fn tune_ok_zero_takes_the_offer_and_heartbeats_are_capped_at_the_maximum()
     c.send(&encode(0, tune_ok(0, 600)));
     let ok = c.call(0, ConnectionOpen::default());
     assert!(matches!(&ok[..], [(0, Method::ConnectionOpenOk(_))]));
-    assert_eq!(c.conn.protocol.frame_max, 65535);
+    assert_eq!(c.conn.protocol.frame_max, 131_072);
     // Heartbeats go out every half of the capped ten seconds.
     assert_eq!(c.conn.poll_timeout(), Some(c.now + 5 * SECOND));
     let listed = c.conn.broker().connections().list();
