@@ -1,6 +1,6 @@
 //! Queues, exchanges and bindings.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ferry_core::BindingStatus;
 
@@ -109,27 +109,50 @@ pub(super) fn exchanges(view: &View) -> Vec<QmfObject> {
 }
 
 pub(super) fn bindings(view: &View) -> Vec<QmfObject> {
-    // 0-9-1 may bind a queue under one key several times with other arguments, which qpidd
-    // cannot: the second and later get `,2`, `,3`... so that object names stay unique.
-    let mut seen: HashMap<(String, String, String), usize> = HashMap::new();
-    queue_bindings(view)
+    let bindings = queue_bindings(view);
+    let names = binding_names(
+        bindings
+            .iter()
+            .map(|b| binding_key(&b.source, &b.destination, &b.key)),
+    );
+    bindings
         .into_iter()
-        .map(|b| {
-            let nth = seen
-                .entry((b.source.clone(), b.destination.clone(), b.key.clone()))
-                .or_default();
-            *nth += 1;
+        .zip(names)
+        .map(|(b, name)| {
             let v = Values::default()
                 .reference("exchangeRef", &Class::Exchange.object_name(&b.source))
                 .reference("queueRef", &Class::Queue.object_name(&b.destination))
                 .text("bindingKey", &b.key)
                 .value("arguments", from_arguments(&b.arguments))
                 .u64("msgMatched", 0);
-            let mut key = binding_key(&b.source, &b.destination, &b.key);
-            if *nth > 1 {
-                key = format!("{key},{nth}");
+            view.object(Class::Binding, name, v.build(), 0)
+        })
+        .collect()
+}
+
+/// Unique names for bindings named `qpidd_names` as qpidd names them. 0-9-1 may bind a queue
+/// under one key several times with other arguments, which qpidd cannot: the first keeps
+/// qpidd's name, the later ones get `,2`, `,3`... after it, passing over any name another
+/// binding has as its own (a key may itself end in `,2`).
+fn binding_names(qpidd_names: impl Iterator<Item = String>) -> Vec<String> {
+    let qpidd_names: Vec<String> = qpidd_names.collect();
+    let mut taken: HashSet<String> = qpidd_names.iter().cloned().collect();
+    let mut firsts: HashSet<&str> = HashSet::new();
+    let mut next_suffix: HashMap<&str, usize> = HashMap::new();
+    qpidd_names
+        .iter()
+        .map(|name| {
+            if firsts.insert(name) {
+                return name.clone();
             }
-            view.object(Class::Binding, key, v.build(), 0)
+            let n = next_suffix.entry(name).or_insert(2);
+            loop {
+                let candidate = format!("{name},{n}");
+                *n += 1;
+                if taken.insert(candidate.clone()) {
+                    return candidate;
+                }
+            }
         })
         .collect()
 }

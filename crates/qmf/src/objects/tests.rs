@@ -249,32 +249,49 @@ fn exchanges_and_bindings_refer_to_each_other_by_name() {
 }
 
 /// 0-9-1 may bind a queue under one key twice with other arguments, which qpidd cannot:
-/// each binding is its own object, under a name of its own.
+/// each binding is its own object, under a name of its own, also when another binding's
+/// key makes qpidd's name for it the one the second would have had.
 #[test]
 fn bindings_under_one_key_have_names_of_their_own() {
     let id = identity();
     let b = broker(&id);
     let n = |v: i64| -> Arguments { [("n", HeaderValue::Int(v))].into_iter().collect() };
-    for v in [1, 2] {
+    for (key, v) in [("", 1), ("", 2), (",2", 3), ("", 4)] {
         b.bind_as(
             ferry_core::BindingIdentity::KeyAndArguments,
             "q",
             "amq.match",
-            "",
+            key,
             &n(v),
         )
         .unwrap();
     }
     let v = view(&b, &id);
-    let names: Vec<String> = v
+    let mut names: Vec<(String, String)> = v
         .objects(Class::Binding)
         .iter()
         .filter(|o| reference(&o.values, "exchangeRef").ends_with(":amq.match"))
-        .map(|o| o.object_name().to_owned())
+        .map(|o| {
+            let n = match o.values.get("arguments") {
+                Some(Value::Map(m)) => format!("{:?}", m.get("n")),
+                other => format!("{other:?}"),
+            };
+            (o.object_name().to_owned(), n)
+        })
         .collect();
+    names.sort();
     let first = "org.apache.qpid.broker:binding:org.apache.qpid.broker:exchange:amq.match,\
                  org.apache.qpid.broker:queue:q,";
-    assert_eq!(names, [first.to_owned(), format!("{first},2")]);
+    let int = |v: i64| format!("{:?}", Some(Value::Int64(v)));
+    assert_eq!(
+        names,
+        [
+            (first.to_owned(), int(1)),
+            (format!("{first},2"), int(3)),
+            (format!("{first},3"), int(2)),
+            (format!("{first},4"), int(4)),
+        ]
+    );
 }
 
 #[test]
