@@ -42,10 +42,13 @@ pub(super) fn connections(view: &View) -> Vec<QmfObject> {
         .into_iter()
         .map(|c| {
             let address = address(&c);
-            let mut props = Map::new();
-            for (k, v) in &c.meta.client_properties {
-                props.insert(Str::from(k.as_str()), text(v));
-            }
+            // Collected: a client's properties are its own, as many as a frame holds.
+            let props: Map = c
+                .meta
+                .client_properties
+                .iter()
+                .map(|(k, v)| (Str::from(k.as_str()), text(v)))
+                .collect();
             let mut v = Values::default()
                 .reference("vhostRef", &vhost)
                 .text("address", &address)

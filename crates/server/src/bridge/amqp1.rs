@@ -291,17 +291,17 @@ fn text_of(v: &V1) -> Option<String> {
 /// 0-10 and 0-9-1): application properties, annotations with `x-` keys, the subject, and
 /// the properties neither protocol has a field for.
 fn headers_of(d: &Decoded, message_id_header: bool) -> Map {
-    let mut map = Map::new();
-    for (k, v) in d.application_properties.iter().flat_map(|a| a.iter()) {
-        if let Some(v) = value_to_010(v) {
-            map.insert(Str::from_bytes(k.bytes().clone()), v);
-        }
-    }
-    for (k, v) in d.header_annotations() {
-        if let Some(v) = value_to_010(v) {
-            map.insert(k, v);
-        }
-    }
+    // Collected, not inserted one by one: a message spanning many transfers may carry
+    // hundreds of thousands of properties, and this runs for every delivery.
+    let properties = d
+        .application_properties
+        .iter()
+        .flat_map(|a| a.iter())
+        .filter_map(|(k, v)| Some((Str::from_bytes(k.bytes().clone()), value_to_010(v)?)));
+    let annotations = d
+        .header_annotations()
+        .filter_map(|(k, v)| Some((Str::from(k), value_to_010(v)?)));
+    let mut map: Map = properties.chain(annotations).collect();
     let p = &d.properties;
     let text = |s: &Str1| V010::Str16(Str::from_bytes(s.bytes().clone()));
     if let Some(s) = &p.subject {

@@ -36,7 +36,8 @@ use outbound::Spliced;
 use presettled::Presettled;
 use timers::Timers;
 
-/// Read this much at a time; a full-size frame of either protocol fits.
+/// Read this much at a time; a full-size 0-10 frame fits. A larger frame (0-9-1's may
+/// take 128 KiB) accumulates over reads, the buffer making room each time.
 pub const READ_CHUNK: usize = 64 * 1024;
 
 /// Where a connection is in its life; the same steps for every AMQP version.

@@ -90,6 +90,35 @@ fn a_1_0_message_goes_to_0_10_as_qpidd_maps_it() {
 }
 
 #[test]
+fn tens_of_thousands_of_application_properties_reach_0_10_whole_and_in_order() {
+    // Built in time linear in them: this conversion runs for every delivery.
+    let mut m = sample();
+    let mut app = ApplicationProperties::new();
+    for i in 0..30_000i32 {
+        app.push(Str1::from(format!("p{i}").as_str()), V1::Int(i));
+    }
+    // A repeated name keeps its first place and takes its last value, as 0-10 maps do.
+    app.push(Str1::from("p7"), V1::Int(-7));
+    m.application_properties = Some(app);
+    let (message, _) = published(&m, "", "q1");
+    let h = MessageHeader::decode(to_amqp010(&message)).unwrap();
+    let headers = h.properties.unwrap().application_headers.unwrap();
+    let entries = headers.entries();
+    for (i, (k, v)) in entries.iter().take(30_000).enumerate() {
+        let expected = if i == 7 { -7 } else { i as i32 };
+        assert_eq!(
+            (k.to_string(), v),
+            (format!("p{i}"), &V010::Int32(expected))
+        );
+    }
+    assert_eq!(
+        headers.get("x-opt-jms-msg-type"),
+        Some(&V010::Int8(5)),
+        "annotations after them"
+    );
+}
+
+#[test]
 fn a_1_0_message_goes_to_0_9_1_with_text_ids_and_a_timestamp() {
     let (m, _) = published(&sample(), "", "q1");
     let p = to_amqp091(&m);
