@@ -248,6 +248,14 @@ impl Headers {
         self.0.iter()
     }
 
+    /// Each name's first entry, in order: what [`Headers::get`] reads, and so what the broker
+    /// acts on. For showing a peer's table (queries, QMF) where the target keeps one value
+    /// per name and a later duplicate would otherwise replace the one in force.
+    pub fn distinct(&self) -> impl Iterator<Item = &(String, HeaderValue)> {
+        let mut seen = std::collections::HashSet::new();
+        self.0.iter().filter(move |(k, _)| seen.insert(k.as_str()))
+    }
+
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -315,6 +323,25 @@ impl<'a> FromIterator<(&'a str, HeaderValue)> for Headers {
 mod tests {
     use super::HeaderValue as V;
     use super::*;
+
+    #[test]
+    fn distinct_keeps_each_names_first_entry_in_order() {
+        let h: Headers = [
+            ("a", V::Int(1)),
+            ("b", V::Int(2)),
+            ("a", V::Int(3)),
+            ("c", V::Int(4)),
+            ("b", V::Int(5)),
+        ]
+        .into_iter()
+        .collect();
+        let kept: Vec<(&str, &V)> = h.distinct().map(|(k, v)| (k.as_str(), v)).collect();
+        assert_eq!(
+            kept,
+            [("a", &V::Int(1)), ("b", &V::Int(2)), ("c", &V::Int(4))]
+        );
+        assert_eq!(h.get("a"), Some(&V::Int(1)), "the same one get reads");
+    }
 
     #[test]
     fn same_in_order_wants_the_order_too() {

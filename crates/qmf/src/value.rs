@@ -117,8 +117,9 @@ fn to_header(value: &Value, depth: usize) -> HeaderValue {
 /// given in (str16 for text, binary for bytes); what the core could not keep is void, and an
 /// array comes back as a list (the core keeps no item type).
 pub fn from_arguments(args: &Arguments) -> Value {
+    // A repeated name shows the value in force, its first.
     Value::Map(
-        args.iter()
+        args.distinct()
             .map(|(key, value)| (Str::from(key.as_str()), from_header(value)))
             .collect(),
     )
@@ -142,6 +143,18 @@ fn from_header(value: &HeaderValue) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_show_a_repeated_names_value_in_force() {
+        let args: Arguments = [("n", HeaderValue::Int(1)), ("n", HeaderValue::Int(2))]
+            .into_iter()
+            .collect();
+        let Value::Map(m) = from_arguments(&args) else {
+            panic!("not a map");
+        };
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.get("n"), Some(&Value::Int64(1)));
+    }
 
     #[test]
     fn text_is_binary_as_qpidd_sends_it() {

@@ -46,10 +46,11 @@ fn header_at(value: &Value, depth: usize) -> HeaderValue {
 }
 
 /// Neutral values back to 0-10 for queries. `Other` has lost its content and is sent as void;
-/// an array comes back as a list (the core keeps no item type).
+/// an array comes back as a list (the core keeps no item type). A repeated name shows the
+/// value in force, its first.
 pub fn headers_to_map(headers: &Arguments) -> Map {
     headers
-        .iter()
+        .distinct()
         .map(|(key, value)| (Str::from(key.as_str()), header_to_value(value)))
         .collect()
 }
@@ -153,6 +154,21 @@ pub fn optional_name<'a>(field: &'a Option<Str>, name: &str) -> Result<&'a str, 
 mod tests {
     use super::*;
     use ferry_amqp010::Array;
+
+    #[test]
+    fn a_query_shows_a_repeated_arguments_value_in_force() {
+        let args: Arguments = [
+            ("qpid.max_count", HeaderValue::Int(10)),
+            ("x", HeaderValue::Int(1)),
+            ("qpid.max_count", HeaderValue::Int(20)),
+        ]
+        .into_iter()
+        .collect();
+        let map = headers_to_map(&args);
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.get("qpid.max_count"), Some(&Value::Int64(10)));
+        assert_eq!(args.get("qpid.max_count"), Some(&HeaderValue::Int(10)));
+    }
 
     #[test]
     fn integers_of_any_width_become_comparable() {
