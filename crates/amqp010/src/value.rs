@@ -460,34 +460,55 @@ const LINEAR_LOOKUP_MAX: usize = 16;
 /// position and takes its last value), in time linear in the entries.
 impl<K: Into<Str>> FromIterator<(K, Value)> for Map {
     fn from_iter<I: IntoIterator<Item = (K, Value)>>(iter: I) -> Self {
-        let mut entries: Vec<(Str, Value)> = Vec::new();
-        let mut index: Option<HashMap<Str, usize>> = None;
-        for (key, value) in iter {
-            let key = key.into();
-            let earlier = match &index {
-                Some(index) => index.get(&key).copied(),
-                None => entries.iter().position(|(k, _)| *k == key),
-            };
-            if let Some(i) = earlier {
-                entries[i].1 = value;
-                continue;
-            }
-            if let Some(index) = &mut index {
-                index.insert(key.clone(), entries.len());
-            }
-            entries.push((key, value));
-            if index.is_none() && entries.len() > LINEAR_LOOKUP_MAX {
-                index = Some(
-                    entries
-                        .iter()
-                        .enumerate()
-                        .map(|(i, (k, _))| (k.clone(), i))
-                        .collect(),
-                );
-            }
-        }
-        Map(entries)
+        collect(iter, Repeated::TakesLastValue)
     }
+}
+
+impl Map {
+    /// Collects entries keeping a repeated key's first value, in time linear in the
+    /// entries: what a broker that reads a header table's first match (as the headers
+    /// exchange does) acted on, for a peer that sent a name twice.
+    pub fn from_first_values<K: Into<Str>>(iter: impl IntoIterator<Item = (K, Value)>) -> Map {
+        collect(iter, Repeated::KeepsFirstValue)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Repeated {
+    TakesLastValue,
+    KeepsFirstValue,
+}
+
+fn collect<K: Into<Str>>(iter: impl IntoIterator<Item = (K, Value)>, repeated: Repeated) -> Map {
+    let mut entries: Vec<(Str, Value)> = Vec::new();
+    let mut index: Option<HashMap<Str, usize>> = None;
+    for (key, value) in iter {
+        let key = key.into();
+        let earlier = match &index {
+            Some(index) => index.get(&key).copied(),
+            None => entries.iter().position(|(k, _)| *k == key),
+        };
+        if let Some(i) = earlier {
+            if repeated == Repeated::TakesLastValue {
+                entries[i].1 = value;
+            }
+            continue;
+        }
+        if let Some(index) = &mut index {
+            index.insert(key.clone(), entries.len());
+        }
+        entries.push((key, value));
+        if index.is_none() && entries.len() > LINEAR_LOOKUP_MAX {
+            index = Some(
+                entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (k, _))| (k.clone(), i))
+                    .collect(),
+            );
+        }
+    }
+    Map(entries)
 }
 
 fn count(n: usize, what: &'static str) -> Result<u32, EncodeError> {

@@ -180,6 +180,21 @@ fn collecting_a_map_keeps_what_repeated_inserts_keep() {
 }
 
 #[test]
+fn collecting_first_values_keeps_each_keys_first_value_in_first_place() {
+    // As above, with repeats on both sides of the switch to the hash index.
+    let entries: Vec<(String, Value)> = (0..200u32)
+        .map(|i| (format!("k{}", i % 37), Value::Uint32(i)))
+        .collect();
+    let m = Map::from_first_values(entries);
+    assert_eq!(m.len(), 37);
+    assert!(m
+        .entries()
+        .iter()
+        .enumerate()
+        .all(|(i, (k, v))| k.to_string() == format!("k{i}") && *v == Value::Uint32(i as u32)));
+}
+
+#[test]
 fn collecting_a_large_map_keeps_every_distinct_key_in_order() {
     let m: Map = (0..100_000u32)
         .map(|i| (format!("key-{i}"), Value::Uint32(i)))

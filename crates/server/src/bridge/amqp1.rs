@@ -292,7 +292,9 @@ fn text_of(v: &V1) -> Option<String> {
 /// the properties neither protocol has a field for.
 fn headers_of(d: &Decoded, message_id_header: bool) -> Map {
     // Collected, not inserted one by one: a message spanning many transfers may carry
-    // hundreds of thousands of properties, and this runs for every delivery.
+    // hundreds of thousands of properties, and this runs for every delivery. A name sent
+    // twice shows its first value, the one a headers exchange matched on; an annotation
+    // named as a property does not replace it.
     let properties = d
         .application_properties
         .iter()
@@ -301,7 +303,7 @@ fn headers_of(d: &Decoded, message_id_header: bool) -> Map {
     let annotations = d
         .header_annotations()
         .filter_map(|(k, v)| Some((Str::from(k), value_to_010(v)?)));
-    let mut map: Map = properties.chain(annotations).collect();
+    let mut map = Map::from_first_values(properties.chain(annotations));
     let p = &d.properties;
     let text = |s: &Str1| V010::Str16(Str::from_bytes(s.bytes().clone()));
     if let Some(s) = &p.subject {
