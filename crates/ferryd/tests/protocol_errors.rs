@@ -387,3 +387,46 @@ fn assert_completed(raw: &mut Raw, channel: u16, id: u32) {
             if sc.commands.as_ref().is_some_and(|s| s.contains(id)))
     });
 }
+
+#[test]
+fn queries_from_a_peer_that_does_not_read_cost_bounded_memory() {
+    // Each query answers with the queue's half-megabyte arguments. Sent all at once, and
+    // read only after, they are answered a little at a time as the peer reads: unanswered
+    // they would be a gigabyte in the broker's output.
+    let broker = Ferryd::start();
+    let mut raw = Raw::open(broker.addr);
+    raw.attach(1, "asks");
+    let mut arguments = ferry_amqp010::Map::new();
+    arguments.insert(
+        "x-big",
+        ferry_amqp010::Value::Vbin32(bytes::Bytes::from(vec![1u8; 512 * 1024])),
+    );
+    raw.command(
+        1,
+        QueueDeclare {
+            queue: Some(Str::from("wide-args")),
+            arguments: Some(arguments),
+            ..Default::default()
+        }
+        .into(),
+    );
+    let before = common::rss_kib(broker.pid());
+    const QUERIES: usize = 2000;
+    for _ in 0..QUERIES {
+        raw.command(
+            1,
+            QueueQuery {
+                queue: Some(Str::from("wide-args")),
+            }
+            .into(),
+        );
+    }
+    // Let the broker take in what it will before anything is read.
+    std::thread::sleep(Duration::from_millis(500));
+    let grown = common::rss_kib(broker.pid()).saturating_sub(before);
+    assert!(grown < 64 * 1024, "RSS grew by {grown} KiB");
+    for _ in 0..QUERIES {
+        raw.expect_command(1, |c| matches!(c, Command::ExecutionResult(_)));
+    }
+    assert_session_works(&mut raw, 1, "after-queries");
+}

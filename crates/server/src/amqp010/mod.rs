@@ -115,6 +115,9 @@ impl Protocol for Amqp010 {
     /// Processes every complete frame in `input`, then reports completions once per session.
     fn process(&mut self, shell: &mut Shell, input: &mut BytesMut) {
         while !matches!(shell.phase, Phase::Authenticating | Phase::Finished) {
+            if shell.hold_input() {
+                break;
+            }
             let frame = match decode_frame(input, self.max_frame) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,

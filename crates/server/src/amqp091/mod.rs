@@ -100,6 +100,9 @@ impl Protocol for Amqp091 {
     /// Processes every complete frame in `input`, then sends the batch's publisher confirms.
     fn process(&mut self, shell: &mut Shell, input: &mut BytesMut) {
         while !matches!(shell.phase, Phase::Finished | Phase::Authenticating) {
+            if shell.hold_input() {
+                break;
+            }
             let frame = match decode_frame(input, self.frame_max + FRAME_OVERHEAD) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,

@@ -128,6 +128,9 @@ pub async fn run<T: Transport>(
 impl Protocol for Amqp1 {
     fn process(&mut self, shell: &mut Shell, input: &mut BytesMut) {
         while !matches!(shell.phase, Phase::Finished | Phase::Authenticating) {
+            if shell.hold_input() {
+                break;
+            }
             if shell.phase == Phase::AwaitTuneOk {
                 // After the SASL outcome: the client's AMQP header.
                 let Some(header) = input.get(..8) else {

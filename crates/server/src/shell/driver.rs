@@ -56,6 +56,9 @@ pub async fn drive<T: Transport, P: Protocol>(
                 Err(e) => break Err(e),
             }
         }
+        if conn.resume_held_input(&mut input, Instant::now()) {
+            continue;
+        }
         let all_written = !conn.has_output() && !stream.wants_write();
         if conn.is_done() {
             break Ok(());

@@ -141,6 +141,9 @@ pub struct Shell {
     now: Instant,
     /// A resource alarm stopped processing this publisher's input.
     flow_blocked: bool,
+    /// The protocol stopped decoding its input halfway through a read because the output
+    /// was past its high-water mark: the rest is processed once the peer has read enough.
+    input_held: bool,
     /// The highest sync point we asked the journal to wake us for.
     sync_requested: SyncPoint,
     /// Give up at once, without lingering (the peer never answered our close).
@@ -174,6 +177,22 @@ struct Held {
 }
 
 impl Shell {
+    /// The output is past its high-water mark.
+    fn output_full(&self) -> bool {
+        self.out.len() + self.spliced.len() >= self.config.write_high_water
+    }
+
+    /// Called by a protocol before it decodes each frame: whether to stop here and leave
+    /// the rest of the input for later, because the output is past its high-water mark. A
+    /// peer that sends commands whose answers are far larger than they are (a 0-10 query
+    /// answers with the arguments a queue was declared with, up to a megabyte, for a
+    /// twenty-octet command), and does not read, then costs the broker that mark plus one
+    /// answer, not an answer for every command in a read.
+    pub fn hold_input(&mut self) -> bool {
+        self.input_held = self.output_full();
+        self.input_held
+    }
+
     /// Input waits unprocessed: a resource alarm, or producer flow control.
     pub fn paused(&self) -> bool {
         self.flow_blocked || self.held_by.is_some()
@@ -220,6 +239,7 @@ impl Shell {
             traffic: Traffic::default(),
             now,
             flow_blocked: false,
+            input_held: false,
             sync_requested: SyncPoint::default(),
             abandoned: false,
             peer_closes: false,
@@ -568,7 +588,21 @@ impl<P: Protocol> Connection<P> {
     }
 
     pub fn below_high_water(&self) -> bool {
-        self.shell.out.len() + self.shell.spliced.len() < self.shell.config.write_high_water
+        !self.shell.output_full()
+    }
+
+    /// Processes the input a protocol left for later ([`Shell::hold_input`]) once the
+    /// output has gone below its high-water mark; returns whether it did. The driver calls
+    /// this after each write: the peer may have sent everything already, so no read would
+    /// come to process it.
+    pub fn resume_held_input(&mut self, input: &mut BytesMut, now: Instant) -> bool {
+        if !self.shell.input_held || self.shell.output_full() {
+            return false;
+        }
+        self.at(now);
+        self.shell.input_held = false;
+        self.process(input);
+        true
     }
 
     /// The next bytes to send (all of them unless a large body was spliced in; see

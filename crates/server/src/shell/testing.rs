@@ -92,15 +92,26 @@ impl<P: Protocol> Wire<P> {
     /// out" now).
     pub fn take_output(&mut self) -> BytesMut {
         let mut items = Vec::new();
-        self.conn.handle_outbox(&mut items, self.now);
         let mut out = BytesMut::new();
-        while self.conn.has_output() {
-            let next = self.conn.output();
-            out.extend_from_slice(next);
-            let n = next.len();
-            self.conn.on_transmitted(n, self.now);
+        loop {
+            self.conn.handle_outbox(&mut items, self.now);
+            while self.conn.has_output() {
+                let next = self.conn.output();
+                out.extend_from_slice(next);
+                let n = next.len();
+                self.conn.on_transmitted(n, self.now);
+            }
+            // As the event loop does after a write: input held back while the output was
+            // full is processed now.
+            if !self.conn.resume_held_input(&mut self.input, self.now) {
+                return out;
+            }
         }
-        out
+    }
+
+    /// What the client sent that waits unprocessed.
+    pub fn unprocessed(&self) -> usize {
+        self.input.len()
     }
 
     /// Moves the clock on by `d`, handling every deadline passed on the way in order, and

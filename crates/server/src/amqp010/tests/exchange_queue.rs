@@ -508,6 +508,47 @@ async fn queue_query_returns_thousands_of_arguments_whole() {
 }
 
 #[tokio::test]
+async fn queries_whose_answers_fill_the_output_wait_for_the_peer_to_read() {
+    // A twenty-octet query answers with the queue's arguments (here half a megabyte): a
+    // read full of queries from a peer that does not read would otherwise be answered
+    // whole, a thousand times what it sent.
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let big = Value::Vbin32(bytes::Bytes::from(vec![7u8; 512 * 1024]));
+    let declared = QueueDeclare {
+        arguments: Some(map(&[("x-big", big)])),
+        ..declare("q")
+    };
+    assert_eq!(exception(&c.call(1, declared)), None);
+    let mut queries = BytesMut::new();
+    for _ in 0..100 {
+        queries.extend_from_slice(&command(
+            1,
+            QueueQuery {
+                queue: Some(Str::from("q")),
+            },
+            true,
+        ));
+    }
+    c.send(&queries);
+    let high_water = c.conn.shell.config.write_high_water;
+    assert!(
+        c.conn.shell.out.len() < high_water + 600 * 1024,
+        "{} octets answered before the peer read any",
+        c.conn.shell.out.len()
+    );
+    assert!(c.unprocessed() > 0, "the rest of the queries wait");
+    // As the peer reads, the rest are answered, in order and all of them.
+    let answered = decode(c.take_output())
+        .iter()
+        .filter(|i| matches!(i, Item::Command(1, Command::ExecutionResult(_), _)))
+        .count();
+    assert_eq!(answered, 100);
+    assert_eq!(c.unprocessed(), 0);
+    assert_eq!(c.conn.shell.phase, Phase::Open);
+}
+
+#[tokio::test]
 async fn queue_declare_errors_have_their_codes() {
     let mut c = open().await;
     let passive_missing = QueueDeclare {
