@@ -28,8 +28,8 @@ use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
     decode_frame, write_control_framed, Array, Assembler, AssemblyError, CloseCode, Command,
     CommandErrorKind, ConnectionClose, ConnectionCloseOk, ConnectionHeartbeat, ConnectionOpenOk,
-    ConnectionSecure, Control, DetachCode, ErrorCode, Incoming, SessionAttached, SessionDetached,
-    SessionTimeout, FRAME_HEADER_SIZE, MIN_MAX_FRAME_SIZE,
+    ConnectionSecure, Control, DetachCode, ErrorCode, FrameHeader, Incoming, SegmentType,
+    SessionAttached, SessionDetached, SessionTimeout, FRAME_HEADER_SIZE, MIN_MAX_FRAME_SIZE,
 };
 use ferry_core::{ConsumerId, OutboxItem, SessionStatus};
 use tracing::{debug, info, warn};
@@ -111,6 +111,15 @@ pub async fn run<T: Transport>(
     driver::drive(stream, &mut conn, shutdown).await
 }
 
+/// A control segment in a single frame: what may arrive on a channel without a session.
+fn is_whole_control(h: &FrameHeader) -> bool {
+    h.segment_type == SegmentType::Control
+        && h.first_segment
+        && h.last_segment
+        && h.first_frame
+        && h.last_frame
+}
+
 impl Protocol for Amqp010 {
     /// Processes every complete frame in `input`, then reports completions once per session.
     fn process(&mut self, shell: &mut Shell, input: &mut BytesMut) {
@@ -146,6 +155,13 @@ impl Protocol for Amqp010 {
                 let text = format!("channel {channel} exceeds channel-max {}", self.channel_max);
                 self.fault(shell, ConnectionFault::framing(text));
                 break;
+            }
+            if !self.attached(channel) && !is_whole_control(&frame.header) {
+                // Commands on a channel without a session are dropped (see `on_command`);
+                // dropped here, a frame at a time, they are never assembled, so a peer
+                // (logged in or not) cannot park a half-sent message on each of its 2,047
+                // channels. Only a control can attach a session, and controls fit a frame.
+                continue;
             }
             let pushed = match self.channel_mut(shell, channel) {
                 Some(c) => c.assembler.push(frame),
@@ -371,6 +387,14 @@ impl Amqp010 {
         if let Err(e) = write_control_framed(&mut shell.out, channel, &control, self.max_frame) {
             warn!("cannot encode {}: {e}", control.name());
         }
+    }
+
+    /// Whether `channel` has a session (working or failed).
+    fn attached(&self, channel: u16) -> bool {
+        self.channels
+            .get(usize::from(channel))
+            .and_then(|c| c.as_ref())
+            .is_some_and(|c| c.session.is_some())
     }
 
     fn channel_mut(&mut self, shell: &Shell, channel: u16) -> Option<&mut Channel> {

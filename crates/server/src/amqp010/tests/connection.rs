@@ -930,3 +930,47 @@ async fn open_ok_lists_a_clusters_members_as_known_hosts() {
         ["amqp:tcp:127.0.0.11:5672", "amqp:tcp:127.0.0.12:5672"]
     );
 }
+
+/// The frames of a 200,000-octet transfer on `channel`, all but the last: a message the
+/// peer never finishes.
+fn unfinished_transfer(channel: u16) -> BytesMut {
+    let header = MessageHeader::default();
+    let mut all = transfer_frames(channel, "", &header, &vec![0u8; 200_000], false);
+    let mut frames = Vec::new();
+    while let Some(frame) = decode_frame(&mut all, MAX_FRAME).expect("well-formed") {
+        frames.push(frame);
+    }
+    frames.pop();
+    let mut out = BytesMut::new();
+    for f in frames {
+        f.header.write(&mut out);
+        out.extend_from_slice(&f.payload);
+    }
+    out
+}
+
+#[tokio::test]
+async fn frames_on_channels_without_a_session_are_not_assembled() {
+    // Before login, and after it on a channel nobody attached: what the peer sends there is
+    // dropped frame by frame, not kept on each channel until a message ends.
+    let (mut c, _) = fresh(ServerConfig::default());
+    c.send(&unfinished_transfer(3));
+    assert!(c
+        .conn
+        .protocol
+        .channels
+        .get(3)
+        .is_none_or(|ch| ch.is_none()));
+    let mut c = open().await;
+    c.send(&unfinished_transfer(5));
+    assert!(c
+        .conn
+        .protocol
+        .channels
+        .get(5)
+        .is_none_or(|ch| ch.is_none()));
+    // An attach there still works, and so does the session.
+    c.attach(5, "late");
+    c.exchange(command(5, declare("q5"), false));
+    assert!(c.conn.shell.broker.queue("q5").is_some());
+}
