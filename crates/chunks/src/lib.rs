@@ -6,7 +6,8 @@
 //! as frames arrive would copy repeatedly and could leave up to twice the payload's size
 //! allocated for as long as the message lives in a queue; reserving what a header announces
 //! would let a peer make us allocate what it never sends. A payload that arrived in one
-//! frame stays that frame's slice.
+//! frame stays that frame's slice; small parts of a longer one are copied as they come
+//! ([`SMALL_PART`]), so that what a payload holds stays near what it counts.
 //!
 //! The read buffers those frames are cut from make room with [`reserve_unread`], used by
 //! every codec and by the server's read loop.
@@ -19,10 +20,22 @@ pub enum Chunks {
     Empty,
     One(Bytes),
     Many {
+        /// Large parts as received; the payload is these, then `small`.
         parts: Vec<Bytes>,
+        /// The small parts since the last large one, copied.
+        small: BytesMut,
         len: usize,
     },
 }
+
+/// Parts of a payload shorter than this are copied as they arrive rather than kept as
+/// slices, once the payload has more than one part. A slice keeps its whole read buffer
+/// (up to [`FRESH_READ_BUFFER`]) allocated: a peer sending a message an octet at a time,
+/// with other traffic between, would hold a read buffer per octet counted against the
+/// message's size, and each slice costs its handle besides. Kept parts are at least this
+/// long, so what they hold is at most a small multiple of what they count. Full frames of
+/// every protocol (64 KiB and up) stay slices; a message in one frame is never copied.
+pub const SMALL_PART: usize = 32 * 1024;
 
 impl Chunks {
     /// Octets received so far.
@@ -48,32 +61,45 @@ impl Chunks {
             Chunks::Empty => *self = Chunks::One(b),
             Chunks::One(first) => {
                 let first = std::mem::take(first);
-                *self = Chunks::Many {
-                    len: first.len() + b.len(),
-                    parts: vec![first, b],
-                };
+                let (mut parts, mut small, mut len) = (Vec::new(), BytesMut::new(), 0);
+                push_part(&mut parts, &mut small, &mut len, first);
+                push_part(&mut parts, &mut small, &mut len, b);
+                *self = Chunks::Many { parts, small, len };
             }
-            Chunks::Many { parts, len } => {
-                *len += b.len();
-                parts.push(b);
-            }
+            Chunks::Many { parts, small, len } => push_part(parts, small, len, b),
         }
     }
 
-    /// The whole payload.
+    /// The whole payload, in an allocation of exactly its size when it came in parts.
     pub fn finish(self) -> Bytes {
         match self {
             Chunks::Empty => Bytes::new(),
             Chunks::One(b) => b,
-            Chunks::Many { parts, len } => {
+            Chunks::Many { parts, small, len } => {
+                if parts.is_empty() && small.capacity() == len {
+                    return small.freeze();
+                }
                 let mut joined = BytesMut::with_capacity(len);
                 for part in &parts {
                     joined.extend_from_slice(part);
                 }
+                joined.extend_from_slice(&small);
                 joined.freeze()
             }
         }
     }
+}
+
+fn push_part(parts: &mut Vec<Bytes>, small: &mut BytesMut, len: &mut usize, b: Bytes) {
+    *len += b.len();
+    if b.len() < SMALL_PART {
+        small.extend_from_slice(&b);
+        return;
+    }
+    if !small.is_empty() {
+        parts.push(small.split().freeze());
+    }
+    parts.push(b);
 }
 
 /// The least a read buffer is given when it has to move: a connection's batch of reads
@@ -179,6 +205,35 @@ mod tests {
         assert_eq!(c.len(), 10);
         let body = c.finish();
         assert_eq!(body.as_ptr(), frame.as_ptr(), "no copy for one frame");
+    }
+
+    #[test]
+    fn small_parts_are_copied_and_large_ones_kept_in_order() {
+        // A read buffer holding one octet of the message among other traffic: once copied,
+        // the buffer is not kept alive by the message.
+        let buffer = Bytes::from(vec![9u8; 200_000]);
+        let large = Bytes::from(vec![5u8; SMALL_PART]);
+        let mut c = Chunks::default();
+        c.push(Bytes::from_static(b"a"));
+        c.push(buffer.slice(10..11));
+        c.push(large.clone());
+        c.push(buffer.slice(20..22));
+        assert_eq!(c.len(), 1 + 1 + SMALL_PART + 2);
+        let Chunks::Many { parts, small, .. } = &c else {
+            panic!("{c:?}");
+        };
+        assert_eq!(parts.len(), 2, "the first small parts, then the large one");
+        assert_eq!(parts[0][..], b"a\x09"[..]);
+        assert_eq!(
+            parts[1].as_ptr(),
+            large.as_ptr(),
+            "a large part is not copied"
+        );
+        assert_eq!(small[..], [9u8, 9][..]);
+        let mut expected = b"a\x09".to_vec();
+        expected.extend_from_slice(&large);
+        expected.extend_from_slice(&[9, 9]);
+        assert_eq!(c.finish()[..], expected[..]);
     }
 
     #[test]
