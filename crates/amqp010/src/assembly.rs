@@ -98,6 +98,42 @@ impl Assembler {
             .all(|t| t.partial.is_none() && matches!(t.pending, Pending::Idle))
     }
 
+    /// Octets of the message being assembled on the command track: its header and body so
+    /// far (the command itself is bounded apart). Zero between messages.
+    pub fn unfinished_message(&self) -> usize {
+        let track = &self.tracks[1];
+        let Pending::Message { size, .. } = &track.pending else {
+            return 0;
+        };
+        let segment = track
+            .partial
+            .as_ref()
+            .and_then(|p| p.data.as_ref())
+            .map_or(0, Chunks::len);
+        size + segment
+    }
+
+    /// Gives up the message being assembled, as when it is too large: its data goes, and its
+    /// remaining segments are skipped. Returns its command's class and code, if a message was
+    /// being assembled.
+    pub fn abandon_message(&mut self) -> Option<(u8, u8)> {
+        let track = &mut self.tracks[1];
+        let Pending::Message {
+            class_code, code, ..
+        } = &track.pending
+        else {
+            return None;
+        };
+        let codes = (*class_code, *code);
+        // As after a message too large: the rest of its segments are dropped, and the
+        // assembly ends with the last of them.
+        if let Some(p) = track.partial.as_mut() {
+            p.data = None;
+        }
+        track.pending = Pending::Skipping;
+        Some(codes)
+    }
+
     /// Feeds one frame; returns an item when the frame completes one.
     ///
     /// After a [`AssemblyError::Command`] the assembler stays usable (the failed

@@ -145,6 +145,15 @@ impl ContentAssembler {
         !matches!(&self.slot, Slot::Content(p) if !p.complete)
     }
 
+    /// The body size a message being assembled announced, once its header has come: what
+    /// it will hold when it is complete. Zero otherwise.
+    pub fn unfinished_body(&self) -> u64 {
+        match &self.slot {
+            Slot::Content(p) if !p.complete && p.stage == Stage::Body => p.header.body_size,
+            _ => 0,
+        }
+    }
+
     /// Drops a partial message (e.g. when the channel closes).
     pub fn reset(&mut self) {
         self.slot = Slot::Idle;

@@ -48,8 +48,12 @@ pub struct ServerConfig {
     /// default (131,072) its clients expect and most ask for.
     pub amqp091_frame_max: u32,
     pub channel_max: u16,
-    /// Largest message (header + body) a peer may send; bounds per-connection memory.
+    /// Largest message (header + body) a peer may send.
     pub max_message_size: usize,
+    /// What the messages one connection has begun and not finished may hold together,
+    /// across its sessions and channels (never less than `max_message_size`): a peer with
+    /// 2,047 channels could otherwise park a message of the largest size on each.
+    pub max_unfinished_per_connection: usize,
     /// Heartbeat interval we propose (seconds, 0 = none); the client picks within [min, max].
     pub heartbeat_max: u16,
     /// How long a new connection may take to finish the handshake.
@@ -84,6 +88,21 @@ pub struct ServerConfig {
     pub gate: Option<crate::gate::GateHandle>,
 }
 
+impl ServerConfig {
+    /// What the messages one connection has begun may hold together.
+    pub fn unfinished_limit(&self) -> usize {
+        self.max_unfinished_per_connection
+            .max(self.max_message_size)
+    }
+}
+
+/// A message that has come this far unfinished is checked against
+/// [`ServerConfig::unfinished_limit`] with every other unfinished message of its connection
+/// (a walk over its sessions or channels); smaller ones are not, so the check costs nothing
+/// for messages in a frame or two, and what they may hold unchecked is at most this much a
+/// channel.
+pub const CHECK_UNFINISHED_ABOVE: usize = 64 * 1024;
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -104,6 +123,7 @@ impl Default for ServerConfig {
             amqp091_frame_max: 131_072,
             channel_max: 2047,
             max_message_size: 100 * 1024 * 1024,
+            max_unfinished_per_connection: 256 * 1024 * 1024,
             heartbeat_max: 120,
             handshake_timeout: Duration::from_secs(10),
             write_high_water: 1024 * 1024,

@@ -35,6 +35,7 @@ use ferry_core::{ConsumerId, OutboxItem, SessionStatus};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
+use crate::config::CHECK_UNFINISHED_ABOVE;
 use crate::lifecycle::Shutdown;
 use crate::shell::{
     driver, CloseReason, Connection, Opened, Peer, Phase, Protocol, Services, Shell,
@@ -168,7 +169,7 @@ impl Protocol for Amqp010 {
                 None => break,
             };
             match pushed {
-                Ok(None) => {}
+                Ok(None) => self.check_unfinished(shell, channel),
                 Ok(Some(incoming)) => self.on_incoming(shell, channel, incoming),
                 Err(AssemblyError::Command(e)) => {
                     let codes = (e.class_code.unwrap_or(0), e.code.unwrap_or(0));
@@ -748,6 +749,36 @@ impl Amqp010 {
     }
 
     /// A command that could not even be decoded still used an id; report it against that id.
+    /// Fails the message being assembled on `channel` if it, with the other messages this
+    /// connection's peer has begun, holds more than the connection may.
+    fn check_unfinished(&mut self, shell: &mut Shell, channel: u16) {
+        let unfinished = |c: &Channel| c.assembler.unfinished_message();
+        let Some(Some(own)) = self.channels.get(usize::from(channel)) else {
+            return;
+        };
+        if unfinished(own) <= CHECK_UNFINISHED_ABOVE {
+            return;
+        }
+        let total: usize = self.channels.iter().flatten().map(|c| unfinished(c)).sum();
+        let limit = shell.config.unfinished_limit();
+        if total <= limit {
+            return;
+        }
+        let abandoned = self
+            .channels
+            .get_mut(usize::from(channel))
+            .and_then(|c| c.as_mut())
+            .and_then(|c| c.assembler.abandon_message());
+        if let Some(codes) = abandoned {
+            let text = format!(
+                "the messages begun on this connection would hold {total} octets, \
+                 more than its limit of {limit}"
+            );
+            let exception = Exception::new(ErrorCode::ResourceLimitExceeded, text);
+            self.command_failed(shell, channel, codes, exception);
+        }
+    }
+
     fn command_failed(
         &mut self,
         shell: &mut Shell,

@@ -36,6 +36,7 @@ use ferry_core::{OutboxItem, OwnerId, SessionStatus};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
+use crate::config::CHECK_UNFINISHED_ABOVE;
 use crate::fast_map::FastMap;
 use crate::lifecycle::Shutdown;
 use crate::shell::{
@@ -494,8 +495,13 @@ impl Amqp091 {
             }
             return;
         }
+        let header_frame = frame.frame_type == FrameType::Header;
         match c.assembler.feed(frame) {
-            Ok(AssemblyProgress::Incomplete) => {}
+            Ok(AssemblyProgress::Incomplete) => {
+                if header_frame {
+                    self.check_unfinished(shell, id);
+                }
+            }
             Ok(AssemblyProgress::MethodReady) => {
                 if let Some(m) = c.assembler.take_method() {
                     self.on_channel_method(shell, id, m);
@@ -520,6 +526,36 @@ impl Amqp091 {
                 self.close_connection(shell, Fault::new(e.reply_code(), e.to_string()), (0, 0))
             }
         }
+    }
+
+    /// Refuses the message whose header `channel` just took if its announced body, with the
+    /// bodies of the other messages this connection's peer has begun, is more than the
+    /// connection may hold (a channel error, as for a message over the size limit).
+    fn check_unfinished(&mut self, shell: &mut Shell, channel: u16) {
+        let own = self
+            .channels
+            .get(&channel)
+            .map_or(0, |c| c.assembler.unfinished_body());
+        if own <= CHECK_UNFINISHED_ABOVE as u64 {
+            return;
+        }
+        let total: u64 = self
+            .channels
+            .values()
+            .map(|c| c.assembler.unfinished_body())
+            .sum();
+        let limit = shell.config.unfinished_limit() as u64;
+        if total <= limit {
+            return;
+        }
+        if let Some(c) = self.channels.get_mut(&channel) {
+            c.assembler.reset();
+        }
+        let text = format!(
+            "the messages begun on this connection would hold {total} octets, \
+             more than its limit of {limit}"
+        );
+        self.fail(shell, channel, Fault::precondition(text), BasicPublish::IDS);
     }
 
     /// A frame for a channel that is not open: only channel.open may come.

@@ -931,22 +931,32 @@ async fn open_ok_lists_a_clusters_members_as_known_hosts() {
     );
 }
 
+/// A transfer of `size` octets to queue `queue` (default exchange) on `channel`, split in
+/// two: all its frames but the last, and the last.
+fn transfer_in_two(channel: u16, queue: &str, size: usize) -> (BytesMut, BytesMut) {
+    let header = MessageHeader {
+        delivery: Some(DeliveryProperties {
+            routing_key: Some(Str::from(queue)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut all = transfer_frames(channel, "", &header, &vec![0u8; size], false);
+    let mut frames = Vec::new();
+    while let Some(frame) = decode_frame(&mut all, MAX_FRAME).expect("well-formed") {
+        let mut bytes = BytesMut::new();
+        frame.header.write(&mut bytes);
+        bytes.extend_from_slice(&frame.payload);
+        frames.push(bytes);
+    }
+    let last = frames.pop().expect("frames");
+    (frames.concat().as_slice().into(), last)
+}
+
 /// The frames of a 200,000-octet transfer on `channel`, all but the last: a message the
 /// peer never finishes.
 fn unfinished_transfer(channel: u16) -> BytesMut {
-    let header = MessageHeader::default();
-    let mut all = transfer_frames(channel, "", &header, &vec![0u8; 200_000], false);
-    let mut frames = Vec::new();
-    while let Some(frame) = decode_frame(&mut all, MAX_FRAME).expect("well-formed") {
-        frames.push(frame);
-    }
-    frames.pop();
-    let mut out = BytesMut::new();
-    for f in frames {
-        f.header.write(&mut out);
-        out.extend_from_slice(&f.payload);
-    }
-    out
+    transfer_in_two(channel, "", 200_000).0
 }
 
 #[tokio::test]
@@ -973,4 +983,36 @@ async fn frames_on_channels_without_a_session_are_not_assembled() {
     c.attach(5, "late");
     c.exchange(command(5, declare("q5"), false));
     assert!(c.conn.shell.broker.queue("q5").is_some());
+}
+
+#[tokio::test]
+async fn messages_begun_on_a_connection_are_bounded_together() {
+    // Each within the size limit, the two unfinished messages would hold more than the
+    // connection may: the second fails its session with resource-limit-exceeded, and the
+    // first is still taken when it ends.
+    let config = ServerConfig {
+        max_message_size: 600 * 1024,
+        max_unfinished_per_connection: 900 * 1024,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config, 0).await;
+    c.attach(1, "first");
+    c.attach(2, "second");
+    c.exchange(command(1, declare("q"), false));
+    let (first, first_end) = transfer_in_two(1, "q", 500_000);
+    c.send(&first);
+    let (second, _) = transfer_in_two(2, "q", 590_000);
+    let out = c.exchange(second);
+    let failed = exceptions(&out);
+    assert_eq!(failed.len(), 1, "{out:?}");
+    assert_eq!(failed[0].0, 2);
+    assert_eq!(
+        failed[0].1.error_code,
+        Some(ErrorCode::ResourceLimitExceeded)
+    );
+    c.send(&first_end);
+    assert_eq!(
+        c.conn.shell.broker.queue("q").map(|q| q.depth().ready),
+        Some(1)
+    );
 }

@@ -344,6 +344,45 @@ async fn a_message_larger_than_the_maximum_size_is_406_on_its_channel_only() {
 }
 
 #[tokio::test]
+async fn messages_begun_on_a_connection_are_bounded_together() {
+    // Each within the size limit, two messages whose headers announce more than the
+    // connection may hold unfinished: the second's channel is closed with 406 at its header,
+    // and the first is still taken when its body ends.
+    let config = ServerConfig {
+        max_message_size: 600 * 1024,
+        max_unfinished_per_connection: 900 * 1024,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config, 0).await;
+    open_channel(&mut c, 1);
+    open_channel(&mut c, 2);
+    c.declare_queue(1, "q");
+    let first = publish_frames(
+        1,
+        to("", "q"),
+        BasicProperties::default(),
+        &[1; 500_000],
+        4096,
+    );
+    // Its last body frame: what is left of 4,088-octet payloads, and 8 octets of framing.
+    let (first, first_end) = first.split_at(first.len() - (500_000 % 4088 + 8));
+    c.send(first);
+    let second = publish_frames(
+        2,
+        to("", "q"),
+        BasicProperties::default(),
+        &[2; 500_000],
+        4096,
+    );
+    c.send(&second);
+    let out = methods(c.take_output());
+    assert_channel_closed(&out, 2, reply::PRECONDITION_FAILED, (60, 40));
+    c.send(first_end);
+    let q = c.conn.broker().queue("q").unwrap();
+    assert_eq!(q.info().message_count, 1);
+}
+
+#[tokio::test]
 async fn consumers_get_what_waits_then_what_comes_in_order_with_increasing_tags() {
     let mut c = with_queue().await;
     c.publish(1, "", "q", b"a");
