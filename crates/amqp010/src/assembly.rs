@@ -74,6 +74,9 @@ pub struct Assembler {
     max_message_size: usize,
     max_command_size: usize,
     tracks: [Track; 2],
+    /// The header and body octets of its message so far, if the last frame pushed was
+    /// part of a message's header or body; zero otherwise.
+    message_so_far: usize,
 }
 
 impl Assembler {
@@ -83,6 +86,7 @@ impl Assembler {
             max_message_size,
             max_command_size: DEFAULT_MAX_COMMAND_SIZE,
             tracks: Default::default(),
+            message_so_far: 0,
         }
     }
 
@@ -113,6 +117,13 @@ impl Assembler {
         size + segment
     }
 
+    /// The header and body octets of its message so far, if the last frame pushed belonged
+    /// to a message's header or body (zero otherwise): a cheap look, for each frame, at
+    /// whether a message has grown large.
+    pub fn message_so_far(&self) -> usize {
+        self.message_so_far
+    }
+
     /// Gives up the message being assembled, as when it is too large: its data goes, and its
     /// remaining segments are skipped. Returns its command's class and code, if a message was
     /// being assembled.
@@ -140,6 +151,7 @@ impl Assembler {
     /// command's remaining segments are skipped). After [`AssemblyError::Framing`] the
     /// connection must be closed.
     pub fn push(&mut self, frame: Frame) -> Result<Option<Incoming>, AssemblyError> {
+        self.message_so_far = 0;
         let h = frame.header;
         let expected_track = match h.segment_type {
             SegmentType::Control => 0,
@@ -215,6 +227,7 @@ impl Assembler {
                     } = &track.pending
                     {
                         let total = size + data.len();
+                        self.message_so_far = total;
                         if total > max_message_size {
                             error = Some(CommandError {
                                 class_code: Some(*class_code),

@@ -19,13 +19,18 @@ pub enum Chunks {
     #[default]
     Empty,
     One(Bytes),
-    Many {
-        /// Large parts as received; the payload is these, then `small`.
-        parts: Vec<Bytes>,
-        /// The small parts since the last large one, copied.
-        small: BytesMut,
-        len: usize,
-    },
+    /// Boxed: every segment and body starts as a `Chunks`, most stay one part, and moving
+    /// them about costs by the size of the largest variant.
+    Many(Box<Parts>),
+}
+
+#[derive(Debug, Default)]
+pub struct Parts {
+    /// Large parts as received; the payload is these, then `small`.
+    parts: Vec<Bytes>,
+    /// The small parts since the last large one, copied.
+    small: BytesMut,
+    len: usize,
 }
 
 /// Parts of a payload shorter than this are copied as they arrive rather than kept as
@@ -43,7 +48,7 @@ impl Chunks {
         match self {
             Chunks::Empty => 0,
             Chunks::One(b) => b.len(),
-            Chunks::Many { len, .. } => *len,
+            Chunks::Many(many) => many.len,
         }
     }
 
@@ -58,15 +63,17 @@ impl Chunks {
         // In place: this runs for every segment and body frame, and taking the whole value
         // out and writing it back cost more than the rest of it.
         match self {
-            Chunks::Empty => *self = Chunks::One(b),
+            // Written over without a drop: an Empty owns nothing, and the drop glue of a
+            // Chunks (which a Many needs) is not worth a call on every segment.
+            Chunks::Empty => std::mem::forget(std::mem::replace(self, Chunks::One(b))),
             Chunks::One(first) => {
                 let first = std::mem::take(first);
-                let (mut parts, mut small, mut len) = (Vec::new(), BytesMut::new(), 0);
-                push_part(&mut parts, &mut small, &mut len, first);
-                push_part(&mut parts, &mut small, &mut len, b);
-                *self = Chunks::Many { parts, small, len };
+                let mut many = Box::<Parts>::default();
+                many.push(first);
+                many.push(b);
+                *self = Chunks::Many(many);
             }
-            Chunks::Many { parts, small, len } => push_part(parts, small, len, b),
+            Chunks::Many(many) => many.push(b),
         }
     }
 
@@ -75,7 +82,8 @@ impl Chunks {
         match self {
             Chunks::Empty => Bytes::new(),
             Chunks::One(b) => b,
-            Chunks::Many { parts, small, len } => {
+            Chunks::Many(many) => {
+                let Parts { parts, small, len } = *many;
                 if parts.is_empty() && small.capacity() == len {
                     return small.freeze();
                 }
@@ -90,16 +98,18 @@ impl Chunks {
     }
 }
 
-fn push_part(parts: &mut Vec<Bytes>, small: &mut BytesMut, len: &mut usize, b: Bytes) {
-    *len += b.len();
-    if b.len() < SMALL_PART {
-        small.extend_from_slice(&b);
-        return;
+impl Parts {
+    fn push(&mut self, b: Bytes) {
+        self.len += b.len();
+        if b.len() < SMALL_PART {
+            self.small.extend_from_slice(&b);
+            return;
+        }
+        if !self.small.is_empty() {
+            self.parts.push(self.small.split().freeze());
+        }
+        self.parts.push(b);
     }
-    if !small.is_empty() {
-        parts.push(small.split().freeze());
-    }
-    parts.push(b);
 }
 
 /// The least a read buffer is given when it has to move: a connection's batch of reads
@@ -219,9 +229,10 @@ mod tests {
         c.push(large.clone());
         c.push(buffer.slice(20..22));
         assert_eq!(c.len(), 1 + 1 + SMALL_PART + 2);
-        let Chunks::Many { parts, small, .. } = &c else {
+        let Chunks::Many(many) = &c else {
             panic!("{c:?}");
         };
+        let Parts { parts, small, .. } = &**many;
         assert_eq!(parts.len(), 2, "the first small parts, then the large one");
         assert_eq!(parts[0][..], b"a\x09"[..]);
         assert_eq!(

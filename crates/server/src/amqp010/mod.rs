@@ -125,9 +125,6 @@ impl Protocol for Amqp010 {
     /// Processes every complete frame in `input`, then reports completions once per session.
     fn process(&mut self, shell: &mut Shell, input: &mut BytesMut) {
         while !matches!(shell.phase, Phase::Authenticating | Phase::Finished) {
-            if shell.hold_input() {
-                break;
-            }
             let frame = match decode_frame(input, self.max_frame) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
@@ -157,20 +154,30 @@ impl Protocol for Amqp010 {
                 self.fault(shell, ConnectionFault::framing(text));
                 break;
             }
-            if !self.attached(channel) && !is_whole_control(&frame.header) {
+            let Some(c) = self.channel_mut(shell, channel) else {
+                break;
+            };
+            if c.session.is_none() && !is_whole_control(&frame.header) {
                 // Commands on a channel without a session are dropped (see `on_command`);
                 // dropped here, a frame at a time, they are never assembled, so a peer
                 // (logged in or not) cannot park a half-sent message on each of its 2,047
                 // channels. Only a control can attach a session, and controls fit a frame.
                 continue;
             }
-            let pushed = match self.channel_mut(shell, channel) {
-                Some(c) => c.assembler.push(frame),
-                None => break,
-            };
-            match pushed {
-                Ok(None) => self.check_unfinished(shell, channel),
-                Ok(Some(incoming)) => self.on_incoming(shell, channel, incoming),
+            match c.assembler.push(frame) {
+                Ok(None) => {
+                    if c.assembler.message_so_far() > CHECK_UNFINISHED_ABOVE {
+                        self.check_unfinished(shell, channel);
+                    }
+                }
+                Ok(Some(incoming)) => {
+                    self.on_incoming(shell, channel, incoming);
+                    // Only what a frame completes writes anything, so only then can the
+                    // output have filled.
+                    if shell.hold_input() {
+                        break;
+                    }
+                }
                 Err(AssemblyError::Command(e)) => {
                     let codes = (e.class_code.unwrap_or(0), e.code.unwrap_or(0));
                     let exception = match &e.error {
@@ -388,14 +395,6 @@ impl Amqp010 {
         if let Err(e) = write_control_framed(&mut shell.out, channel, &control, self.max_frame) {
             warn!("cannot encode {}: {e}", control.name());
         }
-    }
-
-    /// Whether `channel` has a session (working or failed).
-    fn attached(&self, channel: u16) -> bool {
-        self.channels
-            .get(usize::from(channel))
-            .and_then(|c| c.as_ref())
-            .is_some_and(|c| c.session.is_some())
     }
 
     fn channel_mut(&mut self, shell: &Shell, channel: u16) -> Option<&mut Channel> {
@@ -752,14 +751,12 @@ impl Amqp010 {
     /// Fails the message being assembled on `channel` if it, with the other messages this
     /// connection's peer has begun, holds more than the connection may.
     fn check_unfinished(&mut self, shell: &mut Shell, channel: u16) {
-        let unfinished = |c: &Channel| c.assembler.unfinished_message();
-        let Some(Some(own)) = self.channels.get(usize::from(channel)) else {
-            return;
-        };
-        if unfinished(own) <= CHECK_UNFINISHED_ABOVE {
-            return;
-        }
-        let total: usize = self.channels.iter().flatten().map(|c| unfinished(c)).sum();
+        let total: usize = self
+            .channels
+            .iter()
+            .flatten()
+            .map(|c| c.assembler.unfinished_message())
+            .sum();
         let limit = shell.config.unfinished_limit();
         if total <= limit {
             return;

@@ -964,21 +964,19 @@ async fn frames_on_channels_without_a_session_are_not_assembled() {
     // Before login, and after it on a channel nobody attached: what the peer sends there is
     // dropped frame by frame, not kept on each channel until a message ends.
     let (mut c, _) = fresh(ServerConfig::default());
+    let idle = |c: &Client, channel: usize| {
+        c.conn
+            .protocol
+            .channels
+            .get(channel)
+            .and_then(|ch| ch.as_ref())
+            .is_none_or(|ch| ch.assembler.is_idle())
+    };
     c.send(&unfinished_transfer(3));
-    assert!(c
-        .conn
-        .protocol
-        .channels
-        .get(3)
-        .is_none_or(|ch| ch.is_none()));
+    assert!(idle(&c, 3));
     let mut c = open().await;
     c.send(&unfinished_transfer(5));
-    assert!(c
-        .conn
-        .protocol
-        .channels
-        .get(5)
-        .is_none_or(|ch| ch.is_none()));
+    assert!(idle(&c, 5));
     // An attach there still works, and so does the session.
     c.attach(5, "late");
     c.exchange(command(5, declare("q5"), false));
