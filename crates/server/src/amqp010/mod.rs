@@ -616,7 +616,9 @@ impl Amqp010 {
             }
             Control::SessionTimeout(_) => {}
             Control::SessionCommandPoint(p) => {
-                session.set_command_point(p.command_id.unwrap_or(0));
+                if let Err(e) = session.set_command_point(p.command_id.unwrap_or(0)) {
+                    self.control_failed(shell, channel, e);
+                }
             }
             Control::SessionCompleted(c) => {
                 if let Some(commands) = c.commands {
@@ -633,6 +635,11 @@ impl Amqp010 {
             Control::SessionKnownCompleted(k) => {
                 if let Some(commands) = k.commands {
                     session.known_completed(&commands);
+                    // Acknowledging every other command splits the set as surely as
+                    // completing them out of order would.
+                    if let Some(e) = session.completed_overflow() {
+                        self.control_failed(shell, channel, e);
+                    }
                 }
             }
             Control::SessionFlush(f) => {
@@ -720,13 +727,12 @@ impl Amqp010 {
         };
         let id = session.next_command_id();
         let waits_for = durable::WaitsFor::of(&command);
+        let mut waits = false;
         let completed_now = match commands::execute(session, &mut env, id, command, header, body) {
             Ok(()) => match waits_for.point(session, env.broker) {
                 Some(point) => {
                     session.wait_for_sync(id, point, sync);
-                    if !self.waiting_sessions.contains(&channel) {
-                        self.waiting_sessions.push(channel);
-                    }
+                    waits = true;
                     false
                 }
                 None => {
@@ -739,6 +745,14 @@ impl Amqp010 {
                 false
             }
         };
+        let working = session.state == SessionState::Attached;
+        if let Some(e) = session.completed_overflow().filter(|_| working) {
+            session.fail(&mut env, id, codes, e);
+            return;
+        }
+        if waits && !self.waiting_sessions.contains(&channel) {
+            self.waiting_sessions.push(channel);
+        }
         if completed_now {
             match self.dirty.iter_mut().find(|(c, _)| *c == channel) {
                 Some((_, forced)) => *forced |= sync,
@@ -789,6 +803,17 @@ impl Amqp010 {
         };
         let id = session.next_command_id();
         session.fail(&mut env, id, codes, exception);
+    }
+
+    /// A session control the session cannot take ends it with an exception. Controls take
+    /// no command ids: it names the last command received, as qpidd's does.
+    fn control_failed(&mut self, shell: &mut Shell, channel: u16, exception: Exception) {
+        let (channels, mut env) = self.split(shell);
+        let Some(session) = working_session(channels, channel) else {
+            return;
+        };
+        let id = session.last_command_id();
+        session.fail(&mut env, id, (0, 0), exception);
     }
 
     fn end_session(&mut self, shell: &mut Shell, channel: u16) {

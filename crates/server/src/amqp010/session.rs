@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use ferry_amqp010::{
     with_redelivered, write_command, write_control_framed, write_transfer_placing_body, AcceptMode,
-    AcquireMode, Command, Control, ExecutionException, ExecutionResult, MessageTransfer,
+    AcquireMode, Command, Control, ErrorCode, ExecutionException, ExecutionResult, MessageTransfer,
     SequenceSet, SessionCommandPoint, SessionCompleted, SessionDetach, SessionKnownCompleted, Str,
     TransferHead,
 };
@@ -92,6 +92,8 @@ pub struct Session {
     pub state: SessionState,
     /// Id the next incoming command gets (set by the peer's session.command-point).
     next_incoming: u32,
+    /// A command has been received: the numbering is fixed from then on.
+    numbered: bool,
     /// Completed incoming commands the peer has not yet acknowledged with known-completed.
     completed: SequenceSet,
     /// New completions since we last sent session.completed.
@@ -133,6 +135,14 @@ pub struct Waiting {
 /// as qpidd does, so the set we keep stays small.
 const TIMELY_REPLY_SPAN: u64 = 1000;
 
+/// The most ranges the completed set may be split into. A client that numbers its commands
+/// in order and answers known-completed keeps one or two; holes come only from commands
+/// waiting for the journal (between completed ones) or from a peer that acknowledges every
+/// other command. Past this the session ends with resource-limit-exceeded, so the set's
+/// memory is bounded and session.completed (32 KiB at this size) always encodes (a
+/// sequence-set holds at most 8191 ranges).
+pub const MAX_COMPLETED_RANGES: usize = 4096;
+
 /// Room a message.transfer takes around its header segment and body (the command's own
 /// segment and the frame headers), near enough to make room for.
 const TRANSFER_FRAMES_AROUND: usize = 96;
@@ -145,6 +155,7 @@ impl Session {
             owner,
             state: SessionState::Attached,
             next_incoming: 0,
+            numbered: false,
             completed: SequenceSet::new(),
             completion_pending: false,
             outgoing: Outgoing::default(),
@@ -216,8 +227,24 @@ impl Session {
         }
     }
 
-    pub fn set_command_point(&mut self, id: u32) {
+    /// The peer numbers its commands from `id` on. Without resumable sessions there is
+    /// nothing to replay, so a point may be set before the first command (a new attachment,
+    /// or a client resuming what is new to us) or restate the next id; any other point
+    /// would renumber commands already executed, or skip ids and leave holes in the
+    /// completed set that nothing ever fills. qpidd refuses a point beyond what it
+    /// received with invalid-argument; it takes one behind it as a replay, which we cannot do.
+    pub fn set_command_point(&mut self, id: u32) -> Result<(), Exception> {
+        if self.numbered && id != self.next_incoming {
+            return Err(Exception::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "command-point {id} out of range: the next command is {}",
+                    self.next_incoming
+                ),
+            ));
+        }
         self.next_incoming = id;
+        Ok(())
     }
 
     /// The id of the last command received.
@@ -229,6 +256,7 @@ impl Session {
     pub fn next_command_id(&mut self) -> u32 {
         let id = self.next_incoming;
         self.next_incoming = id.wrapping_add(1);
+        self.numbered = true;
         id
     }
 
@@ -238,9 +266,21 @@ impl Session {
     }
 
     pub fn known_completed(&mut self, commands: &SequenceSet) {
-        for &(lo, hi) in commands.ranges() {
-            self.completed.remove_range(lo, hi);
-        }
+        self.completed.remove_set(commands);
+    }
+
+    /// The completed set split past [`MAX_COMPLETED_RANGES`]: the session must end.
+    pub fn completed_overflow(&self) -> Option<Exception> {
+        let ranges = self.completed.ranges().len();
+        (ranges > MAX_COMPLETED_RANGES).then(|| {
+            Exception::new(
+                ErrorCode::ResourceLimitExceeded,
+                format!(
+                    "completed commands split into {ranges} ranges (at most \
+                     {MAX_COMPLETED_RANGES}): acknowledge them with known-completed"
+                ),
+            )
+        })
     }
 
     /// Sends session.completed if anything completed since the last one (once per read
@@ -254,11 +294,18 @@ impl Session {
             (Some(lo), Some(hi)) => u64::from(hi.wrapping_sub(lo)) + 1,
             _ => 0,
         };
-        let completed = SessionCompleted {
-            commands: Some(self.completed.clone()),
+        // The set is lent to the control and taken back, not copied for every batch.
+        let completed: Control = SessionCompleted {
+            commands: Some(std::mem::take(&mut self.completed)),
             timely_reply: span > TIMELY_REPLY_SPAN,
-        };
-        self.write_control(out, max_frame, completed.into());
+        }
+        .into();
+        if let Err(e) = write_control_framed(out, self.channel, &completed, max_frame) {
+            warn!("cannot encode {}: {e}", completed.name());
+        }
+        if let Control::SessionCompleted(c) = completed {
+            self.completed = c.commands.unwrap_or_default();
+        }
     }
 
     pub fn write_command(&mut self, env: &mut Env, command: Command) {

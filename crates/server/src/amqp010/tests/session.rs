@@ -200,6 +200,101 @@ async fn command_point_sets_the_id_of_the_next_command() {
     );
 }
 
+fn point(id: u32) -> SessionCommandPoint {
+    SessionCommandPoint {
+        command_id: Some(id),
+        command_offset: Some(0),
+    }
+}
+
+#[tokio::test]
+async fn once_commands_are_numbered_a_command_point_may_only_restate_the_next_id() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    // Before any command, any point (and more than one) is taken.
+    assert!(c.exchange(control(1, point(500))).is_empty());
+    assert!(c.exchange(control(1, point(10))).is_empty());
+    c.call(1, ExecutionSync {});
+    c.call(1, ExecutionSync {});
+    // Restating the next id changes nothing.
+    assert!(c.exchange(control(1, point(12))).is_empty());
+    let out = c.call(1, ExecutionSync {});
+    assert_eq!(completions(&out, 1), [range(10, 12)]);
+    // Going back would run commands again under old ids; qpidd refuses a point beyond
+    // what it received. Either ends the session, naming the last command received.
+    for bad in [11, 14] {
+        let mut c = open().await;
+        c.attach(1, "s1");
+        c.exchange(control(1, point(10)));
+        c.call(1, ExecutionSync {});
+        c.call(1, ExecutionSync {});
+        let out = c.exchange(control(1, point(bad)));
+        let (code, id, text) = failure(&out);
+        assert_eq!((code, id), (ErrorCode::InvalidArgument, 11), "{text}");
+        assert!(
+            matches!(
+                out.last(),
+                Some(Item::Control(1, Control::SessionDetach(_)))
+            ),
+            "{out:?}"
+        );
+        assert!(c.call(1, ExecutionSync {}).is_empty(), "the session failed");
+    }
+}
+
+/// The review's attack: command-point moved back by two before each synced command made
+/// every completion a range of its own, without limit. Now the second point is refused.
+#[tokio::test]
+async fn command_points_cannot_split_the_completed_set() {
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let mut batch = BytesMut::new();
+    for k in 0..100u32 {
+        batch.extend_from_slice(&control(1, point(1_000_000 - 2 * k)));
+        batch.extend_from_slice(&command(1, ExecutionSync {}, true));
+    }
+    let out = c.exchange(batch);
+    assert_eq!(exceptions(&out).len(), 1, "{out:?}");
+    assert_eq!(failure(&out).0, ErrorCode::InvalidArgument);
+    assert!(completions(&out, 1).iter().all(|s| s.ranges().len() == 1));
+}
+
+#[tokio::test]
+async fn a_known_completed_that_splits_the_completed_set_too_far_ends_the_session() {
+    use crate::amqp010::session::MAX_COMPLETED_RANGES;
+    let mut c = open().await;
+    c.attach(1, "s1");
+    let commands = 2 * MAX_COMPLETED_RANGES as u32 + 4;
+    let mut batch = BytesMut::new();
+    for _ in 0..commands {
+        batch.extend_from_slice(&command(1, ExecutionSync {}, false));
+    }
+    assert_eq!(completions(&c.exchange(batch), 1), [range(0, commands - 1)]);
+    // Acknowledging every other command: the odd ones stay, each a range of its own.
+    let evens = |n: u32| (0..n).map(|k| 2 * k).collect::<SequenceSet>();
+    let known = SessionKnownCompleted {
+        commands: Some(evens(MAX_COMPLETED_RANGES as u32)),
+    };
+    assert!(c.exchange(control(1, known)).is_empty(), "at the bound");
+    let out = c.call(1, ExecutionSync {});
+    let done = completions(&out, 1);
+    assert_eq!(done.len(), 1, "{out:?}");
+    assert_eq!(done[0].ranges().len(), MAX_COMPLETED_RANGES);
+    assert_eq!(done[0].first(), Some(1));
+    // One more split is one too many.
+    let known = SessionKnownCompleted {
+        commands: Some(evens(MAX_COMPLETED_RANGES as u32 + 1)),
+    };
+    let out = c.exchange(control(1, known));
+    let (code, id, _) = failure(&out);
+    assert_eq!((code, id), (ErrorCode::ResourceLimitExceeded, commands));
+    assert!(matches!(
+        out.last(),
+        Some(Item::Control(1, Control::SessionDetach(_)))
+    ));
+    assert_eq!(c.conn.shell.phase, Phase::Open, "only the session ends");
+}
+
 #[tokio::test]
 async fn completion_is_reported_per_batch_and_known_completed_forgets_it() {
     let mut c = open().await;
