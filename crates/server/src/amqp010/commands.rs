@@ -20,6 +20,7 @@ use crate::selector;
 use ferry_acl::{Action, ObjectType};
 
 use super::convert::{headers_to_map, map_to_headers, optional_name, required_name, Exception};
+use super::outgoing::Pending;
 use super::session::{release_to_queues, Env, Session, Subscription};
 use super::{dtx, tx};
 
@@ -571,9 +572,8 @@ fn settle(session: &mut Session, transfers: Option<SequenceSet>, how: Settle) {
     let Some(transfers) = transfers else { return };
     let mut released = Vec::new();
     let mut accepts = Accepts::default();
-    // Only ids we have records for: a peer's set may span the whole id space.
     for &(lo, hi) in transfers.ranges() {
-        for id in session.outgoing.live_ids(lo, hi) {
+        for id in session.outgoing.pending(Pending::Settlement, lo, hi) {
             let Some((queue, position, message, acquired)) = session.outgoing.settle(id) else {
                 continue;
             };
@@ -613,17 +613,18 @@ fn acquire(
 ) -> Outcome {
     let mut acquired = SequenceSet::new();
     let ranges = transfers.as_ref().map_or(&[][..], |t| t.ranges());
-    // Only ids we have records for: a peer's set may span the whole id space.
     for &(lo, hi) in ranges {
-        for transfer in session.outgoing.live_ids(lo, hi) {
-            let Some(record) = session.outgoing.get_mut(transfer) else {
+        for transfer in session.outgoing.pending(Pending::Acquisition, lo, hi) {
+            let Some(record) = session.outgoing.get(transfer) else {
                 continue;
             };
-            let Some(held) = record.unsettled.as_ref().filter(|_| !record.acquired) else {
+            let Some(held) = record.unsettled.as_ref() else {
                 continue;
             };
+            // One the queue refuses (another consumer has it) stays pending: it may be
+            // released and acquired later, as qpidd lets a browser retry.
             if !held.queue.acquire([record.position]).is_empty() {
-                record.acquired = true;
+                session.outgoing.acquired(transfer);
                 acquired.add(transfer);
             }
         }

@@ -13,6 +13,7 @@ use ferry_core::{Broker, DtxError, DtxWork, Settlement, XaOutcome, Xid};
 
 use super::commands::result_of;
 use super::convert::Exception;
+use super::outgoing::Pending;
 use super::session::{Env, Session};
 
 /// A dtx-selected session's associations.
@@ -205,7 +206,7 @@ pub fn end(session: &mut Session, env: &mut Env, id: u32, c: DtxEnd) -> Outcome 
 pub fn stage_accepts(session: &mut Session, work: &DtxWork, transfers: &SequenceSet) {
     let mut staged = work.lock();
     for &(lo, hi) in transfers.ranges() {
-        for id in session.outgoing.live_ids(lo, hi) {
+        for id in session.outgoing.pending(Pending::Settlement, lo, hi) {
             if let Some((queue, position, message, true)) = session.outgoing.settle(id) {
                 staged.settle(queue, position, message, Settlement::Accept);
             }

@@ -37,6 +37,72 @@ impl DeliveryRecord {
     }
 }
 
+/// Unwrapped ids held as ranges (first → last), so that finding those in a span costs
+/// the ranges found and a search, not the span.
+#[derive(Default)]
+struct IdRanges(BTreeMap<u64, u64>);
+
+impl IdRanges {
+    /// Adds `id`, which lies after every member (ids are handed out in order).
+    fn push(&mut self, id: u64) {
+        if let Some(mut last) = self.0.last_entry() {
+            if *last.get() + 1 == id {
+                *last.get_mut() = id;
+                return;
+            }
+        }
+        self.0.insert(id, id);
+    }
+
+    fn remove(&mut self, id: u64) {
+        let Some((&first, &last)) = self.0.range(..=id).next_back() else {
+            return;
+        };
+        if last < id {
+            return;
+        }
+        if first < id {
+            self.0.insert(first, id - 1);
+        } else {
+            self.0.remove(&first);
+        }
+        if id < last {
+            self.0.insert(id + 1, last);
+        }
+    }
+
+    /// The members in `lo..=hi`, as ranges.
+    fn within(&self, lo: u64, hi: u64) -> Vec<(u64, u64)> {
+        let straddling = self
+            .0
+            .range(..lo)
+            .next_back()
+            .filter(|(_, &last)| last >= lo);
+        straddling
+            .into_iter()
+            .chain(self.0.range(lo..=hi))
+            .map(|(&first, &last)| (first.max(lo), last.min(hi)))
+            .collect()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// What a command over a range of transfers may still do to a record: each kind keeps the
+/// ids it applies to, so a command repeated over the whole window (every completed, settled
+/// or acquired transfer again) finds nothing to walk instead of walking every record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pending {
+    /// Not yet completed by the peer (session.completed).
+    Completion,
+    /// Not yet settled (accept, reject, release).
+    Settlement,
+    /// Sent unacquired and still unsettled (message.acquire).
+    Acquisition,
+}
+
 /// Outgoing command ids and the records of unfinished transfers, indexed by id.
 ///
 /// Records live in a deque indexed by id offset, so recording a transfer and finding it again
@@ -60,6 +126,10 @@ pub struct Outgoing {
     holdouts: BTreeMap<u64, DeliveryRecord>,
     /// Windowed transfer records finished since [`Outgoing::take_finished`] was last called.
     finished: u32,
+    /// The records each [`Pending`] kind applies to, by unwrapped id.
+    uncompleted: IdRanges,
+    unsettled: IdRanges,
+    unacquired: IdRanges,
 }
 
 /// Finished slots the deque may hold beyond twice its unfinished records before the oldest
@@ -87,6 +157,16 @@ impl Outgoing {
 
     pub fn push_transfer(&mut self, record: DeliveryRecord) -> u32 {
         let id = self.next_id();
+        let abs = self.base_abs + self.slots.len() as u64;
+        if !record.completed {
+            self.uncompleted.push(abs);
+        }
+        if record.unsettled.is_some() {
+            self.unsettled.push(abs);
+            if !record.acquired {
+                self.unacquired.push(abs);
+            }
+        }
         self.slots.push_back(Some(record));
         self.live += 1;
         self.compact_if_sparse();
@@ -106,7 +186,22 @@ impl Outgoing {
             .then(|| self.base_abs - distance)
     }
 
-    pub fn get_mut(&mut self, id: u32) -> Option<&mut DeliveryRecord> {
+    /// The unwrapped id of `id`, if it is in the window or held out.
+    fn abs(&self, id: u32) -> Option<u64> {
+        match self.index(id) {
+            Some(offset) => Some(self.base_abs + offset as u64),
+            None => self.behind(id),
+        }
+    }
+
+    pub fn get(&self, id: u32) -> Option<&DeliveryRecord> {
+        match self.index(id) {
+            Some(index) => self.slots.get(index)?.as_ref(),
+            None => self.holdouts.get(&self.behind(id)?),
+        }
+    }
+
+    fn get_mut(&mut self, id: u32) -> Option<&mut DeliveryRecord> {
         match self.index(id) {
             Some(index) => self.slots.get_mut(index)?.as_mut(),
             None => {
@@ -136,6 +231,7 @@ impl Outgoing {
     /// Marks `id` completed by the peer; returns the consumer and bytes whose window
     /// credit should be restored, if the transfer was sent under window flow.
     pub fn complete(&mut self, id: u32) -> Option<(ConsumerId, u32)> {
+        let abs = self.abs(id)?;
         let record = self.get_mut(id)?;
         if record.completed {
             return None;
@@ -144,52 +240,79 @@ impl Outgoing {
         let refund = record
             .window_credit
             .then_some((record.consumer, record.credit_bytes));
-        if record.finished() {
-            let windowed = record.windowed;
+        let (finished, windowed) = (record.finished(), record.windowed);
+        self.uncompleted.remove(abs);
+        if finished {
             self.forget(id, windowed);
         }
         refund
     }
 
-    /// The ids of `lo..=hi` that still have records or slots: peers repeat cumulative
-    /// completion sets, so walking every id of a wide range each time would cost more than
-    /// the window holds.
-    pub fn live_ids(&self, lo: u32, hi: u32) -> impl Iterator<Item = u32> {
-        let base = self.base;
-        let len = self.slots.len() as u32;
-        // Work in offsets from base. A range that wraps in offset space started behind base.
-        let (start, end) = (lo.wrapping_sub(base), hi.wrapping_sub(base));
-        let span = match (start <= end, len) {
-            (_, 0) => None,
-            (true, _) if start < len => Some((start, end.min(len - 1))),
-            (true, _) => None,
-            (false, _) => Some((0, end.min(len - 1))),
+    /// The ids in `lo..=hi` (a peer's range: it may span the whole id space) of records
+    /// still pending `what`, in order. Costs a search and the ids found, not the span.
+    pub fn pending(&self, what: Pending, lo: u32, hi: u32) -> impl Iterator<Item = u32> {
+        self.pending_ranges(what, lo, hi)
+            .into_iter()
+            .flat_map(|(first, last)| first..=last)
+            .map(|abs| abs as u32)
+    }
+
+    /// As [`Outgoing::pending`], as ranges of unwrapped ids.
+    pub fn pending_ranges(&self, what: Pending, lo: u32, hi: u32) -> Vec<(u64, u64)> {
+        let ids = match what {
+            Pending::Completion => &self.uncompleted,
+            Pending::Settlement => &self.unsettled,
+            Pending::Acquisition => &self.unacquired,
         };
-        // Holdouts in range: the range starts behind base and runs up to hi, or to base.
-        let held: Vec<u32> = match self.behind(lo) {
-            Some(first) if !self.holdouts.is_empty() => {
-                let last = self.behind(hi).unwrap_or(self.base_abs.saturating_sub(1));
-                self.holdouts
-                    .range(first..=last.max(first))
-                    .map(|(abs, _)| *abs as u32)
-                    .collect()
-            }
+        match self.abs_range(lo, hi) {
+            Some((first, last)) if !ids.0.is_empty() => ids.within(first, last),
             _ => Vec::new(),
+        }
+    }
+
+    /// `lo..=hi` as unwrapped ids, cut to the ids sent so far; `None` if it holds none.
+    fn abs_range(&self, lo: u32, hi: u32) -> Option<(u64, u64)> {
+        let next = self.next_id();
+        let next_abs = self.base_abs + self.slots.len() as u64;
+        // How far an id lies behind the next one, if it was sent (serial arithmetic: at
+        // most half the id space back); any other id is yet to be sent.
+        let back = |id: u32| {
+            let distance = u64::from(next.wrapping_sub(id));
+            (1..=1 << 31).contains(&distance).then_some(distance)
         };
-        held.into_iter().chain(
-            span.into_iter()
-                .flat_map(|(first, last)| first..=last)
-                .map(move |offset| base.wrapping_add(offset)),
-        )
+        let last = match back(hi) {
+            Some(distance) => next_abs.checked_sub(distance)?,
+            None => next_abs.checked_sub(1)?,
+        };
+        let first = match (back(lo), back(hi)) {
+            (Some(distance), _) => next_abs.saturating_sub(distance),
+            // A range starting beyond the next id and wrapping round to ids sent long ago.
+            (None, Some(_)) => next_abs.saturating_sub(1 << 31),
+            (None, None) => return None,
+        };
+        (first <= last).then_some((first, last))
+    }
+
+    /// Records that message.acquire took the message of transfer `id`.
+    pub fn acquired(&mut self, id: u32) {
+        if let Some(record) = self.get_mut(id) {
+            record.acquired = true;
+        }
+        if let Some(abs) = self.abs(id) {
+            self.unacquired.remove(abs);
+        }
     }
 
     /// Takes the message out of an unsettled record so the caller can settle it.
     pub fn settle(&mut self, id: u32) -> Option<(Arc<Queue>, u64, Message, bool)> {
+        let abs = self.abs(id)?;
         let record = self.get_mut(id)?;
         let Outstanding { queue, message } = record.unsettled.take()?;
         let settled = (queue, record.position, message, record.acquired);
-        if record.finished() {
-            let windowed = record.windowed;
+        let (finished, windowed) = (record.finished(), record.windowed);
+        self.unsettled.remove(abs);
+        self.unacquired.remove(abs);
+        if finished {
             self.forget(id, windowed);
         }
         Some(settled)
@@ -248,6 +371,9 @@ impl Outgoing {
             .filter(|r| r.unsettled.is_some())
             .collect();
         self.live = 0;
+        self.uncompleted.clear();
+        self.unsettled.clear();
+        self.unacquired.clear();
         self.trim();
         drained
     }
@@ -339,7 +465,7 @@ mod tests {
     }
 
     #[test]
-    fn live_ids_clamp_ranges_to_the_window() {
+    fn pending_ids_clamp_ranges_to_the_window() {
         let q = queue();
         let mut out = Outgoing::default();
         for p in 0..5 {
@@ -349,11 +475,103 @@ mod tests {
         out.complete(0);
         out.trim();
         // Window is ids 1..=4.
-        assert_eq!(out.live_ids(0, 1_000_000).collect::<Vec<_>>(), [1, 2, 3, 4]);
-        assert_eq!(out.live_ids(3, 3).collect::<Vec<_>>(), [3]);
-        assert_eq!(out.live_ids(5, 9).count(), 0);
-        assert_eq!(out.live_ids(u32::MAX - 3, 2).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(Outgoing::default().live_ids(0, 10).count(), 0);
+        assert_eq!(
+            out.pending(Pending::Settlement, 0, 1_000_000)
+                .collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
+        assert_eq!(
+            out.pending(Pending::Settlement, 3, 3).collect::<Vec<_>>(),
+            [3]
+        );
+        assert_eq!(out.pending(Pending::Settlement, 5, 9).count(), 0);
+        assert_eq!(
+            out.pending(Pending::Settlement, u32::MAX - 3, 2)
+                .collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert_eq!(
+            Outgoing::default()
+                .pending(Pending::Settlement, 0, 10)
+                .count(),
+            0
+        );
+    }
+
+    /// The review's case: a window of transfers completed (or acquired) already, and a
+    /// peer repeating session.completed or message.acquire over the whole id space. The old
+    /// walk yielded every slot of the window each time; now it yields what is left to do.
+    #[test]
+    fn a_range_walk_yields_only_records_still_pending() {
+        let q = queue();
+        let mut out = Outgoing::default();
+        let n = 10_000u32;
+        for p in 0..n {
+            let mut r = record(&q, u64::from(p), false);
+            r.acquired = p % 2 == 0;
+            out.push_transfer(r);
+            if p % 1000 == 999 {
+                out.push_plain();
+            }
+        }
+        let everything = |out: &Outgoing, what| out.pending(what, 0, u32::MAX / 2).count();
+        assert_eq!(everything(&out, Pending::Completion), n as usize);
+        assert_eq!(everything(&out, Pending::Acquisition), n as usize / 2);
+        let all: Vec<u32> = out.pending(Pending::Completion, 0, u32::MAX / 2).collect();
+        for id in all {
+            out.complete(id);
+        }
+        assert_eq!(everything(&out, Pending::Completion), 0);
+        assert_eq!(everything(&out, Pending::Settlement), n as usize);
+        // Acquiring and settling take ids out of what is pending for each.
+        let unacquired: Vec<u32> = out.pending(Pending::Acquisition, 0, 20).collect();
+        assert_eq!(unacquired, [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]);
+        out.acquired(3);
+        assert_eq!(
+            out.pending(Pending::Acquisition, 2, 5).collect::<Vec<_>>(),
+            [5]
+        );
+        assert!(out.settle(5).is_some());
+        assert_eq!(out.pending(Pending::Acquisition, 2, 6).count(), 0);
+        assert_eq!(
+            out.pending(Pending::Settlement, 4, 6).collect::<Vec<_>>(),
+            [4, 6]
+        );
+        // Completed and settled: gone from every set and from the window.
+        for id in out
+            .pending(Pending::Settlement, 0, u32::MAX / 2)
+            .collect::<Vec<_>>()
+        {
+            out.settle(id);
+        }
+        out.trim();
+        for what in [
+            Pending::Completion,
+            Pending::Settlement,
+            Pending::Acquisition,
+        ] {
+            assert_eq!(everything(&out, what), 0);
+        }
+        assert_eq!(out.kept(), 0);
+    }
+
+    #[test]
+    fn id_ranges_split_and_join() {
+        let mut ids = IdRanges::default();
+        for id in [1, 2, 3, 5, 6, 9] {
+            ids.push(id);
+        }
+        assert_eq!(ids.within(0, 100), [(1, 3), (5, 6), (9, 9)]);
+        ids.remove(2);
+        ids.remove(5);
+        ids.remove(9);
+        ids.remove(42);
+        assert_eq!(ids.within(0, 100), [(1, 1), (3, 3), (6, 6)]);
+        assert_eq!(ids.within(3, 6), [(3, 3), (6, 6)]);
+        ids.push(7);
+        assert_eq!(ids.within(2, 7), [(3, 3), (6, 7)]);
+        assert_eq!(ids.within(7, 7), [(7, 7)]);
+        assert!(ids.within(8, 100).is_empty());
     }
 
     #[test]
@@ -378,7 +596,10 @@ mod tests {
         assert!(out.kept() < 3 * SPARSE_SLOTS, "kept {}", out.kept());
         // The held transfer is still found by its id, completed and settled.
         assert!(out.get_mut(held).is_some());
-        assert_eq!(out.live_ids(0, 5).collect::<Vec<_>>(), [held]);
+        assert_eq!(
+            out.pending(Pending::Settlement, 0, 5).collect::<Vec<_>>(),
+            [held]
+        );
         assert!(out.complete(held).is_none(), "credit mode refunds nothing");
         assert!(out.settle(held).is_some());
         assert!(out.get_mut(held).is_none());
@@ -422,7 +643,11 @@ mod tests {
         }
         assert!(out.holdouts.contains_key(&start));
         assert!(out.get_mut(held).is_some());
-        assert_eq!(out.live_ids(held, held.wrapping_add(3)).next(), Some(held));
+        assert_eq!(
+            out.pending(Pending::Settlement, held, held.wrapping_add(3))
+                .next(),
+            Some(held)
+        );
         assert!(out.settle(held).is_some());
     }
 }

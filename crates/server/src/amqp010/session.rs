@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 
 use super::convert::Exception;
 use super::dtx::SessionDtx;
-use super::outgoing::{DeliveryRecord, Outgoing, Outstanding};
+use super::outgoing::{DeliveryRecord, Outgoing, Outstanding, Pending};
 use super::tx::SessionTx;
 use crate::access::{ClientAccess, PublishCache};
 use crate::config::ServerConfig;
@@ -503,7 +503,7 @@ impl Session {
     pub fn peer_completed(&mut self, commands: &SequenceSet) {
         let mut refunds: Vec<(ConsumerId, u32, u32)> = Vec::new();
         for &(lo, hi) in commands.ranges() {
-            for id in self.outgoing.live_ids(lo, hi) {
+            for id in self.outgoing.pending(Pending::Completion, lo, hi) {
                 let Some((consumer, bytes)) = self.outgoing.complete(id) else {
                     continue;
                 };

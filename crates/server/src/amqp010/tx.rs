@@ -10,7 +10,7 @@ use ferry_amqp010::{ErrorCode, SequenceSet};
 use ferry_core::{Exchange, Message, Settlement, Transaction};
 
 use super::convert::Exception;
-use super::outgoing::Outgoing;
+use super::outgoing::{Outgoing, Pending};
 use super::session::{Env, Session};
 
 /// What a transactional session has staged since its last commit or rollback.
@@ -25,12 +25,13 @@ impl SessionTx {
         self.core.publish(exchange, message);
     }
 
-    /// Stages the accepted transfers we have records for: the set a peer sends may span
-    /// the whole id space, and what is staged must stay as small as what is outstanding.
+    /// Stages the accepted transfers still unsettled: the set a peer sends may span the
+    /// whole id space, and what is staged must stay as small as what is outstanding. Staged
+    /// by range, so an accept repeated over transfers already staged costs their ranges.
     pub fn stage_accepts(&mut self, outgoing: &Outgoing, transfers: &SequenceSet) {
         for &(lo, hi) in transfers.ranges() {
-            for id in outgoing.live_ids(lo, hi) {
-                self.accepts.add(id);
+            for (first, last) in outgoing.pending_ranges(Pending::Settlement, lo, hi) {
+                self.accepts.add_range(first as u32, last as u32);
             }
         }
     }
