@@ -49,6 +49,17 @@ pub struct ConsumerFilter {
 /// `u32::MAX` is unlimited credit, as 0-10's 0xFFFFFFFF.
 pub(crate) const UNLIMITED: u32 = u32::MAX;
 
+/// qpidd's `CreditBalance::grant`: a grant of [`UNLIMITED`] makes credit unlimited, and
+/// finite grants add up to one short of it, so summing them never turns into "unlimited"
+/// (which would also take the consumer's deliveries out of its settlement window).
+fn add_capped(balance: u32, grant: u32) -> u32 {
+    if balance == UNLIMITED || grant == UNLIMITED {
+        UNLIMITED
+    } else {
+        balance.saturating_add(grant).min(UNLIMITED - 1)
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Consumer {
     pub(crate) spec: ConsumerSpec,
@@ -159,15 +170,15 @@ impl Consumer {
         }
     }
 
-    /// Credit mode: saturating, so reaching `u32::MAX` makes the credit unlimited. Window
-    /// mode: the window grows (see `flow`).
+    /// Credit mode: the balance grows (see [`add_capped`]). Window mode: the window grows
+    /// (see `flow`).
     pub(crate) fn add_credit(&mut self, messages: u32, bytes: u32) {
         if self.window_mode {
             self.flow.grant(messages, bytes);
             self.sync_window();
         } else {
-            self.credit_messages = self.credit_messages.saturating_add(messages);
-            self.credit_bytes = self.credit_bytes.saturating_add(bytes);
+            self.credit_messages = add_capped(self.credit_messages, messages);
+            self.credit_bytes = add_capped(self.credit_bytes, bytes);
         }
     }
 
@@ -253,6 +264,27 @@ mod tests {
         c.charge(60);
         assert_eq!((c.credit_messages, c.credit_bytes), (1, 40));
         assert!(!c.has_credit_for(41));
+    }
+
+    #[test]
+    fn finite_credit_adds_up_to_one_short_of_unlimited() {
+        let mut c = consumer();
+        c.add_credit(UNLIMITED - 1, 10);
+        c.add_credit(1, UNLIMITED - 10);
+        assert_eq!(
+            (c.credit_messages, c.credit_bytes),
+            (UNLIMITED - 1, UNLIMITED - 1)
+        );
+        c.add_credit(u32::MAX / 2 + 1, 1);
+        assert_eq!(c.credit_messages, UNLIMITED - 1, "still finite");
+        c.charge(1);
+        assert_eq!(
+            (c.credit_messages, c.credit_bytes),
+            (UNLIMITED - 2, UNLIMITED - 2)
+        );
+        // Only a grant of 0xFFFFFFFF itself is unlimited.
+        c.add_credit(UNLIMITED, 0);
+        assert_eq!(c.credit_messages, UNLIMITED);
     }
 
     #[test]
