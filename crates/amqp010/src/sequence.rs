@@ -24,6 +24,9 @@ pub struct SequenceSet {
 }
 
 impl SequenceSet {
+    /// The most ranges an encoded set can hold: its size is two octets, eight per range.
+    pub const MAX_RANGES: usize = u16::MAX as usize / 8;
+
     pub fn new() -> Self {
         Self::default()
     }
@@ -190,7 +193,7 @@ impl SequenceSet {
     /// Two-octet size, then lower and upper of each range.
     pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         let size = self.ranges.len() * 8;
-        if size > usize::from(u16::MAX) {
+        if self.ranges.len() > Self::MAX_RANGES {
             return Err(EncodeError::TooLong {
                 what: "sequence-set",
                 len: size,

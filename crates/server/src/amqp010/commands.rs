@@ -241,8 +241,7 @@ pub fn execute(
                     ..Default::default()
                 },
             };
-            session.write_result(env, result_of(id, &result));
-            Ok(())
+            session.write_result(env, result_of(id, &result))
         }
         Command::ExchangeBind(c) => {
             let queue = required_name(&c.queue, "queue")?;
@@ -292,8 +291,7 @@ pub fn execute(
                 key_not_matched: bound.key_not_matched,
                 args_not_matched: bound.args_not_matched,
             };
-            session.write_result(env, result_of(id, &result));
-            Ok(())
+            session.write_result(env, result_of(id, &result))
         }
         Command::QueueDeclare(c) => {
             let name = required_name(&c.queue, "queue")?;
@@ -373,8 +371,7 @@ pub fn execute(
                 },
                 None => QueueQueryResult::default(),
             };
-            session.write_result(env, result_of(id, &result));
-            Ok(())
+            session.write_result(env, result_of(id, &result))
         }
         Command::TxSelect(_) => tx::select(session, env),
         Command::TxCommit(_) => tx::commit(session, env),
@@ -615,6 +612,12 @@ fn acquire(
     let ranges = transfers.as_ref().map_or(&[][..], |t| t.ranges());
     for &(lo, hi) in ranges {
         for transfer in session.outgoing.pending(Pending::Acquisition, lo, hi) {
+            // The result must encode: a transfer that would open a range past what a
+            // sequence-set can hold is left unacquired (the result says which were taken).
+            let opens_range = acquired.last().map(|last| last.wrapping_add(1)) != Some(transfer);
+            if opens_range && acquired.ranges().len() >= SequenceSet::MAX_RANGES {
+                break;
+            }
             let Some(record) = session.outgoing.get(transfer) else {
                 continue;
             };
@@ -632,8 +635,7 @@ fn acquire(
     let result = Acquired {
         transfers: Some(acquired),
     };
-    session.write_result(env, result_of(id, &result));
-    Ok(())
+    session.write_result(env, result_of(id, &result))
 }
 
 fn subscribe(session: &mut Session, env: &mut Env, s: ferry_amqp010::MessageSubscribe) -> Outcome {

@@ -96,7 +96,7 @@ fn dtx_error(e: DtxError) -> Exception {
     Exception::new(code, e.to_string())
 }
 
-fn xa_result(session: &mut Session, env: &mut Env, id: u32, outcome: XaOutcome) {
+fn xa_result(session: &mut Session, env: &mut Env, id: u32, outcome: XaOutcome) -> Outcome {
     let status = match outcome {
         XaOutcome::Ok => XaStatus::XaOk,
         XaOutcome::RolledBack => XaStatus::XaRbrollback,
@@ -106,7 +106,7 @@ fn xa_result(session: &mut Session, env: &mut Env, id: u32, outcome: XaOutcome) 
     let result = XaResult {
         status: Some(status),
     };
-    session.write_result(env, result_of(id, &result));
+    session.write_result(env, result_of(id, &result))
 }
 
 /// An association being resumed or suspended is kept (by `keep`) unless its branch timed
@@ -165,8 +165,7 @@ pub fn start(session: &mut Session, env: &mut Env, id: u32, c: DtxStart) -> Outc
         dtx.active = Some((xid, work));
         XaOutcome::Ok
     };
-    xa_result(session, env, id, outcome);
-    Ok(())
+    xa_result(session, env, id, outcome)
 }
 
 pub fn end(session: &mut Session, env: &mut Env, id: u32, c: DtxEnd) -> Outcome {
@@ -197,8 +196,7 @@ pub fn end(session: &mut Session, env: &mut Env, id: u32, c: DtxEnd) -> Outcome 
     } else {
         end_association(env.broker, &active, &work, c.fail)
     };
-    xa_result(session, env, id, outcome);
-    Ok(())
+    xa_result(session, env, id, outcome)
 }
 
 /// Stages the accepted transfers in the association's work, taking them from the
@@ -229,8 +227,7 @@ pub fn prepare(
     if let Some(point) = sync {
         session.needs_sync(point);
     }
-    xa_result(session, env, id, outcome);
-    Ok(())
+    xa_result(session, env, id, outcome)
 }
 
 pub fn commit(session: &mut Session, env: &mut Env, id: u32, c: DtxCommit) -> Outcome {
@@ -249,8 +246,7 @@ pub fn commit(session: &mut Session, env: &mut Env, id: u32, c: DtxCommit) -> Ou
             session.needs_sync(point);
         }
     }
-    xa_result(session, env, id, outcome);
-    Ok(())
+    xa_result(session, env, id, outcome)
 }
 
 pub fn rollback(
@@ -261,8 +257,7 @@ pub fn rollback(
 ) -> Outcome {
     let xid = xid_of(xid)?;
     let outcome = env.broker.dtx().rollback(&xid).map_err(dtx_error)?;
-    xa_result(session, env, id, outcome);
-    Ok(())
+    xa_result(session, env, id, outcome)
 }
 
 pub fn forget(env: &mut Env, xid: Option<ferry_amqp010::Xid>) -> Outcome {
@@ -280,8 +275,7 @@ pub fn recover(session: &mut Session, env: &mut Env, id: u32) -> Outcome {
     let result = RecoverResult {
         in_doubt: Some(Array::new(code::STRUCT32, in_doubt)),
     };
-    session.write_result(env, result_of(id, &result));
-    Ok(())
+    session.write_result(env, result_of(id, &result))
 }
 
 pub fn get_timeout(
@@ -295,8 +289,7 @@ pub fn get_timeout(
     let result = GetTimeoutResult {
         timeout: Some(timeout),
     };
-    session.write_result(env, result_of(id, &result));
-    Ok(())
+    session.write_result(env, result_of(id, &result))
 }
 
 pub fn set_timeout(

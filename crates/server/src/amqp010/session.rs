@@ -140,7 +140,7 @@ const TIMELY_REPLY_SPAN: u64 = 1000;
 /// waiting for the journal (between completed ones) or from a peer that acknowledges every
 /// other command. Past this the session ends with resource-limit-exceeded, so the set's
 /// memory is bounded and session.completed (32 KiB at this size) always encodes (a
-/// sequence-set holds at most 8191 ranges).
+/// sequence-set holds at most [`SequenceSet::MAX_RANGES`]).
 pub const MAX_COMPLETED_RANGES: usize = 4096;
 
 /// Room a message.transfer takes around its header segment and body (the command's own
@@ -316,11 +316,21 @@ impl Session {
         self.outgoing.push_plain();
     }
 
-    pub fn write_result(&mut self, env: &mut Env, result: Result<ExecutionResult, String>) {
-        match result {
-            Ok(r) => self.write_command(env, r.into()),
-            Err(e) => warn!("cannot encode result: {e}"),
-        }
+    /// Sends a command's result. One that cannot be encoded fails the command: dropping it
+    /// would leave the client waiting for it for ever.
+    pub fn write_result(
+        &mut self,
+        env: &mut Env,
+        result: Result<ExecutionResult, String>,
+    ) -> Result<(), Exception> {
+        let result = result.map_err(|e| {
+            Exception::new(
+                ErrorCode::ResourceLimitExceeded,
+                format!("the command's result cannot be sent: {e}"),
+            )
+        })?;
+        self.write_command(env, result.into());
+        Ok(())
     }
 
     /// Reports a failed command and detaches, as qpidd does; the session's consumers and

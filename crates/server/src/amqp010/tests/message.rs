@@ -492,6 +492,55 @@ async fn a_not_acquired_subscription_browses_and_acquire_reports_what_it_got() {
     assert!(got.iter().all(|d| !d.redelivered()));
 }
 
+/// A result is one sequence-set, which holds at most 8191 ranges. Acquiring every other of
+/// 16,400 browsed transfers made 8200, and the result was dropped: the client waited for it
+/// for ever. Now the acquire stops where its result is full.
+#[tokio::test]
+async fn an_acquire_takes_no_more_than_its_result_can_report() {
+    let n = 2 * (SequenceSet::MAX_RANGES as u32 + 9);
+    let mut c = with_queue(&[]).await;
+    let mut batch = BytesMut::new();
+    for _ in 0..n {
+        batch.extend_from_slice(&transfer_frames(1, "", &keyed("q"), b"m", false));
+    }
+    c.exchange(batch);
+    c.subscribe(1, "q", "b", AcceptMode::Explicit, AcquireMode::NotAcquired);
+    let mut browsed = c.grant(1, "b", n).len();
+    while browsed < n as usize {
+        let more = c.deliveries().len();
+        assert!(more > 0, "{browsed} of {n} browsed");
+        browsed += more;
+    }
+    // The odd transfers (ids 1, 3, ...; the transfers are commands 0..n) first, in
+    // requests small enough to send; that leaves the even ones each a range of its own.
+    let odd: Vec<u32> = (0..n / 2).map(|k| 2 * k + 1).collect();
+    for part in odd.chunks(4000) {
+        let out = c.call(
+            1,
+            MessageAcquire {
+                transfers: Some(set(part)),
+            },
+        );
+        assert_eq!(result::<Acquired>(&out).1.transfers, Some(set(part)));
+    }
+    let everything = MessageAcquire {
+        transfers: Some(range(0, n - 1)),
+    };
+    let out = c.call(1, everything.clone());
+    let got = result::<Acquired>(&out).1.transfers.expect("a set");
+    assert_eq!(got.ranges().len(), SequenceSet::MAX_RANGES);
+    assert_eq!(got.first(), Some(0));
+    assert_eq!(queue_state(&c, "q").1, u64::from(n) - 9);
+    // The rest are still there for the next acquire.
+    let out = c.call(1, everything);
+    let rest = result::<Acquired>(&out).1.transfers.expect("a set");
+    assert_eq!(
+        rest.iter().collect::<Vec<_>>(),
+        (n / 2 - 9..n / 2).map(|k| 2 * k).collect::<Vec<_>>()
+    );
+    assert_eq!(queue_state(&c, "q").1, u64::from(n));
+}
+
 #[tokio::test]
 async fn acquire_misses_messages_another_consumer_took() {
     let mut c = with_queue(&["x", "y"]).await;
