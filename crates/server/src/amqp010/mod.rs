@@ -582,6 +582,7 @@ impl Amqp010 {
             // does while it awaits detached, every other control is dropped.
             return;
         }
+        let codes = (control.class_code(), control.code());
         match control {
             Control::SessionDetach(d) => {
                 let name = d.name.unwrap_or_default();
@@ -594,7 +595,7 @@ impl Amqp010 {
                         String::from_utf8_lossy(&session.name)
                     );
                     let e = Exception::new(ErrorCode::InvalidArgument, text);
-                    self.command_failed(shell, channel, (0, 0), e);
+                    self.control_failed(shell, channel, codes, e);
                     return;
                 }
                 let detached = SessionDetached {
@@ -617,7 +618,7 @@ impl Amqp010 {
             Control::SessionTimeout(_) => {}
             Control::SessionCommandPoint(p) => {
                 if let Err(e) = session.set_command_point(p.command_id.unwrap_or(0)) {
-                    self.control_failed(shell, channel, e);
+                    self.control_failed(shell, channel, codes, e);
                 }
             }
             Control::SessionCompleted(c) => {
@@ -638,7 +639,7 @@ impl Amqp010 {
                     // Acknowledging every other command splits the set as surely as
                     // completing them out of order would.
                     if let Some(e) = session.completed_overflow() {
-                        self.control_failed(shell, channel, e);
+                        self.control_failed(shell, channel, codes, e);
                     }
                 }
             }
@@ -668,13 +669,8 @@ impl Amqp010 {
             }
             Control::SessionExpected(_) | Control::SessionConfirmed(_) => {}
             Control::SessionGap(_) => {
-                let codes = (0, 0);
-                self.command_failed(
-                    shell,
-                    channel,
-                    codes,
-                    Exception::not_implemented("session.gap"),
-                );
+                let e = Exception::not_implemented("session.gap");
+                self.control_failed(shell, channel, codes, e);
             }
             Control::SessionAttached(_) => {}
             other => {
@@ -761,7 +757,6 @@ impl Amqp010 {
         }
     }
 
-    /// A command that could not even be decoded still used an id; report it against that id.
     /// Fails the message being assembled on `channel` if it, with the other messages this
     /// connection's peer has begun, holds more than the connection may.
     fn check_unfinished(&mut self, shell: &mut Shell, channel: u16) {
@@ -790,6 +785,8 @@ impl Amqp010 {
         }
     }
 
+    /// A command that could not even be decoded still used an id; report it against that id.
+    /// (Controls use none: see [`Amqp010::control_failed`].)
     fn command_failed(
         &mut self,
         shell: &mut Shell,
@@ -806,14 +803,20 @@ impl Amqp010 {
     }
 
     /// A session control the session cannot take ends it with an exception. Controls take
-    /// no command ids: it names the last command received, as qpidd's does.
-    fn control_failed(&mut self, shell: &mut Shell, channel: u16, exception: Exception) {
+    /// no command ids: as qpidd's, it names the last command received, and the control.
+    fn control_failed(
+        &mut self,
+        shell: &mut Shell,
+        channel: u16,
+        codes: (u8, u8),
+        exception: Exception,
+    ) {
         let (channels, mut env) = self.split(shell);
         let Some(session) = working_session(channels, channel) else {
             return;
         };
         let id = session.last_command_id();
-        session.fail(&mut env, id, (0, 0), exception);
+        session.fail(&mut env, id, codes, exception);
     }
 
     fn end_session(&mut self, shell: &mut Shell, channel: u16) {

@@ -583,11 +583,27 @@ async fn a_headers_binding_needs_x_match_and_one_set_of_arguments_per_key() {
 async fn a_detach_naming_another_session_fails_this_one() {
     let mut c = open().await;
     c.attach(1, "s1");
+    c.call(1, ExecutionSync {});
+    c.call(1, ExecutionSync {});
     let detach = SessionDetach {
         name: Some(Bytes::from_static(b"not-s1")),
     };
     let out = c.exchange(control(1, detach));
     assert_eq!(exception(&out), Some(ErrorCode::InvalidArgument), "{out:?}");
+    // A control takes no command id: the exception names the last command received (1,
+    // not an id never sent) and the control, as qpidd's does.
+    let [(1, e)] = &exceptions(&out)[..] else {
+        panic!("{out:?}");
+    };
+    let codes = (e.command_id, e.class_code, e.command_code);
+    assert_eq!(
+        codes,
+        (
+            Some(1),
+            Some(SessionDetach::CLASS_CODE),
+            Some(SessionDetach::CODE)
+        )
+    );
     assert!(out
         .iter()
         .any(|i| matches!(i, Item::Control(1, Control::SessionDetach(_)))));

@@ -444,7 +444,16 @@ async fn a_gap_is_not_implemented_and_fails_the_session() {
     };
     let out = c.exchange(control(1, gap));
     let (code, id, text) = failure(&out);
-    assert_eq!((code, id), (ErrorCode::NotImplemented, 1));
+    // Named by the last command received: the gap, a control, took no id.
+    assert_eq!((code, id), (ErrorCode::NotImplemented, 0));
+    let codes = exceptions(&out)
+        .iter()
+        .map(|(_, e)| (e.class_code, e.command_code))
+        .next();
+    assert_eq!(
+        codes,
+        Some((Some(SessionGap::CLASS_CODE), Some(SessionGap::CODE)))
+    );
     assert_eq!(text, "session.gap is not implemented");
     assert!(matches!(
         out.last(),
