@@ -1371,6 +1371,16 @@ fn malformed_requests_get_rabbitmq_style_errors() {
         let r = h.get(&format!("/api/queues?{query}"));
         assert_eq!(r.status, 400, "{query}: {}", r.text());
     }
+    // A pattern compiling to a large program (seconds a name to match under regex-lite's
+    // default limit) is refused before any name is looked at, on every list.
+    for list in ["queues", "exchanges", "connections"] {
+        let r = h.get(&format!(
+            "/api/{list}?use_regex=true&name={}",
+            seg("(?:.{0,100}){0,1000}#")
+        ));
+        assert_eq!(r.status, 400, "{list}: {}", r.text());
+        assert_eq!(r.json()["error"], "bad_request", "{list}");
+    }
 
     let publish = |body: Value| {
         h.post("/api/exchanges/%2F/amq.default/publish", &body)

@@ -243,9 +243,11 @@ fn round(x: f64) -> f64 {
 #[derive(Debug)]
 struct Inner {
     overview: Series<OverviewPoint>,
-    queues: HashMap<String, Series<QueuePoint>>,
-    exchanges: HashMap<String, Series<ExchangePoint>>,
-    connections: HashMap<ConnectionId, Series<ConnectionPoint>>,
+    // Shared with requests, which take counted references out under the read lock and
+    // render after releasing it; a sample copies only a series a request still holds.
+    queues: HashMap<String, Arc<Series<QueuePoint>>>,
+    exchanges: HashMap<String, Arc<Series<ExchangePoint>>>,
+    connections: HashMap<ConnectionId, Arc<Series<ConnectionPoint>>>,
     /// Counters of queues, exchanges and connections that went away, at their last sample.
     retired: OverviewPoint,
     churn: Churn,
@@ -304,9 +306,9 @@ impl Stats {
             let point = QueuePoint::of(q);
             let mut series = inner.queues.remove(&q.name).unwrap_or_else(|| {
                 inner.churn.queue_created += 1;
-                Series::new(OBJECT_SAMPLES)
+                Arc::new(Series::new(OBJECT_SAMPLES))
             });
-            series.push(at, point);
+            Arc::make_mut(&mut series).push(at, point);
             total.queues.messages += point.messages;
             total.queues.ready += point.ready;
             total.queues.unacked += point.unacked;
@@ -327,8 +329,8 @@ impl Stats {
             let mut series = inner
                 .exchanges
                 .remove(&e.info.name)
-                .unwrap_or_else(|| Series::new(OBJECT_SAMPLES));
-            series.push(at, point);
+                .unwrap_or_else(|| Arc::new(Series::new(OBJECT_SAMPLES)));
+            Arc::make_mut(&mut series).push(at, point);
             total.exchanges.add(&point);
             next_exchanges.insert(e.info.name.clone(), series);
         }
@@ -344,9 +346,9 @@ impl Stats {
             let point = ConnectionPoint::of(c);
             let mut series = inner.connections.remove(&c.id).unwrap_or_else(|| {
                 inner.churn.connection_created += 1;
-                Series::new(OBJECT_SAMPLES)
+                Arc::new(Series::new(OBJECT_SAMPLES))
             });
-            series.push(at, point);
+            Arc::make_mut(&mut series).push(at, point);
             total.connections.add(&point);
             next_connections.insert(c.id, series);
         }
@@ -383,7 +385,8 @@ impl Stats {
     }
 
     /// Runs `f` over the history of every queue, exchange and connection, under one read
-    /// lock (rendering a list of thousands must not clone each series).
+    /// lock. Keep `f` short (take out the series wanted, render after): the sampler's write
+    /// waits for it, and readers queue behind that write (the lock is fair).
     pub fn with<R>(&self, f: impl FnOnce(&History<'_>) -> R) -> R {
         let inner = self.inner.read();
         f(&History { inner: &inner })
@@ -396,16 +399,16 @@ pub struct History<'a> {
 }
 
 impl History<'_> {
-    pub fn queue(&self, name: &str) -> Option<&Series<QueuePoint>> {
-        self.inner.queues.get(name)
+    pub fn queue(&self, name: &str) -> Option<Arc<Series<QueuePoint>>> {
+        self.inner.queues.get(name).cloned()
     }
 
-    pub fn exchange(&self, name: &str) -> Option<&Series<ExchangePoint>> {
-        self.inner.exchanges.get(name)
+    pub fn exchange(&self, name: &str) -> Option<Arc<Series<ExchangePoint>>> {
+        self.inner.exchanges.get(name).cloned()
     }
 
-    pub fn connection(&self, id: ConnectionId) -> Option<&Series<ConnectionPoint>> {
-        self.inner.connections.get(&id)
+    pub fn connection(&self, id: ConnectionId) -> Option<Arc<Series<ConnectionPoint>>> {
+        self.inner.connections.get(&id).cloned()
     }
 }
 

@@ -32,13 +32,13 @@ pub async fn list(State(app): State<Arc<App>>, Query(q): Query<Params>) -> ApiRe
             .into_iter()
             .map(|c| (render::connection_name(&c, &ctx), c))
             .collect();
-        let v = app.stats.with(|h| {
-            query.apply(
-                names,
-                |(n, _)| n,
-                |(_, c)| render::connection(c, h.connection(c.id), &ctx),
-            )
-        })?;
+        let names = query.select(names, |(n, _)| n);
+        let names = app.stats.with(|h| names.attach(|(_, c)| h.connection(c.id)));
+        let v = query.render(
+            names,
+            |((n, _), _)| n,
+            |((_, c), series)| render::connection(c, series.as_deref(), &ctx),
+        )?;
         Ok(ok(v))
     })
     .await
@@ -59,12 +59,15 @@ pub async fn show(
     Query(q): Query<Params>,
 ) -> ApiResult<Response> {
     let ctx = app.ctx(Windows::from_query(&q));
-    let list = app.broker().connections().list();
-    let c = find(&list, &name, &ctx).ok_or_else(ApiError::not_found)?;
-    let v = app
-        .stats
-        .with(|h| render::connection(c, h.connection(c.id), &ctx));
-    Ok(ok(v))
+    // Listing locks every connection's sessions, and the stats lock may wait behind the
+    // sampler: not on the runtime's workers, which AMQP connections share.
+    blocking(move || {
+        let list = app.broker().connections().list();
+        let c = find(&list, &name, &ctx).ok_or_else(ApiError::not_found)?;
+        let series = app.stats.with(|h| h.connection(c.id));
+        Ok(ok(render::connection(c, series.as_deref(), &ctx)))
+    })
+    .await
 }
 
 /// Closes a connection; its client is told the `X-Reason` header's text.
@@ -75,15 +78,19 @@ pub async fn close(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let ctx = app.ctx(Windows::default());
-    let list = app.broker().connections().list();
-    let c = find(&list, &name, &ctx).ok_or_else(ApiError::not_found)?;
     let reason = headers
         .get("x-reason")
         .and_then(|v| v.to_str().ok())
         .filter(|r| !r.is_empty())
-        .unwrap_or("Closed via management plugin");
-    app.user(&caller).close_connection(c.id, reason)?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+        .unwrap_or("Closed via management plugin")
+        .to_owned();
+    blocking(move || {
+        let list = app.broker().connections().list();
+        let c = find(&list, &name, &ctx).ok_or_else(ApiError::not_found)?;
+        app.user(&caller).close_connection(c.id, &reason)?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
 }
 
 fn all_channels(list: &[ConnectionStatus], ctx: &Ctx) -> Vec<(String, usize, SessionStatus)> {
@@ -125,12 +132,15 @@ pub async fn channels_vhost(
 
 pub async fn channel(State(app): State<Arc<App>>, Path(name): Path<String>) -> ApiResult<Response> {
     let ctx = app.ctx(Windows::default());
-    let list = app.broker().connections().list();
-    let (_, i, s) = all_channels(&list, &ctx)
-        .into_iter()
-        .find(|(n, _, _)| *n == name)
-        .ok_or_else(ApiError::not_found)?;
-    Ok(ok(render::channel(&list[i], &s, &ctx)))
+    blocking(move || {
+        let list = app.broker().connections().list();
+        let (_, i, s) = all_channels(&list, &ctx)
+            .into_iter()
+            .find(|(n, _, _)| *n == name)
+            .ok_or_else(ApiError::not_found)?;
+        Ok(ok(render::channel(&list[i], &s, &ctx)))
+    })
+    .await
 }
 
 pub async fn channels_of(
@@ -138,14 +148,17 @@ pub async fn channels_of(
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     let ctx = app.ctx(Windows::default());
-    let list = app.broker().connections().list();
-    let c = find(&list, &name, &ctx).ok_or_else(ApiError::not_found)?;
-    let v: Vec<_> = c
-        .sessions
-        .iter()
-        .map(|s| render::channel(c, s, &ctx))
-        .collect();
-    Ok(ok(serde_json::Value::Array(v)))
+    blocking(move || {
+        let list = app.broker().connections().list();
+        let c = find(&list, &name, &ctx).ok_or_else(ApiError::not_found)?;
+        let v: Vec<_> = c
+            .sessions
+            .iter()
+            .map(|s| render::channel(c, s, &ctx))
+            .collect();
+        Ok(ok(serde_json::Value::Array(v)))
+    })
+    .await
 }
 
 pub async fn consumers(

@@ -32,14 +32,13 @@ pub async fn list(State(app): State<Arc<App>>, Query(q): Query<Params>) -> ApiRe
     let query = ListQuery::parse(&q)?;
     let ctx = app.ctx(Windows::from_query(&q));
     blocking(move || {
-        let exchanges = app.broker().exchange_statuses();
-        let v = app.stats.with(|h| {
-            query.apply(
-                exchanges,
-                |e| &e.info.name,
-                |e| render::exchange(e, h.exchange(&e.info.name), &ctx),
-            )
-        })?;
+        let exchanges = query.select(app.broker().exchange_statuses(), |e| &e.info.name);
+        let exchanges = app.stats.with(|h| exchanges.attach(|e| h.exchange(&e.info.name)));
+        let v = query.render(
+            exchanges,
+            |(e, _)| &e.info.name,
+            |(e, series)| render::exchange(e, series.as_deref(), &ctx),
+        )?;
         Ok(ok(v))
     })
     .await
@@ -62,20 +61,22 @@ pub async fn show(
     check_vhost(&vhost)?;
     let name = exchange_name(&name).to_owned();
     let ctx = app.ctx(Windows::from_query(&q));
-    let e = app
-        .broker()
-        .exchange(&name)
-        .ok_or_else(ApiError::not_found)?;
-    let status = ferry_core::ExchangeStatus {
-        info: e.info(),
-        builtin: e.is_builtin(),
-        bindings: e.binding_count(),
-        totals: e.counters().totals(),
-    };
-    let v = app
-        .stats
-        .with(|h| render::exchange(&status, h.exchange(&name), &ctx));
-    Ok(ok(v))
+    // Off the runtime's workers: the stats lock may wait behind the sampler's write.
+    blocking(move || {
+        let e = app
+            .broker()
+            .exchange(&name)
+            .ok_or_else(ApiError::not_found)?;
+        let status = ferry_core::ExchangeStatus {
+            info: e.info(),
+            builtin: e.is_builtin(),
+            bindings: e.binding_count(),
+            totals: e.counters().totals(),
+        };
+        let series = app.stats.with(|h| h.exchange(&name));
+        Ok(ok(render::exchange(&status, series.as_deref(), &ctx)))
+    })
+    .await
 }
 
 pub async fn declare(

@@ -27,14 +27,13 @@ pub async fn list(State(app): State<Arc<App>>, Query(q): Query<Params>) -> ApiRe
     let query = ListQuery::parse(&q)?;
     let ctx = app.ctx(Windows::from_query(&q));
     blocking(move || {
-        let queues = app.broker().queue_statuses();
-        let v = app.stats.with(|h| {
-            query.apply(
-                queues,
-                |q| &q.name,
-                |q| render::queue(q, h.queue(&q.name), &ctx),
-            )
-        })?;
+        let queues = query.select(app.broker().queue_statuses(), |q| &q.name);
+        let queues = app.stats.with(|h| queues.attach(|q| h.queue(&q.name)));
+        let v = query.render(
+            queues,
+            |(q, _)| &q.name,
+            |(q, series)| render::queue(q, series.as_deref(), &ctx),
+        )?;
         Ok(ok(v))
     })
     .await
@@ -60,9 +59,8 @@ pub async fn show(
     blocking(move || {
         let broker = app.broker();
         let status = broker.queue_status(&name).ok_or_else(ApiError::not_found)?;
-        let mut v = app
-            .stats
-            .with(|h| render::queue(&status, h.queue(&name), &ctx));
+        let series = app.stats.with(|h| h.queue(&name));
+        let mut v = render::queue(&status, series.as_deref(), &ctx);
         let conns = broker.connections().list();
         let details: Vec<Value> = broker
             .consumer_entries()
