@@ -683,6 +683,55 @@ fn closing_a_connection_tells_its_client_why() {
         .expect(404);
 }
 
+/// The name management lists `user`'s connection under (each user here has one).
+fn connection_of(h: &Http, user: &str) -> String {
+    let list = h.get("/api/connections").expect(200).json();
+    let found = list.as_array().unwrap().iter().find(|c| c["user"] == user);
+    found.unwrap_or_else(|| panic!("no connection of {user} in {list}"))["name"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn closing_another_users_connection_takes_the_administrator_tag() {
+    // No ACL: the tag alone decides, as in RabbitMQ.
+    let s = secured_as(
+        None,
+        &[("carol", &["administrator"]), ("dave", &[]), ("erin", &["management"])],
+        &[],
+    );
+    let b = &s.broker;
+    let addr = b.mgmt_addr.unwrap();
+    let (carol, dave, erin) = (
+        Http::as_user(addr, "carol", "password"),
+        Http::as_user(addr, "dave", "password"),
+        Http::as_user(addr, "erin", "password"),
+    );
+    let _carols = Raw091::open_as(b.addr, "carol");
+    let mut daves = Raw091::open_as(b.addr, "dave");
+    let _erins = Raw091::open_as(b.addr, "erin");
+    let path = |user: &str| format!("/api/connections/{}", seg(&connection_of(&carol, user)));
+    for (who, http) in [("dave", &dave), ("erin", &erin)] {
+        let r = http.delete(&path("carol"));
+        assert_eq!(r.status, 403, "{who}: {}", r.text());
+        assert!(is_rabbitmq_error(&r));
+    }
+    dave.delete(&path("erin")).expect(403);
+    assert_eq!(
+        carol.get("/api/connections").json().as_array().unwrap().len(),
+        3,
+        "nothing was closed"
+    );
+    // One's own, without a tag; anyone's, with the administrator tag.
+    dave.delete(&path("dave")).expect(204);
+    daves.expect(0, |m| matches!(m, Method::ConnectionClose(_)));
+    carol.delete(&path("erin")).expect(204);
+    eventually("the two connections to go", || {
+        carol.get("/api/connections").json().as_array().unwrap().len() == 1
+    });
+}
+
 #[test]
 fn definitions_export_and_import_round_trip() {
     let b = Ferryd::start_mgmt(&[]);
@@ -787,6 +836,13 @@ fn secured_with(extra: &[&str]) -> Secured {
 /// ferryd with a users file holding alice (password wonderland, an administrator) and the
 /// ACL `acl`.
 fn secured_by(acl: &str, extra: &[&str]) -> Secured {
+    secured_as(Some(acl), &[], extra)
+}
+
+/// ferryd with a users file holding alice (password wonderland, an administrator) and
+/// `more` users (password "password", as `Raw091` logs in, with these tags), and the ACL
+/// `acl` if there is one.
+fn secured_as(acl: Option<&str>, more: &[(&str, &[&str])], extra: &[&str]) -> Secured {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -799,20 +855,22 @@ fn secured_by(acl: &str, extra: &[&str]) -> Secured {
     let alice = ferry_auth::Credentials::new("wonderland", ferry_auth::MIN_ITERATIONS).unwrap();
     users.insert("alice", alice).unwrap();
     users.set_tags("alice", &["administrator".into()]).unwrap();
+    for (name, tags) in more {
+        let c = ferry_auth::Credentials::new("password", ferry_auth::MIN_ITERATIONS).unwrap();
+        users.insert(name, c).unwrap();
+        let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        users.set_tags(name, &tags).unwrap();
+    }
     let users_path = dir.join("users");
     users.save(&users_path).unwrap();
-    let acl_path = dir.join("ferryd.acl");
-    std::fs::write(&acl_path, acl).unwrap();
     let users_arg = users_path.display().to_string();
+    let acl_path = dir.join("ferryd.acl");
     let acl_arg = acl_path.display().to_string();
-    let mut args = vec![
-        "--auth",
-        "yes",
-        "--users-file",
-        &users_arg,
-        "--acl-file",
-        &acl_arg,
-    ];
+    let mut args = vec!["--auth", "yes", "--users-file", &users_arg];
+    if let Some(acl) = acl {
+        std::fs::write(&acl_path, acl).unwrap();
+        args.extend_from_slice(&["--acl-file", &acl_arg]);
+    }
     args.extend_from_slice(extra);
     let broker = Ferryd::start_mgmt(&args);
     Secured {

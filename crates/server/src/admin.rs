@@ -561,14 +561,24 @@ impl AdminUser {
         Ok(messages)
     }
 
-    /// Asks a connection to close, telling its client `reason`. With an ACL in force, which
-    /// has no rule for this, a user may close only connections of their own.
+    /// Asks a connection to close, telling its client `reason`. Another user's connection
+    /// takes the `administrator` tag, as in RabbitMQ (whose `management` users may close
+    /// only their own); with an ACL in force, which has no rule for this, a user may close
+    /// only connections of their own whatever their tags.
     pub fn close_connection(&self, id: ConnectionId, reason: &str) -> Result<(), AdminError> {
         let connections = self.broker().connections();
         let c = connections
             .get(id)
             .ok_or_else(|| AdminError::NotFound(format!("no connection {id}")))?;
-        if self.admin.acl_enabled() && c.meta.user != self.user {
+        let own = c.meta.user == self.user;
+        if !own && !self.administrator() {
+            return Err(AdminError::Denied(format!(
+                "user {} may close only their own connections: another user's takes the \
+                 administrator tag",
+                self.user
+            )));
+        }
+        if self.admin.acl_enabled() && !own {
             return Err(AdminError::Denied(format!(
                 "user {} may close only their own connections",
                 self.user

@@ -152,6 +152,11 @@ impl AdminUser {
             .map(|_| self.info(&users, name, administrator)))
     }
 
+    /// Whether the caller has the `administrator` tag; with `--auth no` everyone has.
+    pub fn administrator(&self) -> bool {
+        self.is_administrator(&self.admin.users())
+    }
+
     /// With `--auth no` everyone is.
     fn is_administrator(&self, users: &Users) -> bool {
         !self.admin.auth.required() || is_administrator(users, &self.user)
