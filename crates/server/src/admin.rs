@@ -20,7 +20,7 @@ use ferry_core::{
 };
 
 use crate::access::{self, ClientAccess, Denied, PublishCache};
-use crate::amqp091::args;
+use crate::amqp091::{self, args};
 use crate::amqp091::convert::{decode_properties, outgoing_properties, table_to_headers};
 use crate::amqp091::error::Fault;
 use crate::auth::AuthService;
@@ -468,6 +468,15 @@ impl AdminUser {
                 .exchange(exchange)
                 .ok_or_else(|| not_found("exchange", exchange))?
         };
+        // RabbitMQ's management answers every refusal of its publish (its channel closed
+        // by the broker) with 400 and the broker's text, whatever the AMQP code was.
+        amqp091::refuse_internal(&ex).map_err(|f| AdminError::BadRequest(f.text))?;
+        let max = self.admin.config.max_message_size as u64;
+        if body.len() as u64 > max {
+            return Err(AdminError::BadRequest(
+                amqp091::too_large(body.len() as u64, max).text,
+            ));
+        }
         let exchange_bytes = Bytes::copy_from_slice(exchange.as_bytes());
         let key_bytes = Bytes::copy_from_slice(routing_key.as_bytes());
         self.access
@@ -491,10 +500,14 @@ impl AdminUser {
         } else {
             None
         };
+        let mut header = RawProperties::encode(properties);
+        if self.broker().stamps_receipt() {
+            header = amqp091::stamped(&header);
+        }
         let publish = Publish {
             exchange: exchange_bytes,
             routing_key: key_bytes,
-            header: RawProperties::encode(properties).as_bytes().clone(),
+            header: header.as_bytes().clone(),
             encoding: Encoding::Amqp091,
             body,
             persistent: properties.delivery_mode == Some(2),

@@ -9,7 +9,7 @@ use ferry_amqp091::{
     BasicGetEmpty, BasicGetOk, BasicNack, BasicPublish, BasicQos, BasicQosOk, BasicReject,
     BasicReturn, ConfirmSelectOk, Content, DeliverRef, Publication, RawProperties, ShortStr,
 };
-use ferry_core::{now_ms, Accepts, Broker, BrokerError, ConsumerSpec, Delivery};
+use ferry_core::{now_ms, Accepts, Broker, BrokerError, ConsumerSpec, Delivery, Exchange};
 
 use crate::access;
 use crate::publish::{Encoding, Publish};
@@ -31,9 +31,21 @@ pub enum Outcome {
     Reject,
 }
 
+/// Publishing to an internal exchange is refused (as RabbitMQ refuses it): only
+/// exchange-to-exchange bindings feed one. Management's test publish asks this too.
+pub(crate) fn refuse_internal(exchange: &Exchange) -> Result<(), Fault> {
+    if exchange.is_internal() {
+        return Err(Fault::access_refused(format!(
+            "cannot publish to internal exchange '{}' in vhost '/'",
+            exchange.name()
+        )));
+    }
+    Ok(())
+}
+
 /// `properties` with the timestamp property set to the time of receipt (qpidd's
 /// `--enable-timestamp`; RabbitMQ's message-timestamp plugin does the same), re-encoded.
-fn stamped(properties: &RawProperties) -> RawProperties {
+pub(crate) fn stamped(properties: &RawProperties) -> RawProperties {
     let mut decoded = properties.decode();
     decoded.timestamp = Some(Broker::receipt_time());
     RawProperties::encode(&decoded)
@@ -62,12 +74,7 @@ impl Channel {
             return Err(Fault::not_implemented("immediate=true"));
         }
         let exchange = self.exchange_for(ctx.broker, p.exchange.bytes())?;
-        if exchange.is_internal() {
-            return Err(Fault::access_refused(format!(
-                "cannot publish to internal exchange '{}' in vhost '/'",
-                exchange.name()
-            )));
-        }
+        refuse_internal(&exchange)?;
         ctx.access.check_publish(
             &mut self.publish_acl,
             p.exchange.bytes(),

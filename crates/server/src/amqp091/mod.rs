@@ -46,6 +46,14 @@ use crate::transport::Transport;
 use ack_timeout::AckChecks;
 use channel::{Channel, Ctx, State};
 use error::Fault;
+
+pub(crate) use basic::{refuse_internal, stamped};
+
+/// A message body over `--max-message-size`: RabbitMQ answers its own limit with 406
+/// precondition-failed (closing the channel). Management's test publish says the same.
+pub(crate) fn too_large(size: u64, max: u64) -> Fault {
+    Fault::precondition(format!("message size {size} is larger than max size {max}"))
+}
 use handshake::ClientCaps;
 
 /// The 0-9-1 side of a connection; the [`Shell`] holds what every protocol has.
@@ -516,12 +524,9 @@ impl Amqp091 {
                     self.fail(shell, id, f, ids);
                 }
             }
-            Err(AssemblyError::TooLarge { size, max }) => self.fail(
-                shell,
-                id,
-                Fault::precondition(format!("message size {size} is larger than max size {max}")),
-                BasicPublish::IDS,
-            ),
+            Err(AssemblyError::TooLarge { size, max }) => {
+                self.fail(shell, id, too_large(size, max), BasicPublish::IDS)
+            }
             Err(e) => {
                 self.close_connection(shell, Fault::new(e.reply_code(), e.to_string()), (0, 0))
             }
