@@ -818,10 +818,33 @@ fn definitions_export_and_import_round_trip() {
         &json!({"routing_key": "k2"}),
     )
     .expect(201);
+    h.put(
+        "/api/exchanges/%2F/d-internal",
+        &json!({"type": "topic", "durable": true, "internal": true}),
+    )
+    .expect(201);
+    assert_eq!(
+        h.get("/api/exchanges/%2F/d-internal").expect(200).json()["internal"],
+        true
+    );
+    let listed = h.get("/api/exchanges?name=d-").expect(200).json();
+    let internal: Vec<(String, bool)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap().into(), e["internal"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        internal,
+        [("d-internal".into(), true), ("d-x".into(), false), ("d-y".into(), false)]
+    );
     let exported = h.get("/api/definitions").expect(200).json();
     assert_eq!(exported["queues"].as_array().unwrap().len(), 1);
-    assert_eq!(exported["exchanges"].as_array().unwrap().len(), 2);
+    assert_eq!(exported["exchanges"].as_array().unwrap().len(), 3);
     assert_eq!(exported["bindings"].as_array().unwrap().len(), 3);
+    // Importing what was exported into the same broker changes nothing (an exchange shown
+    // as not internal would be an inequivalent redeclaration).
+    h.post("/api/definitions", &exported).expect(204);
     assert_eq!(exported["queues"][0]["vhost"], "/");
     assert_eq!(exported["queues"][0]["arguments"]["x-max-length"], 5);
     assert_eq!(exported["queues"][0]["arguments"]["x-custom"], custom);
@@ -836,7 +859,12 @@ fn definitions_export_and_import_round_trip() {
     h.delete("/api/queues/%2F/d-q").expect(204);
     h.delete("/api/exchanges/%2F/d-x").expect(204);
     h.delete("/api/exchanges/%2F/d-y").expect(204);
+    h.delete("/api/exchanges/%2F/d-internal").expect(204);
     h.post("/api/definitions", &exported).expect(204);
+    assert_eq!(
+        h.get("/api/exchanges/%2F/d-internal").expect(200).json()["internal"],
+        true
+    );
     let again = h.get("/api/definitions").expect(200).json();
     for key in ["queues", "exchanges", "bindings"] {
         assert_eq!(again[key], exported[key], "{key}");

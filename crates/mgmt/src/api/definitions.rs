@@ -47,7 +47,7 @@ fn objects(app: &App, with_vhost: bool) -> (Vec<Value>, Vec<Value>, Vec<Value>) 
                 "type": e.info.kind.name(),
                 "durable": e.info.durable,
                 "auto_delete": e.info.auto_delete,
-                "internal": false,
+                "internal": e.info.internal,
                 "arguments": args::to_json(&e.info.arguments),
             }))
         })

@@ -118,7 +118,7 @@ pub fn exchange(e: &ExchangeStatus, series: Option<&Series<ExchangePoint>>, ctx:
         "type": i.kind.name(),
         "durable": i.durable,
         "auto_delete": i.auto_delete,
-        "internal": false,
+        "internal": i.internal,
         "arguments": args::to_json(&i.arguments),
         "policy": null,
         "user_who_performed_action": if e.builtin { "rmq-internal" } else { "" },
