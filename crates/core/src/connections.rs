@@ -3,7 +3,7 @@
 //! sessions when they change, so a reader never waits for a connection and a connection
 //! never waits for a reader.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 
@@ -162,6 +162,27 @@ impl Connections {
         }
     }
 
+    /// Which connection each session or channel owner belongs to, in one pass over the
+    /// connections: for matching many consumers to their connections, which
+    /// [`Connections::owner_connection`] would do with a pass over all of them each.
+    /// Each connection's sessions are locked outside the registry's lock, as in `list`.
+    pub fn owners(&self) -> HashMap<OwnerId, ConnectionId> {
+        let entries: Vec<(ConnectionId, Arc<Entry>)> = self
+            .entries
+            .lock()
+            .iter()
+            .map(|(id, e)| (*id, e.clone()))
+            .collect();
+        let mut owners = HashMap::new();
+        for (id, e) in entries {
+            for s in e.sessions.lock().iter() {
+                // The oldest connection first, as `owner_connection` finds it.
+                owners.entry(s.owner).or_insert(id);
+            }
+        }
+        owners
+    }
+
     /// The connection a session or channel owner belongs to, if it is registered.
     pub fn owner_connection(&self, owner: OwnerId) -> Option<ConnectionId> {
         self.entries.lock().iter().find_map(|(id, e)| {
@@ -255,6 +276,11 @@ mod tests {
         );
         assert_eq!(list[0].sessions[0].consumers, 2);
         assert_eq!(registry.owner_connection(77), Some(a.id()));
+        assert_eq!(
+            registry.owners(),
+            HashMap::from([(77, a.id())]),
+            "b has no sessions"
+        );
         drop(b);
         assert_eq!(registry.len(), 1);
         assert!(registry.get(a.id()).is_some());

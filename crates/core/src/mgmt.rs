@@ -3,6 +3,8 @@
 //! `crate::stats`). Nothing here is on the message path; a snapshot takes the registry's read
 //! lock, then each queue's lock in turn, briefly.
 
+use std::collections::HashMap;
+
 use crate::broker::Broker;
 use crate::exchange::{BindingStatus, ExchangeInfo};
 use crate::journal::JournalStats;
@@ -43,6 +45,21 @@ pub struct ConsumerEntry {
     pub queue: String,
     pub consumer: ConsumerStatus,
     pub connection: Option<ConnectionId>,
+}
+
+fn entries(
+    queue: &str,
+    consumers: &[ConsumerStatus],
+    owners: &HashMap<OwnerId, ConnectionId>,
+) -> Vec<ConsumerEntry> {
+    consumers
+        .iter()
+        .map(|consumer| ConsumerEntry {
+            queue: queue.to_owned(),
+            consumer: consumer.clone(),
+            connection: owners.get(&consumer.owner).copied(),
+        })
+        .collect()
 }
 
 /// The whole broker at a glance.
@@ -129,21 +146,21 @@ impl Broker {
 
     /// Every consumer of every queue.
     pub fn consumer_entries(&self) -> Vec<ConsumerEntry> {
-        let connections = self.connections();
+        // One map of owners for all consumers: a scan of every connection per consumer is
+        // quadratic (10,000 connections with a consumer each: 10^8 session locks).
+        let owners = self.connections().owners();
         self.queue_statuses()
             .into_iter()
-            .flat_map(|q| {
-                let queue = q.name;
-                q.consumers
-                    .into_iter()
-                    .map(move |consumer| (queue.clone(), consumer))
-            })
-            .map(|(queue, consumer)| ConsumerEntry {
-                connection: connections.owner_connection(consumer.owner),
-                queue,
-                consumer,
-            })
+            .flat_map(|q| entries(&q.name, &q.consumers, &owners))
             .collect()
+    }
+
+    /// The consumers of the queue `status` describes, with their connections.
+    pub fn consumer_entries_of(&self, status: &QueueStatus) -> Vec<ConsumerEntry> {
+        if status.consumers.is_empty() {
+            return Vec::new();
+        }
+        entries(&status.name, &status.consumers, &self.connections().owners())
     }
 
     pub fn overview(&self) -> Overview {
@@ -322,5 +339,32 @@ mod tests {
         assert_eq!(consumers.len(), 1);
         assert_eq!(consumers[0].connection, Some(conn.id()));
         assert!(!consumers[0].consumer.acquire);
+
+        // One queue's consumers, and only theirs.
+        let (other, _) = b
+            .declare_queue("other", QueueOptions::default(), false, 1)
+            .unwrap();
+        let outbox = Outbox::new();
+        other
+            .subscribe(ConsumerSpec {
+                id: b.next_consumer_id(),
+                outbox,
+                owner: 43,
+                connection: 0,
+                tag: Bytes::from_static(b"e"),
+                acquire: true,
+                exclusive: false,
+                window: None,
+                filter: None,
+                ack_timeout: None,
+            })
+            .unwrap();
+        let of_q = b.consumer_entries_of(&b.queue_status("q").unwrap());
+        assert_eq!(of_q, consumers);
+        let of_other = b.consumer_entries_of(&b.queue_status("other").unwrap());
+        assert_eq!(of_other.len(), 1);
+        assert_eq!(of_other[0].queue, "other");
+        assert_eq!(of_other[0].connection, None, "owner 43 has no connection");
+        assert_eq!(b.consumer_entries().len(), 2);
     }
 }

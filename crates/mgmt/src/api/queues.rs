@@ -1,11 +1,13 @@
 //! Queues: list, show, declare, delete, purge, get, and their bindings.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
+use ferry_core::{ConnectionId, ConnectionStatus};
 use ferry_server::GetMode;
 use serde_json::Value;
 
@@ -61,15 +63,22 @@ pub async fn show(
         let status = broker.queue_status(&name).ok_or_else(ApiError::not_found)?;
         let series = app.stats.with(|h| h.queue(&name));
         let mut v = render::queue(&status, series.as_deref(), &ctx);
-        let conns = broker.connections().list();
-        let details: Vec<Value> = broker
-            .consumer_entries()
+        // This queue's consumers and their connections only: every queue's consumers, or
+        // every connection, cost as much as the whole broker's list.
+        let entries = broker.consumer_entries_of(&status);
+        let mut conns: HashMap<ConnectionId, Option<ConnectionStatus>> = HashMap::new();
+        for id in entries.iter().filter_map(|e| e.connection) {
+            conns
+                .entry(id)
+                .or_insert_with(|| broker.connections().get(id));
+        }
+        let details: Vec<Value> = entries
             .iter()
-            .filter(|e| e.queue == name)
             .map(|e| {
                 let conn = e
                     .connection
-                    .and_then(|id| conns.iter().find(|c| c.id == id));
+                    .and_then(|id| conns.get(&id))
+                    .and_then(Option::as_ref);
                 connections::consumer(e, conn, &ctx)
             })
             .collect();
