@@ -1478,6 +1478,26 @@ fn malformed_requests_get_rabbitmq_style_errors() {
     h.get("/api/queues/%2F/missing").expect(404);
     h.get("/api/bindings/%2F/e/amq.direct/z/x").expect(404);
 
+    // Only JSON is read (RabbitMQ answers 415): with --auth no, a web page could otherwise
+    // post a text/plain body that is valid JSON from any visitor's browser.
+    for (method, path, content_type) in [
+        ("POST", "/api/definitions", "text/plain"),
+        ("POST", "/api/exchanges/%2F/amq.default/publish", "text/plain;charset=UTF-8"),
+        ("POST", "/api/queues/%2F/m/get", "application/x-www-form-urlencoded"),
+        ("PUT", "/api/queues/%2F/by-form", "multipart/form-data; boundary=b"),
+    ] {
+        let body = br#"{"queues": [{"name": "planted", "durable": false}], "payload": "x"}"#;
+        let r = h.request(method, path, &[("Content-Type", content_type)], body);
+        assert_eq!(r.status, 415, "{path}: {}", r.text());
+        assert_eq!(r.json()["error"], "unsupported_media_type");
+    }
+    h.get("/api/queues/%2F/planted").expect(404);
+    h.get("/api/queues/%2F/by-form").expect(404);
+    // A bare PUT (no body, no Content-Type) still declares with the defaults.
+    let bare = Http::new(h.addr).request("PUT", "/api/queues/%2F/bare", &[], b"");
+    assert_eq!(bare.status, 201, "{}", bare.text());
+    h.delete("/api/queues/%2F/bare").expect(204);
+
     let r = raw("POST", "/api/overview", b"{}");
     assert_eq!(r.status, 405);
     assert!(is_rabbitmq_error(&r));

@@ -92,7 +92,10 @@ impl Http {
             self.addr,
             body.len()
         );
-        if !body.is_empty() {
+        let typed = headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        if !body.is_empty() && !typed {
             head.push_str("Content-Type: application/json\r\n");
         }
         if let Some(auth) = &self.auth {

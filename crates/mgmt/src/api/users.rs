@@ -11,7 +11,7 @@ use ferry_server::{record_of, UserChange, UserInfo};
 use serde_json::{json, Value};
 
 use super::{blocking, created_or_not, object, ok, text};
-use crate::body::JsonBody;
+use crate::body::LaterJson;
 use crate::error::{ApiError, ApiResult};
 use crate::login::Caller;
 use crate::state::App;
@@ -90,9 +90,10 @@ pub async fn put(
     State(app): State<Arc<App>>,
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
-    JsonBody(body): JsonBody<Value>,
+    body: LaterJson,
 ) -> ApiResult<Response> {
     app.user(&caller).check_administrator()?;
+    let body: Value = body.parse().await?;
     object(&body)?;
     let record = match text(&body, "password_hash")? {
         Some(hash) => Some(record_of(hash, text(&body, "hashing_algorithm")?)?),
@@ -123,8 +124,10 @@ pub async fn remove(
 pub async fn bulk_delete(
     State(app): State<Arc<App>>,
     Extension(caller): Extension<Caller>,
-    JsonBody(body): JsonBody<Value>,
+    body: LaterJson,
 ) -> ApiResult<Response> {
+    app.user(&caller).check_administrator()?;
+    let body: Value = body.parse().await?;
     let names = body
         .get("users")
         .and_then(Value::as_array)
