@@ -228,7 +228,8 @@ fn exchanges_and_bindings_of_both_kinds() {
             &json!({"routing_key": "order.*", "arguments": {}}),
         )
         .expect(201);
-    assert_eq!(r.header("location"), Some("order.*"));
+    // Quoted as RabbitMQ quotes it (quote_plus: `*` is not kept).
+    assert_eq!(r.header("location"), Some("order.%2A"));
     h.post(
         "/api/bindings/%2F/e/events/e/audit",
         &json!({"routing_key": "#"}),
@@ -351,6 +352,43 @@ fn exchanges_and_bindings_of_both_kinds() {
         .expect(204);
     h.delete("/api/exchanges/%2F/events").expect(404);
     h.get("/api/exchanges/%2F/events").expect(404);
+}
+
+#[test]
+fn bindings_under_keys_empty_and_tilde_are_told_apart() {
+    let b = Ferryd::start_mgmt(&[]);
+    let h = http(&b);
+    h.put("/api/queues/%2F/pk", &json!({"durable": false}))
+        .expect(201);
+    for key in ["", "~", "a b"] {
+        h.post("/api/bindings/%2F/e/amq.direct/q/pk", &json!({"routing_key": key}))
+            .expect(201);
+    }
+    let list = h.get("/api/bindings/%2F/e/amq.direct/q/pk").expect(200).json();
+    let mut keys: Vec<(String, String)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let key = b["routing_key"].as_str().unwrap().to_owned();
+            (key, b["properties_key"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    keys.sort();
+    let owned = |k: &str, p: &str| (k.to_owned(), p.to_owned());
+    assert_eq!(keys, [owned("", "~"), owned("a b", "a+b"), owned("~", "%7E")]);
+    // Each is shown and deleted by its own key (clients percent-encode the segment).
+    let one = |props: &str| format!("/api/bindings/%2F/e/amq.direct/q/pk/{}", seg(props));
+    assert_eq!(h.get(&one("%7E")).expect(200).json()["routing_key"], "~");
+    h.delete(&one("%7E")).expect(204);
+    assert_eq!(h.get(&one("~")).expect(200).json()["routing_key"], "");
+    h.get(&one("%7E")).expect(404);
+    h.delete(&one("~")).expect(204);
+    h.delete(&one("a+b")).expect(204);
+    assert_eq!(
+        h.get("/api/bindings/%2F/e/amq.direct/q/pk").expect(200).json(),
+        json!([])
+    );
 }
 
 #[test]

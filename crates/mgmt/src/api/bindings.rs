@@ -128,7 +128,7 @@ pub async fn create(
 fn find(app: &App, e: &Ends, props: &str) -> ApiResult<BindingStatus> {
     bindings_between(app, e)
         .into_iter()
-        .find(|b| render::properties_key(&b.key, &b.arguments) == props)
+        .find(|b| render::names_binding(props, &b.key, &b.arguments))
         .ok_or_else(ApiError::not_found)
 }
 

@@ -139,27 +139,87 @@ pub fn exchange(e: &ExchangeStatus, series: Option<&Series<ExchangePoint>>, ctx:
     })
 }
 
-/// RabbitMQ's `properties_key`, which names a binding in a DELETE path: the routing key
-/// when there are no arguments (`~` for an empty key), else the key, `~` and a hash of the
-/// arguments.
+/// RabbitMQ's `properties_key`, which names a binding in a DELETE path
+/// (`rabbit_mgmt_format:pack_binding_props`): the routing key quoted, or `~` for an empty
+/// key without arguments; with arguments, the quoted key, `~` and a hash of the arguments.
+/// The quoting keeps `~` for the separator alone, so keys "" and "~" name two bindings.
 pub fn properties_key(key: &str, arguments: &Arguments) -> String {
     if arguments.is_empty() {
         if key.is_empty() {
             "~".to_owned()
         } else {
-            key.to_owned()
+            quote_key(key)
         }
     } else {
-        // FNV-1a over the arguments' text: stable across runs, enough to tell apart the
-        // few bindings one exchange has to one destination under one key.
-        let text = args::to_json(arguments).to_string();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in text.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("{key}~{h:016x}")
+        format!("{}~{}", quote_key(key), arguments_hash(arguments))
     }
+}
+
+/// FNV-1a over the arguments' text: stable across runs, enough to tell apart the few
+/// bindings one exchange has to one destination under one key. (RabbitMQ hashes its own
+/// term encoding, which no client computes.)
+fn arguments_hash(arguments: &Arguments) -> String {
+    let text = args::to_json(arguments).to_string();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Whether `props` (a path segment, percent-decoded once) names the binding under `key`
+/// with `arguments`, read as RabbitMQ reads it (`rabbit_mgmt_wm_binding`): up to the first
+/// `~` the key, unquoted (`+` a space, `%XX` a byte), after it the arguments' hash. So a
+/// client that quoted the key as listed and one that wrote it plainly (`order.*`) both
+/// find it, and `~` is always the empty key, never the key "~" (that is `%7E`).
+pub fn names_binding(props: &str, key: &str, arguments: &Arguments) -> bool {
+    let (quoted, hash) = match props.split_once('~') {
+        None => (props, None),
+        Some((quoted, "")) => (quoted, None),
+        Some((quoted, hash)) => (quoted, Some(hash)),
+    };
+    let key_matches = unquote_key(quoted).is_some_and(|k| k == key.as_bytes());
+    key_matches
+        && match hash {
+            None => arguments.is_empty(),
+            Some(hash) => !arguments.is_empty() && arguments_hash(arguments) == hash,
+        }
+}
+
+/// `quote_plus` undone; `None` for a `%` not followed by two hex digits.
+fn unquote_key(quoted: &str) -> Option<Vec<u8>> {
+    let bytes = quoted.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    Some(out)
+}
+
+/// RabbitMQ's `quote_binding`: `quote_plus` (letters, digits and `.-_~` kept, space as
+/// `+`, other bytes as `%XX`), then `~` as `%7E`.
+fn quote_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'_' => out.push(char::from(b)),
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 /// A binding as in RabbitMQ's `/api/bindings`.
@@ -173,4 +233,49 @@ pub fn binding(b: &BindingStatus) -> Value {
         "arguments": args::to_json(&b.arguments),
         "properties_key": properties_key(&b.key, &b.arguments),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_keys_quote_the_routing_key_as_rabbitmq_does() {
+        let none = Arguments::default();
+        assert_eq!(properties_key("", &none), "~");
+        assert_eq!(properties_key("~", &none), "%7E");
+        assert_eq!(properties_key("orders.eu-1_x", &none), "orders.eu-1_x");
+        assert_eq!(properties_key("a b/c~d", &none), "a+b%2Fc%7Ed");
+        assert_eq!(properties_key("é", &none), "%C3%A9");
+        let mut with = Arguments::default();
+        with.push("x-match", ferry_core::HeaderValue::Str("all".into()));
+        let tilde = properties_key("~", &with);
+        let empty = properties_key("", &with);
+        assert!(tilde.starts_with("%7E~"), "{tilde}");
+        assert!(empty.starts_with('~'), "{empty}");
+        assert_ne!(tilde, empty);
+    }
+
+    #[test]
+    fn properties_keys_name_their_bindings_only() {
+        let none = Arguments::default();
+        let mut with = Arguments::default();
+        with.push("k", ferry_core::HeaderValue::Str("v".into()));
+        for (key, args) in [("", &none), ("~", &none), ("a b/c", &none), ("~", &with), ("", &with)] {
+            let props = properties_key(key, args);
+            assert!(names_binding(&props, key, args), "{props}");
+            for (other_key, other_args) in [("", &none), ("~", &none), ("~", &with), ("", &with)] {
+                if (other_key, other_args) != (key, args) {
+                    assert!(
+                        !names_binding(&props, other_key, other_args),
+                        "{props} names {other_key:?} {other_args:?}"
+                    );
+                }
+            }
+        }
+        // A key written plainly finds its binding too, as in RabbitMQ.
+        assert!(names_binding("order.*", "order.*", &none));
+        assert!(names_binding("#", "#", &none));
+        assert!(!names_binding("%zz", "%zz", &none), "not a quoting");
+    }
 }
