@@ -160,7 +160,11 @@ impl Broker {
         if status.consumers.is_empty() {
             return Vec::new();
         }
-        entries(&status.name, &status.consumers, &self.connections().owners())
+        entries(
+            &status.name,
+            &status.consumers,
+            &self.connections().owners(),
+        )
     }
 
     pub fn overview(&self) -> Overview {

@@ -361,10 +361,16 @@ fn bindings_under_keys_empty_and_tilde_are_told_apart() {
     h.put("/api/queues/%2F/pk", &json!({"durable": false}))
         .expect(201);
     for key in ["", "~", "a b"] {
-        h.post("/api/bindings/%2F/e/amq.direct/q/pk", &json!({"routing_key": key}))
-            .expect(201);
+        h.post(
+            "/api/bindings/%2F/e/amq.direct/q/pk",
+            &json!({"routing_key": key}),
+        )
+        .expect(201);
     }
-    let list = h.get("/api/bindings/%2F/e/amq.direct/q/pk").expect(200).json();
+    let list = h
+        .get("/api/bindings/%2F/e/amq.direct/q/pk")
+        .expect(200)
+        .json();
     let mut keys: Vec<(String, String)> = list
         .as_array()
         .unwrap()
@@ -376,7 +382,10 @@ fn bindings_under_keys_empty_and_tilde_are_told_apart() {
         .collect();
     keys.sort();
     let owned = |k: &str, p: &str| (k.to_owned(), p.to_owned());
-    assert_eq!(keys, [owned("", "~"), owned("a b", "a+b"), owned("~", "%7E")]);
+    assert_eq!(
+        keys,
+        [owned("", "~"), owned("a b", "a+b"), owned("~", "%7E")]
+    );
     // Each is shown and deleted by its own key (clients percent-encode the segment).
     let one = |props: &str| format!("/api/bindings/%2F/e/amq.direct/q/pk/{}", seg(props));
     assert_eq!(h.get(&one("%7E")).expect(200).json()["routing_key"], "~");
@@ -386,7 +395,9 @@ fn bindings_under_keys_empty_and_tilde_are_told_apart() {
     h.delete(&one("~")).expect(204);
     h.delete(&one("a+b")).expect(204);
     assert_eq!(
-        h.get("/api/bindings/%2F/e/amq.direct/q/pk").expect(200).json(),
+        h.get("/api/bindings/%2F/e/amq.direct/q/pk")
+            .expect(200)
+            .json(),
         json!([])
     );
 }
@@ -496,14 +507,20 @@ fn http_publishes_are_checked_and_stamped_as_amqp_publishes_are() {
     assert_eq!(r.status, 400, "{}", r.text());
     assert_eq!(r.json()["error"], "bad_request");
     assert!(
-        r.json()["reason"].as_str().unwrap().contains("internal exchange 'inner'"),
+        r.json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("internal exchange 'inner'"),
         "{}",
         r.text()
     );
     // --max-message-size, as for a 0-9-1 publish.
     let r = publish("amq.default", &"x".repeat(1001));
     assert_eq!(r.status, 400, "{}", r.text());
-    assert!(r.json()["reason"].as_str().unwrap().contains("larger than max size 1000"));
+    assert!(r.json()["reason"]
+        .as_str()
+        .unwrap()
+        .contains("larger than max size 1000"));
     assert_eq!(h.get("/api/queues/%2F/stamped").json()["messages"], 0);
     // Within it, stamped with the time of receipt (--enable-timestamp), as 0-9-1's are.
     assert_eq!(
@@ -786,7 +803,11 @@ fn closing_another_users_connection_takes_the_administrator_tag() {
     // No ACL: the tag alone decides, as in RabbitMQ.
     let s = secured_as(
         None,
-        &[("carol", &["administrator"]), ("dave", &[]), ("erin", &["management"])],
+        &[
+            ("carol", &["administrator"]),
+            ("dave", &[]),
+            ("erin", &["management"]),
+        ],
         &[],
     );
     let b = &s.broker;
@@ -807,7 +828,12 @@ fn closing_another_users_connection_takes_the_administrator_tag() {
     }
     dave.delete(&path("erin")).expect(403);
     assert_eq!(
-        carol.get("/api/connections").json().as_array().unwrap().len(),
+        carol
+            .get("/api/connections")
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
         3,
         "nothing was closed"
     );
@@ -816,7 +842,13 @@ fn closing_another_users_connection_takes_the_administrator_tag() {
     daves.expect(0, |m| matches!(m, Method::ConnectionClose(_)));
     carol.delete(&path("erin")).expect(204);
     eventually("the two connections to go", || {
-        carol.get("/api/connections").json().as_array().unwrap().len() == 1
+        carol
+            .get("/api/connections")
+            .json()
+            .as_array()
+            .unwrap()
+            .len()
+            == 1
     });
 }
 
@@ -870,11 +902,20 @@ fn definitions_export_and_import_round_trip() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["name"].as_str().unwrap().into(), e["internal"].as_bool().unwrap()))
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().into(),
+                e["internal"].as_bool().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         internal,
-        [("d-internal".into(), true), ("d-x".into(), false), ("d-y".into(), false)]
+        [
+            ("d-internal".into(), true),
+            ("d-x".into(), false),
+            ("d-y".into(), false)
+        ]
     );
     let exported = h.get("/api/definitions").expect(200).json();
     assert_eq!(exported["queues"].as_array().unwrap().len(), 1);
@@ -1520,9 +1561,21 @@ fn malformed_requests_get_rabbitmq_style_errors() {
     // post a text/plain body that is valid JSON from any visitor's browser.
     for (method, path, content_type) in [
         ("POST", "/api/definitions", "text/plain"),
-        ("POST", "/api/exchanges/%2F/amq.default/publish", "text/plain;charset=UTF-8"),
-        ("POST", "/api/queues/%2F/m/get", "application/x-www-form-urlencoded"),
-        ("PUT", "/api/queues/%2F/by-form", "multipart/form-data; boundary=b"),
+        (
+            "POST",
+            "/api/exchanges/%2F/amq.default/publish",
+            "text/plain;charset=UTF-8",
+        ),
+        (
+            "POST",
+            "/api/queues/%2F/m/get",
+            "application/x-www-form-urlencoded",
+        ),
+        (
+            "PUT",
+            "/api/queues/%2F/by-form",
+            "multipart/form-data; boundary=b",
+        ),
     ] {
         let body = br#"{"queues": [{"name": "planted", "durable": false}], "payload": "x"}"#;
         let r = h.request(method, path, &[("Content-Type", content_type)], body);

@@ -157,7 +157,12 @@ mod tests {
         body: &str,
         permits: &Semaphore,
     ) -> Result<Value, ApiError> {
-        parse(request(headers(content_type, body.len()), body), permits, Duration::ZERO).await
+        parse(
+            request(headers(content_type, body.len()), body),
+            permits,
+            Duration::ZERO,
+        )
+        .await
     }
 
     fn request(headers: HeaderMap, body: &str) -> Request {
@@ -178,7 +183,11 @@ mod tests {
     fn only_json_bodies_are_read() {
         run(async {
             let permits = Semaphore::new(1);
-            for ok in ["application/json", "application/json; charset=utf-8", "Application/JSON"] {
+            for ok in [
+                "application/json",
+                "application/json; charset=utf-8",
+                "Application/JSON",
+            ] {
                 let v = parse_with(Some(ok), r#"{"a": 1}"#, &permits).await;
                 assert_eq!(v.unwrap()["a"], 1, "{ok}");
             }
@@ -198,9 +207,14 @@ mod tests {
                 );
             }
             // A bare PUT, with or without the header, is `{}`; a form's empty body is not.
-            assert_eq!(parse_with(None, "", &permits).await.unwrap(), serde_json::json!({}));
             assert_eq!(
-                parse_with(Some("application/json"), " ", &permits).await.unwrap(),
+                parse_with(None, "", &permits).await.unwrap(),
+                serde_json::json!({})
+            );
+            assert_eq!(
+                parse_with(Some("application/json"), " ", &permits)
+                    .await
+                    .unwrap(),
                 serde_json::json!({})
             );
             assert!(matches!(

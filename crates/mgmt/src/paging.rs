@@ -215,10 +215,14 @@ impl<T> Selected<T> {
     /// taken out in one short pass.
     pub fn attach<U>(self, mut f: impl FnMut(&T) -> U) -> Selected<(T, U)> {
         Selected {
-            items: self.items.into_iter().map(|i| {
-                let extra = f(&i);
-                (i, extra)
-            }).collect(),
+            items: self
+                .items
+                .into_iter()
+                .map(|i| {
+                    let extra = f(&i);
+                    (i, extra)
+                })
+                .collect(),
             total: self.total,
         }
     }
@@ -364,9 +368,11 @@ mod tests {
         let selected = q.select(items(), |i| &i.0);
         let selected = selected.attach(|i| i.1 * 10);
         let v = q
-            .render(selected, |(i, _)| &i.0, |(i, tenfold)| {
-                json!({"name": i.0, "messages": i.1, "tenfold": tenfold})
-            })
+            .render(
+                selected,
+                |(i, _)| &i.0,
+                |(i, tenfold)| json!({"name": i.0, "messages": i.1, "tenfold": tenfold}),
+            )
             .unwrap();
         assert_eq!(v["total_count"], 25);
         assert_eq!(v["filtered_count"], 6);

@@ -20,9 +20,9 @@ use ferry_core::{
 };
 
 use crate::access::{self, ClientAccess, Denied, PublishCache};
-use crate::amqp091::{self, args};
 use crate::amqp091::convert::{decode_properties, outgoing_properties, table_to_headers};
 use crate::amqp091::error::Fault;
+use crate::amqp091::{self, args};
 use crate::auth::AuthService;
 use crate::config::ServerConfig;
 use crate::publish::{Encoding, Publish};

@@ -33,7 +33,9 @@ pub async fn list(State(app): State<Arc<App>>, Query(q): Query<Params>) -> ApiRe
             .map(|c| (render::connection_name(&c, &ctx), c))
             .collect();
         let names = query.select(names, |(n, _)| n);
-        let names = app.stats.with(|h| names.attach(|(_, c)| h.connection(c.id)));
+        let names = app
+            .stats
+            .with(|h| names.attach(|(_, c)| h.connection(c.id)));
         let v = query.render(
             names,
             |((n, _), _)| n,

@@ -33,7 +33,9 @@ pub async fn list(State(app): State<Arc<App>>, Query(q): Query<Params>) -> ApiRe
     let ctx = app.ctx(Windows::from_query(&q));
     blocking(move || {
         let exchanges = query.select(app.broker().exchange_statuses(), |e| &e.info.name);
-        let exchanges = app.stats.with(|h| exchanges.attach(|e| h.exchange(&e.info.name)));
+        let exchanges = app
+            .stats
+            .with(|h| exchanges.attach(|e| h.exchange(&e.info.name)));
         let v = query.render(
             exchanges,
             |(e, _)| &e.info.name,

@@ -261,7 +261,13 @@ mod tests {
         let none = Arguments::default();
         let mut with = Arguments::default();
         with.push("k", ferry_core::HeaderValue::Str("v".into()));
-        for (key, args) in [("", &none), ("~", &none), ("a b/c", &none), ("~", &with), ("", &with)] {
+        for (key, args) in [
+            ("", &none),
+            ("~", &none),
+            ("a b/c", &none),
+            ("~", &with),
+            ("", &with),
+        ] {
             let props = properties_key(key, args);
             assert!(names_binding(&props, key, args), "{props}");
             for (other_key, other_args) in [("", &none), ("~", &none), ("~", &with), ("", &with)] {
