@@ -63,6 +63,9 @@ pub struct Sender {
     /// The delivery count the client's credit reaches.
     limit: u32,
     drain: bool,
+    /// The client's drain waits for its answer: deliveries it can take are parked behind
+    /// the session window or a large message, and the credit is used up once they go.
+    drain_owed: bool,
     in_flight: u32,
     /// Sent and not yet settled by the client.
     outstanding: u32,
@@ -88,6 +91,9 @@ impl Sender {
         let count = f.delivery_count.unwrap_or(0);
         self.limit = count.wrapping_add(f.link_credit.unwrap_or(0));
         self.drain = f.drain;
+        // A newer flow supersedes an unanswered drain (a drain in it is owed afresh once its
+        // deliveries are handed out).
+        self.drain_owed = false;
         if self.credit() < before && self.in_flight > 0 {
             // The client wants less: take back what the queue has not spent.
             let left = self.queue.take_credit(self.consumer).unwrap_or(0);
@@ -127,6 +133,10 @@ impl Sender {
 
     /// Grants the queue what the credit and the unsettled cap (`cap`, 0: none) allow.
     pub fn top_up(&mut self, cap: u32) {
+        if self.drain_owed {
+            // Draining: what the queue had is here; fetching more would put off the answer.
+            return;
+        }
         let parked = u32::try_from(self.parked.len()).unwrap_or(u32::MAX);
         let mut want = self.credit().saturating_sub(parked);
         if cap > 0 {
@@ -148,9 +158,23 @@ impl Sender {
         self.in_flight = self.in_flight.saturating_sub(left);
     }
 
-    /// Drained with nothing more to send: the delivery count takes up the unused credit.
-    pub fn use_up_credit(&mut self) {
-        self.delivery_count = self.limit;
+    /// The queue's deliveries for a drain were handed out: the drain is answered once those
+    /// the client's credit takes have gone.
+    pub fn owe_drain(&mut self) {
+        self.drain_owed = self.drain;
+    }
+
+    /// Whether an owed drain can be answered now (nothing parked that the credit takes);
+    /// if so its unused credit is used up.
+    pub fn finish_drain(&mut self) -> bool {
+        if !self.drain_owed || (self.credit() > 0 && !self.parked.is_empty()) {
+            return false;
+        }
+        self.drain_owed = false;
+        // Only forward: the delivery count is a serial number, and a client whose credit
+        // ends behind what we sent (it had not seen them all) has none to use up.
+        self.delivery_count = self.delivery_count.wrapping_add(self.credit());
+        true
     }
 }
 
@@ -214,6 +238,7 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Sender,
         delivery_count: 0,
         limit: 0,
         drain: false,
+        drain_owed: false,
         in_flight: 0,
         outstanding: 0,
         temporary: found.temporary,

@@ -618,13 +618,14 @@ impl Session {
                 return;
             };
             if s.credit() == 0 {
-                return;
+                break;
             }
             let Some(d) = s.parked.pop_front() else {
-                return;
+                break;
             };
             self.send(ctx, handle, d);
         }
+        self.answer_drain(ctx, handle);
     }
 
     /// Sends one delivery on link `handle`, which has credit for it.
@@ -770,17 +771,30 @@ impl Session {
         !self.drains.is_empty()
     }
 
-    /// The drained links' deliveries went out: their unused credit is used up, and the
-    /// client hears so.
+    /// The drained links' deliveries were handed out: each drain is answered (its unused
+    /// credit used up) as soon as what its credit takes has gone, now or when the window
+    /// lets the parked deliveries go.
     pub fn finish_drains(&mut self, ctx: &mut Ctx) {
         for handle in std::mem::take(&mut self.drains) {
             let Some(LinkKind::Sender(s)) = self.links.get_mut(&handle).map(|l| &mut l.kind) else {
                 continue;
             };
-            if s.parked.is_empty() {
-                s.use_up_credit();
+            s.owe_drain();
+            self.send_parked(ctx, handle);
+        }
+    }
+
+    /// Answers link `handle`'s drain if it is owed and done.
+    fn answer_drain(&mut self, ctx: &mut Ctx, handle: u32) {
+        if !self.pending.is_empty() {
+            // A delivery counted as sent may not have begun yet: a flow now would give the
+            // client a delivery count ahead of the transfers it has.
+            return;
+        }
+        if let Some(LinkKind::Sender(s)) = self.links.get_mut(&handle).map(|l| &mut l.kind) {
+            if s.finish_drain() {
+                self.write_link_flow(ctx, handle);
             }
-            self.write_link_flow(ctx, handle);
         }
     }
 

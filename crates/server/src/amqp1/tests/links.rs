@@ -417,6 +417,87 @@ async fn drain_sends_what_there_is_and_uses_up_the_rest() {
     assert!(flow_at > last_transfer);
 }
 
+fn drain_flow(handle: u32, count: u32, credit: u32, next_in: u32, window: u32) -> Flow {
+    Flow {
+        next_incoming_id: Some(next_in),
+        incoming_window: window,
+        next_outgoing_id: 0,
+        outgoing_window: 100,
+        handle: Some(handle),
+        delivery_count: Some(count),
+        link_credit: Some(credit),
+        drain: true,
+        ..Flow::default()
+    }
+}
+
+/// A client that drains before it has seen all we sent gives a credit that ends behind our
+/// delivery count: there is nothing to use up, and the count (a serial number) stays.
+#[tokio::test]
+async fn a_drain_behind_our_count_leaves_it_where_it_is() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    for id in 0..12 {
+        c.transfer(0, 0, id, true, &data(b"m"));
+    }
+    c.attach_receiver(0, 1, "q");
+    assert_eq!(transfers(&c.credit(0, 1, 0, 10)).len(), 10);
+    let got = c.perform(0, drain_flow(1, 5, 2, 10, 100));
+    assert!(transfers(&got).is_empty());
+    let f = flows(&got);
+    let last = f.last().expect("the drain is answered");
+    assert_eq!(
+        (last.delivery_count, last.link_credit, last.drain),
+        (Some(10), Some(0), true)
+    );
+    assert_eq!(queue_depth(&c, "q"), 2, "nothing more taken");
+}
+
+/// Deliveries a drain makes the queue give up but the session window holds back go first:
+/// the drain's answer (credit used up) follows them when the window lets them go.
+#[tokio::test]
+async fn a_drain_held_back_by_the_window_is_answered_once_its_deliveries_go() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    for id in 0..3 {
+        c.transfer(0, 0, id, true, &data(b"m"));
+    }
+    c.attach_receiver(0, 1, "q");
+    // A window of one frame: one transfer goes, two wait.
+    let got = c.perform(0, drain_flow(1, 0, 5, 0, 1));
+    assert_eq!(transfers(&got).len(), 1);
+    assert!(
+        flows(&got).iter().all(|f| f.handle != Some(1)),
+        "no answer before the deliveries: {got:?}"
+    );
+    let open_window = Flow {
+        next_incoming_id: Some(1),
+        incoming_window: 100,
+        next_outgoing_id: 0,
+        outgoing_window: 100,
+        ..Flow::default()
+    };
+    let got = c.perform(0, open_window);
+    assert_eq!(transfers(&got).len(), 2);
+    let f = flows(&got);
+    let last = f.last().expect("the drain is answered");
+    assert_eq!(
+        (last.handle, last.delivery_count, last.link_credit, last.drain),
+        (Some(1), Some(5), Some(0), true)
+    );
+    let flow_at = got
+        .iter()
+        .rposition(|i| matches!(i, Item::Frame(_, Performative::Flow(_), _)));
+    let last_transfer = got
+        .iter()
+        .rposition(|i| matches!(i, Item::Frame(_, Performative::Transfer(_), _)));
+    assert!(flow_at > last_transfer);
+}
+
 #[tokio::test]
 async fn echo_asks_for_our_flow_state() {
     let mut c = open().await;
