@@ -152,14 +152,20 @@ impl Receiver {
     }
 
     /// The client's flow for its sending link: its delivery count is the one that counts
-    /// (it may have advanced it to give up credit).
+    /// when it advanced it to give up credit. Only the sender moves the count, and only
+    /// forward, so one behind ours (a serial-number comparison) is no state the client can
+    /// be in: it changes nothing, as Proton's receiver has it. Taken as given it would
+    /// grant the client credit we never gave.
     pub fn on_flow(&mut self, f: &Flow) {
-        if let Some(count) = f.delivery_count {
-            let limit = self.delivery_count.wrapping_add(self.credit);
-            self.delivery_count = count;
-            let left = limit.wrapping_sub(count);
-            self.credit = if left > i32::MAX as u32 { 0 } else { left };
+        let Some(count) = f.delivery_count else {
+            return;
+        };
+        let ahead = count.wrapping_sub(self.delivery_count);
+        if ahead == 0 || ahead > i32::MAX as u32 {
+            return;
         }
+        self.delivery_count = count;
+        self.credit = self.credit.saturating_sub(ahead);
     }
 
     pub fn fill_flow(&self, flow: &mut Flow) {

@@ -498,6 +498,45 @@ async fn a_drain_held_back_by_the_window_is_answered_once_its_deliveries_go() {
     assert!(flow_at > last_transfer);
 }
 
+/// The client's flow for a link on which it sends: a delivery count moved forward gives up
+/// credit; one behind ours (it only ever moves forward) gives none.
+#[tokio::test]
+async fn a_publisher_s_delivery_count_gives_up_credit_and_never_adds_any() {
+    let mut c = open().await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    c.transfer(0, 0, 0, true, &data(b"m"));
+    let flow = |count: u32| Flow {
+        next_incoming_id: Some(0),
+        incoming_window: 100,
+        next_outgoing_id: 1,
+        outgoing_window: 100,
+        handle: Some(0),
+        delivery_count: Some(count),
+        link_credit: Some(0),
+        echo: true,
+        ..Flow::default()
+    };
+    let ours = |items: &[Item]| {
+        let f = flows(items);
+        let f = f.last().expect("echoed");
+        (f.delivery_count, f.link_credit)
+    };
+    let credit = crate::amqp1::receiver::LINK_CREDIT;
+    assert_eq!(
+        ours(&c.perform(0, flow(1u32.wrapping_sub(1_000_000)))),
+        (Some(1), Some(credit - 1))
+    );
+    assert_eq!(ours(&c.perform(0, flow(0))), (Some(1), Some(credit - 1)));
+    assert_eq!(ours(&c.perform(0, flow(11))), (Some(11), Some(credit - 11)));
+    assert_eq!(
+        ours(&c.perform(0, flow(11 + credit + 5))),
+        (Some(11 + credit + 5), Some(0)),
+        "past the credit: none left"
+    );
+}
+
 #[tokio::test]
 async fn echo_asks_for_our_flow_state() {
     let mut c = open().await;
