@@ -362,7 +362,8 @@ impl Session {
             LinkKind::Receiver(r) => {
                 if r.is_coordinator() {
                     // Transactions end with their coordinator link, uncommitted.
-                    self.txns.rollback_all();
+                    let freed = self.txns.rollback_all();
+                    self.settled_held(ctx, freed);
                 }
                 receiver::close(ctx, r);
                 None
@@ -558,11 +559,23 @@ impl Session {
         if records.is_empty() {
             return;
         }
+        // Acquired deliveries a transaction settles stay acquired until its discharge, and
+        // count against their link's cap until then: otherwise a transaction never
+        // discharged would let a link take its whole queue past --session-max-unacked.
+        let in_txn = match &d.state {
+            Some(DeliveryState::Transactional(ts)) => self.txns.contains(&ts.txn_id),
+            _ => false,
+        };
+        let mut held = Vec::new();
         let mut handles: Vec<u32> = Vec::new();
         let mut plain: Vec<OutRecord> = Vec::with_capacity(records.len());
         for (_, r) in records {
             if let Some(LinkKind::Sender(s)) = self.links.get_mut(&r.handle).map(|l| &mut l.kind) {
-                s.settled(1);
+                if in_txn && r.acquired {
+                    held.push(s.consumer);
+                } else {
+                    s.settled(1);
+                }
             }
             if !handles.contains(&r.handle) {
                 handles.push(r.handle);
@@ -572,7 +585,7 @@ impl Session {
         match &d.state {
             Some(DeliveryState::Transactional(ts)) => {
                 self.txns
-                    .stage_settlements(&ts.txn_id, plain, ts.outcome.as_ref());
+                    .stage_settlements(&ts.txn_id, plain, held, ts.outcome.as_ref());
             }
             state => sender::apply_outcome(plain, state.as_ref()),
         }
@@ -587,6 +600,26 @@ impl Session {
                 batchable: false,
             };
             self.write(ctx, reply);
+        }
+        for handle in handles {
+            self.top_up(handle, ctx.config);
+        }
+    }
+
+    /// A discharge (or the coordinator's end) freed deliveries a transaction held, one
+    /// consumer each: their links may take that many more.
+    pub fn settled_held(&mut self, ctx: &mut Ctx, consumers: Vec<ConsumerId>) {
+        let mut handles: Vec<u32> = Vec::new();
+        for consumer in consumers {
+            let Some(handle) = self.consumers.get(&consumer).copied() else {
+                continue;
+            };
+            if let Some(LinkKind::Sender(s)) = self.links.get_mut(&handle).map(|l| &mut l.kind) {
+                s.settled(1);
+                if !handles.contains(&handle) {
+                    handles.push(handle);
+                }
+            }
         }
         for handle in handles {
             self.top_up(handle, ctx.config);

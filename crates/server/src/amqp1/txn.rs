@@ -2,9 +2,10 @@
 //! transfers and dispositions carrying its id are staged in it; a discharge commits it with
 //! `Broker::commit` (accepted once the commit is durable) or rolls it back.
 //!
-//! Deliveries whose settlement was staged stay acquired until the discharge; a rollback puts
-//! them back on their queues as redelivered (a JMS session's rollback redelivers what it
-//! had received).
+//! Deliveries whose settlement was staged stay acquired until the discharge, and count
+//! against their link's unsettled cap until then (as 0-10's transactional accepts do); a
+//! rollback puts them back on their queues as redelivered (a JMS session's rollback
+//! redelivers what it had received).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use ferry_amqp1::{
     condition, Accepted, Composite, Declare, Declared, DeliveryState, Discharge, Outcome, RawBody,
     RawMessage,
 };
-use ferry_core::{Broker, Exchange, Message, Settlement, SyncPoint, Transaction};
+use ferry_core::{Broker, ConsumerId, Exchange, Message, Settlement, SyncPoint, Transaction};
 
 use super::error::Fault;
 use super::receiver::Complete;
@@ -22,10 +23,17 @@ use super::sender::release_records;
 use super::session::{rejected, Ctx, Session};
 use super::unsettled::OutRecord;
 
+/// Transactions a session may have open at once: each holds what it stages until the
+/// discharge (0-10 bounds a session's suspended dtx associations alike).
+pub const MAX_OPEN: usize = 1024;
+
 struct Txn {
     core: Transaction,
     /// Deliveries whose settlement is staged, to put back if the transaction rolls back.
     settled: Vec<OutRecord>,
+    /// The consumer (sending link) of each staged delivery that still counts against its
+    /// link's unsettled cap, one entry per delivery: freed by the discharge.
+    held: Vec<ConsumerId>,
 }
 
 #[derive(Default)]
@@ -46,17 +54,35 @@ impl Txns {
         self.open.is_empty()
     }
 
-    fn declare(&mut self, broker: &Broker) -> Bytes {
-        let id = Bytes::copy_from_slice(&self.next.to_be_bytes());
-        self.next = self.next.wrapping_add(1);
+    pub fn contains(&self, id: &Bytes) -> bool {
+        self.open.contains_key(id)
+    }
+
+    fn declare(&mut self, broker: &Broker) -> Result<Bytes, Fault> {
+        if self.open.len() >= MAX_OPEN {
+            return Err(Fault::new(
+                condition::RESOURCE_LIMIT_EXCEEDED,
+                format!("{MAX_OPEN} transactions are open on this session"),
+            ));
+        }
+        // After the counter wraps, an id may still be open: skip it rather than replace the
+        // transaction (at most MAX_OPEN are).
+        let id = loop {
+            let id = Bytes::copy_from_slice(&self.next.to_be_bytes());
+            self.next = self.next.wrapping_add(1);
+            if !self.open.contains_key(&id) {
+                break id;
+            }
+        };
         self.open.insert(
             id.clone(),
             Txn {
                 core: broker.transaction(),
                 settled: Vec::new(),
+                held: Vec::new(),
             },
         );
-        id
+        Ok(id)
     }
 
     pub fn stage_publish(
@@ -70,12 +96,14 @@ impl Txns {
         Ok(())
     }
 
-    /// Stages the client's outcome for deliveries we sent; an unknown transaction leaves
-    /// them unsettled on their queues (released, counted as delivered).
+    /// Stages the client's outcome for deliveries we sent (`held`: the consumers of those
+    /// that count against their link's cap until the discharge); an unknown transaction
+    /// leaves them unsettled on their queues (released, counted as delivered).
     pub fn stage_settlements(
         &mut self,
         id: &Bytes,
         records: Vec<OutRecord>,
+        held: Vec<ConsumerId>,
         outcome: Option<&Outcome>,
     ) {
         let Some(txn) = self.open.get_mut(id) else {
@@ -91,6 +119,7 @@ impl Txns {
             },
             Some(_) => Settlement::Release { redelivered: false },
         };
+        txn.held.extend(held);
         for r in records {
             if r.acquired {
                 txn.core
@@ -101,13 +130,17 @@ impl Txns {
     }
 
     /// Ends transaction `id`: committed (the point its records need, if any) or rolled back.
+    /// Whatever the outcome, the deliveries it held no longer count against their links'
+    /// caps: their consumers are added to `freed`.
     fn discharge(
         &mut self,
         broker: &Broker,
         id: &Bytes,
         fail: bool,
+        freed: &mut Vec<ConsumerId>,
     ) -> Result<Option<SyncPoint>, Fault> {
         let mut txn = self.open.remove(id).ok_or_else(|| unknown(id))?;
+        freed.append(&mut txn.held);
         if fail {
             rollback(txn);
             return Ok(None);
@@ -120,10 +153,14 @@ impl Txns {
         }
     }
 
-    pub fn rollback_all(&mut self) {
-        for (_, txn) in self.open.drain() {
+    /// Rolls back every open transaction; gives the consumers of the deliveries they held.
+    pub fn rollback_all(&mut self) -> Vec<ConsumerId> {
+        let mut freed = Vec::new();
+        for (_, mut txn) in self.open.drain() {
+            freed.append(&mut txn.held);
             rollback(txn);
         }
+        freed
     }
 }
 
@@ -142,13 +179,21 @@ pub fn on_message(session: &mut Session, ctx: &mut Ctx, d: Complete) {
         });
     let state = match body {
         Some(v) if Declare::decode(&mut v.clone()).is_ok() => {
-            let txn_id = session.txns.declare(ctx.broker);
-            DeliveryState::Declared(Declared { txn_id })
+            match session.txns.declare(ctx.broker) {
+                Ok(txn_id) => DeliveryState::Declared(Declared { txn_id }),
+                Err(f) => rejected(&f),
+            }
         }
         Some(mut v) => match Discharge::decode(&mut v) {
             Ok(discharge) => {
                 let fail = discharge.fail.unwrap_or(false);
-                match session.txns.discharge(ctx.broker, &discharge.txn_id, fail) {
+                let mut freed = Vec::new();
+                let discharged =
+                    session
+                        .txns
+                        .discharge(ctx.broker, &discharge.txn_id, fail, &mut freed);
+                session.settled_held(ctx, freed);
+                match discharged {
                     Ok(point) => {
                         let durable = ctx.broker.journal().map(|j| j.durable());
                         let point = point.filter(|p| durable.is_none_or(|d| *p > d));
@@ -173,4 +218,22 @@ pub fn on_message(session: &mut Session, ctx: &mut Ctx, d: Complete) {
         )),
     };
     session.settle_incoming(d.delivery_id, state, None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_core::BrokerConfig;
+
+    #[test]
+    fn a_wrapped_id_counter_skips_open_transactions() {
+        let broker = Broker::new(BrokerConfig::default());
+        let mut txns = Txns::default();
+        let first = txns.declare(&broker).unwrap();
+        // The counter comes round to the open transaction's id.
+        txns.next = 0;
+        let second = txns.declare(&broker).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(txns.open.len(), 2);
+    }
 }

@@ -191,3 +191,118 @@ async fn unknown_transactions_are_rejected() {
         Some(DeliveryState::Rejected(_))
     ));
 }
+
+/// Deliveries a transaction settles stay acquired until the discharge: they count against
+/// --session-max-unacked until then, so a transaction never discharged cannot take a
+/// whole queue.
+#[tokio::test]
+async fn transactional_settlements_count_against_the_unsettled_cap_until_the_discharge() {
+    let config = ServerConfig {
+        session_max_unacked: 5,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config, None).await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    for id in 0..50 {
+        c.transfer(0, 0, id, true, &data(b"m"));
+    }
+    let txn = begin_txn(&mut c, 50);
+    c.attach_receiver(0, 1, "q");
+    let t = transfers(&c.credit(0, 1, 0, 100));
+    assert_eq!(t.len(), 5, "the cap");
+    let ack = |first: u32| Disposition {
+        role: Role::Receiver,
+        first,
+        last: Some(first + 4),
+        settled: true,
+        state: Some(DeliveryState::Transactional(TransactionalState {
+            txn_id: txn.clone(),
+            outcome: Some(Outcome::Accepted(Accepted {})),
+        })),
+        batchable: false,
+    };
+    let first = t[0].0.delivery_id.unwrap();
+    let got = c.perform(0, ack(first));
+    assert!(transfers(&got).is_empty(), "still held: {got:?}");
+    assert!(transfers(&decode(c.take_output())).is_empty());
+    let q = c.broker().queue("q").unwrap();
+    assert_eq!((q.message_count(), q.unsettled_count()), (45, 5));
+    let got = c.transfer(0, 9, 51, false, &control(discharge_value(&txn, false)));
+    let t = transfers(&got);
+    assert_eq!(t.len(), 5, "the commit frees the cap: {got:?}");
+    assert_eq!((q.message_count(), q.unsettled_count()), (40, 5));
+}
+
+/// A rollback frees the cap as a commit does (the deliveries go back to the queue).
+#[tokio::test]
+async fn a_rollback_frees_the_unsettled_cap_too() {
+    let config = ServerConfig {
+        session_max_unacked: 2,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config, None).await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    for id in 0..4 {
+        c.transfer(0, 0, id, true, &data(b"m"));
+    }
+    let txn = begin_txn(&mut c, 4);
+    c.attach_receiver(0, 1, "q");
+    let t = transfers(&c.credit(0, 1, 0, 100));
+    assert_eq!(t.len(), 2);
+    let ack = Disposition {
+        role: Role::Receiver,
+        first: t[0].0.delivery_id.unwrap(),
+        last: t[1].0.delivery_id,
+        settled: true,
+        state: Some(DeliveryState::Transactional(TransactionalState {
+            txn_id: txn.clone(),
+            outcome: Some(Outcome::Accepted(Accepted {})),
+        })),
+        batchable: false,
+    };
+    assert!(transfers(&c.perform(0, ack)).is_empty());
+    let got = c.transfer(0, 9, 5, false, &control(discharge_value(&txn, true)));
+    assert_eq!(transfers(&got).len(), 2, "{got:?}");
+}
+
+/// Each open transaction holds what it stages until its discharge: a session has at most
+/// `MAX_OPEN`, and a declare beyond them is rejected with resource-limit-exceeded.
+#[tokio::test]
+async fn declares_beyond_the_open_transaction_limit_are_rejected() {
+    let mut c = open().await;
+    c.begin(0);
+    let first = begin_txn(&mut c, 0);
+    let max = crate::amqp1::txn::MAX_OPEN as u32;
+    for id in 1..max {
+        let got = c.transfer(0, 9, id, false, &control(declare_value()));
+        assert!(matches!(
+            &dispositions(&got)[0].state,
+            Some(DeliveryState::Declared(_))
+        ));
+    }
+    let got = c.transfer(0, 9, max, false, &control(declare_value()));
+    let Some(DeliveryState::Rejected(r)) = &dispositions(&got)[0].state else {
+        panic!("{got:?}");
+    };
+    assert_eq!(
+        r.error.as_ref().map(|e| e.condition.as_str()),
+        Some("amqp:resource-limit-exceeded")
+    );
+    // Discharging one makes room for another.
+    c.transfer(
+        0,
+        9,
+        max + 1,
+        false,
+        &control(discharge_value(&first, true)),
+    );
+    let got = c.transfer(0, 9, max + 2, false, &control(declare_value()));
+    assert!(matches!(
+        &dispositions(&got)[0].state,
+        Some(DeliveryState::Declared(_))
+    ));
+}
