@@ -201,6 +201,21 @@ impl Session {
         p: Performative,
         payload: Bytes,
     ) -> Result<(), Failure> {
+        let handle = match &p {
+            Performative::Attach(a) => Some(a.handle),
+            Performative::Flow(f) => f.handle,
+            Performative::Transfer(t) => Some(t.handle),
+            Performative::Detach(d) => Some(d.handle),
+            _ => None,
+        };
+        if let Some(handle) = handle.filter(|h| *h > self.handle_max) {
+            // The spec's rule for a handle outside the range agreed at begin: the
+            // connection, not the session, is closed, with framing-error.
+            return Err(Failure::Connection(Fault::new(
+                condition::FRAMING_ERROR,
+                format!("handle {handle} exceeds handle-max {}", self.handle_max),
+            )));
+        }
         match p {
             Performative::Attach(a) => self.attach(ctx, a),
             Performative::Flow(f) => self.flow(ctx, f),
@@ -218,12 +233,6 @@ impl Session {
     }
 
     fn attach(&mut self, ctx: &mut Ctx, a: Attach) -> Result<(), Failure> {
-        if a.handle > self.handle_max {
-            return Err(Failure::Session(Fault::new(
-                condition::RESOURCE_LIMIT_EXCEEDED,
-                format!("handle {} exceeds handle-max {}", a.handle, self.handle_max),
-            )));
-        }
         if self.links.contains_key(&a.handle) {
             return Err(Failure::Session(Fault::new(
                 condition::HANDLE_IN_USE,

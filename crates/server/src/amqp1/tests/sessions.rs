@@ -175,3 +175,40 @@ async fn closing_the_connection_releases_everything() {
         "the dynamic queue went"
     );
 }
+
+/// "A peer that receives a handle outside the supported range MUST close the connection
+/// with the framing-error error-code": on attach and on any frame naming a link.
+#[tokio::test]
+async fn a_handle_beyond_handle_max_closes_the_connection_with_framing_error() {
+    let config = ServerConfig {
+        max_consumers_per_session: 4,
+        ..ServerConfig::default()
+    };
+    let mut c = open_with(config.clone(), None).await;
+    declare(&c, "q");
+    let begin = Begin {
+        next_outgoing_id: 0,
+        incoming_window: 1000,
+        outgoing_window: 1000,
+        handle_max: 100,
+        ..Begin::default()
+    };
+    let got = c.perform(0, begin);
+    let Some(Item::Frame(0, Performative::Begin(b), _)) = got.first() else {
+        panic!("{got:?}");
+    };
+    assert_eq!(b.handle_max, 3);
+    assert!(error_of(&c.attach_sender(0, 3, Some("q"))).is_none());
+    let got = c.attach_receiver(0, 4, "q");
+    assert!(
+        matches!(got.last(), Some(Item::Frame(0, Performative::Close(_), _))),
+        "{got:?}"
+    );
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:connection:framing-error"));
+    assert_eq!(c.broker().queue("q").unwrap().consumer_count(), 0);
+
+    let mut c = open_with(config, None).await;
+    c.begin(0);
+    let got = c.transfer(0, 7, 0, true, &data(b"m"));
+    assert_eq!(error_of(&got).as_deref(), Some("amqp:connection:framing-error"));
+}
