@@ -63,6 +63,8 @@ pub struct Receiver {
     relay_cache: Option<(String, Node)>,
     /// A queue made for this link (dynamic target), deleted when it closes.
     pub temporary: Option<String>,
+    /// The session has the link in its list of credit due (or held): it goes there once.
+    pub credit_queued: bool,
 }
 
 impl Receiver {
@@ -249,6 +251,7 @@ pub fn attach(session: &mut Session, ctx: &mut Ctx, a: Attach) -> Result<Receive
         max_message_size,
         relay_cache: None,
         temporary,
+        credit_queued: false,
     })
 }
 

@@ -30,6 +30,7 @@ use super::session::{Ctx, Session};
 use super::subscription::{self, Lifetime, Subscribed};
 use super::unsettled::OutRecord;
 use crate::access;
+use crate::fast_map::FastMap;
 use crate::selector::{self, JmsSelector};
 
 /// Names of the queues made for dynamic nodes and exchange subscriptions (the `amq.`
@@ -603,14 +604,17 @@ pub fn release_delivery(d: Delivery) {
 /// Puts acquired messages back, one call per queue.
 pub fn release_records(records: Vec<OutRecord>, redelivered: bool) {
     type Positioned = Vec<(u64, Message)>;
-    let mut per_queue: Vec<(Arc<Queue>, Positioned)> = Vec::new();
+    // By the queue's address: records from many queues (a session's end) cost one lookup
+    // each rather than a walk of the queues seen.
+    let mut per_queue: FastMap<*const Queue, (Arc<Queue>, Positioned)> = FastMap::default();
     for r in records.into_iter().filter(|r| r.acquired) {
-        match per_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &r.queue)) {
-            Some((_, list)) => list.push((r.position, r.message)),
-            None => per_queue.push((r.queue, vec![(r.position, r.message)])),
-        }
+        per_queue
+            .entry(Arc::as_ptr(&r.queue))
+            .or_insert_with(|| (r.queue.clone(), Vec::new()))
+            .1
+            .push((r.position, r.message));
     }
-    for (queue, list) in per_queue {
+    for (_, (queue, list)) in per_queue {
         queue.release(list, redelivered);
     }
 }

@@ -130,6 +130,9 @@ pub struct Session {
     credit_held: Vec<u32>,
     /// Sending links drained, waiting for their deliveries to go out.
     drains: Vec<u32>,
+    /// Some link's deliveries (or its drain's answer) wait behind `pending`: the links are
+    /// looked at again once it empties, and not on every flow.
+    behind_window: bool,
     /// Our incoming window needs widening.
     window_due: bool,
     awaiting_sync: VecDeque<AwaitingSync>,
@@ -171,6 +174,7 @@ impl Session {
             credit_due: Vec::new(),
             credit_held: Vec::new(),
             drains: Vec::new(),
+            behind_window: false,
             window_due: false,
             awaiting_sync: VecDeque::new(),
             detaches_awaiting: VecDeque::new(),
@@ -343,29 +347,32 @@ impl Session {
         let kind = std::mem::replace(&mut link.kind, LinkKind::Refused);
         link.detaching = true;
         self.links.insert(handle, link);
-        self.release_kind(ctx, handle, kind, false);
+        let unsettled = self.unsettled.take_link(handle);
+        self.release_kind(ctx, handle, kind, false, unsettled);
     }
 
     /// `closed`: the client closed the link (a detach with closed set), which ends a durable
     /// subscription; otherwise the subscription outlives the link.
     /// Gives why a closed link's subscription could not be ended, for the reply.
     fn release_link(&mut self, ctx: &mut Ctx, link: Link, closed: bool) -> Option<Fault> {
-        self.release_kind(ctx, link.handle, link.kind, closed)
+        let unsettled = self.unsettled.take_link(link.handle);
+        self.release_kind(ctx, link.handle, link.kind, closed, unsettled)
     }
 
+    /// `unsettled`: the link's records, taken from [`Unsettled`] by the caller.
     fn release_kind(
         &mut self,
         ctx: &mut Ctx,
         handle: u32,
         kind: LinkKind,
         closed: bool,
+        unsettled: Vec<OutRecord>,
     ) -> Option<Fault> {
         match kind {
             LinkKind::Sender(s) => {
                 self.consumers.remove(&s.consumer);
                 ctx.consumers.remove(&s.consumer);
                 self.pending.retain(|p| p.transfer.handle != handle);
-                let unsettled = self.unsettled.take_link(handle);
                 sender::close(ctx, s, unsettled, closed)
             }
             LinkKind::Receiver(r) => {
@@ -375,9 +382,14 @@ impl Session {
                     self.settled_held(ctx, freed);
                 }
                 receiver::close(ctx, r);
+                // Only sending links have records: none is left behind if that changes.
+                sender::release_records(unsettled, true);
                 None
             }
-            LinkKind::Refused => None,
+            LinkKind::Refused => {
+                sender::release_records(unsettled, true);
+                None
+            }
         }
     }
 
@@ -428,10 +440,13 @@ impl Session {
                 }
             }
         }
-        // A wider window lets every link's waiting deliveries go.
-        let handles: Vec<u32> = self.consumers.values().copied().collect();
-        for handle in handles {
-            self.send_parked(ctx, handle);
+        if self.behind_window && self.pending.is_empty() {
+            // A wider window lets every link's waiting deliveries go.
+            self.behind_window = false;
+            let handles: Vec<u32> = self.consumers.values().copied().collect();
+            for handle in handles {
+                self.send_parked(ctx, handle);
+            }
         }
         Ok(())
     }
@@ -492,7 +507,8 @@ impl Session {
                 return Ok(());
             }
         };
-        if r.credit_low() && !self.credit_due.contains(&handle) {
+        if r.credit_low() && !r.credit_queued {
+            r.credit_queued = true;
             self.credit_due.push(handle);
         }
         *ctx.publisher = true;
@@ -576,7 +592,7 @@ impl Session {
             _ => false,
         };
         let mut held = Vec::new();
-        let mut handles: Vec<u32> = Vec::new();
+        let mut handles: Vec<u32> = Vec::with_capacity(records.len());
         let mut plain: Vec<OutRecord> = Vec::with_capacity(records.len());
         for (_, r) in records {
             if let Some(LinkKind::Sender(s)) = self.links.get_mut(&r.handle).map(|l| &mut l.kind) {
@@ -586,11 +602,11 @@ impl Session {
                     s.settled(1);
                 }
             }
-            if !handles.contains(&r.handle) {
-                handles.push(r.handle);
-            }
+            handles.push(r.handle);
             plain.push(r);
         }
+        handles.sort_unstable();
+        handles.dedup();
         match &d.state {
             Some(DeliveryState::Transactional(ts)) => {
                 self.txns
@@ -625,11 +641,11 @@ impl Session {
             };
             if let Some(LinkKind::Sender(s)) = self.links.get_mut(&handle).map(|l| &mut l.kind) {
                 s.settled(1);
-                if !handles.contains(&handle) {
-                    handles.push(handle);
-                }
+                handles.push(handle);
             }
         }
+        handles.sort_unstable();
+        handles.dedup();
         for handle in handles {
             self.top_up(handle, ctx.config);
         }
@@ -646,6 +662,7 @@ impl Session {
         s.arrived();
         if s.credit() == 0 || !s.parked.is_empty() || !self.pending.is_empty() {
             s.parked.push_back(d);
+            self.behind_window |= !self.pending.is_empty();
             return;
         }
         if let Some(handle) = handle {
@@ -667,6 +684,7 @@ impl Session {
             };
             self.send(ctx, handle, d);
         }
+        self.behind_window |= !self.pending.is_empty();
         self.answer_drain(ctx, handle);
     }
 
@@ -907,6 +925,7 @@ impl Session {
                     continue;
                 }
                 r.replenish();
+                r.credit_queued = false;
                 self.write_link_flow(ctx, handle);
                 wrote_flow = true;
             }
@@ -919,12 +938,16 @@ impl Session {
 
     /// Releases everything the session holds (it ended, or the connection did).
     pub fn end(&mut self, ctx: &mut Ctx) {
+        self.pending.clear();
+        // Every record at once, by link: asking per link would scan them all for each.
+        let mut unsettled = self.unsettled.take_all();
         let links: Vec<Link> = self.links.drain().map(|(_, l)| l).collect();
         for link in links {
-            self.release_link(ctx, link, false);
+            let records = unsettled.remove(&link.handle).unwrap_or_default();
+            self.release_kind(ctx, link.handle, link.kind, false, records);
         }
-        sender::release_records(self.unsettled.take_all(), true);
-        self.pending.clear();
+        // Those of links already gone (detached on our side, awaiting the client's reply).
+        sender::release_records(unsettled.into_values().flatten().collect(), true);
         self.txns.rollback_all();
         self.awaiting_sync.clear();
         self.detaches_awaiting.clear();

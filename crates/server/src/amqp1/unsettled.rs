@@ -2,12 +2,15 @@
 //!
 //! Delivery ids are serial numbers that wrap; records are kept under an unwrapped count, so
 //! a range the client settles is a range of the map, and a client naming ids it was never
-//! sent (or the whole id space) costs only the records that exist.
+//! sent (or the whole id space) costs only the records that exist. Each link's ids are
+//! indexed too, so a detach costs that link's records, not the session's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use ferry_core::{Message, Queue};
+
+use crate::fast_map::FastMap;
 
 /// What the session remembers of one unsettled delivery.
 #[derive(Debug)]
@@ -26,6 +29,8 @@ pub struct Unsettled {
     /// Unwrapped id of the next delivery.
     next: u64,
     records: BTreeMap<u64, OutRecord>,
+    /// The unwrapped ids of each link's records (by handle).
+    by_link: FastMap<u32, BTreeSet<u64>>,
 }
 
 impl Unsettled {
@@ -39,7 +44,19 @@ impl Unsettled {
     /// Records delivery `id`, just assigned.
     pub fn insert(&mut self, id: u32, record: OutRecord) {
         if let Some(abs) = self.unwrap(id) {
-            self.records.insert(abs, record);
+            self.by_link.entry(record.handle).or_default().insert(abs);
+            if let Some(old) = self.records.insert(abs, record) {
+                self.unindex(old.handle, abs);
+            }
+        }
+    }
+
+    fn unindex(&mut self, handle: u32, abs: u64) {
+        if let Some(ids) = self.by_link.get_mut(&handle) {
+            ids.remove(&abs);
+            if ids.is_empty() {
+                self.by_link.remove(&handle);
+            }
         }
     }
 
@@ -60,27 +77,32 @@ impl Unsettled {
             .filter(|hi| *hi >= lo)
             .unwrap_or(self.next.saturating_sub(1));
         let ids: Vec<u64> = self.records.range(lo..=hi).map(|(k, _)| *k).collect();
-        ids.into_iter()
-            .filter_map(|k| Some((k as u32, self.records.remove(&k)?)))
-            .collect()
+        let mut taken = Vec::with_capacity(ids.len());
+        for k in ids {
+            if let Some(r) = self.records.remove(&k) {
+                self.unindex(r.handle, k);
+                taken.push((k as u32, r));
+            }
+        }
+        taken
     }
 
     /// Takes every record of link `handle` (the link detached).
     pub fn take_link(&mut self, handle: u32) -> Vec<OutRecord> {
-        let ids: Vec<u64> = self
-            .records
-            .iter()
-            .filter(|(_, r)| r.handle == handle)
-            .map(|(k, _)| *k)
-            .collect();
+        let ids = self.by_link.remove(&handle).unwrap_or_default();
         ids.into_iter()
             .filter_map(|k| self.records.remove(&k))
             .collect()
     }
 
-    /// Takes every record (the session ended).
-    pub fn take_all(&mut self) -> Vec<OutRecord> {
-        std::mem::take(&mut self.records).into_values().collect()
+    /// Takes every record (the session ended), by link, in one pass.
+    pub fn take_all(&mut self) -> FastMap<u32, Vec<OutRecord>> {
+        self.by_link.clear();
+        let mut by_link: FastMap<u32, Vec<OutRecord>> = FastMap::default();
+        for r in std::mem::take(&mut self.records).into_values() {
+            by_link.entry(r.handle).or_default().push(r);
+        }
+        by_link
     }
 
     pub fn len(&self) -> usize {
@@ -130,8 +152,28 @@ mod tests {
         );
         assert!(u.take_range(9, 9).is_empty(), "never sent");
         assert_eq!(u.len(), 1);
+        assert!(u.take_link(1).is_empty(), "link 1's were settled");
         assert_eq!(u.take_link(0).len(), 1);
         assert_eq!(u.len(), 0);
+        assert!(u.by_link.is_empty(), "the index keeps no settled ids");
+    }
+
+    #[test]
+    fn ending_takes_every_record_by_link() {
+        let mut u = Unsettled::default();
+        for p in 0..6 {
+            let id = u.assign();
+            u.insert(id, record(p as u32 % 3, p));
+        }
+        let mut all = u.take_all();
+        let mut of = |h| {
+            let mut v: Vec<u64> = all.remove(&h).unwrap().iter().map(|r| r.position).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!((of(0), of(1), of(2)), (vec![0, 3], vec![1, 4], vec![2, 5]));
+        assert_eq!(u.len(), 0);
+        assert!(u.take_link(0).is_empty());
     }
 
     #[test]
@@ -146,6 +188,6 @@ mod tests {
         }
         // Ids u32::MAX-1, u32::MAX, 0, 1.
         assert_eq!(positions(&u.take_range(u32::MAX, 0)), [1, 2]);
-        assert_eq!(u.take_all().len(), 2);
+        assert_eq!(u.take_all()[&0].len(), 2);
     }
 }

@@ -486,7 +486,12 @@ async fn a_drain_held_back_by_the_window_is_answered_once_its_deliveries_go() {
     let f = flows(&got);
     let last = f.last().expect("the drain is answered");
     assert_eq!(
-        (last.handle, last.delivery_count, last.link_credit, last.drain),
+        (
+            last.handle,
+            last.delivery_count,
+            last.link_credit,
+            last.drain
+        ),
         (Some(1), Some(5), Some(0), true)
     );
     let flow_at = got
@@ -928,6 +933,23 @@ async fn a_publishers_credit_waits_while_its_consumed_queue_is_backlogged() {
     let f = publisher_flows(&got);
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].link_credit, Some(crate::amqp1::receiver::LINK_CREDIT));
+}
+
+/// A held publisher that goes on sending is listed for credit once, not once per transfer:
+/// released, it gets one flow.
+#[tokio::test]
+async fn a_held_publisher_sending_on_gets_one_flow_when_released() {
+    let (mut c, _) = publisher_past_the_hold(true).await;
+    let mut got = Vec::new();
+    for id in HALF_CREDIT + 1..HALF_CREDIT + 4 {
+        got.extend(c.transfer(0, 0, id, true, &data(b"0123456789")));
+    }
+    assert!(publisher_flows(&got).is_empty(), "held");
+    let mut got = c.credit(0, 1, 0, 1000);
+    assert_eq!(transfers(&got).len(), HALF_CREDIT as usize + 4);
+    got.extend(decode(c.advance(std::time::Duration::from_millis(5))));
+    let f = publisher_flows(&got);
+    assert_eq!(f.len(), 1, "{f:?}");
 }
 
 #[tokio::test]

@@ -204,11 +204,58 @@ async fn a_handle_beyond_handle_max_closes_the_connection_with_framing_error() {
         matches!(got.last(), Some(Item::Frame(0, Performative::Close(_), _))),
         "{got:?}"
     );
-    assert_eq!(error_of(&got).as_deref(), Some("amqp:connection:framing-error"));
+    assert_eq!(
+        error_of(&got).as_deref(),
+        Some("amqp:connection:framing-error")
+    );
     assert_eq!(c.broker().queue("q").unwrap().consumer_count(), 0);
 
     let mut c = open_with(config, None).await;
     c.begin(0);
     let got = c.transfer(0, 7, 0, true, &data(b"m"));
-    assert_eq!(error_of(&got).as_deref(), Some("amqp:connection:framing-error"));
+    assert_eq!(
+        error_of(&got).as_deref(),
+        Some("amqp:connection:framing-error")
+    );
+}
+
+/// Ending a session puts back every link's unsettled messages, each on its own queue, and
+/// detaching one link puts back only its own.
+#[tokio::test]
+async fn ending_a_session_puts_back_every_link_s_messages() {
+    let mut c = open().await;
+    c.begin(0);
+    c.begin(1);
+    c.attach_sender(1, 0, None);
+    let names = ["a", "b", "c"];
+    for (i, name) in names.iter().enumerate() {
+        declare(&c, name);
+        c.attach_sender(1, 1 + i as u32, Some(name));
+        for id in 0..3 {
+            c.transfer(1, 1 + i as u32, (i * 3 + id) as u32, true, &data(b"m"));
+        }
+        c.attach_receiver(0, 10 + i as u32, name);
+        assert_eq!(transfers(&c.credit(0, 10 + i as u32, 0, 5)).len(), 3);
+    }
+    let q = |c: &Client, n: &str| {
+        let q = c.broker().queue(n).unwrap();
+        (q.message_count(), q.unsettled_count())
+    };
+    c.perform(
+        0,
+        ferry_amqp1::Detach {
+            handle: 11,
+            closed: true,
+            error: None,
+        },
+    );
+    assert_eq!(
+        (q(&c, "a"), q(&c, "b"), q(&c, "c")),
+        ((0, 3), (3, 0), (0, 3))
+    );
+    c.perform(0, End { error: None });
+    assert_eq!(
+        (q(&c, "a"), q(&c, "b"), q(&c, "c")),
+        ((3, 0), (3, 0), (3, 0))
+    );
 }
