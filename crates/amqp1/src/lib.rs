@@ -33,7 +33,8 @@
 //!     };
 //!     assert_eq!(performative.name(), "amqp:transfer:list");
 //!     let message = RawMessage::parse(payload)?;
-//!     assert_eq!(message.body(), &RawBody::Data(vec![Bytes::from_static(b"hello")]));
+//!     let RawBody::Data(parts) = message.body() else { unreachable!() };
+//!     assert_eq!(parts.to_vec(), [Bytes::from_static(b"hello")]);
 //!
 //!     // Forward it with a header of the broker's own, bare message untouched.
 //!     let header = Header { delivery_count: 1, ..Header::default() };
@@ -83,7 +84,7 @@ pub use frame::{
     SASL_PROTOCOL_HEADER, TLS_PROTOCOL_HEADER,
 };
 pub use fuzz::fuzz_decode;
-pub use message::{write_message, Body, Message, RawBody, RawMessage};
+pub use message::{write_message, Body, Message, Parts, PartsIter, RawBody, RawMessage};
 pub use messaging::{
     Accepted, AnnotationKey, Annotations, ApplicationProperties, DeliveryState, FilterSet, Header,
     LifetimePolicy, MessageId, Modified, Outcome, Properties, Received, Rejected, Released, Source,

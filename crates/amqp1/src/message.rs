@@ -78,13 +78,98 @@ pub enum RawBody {
     /// tolerated).
     #[default]
     Empty,
-    /// The contents of each data section.
-    Data(Vec<Bytes>),
-    /// The encoded list of each amqp-sequence section (decode with
-    /// [`Value::decode_exact`]).
-    Sequence(Vec<Bytes>),
+    /// The data sections: [`Parts::iter`] gives each one's contents.
+    Data(Parts),
+    /// The amqp-sequence sections: [`Parts::iter`] gives each one's encoded
+    /// list (decode with [`Value::decode_exact`]).
+    Sequence(Parts),
     /// The encoded value of the amqp-value section.
     Value(Bytes),
+}
+
+/// A body's data or amqp-sequence sections, as received. A section's value
+/// is found again each time it is asked for rather than kept as a `Bytes` of
+/// its own: a 5-octet empty data section would otherwise cost a 32-octet
+/// handle while the message is parsed, and a message of many tiny sections
+/// several times its size.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Parts {
+    /// The sections, descriptors included, as received (checked by
+    /// [`RawMessage::parse`]).
+    sections: Bytes,
+    count: usize,
+    data: bool,
+}
+
+impl Parts {
+    /// How many sections.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Each section's value, in order: a data section's contents or an
+    /// amqp-sequence section's encoded list, as slices of the payload.
+    pub fn iter(&self) -> PartsIter {
+        PartsIter {
+            d: Decoder::new(self.sections.clone()),
+            data: self.data,
+        }
+    }
+
+    /// The first section's value.
+    pub fn first(&self) -> Option<Bytes> {
+        self.iter().next()
+    }
+
+    pub fn to_vec(&self) -> Vec<Bytes> {
+        self.iter().collect()
+    }
+}
+
+/// The values of [`Parts`], in order.
+#[derive(Debug)]
+pub struct PartsIter {
+    d: Decoder,
+    data: bool,
+}
+
+impl Iterator for PartsIter {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.d.is_empty() {
+            return None;
+        }
+        // Checked when parsed, so this does not fail; if it did, the parts end there.
+        match section_value(&mut self.d, self.data) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.d = Decoder::new(Bytes::new());
+                None
+            }
+        }
+    }
+}
+
+/// Reads one body section from `d`: a data section's contents (`data`), or
+/// the encoded value of any other.
+fn section_value(d: &mut Decoder, data: bool) -> Result<Bytes, DecodeError> {
+    let code = d.u8()?;
+    if code != f::DESCRIBED {
+        return Err(unexpected("message section", code));
+    }
+    d.descriptor()?;
+    let value = d.raw_value()?;
+    if !data {
+        return Ok(value);
+    }
+    let mut v = Decoder::new(value);
+    let code = v.u8()?;
+    v.binary(code)
 }
 
 /// One section as received: all of it, and its value after the descriptor.
@@ -120,6 +205,8 @@ impl RawMessage {
         let mut last: Option<(u8, u64)> = None;
         let mut bare: Option<(usize, usize)> = None;
         let mut body: Option<(usize, usize)> = None;
+        // Data or amqp-sequence sections seen; their values are not kept (see Parts).
+        let mut parts = 0;
         while !d.is_empty() {
             let start = payload.len() - d.remaining();
             let code = d.u8()?;
@@ -198,18 +285,14 @@ impl RawMessage {
                 section::DATA => {
                     let mut v = Decoder::new(value);
                     let code = v.u8()?;
-                    let data = v.binary(code)?;
-                    match &mut msg.body {
-                        RawBody::Data(parts) => parts.push(data),
-                        _ => msg.body = RawBody::Data(vec![data]),
-                    }
+                    v.binary(code)?;
+                    parts += 1;
+                    msg.body = RawBody::Data(Parts::default());
                 }
                 section::AMQP_SEQUENCE => {
                     expect(is_list, "list")?;
-                    match &mut msg.body {
-                        RawBody::Sequence(parts) => parts.push(value),
-                        _ => msg.body = RawBody::Sequence(vec![value]),
-                    }
+                    parts += 1;
+                    msg.body = RawBody::Sequence(Parts::default());
                 }
                 section::AMQP_VALUE => msg.body = RawBody::Value(value),
                 _ => {
@@ -224,6 +307,16 @@ impl RawMessage {
         if let Some((start, end)) = body {
             msg.body_sections = payload.slice(start..end);
         }
+        let found = |data| Parts {
+            sections: msg.body_sections.clone(),
+            count: parts,
+            data,
+        };
+        msg.body = match msg.body {
+            RawBody::Data(_) => RawBody::Data(found(true)),
+            RawBody::Sequence(_) => RawBody::Sequence(found(false)),
+            other => other,
+        };
         Ok(msg)
     }
 
@@ -329,11 +422,11 @@ impl RawMessage {
             application_properties: self.application_properties()?,
             body: match &self.body {
                 RawBody::Empty => Body::Empty,
-                RawBody::Data(parts) => Body::Data(parts.clone()),
+                RawBody::Data(parts) => Body::Data(parts.to_vec()),
                 RawBody::Sequence(parts) => Body::Sequence(
                     parts
                         .iter()
-                        .map(|p| decode_exact(p, |code, d| d.list(code)))
+                        .map(|p| decode_exact(&p, |code, d| d.list(code)))
                         .collect::<Result<_, _>>()?,
                 ),
                 RawBody::Value(v) => Body::Value(Value::decode_exact(v.clone())?),
@@ -568,12 +661,12 @@ mod tests {
         assert_eq!(&bytes[..], expected);
         let raw = RawMessage::parse(bytes.clone()).unwrap();
         assert_eq!(&raw.bare()[..], &expected[7..]);
-        assert_eq!(raw.body(), &RawBody::Data(vec![Bytes::from_static(b"hi")]));
-        // The body is a slice of the payload, not a copy.
         let RawBody::Data(parts) = raw.body() else {
-            unreachable!()
+            panic!("{:?}", raw.body())
         };
-        assert_eq!(parts[0].as_ptr(), bytes[23..].as_ptr());
+        assert_eq!(parts.to_vec(), [Bytes::from_static(b"hi")]);
+        // The body is a slice of the payload, not a copy.
+        assert_eq!(parts.first().unwrap().as_ptr(), bytes[23..].as_ptr());
         // Each section's octets, as received.
         assert_eq!(&raw.raw_header().unwrap()[..], &expected[..7]);
         assert_eq!(&raw.raw_properties().unwrap()[..], &expected[7..18]);
@@ -637,7 +730,9 @@ mod tests {
         assert!(RawMessage::parse(cat(&[&value, &value])).is_err());
         assert!(RawMessage::parse(cat(&[&data, &props])).is_err());
         let raw = RawMessage::parse(cat(&[&header, &props, &data, &data])).unwrap();
-        assert_eq!(raw.body(), &RawBody::Data(vec![Bytes::new(), Bytes::new()]));
+        assert!(
+            matches!(raw.body(), RawBody::Data(p) if p.to_vec() == [Bytes::new(), Bytes::new()])
+        );
         let raw = RawMessage::parse(cat(&[&seq, &seq])).unwrap();
         assert!(matches!(raw.body(), RawBody::Sequence(p) if p.len() == 2));
     }

@@ -65,8 +65,12 @@ impl Delivery {
         }
         let raw = ferry_amqp1::RawMessage::parse(self.payload.clone())?;
         match raw.body() {
-            ferry_amqp1::RawBody::Data(parts) if parts.len() == 1 => Ok(parts[0].clone()),
-            ferry_amqp1::RawBody::Data(parts) => Ok(Bytes::from(parts.concat())),
+            ferry_amqp1::RawBody::Data(parts) if parts.len() == 1 => {
+                Ok(parts.first().unwrap_or_default())
+            }
+            ferry_amqp1::RawBody::Data(parts) => {
+                Ok(Bytes::from(parts.iter().flatten().collect::<Vec<u8>>()))
+            }
             ferry_amqp1::RawBody::Empty => Ok(Bytes::new()),
             _ => Err(ClientError::Protocol(
                 "the message body is not made of data sections".into(),

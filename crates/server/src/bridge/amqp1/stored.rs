@@ -84,7 +84,10 @@ fn text_or_binary(value: &Bytes) -> Option<(Bytes, BodyKind)> {
 pub fn split(raw: &RawMessage) -> Split {
     let sections = raw.raw_body();
     let (kind, body) = match raw.body() {
-        RawBody::Data(parts) if parts.len() == 1 => (BodyKind::Data, parts[0].clone()),
+        RawBody::Data(parts) => match parts.first().filter(|_| parts.len() == 1) {
+            Some(content) => (BodyKind::Data, content),
+            None => (BodyKind::Verbatim, sections.clone()),
+        },
         RawBody::Value(v) => match text_or_binary(v) {
             Some((content, kind)) => (kind, content),
             None => (BodyKind::Verbatim, sections.clone()),
@@ -258,6 +261,10 @@ mod tests {
             Body::Empty,
             Body::Value(Value::Int(7)),
             Body::Data(vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]),
+            // Empty data sections count as sections: the body is not one section's payload.
+            Body::Data(vec![Bytes::new(), Bytes::from_static(b"abc")]),
+            Body::Data(vec![Bytes::from_static(b"abc"), Bytes::new()]),
+            Body::Data(vec![Bytes::new(); 1000]),
             Body::Sequence(vec![vec![Value::from("x")]]),
         ] {
             let (split, wire) = round_trip(&with_props(body));
