@@ -39,54 +39,100 @@ impl DeliveryRecord {
 
 /// Unwrapped ids held as ranges (first → last), so that finding those in a span costs
 /// the ranges found and a search, not the span.
+///
+/// The first range is kept apart from the map: ids are pushed in order and mostly removed
+/// in order (completed and settled as they were sent), so in the common case every id is
+/// in that one range, and a push or a removal is a comparison and a store rather than a
+/// tree operation for every transfer.
 #[derive(Default)]
-struct IdRanges(BTreeMap<u64, u64>);
+struct IdRanges {
+    /// The first range; `None` only when there are no ids at all.
+    head: Option<(u64, u64)>,
+    /// The ranges after `head`, first → last.
+    rest: BTreeMap<u64, u64>,
+}
 
 impl IdRanges {
+    fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
     /// Adds `id`, which lies after every member (ids are handed out in order).
     fn push(&mut self, id: u64) {
-        if let Some(mut last) = self.0.last_entry() {
+        if let Some(mut last) = self.rest.last_entry() {
             if *last.get() + 1 == id {
                 *last.get_mut() = id;
-                return;
+            } else {
+                self.rest.insert(id, id);
             }
+            return;
         }
-        self.0.insert(id, id);
+        match &mut self.head {
+            Some((_, last)) if *last + 1 == id => *last = id,
+            Some(_) => {
+                self.rest.insert(id, id);
+            }
+            None => self.head = Some((id, id)),
+        }
     }
 
     fn remove(&mut self, id: u64) {
-        let Some((&first, &last)) = self.0.range(..=id).next_back() else {
+        let Some((first, last)) = self.head else {
+            return;
+        };
+        if (first..=last).contains(&id) {
+            if first == last {
+                self.head = self.rest.pop_first();
+            } else if id == first {
+                self.head = Some((first + 1, last));
+            } else if id == last {
+                self.head = Some((first, last - 1));
+            } else {
+                self.head = Some((first, id - 1));
+                self.rest.insert(id + 1, last);
+            }
+            return;
+        }
+        let Some((&first, &last)) = self.rest.range(..=id).next_back() else {
             return;
         };
         if last < id {
             return;
         }
         if first < id {
-            self.0.insert(first, id - 1);
+            self.rest.insert(first, id - 1);
         } else {
-            self.0.remove(&first);
+            self.rest.remove(&first);
         }
         if id < last {
-            self.0.insert(id + 1, last);
+            self.rest.insert(id + 1, last);
         }
     }
 
     /// The members in `lo..=hi`, as ranges.
     fn within(&self, lo: u64, hi: u64) -> Vec<(u64, u64)> {
         let straddling = self
-            .0
+            .rest
             .range(..lo)
             .next_back()
-            .filter(|(_, &last)| last >= lo);
-        straddling
+            .filter(|(_, &last)| last >= lo)
+            .map(|(&first, &last)| (first, last));
+        self.head
             .into_iter()
-            .chain(self.0.range(lo..=hi))
-            .map(|(&first, &last)| (first.max(lo), last.min(hi)))
+            .chain(straddling)
+            .chain(
+                self.rest
+                    .range(lo..=hi)
+                    .map(|(&first, &last)| (first, last)),
+            )
+            .filter(|&(first, last)| first <= hi && last >= lo)
+            .map(|(first, last)| (first.max(lo), last.min(hi)))
             .collect()
     }
 
     fn clear(&mut self) {
-        self.0.clear();
+        self.head = None;
+        self.rest.clear();
     }
 }
 
@@ -265,7 +311,7 @@ impl Outgoing {
             Pending::Acquisition => &self.unacquired,
         };
         match self.abs_range(lo, hi) {
-            Some((first, last)) if !ids.0.is_empty() => ids.within(first, last),
+            Some((first, last)) if !ids.is_empty() => ids.within(first, last),
             _ => Vec::new(),
         }
     }
@@ -572,6 +618,57 @@ mod tests {
         assert_eq!(ids.within(2, 7), [(3, 3), (6, 7)]);
         assert_eq!(ids.within(7, 7), [(7, 7)]);
         assert!(ids.within(8, 100).is_empty());
+        // Emptied from the front, the next range becomes the first.
+        ids.remove(1);
+        ids.remove(3);
+        assert_eq!(ids.within(0, 100), [(6, 7)]);
+        ids.remove(6);
+        ids.remove(7);
+        assert!(ids.is_empty());
+        assert!(ids.within(0, 100).is_empty());
+        ids.push(20);
+        assert_eq!(ids.within(0, 100), [(20, 20)]);
+    }
+
+    #[test]
+    fn id_ranges_agree_with_a_set() {
+        // Pushes in order, removals in a scattered order (front, back, middle, absent),
+        // checked against a plain set after each step.
+        let mut ids = IdRanges::default();
+        let mut set = std::collections::BTreeSet::new();
+        let mut next = 0u64;
+        let mut x = 12345u64;
+        for step in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if step % 3 != 2 {
+                ids.push(next);
+                set.insert(next);
+                next += 1 + (x >> 62) % 2;
+            } else {
+                let id = (x >> 33) % (next + 1);
+                ids.remove(id);
+                set.remove(&id);
+            }
+            if step % 97 == 0 {
+                let flat: Vec<u64> = ids
+                    .within(0, u64::MAX)
+                    .into_iter()
+                    .flat_map(|(a, b)| a..=b)
+                    .collect();
+                assert_eq!(flat, set.iter().copied().collect::<Vec<_>>(), "step {step}");
+                let (a, b) = ((x >> 20) % (next + 1), (x >> 40) % (next + 1));
+                let (lo, hi) = (a.min(b), a.max(b));
+                let part: Vec<u64> = ids
+                    .within(lo, hi)
+                    .into_iter()
+                    .flat_map(|(a, b)| a..=b)
+                    .collect();
+                let expected: Vec<u64> = set.range(lo..=hi).copied().collect();
+                assert_eq!(part, expected, "step {step} {lo}..={hi}");
+            }
+        }
     }
 
     #[test]
