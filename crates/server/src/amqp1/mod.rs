@@ -36,6 +36,7 @@ use ferry_core::{OutboxItem, OwnerId, SessionStatus};
 use tracing::{debug, info, warn};
 
 use crate::auth::LoginStep;
+use crate::config::CHECK_UNFINISHED_ABOVE;
 use crate::lifecycle::Shutdown;
 use crate::shell::{
     driver, CloseReason, Connection, Opened, Peer, Phase, Protocol, Services, Shell,
@@ -432,13 +433,53 @@ impl Amqp1 {
                 if s.state == SessionState::Ending {
                     return;
                 }
+                let receiving = match &p {
+                    Performative::Transfer(t) => Some(t.handle),
+                    _ => None,
+                };
                 match s.on_frame(&mut ctx, p, payload) {
                     Ok(()) if s.draining() => self.finish_drains(shell, channel),
                     Ok(()) => {}
                     Err(Failure::Session(f)) => self.end_with(shell, channel, f),
                     Err(Failure::Connection(f)) => self.fail(shell, f),
                 }
+                if let Some(handle) = receiving {
+                    self.check_unfinished(shell, channel, handle);
+                }
             }
+        }
+    }
+
+    /// Refuses the delivery link `handle` of session `channel` is receiving if it has come
+    /// past [`CHECK_UNFINISHED_ABOVE`] and, with every other delivery this connection's peer
+    /// has begun, holds more than the connection may.
+    fn check_unfinished(&mut self, shell: &mut Shell, channel: u16, handle: u32) {
+        let Some(Some(s)) = self.sessions.get(usize::from(channel)) else {
+            return;
+        };
+        if s.unfinished(Some(handle)) <= CHECK_UNFINISHED_ABOVE {
+            return;
+        }
+        let total: usize = self
+            .sessions
+            .iter()
+            .flatten()
+            .map(|s| s.unfinished(None))
+            .sum();
+        let limit = shell.config.unfinished_limit();
+        if total <= limit {
+            return;
+        }
+        let fault = Fault::new(
+            condition::MESSAGE_SIZE_EXCEEDED,
+            format!(
+                "the deliveries begun on this connection would hold {total} octets, \
+                 more than its limit of {limit}"
+            ),
+        );
+        let (sessions, mut ctx) = self.split(shell);
+        if let Some(Some(s)) = sessions.get_mut(usize::from(channel)) {
+            s.refuse_unfinished(&mut ctx, handle, fault);
         }
     }
 

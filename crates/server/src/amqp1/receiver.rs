@@ -72,6 +72,16 @@ impl Receiver {
         matches!(self.dest, Dest::Coordinator)
     }
 
+    /// Octets of the delivery being received, so far.
+    pub fn unfinished(&self) -> usize {
+        self.current.as_ref().map_or(0, |p| p.chunks.len())
+    }
+
+    /// Drops the delivery being received.
+    pub fn abandon(&mut self) {
+        self.current = None;
+    }
+
     /// Takes one transfer frame; a delivery is complete after its last.
     pub fn push(&mut self, t: Transfer, payload: Bytes) -> Result<Option<Complete>, Fault> {
         if self.current.is_none() {

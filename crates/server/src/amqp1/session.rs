@@ -198,6 +198,28 @@ impl Session {
         write(ctx.out, self.channel, p);
     }
 
+    /// Octets of the deliveries this session's links are receiving, so far; or only link
+    /// `handle`'s.
+    pub fn unfinished(&self, handle: Option<u32>) -> usize {
+        let receiving = |l: &Link| match &l.kind {
+            LinkKind::Receiver(r) => r.unfinished(),
+            _ => 0,
+        };
+        match handle {
+            Some(h) => self.links.get(&h).map_or(0, receiving),
+            None => self.links.values().map(receiving).sum(),
+        }
+    }
+
+    /// Refuses the delivery link `handle` is receiving: it is dropped and the link detached
+    /// with `fault`.
+    pub fn refuse_unfinished(&mut self, ctx: &mut Ctx, handle: u32, fault: Fault) {
+        if let Some(LinkKind::Receiver(r)) = self.links.get_mut(&handle).map(|l| &mut l.kind) {
+            r.abandon();
+        }
+        self.detach_with(ctx, handle, fault);
+    }
+
     /// A frame for this session (not begin or end).
     pub fn on_frame(
         &mut self,

@@ -1005,3 +1005,61 @@ async fn held_credit_stops_waking_a_connection_once_it_closes() {
         "a closed connection is not woken for held credit"
     );
 }
+
+/// The transfers of one 500,000-octet message on link `handle` as delivery `id`, in
+/// 60,000-octet frames, all but the last (`more`), then the last.
+fn delivery_in_parts(handle: u32, id: u32) -> (BytesMut, BytesMut) {
+    let mut payload = BytesMut::new();
+    Message::data(Bytes::from(vec![7u8; 500_000])).encode(&mut payload);
+    let parts: Vec<&[u8]> = payload.chunks(60_000).collect();
+    let (mut first, mut last) = (BytesMut::new(), BytesMut::new());
+    for (i, part) in parts.iter().enumerate() {
+        let more = i + 1 < parts.len();
+        let t = Transfer {
+            handle,
+            delivery_id: (i == 0).then_some(id),
+            delivery_tag: (i == 0).then(|| Bytes::copy_from_slice(&id.to_be_bytes())),
+            message_format: Some(0),
+            more,
+            ..Transfer::default()
+        };
+        write_frame(
+            if more { &mut first } else { &mut last },
+            0,
+            &t.into(),
+            part,
+        );
+    }
+    (first, last)
+}
+
+#[tokio::test]
+async fn deliveries_begun_on_a_connection_are_bounded_together() {
+    // Each within the size limit, two unfinished deliveries would hold more than the
+    // connection may: the second link is detached with message-size-exceeded, and the
+    // first delivery is still taken when it ends.
+    let mut c = open_with(
+        ServerConfig {
+            max_message_size: 600 * 1024,
+            max_unfinished_per_connection: 900 * 1024,
+            ..ServerConfig::default()
+        },
+        None,
+    )
+    .await;
+    declare(&c, "q");
+    c.begin(0);
+    c.attach_sender(0, 0, Some("q"));
+    c.attach_sender(0, 1, Some("q"));
+    let (first, first_end) = delivery_in_parts(0, 0);
+    assert!(c.exchange(first).is_empty());
+    let (second, _) = delivery_in_parts(1, 0);
+    let got = c.exchange(second);
+    assert_eq!(
+        error_of(&got).as_deref(),
+        Some("amqp:link:message-size-exceeded"),
+        "{got:?}"
+    );
+    assert_eq!(dispositions(&c.exchange(first_end)).len(), 1);
+    assert_eq!(queue_depth(&c, "q"), 1);
+}
