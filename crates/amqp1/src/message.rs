@@ -99,6 +99,9 @@ pub struct Parts {
     sections: Bytes,
     count: usize,
     data: bool,
+    /// The first section's value, kept: most bodies are one data section, and the broker
+    /// looks at it for every message it stores.
+    first: Bytes,
 }
 
 impl Parts {
@@ -122,7 +125,7 @@ impl Parts {
 
     /// The first section's value.
     pub fn first(&self) -> Option<Bytes> {
-        self.iter().next()
+        (self.count > 0).then(|| self.first.clone())
     }
 
     pub fn to_vec(&self) -> Vec<Bytes> {
@@ -207,6 +210,7 @@ impl RawMessage {
         let mut body: Option<(usize, usize)> = None;
         // Data or amqp-sequence sections seen; their values are not kept (see Parts).
         let mut parts = 0;
+        let mut first_part = Bytes::new();
         while !d.is_empty() {
             let start = payload.len() - d.remaining();
             let code = d.u8()?;
@@ -285,12 +289,18 @@ impl RawMessage {
                 section::DATA => {
                     let mut v = Decoder::new(value);
                     let code = v.u8()?;
-                    v.binary(code)?;
+                    let contents = v.binary(code)?;
+                    if parts == 0 {
+                        first_part = contents;
+                    }
                     parts += 1;
                     msg.body = RawBody::Data(Parts::default());
                 }
                 section::AMQP_SEQUENCE => {
                     expect(is_list, "list")?;
+                    if parts == 0 {
+                        first_part = value;
+                    }
                     parts += 1;
                     msg.body = RawBody::Sequence(Parts::default());
                 }
@@ -311,6 +321,7 @@ impl RawMessage {
             sections: msg.body_sections.clone(),
             count: parts,
             data,
+            first: first_part,
         };
         msg.body = match msg.body {
             RawBody::Data(_) => RawBody::Data(found(true)),
