@@ -98,8 +98,16 @@ async fn parse<T: DeserializeOwned>(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    // Held while the body is read and parsed; unknown lengths (chunked) count as large.
-    let _permit = if length.is_some_and(|n| n <= SMALL_BODY) {
+    // Held while the body is read and parsed; unknown lengths (chunked, or HTTP/2 without
+    // a length) count as large. An HTTP/1 request with neither length nor chunks has no
+    // body, as a bare PUT.
+    let bodiless = req.version() < axum::http::Version::HTTP_2
+        && !headers.contains_key(header::TRANSFER_ENCODING);
+    let small = match length {
+        Some(n) => n <= SMALL_BODY,
+        None => bodiless,
+    };
+    let _permit = if small {
         None
     } else {
         match tokio::time::timeout(wait, permits.acquire()).await {
@@ -239,12 +247,17 @@ mod tests {
                 Err(ApiError::Unavailable(_))
             ));
             assert_eq!(parse_with(json, small, &permits).await.unwrap()["a"], 1);
-            // A body of unknown length (chunked) counts as large.
+            // A body of unknown length (chunked) counts as large; a request with neither
+            // length nor chunks has no body and needs no permit.
             let mut unknown = headers(json, 0);
             unknown.remove(header::CONTENT_LENGTH);
+            let mut chunked = unknown.clone();
+            chunked.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
             let r: Result<Value, _> =
-                parse(request(unknown, small), &permits, Duration::ZERO).await;
+                parse(request(chunked, small), &permits, Duration::ZERO).await;
             assert!(matches!(r, Err(ApiError::Unavailable(_))));
+            let r: Result<Value, _> = parse(request(unknown, ""), &permits, Duration::ZERO).await;
+            assert_eq!(r.unwrap(), serde_json::json!({}));
             drop(held);
             // Free again: parsed, and the permit given back afterwards.
             let v = parse_with(json, &large, &permits).await.unwrap();

@@ -97,11 +97,6 @@ impl Amqp010 {
                 continue;
             };
             let sync = session.complete_durable(durable);
-            if let Some(e) = session.completed_overflow() {
-                let id = session.last_command_id();
-                session.fail(&mut env, id, (0, 0), e);
-                continue;
-            }
             session.flush_completion(env.out, max_frame, sync);
             match session.first_waiting() {
                 Some(w) if failed => {

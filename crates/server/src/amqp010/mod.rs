@@ -741,11 +741,6 @@ impl Amqp010 {
                 false
             }
         };
-        let working = session.state == SessionState::Attached;
-        if let Some(e) = session.completed_overflow().filter(|_| working) {
-            session.fail(&mut env, id, codes, e);
-            return;
-        }
         if waits && !self.waiting_sessions.contains(&channel) {
             self.waiting_sessions.push(channel);
         }

@@ -269,7 +269,10 @@ impl Session {
         self.completed.remove_set(commands);
     }
 
-    /// The completed set split past [`MAX_COMPLETED_RANGES`]: the session must end.
+    /// The completed set split past [`MAX_COMPLETED_RANGES`]: the session must end. Looked
+    /// at after a known-completed, the peer's one way to split it (with command-point
+    /// checked): holes left by commands waiting for the journal fill as they complete, and
+    /// a journal stall must not end a well-behaved session.
     pub fn completed_overflow(&self) -> Option<Exception> {
         let ranges = self.completed.ranges().len();
         (ranges > MAX_COMPLETED_RANGES).then(|| {

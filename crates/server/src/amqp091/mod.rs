@@ -506,7 +506,7 @@ impl Amqp091 {
         let header_frame = frame.frame_type == FrameType::Header;
         match c.assembler.feed(frame) {
             Ok(AssemblyProgress::Incomplete) => {
-                if header_frame {
+                if header_frame && c.assembler.unfinished_body() > CHECK_UNFINISHED_ABOVE as u64 {
                     self.check_unfinished(shell, id);
                 }
             }
@@ -533,17 +533,11 @@ impl Amqp091 {
         }
     }
 
-    /// Refuses the message whose header `channel` just took if its announced body, with the
-    /// bodies of the other messages this connection's peer has begun, is more than the
-    /// connection may hold (a channel error, as for a message over the size limit).
+    /// Refuses the message whose header `channel` just took (its body announced past
+    /// [`CHECK_UNFINISHED_ABOVE`]) if its body, with the bodies of the other messages this
+    /// connection's peer has begun, is more than the connection may hold (a channel error,
+    /// as for a message over the size limit).
     fn check_unfinished(&mut self, shell: &mut Shell, channel: u16) {
-        let own = self
-            .channels
-            .get(&channel)
-            .map_or(0, |c| c.assembler.unfinished_body());
-        if own <= CHECK_UNFINISHED_ABOVE as u64 {
-            return;
-        }
         let total: u64 = self
             .channels
             .values()

@@ -596,7 +596,7 @@ impl<P: Protocol> Connection<P> {
     /// this after each write: the peer may have sent everything already, so no read would
     /// come to process it.
     pub fn resume_held_input(&mut self, input: &mut BytesMut, now: Instant) -> bool {
-        if !self.shell.input_held || self.shell.output_full() {
+        if !self.shell.input_held || self.shell.output_full() || self.is_finished() {
             return false;
         }
         self.at(now);
