@@ -129,13 +129,18 @@ impl Connections {
 
     /// Every connection, oldest first.
     pub fn list(&self) -> Vec<ConnectionStatus> {
-        let entries: Vec<(ConnectionId, Arc<Entry>)> = self
-            .entries
+        let entries = self.snapshot();
+        entries.iter().map(|(id, e)| status(*id, e)).collect()
+    }
+
+    /// The entries, taken out from under the registry's lock: each connection's sessions are
+    /// then locked without it.
+    fn snapshot(&self) -> Vec<(ConnectionId, Arc<Entry>)> {
+        self.entries
             .lock()
             .iter()
             .map(|(id, e)| (*id, e.clone()))
-            .collect();
-        entries.iter().map(|(id, e)| status(*id, e)).collect()
+            .collect()
     }
 
     pub fn get(&self, id: ConnectionId) -> Option<ConnectionStatus> {
@@ -167,12 +172,7 @@ impl Connections {
     /// [`Connections::owner_connection`] would do with a pass over all of them each.
     /// Each connection's sessions are locked outside the registry's lock, as in `list`.
     pub fn owners(&self) -> HashMap<OwnerId, ConnectionId> {
-        let entries: Vec<(ConnectionId, Arc<Entry>)> = self
-            .entries
-            .lock()
-            .iter()
-            .map(|(id, e)| (*id, e.clone()))
-            .collect();
+        let entries = self.snapshot();
         let mut owners = HashMap::new();
         for (id, e) in entries {
             for s in e.sessions.lock().iter() {

@@ -789,12 +789,7 @@ impl Amqp010 {
         codes: (u8, u8),
         exception: Exception,
     ) {
-        let (channels, mut env) = self.split(shell);
-        let Some(session) = working_session(channels, channel) else {
-            return;
-        };
-        let id = session.next_command_id();
-        session.fail(&mut env, id, codes, exception);
+        self.fail_session(shell, channel, codes, exception, Session::next_command_id);
     }
 
     /// A session control the session cannot take ends it with an exception. Controls take
@@ -806,11 +801,22 @@ impl Amqp010 {
         codes: (u8, u8),
         exception: Exception,
     ) {
+        self.fail_session(shell, channel, codes, exception, |s| s.last_command_id());
+    }
+
+    fn fail_session(
+        &mut self,
+        shell: &mut Shell,
+        channel: u16,
+        codes: (u8, u8),
+        exception: Exception,
+        command_id: impl FnOnce(&mut Session) -> u32,
+    ) {
         let (channels, mut env) = self.split(shell);
         let Some(session) = working_session(channels, channel) else {
             return;
         };
-        let id = session.last_command_id();
+        let id = command_id(session);
         session.fail(&mut env, id, codes, exception);
     }
 
