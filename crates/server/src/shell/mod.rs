@@ -447,6 +447,12 @@ impl<P: Protocol> Connection<P> {
         let before = input.len();
         self.protocol.process(&mut self.shell, input);
         self.shell.traffic.bytes_in += (before - input.len()) as u64;
+        if self.protocol.channel_count() != self.shell.reported_channels {
+            // A session opened or ended is told before the peer hears of it, not after the
+            // write: a tool that made one and at once asks management for it over another
+            // connection (qpid-python's test_connection_stats) raced the report.
+            self.report();
+        }
         if self.shell.phase == Phase::Finished {
             input.clear();
         }
